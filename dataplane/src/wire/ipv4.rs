@@ -1,0 +1,259 @@
+//! IPv4 header (RFC 791), options included, with the in-place rewrites a router makes.
+//!
+//! Invariant: after `check_len`, the header (IHL x 4 bytes, at least 20) and the whole datagram
+//! the total-length field declares lie inside the buffer, so every getter and the TTL/TOS
+//! setters are in bounds. Setters keep the header checksum valid by RFC 1624 incremental update.
+
+use super::checksum;
+use super::{read_u16, write_u16, Result, WireError};
+use std::net::Ipv4Addr;
+
+mod field {
+    use crate::wire::Field;
+    pub const VER_IHL: usize = 0;
+    pub const TOS: usize = 1;
+    pub const TOTAL_LEN: Field = 2..4;
+    pub const FLAGS_FRAGMENT: Field = 6..8;
+    pub const TTL: usize = 8;
+    pub const PROTOCOL: usize = 9;
+    pub const TTL_PROTOCOL: Field = 8..10;
+    pub const CHECKSUM: Field = 10..12;
+    pub const SOURCE: Field = 12..16;
+    pub const DESTINATION: Field = 16..20;
+}
+
+pub const MIN_HEADER_LEN: usize = 20;
+
+pub mod protocol {
+    pub const TCP: u8 = 6;
+    pub const UDP: u8 = 17;
+}
+
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    pub fn new_unchecked(buffer: T) -> Self {
+        Self { buffer }
+    }
+
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let packet = Self::new_unchecked(buffer);
+        packet.check_len()?;
+        Ok(packet)
+    }
+
+    /// Checks version, IHL and total length against each other and the buffer. Trailing bytes
+    /// past the total length (Ethernet padding) are allowed.
+    pub fn check_len(&self) -> Result<()> {
+        let data = self.buffer.as_ref();
+        if data.len() < MIN_HEADER_LEN {
+            return Err(WireError::Truncated);
+        }
+        if self.version() != 4 {
+            return Err(WireError::BadVersion);
+        }
+        let header_len = self.header_len();
+        if header_len < MIN_HEADER_LEN {
+            return Err(WireError::BadHeaderLength);
+        }
+        if data.len() < header_len {
+            return Err(WireError::Truncated);
+        }
+        let total_len = usize::from(self.total_len());
+        if total_len < header_len {
+            return Err(WireError::BadLength);
+        }
+        if data.len() < total_len {
+            return Err(WireError::Truncated);
+        }
+        Ok(())
+    }
+
+    pub fn version(&self) -> u8 {
+        self.buffer.as_ref()[field::VER_IHL] >> 4
+    }
+
+    /// Header length in bytes (IHL x 4).
+    pub fn header_len(&self) -> usize {
+        usize::from(self.buffer.as_ref()[field::VER_IHL] & 0x0f) * 4
+    }
+
+    /// DSCP, the upper 6 bits of the TOS byte.
+    pub fn dscp(&self) -> u8 {
+        self.buffer.as_ref()[field::TOS] >> 2
+    }
+
+    /// ECN, the lower 2 bits of the TOS byte.
+    pub fn ecn(&self) -> u8 {
+        self.buffer.as_ref()[field::TOS] & 0x03
+    }
+
+    pub fn total_len(&self) -> u16 {
+        read_u16(self.buffer.as_ref(), field::TOTAL_LEN)
+    }
+
+    /// True for any fragment but a whole datagram: more-fragments set or a non-zero offset.
+    /// Only the first fragment carries the L4 header, so flows hash on addresses alone.
+    pub fn is_fragment(&self) -> bool {
+        read_u16(self.buffer.as_ref(), field::FLAGS_FRAGMENT) & 0x3fff != 0
+    }
+
+    pub fn ttl(&self) -> u8 {
+        self.buffer.as_ref()[field::TTL]
+    }
+
+    pub fn protocol(&self) -> u8 {
+        self.buffer.as_ref()[field::PROTOCOL]
+    }
+
+    pub fn checksum(&self) -> u16 {
+        read_u16(self.buffer.as_ref(), field::CHECKSUM)
+    }
+
+    pub fn source(&self) -> Ipv4Addr {
+        Ipv4Addr::from(super::read_u32(self.buffer.as_ref(), field::SOURCE))
+    }
+
+    pub fn destination(&self) -> Ipv4Addr {
+        Ipv4Addr::from(super::read_u32(self.buffer.as_ref(), field::DESTINATION))
+    }
+
+    /// True when the header (options included) sums to 0xffff.
+    pub fn verify_checksum(&self) -> bool {
+        checksum::ones_complement_sum(&self.buffer.as_ref()[..self.header_len()]) == 0xffff
+    }
+
+    /// The datagram's payload, up to the total length (Ethernet padding excluded).
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[self.header_len()..usize::from(self.total_len())]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Decrements the TTL by one and patches the checksum incrementally (RFC 1624).
+    /// The caller has checked that the TTL is above 1.
+    pub fn decrement_ttl(&mut self) {
+        let data = self.buffer.as_mut();
+        let old = read_u16(data, field::TTL_PROTOCOL);
+        data[field::TTL] -= 1;
+        let new = read_u16(data, field::TTL_PROTOCOL);
+        let sum = checksum::incremental_update(read_u16(data, field::CHECKSUM), old, new);
+        write_u16(data, field::CHECKSUM, sum);
+    }
+
+    /// Sets the ECN bits and patches the checksum incrementally (RFC 1624).
+    pub fn set_ecn(&mut self, ecn: u8) {
+        let data = self.buffer.as_mut();
+        let old = read_u16(data, 0..2);
+        data[field::TOS] = (data[field::TOS] & !0x03) | (ecn & 0x03);
+        let new = read_u16(data, 0..2);
+        let sum = checksum::incremental_update(read_u16(data, field::CHECKSUM), old, new);
+        write_u16(data, field::CHECKSUM, sum);
+    }
+
+    /// Recomputes the header checksum from scratch (for building packets, not per packet).
+    pub fn fill_checksum(&mut self) {
+        let header_len = self.header_len();
+        let data = self.buffer.as_mut();
+        write_u16(data, field::CHECKSUM, 0);
+        let sum = checksum::internet_checksum(&data[..header_len]);
+        write_u16(data, field::CHECKSUM, sum);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // 192.168.0.1 -> 192.168.0.199, UDP, TTL 64, total length 0x73: header of a real capture,
+    // followed by the payload the total length covers.
+    fn real_datagram() -> Vec<u8> {
+        let mut bytes = vec![
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01,
+            0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        bytes.resize(0x73, 0x5a);
+        bytes
+    }
+
+    #[test]
+    fn deconstruct() {
+        let bytes = real_datagram();
+        let packet = Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(packet.version(), 4);
+        assert_eq!(packet.header_len(), 20);
+        assert_eq!(packet.dscp(), 0);
+        assert_eq!(packet.ecn(), 0);
+        assert_eq!(packet.total_len(), 0x73);
+        assert_eq!(packet.ttl(), 64);
+        assert_eq!(packet.protocol(), protocol::UDP);
+        assert_eq!(packet.checksum(), 0xb861);
+        assert_eq!(packet.source(), Ipv4Addr::new(192, 168, 0, 1));
+        assert_eq!(packet.destination(), Ipv4Addr::new(192, 168, 0, 199));
+        assert!(packet.verify_checksum());
+        assert_eq!(packet.payload().len(), 0x73 - 20);
+    }
+
+    #[test]
+    fn ttl_decrement_keeps_the_checksum_valid() {
+        let mut bytes = real_datagram();
+        let mut packet = Packet::new_checked(&mut bytes[..]).unwrap();
+        packet.decrement_ttl();
+        assert_eq!(packet.ttl(), 63);
+        assert!(packet.verify_checksum());
+        let incremental = packet.checksum();
+        packet.fill_checksum();
+        assert_eq!(packet.checksum(), incremental);
+    }
+
+    #[test]
+    fn ecn_rewrite_keeps_the_checksum_valid() {
+        let mut bytes = real_datagram();
+        bytes[1] = (26 << 2) | 0b10; // DSCP 26, ECT(0)
+        Packet::new_unchecked(&mut bytes[..]).fill_checksum();
+        let mut packet = Packet::new_checked(&mut bytes[..]).unwrap();
+        packet.set_ecn(0b11);
+        assert_eq!(packet.dscp(), 26);
+        assert_eq!(packet.ecn(), 0b11);
+        assert!(packet.verify_checksum());
+    }
+
+    #[test]
+    fn options_are_part_of_the_header() {
+        // IHL 6: one 4-byte option (NOP NOP NOP EOL), total length 24 + 4 payload bytes.
+        let mut bytes = vec![
+            0x46, 0x00, 0x00, 0x1c, 0x12, 0x34, 0x00, 0x00, 0x40, 0x06, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x01,
+            0x0a, 0x00, 0x01, 0x02, 0x01, 0x01, 0x01, 0x00, 0xde, 0xad, 0xbe, 0xef,
+        ];
+        Packet::new_unchecked(&mut bytes[..]).fill_checksum();
+        let packet = Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(packet.header_len(), 24);
+        assert_eq!(packet.payload(), &[0xde, 0xad, 0xbe, 0xef]);
+        assert!(packet.verify_checksum());
+    }
+
+    #[test]
+    fn lies_are_rejected() {
+        let good = real_datagram();
+        let mut bad = good.clone();
+        bad[0] = 0x44; // IHL 4
+        assert_eq!(Packet::new_checked(&bad[..]).err(), Some(WireError::BadHeaderLength));
+        let mut bad = good.clone();
+        bad[0] = 0x4f; // IHL 15: a 60-byte header still inside the 0x73-byte datagram
+        assert!(Packet::new_checked(&bad[..]).is_ok());
+        let mut bad = good.clone();
+        bad[0] = 0x65;
+        assert_eq!(Packet::new_checked(&bad[..]).err(), Some(WireError::BadVersion));
+        let mut bad = good.clone();
+        bad[2..4].copy_from_slice(&0x0200u16.to_be_bytes()); // total length past the end
+        assert_eq!(Packet::new_checked(&bad[..]).err(), Some(WireError::Truncated));
+        let mut bad = good.clone();
+        bad[2..4].copy_from_slice(&0x0010u16.to_be_bytes()); // total length below the header
+        assert_eq!(Packet::new_checked(&bad[..]).err(), Some(WireError::BadLength));
+        for len in 0..20 {
+            assert_eq!(Packet::new_checked(&good[..len]).err(), Some(WireError::Truncated));
+        }
+    }
+}

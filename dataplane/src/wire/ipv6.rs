@@ -1,0 +1,166 @@
+//! IPv6 fixed header (RFC 8200).
+//!
+//! Invariant: after `check_len`, the 40-byte header and the payload length it declares lie
+//! inside the buffer. Extension headers are not walked here; the parser does that.
+
+use super::{read_u16, Result, WireError};
+use std::net::Ipv6Addr;
+
+mod field {
+    use crate::wire::Field;
+    pub const VER_TC_FLOW: Field = 0..4;
+    pub const PAYLOAD_LEN: Field = 4..6;
+    pub const NEXT_HEADER: usize = 6;
+    pub const HOP_LIMIT: usize = 7;
+    pub const SOURCE: Field = 8..24;
+    pub const DESTINATION: Field = 24..40;
+}
+
+pub const HEADER_LEN: usize = 40;
+
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    pub fn new_unchecked(buffer: T) -> Self {
+        Self { buffer }
+    }
+
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let packet = Self::new_unchecked(buffer);
+        packet.check_len()?;
+        Ok(packet)
+    }
+
+    pub fn check_len(&self) -> Result<()> {
+        let data = self.buffer.as_ref();
+        if data.len() < HEADER_LEN {
+            return Err(WireError::Truncated);
+        }
+        if self.version() != 6 {
+            return Err(WireError::BadVersion);
+        }
+        if data.len() < HEADER_LEN + usize::from(self.payload_len()) {
+            return Err(WireError::Truncated);
+        }
+        Ok(())
+    }
+
+    pub fn version(&self) -> u8 {
+        self.buffer.as_ref()[0] >> 4
+    }
+
+    pub fn traffic_class(&self) -> u8 {
+        let data = self.buffer.as_ref();
+        (data[0] << 4) | (data[1] >> 4)
+    }
+
+    pub fn dscp(&self) -> u8 {
+        self.traffic_class() >> 2
+    }
+
+    pub fn ecn(&self) -> u8 {
+        self.traffic_class() & 0x03
+    }
+
+    pub fn flow_label(&self) -> u32 {
+        super::read_u32(self.buffer.as_ref(), field::VER_TC_FLOW) & 0x000f_ffff
+    }
+
+    pub fn payload_len(&self) -> u16 {
+        read_u16(self.buffer.as_ref(), field::PAYLOAD_LEN)
+    }
+
+    pub fn next_header(&self) -> u8 {
+        self.buffer.as_ref()[field::NEXT_HEADER]
+    }
+
+    pub fn hop_limit(&self) -> u8 {
+        self.buffer.as_ref()[field::HOP_LIMIT]
+    }
+
+    pub fn source(&self) -> Ipv6Addr {
+        let bytes: [u8; 16] = self.buffer.as_ref()[field::SOURCE].try_into().expect("16 bytes");
+        Ipv6Addr::from(bytes)
+    }
+
+    pub fn destination(&self) -> Ipv6Addr {
+        let bytes: [u8; 16] = self.buffer.as_ref()[field::DESTINATION].try_into().expect("16 bytes");
+        Ipv6Addr::from(bytes)
+    }
+
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[HEADER_LEN..HEADER_LEN + usize::from(self.payload_len())]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// IPv6 has no header checksum, so a hop-limit decrement is a plain write.
+    /// The caller has checked that the hop limit is above 1.
+    pub fn decrement_hop_limit(&mut self) {
+        self.buffer.as_mut()[field::HOP_LIMIT] -= 1;
+    }
+
+    pub fn set_ecn(&mut self, ecn: u8) {
+        let data = self.buffer.as_mut();
+        // The traffic class straddles bytes 0 and 1; ECN is its low two bits, i.e. bits 4-5 of byte 1.
+        data[1] = (data[1] & !0x30) | ((ecn & 0x03) << 4);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // An IPv6 UDP datagram: TC 0x68 (DSCP 26, ECT(0)), flow 0x12345, payload 8, hop limit 64,
+    // 2001:db8::1 -> 2001:db8:1::2.
+    fn real_packet() -> Vec<u8> {
+        let mut bytes = vec![0x66, 0x81, 0x23, 0x45, 0x00, 0x08, 0x11, 0x40];
+        bytes.extend_from_slice(&"2001:db8::1".parse::<Ipv6Addr>().unwrap().octets());
+        bytes.extend_from_slice(&"2001:db8:1::2".parse::<Ipv6Addr>().unwrap().octets());
+        bytes.extend_from_slice(&[0x30, 0x39, 0x12, 0xb7, 0x00, 0x08, 0x00, 0x00]);
+        bytes
+    }
+
+    #[test]
+    fn deconstruct() {
+        let bytes = real_packet();
+        let packet = Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(packet.version(), 6);
+        assert_eq!(packet.traffic_class(), 0x68);
+        assert_eq!(packet.dscp(), 26);
+        assert_eq!(packet.ecn(), 0b00);
+        assert_eq!(packet.flow_label(), 0x12345);
+        assert_eq!(packet.payload_len(), 8);
+        assert_eq!(packet.next_header(), 17);
+        assert_eq!(packet.hop_limit(), 64);
+        assert_eq!(packet.source(), "2001:db8::1".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(packet.destination(), "2001:db8:1::2".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(packet.payload().len(), 8);
+    }
+
+    #[test]
+    fn rewrites() {
+        let mut bytes = real_packet();
+        let mut packet = Packet::new_checked(&mut bytes[..]).unwrap();
+        packet.decrement_hop_limit();
+        packet.set_ecn(0b11);
+        assert_eq!(packet.hop_limit(), 63);
+        assert_eq!(packet.ecn(), 0b11);
+        assert_eq!(packet.dscp(), 26);
+        assert_eq!(packet.flow_label(), 0x12345);
+    }
+
+    #[test]
+    fn short_or_lying_packets_are_rejected() {
+        let good = real_packet();
+        assert_eq!(Packet::new_checked(&good[..47]).err(), Some(WireError::Truncated));
+        let mut bad = good.clone();
+        bad[0] = 0x46;
+        assert_eq!(Packet::new_checked(&bad[..]).err(), Some(WireError::BadVersion));
+        for len in 0..HEADER_LEN {
+            assert_eq!(Packet::new_checked(&good[..len]).err(), Some(WireError::Truncated));
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! The frame parser: from raw bytes to the few facts the pipeline needs (where the IP header
+//! is, the destination, DSCP/ECN, TTL, PCP, a flow hash for ECMP), or a PFC frame's meaning.
+//!
+//! Invariant: `parse` reads only through the checked views of this module's siblings, so no
+//! input, however hostile, makes it panic; every rejection is a `WireError`, which the pipeline
+//! counts as `malformed`. It never writes.
+
+use super::ethernet::{self, EtherType};
+use super::{bth, ipv4, ipv6, pfc, tcp, udp, vlan, Result, WireError};
+
+/// At most this many VLAN tags (QinQ) are walked.
+const MAX_VLAN_TAGS: usize = 2;
+/// At most this many IPv6 extension headers are walked before giving up on L4 (not an error).
+const MAX_IPV6_EXTENSIONS: usize = 8;
+
+/// The destination address, as integers so lookups need no conversions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    V4(u32),
+    V6(u128),
+}
+
+/// RoCEv2 facts from the BTH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roce {
+    pub opcode: u8,
+    pub dest_qp: u32,
+}
+
+/// What the pipeline needs of an IP packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpPacket {
+    /// Offset of the IP header from the start of the frame (after any VLAN tags).
+    pub l3_offset: usize,
+    pub destination: Destination,
+    pub dscp: u8,
+    pub ecn: u8,
+    /// TTL (IPv4) or hop limit (IPv6).
+    pub ttl: u8,
+    /// L4 protocol (IPv6: after the extension headers walked).
+    pub protocol: u8,
+    /// Hash of addresses, protocol, ports and (RoCEv2) the destination QP: stable per flow.
+    pub flow_hash: u32,
+    pub roce: Option<Roce>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    Ip(IpPacket),
+    /// A PAUSE or PFC frame; consumed by the switch, never forwarded.
+    FlowControl(pfc::Repr),
+    /// A MAC control frame with another opcode, or an EtherType the switch does not route.
+    NotRoutable(EtherType),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParsedFrame {
+    /// PCP of the outermost VLAN tag, if the frame is tagged.
+    pub pcp: Option<u8>,
+    pub payload: Payload,
+}
+
+/// Parses one frame.
+pub fn parse(frame: &[u8]) -> Result<ParsedFrame> {
+    let ethernet = ethernet::Frame::new_checked(frame)?;
+    let mut ethertype = ethernet.ethertype();
+    let mut offset = ethernet::HEADER_LEN;
+    let mut pcp = None;
+    let mut tags = 0;
+    while matches!(ethertype, EtherType::Vlan | EtherType::ServiceVlan) {
+        if tags == MAX_VLAN_TAGS {
+            return Err(WireError::TooManyTags);
+        }
+        let tag = vlan::Tag::new_checked(&frame[offset..])?;
+        pcp.get_or_insert(tag.pcp());
+        ethertype = tag.ethertype();
+        offset += vlan::TAG_LEN;
+        tags += 1;
+    }
+    let payload = match ethertype {
+        EtherType::Ipv4 => Payload::Ip(parse_ipv4(frame, offset)?),
+        EtherType::Ipv6 => Payload::Ip(parse_ipv6(frame, offset)?),
+        EtherType::MacControl => {
+            let control = pfc::Payload::new_checked(&frame[offset..])?;
+            match pfc::Repr::parse(&control) {
+                Some(repr) => Payload::FlowControl(repr),
+                None => Payload::NotRoutable(ethertype),
+            }
+        }
+        other => Payload::NotRoutable(other),
+    };
+    Ok(ParsedFrame { pcp, payload })
+}
+
+fn parse_ipv4(frame: &[u8], l3_offset: usize) -> Result<IpPacket> {
+    let packet = ipv4::Packet::new_checked(&frame[l3_offset..])?;
+    if !packet.verify_checksum() {
+        return Err(WireError::BadChecksum);
+    }
+    let protocol = packet.protocol();
+    let ports = if packet.is_fragment() { L4::default() } else { parse_l4(protocol, packet.payload())? };
+    let source = u32::from(packet.source());
+    let destination = u32::from(packet.destination());
+    let flow_hash = flow_hash(&[source, destination, u32::from(protocol), ports.ports, ports.dest_qp]);
+    Ok(IpPacket {
+        l3_offset,
+        destination: Destination::V4(destination),
+        dscp: packet.dscp(),
+        ecn: packet.ecn(),
+        ttl: packet.ttl(),
+        protocol,
+        flow_hash,
+        roce: ports.roce,
+    })
+}
+
+fn parse_ipv6(frame: &[u8], l3_offset: usize) -> Result<IpPacket> {
+    let packet = ipv6::Packet::new_checked(&frame[l3_offset..])?;
+    let (protocol, l4) = walk_extensions(packet.next_header(), packet.payload())?;
+    let ports = match l4 {
+        Some(bytes) => parse_l4(protocol, bytes)?,
+        None => L4::default(),
+    };
+    let source = u128::from(packet.source());
+    let destination = u128::from(packet.destination());
+    let flow_hash = flow_hash(&[
+        fold128(source),
+        fold128(destination),
+        u32::from(protocol),
+        ports.ports,
+        ports.dest_qp,
+        packet.flow_label(),
+    ]);
+    Ok(IpPacket {
+        l3_offset,
+        destination: Destination::V6(destination),
+        dscp: packet.dscp(),
+        ecn: packet.ecn(),
+        ttl: packet.hop_limit(),
+        protocol,
+        flow_hash,
+        roce: ports.roce,
+    })
+}
+
+/// Walks hop-by-hop, routing, destination-options and fragment headers. Returns the final
+/// protocol and, unless a non-first fragment or an unknown chain hides it, the L4 bytes.
+fn walk_extensions(mut next: u8, mut bytes: &[u8]) -> Result<(u8, Option<&[u8]>)> {
+    for _ in 0..MAX_IPV6_EXTENSIONS {
+        match next {
+            0 | 43 | 60 => {
+                if bytes.len() < 8 {
+                    return Err(WireError::Truncated);
+                }
+                let len = (usize::from(bytes[1]) + 1) * 8;
+                if bytes.len() < len {
+                    return Err(WireError::Truncated);
+                }
+                next = bytes[0];
+                bytes = &bytes[len..];
+            }
+            44 => {
+                if bytes.len() < 8 {
+                    return Err(WireError::Truncated);
+                }
+                let offset_and_more = u16::from_be_bytes([bytes[2], bytes[3]]);
+                next = bytes[0];
+                if offset_and_more & 0xfff9 != 0 {
+                    // A fragment: flows hash on addresses alone, like IPv4 fragments.
+                    return Ok((next, None));
+                }
+                bytes = &bytes[8..];
+            }
+            _ => return Ok((next, Some(bytes))),
+        }
+    }
+    Ok((next, None))
+}
+
+#[derive(Default)]
+struct L4 {
+    /// Source port << 16 | destination port.
+    ports: u32,
+    dest_qp: u32,
+    roce: Option<Roce>,
+}
+
+fn parse_l4(protocol: u8, bytes: &[u8]) -> Result<L4> {
+    match protocol {
+        ipv4::protocol::UDP => {
+            let datagram = udp::Datagram::new_checked(bytes)?;
+            let ports = u32::from(datagram.src_port()) << 16 | u32::from(datagram.dst_port());
+            if datagram.dst_port() != udp::ROCEV2_PORT {
+                return Ok(L4 { ports, ..L4::default() });
+            }
+            let payload = datagram.payload();
+            if payload.len() < bth::HEADER_LEN + bth::ICRC_LEN {
+                return Err(WireError::Truncated);
+            }
+            let header = bth::Header::new_checked(payload)?;
+            let roce = Roce { opcode: header.opcode(), dest_qp: header.dest_qp() };
+            Ok(L4 { ports, dest_qp: roce.dest_qp, roce: Some(roce) })
+        }
+        ipv4::protocol::TCP => {
+            let segment = tcp::Segment::new_checked(bytes)?;
+            Ok(L4 { ports: u32::from(segment.src_port()) << 16 | u32::from(segment.dst_port()), ..L4::default() })
+        }
+        _ => Ok(L4::default()),
+    }
+}
+
+fn fold128(value: u128) -> u32 {
+    (value as u32) ^ ((value >> 32) as u32) ^ ((value >> 64) as u32) ^ ((value >> 96) as u32)
+}
+
+/// A deterministic 32-bit mix (murmur3's finaliser per word), so replays hash the same on
+/// every machine and run. Not keyed: ECMP needs spread, not resistance to chosen collisions.
+fn flow_hash(words: &[u32]) -> u32 {
+    let mut hash: u32 = 0x9e37_79b9;
+    for &word in words {
+        let mut k = word.wrapping_mul(0xcc9e_2d51);
+        k = k.rotate_left(15).wrapping_mul(0x1b87_3593);
+        hash ^= k;
+        hash = hash.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+    }
+    hash ^= hash >> 16;
+    hash = hash.wrapping_mul(0x85eb_ca6b);
+    hash ^= hash >> 13;
+    hash = hash.wrapping_mul(0xc2b2_ae35);
+    hash ^ (hash >> 16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::checksum::internet_checksum;
+
+    /// A RoCEv2 SEND-only frame: 10.0.0.1 -> 10.0.1.2, DSCP 26 ECT(0), TTL 64, UDP 49152 ->
+    /// 4791, BTH to QP 0x11, 4-byte ICRC; optionally behind one 802.1Q tag with PCP 3.
+    pub(crate) fn rocev2_frame(vlan: bool) -> Vec<u8> {
+        let mut frame = vec![0x02, 0, 0, 0, 0, 0x01, 0x02, 0, 0, 0, 0x10, 0x01];
+        if vlan {
+            frame.extend_from_slice(&[0x81, 0x00, 0x60, 0x64]);
+        }
+        frame.extend_from_slice(&[0x08, 0x00]);
+        let ip_start = frame.len();
+        frame.extend_from_slice(&[
+            0x45, 0x6a, 0x00, 0x2c, 0x00, 0x01, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 10, 0, 0, 1, 10, 0, 1, 2,
+        ]);
+        frame.extend_from_slice(&[0xc0, 0x00, 0x12, 0xb7, 0x00, 0x18, 0x00, 0x00]);
+        frame.extend_from_slice(&[0x04, 0x40, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x80, 0x00, 0x00, 0x05]);
+        frame.extend_from_slice(&[0x11, 0x22, 0x33, 0x44]);
+        let sum = internet_checksum(&frame[ip_start..ip_start + 20]);
+        frame[ip_start + 10..ip_start + 12].copy_from_slice(&sum.to_be_bytes());
+        frame
+    }
+
+    #[test]
+    fn rocev2_over_ipv4() {
+        let parsed = parse(&rocev2_frame(false)).unwrap();
+        assert_eq!(parsed.pcp, None);
+        let Payload::Ip(ip) = parsed.payload else { panic!("not IP") };
+        assert_eq!(ip.l3_offset, 14);
+        assert_eq!(ip.destination, Destination::V4(0x0a00_0102));
+        assert_eq!((ip.dscp, ip.ecn, ip.ttl, ip.protocol), (26, 0b10, 64, 17));
+        assert_eq!(ip.roce, Some(Roce { opcode: 0x04, dest_qp: 0x11 }));
+    }
+
+    #[test]
+    fn vlan_tag_gives_pcp_and_shifts_l3() {
+        let parsed = parse(&rocev2_frame(true)).unwrap();
+        assert_eq!(parsed.pcp, Some(3));
+        let Payload::Ip(ip) = parsed.payload else { panic!("not IP") };
+        assert_eq!(ip.l3_offset, 18);
+        // The tag does not change the flow.
+        let Payload::Ip(untagged) = parse(&rocev2_frame(false)).unwrap().payload else { panic!() };
+        assert_eq!(ip.flow_hash, untagged.flow_hash);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_not_a_panic() {
+        let frame = rocev2_frame(true);
+        for len in 0..frame.len() {
+            assert!(parse(&frame[..len]).is_err(), "length {len} parsed");
+        }
+    }
+
+    #[test]
+    fn corrupted_checksum_is_rejected() {
+        let mut frame = rocev2_frame(false);
+        frame[14 + 11] ^= 1;
+        assert_eq!(parse(&frame).err(), Some(WireError::BadChecksum));
+    }
+
+    #[test]
+    fn three_tags_are_too_many() {
+        let mut frame = vec![0u8; 12];
+        for _ in 0..3 {
+            frame.extend_from_slice(&[0x81, 0x00, 0x00, 0x01]);
+        }
+        frame.extend_from_slice(&[0x08, 0x00]);
+        frame.resize(80, 0);
+        assert_eq!(parse(&frame).err(), Some(WireError::TooManyTags));
+    }
+
+    #[test]
+    fn pfc_and_other_ethertypes() {
+        let mut frame = vec![0x01, 0x80, 0xc2, 0, 0, 0x01, 2, 0, 0, 0, 0, 9, 0x88, 0x08, 0x01, 0x01, 0x00, 0x18];
+        frame.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0x00, 0x10, 0x00, 0x20, 0, 0, 0, 0, 0, 0]);
+        frame.resize(60, 0);
+        let parsed = parse(&frame).unwrap();
+        let Payload::FlowControl(repr) = parsed.payload else { panic!("not PFC") };
+        assert_eq!(repr.class_enable, 0x18);
+        assert_eq!((repr.times[3], repr.times[4]), (0x10, 0x20));
+
+        let mut arp = vec![0xff; 6];
+        arp.extend_from_slice(&[2, 0, 0, 0, 0, 9, 0x08, 0x06]);
+        arp.resize(60, 0);
+        assert_eq!(parse(&arp).unwrap().payload, Payload::NotRoutable(EtherType::Unknown(0x0806)));
+    }
+
+    #[test]
+    fn ipv6_tcp_through_a_hop_by_hop_header() {
+        let mut frame = vec![0x02, 0, 0, 0, 0, 0x01, 0x02, 0, 0, 0, 0x10, 0x01, 0x86, 0xdd];
+        frame.extend_from_slice(&[0x60, 0x00, 0x00, 0x00, 0x00, 0x1c, 0x00, 0x40]);
+        frame.extend_from_slice(&"2001:db8::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        frame.extend_from_slice(&"2001:db8:1::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        // Hop-by-hop: next TCP, length 0 (8 bytes), PadN padding.
+        frame.extend_from_slice(&[0x06, 0x00, 0x01, 0x04, 0x00, 0x00, 0x00, 0x00]);
+        frame.extend_from_slice(&[0x30, 0x39, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]);
+        let Payload::Ip(ip) = parse(&frame).unwrap().payload else { panic!("not IP") };
+        assert_eq!(ip.protocol, 6);
+        assert_eq!(ip.ttl, 64);
+        assert_eq!(ip.destination, Destination::V6(u128::from("2001:db8:1::2".parse::<std::net::Ipv6Addr>().unwrap())));
+        // A hop-by-hop header that claims more bytes than there are is malformed.
+        frame[14 + 40 + 1] = 9;
+        assert!(parse(&frame).is_err());
+    }
+
+    #[test]
+    fn flows_hash_apart() {
+        let mut a = rocev2_frame(false);
+        let Payload::Ip(first) = parse(&a).unwrap().payload else { panic!() };
+        a[14 + 20 + 8 + 7] = 0x12; // another destination QP, same 5-tuple
+        let Payload::Ip(second) = parse(&a).unwrap().payload else { panic!() };
+        assert_ne!(first.flow_hash, second.flow_hash);
+    }
+}

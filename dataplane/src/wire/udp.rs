@@ -1,0 +1,99 @@
+//! UDP header (RFC 768).
+//!
+//! Invariant: after `check_len`, the 8 header bytes exist and the length field lies between 8
+//! and the buffer's length.
+
+use super::{read_u16, Result, WireError};
+
+mod field {
+    use crate::wire::Field;
+    pub const SRC_PORT: Field = 0..2;
+    pub const DST_PORT: Field = 2..4;
+    pub const LENGTH: Field = 4..6;
+    pub const CHECKSUM: Field = 6..8;
+}
+
+pub const HEADER_LEN: usize = 8;
+/// The IANA port of RoCEv2.
+pub const ROCEV2_PORT: u16 = 4791;
+
+pub struct Datagram<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Datagram<T> {
+    pub fn new_unchecked(buffer: T) -> Self {
+        Self { buffer }
+    }
+
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let datagram = Self::new_unchecked(buffer);
+        datagram.check_len()?;
+        Ok(datagram)
+    }
+
+    pub fn check_len(&self) -> Result<()> {
+        let len = self.buffer.as_ref().len();
+        if len < HEADER_LEN {
+            return Err(WireError::Truncated);
+        }
+        let declared = usize::from(self.len());
+        if declared < HEADER_LEN {
+            return Err(WireError::BadLength);
+        }
+        if declared > len {
+            return Err(WireError::Truncated);
+        }
+        Ok(())
+    }
+
+    pub fn src_port(&self) -> u16 {
+        read_u16(self.buffer.as_ref(), field::SRC_PORT)
+    }
+
+    pub fn dst_port(&self) -> u16 {
+        read_u16(self.buffer.as_ref(), field::DST_PORT)
+    }
+
+    pub fn len(&self) -> u16 {
+        read_u16(self.buffer.as_ref(), field::LENGTH)
+    }
+
+    pub fn checksum(&self) -> u16 {
+        read_u16(self.buffer.as_ref(), field::CHECKSUM)
+    }
+
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[HEADER_LEN..usize::from(self.len())]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // RoCEv2: source port 0xc000 (the NIC's entropy), destination 4791, length 8 + 12 + 4.
+    const BYTES: [u8; 24] = [
+        0xc0, 0x00, 0x12, 0xb7, 0x00, 0x18, 0x00, 0x00, 0x04, 0x40, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11,
+        0x80, 0x00, 0x00, 0x05, 0xaa, 0xbb, 0xcc, 0xdd,
+    ];
+
+    #[test]
+    fn deconstruct() {
+        let datagram = Datagram::new_checked(&BYTES[..]).unwrap();
+        assert_eq!(datagram.src_port(), 0xc000);
+        assert_eq!(datagram.dst_port(), ROCEV2_PORT);
+        assert_eq!(datagram.len(), 24);
+        assert_eq!(datagram.checksum(), 0);
+        assert_eq!(datagram.payload().len(), 16);
+    }
+
+    #[test]
+    fn lengths_are_checked() {
+        assert_eq!(Datagram::new_checked(&BYTES[..7]).err(), Some(WireError::Truncated));
+        assert_eq!(Datagram::new_checked(&BYTES[..20]).err(), Some(WireError::Truncated));
+        let mut bad = BYTES;
+        bad[5] = 4;
+        assert_eq!(Datagram::new_checked(&bad[..]).err(), Some(WireError::BadLength));
+    }
+}

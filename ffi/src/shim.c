@@ -1,0 +1,54 @@
+#include "shim.h"
+#include <string.h>
+
+uint16_t shim_eth_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n) { return rte_eth_rx_burst(port, queue, pkts, n); }
+uint16_t shim_eth_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n) { return rte_eth_tx_burst(port, queue, pkts, n); }
+struct rte_mbuf *shim_pktmbuf_alloc(struct rte_mempool *pool) { return rte_pktmbuf_alloc(pool); }
+void shim_pktmbuf_free(struct rte_mbuf *m) { rte_pktmbuf_free(m); }
+void shim_pktmbuf_free_bulk(struct rte_mbuf **mbufs, unsigned int count) { rte_pktmbuf_free_bulk(mbufs, count); }
+uint8_t *shim_pktmbuf_mtod(struct rte_mbuf *m) { return rte_pktmbuf_mtod(m, uint8_t *); }
+uint16_t shim_pktmbuf_data_len(const struct rte_mbuf *m) { return m->data_len; }
+uint32_t shim_pktmbuf_pkt_len(const struct rte_mbuf *m) { return m->pkt_len; }
+uint16_t shim_pktmbuf_nb_segs(const struct rte_mbuf *m) { return m->nb_segs; }
+uint16_t shim_pktmbuf_tailroom(const struct rte_mbuf *m) { return rte_pktmbuf_tailroom(m); }
+uint8_t *shim_pktmbuf_append(struct rte_mbuf *m, uint16_t len) { return (uint8_t *)rte_pktmbuf_append(m, len); }
+void shim_prefetch0(const void *p) { rte_prefetch0(p); }
+int shim_errno(void) { return rte_errno; }
+unsigned int shim_lcore_id(void) { return rte_lcore_id(); }
+uint64_t shim_rdtsc(void) { return rte_rdtsc(); }
+void shim_pause(void) { rte_pause(); }
+
+int shim_eth_dev_configure_default(uint16_t port, uint16_t nb_rx, uint16_t nb_tx)
+{
+	struct rte_eth_conf conf;
+	memset(&conf, 0, sizeof(conf));
+	return rte_eth_dev_configure(port, nb_rx, nb_tx, &conf);
+}
+
+int shim_eth_dev_info(uint16_t port, uint16_t *max_rx_queues, uint16_t *max_tx_queues, const char **driver)
+{
+	struct rte_eth_dev_info info;
+	int rc = rte_eth_dev_info_get(port, &info);
+	if (rc != 0)
+		return rc;
+	*max_rx_queues = info.max_rx_queues;
+	*max_tx_queues = info.max_tx_queues;
+	*driver = info.driver_name;
+	return 0;
+}
+
+int shim_eth_adjust_desc(uint16_t port, uint16_t *nb_rx_desc, uint16_t *nb_tx_desc) { return rte_eth_dev_adjust_nb_rx_tx_desc(port, nb_rx_desc, nb_tx_desc); }
+int shim_eth_rx_queue_setup(uint16_t port, uint16_t queue, uint16_t nb_desc, unsigned int socket, struct rte_mempool *pool) { return rte_eth_rx_queue_setup(port, queue, nb_desc, socket, NULL, pool); }
+int shim_eth_tx_queue_setup(uint16_t port, uint16_t queue, uint16_t nb_desc, unsigned int socket) { return rte_eth_tx_queue_setup(port, queue, nb_desc, socket, NULL); }
+
+int shim_eth_link(uint16_t port, int *up, uint32_t *speed_mbps)
+{
+	struct rte_eth_link link;
+	memset(&link, 0, sizeof(link));
+	int rc = rte_eth_link_get_nowait(port, &link);
+	if (rc != 0)
+		return rc;
+	*up = link.link_status;
+	*speed_mbps = link.link_speed;
+	return 0;
+}

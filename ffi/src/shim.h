@@ -1,0 +1,43 @@
+/* One-line C wrappers for the parts of DPDK's API that are static inline or macros, so that
+ * Rust can call them as ordinary symbols. Each wrapper does nothing but forward. */
+#ifndef RACEWAY_SHIM_H
+#define RACEWAY_SHIM_H
+
+#include <stdint.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_launch.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+uint16_t shim_eth_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
+uint16_t shim_eth_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
+struct rte_mbuf *shim_pktmbuf_alloc(struct rte_mempool *pool);
+void shim_pktmbuf_free(struct rte_mbuf *m);
+void shim_pktmbuf_free_bulk(struct rte_mbuf **mbufs, unsigned int count);
+uint8_t *shim_pktmbuf_mtod(struct rte_mbuf *m);
+uint16_t shim_pktmbuf_data_len(const struct rte_mbuf *m);
+uint32_t shim_pktmbuf_pkt_len(const struct rte_mbuf *m);
+uint16_t shim_pktmbuf_nb_segs(const struct rte_mbuf *m);
+uint16_t shim_pktmbuf_tailroom(const struct rte_mbuf *m);
+uint8_t *shim_pktmbuf_append(struct rte_mbuf *m, uint16_t len);
+void shim_prefetch0(const void *p);
+int shim_errno(void);
+unsigned int shim_lcore_id(void);
+uint64_t shim_rdtsc(void);
+void shim_pause(void);
+/* rte_eth_conf and rte_eth_dev_info are large unions; building them in C keeps the bindings
+ * narrow. Returns the negative errno from rte_eth_dev_configure. */
+int shim_eth_dev_configure_default(uint16_t port, uint16_t nb_rx, uint16_t nb_tx);
+/* Fills max queue counts and the driver name (a static string owned by DPDK). */
+int shim_eth_dev_info(uint16_t port, uint16_t *max_rx_queues, uint16_t *max_tx_queues, const char **driver);
+int shim_eth_adjust_desc(uint16_t port, uint16_t *nb_rx_desc, uint16_t *nb_tx_desc);
+int shim_eth_rx_queue_setup(uint16_t port, uint16_t queue, uint16_t nb_desc, unsigned int socket, struct rte_mempool *pool);
+int shim_eth_tx_queue_setup(uint16_t port, uint16_t queue, uint16_t nb_desc, unsigned int socket);
+/* Link status without waiting: 1 up / 0 down; speed in Mb/s. */
+int shim_eth_link(uint16_t port, int *up, uint32_t *speed_mbps);
+
+#endif
