@@ -5,4 +5,20 @@
 //! unit tests, benchmarks, the replay engine and the live switch all run the same code.
 //! `unsafe` lives only in the `dpdk` module (and the `dpdk-sys` crate).
 
+#![deny(unsafe_code)]
+
+pub mod dpdk;
 pub mod wire;
+pub mod config;
+pub mod buffer;
+pub mod drops;
+pub mod route;
+pub mod classify;
+pub mod schedule;
+pub mod stats;
+pub mod switch;
+pub mod replay;
+pub mod frames;
+pub mod rng;
+pub mod gen;
+pub mod live;

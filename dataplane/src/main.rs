@@ -1,1 +1,274 @@
-fn main() {}
+//! The `raceway` command line: `run` (live on DPDK), `replay` (deterministic virtual time),
+//! `check` (validate a config, print derived values) and `gen` (synthetic traces).
+//!
+//! Invariant: a user's mistake (flag, file, config) ends with one line on stderr naming the
+//! file, the field and the problem, and exit status 2; never a panic or a backtrace.
+
+use clap::{Parser, Subcommand};
+use raceway::config::{Config, RouteTarget, Trust};
+use raceway::live::{self, LiveOptions};
+use raceway::{gen, replay};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "raceway", version, about = "A software leaf switch for AI backend networks: PFC, ECN and spraying on DPDK")]
+struct Cli {
+    /// Log filter (error, warn, info, debug, trace, or a RUST_LOG directive).
+    #[arg(long, global = true, default_value = "info")]
+    log_level: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the switch live on DPDK ports.
+    Run {
+        #[arg(short, long)]
+        config: PathBuf,
+        /// Stop after this many seconds (default: until SIGINT/SIGTERM).
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Write the stats JSON here at exit.
+        #[arg(long)]
+        stats_json: Option<PathBuf>,
+        /// Seconds between counter lines.
+        #[arg(long, default_value_t = 1.0)]
+        stats_interval: f64,
+        /// Extra EAL arguments.
+        #[arg(last = true)]
+        eal: Vec<String>,
+    },
+    /// Replay pcaps through the switch in virtual time; writes DIR/<port>.pcap and DIR/stats.json.
+    Replay {
+        #[arg(short, long)]
+        config: PathBuf,
+        /// PORT=FILE.pcap: what the host on PORT offers (repeat per port).
+        #[arg(long = "in", value_name = "PORT=FILE")]
+        inputs: Vec<String>,
+        #[arg(long)]
+        out: PathBuf,
+        /// Seed of every random choice.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Validate a config and print derived values.
+    Check {
+        #[arg(short, long)]
+        config: PathBuf,
+    },
+    /// Write synthetic traces as pcap.
+    Gen {
+        #[command(subcommand)]
+        kind: GenKind,
+    },
+}
+
+#[derive(Subcommand)]
+enum GenKind {
+    /// A host's mixed traffic: RoCEv2 (local and across uplinks), CNPs, TCP, IPv6, VLAN, and a few frames to drop.
+    Mixed {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 1000)]
+        packets: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Frame size without FCS (60-9216).
+        #[arg(long, default_value_t = 60)]
+        size: usize,
+        /// Offered rate in Gb/s.
+        #[arg(long, default_value_t = 10.0)]
+        rate_gbps: f64,
+        /// Host index: sources 10.0.<host>.x, destinations mostly 10.0.<host^1>.x.
+        #[arg(long, default_value_t = 0)]
+        host: u8,
+        /// Percent of frames the switch must drop.
+        #[arg(long, default_value_t = 2)]
+        bad_percent: u8,
+    },
+}
+
+/// A user-facing failure: one line, exit 2.
+struct Failure(String);
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(err: E) -> Self {
+        Failure(err.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let code = if err.use_stderr() { 2 } else { 0 };
+            let _ = err.print();
+            return ExitCode::from(code);
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cli.log_level));
+    let filter = match filter {
+        Ok(filter) => filter,
+        Err(err) => {
+            eprintln!("error: --log-level: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    match execute(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(line)) => {
+            eprintln!("error: {line}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn seconds(flag: &str, value: f64) -> Result<Duration, Failure> {
+    if value.is_finite() && value > 0.0 && value < 1e9 {
+        Ok(Duration::from_secs_f64(value))
+    } else {
+        Err(Failure(format!("{flag}: {value} is not a positive number of seconds")))
+    }
+}
+
+fn execute(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Run { config, duration, stats_json, stats_interval, eal } => {
+            let config = Config::load(&config)?;
+            let options = LiveOptions {
+                duration: duration.map(|d| seconds("--duration", d)).transpose()?,
+                stats_interval: seconds("--stats-interval", stats_interval)?,
+                stats_json: stats_json.clone(),
+                extra_eal: eal,
+            };
+            let report = live::run(&config, &options)?;
+            tracing::info!("{}", report.stats.summary_line(&config));
+            tracing::info!(
+                "ran {:.1} s; mbufs back in pool: {}/{}",
+                report.elapsed.as_secs_f64(),
+                report.mbufs_available_at_exit,
+                report.mbufs_in_pool
+            );
+            if let Some(path) = stats_json {
+                let mut json = report.stats.to_json(&config);
+                json["mbufs"] = serde_json::json!({
+                    "pool": report.mbufs_in_pool,
+                    "available_at_exit": report.mbufs_available_at_exit,
+                    "unsent_at_exit": report.unsent_at_exit,
+                });
+                let text = serde_json::to_string_pretty(&json).expect("stats serialise") + "\n";
+                std::fs::write(&path, text).map_err(|err| Failure(format!("{}: cannot write: {err}", path.display())))?;
+            }
+            Ok(())
+        }
+        Command::Replay { config: config_path, inputs, out, seed } => {
+            let config = Config::load(&config_path)?;
+            if inputs.is_empty() {
+                return Err(Failure("--in: give at least one PORT=FILE.pcap".into()));
+            }
+            let mut parsed: Vec<(usize, PathBuf)> = Vec::new();
+            for input in &inputs {
+                let (port, file) = input.split_once('=').ok_or_else(|| Failure(format!("--in: '{input}' is not PORT=FILE")))?;
+                let index = config
+                    .port_index(port)
+                    .ok_or_else(|| Failure(format!("--in: '{port}' is not a port of {}", config_path.display())))?;
+                if parsed.iter().any(|(other, _)| *other == index) {
+                    return Err(Failure(format!("--in: port '{port}' is given twice")));
+                }
+                parsed.push((index, PathBuf::from(file)));
+            }
+            let stats = replay::run(&config, &parsed, &out, seed)?;
+            println!("{}", stats.summary_line(&config));
+            Ok(())
+        }
+        Command::Check { config: path } => {
+            let config = Config::load(&path)?;
+            print_check(&config);
+            Ok(())
+        }
+        Command::Gen { kind: GenKind::Mixed { out, packets, seed, size, rate_gbps, host, bad_percent } } => {
+            if !(60..=9216).contains(&size) {
+                return Err(Failure(format!("--size: {size} is not 60-9216")));
+            }
+            if !(rate_gbps.is_finite() && rate_gbps > 0.0) {
+                return Err(Failure(format!("--rate-gbps: {rate_gbps} is not positive")));
+            }
+            if bad_percent > 100 {
+                return Err(Failure(format!("--bad-percent: {bad_percent} is over 100")));
+            }
+            let frames = gen::mixed(&gen::MixedOptions { packets, seed, frame_len: size, rate_gbps, host, bad_percent });
+            let mut writer = replay::pcap::CaptureWriter::create(&out)?;
+            for (time_ns, bytes) in &frames {
+                writer.write(time_ns * 1000, bytes)?;
+            }
+            writer.finish()?;
+            println!("wrote {} frames to {}", frames.len(), out.display());
+            Ok(())
+        }
+    }
+}
+
+fn print_check(config: &Config) {
+    println!("switch {} mac {} buffer {} bytes mtu {} queue limit {} packets", config.name, config.mac, config.buffer_bytes, config.mtu, config.queue_packets);
+    println!("ports:");
+    for port in &config.ports {
+        println!(
+            "  {:<10} {:>7} Gb/s  cable {:>5} m  peer {}  {}  64B frame {:.2} ns  MTU frame {:.1} ns{}",
+            port.name,
+            port.speed_mbps as f64 / 1000.0,
+            port.cable_m,
+            port.peer_mac,
+            port.device.as_deref().unwrap_or("(no device: replay only)"),
+            port.wire_time_ps(60) as f64 / 1000.0,
+            port.wire_time_ps(config.mtu as usize + 14) as f64 / 1000.0,
+            if port.enabled { "" } else { "  DISABLED" }
+        );
+    }
+    println!("routes (longest prefix wins):");
+    for route in &config.routes {
+        let target = match route.target {
+            RouteTarget::Port(port) => format!("port {}", config.ports[port].name),
+            RouteTarget::Group(group) => format!("group {}", config.groups[group].name),
+        };
+        println!("  {:<24} -> {target}", route.prefix.to_string());
+    }
+    for group in &config.groups {
+        let members: Vec<&str> = group.members.iter().map(|&p| config.ports[p].name.as_str()).collect();
+        println!("group {}: {} over [{}] (spraying modes other than ecmp are not implemented yet: they hash per flow)", group.name, group.mode.name(), members.join(", "));
+    }
+    let qos = &config.qos;
+    let trust = match qos.trust {
+        Trust::Dscp => "dscp",
+        Trust::Pcp => "pcp",
+    };
+    println!("qos: trust {trust}");
+    let mut dscp_lines = Vec::new();
+    for tc in 0..8u8 {
+        let dscps: Vec<String> = (0..64).filter(|&d| qos.dscp_to_tc[d] == tc).map(|d| d.to_string()).collect();
+        if !dscps.is_empty() && dscps.len() < 64 {
+            dscp_lines.push(format!("TC{tc} <- DSCP {}", dscps.join(",")));
+        } else if dscps.len() == 64 {
+            dscp_lines.push(format!("TC{tc} <- every DSCP"));
+        }
+    }
+    println!("  dscp_to_tc: {}", dscp_lines.join("; "));
+    println!("  pcp_to_tc: {:?}", qos.pcp_to_tc);
+    let strict: Vec<usize> = (0..8).filter(|tc| qos.strict_mask & (1 << tc) != 0).collect();
+    let dwrr: Vec<String> = (0..8).filter(|tc| qos.strict_mask & (1 << tc) == 0).map(|tc| format!("TC{tc}:{}", qos.dwrr_weights[tc])).collect();
+    println!("  scheduler: strict {strict:?}, then DWRR {}", dwrr.join(" "));
+    let lossless: Vec<usize> = (0..8).filter(|p| qos.lossless_mask & (1 << p) != 0).collect();
+    println!("  lossless priorities {lossless:?}: PFC generation, honouring and headroom are not implemented yet");
+    for (tc, profile) in qos.ecn.iter().enumerate() {
+        if let Some(profile) = profile {
+            println!("  ECN TC{tc}: kmin {} kmax {} pmax {} (marking not implemented yet)", profile.kmin_bytes, profile.kmax_bytes, profile.pmax);
+        }
+    }
+    if let Some(lcores) = &config.lcores {
+        println!("dpdk: lcores {lcores}, EAL {}", config.eal.join(" "));
+    }
+}

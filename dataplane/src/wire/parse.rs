@@ -231,7 +231,7 @@ fn flow_hash(words: &[u32]) -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::wire::checksum::internet_checksum;
 

@@ -1,0 +1,38 @@
+//! The packet buffer trait the pipeline works on, and its in-memory implementation.
+//!
+//! Invariant: the pipeline reaches packet bytes only through `PacketBuf`, so the same code runs
+//! on DPDK mbufs (live) and on `HeapPacket`s (replay, tests, benchmarks). Dropping a buffer
+//! releases it (an mbuf goes back to its pool).
+
+/// A frame's bytes, owned by the pipeline while it holds the buffer.
+pub trait PacketBuf {
+    fn data(&self) -> &[u8];
+    fn data_mut(&mut self) -> &mut [u8];
+    fn len(&self) -> usize {
+        self.data().len()
+    }
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A frame in ordinary memory, with the time it was offered (replay bookkeeping).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeapPacket {
+    pub bytes: Vec<u8>,
+}
+
+impl HeapPacket {
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Self { bytes }
+    }
+}
+
+impl PacketBuf for HeapPacket {
+    fn data(&self) -> &[u8] {
+        &self.bytes
+    }
+    fn data_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes
+    }
+}

@@ -1,0 +1,238 @@
+//! The classify stage: from a parsed frame to a decision (forward to a port and traffic
+//! class, consume a PFC frame, or drop with a reason), and the routing rewrites of a
+//! forwarded frame: TTL/hop limit, MACs, IPv4 checksum (RFC 1624 incremental).
+//!
+//! Invariant: a frame is rewritten only when the verdict is `Forward`, so a dropped frame
+//! leaves the stage byte-for-byte as it came in; every other outcome carries its reason.
+
+use crate::config::{Config, GroupMode, RouteTarget, Trust};
+use crate::drops::DropReason;
+use crate::route::RouteTable;
+use crate::wire::ethernet::{self, MacAddress};
+use crate::wire::parse::{self, Destination, Payload};
+use crate::wire::{ipv4, ipv6, pfc};
+
+/// What to do with one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Queue on `egress` in traffic class `tc`; `member` is (group, member slot) when a group
+    /// chose the port, for the per-member counters.
+    Forward { egress: u16, tc: u8, member: Option<(u16, u16)> },
+    /// A PAUSE/PFC frame for the receiving port's egress.
+    FlowControl(pfc::Repr),
+    Drop(DropReason),
+}
+
+struct Group {
+    members: Vec<u16>,
+}
+
+pub struct Classifier {
+    routes: RouteTable,
+    trust: Trust,
+    dscp_to_tc: [u8; 64],
+    pcp_to_tc: [u8; 8],
+    switch_mac: MacAddress,
+    peer_macs: Vec<MacAddress>,
+    port_enabled: Vec<bool>,
+    groups: Vec<Group>,
+}
+
+impl Classifier {
+    pub fn new(config: &Config) -> Self {
+        for group in &config.groups {
+            if group.mode != GroupMode::Ecmp {
+                tracing::warn!(
+                    "group '{}': mode {} is not implemented yet; it hashes per flow (ecmp)",
+                    group.name,
+                    group.mode.name()
+                );
+            }
+        }
+        Self {
+            routes: RouteTable::new(&config.routes),
+            trust: config.qos.trust,
+            dscp_to_tc: config.qos.dscp_to_tc,
+            pcp_to_tc: config.qos.pcp_to_tc,
+            switch_mac: config.mac,
+            peer_macs: config.ports.iter().map(|port| port.peer_mac).collect(),
+            port_enabled: config.ports.iter().map(|port| port.enabled).collect(),
+            groups: config
+                .groups
+                .iter()
+                .map(|group| Group { members: group.members.iter().map(|&port| port as u16).collect() })
+                .collect(),
+        }
+    }
+
+    /// Classifies `frame` and, when it is forwarded, rewrites it in place.
+    #[inline]
+    pub fn classify(&self, frame: &mut [u8]) -> Verdict {
+        let parsed = match parse::parse(frame) {
+            Ok(parsed) => parsed,
+            Err(_) => return Verdict::Drop(DropReason::Malformed),
+        };
+        let ip = match parsed.payload {
+            Payload::Ip(ip) => ip,
+            Payload::FlowControl(repr) => return Verdict::FlowControl(repr),
+            Payload::NotRoutable(_) => return Verdict::Drop(DropReason::Unsupported),
+        };
+        let (egress, member) = match self.routes.lookup(ip.destination) {
+            Some(RouteTarget::Port(port)) if self.port_enabled[port] => (port as u16, None),
+            Some(RouteTarget::Group(group)) => match self.pick_member(group, ip.flow_hash) {
+                Some((slot, port)) => (port, Some((group as u16, slot))),
+                None => return Verdict::Drop(DropReason::NoRoute),
+            },
+            _ => return Verdict::Drop(DropReason::NoRoute),
+        };
+        if ip.ttl <= 1 {
+            return Verdict::Drop(DropReason::TtlExpired);
+        }
+        let tc = match self.trust {
+            Trust::Dscp => self.dscp_to_tc[usize::from(ip.dscp)],
+            Trust::Pcp => self.pcp_to_tc[usize::from(parsed.pcp.unwrap_or(0))],
+        };
+        let l3 = &mut frame[ip.l3_offset..];
+        match ip.destination {
+            Destination::V4(_) => ipv4::Packet::new_unchecked(l3).decrement_ttl(),
+            Destination::V6(_) => ipv6::Packet::new_unchecked(l3).decrement_hop_limit(),
+        }
+        let mut ethernet = ethernet::Frame::new_unchecked(frame);
+        ethernet.set_destination(self.peer_macs[usize::from(egress)]);
+        ethernet.set_source(self.switch_mac);
+        Verdict::Forward { egress, tc, member }
+    }
+
+    /// Per-flow ECMP over the group's enabled members: the flow hash scaled onto the member
+    /// count (multiply-shift, no division), so one flow always takes one member.
+    fn pick_member(&self, group: usize, flow_hash: u32) -> Option<(u16, u16)> {
+        let members = &self.groups[group].members;
+        let enabled = members.iter().filter(|&&port| self.port_enabled[usize::from(port)]).count();
+        if enabled == 0 {
+            return None;
+        }
+        let mut pick = ((u64::from(flow_hash) * enabled as u64) >> 32) as usize;
+        for (slot, &port) in members.iter().enumerate() {
+            if self.port_enabled[usize::from(port)] {
+                if pick == 0 {
+                    return Some((slot as u16, port));
+                }
+                pick -= 1;
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::checksum::ones_complement_sum;
+
+    const CONFIG: &str = r#"
+[switch]
+name = "t"
+mac = "02:00:00:00:00:aa"
+[qos]
+dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
+pcp_to_tc = { 3 = 4, default = 1 }
+[[port]]
+name = "p0"
+speed_gbps = 100
+peer_mac = "02:00:00:00:10:00"
+[[port]]
+name = "p1"
+speed_gbps = 100
+peer_mac = "02:00:00:00:11:00"
+[[port]]
+name = "p2"
+speed_gbps = 100
+peer_mac = "02:00:00:00:12:00"
+[[route]]
+prefix = "10.0.1.0/24"
+port = "p1"
+[[route]]
+prefix = "10.0.2.0/24"
+group = "g"
+[[group]]
+name = "g"
+ports = ["p1", "p2"]
+"#;
+
+    fn classifier(text: &str) -> Classifier {
+        Classifier::new(&Config::parse(text, "t.toml").unwrap())
+    }
+
+    #[test]
+    fn forward_rewrites_ttl_macs_and_checksum() {
+        let classifier = classifier(CONFIG);
+        let mut frame = crate::wire::parse::tests::rocev2_frame(false);
+        let original = frame.clone();
+        let verdict = classifier.classify(&mut frame);
+        assert_eq!(verdict, Verdict::Forward { egress: 1, tc: 3, member: None });
+        assert_eq!(&frame[0..6], &[0x02, 0, 0, 0, 0x11, 0x00]);
+        assert_eq!(&frame[6..12], &[0x02, 0, 0, 0, 0, 0xaa]);
+        assert_eq!(frame[14 + 8], 63);
+        assert_eq!(ones_complement_sum(&frame[14..34]), 0xffff);
+        // Everything past the IP header is untouched (the RoCE ICRC stays valid).
+        assert_eq!(&frame[34..], &original[34..]);
+    }
+
+    #[test]
+    fn pcp_trust_uses_the_vlan_tag() {
+        let classifier = classifier(&CONFIG.replace("[qos]", "[qos]\ntrust = \"pcp\""));
+        let mut tagged = crate::wire::parse::tests::rocev2_frame(true);
+        assert!(matches!(classifier.classify(&mut tagged), Verdict::Forward { tc: 4, .. }));
+        let mut untagged = crate::wire::parse::tests::rocev2_frame(false);
+        assert!(matches!(classifier.classify(&mut untagged), Verdict::Forward { tc: 1, .. }));
+    }
+
+    #[test]
+    fn drops_leave_the_frame_untouched() {
+        let classifier = classifier(CONFIG);
+        let mut frame = crate::wire::parse::tests::rocev2_frame(false);
+        frame[14 + 8] = 1; // TTL 1
+        crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
+        let before = frame.clone();
+        assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::TtlExpired));
+        assert_eq!(frame, before);
+
+        let mut frame = crate::wire::parse::tests::rocev2_frame(false);
+        frame[14 + 18] = 9; // 10.0.9.2: no route
+        crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
+        assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::NoRoute));
+
+        let mut truncated = crate::wire::parse::tests::rocev2_frame(false);
+        truncated.truncate(30);
+        assert_eq!(classifier.classify(&mut truncated), Verdict::Drop(DropReason::Malformed));
+    }
+
+    #[test]
+    fn group_members_are_picked_per_flow_and_skip_disabled_ports() {
+        let classifier = classifier(CONFIG);
+        let mut frame = crate::wire::parse::tests::rocev2_frame(false);
+        frame[14 + 18] = 2; // 10.0.2.2: the group
+        crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
+        let first = classifier.classify(&mut frame.clone());
+        assert_eq!(first, classifier.classify(&mut frame.clone()), "one flow, one member");
+        let Verdict::Forward { member: Some((0, _)), .. } = first else { panic!("{first:?}") };
+
+        let only_p2 = classifier_with_disabled(CONFIG, "p1");
+        assert!(matches!(only_p2.classify(&mut frame.clone()), Verdict::Forward { egress: 2, member: Some((0, 1)), .. }));
+    }
+
+    fn classifier_with_disabled(text: &str, port: &str) -> Classifier {
+        let text = text.replace(&format!("name = \"{port}\"\n"), &format!("name = \"{port}\"\nenabled = false\n"));
+        classifier(&text)
+    }
+
+    #[test]
+    fn all_members_disabled_is_no_route() {
+        let text = CONFIG.replace("name = \"p1\"\n", "name = \"p1\"\nenabled = false\n").replace("name = \"p2\"\n", "name = \"p2\"\nenabled = false\n");
+        let classifier = classifier(&text);
+        let mut frame = crate::wire::parse::tests::rocev2_frame(false);
+        frame[14 + 18] = 2;
+        crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
+        assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::NoRoute));
+    }
+}

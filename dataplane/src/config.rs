@@ -1,0 +1,773 @@
+//! The switch configuration: TOML (INTERFACE.md) read into raw serde structs, then validated
+//! into `Config`, whose fields the pipeline can use without further checks.
+//!
+//! Invariant: a `Config` that exists is consistent: names are unique, every route and group
+//! names a port or group that exists, TCs are 0-7, DSCPs 0-63, speeds positive, thresholds
+//! ordered. Every rejection is one `ConfigError` naming the file, the field and the problem.
+
+use crate::wire::ethernet::MacAddress;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::Path;
+
+/// One line: `file: field: problem`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    pub field: String,
+    pub problem: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.file, self.field, self.problem)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+pub const TRAFFIC_CLASSES: usize = 8;
+const DEFAULT_BUFFER_BYTES: u64 = 16 * 1024 * 1024;
+const DEFAULT_MTU: u32 = 9216;
+const DEFAULT_QUEUE_PACKETS: u32 = 4096;
+const DEFAULT_FLOWLET_GAP_US: u32 = 100;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    switch: RawSwitch,
+    #[serde(default)]
+    dpdk: RawDpdk,
+    #[serde(default)]
+    qos: RawQos,
+    #[serde(default)]
+    port: Vec<RawPort>,
+    #[serde(default)]
+    route: Vec<RawRoute>,
+    #[serde(default)]
+    group: Vec<RawGroup>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSwitch {
+    name: String,
+    mac: String,
+    buffer_bytes: Option<u64>,
+    mtu: Option<u32>,
+    queue_packets: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDpdk {
+    #[serde(default)]
+    eal: Vec<String>,
+    lcores: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQos {
+    trust: Option<String>,
+    #[serde(default)]
+    dscp_to_tc: BTreeMap<String, i64>,
+    #[serde(default)]
+    pcp_to_tc: BTreeMap<String, i64>,
+    #[serde(default)]
+    lossless: Vec<i64>,
+    #[serde(default)]
+    scheduler: RawScheduler,
+    #[serde(default)]
+    pfc: RawPfc,
+    #[serde(default)]
+    pfc_watchdog: RawWatchdog,
+    #[serde(default)]
+    ecn: BTreeMap<String, RawEcn>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScheduler {
+    #[serde(default)]
+    strict: Vec<i64>,
+    #[serde(default)]
+    dwrr: BTreeMap<String, i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPfc {
+    headroom_bytes: Option<toml::Value>,
+    xoff_bytes: Option<toml::Value>,
+    xon_bytes: Option<toml::Value>,
+    alpha: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWatchdog {
+    detection_ms: Option<u32>,
+    restoration_ms: Option<u32>,
+    action: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEcn {
+    kmin_bytes: u64,
+    kmax_bytes: u64,
+    pmax: f64,
+    mark_on: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPort {
+    name: String,
+    device: Option<String>,
+    speed_gbps: f64,
+    #[serde(default)]
+    cable_m: f64,
+    peer_mac: String,
+    enabled: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    prefix: String,
+    port: Option<String>,
+    group: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    name: String,
+    ports: Vec<String>,
+    mode: Option<String>,
+    flowlet_gap_us: Option<u32>,
+}
+
+/// Which header field picks the traffic class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    Dscp,
+    Pcp,
+}
+
+/// A byte threshold given as a number or derived ("auto").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Threshold {
+    Auto,
+    Bytes(u64),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PfcConfig {
+    pub headroom_bytes: Threshold,
+    pub xoff_bytes: Threshold,
+    pub xon_bytes: Threshold,
+    pub alpha: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchdogAction {
+    Drop,
+    Forward,
+    Alert,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchdogConfig {
+    pub detection_ms: u32,
+    pub restoration_ms: u32,
+    pub action: WatchdogAction,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkOn {
+    Enqueue,
+    Dequeue,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EcnProfile {
+    pub kmin_bytes: u64,
+    pub kmax_bytes: u64,
+    pub pmax: f64,
+    pub mark_on: MarkOn,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Qos {
+    pub trust: Trust,
+    pub dscp_to_tc: [u8; 64],
+    pub pcp_to_tc: [u8; 8],
+    /// Bit n set: priority n is lossless.
+    pub lossless_mask: u8,
+    /// Bit n set: TC n is strict priority.
+    pub strict_mask: u8,
+    /// DWRR weight per TC (1-100; unnamed TCs get 1). Ignored for strict TCs.
+    pub dwrr_weights: [u32; TRAFFIC_CLASSES],
+    pub pfc: PfcConfig,
+    pub watchdog: WatchdogConfig,
+    pub ecn: [Option<EcnProfile>; TRAFFIC_CLASSES],
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortConfig {
+    pub name: String,
+    /// PCI address or vdev devargs (live mode only).
+    pub device: Option<String>,
+    /// Link speed in Mb/s (integer, so wire times are exact integer arithmetic).
+    pub speed_mbps: u64,
+    pub cable_m: f64,
+    pub peer_mac: MacAddress,
+    pub enabled: bool,
+}
+
+impl PortConfig {
+    /// Time on the wire of a frame of `len` bytes, in picoseconds, counting 20 bytes of
+    /// preamble, start delimiter and inter-frame gap, and the 4-byte FCS that captures omit.
+    pub fn wire_time_ps(&self, len: usize) -> u64 {
+        let bits = (len as u64 + WIRE_OVERHEAD_BYTES) * 8;
+        (bits * 1_000_000).div_ceil(self.speed_mbps)
+    }
+}
+
+/// Preamble + SFD (8) + IFG (12) + FCS (4), which frames in captures and mbufs do not hold.
+pub const WIRE_OVERHEAD_BYTES: u64 = 24;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteTarget {
+    Port(usize),
+    Group(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    pub address: IpAddr,
+    pub len: u8,
+}
+
+impl Prefix {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (address, len) = text.split_once('/').ok_or_else(|| format!("'{text}' is not ADDRESS/LENGTH"))?;
+        let address: IpAddr = address.parse().map_err(|_| format!("'{address}' is not an IP address"))?;
+        let len: u8 = len.parse().map_err(|_| format!("'{len}' is not a prefix length"))?;
+        let max = if address.is_ipv4() { 32 } else { 128 };
+        if len > max {
+            return Err(format!("prefix length {len} is longer than {max}"));
+        }
+        let host_bits_set = match address {
+            IpAddr::V4(v4) => len < 32 && u32::from(v4) & (u32::MAX >> len) != 0,
+            IpAddr::V6(v6) => len < 128 && u128::from(v6) & (u128::MAX >> len) != 0,
+        };
+        if host_bits_set {
+            return Err(format!("'{text}' has host bits set"));
+        }
+        Ok(Self { address, len })
+    }
+}
+
+impl fmt::Display for Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.address, self.len)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteConfig {
+    pub prefix: Prefix,
+    pub target: RouteTarget,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupMode {
+    Ecmp,
+    Spray,
+    Random,
+    Adaptive,
+    Flowlet,
+}
+
+impl GroupMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ecmp => "ecmp",
+            Self::Spray => "spray",
+            Self::Random => "random",
+            Self::Adaptive => "adaptive",
+            Self::Flowlet => "flowlet",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupConfig {
+    pub name: String,
+    pub members: Vec<usize>,
+    pub mode: GroupMode,
+    pub flowlet_gap_us: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub name: String,
+    pub mac: MacAddress,
+    pub buffer_bytes: u64,
+    pub mtu: u32,
+    /// Packets each (port, TC) queue may hold, on top of the shared byte budget.
+    pub queue_packets: u32,
+    pub eal: Vec<String>,
+    pub lcores: Option<String>,
+    pub qos: Qos,
+    pub ports: Vec<PortConfig>,
+    pub routes: Vec<RouteConfig>,
+    pub groups: Vec<GroupConfig>,
+}
+
+impl Config {
+    pub fn port_index(&self, name: &str) -> Option<usize> {
+        self.ports.iter().position(|port| port.name == name)
+    }
+
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|err| ConfigError {
+            file: file.clone(),
+            field: "-".into(),
+            problem: format!("cannot read: {err}"),
+        })?;
+        Self::parse(&text, &file)
+    }
+
+    /// Parses and validates config text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Self, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|err| toml_error(text, file, &err))?;
+        Validator { file }.validate(raw)
+    }
+}
+
+/// Turns a TOML/serde error into one line: the line number and key where it points, and the
+/// first line of the message.
+fn toml_error(text: &str, file: &str, err: &toml::de::Error) -> ConfigError {
+    let message = err.message().lines().next().unwrap_or("invalid TOML").to_string();
+    let field = match err.span() {
+        Some(span) => {
+            let line_no = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            let line = text.lines().nth(line_no - 1).unwrap_or("");
+            match line.split_once('=') {
+                Some((key, _)) if !key.trim().is_empty() => format!("line {line_no}: {}", key.trim()),
+                _ => format!("line {line_no}"),
+            }
+        }
+        None => "-".to_string(),
+    };
+    ConfigError { file: file.to_string(), field, problem: message }
+}
+
+struct Validator<'a> {
+    file: &'a str,
+}
+
+impl Validator<'_> {
+    fn error(&self, field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+        ConfigError { file: self.file.to_string(), field: field.into(), problem: problem.into() }
+    }
+
+    fn traffic_class(&self, field: &str, value: i64) -> Result<u8, ConfigError> {
+        u8::try_from(value)
+            .ok()
+            .filter(|tc| usize::from(*tc) < TRAFFIC_CLASSES)
+            .ok_or_else(|| self.error(field, format!("traffic class {value} is not 0-7")))
+    }
+
+    fn validate(&self, raw: RawConfig) -> Result<Config, ConfigError> {
+        let mac = MacAddress::parse(&raw.switch.mac)
+            .ok_or_else(|| self.error("switch.mac", format!("'{}' is not a MAC address", raw.switch.mac)))?;
+        let buffer_bytes = raw.switch.buffer_bytes.unwrap_or(DEFAULT_BUFFER_BYTES);
+        if buffer_bytes == 0 {
+            return Err(self.error("switch.buffer_bytes", "must be positive"));
+        }
+        let mtu = raw.switch.mtu.unwrap_or(DEFAULT_MTU);
+        if !(68..=16 * 1024).contains(&mtu) {
+            return Err(self.error("switch.mtu", format!("{mtu} is not between 68 and 16384")));
+        }
+        let queue_packets = raw.switch.queue_packets.unwrap_or(DEFAULT_QUEUE_PACKETS);
+        if queue_packets == 0 {
+            return Err(self.error("switch.queue_packets", "must be positive"));
+        }
+        let ports = self.ports(raw.port)?;
+        let groups = self.groups(raw.group, &ports)?;
+        let routes = self.routes(raw.route, &ports, &groups)?;
+        let qos = self.qos(raw.qos)?;
+        Ok(Config {
+            name: raw.switch.name,
+            mac,
+            buffer_bytes,
+            mtu,
+            queue_packets,
+            eal: raw.dpdk.eal,
+            lcores: raw.dpdk.lcores,
+            qos,
+            ports,
+            routes,
+            groups,
+        })
+    }
+
+    fn ports(&self, raw: Vec<RawPort>) -> Result<Vec<PortConfig>, ConfigError> {
+        if raw.is_empty() {
+            return Err(self.error("port", "at least one [[port]] is needed"));
+        }
+        let mut ports: Vec<PortConfig> = Vec::with_capacity(raw.len());
+        for (index, port) in raw.into_iter().enumerate() {
+            let field = |name: &str| format!("port[{index}].{name}");
+            if port.name.is_empty() || port.name.contains(['/', '=', ' ']) {
+                return Err(self.error(field("name"), format!("'{}' must be non-empty without '/', '=' or spaces", port.name)));
+            }
+            if ports.iter().any(|other| other.name == port.name) {
+                return Err(self.error(field("name"), format!("duplicate port name '{}'", port.name)));
+            }
+            if !(port.speed_gbps.is_finite() && port.speed_gbps >= 0.001 && port.speed_gbps <= 1600.0) {
+                return Err(self.error(field("speed_gbps"), format!("{} is not a speed between 0.001 and 1600", port.speed_gbps)));
+            }
+            if !(port.cable_m.is_finite() && (0.0..=100_000.0).contains(&port.cable_m)) {
+                return Err(self.error(field("cable_m"), format!("{} is not a length between 0 and 100000", port.cable_m)));
+            }
+            let peer_mac = MacAddress::parse(&port.peer_mac)
+                .ok_or_else(|| self.error(field("peer_mac"), format!("'{}' is not a MAC address", port.peer_mac)))?;
+            ports.push(PortConfig {
+                name: port.name,
+                device: port.device,
+                speed_mbps: (port.speed_gbps * 1000.0).round() as u64,
+                cable_m: port.cable_m,
+                peer_mac,
+                enabled: port.enabled.unwrap_or(true),
+            });
+        }
+        Ok(ports)
+    }
+
+    fn groups(&self, raw: Vec<RawGroup>, ports: &[PortConfig]) -> Result<Vec<GroupConfig>, ConfigError> {
+        let mut groups: Vec<GroupConfig> = Vec::with_capacity(raw.len());
+        for (index, group) in raw.into_iter().enumerate() {
+            let field = |name: &str| format!("group[{index}].{name}");
+            if groups.iter().any(|other| other.name == group.name) {
+                return Err(self.error(field("name"), format!("duplicate group name '{}'", group.name)));
+            }
+            if group.ports.is_empty() {
+                return Err(self.error(field("ports"), "a group needs at least one port"));
+            }
+            let mut members = Vec::with_capacity(group.ports.len());
+            for name in &group.ports {
+                let port = ports
+                    .iter()
+                    .position(|port| &port.name == name)
+                    .ok_or_else(|| self.error(field("ports"), format!("unknown port '{name}'")))?;
+                if members.contains(&port) {
+                    return Err(self.error(field("ports"), format!("port '{name}' is listed twice")));
+                }
+                members.push(port);
+            }
+            let mode = match group.mode.as_deref().unwrap_or("ecmp") {
+                "ecmp" => GroupMode::Ecmp,
+                "spray" => GroupMode::Spray,
+                "random" => GroupMode::Random,
+                "adaptive" => GroupMode::Adaptive,
+                "flowlet" => GroupMode::Flowlet,
+                other => {
+                    return Err(self.error(field("mode"), format!("'{other}' is not ecmp, spray, random, adaptive or flowlet")))
+                }
+            };
+            groups.push(GroupConfig {
+                name: group.name,
+                members,
+                mode,
+                flowlet_gap_us: group.flowlet_gap_us.unwrap_or(DEFAULT_FLOWLET_GAP_US),
+            });
+        }
+        Ok(groups)
+    }
+
+    fn routes(&self, raw: Vec<RawRoute>, ports: &[PortConfig], groups: &[GroupConfig]) -> Result<Vec<RouteConfig>, ConfigError> {
+        let mut routes: Vec<RouteConfig> = Vec::with_capacity(raw.len());
+        for (index, route) in raw.into_iter().enumerate() {
+            let field = |name: &str| format!("route[{index}].{name}");
+            let prefix = Prefix::parse(&route.prefix).map_err(|problem| self.error(field("prefix"), problem))?;
+            if routes.iter().any(|other| other.prefix == prefix) {
+                return Err(self.error(field("prefix"), format!("duplicate route for {prefix}")));
+            }
+            let target = match (route.port, route.group) {
+                (Some(name), None) => RouteTarget::Port(
+                    ports
+                        .iter()
+                        .position(|port| port.name == name)
+                        .ok_or_else(|| self.error(field("port"), format!("unknown port '{name}'")))?,
+                ),
+                (None, Some(name)) => RouteTarget::Group(
+                    groups
+                        .iter()
+                        .position(|group| group.name == name)
+                        .ok_or_else(|| self.error(field("group"), format!("unknown group '{name}'")))?,
+                ),
+                _ => return Err(self.error(field("port"), "a route needs exactly one of port or group")),
+            };
+            routes.push(RouteConfig { prefix, target });
+        }
+        Ok(routes)
+    }
+
+    fn qos(&self, raw: RawQos) -> Result<Qos, ConfigError> {
+        let trust = match raw.trust.as_deref().unwrap_or("dscp") {
+            "dscp" => Trust::Dscp,
+            "pcp" => Trust::Pcp,
+            other => return Err(self.error("qos.trust", format!("'{other}' is not dscp or pcp"))),
+        };
+        let mut dscp_to_tc = [0u8; 64];
+        if let Some(default) = raw.dscp_to_tc.get("default") {
+            dscp_to_tc = [self.traffic_class("qos.dscp_to_tc.default", *default)?; 64];
+        }
+        for (key, tc) in &raw.dscp_to_tc {
+            if key == "default" {
+                continue;
+            }
+            let field = format!("qos.dscp_to_tc.{key}");
+            let dscp: usize = key.parse().ok().filter(|dscp| *dscp < 64).ok_or_else(|| self.error(&field, "DSCP must be 0-63 or 'default'"))?;
+            dscp_to_tc[dscp] = self.traffic_class(&field, *tc)?;
+        }
+        let mut pcp_to_tc = [0u8; 8];
+        if let Some(default) = raw.pcp_to_tc.get("default") {
+            pcp_to_tc = [self.traffic_class("qos.pcp_to_tc.default", *default)?; 8];
+        }
+        for (key, tc) in &raw.pcp_to_tc {
+            if key == "default" {
+                continue;
+            }
+            let field = format!("qos.pcp_to_tc.{key}");
+            let pcp: usize = key.parse().ok().filter(|pcp| *pcp < 8).ok_or_else(|| self.error(&field, "PCP must be 0-7 or 'default'"))?;
+            pcp_to_tc[pcp] = self.traffic_class(&field, *tc)?;
+        }
+        let mut lossless_mask = 0u8;
+        for priority in &raw.lossless {
+            lossless_mask |= 1 << self.traffic_class("qos.lossless", *priority)?;
+        }
+        let mut strict_mask = 0u8;
+        for tc in &raw.scheduler.strict {
+            strict_mask |= 1 << self.traffic_class("qos.scheduler.strict", *tc)?;
+        }
+        let mut dwrr_weights = [1u32; TRAFFIC_CLASSES];
+        for (key, weight) in &raw.scheduler.dwrr {
+            let field = format!("qos.scheduler.dwrr.{key}");
+            let tc = key.parse::<i64>().map_err(|_| self.error(&field, "key must be a traffic class 0-7"))?;
+            let tc = self.traffic_class(&field, tc)?;
+            if strict_mask & (1 << tc) != 0 {
+                return Err(self.error(&field, format!("TC {tc} is strict; it cannot also have a DWRR weight")));
+            }
+            if !(1..=100).contains(weight) {
+                return Err(self.error(&field, format!("weight {weight} is not 1-100")));
+            }
+            dwrr_weights[usize::from(tc)] = *weight as u32;
+        }
+        Ok(Qos {
+            trust,
+            dscp_to_tc,
+            pcp_to_tc,
+            lossless_mask,
+            strict_mask,
+            dwrr_weights,
+            pfc: self.pfc(raw.pfc)?,
+            watchdog: self.watchdog(raw.pfc_watchdog)?,
+            ecn: self.ecn(raw.ecn)?,
+        })
+    }
+
+    fn threshold(&self, field: &str, value: Option<toml::Value>) -> Result<Threshold, ConfigError> {
+        match value {
+            None => Ok(Threshold::Auto),
+            Some(toml::Value::String(text)) if text == "auto" => Ok(Threshold::Auto),
+            Some(toml::Value::Integer(bytes)) if bytes >= 0 => Ok(Threshold::Bytes(bytes as u64)),
+            Some(other) => Err(self.error(field, format!("a {} is neither \"auto\" nor a byte count", other.type_str()))),
+        }
+    }
+
+    fn pfc(&self, raw: RawPfc) -> Result<PfcConfig, ConfigError> {
+        let alpha = raw.alpha.unwrap_or(1.0);
+        if !(alpha.is_finite() && alpha > 0.0 && alpha <= 64.0) {
+            return Err(self.error("qos.pfc.alpha", format!("{alpha} is not between 0 (exclusive) and 64")));
+        }
+        let pfc = PfcConfig {
+            headroom_bytes: self.threshold("qos.pfc.headroom_bytes", raw.headroom_bytes)?,
+            xoff_bytes: self.threshold("qos.pfc.xoff_bytes", raw.xoff_bytes)?,
+            xon_bytes: self.threshold("qos.pfc.xon_bytes", raw.xon_bytes)?,
+            alpha,
+        };
+        if let (Threshold::Bytes(xoff), Threshold::Bytes(xon)) = (pfc.xoff_bytes, pfc.xon_bytes) {
+            if xon > xoff {
+                return Err(self.error("qos.pfc.xon_bytes", format!("xon {xon} is above xoff {xoff}")));
+            }
+        }
+        Ok(pfc)
+    }
+
+    fn watchdog(&self, raw: RawWatchdog) -> Result<WatchdogConfig, ConfigError> {
+        let detection_ms = raw.detection_ms.unwrap_or(200);
+        if detection_ms == 0 {
+            return Err(self.error("qos.pfc_watchdog.detection_ms", "must be positive"));
+        }
+        let action = match raw.action.as_deref().unwrap_or("drop") {
+            "drop" => WatchdogAction::Drop,
+            "forward" => WatchdogAction::Forward,
+            "alert" => WatchdogAction::Alert,
+            other => return Err(self.error("qos.pfc_watchdog.action", format!("'{other}' is not drop, forward or alert"))),
+        };
+        Ok(WatchdogConfig { detection_ms, restoration_ms: raw.restoration_ms.unwrap_or(2 * detection_ms), action })
+    }
+
+    fn ecn(&self, raw: BTreeMap<String, RawEcn>) -> Result<[Option<EcnProfile>; TRAFFIC_CLASSES], ConfigError> {
+        let mut profiles: [Option<EcnProfile>; TRAFFIC_CLASSES] = Default::default();
+        for (key, profile) in raw {
+            let field = format!("qos.ecn.{key}");
+            let tc = key.parse::<i64>().map_err(|_| self.error(&field, "key must be a traffic class 0-7"))?;
+            let tc = self.traffic_class(&field, tc)?;
+            if profile.kmin_bytes > profile.kmax_bytes {
+                return Err(self.error(format!("{field}.kmin_bytes"), format!("kmin {} is above kmax {}", profile.kmin_bytes, profile.kmax_bytes)));
+            }
+            if !(profile.pmax.is_finite() && (0.0..=1.0).contains(&profile.pmax)) {
+                return Err(self.error(format!("{field}.pmax"), format!("{} is not a probability 0-1", profile.pmax)));
+            }
+            let mark_on = match profile.mark_on.as_deref().unwrap_or("enqueue") {
+                "enqueue" => MarkOn::Enqueue,
+                "dequeue" => MarkOn::Dequeue,
+                other => return Err(self.error(format!("{field}.mark_on"), format!("'{other}' is not enqueue or dequeue"))),
+            };
+            profiles[usize::from(tc)] =
+                Some(EcnProfile { kmin_bytes: profile.kmin_bytes, kmax_bytes: profile.kmax_bytes, pmax: profile.pmax, mark_on });
+        }
+        Ok(profiles)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+[switch]
+name = "leaf1"
+mac = "02:00:00:00:00:01"
+
+[qos]
+dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
+lossless = [3]
+
+[qos.scheduler]
+strict = [6, 7]
+dwrr = { 0 = 50, 3 = 50 }
+
+[[port]]
+name = "host0"
+speed_gbps = 100
+peer_mac = "02:00:00:00:10:00"
+
+[[port]]
+name = "up0"
+speed_gbps = 25
+peer_mac = "02:00:00:00:20:00"
+
+[[route]]
+prefix = "10.0.0.0/24"
+port = "host0"
+
+[[route]]
+prefix = "0.0.0.0/0"
+group = "uplinks"
+
+[[group]]
+name = "uplinks"
+ports = ["up0"]
+"#;
+
+    #[test]
+    fn a_valid_config_parses() {
+        let config = Config::parse(MINIMAL, "t.toml").unwrap();
+        assert_eq!(config.ports.len(), 2);
+        assert_eq!(config.ports[1].speed_mbps, 25_000);
+        assert_eq!(config.qos.dscp_to_tc[26], 3);
+        assert_eq!(config.qos.dscp_to_tc[48], 6);
+        assert_eq!(config.qos.dscp_to_tc[0], 0);
+        assert_eq!(config.qos.lossless_mask, 0b1000);
+        assert_eq!(config.qos.strict_mask, 0b1100_0000);
+        assert_eq!(config.qos.dwrr_weights, [50, 1, 1, 50, 1, 1, 1, 1]);
+        assert_eq!(config.routes[1].target, RouteTarget::Group(0));
+        assert_eq!(config.buffer_bytes, DEFAULT_BUFFER_BYTES);
+    }
+
+    #[test]
+    fn wire_time_counts_preamble_gap_and_fcs() {
+        let config = Config::parse(MINIMAL, "t.toml").unwrap();
+        // 60 bytes + 24 overhead = 84 bytes = 672 bits = 6.72 ns at 100G.
+        assert_eq!(config.ports[0].wire_time_ps(60), 6_720);
+        assert_eq!(config.ports[1].wire_time_ps(60), 26_880);
+    }
+
+    fn error_for(edit: (&str, &str)) -> ConfigError {
+        let text = MINIMAL.replacen(edit.0, edit.1, 1);
+        assert_ne!(text, MINIMAL, "edit {edit:?} did not apply");
+        Config::parse(&text, "t.toml").unwrap_err()
+    }
+
+    #[test]
+    fn each_mistake_gets_one_clear_line() {
+        let cases = [
+            (("mac = \"02:00:00:00:00:01\"", "mac = \"02:00\""), "switch.mac"),
+            (("name = \"up0\"", "name = \"host0\""), "port[1].name"),
+            (("speed_gbps = 25", "speed_gbps = 0"), "port[1].speed_gbps"),
+            (("port = \"host0\"", "port = \"host9\""), "route[0].port"),
+            (("group = \"uplinks\"", "group = \"spines\""), "route[1].group"),
+            (("ports = [\"up0\"]", "ports = [\"up9\"]"), "group[0].ports"),
+            (("10.0.0.0/24", "10.0.0.1/24"), "route[0].prefix"),
+            (("26 = 3", "26 = 8"), "qos.dscp_to_tc.26"),
+            (("26 = 3", "64 = 3"), "qos.dscp_to_tc.64"),
+            (("dwrr = { 0 = 50", "dwrr = { 6 = 50"), "qos.scheduler.dwrr.6"),
+            (("dwrr = { 0 = 50", "dwrr = { 0 = 500"), "qos.scheduler.dwrr.0"),
+            (("lossless = [3]", "lossless = [3]\ntrust = \"vlan\""), "qos.trust"),
+            (("lossless = [3]", "lossless = [3]\n[qos.ecn.3]\nkmin_bytes = 9\nkmax_bytes = 1\npmax = 0.1"), "qos.ecn.3.kmin_bytes"),
+            (("lossless = [3]", "lossless = [3]\n[qos.pfc]\nxoff_bytes = 100\nxon_bytes = 200"), "qos.pfc.xon_bytes"),
+        ];
+        for (edit, field) in cases {
+            let err = error_for(edit);
+            assert_eq!(err.field, field, "{edit:?} gave {err}");
+            assert_eq!(err.file, "t.toml");
+            assert!(!err.to_string().contains('\n'));
+        }
+    }
+
+    #[test]
+    fn toml_errors_name_the_line_and_key() {
+        let err = error_for(("speed_gbps = 25", "speed_gbps = \"fast\""));
+        assert!(err.field.ends_with("speed_gbps"), "{err}");
+        assert!(err.field.starts_with("line "), "{err}");
+        let err = error_for(("speed_gbps = 25", "speed_gpbs = 25"));
+        assert!(err.problem.contains("speed_gpbs"), "{err}");
+        assert!(!err.to_string().contains('\n'));
+        let err = Config::parse("[switch\n", "bad.toml").unwrap_err();
+        assert_eq!(err.file, "bad.toml");
+    }
+
+    #[test]
+    fn prefixes() {
+        assert_eq!(Prefix::parse("10.0.0.0/8").unwrap().len, 8);
+        assert_eq!(Prefix::parse("2001:db8::/32").unwrap().len, 32);
+        assert!(Prefix::parse("10.0.0.0/33").is_err());
+        assert!(Prefix::parse("10.0.0.0").is_err());
+        assert!(Prefix::parse("2001:db8::1/64").is_err());
+        assert_eq!(Prefix::parse("::/0").unwrap().len, 0);
+    }
+}

@@ -1,0 +1,481 @@
+//! The DPDK glue: EAL start and cleanup, lcore launch, the mbuf pool, the `Mbuf` wrapper that
+//! implements `PacketBuf`, port bring-up and rx/tx bursts, the TSC, and the stop signal.
+//!
+//! This is the only module of the dataplane crate allowed `unsafe`; every block says why it
+//! is sound. Invariant: an `Mbuf` uniquely owns its `rte_mbuf` and frees it on drop; a
+//! `Burst` owns the mbufs in its first `len` slots and frees them on drop; so no path loses an
+//! mbuf, and the pool is full again once ports are stopped and every wrapper is gone.
+
+#![allow(unsafe_code)]
+
+use crate::buffer::PacketBuf;
+use dpdk_sys as sys;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Packets per rx/tx burst.
+pub const BURST: usize = 32;
+
+/// An error from DPDK: what was being done, and DPDK's own words.
+#[derive(Debug, Clone)]
+pub struct DpdkError {
+    pub context: String,
+    pub problem: String,
+}
+
+impl fmt::Display for DpdkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.context, self.problem)
+    }
+}
+
+impl std::error::Error for DpdkError {}
+
+fn strerror(errnum: c_int) -> String {
+    // SAFETY: rte_strerror returns a pointer to a NUL-terminated string that DPDK owns (a
+    // static table or a per-lcore buffer) and that stays valid until the next call here.
+    unsafe { CStr::from_ptr(sys::rte_strerror(errnum.abs())) }.to_string_lossy().into_owned()
+}
+
+/// Turns DPDK's "negative errno on failure" convention into a `Result`.
+fn check(rc: c_int, context: impl FnOnce() -> String) -> Result<c_int, DpdkError> {
+    if rc < 0 {
+        Err(DpdkError { context: context(), problem: strerror(rc) })
+    } else {
+        Ok(rc)
+    }
+}
+
+fn last_errno() -> c_int {
+    // SAFETY: reads the calling thread's rte_errno, a plain per-thread integer.
+    unsafe { sys::shim_errno() }
+}
+
+/// The running EAL. Dropping it calls `rte_eal_cleanup`, so it must outlive every port,
+/// pool and mbuf (the live engine drops them first).
+pub struct Eal {
+    _private: (),
+}
+
+impl Eal {
+    /// Starts the EAL with `args` (without the program name). May be called once per process.
+    pub fn init(args: &[String]) -> Result<Self, DpdkError> {
+        let mut owned = Vec::with_capacity(args.len() + 1);
+        for arg in std::iter::once("raceway").chain(args.iter().map(String::as_str)) {
+            let arg = CString::new(arg).map_err(|_| DpdkError { context: "EAL arguments".into(), problem: format!("'{arg}' contains a NUL byte") })?;
+            owned.push(arg);
+        }
+        // The EAL may keep pointers into argv (and reorders it), so the strings live for the
+        // rest of the process: a few bytes, once.
+        let argv: &'static mut [*mut c_char] = Vec::leak(owned.into_iter().map(|arg| arg.into_raw()).collect());
+        // SAFETY: argv holds argc valid, NUL-terminated, leaked strings that outlive the EAL.
+        let rc = unsafe { sys::rte_eal_init(argv.len() as c_int, argv.as_mut_ptr()) };
+        if rc < 0 {
+            return Err(DpdkError { context: "EAL init".into(), problem: strerror(last_errno()) });
+        }
+        Ok(Self { _private: () })
+    }
+
+    /// The lcore the calling thread runs on.
+    pub fn main_lcore(&self) -> u32 {
+        // SAFETY: plain getter, valid after rte_eal_init.
+        unsafe { sys::rte_get_main_lcore() }
+    }
+
+    /// Worker lcores (all enabled lcores but the main one), in order.
+    pub fn worker_lcores(&self) -> Vec<u32> {
+        let mut lcores = Vec::new();
+        let mut lcore = u32::MAX; // rte_get_next_lcore(-1, ...) starts the walk
+        loop {
+            // SAFETY: plain iteration over the EAL's lcore table, valid after init.
+            lcore = unsafe { sys::rte_get_next_lcore(lcore, 1, 0) };
+            if lcore >= sys::RTE_MAX_LCORE {
+                return lcores;
+            }
+            lcores.push(lcore);
+        }
+    }
+
+    /// Runs `task` on worker `lcore` (pinned by the EAL). `wait` returns its result.
+    pub fn launch<F>(&self, lcore: u32, task: F) -> Result<Launched, DpdkError>
+    where
+        F: FnOnce() -> i32 + Send + 'static,
+    {
+        unsafe extern "C" fn trampoline<F: FnOnce() -> i32>(arg: *mut c_void) -> c_int {
+            // SAFETY: `arg` is the Box<F> leaked by `launch` below, handed to exactly one
+            // trampoline call, so taking it back is unique.
+            let task = unsafe { Box::from_raw(arg.cast::<F>()) };
+            task()
+        }
+        let arg = Box::into_raw(Box::new(task));
+        // SAFETY: the trampoline matches lcore_function_t; `arg` stays valid until the
+        // trampoline reclaims it. On failure the task never ran, so we reclaim it here.
+        let rc = unsafe { sys::rte_eal_remote_launch(Some(trampoline::<F>), arg.cast(), lcore) };
+        if rc < 0 {
+            // SAFETY: the launch failed, so nothing else owns `arg`.
+            drop(unsafe { Box::from_raw(arg) });
+            return Err(DpdkError { context: format!("launch on lcore {lcore}"), problem: strerror(rc) });
+        }
+        Ok(Launched { lcore })
+    }
+
+    /// TSC ticks per second.
+    pub fn tsc_hz(&self) -> u64 {
+        // SAFETY: plain getter, valid after init.
+        unsafe { sys::rte_get_tsc_hz() }
+    }
+}
+
+impl Drop for Eal {
+    fn drop(&mut self) {
+        // SAFETY: every DPDK object of this process was released before the Eal is dropped
+        // (the live engine owns them in an inner scope).
+        unsafe { sys::rte_eal_cleanup() };
+    }
+}
+
+/// A task running on a worker lcore.
+#[must_use = "wait for the worker before tearing down ports"]
+pub struct Launched {
+    lcore: u32,
+}
+
+impl Launched {
+    pub fn wait(self) -> i32 {
+        // SAFETY: the lcore was launched by `Eal::launch` and is waited for exactly once.
+        unsafe { sys::rte_eal_wait_lcore(self.lcore) }
+    }
+}
+
+/// Reads the time-stamp counter.
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    // SAFETY: reads the TSC; no memory is touched.
+    unsafe { sys::shim_rdtsc() }
+}
+
+/// An mbuf pool.
+pub struct Mempool {
+    pool: NonNull<sys::rte_mempool>,
+    size: u32,
+}
+
+// SAFETY: a mempool is designed for concurrent use from many lcores (lock-free ring plus
+// per-lcore caches); the handle is just a pointer to it.
+unsafe impl Send for Mempool {}
+// SAFETY: as above; the shared methods only read counts or allocate through DPDK's MP-safe API.
+unsafe impl Sync for Mempool {}
+
+impl Mempool {
+    /// Creates a pool of `size` mbufs with `data_room` bytes each (headroom included).
+    pub fn new(name: &str, size: u32, cache: u32, data_room: u16, socket: i32) -> Result<Self, DpdkError> {
+        let c_name = CString::new(name).expect("pool names have no NUL");
+        // SAFETY: c_name is a valid C string for the duration of the call; DPDK copies it.
+        let pool = unsafe { sys::rte_pktmbuf_pool_create(c_name.as_ptr(), size, cache, 0, data_room, socket) };
+        match NonNull::new(pool) {
+            Some(pool) => Ok(Self { pool, size }),
+            None => Err(DpdkError { context: format!("mbuf pool of {size} mbufs"), problem: strerror(last_errno()) }),
+        }
+    }
+
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Mbufs in the pool (per-lcore caches included).
+    pub fn available(&self) -> u32 {
+        // SAFETY: the pool is alive for as long as self.
+        unsafe { sys::rte_mempool_avail_count(self.pool.as_ptr()) }
+    }
+
+    /// A fresh mbuf, or `None` when the pool is empty.
+    pub fn alloc(&self) -> Option<Mbuf> {
+        // SAFETY: the pool is alive; the returned mbuf (if any) is ours alone.
+        NonNull::new(unsafe { sys::shim_pktmbuf_alloc(self.pool.as_ptr()) }).map(Mbuf)
+    }
+
+    fn as_ptr(&self) -> *mut sys::rte_mempool {
+        self.pool.as_ptr()
+    }
+}
+
+impl Drop for Mempool {
+    fn drop(&mut self) {
+        // SAFETY: ports using the pool were closed and all mbufs returned before the pool is
+        // dropped (the live engine's teardown order).
+        unsafe { sys::rte_mempool_free(self.pool.as_ptr()) };
+    }
+}
+
+/// One mbuf, uniquely owned. Only the first segment's bytes are visible.
+pub struct Mbuf(NonNull<sys::rte_mbuf>);
+
+// SAFETY: an mbuf belongs to whoever holds its pointer; moving the owner to another lcore is
+// how DPDK pipelines hand packets on.
+unsafe impl Send for Mbuf {}
+
+impl Mbuf {
+    fn into_raw(self) -> *mut sys::rte_mbuf {
+        let ptr = self.0.as_ptr();
+        std::mem::forget(self);
+        ptr
+    }
+
+    /// Appends `bytes` to an empty mbuf (for frames the switch builds, such as PFC).
+    pub fn append(&mut self, bytes: &[u8]) -> bool {
+        let Ok(len) = u16::try_from(bytes.len()) else { return false };
+        // SAFETY: the mbuf is ours; append returns NULL when the tailroom is too small.
+        let dst = unsafe { sys::shim_pktmbuf_append(self.0.as_ptr(), len) };
+        if dst.is_null() {
+            return false;
+        }
+        // SAFETY: `dst` points at `len` writable bytes that append just reserved.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
+        true
+    }
+
+    /// Segments in the chain; frames larger than one mbuf are chained.
+    pub fn segments(&self) -> u16 {
+        // SAFETY: the mbuf is ours and valid.
+        unsafe { sys::shim_pktmbuf_nb_segs(self.0.as_ptr()) }
+    }
+}
+
+impl PacketBuf for Mbuf {
+    #[inline]
+    fn data(&self) -> &[u8] {
+        // SAFETY: the mbuf is ours; its first segment holds data_len initialised bytes at mtod,
+        // valid while we hold it.
+        unsafe {
+            let ptr = self.0.as_ptr();
+            std::slice::from_raw_parts(sys::shim_pktmbuf_mtod(ptr), usize::from(sys::shim_pktmbuf_data_len(ptr)))
+        }
+    }
+
+    #[inline]
+    fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `data`, and &mut self guarantees no other view of the bytes exists.
+        unsafe {
+            let ptr = self.0.as_ptr();
+            std::slice::from_raw_parts_mut(sys::shim_pktmbuf_mtod(ptr), usize::from(sys::shim_pktmbuf_data_len(ptr)))
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        // SAFETY: the mbuf is ours and valid.
+        usize::from(unsafe { sys::shim_pktmbuf_data_len(self.0.as_ptr()) })
+    }
+}
+
+impl Drop for Mbuf {
+    fn drop(&mut self) {
+        // SAFETY: we own the mbuf; after this it is back in its pool and never touched again.
+        unsafe { sys::shim_pktmbuf_free(self.0.as_ptr()) };
+    }
+}
+
+/// Up to `BURST` mbufs in a fixed array: what rx returns and what tx takes.
+pub struct Burst {
+    mbufs: [*mut sys::rte_mbuf; BURST],
+    len: usize,
+}
+
+// SAFETY: a Burst owns the mbufs in its first `len` slots, like a [Mbuf; BURST].
+unsafe impl Send for Burst {}
+
+impl Default for Burst {
+    fn default() -> Self {
+        Self { mbufs: [std::ptr::null_mut(); BURST], len: 0 }
+    }
+}
+
+impl Burst {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.len == BURST
+    }
+
+    /// Adds an mbuf; the caller checks `is_full` first.
+    pub fn push(&mut self, mbuf: Mbuf) {
+        assert!(self.len < BURST, "burst overflow");
+        self.mbufs[self.len] = mbuf.into_raw();
+        self.len += 1;
+    }
+
+    /// Hands out the mbufs, in order, and empties the burst.
+    pub fn drain(&mut self) -> impl Iterator<Item = Mbuf> + '_ {
+        let len = std::mem::replace(&mut self.len, 0);
+        self.mbufs[..len].iter().map(|&ptr| {
+            // SAFETY: rx filled these slots with valid mbufs that this burst owned until now;
+            // each is handed out exactly once.
+            Mbuf(unsafe { NonNull::new_unchecked(ptr) })
+        })
+    }
+}
+
+impl Drop for Burst {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: the first `len` slots are mbufs this burst owns.
+            unsafe { sys::shim_pktmbuf_free_bulk(self.mbufs.as_mut_ptr(), self.len as c_uint) };
+        }
+    }
+}
+
+/// A started ethdev port with one rx and one tx queue.
+pub struct Port {
+    id: u16,
+    pub name: String,
+    pub driver: String,
+}
+
+/// Descriptors asked for per queue (the driver may adjust them).
+pub const RX_DESCRIPTORS: u16 = 1024;
+pub const TX_DESCRIPTORS: u16 = 1024;
+
+impl Port {
+    /// Finds the ethdev whose name is `device_name` (the devargs before the first comma).
+    pub fn find(device_name: &str) -> Result<u16, DpdkError> {
+        let c_name = CString::new(device_name).map_err(|_| DpdkError { context: device_name.into(), problem: "NUL in name".into() })?;
+        let mut id = 0u16;
+        // SAFETY: c_name and &mut id are valid for the call.
+        let rc = unsafe { sys::rte_eth_dev_get_port_by_name(c_name.as_ptr(), &mut id) };
+        check(rc, || format!("device '{device_name}'")).map(|_| id)
+    }
+
+    /// Brings the port up: info, configure, descriptors, queues on the port's socket, start,
+    /// promiscuous mode (where supported), link up (bounded wait).
+    pub fn start(id: u16, name: &str, pool: &Mempool) -> Result<Self, DpdkError> {
+        let context = |step: &str| format!("port '{name}' (ethdev {id}): {step}");
+        let mut max_rx = 0u16;
+        let mut max_tx = 0u16;
+        let mut driver: *const c_char = std::ptr::null();
+        // SAFETY: the out-pointers are valid; the driver name is a static string of the PMD.
+        check(unsafe { sys::shim_eth_dev_info(id, &mut max_rx, &mut max_tx, &mut driver) }, || context("device info"))?;
+        let driver = if driver.is_null() {
+            String::new()
+        } else {
+            // SAFETY: non-null, NUL-terminated, owned by the PMD for the process lifetime.
+            unsafe { CStr::from_ptr(driver) }.to_string_lossy().into_owned()
+        };
+        if max_rx == 0 || max_tx == 0 {
+            return Err(DpdkError { context: context("queues"), problem: format!("driver {driver} offers {max_rx} rx / {max_tx} tx queues") });
+        }
+        // SAFETY: plain calls on a valid port id; configuration is built in C with defaults.
+        check(unsafe { sys::shim_eth_dev_configure_default(id, 1, 1) }, || context("configure"))?;
+        let mut rx_desc = RX_DESCRIPTORS;
+        let mut tx_desc = TX_DESCRIPTORS;
+        // SAFETY: the out-pointers are valid.
+        check(unsafe { sys::shim_eth_adjust_desc(id, &mut rx_desc, &mut tx_desc) }, || context("descriptors"))?;
+        // SAFETY: plain getter on a valid port id.
+        let socket = unsafe { sys::rte_eth_dev_socket_id(id) }.max(0) as c_uint;
+        // SAFETY: the pool outlives the port (teardown order); defaults for the queue conf.
+        check(unsafe { sys::shim_eth_rx_queue_setup(id, 0, rx_desc, socket, pool.as_ptr()) }, || context("rx queue"))?;
+        // SAFETY: as above.
+        check(unsafe { sys::shim_eth_tx_queue_setup(id, 0, tx_desc, socket) }, || context("tx queue"))?;
+        // SAFETY: the port is configured with its queues.
+        check(unsafe { sys::rte_eth_dev_start(id) }, || context("start"))?;
+        // Not every PMD supports promiscuous mode (-ENOTSUP); a leaf switch routes frames
+        // addressed to it either way, so only log it.
+        // SAFETY: plain call on a started port.
+        let rc = unsafe { sys::rte_eth_promiscuous_enable(id) };
+        if rc < 0 {
+            tracing::debug!("{}: {}", context("promiscuous mode"), strerror(rc));
+        }
+        let port = Self { id, name: name.to_string(), driver };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while !port.link_up() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if !port.link_up() {
+            tracing::warn!("{}: link is down after 3 s; continuing", context("link"));
+        }
+        Ok(port)
+    }
+
+    pub fn link_up(&self) -> bool {
+        let mut up = 0;
+        let mut speed = 0;
+        // SAFETY: the out-pointers are valid for the call.
+        let rc = unsafe { sys::shim_eth_link(self.id, &mut up, &mut speed) };
+        rc == 0 && up != 0
+    }
+
+    /// Receives up to `BURST - burst.len()` frames into `burst`.
+    #[inline]
+    pub fn rx_burst(&self, burst: &mut Burst) -> usize {
+        let room = (BURST - burst.len) as u16;
+        // SAFETY: the slots from `len` on are writable; rx fills at most `room` of them with
+        // mbufs that the burst then owns.
+        let received = unsafe { sys::shim_eth_rx_burst(self.id, 0, burst.mbufs.as_mut_ptr().add(burst.len), room) };
+        burst.len += usize::from(received);
+        usize::from(received)
+    }
+
+    /// Sends as much of `burst` as the tx queue takes; the rest stays in the burst, in order.
+    #[inline]
+    pub fn tx_burst(&self, burst: &mut Burst) -> usize {
+        if burst.len == 0 {
+            return 0;
+        }
+        // SAFETY: the first `len` slots are owned mbufs; the PMD takes ownership of the first
+        // `sent` of them.
+        let sent = usize::from(unsafe { sys::shim_eth_tx_burst(self.id, 0, burst.mbufs.as_mut_ptr(), burst.len as u16) });
+        burst.mbufs.copy_within(sent..burst.len, 0);
+        burst.len -= sent;
+        sent
+    }
+
+    /// Device counters: (rx packets, tx packets, rx missed + errors, rx without mbuf).
+    pub fn hw_stats(&self) -> (u64, u64, u64, u64) {
+        let mut stats = sys::rte_eth_stats::default();
+        // SAFETY: the out-pointer is valid for the call.
+        let rc = unsafe { sys::rte_eth_stats_get(self.id, &mut stats) };
+        if rc != 0 {
+            return (0, 0, 0, 0);
+        }
+        (stats.ipackets, stats.opackets, stats.imissed + stats.ierrors, stats.rx_nombuf)
+    }
+}
+
+impl Drop for Port {
+    fn drop(&mut self) {
+        // Stop, then close: closing flushes capture-backed vdevs (net_pcap writes its file)
+        // and releases the mbufs the driver held.
+        // SAFETY: nothing uses the port any more (workers have been waited for).
+        unsafe {
+            sys::rte_eth_dev_stop(self.id);
+            sys::rte_eth_dev_close(self.id);
+        }
+    }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_signal: c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Makes SIGINT and SIGTERM set the stop flag (and nothing else).
+pub fn install_stop_signals() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(signal, on_signal as extern "C" fn(c_int) as libc::sighandler_t) };
+    }
+}
+
+/// True once SIGINT or SIGTERM arrived.
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::Relaxed)
+}

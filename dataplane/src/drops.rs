@@ -1,0 +1,69 @@
+//! Why the switch dropped a packet: one `Copy` enum shared by counters, logs and stats JSON.
+//!
+//! Invariant: every packet the switch receives is forwarded, consumed (PFC) or counted under
+//! exactly one of these reasons; `ALL` lists each reason once, in stats JSON order.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DropReason {
+    /// The frame failed to parse: truncated, lying lengths, bad IPv4 checksum, too many tags.
+    Malformed,
+    /// A well-formed frame the switch does not route: not IPv4/IPv6 (ARP, LLDP, ...), or a MAC
+    /// control frame that is neither PAUSE nor PFC.
+    Unsupported,
+    /// No route matches the destination, or every port the route leads to is disabled.
+    NoRoute,
+    /// TTL or hop limit would reach zero.
+    TtlExpired,
+    /// The shared buffer or the egress queue's packet limit is full (lossy tail drop).
+    BufferFull,
+    /// A lossless priority overflowed its PFC headroom.
+    HeadroomOverflow,
+    /// Dropped by the PFC watchdog during a pause storm.
+    PfcWatchdog,
+}
+
+impl DropReason {
+    pub const COUNT: usize = 7;
+    pub const ALL: [DropReason; Self::COUNT] = [
+        Self::Malformed,
+        Self::Unsupported,
+        Self::NoRoute,
+        Self::TtlExpired,
+        Self::BufferFull,
+        Self::HeadroomOverflow,
+        Self::PfcWatchdog,
+    ];
+
+    /// The name used in stats JSON and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Malformed => "malformed",
+            Self::Unsupported => "unsupported",
+            Self::NoRoute => "no_route",
+            Self::TtlExpired => "ttl_expired",
+            Self::BufferFull => "buffer_full",
+            Self::HeadroomOverflow => "headroom_overflow",
+            Self::PfcWatchdog => "pfc_watchdog",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_lists_each_reason_at_its_index() {
+        for (index, reason) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(reason.index(), index);
+        }
+        let mut names: Vec<_> = DropReason::ALL.iter().map(|r| r.name()).collect();
+        names.dedup();
+        assert_eq!(names.len(), DropReason::COUNT);
+    }
+}

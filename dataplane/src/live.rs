@@ -1,0 +1,307 @@
+//! The live engine: the switch pipeline on DPDK ports, polled by a worker on a pinned lcore.
+//!
+//! One worker owns every port's rx queue and every egress scheduler (run-to-completion); the
+//! main lcore starts ports, prints counters, watches for SIGINT/SIGTERM or the end of
+//! `--duration`, and tears down. Multi-worker layouts come with the line-rate work.
+//!
+//! Each egress port is shaped to its configured speed: a frame may leave when the port's
+//! virtual link is free, allowing a burst window of a few frames so the loop can fill tx bursts.
+//!
+//! Invariant: at exit every mbuf is back in the pool. Queued frames drain (shaped) for up to
+//! a second; whatever is still queued then is dropped and counted (`buffer_full`), frames the
+//! tx queue never took are freed and reported, and ports are closed before the pool is freed.
+
+use crate::config::Config;
+use crate::dpdk::{self, Burst, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
+use crate::stats::SwitchStats;
+use crate::switch::Switch;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    pub duration: Option<Duration>,
+    pub stats_interval: Duration,
+    pub stats_json: Option<PathBuf>,
+    /// Extra EAL arguments from the command line (after `--`).
+    pub extra_eal: Vec<String>,
+}
+
+/// What a live run reports beyond the switch counters.
+#[derive(Debug, Clone, Default)]
+pub struct LiveReport {
+    pub stats: SwitchStats,
+    pub mbufs_in_pool: u32,
+    pub mbufs_available_at_exit: u32,
+    /// Frames the tx queues never accepted before shutdown (freed).
+    pub unsent_at_exit: u64,
+    pub elapsed: Duration,
+}
+
+/// How often the worker publishes its counters for the main lcore.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+/// How long queued frames may drain at shutdown.
+const DRAIN_FOR: Duration = Duration::from_secs(1);
+
+/// The EAL arguments: the config's, the lcores, one `--vdev`/`-a` per port, then the extras.
+pub fn eal_arguments(config: &Config, extra: &[String]) -> Result<Vec<String>, String> {
+    let mut args = config.eal.clone();
+    if let Some(lcores) = &config.lcores {
+        args.push("-l".into());
+        args.push(lcores.clone());
+    }
+    for (index, port) in config.ports.iter().enumerate() {
+        let device = port.device.as_deref().ok_or_else(|| format!("port[{index}].device: live mode needs a device for port '{}'", port.name))?;
+        if is_pci_address(device_name(device)) {
+            args.push("-a".into());
+        } else {
+            args.push("--vdev".into());
+        }
+        args.push(device.to_string());
+    }
+    args.extend(extra.iter().cloned());
+    Ok(args)
+}
+
+/// The ethdev name of a device string: what precedes the first comma.
+pub fn device_name(device: &str) -> &str {
+    device.split(',').next().unwrap_or(device)
+}
+
+/// `0000:3b:00.0` or `3b:00.0`.
+fn is_pci_address(name: &str) -> bool {
+    let parts: Vec<&str> = name.split(':').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
+    let (bus, device_function) = match parts.as_slice() {
+        [domain, bus, df] if hex(domain, 4) => (*bus, *df),
+        [bus, df] => (*bus, *df),
+        _ => return false,
+    };
+    match device_function.split_once('.') {
+        Some((device, function)) => hex(bus, 2) && hex(device, 2) && function.len() == 1 && function.chars().all(|c| ('0'..='7').contains(&c)),
+        None => false,
+    }
+}
+
+/// Mbufs needed: rx and tx rings, the bursts in flight, and as many frames as the queues can
+/// hold (bounded by the shared buffer at the minimum frame size).
+pub fn mempool_size(config: &Config) -> u32 {
+    let ports = config.ports.len() as u64;
+    let rings = ports * u64::from(dpdk::RX_DESCRIPTORS + dpdk::TX_DESCRIPTORS);
+    let bursts = ports * 2 * BURST as u64;
+    let queues = (ports * 8 * u64::from(config.queue_packets)).min(config.buffer_bytes / 60 + 1);
+    (rings + bursts + queues + 512).min(u64::from(u32::MAX)) as u32
+}
+
+struct Shared {
+    stop: AtomicBool,
+    stats: Mutex<SwitchStats>,
+    unsent: Mutex<u64>,
+}
+
+/// Runs the live switch until SIGINT/SIGTERM or the end of the duration.
+pub fn run(config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkError> {
+    let args = eal_arguments(config, &options.extra_eal).map_err(|problem| DpdkError { context: "config".into(), problem })?;
+    tracing::info!("EAL arguments: {}", args.join(" "));
+    dpdk::install_stop_signals();
+    let eal = Eal::init(&args)?;
+    let report = run_with_eal(&eal, config, options);
+    drop(eal); // rte_eal_cleanup, after ports and pool are gone
+    report
+}
+
+fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkError> {
+    let pool_size = mempool_size(config);
+    let data_room = (dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE) as u16;
+    let pool = Arc::new(Mempool::new("raceway_mbufs", pool_size, 256, data_room, -1)?);
+    tracing::info!("mbuf pool: {pool_size} mbufs of {data_room} bytes");
+    let mut ports = Vec::with_capacity(config.ports.len());
+    for port in &config.ports {
+        let name = device_name(port.device.as_deref().unwrap_or_default());
+        let id = Port::find(name).map_err(|err| DpdkError { context: format!("port '{}'", port.name), problem: format!("device '{name}' not found after EAL init ({})", err.problem) })?;
+        let started = Port::start(id, &port.name, &pool)?;
+        tracing::info!("port '{}': ethdev {id}, driver {}, {} Gb/s configured", port.name, started.driver, port.speed_mbps as f64 / 1000.0);
+        ports.push(started);
+    }
+    let ports = Arc::new(ports);
+    let shared = Arc::new(Shared { stop: AtomicBool::new(false), stats: Mutex::new(SwitchStats::new(config)), unsent: Mutex::new(0) });
+    let worker = Worker::new(config, eal.tsc_hz());
+    let started = Instant::now();
+    let workers = eal.worker_lcores();
+    let final_stats = if let Some(&lcore) = workers.first() {
+        tracing::info!("forwarding on lcore {lcore}; main lcore {} prints counters", eal.main_lcore());
+        let (task_ports, task_shared) = (Arc::clone(&ports), Arc::clone(&shared));
+        let launched = eal.launch(lcore, move || {
+            worker.run(&task_ports, &task_shared);
+            0
+        })?;
+        let mut last_print = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(10));
+            let finished = dpdk::stop_requested() || options.duration.is_some_and(|d| started.elapsed() >= d);
+            if finished {
+                shared.stop.store(true, Ordering::Relaxed);
+                break;
+            }
+            if last_print.elapsed() >= options.stats_interval {
+                last_print = Instant::now();
+                let stats = shared.stats.lock().expect("stats lock").clone();
+                tracing::info!("{}", stats.summary_line(config));
+            }
+        }
+        launched.wait();
+        let stats = shared.stats.lock().expect("stats lock").clone();
+        stats
+    } else {
+        tracing::info!("one lcore: forwarding and counters both on lcore {}", eal.main_lcore());
+        let shared_for_main = Arc::clone(&shared);
+        let duration = options.duration;
+        let interval = options.stats_interval;
+        let config_for_print = config.clone();
+        let mut last_print = Instant::now();
+        let watcher = move || {
+            let finished = dpdk::stop_requested() || duration.is_some_and(|d| started.elapsed() >= d);
+            if finished {
+                shared_for_main.stop.store(true, Ordering::Relaxed);
+            } else if last_print.elapsed() >= interval {
+                last_print = Instant::now();
+                let stats = shared_for_main.stats.lock().expect("stats lock").clone();
+                tracing::info!("{}", stats.summary_line(&config_for_print));
+            }
+        };
+        worker.run_with_watcher(&ports, &shared, watcher);
+        let stats = shared.stats.lock().expect("stats lock").clone();
+        stats
+    };
+    let elapsed = started.elapsed();
+    for port in ports.iter() {
+        let (rx, tx, missed, nombuf) = port.hw_stats();
+        tracing::info!("port '{}': device counters rx {rx} tx {tx} missed/errors {missed} no-mbuf {nombuf}", port.name);
+    }
+    let unsent = *shared.unsent.lock().expect("unsent lock");
+    // Ports close (flushing capture files, returning driver-held mbufs) before we count.
+    match Arc::try_unwrap(ports) {
+        Ok(ports) => drop(ports),
+        Err(_) => unreachable!("the worker has exited and released its ports"),
+    }
+    let available = pool.available();
+    if available != pool.size() {
+        tracing::warn!("{} mbufs not back in the pool at exit", pool.size() - available);
+    }
+    Ok(LiveReport { stats: final_stats, mbufs_in_pool: pool.size(), mbufs_available_at_exit: available, unsent_at_exit: unsent, elapsed })
+}
+
+/// The per-lcore forwarding state: the switch, tx bursts and shapers for every port.
+struct Worker {
+    switch: Switch<Mbuf>,
+    config: Config,
+    tsc_hz: u64,
+}
+
+/// Per-port transmit state on the worker.
+struct Egress {
+    pending: Burst,
+    /// When the port's virtual link is next free, ps since start.
+    link_free_ps: u64,
+    /// How far ahead of now the shaper lets frames go, so tx bursts fill.
+    window_ps: u64,
+}
+
+impl Worker {
+    fn new(config: &Config, tsc_hz: u64) -> Self {
+        Self { switch: Switch::new(config), config: config.clone(), tsc_hz }
+    }
+
+    fn run(self, ports: &[Port], shared: &Shared) {
+        self.run_with_watcher(ports, shared, || {});
+    }
+
+    /// The poll loop; `watch` runs every publish period (the single-lcore case prints there).
+    fn run_with_watcher(mut self, ports: &[Port], shared: &Shared, mut watch: impl FnMut()) {
+        let start_tsc = dpdk::rdtsc();
+        let tsc_hz = u128::from(self.tsc_hz.max(1));
+        let now_ps = || ((u128::from(dpdk::rdtsc() - start_tsc) * 1_000_000_000_000) / tsc_hz) as u64;
+        let publish_ticks = (self.tsc_hz as u128 * PUBLISH_EVERY.as_millis() / 1000) as u64;
+        let mut egress: Vec<Egress> = self
+            .config
+            .ports
+            .iter()
+            .map(|port| Egress { pending: Burst::default(), link_free_ps: 0, window_ps: port.wire_time_ps(1518) * BURST as u64 })
+            .collect();
+        let mut rx = Burst::default();
+        let mut next_publish = dpdk::rdtsc() + publish_ticks;
+        loop {
+            if shared.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            for (index, port) in ports.iter().enumerate() {
+                if port.rx_burst(&mut rx) == 0 {
+                    continue;
+                }
+                for mbuf in rx.drain() {
+                    self.switch.receive(index, mbuf);
+                }
+            }
+            let now = now_ps();
+            self.transmit_all(ports, &mut egress, now);
+            if dpdk::rdtsc() >= next_publish {
+                next_publish = dpdk::rdtsc() + publish_ticks;
+                shared.stats.lock().expect("stats lock").clone_from(&self.switch.stats);
+                watch();
+            }
+        }
+        // Drain: no more rx; let queued frames leave at line rate for a bounded time.
+        let deadline = Instant::now() + DRAIN_FOR;
+        while (self.switch.queued_packets() > 0 || egress.iter().any(|e| !e.pending.is_empty())) && Instant::now() < deadline {
+            let now = now_ps();
+            self.transmit_all(ports, &mut egress, now);
+        }
+        let leftover = self.switch.drain();
+        if leftover > 0 {
+            tracing::warn!("{leftover} queued frames could not be sent before shutdown; counted as buffer_full");
+        }
+        let unsent: u64 = egress.iter().map(|e| e.pending.len() as u64).sum();
+        if unsent > 0 {
+            tracing::warn!("{unsent} frames were never accepted by a tx queue; freed");
+        }
+        drop(egress);
+        *shared.unsent.lock().expect("unsent lock") = unsent;
+        shared.stats.lock().expect("stats lock").clone_from(&self.switch.stats);
+    }
+
+    #[inline]
+    fn transmit_all(&mut self, ports: &[Port], egress: &mut [Egress], now: u64) {
+        for (index, port) in ports.iter().enumerate() {
+            let state = &mut egress[index];
+            if !state.pending.is_empty() {
+                port.tx_burst(&mut state.pending);
+            }
+            while !state.pending.is_full() && state.link_free_ps <= now + state.window_ps {
+                let Some(mbuf) = self.switch.transmit(index) else { break };
+                let len = crate::buffer::PacketBuf::len(&mbuf);
+                state.link_free_ps = state.link_free_ps.max(now) + self.config.ports[index].wire_time_ps(len);
+                state.pending.push(mbuf);
+            }
+            if !state.pending.is_empty() {
+                port.tx_burst(&mut state.pending);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_addresses_and_vdevs_are_told_apart() {
+        assert!(is_pci_address("0000:3b:00.0"));
+        assert!(is_pci_address("3b:00.1"));
+        assert!(!is_pci_address("net_pcap0"));
+        assert!(!is_pci_address("net_memif0"));
+        assert!(!is_pci_address("0000:3b:00.9"));
+        assert_eq!(device_name("net_pcap0,rx_pcap=a.pcap,tx_pcap=b.pcap"), "net_pcap0");
+    }
+}

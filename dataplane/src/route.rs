@@ -1,0 +1,139 @@
+//! Longest-prefix-match routing for IPv4 and IPv6.
+//!
+//! One hash map per prefix length present, probed from the longest length down: a leaf's
+//! table has few distinct lengths (/32 hosts, /24 racks, /0 default), so a lookup is a handful
+//! of hash probes and the table is as small as its routes.
+//!
+//! Invariant: `lookup` returns the target of the longest prefix containing the address, or
+//! `None`; keys are stored masked to their length, so host bits never affect a match.
+
+use crate::config::{RouteConfig, RouteTarget};
+use crate::wire::parse::Destination;
+use hashbrown::HashMap;
+use std::net::IpAddr;
+
+pub struct RouteTable {
+    /// (length, masked prefix -> target), longest length first.
+    v4: Vec<(u8, HashMap<u32, RouteTarget>)>,
+    v6: Vec<(u8, HashMap<u128, RouteTarget>)>,
+}
+
+fn mask_v4(address: u32, len: u8) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        address & (u32::MAX << (32 - u32::from(len)))
+    }
+}
+
+fn mask_v6(address: u128, len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        address & (u128::MAX << (128 - u32::from(len)))
+    }
+}
+
+impl RouteTable {
+    pub fn new(routes: &[RouteConfig]) -> Self {
+        let mut v4: Vec<(u8, HashMap<u32, RouteTarget>)> = Vec::new();
+        let mut v6: Vec<(u8, HashMap<u128, RouteTarget>)> = Vec::new();
+        for route in routes {
+            let len = route.prefix.len;
+            match route.prefix.address {
+                IpAddr::V4(address) => {
+                    let table = match v4.iter().position(|(l, _)| *l == len) {
+                        Some(index) => &mut v4[index].1,
+                        None => {
+                            v4.push((len, HashMap::new()));
+                            &mut v4.last_mut().expect("just pushed").1
+                        }
+                    };
+                    table.insert(mask_v4(u32::from(address), len), route.target);
+                }
+                IpAddr::V6(address) => {
+                    let table = match v6.iter().position(|(l, _)| *l == len) {
+                        Some(index) => &mut v6[index].1,
+                        None => {
+                            v6.push((len, HashMap::new()));
+                            &mut v6.last_mut().expect("just pushed").1
+                        }
+                    };
+                    table.insert(mask_v6(u128::from(address), len), route.target);
+                }
+            }
+        }
+        v4.sort_by(|a, b| b.0.cmp(&a.0));
+        v6.sort_by(|a, b| b.0.cmp(&a.0));
+        Self { v4, v6 }
+    }
+
+    #[inline]
+    pub fn lookup(&self, destination: Destination) -> Option<RouteTarget> {
+        match destination {
+            Destination::V4(address) => {
+                self.v4.iter().find_map(|(len, table)| table.get(&mask_v4(address, *len)).copied())
+            }
+            Destination::V6(address) => {
+                self.v6.iter().find_map(|(len, table)| table.get(&mask_v6(address, *len)).copied())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Prefix;
+
+    fn table(routes: &[(&str, RouteTarget)]) -> RouteTable {
+        let routes: Vec<RouteConfig> =
+            routes.iter().map(|(prefix, target)| RouteConfig { prefix: Prefix::parse(prefix).unwrap(), target: *target }).collect();
+        RouteTable::new(&routes)
+    }
+
+    fn v4(text: &str) -> Destination {
+        Destination::V4(u32::from(text.parse::<std::net::Ipv4Addr>().unwrap()))
+    }
+
+    fn v6(text: &str) -> Destination {
+        Destination::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()))
+    }
+
+    #[test]
+    fn longest_prefix_wins() {
+        let routes = table(&[
+            ("0.0.0.0/0", RouteTarget::Group(0)),
+            ("10.0.0.0/8", RouteTarget::Port(1)),
+            ("10.0.1.0/24", RouteTarget::Port(2)),
+            ("10.0.1.7/32", RouteTarget::Port(3)),
+        ]);
+        assert_eq!(routes.lookup(v4("10.0.1.7")), Some(RouteTarget::Port(3)));
+        assert_eq!(routes.lookup(v4("10.0.1.8")), Some(RouteTarget::Port(2)));
+        assert_eq!(routes.lookup(v4("10.9.9.9")), Some(RouteTarget::Port(1)));
+        assert_eq!(routes.lookup(v4("192.0.2.1")), Some(RouteTarget::Group(0)));
+    }
+
+    #[test]
+    fn no_default_means_no_route() {
+        let routes = table(&[("10.0.0.0/24", RouteTarget::Port(0)), ("2001:db8::/32", RouteTarget::Port(1))]);
+        assert_eq!(routes.lookup(v4("10.0.1.1")), None);
+        assert_eq!(routes.lookup(v6("2001:db9::1")), None);
+    }
+
+    #[test]
+    fn ipv6_longest_prefix_wins() {
+        let routes = table(&[
+            ("::/0", RouteTarget::Port(0)),
+            ("2001:db8::/32", RouteTarget::Port(1)),
+            ("2001:db8:0:1::/64", RouteTarget::Port(2)),
+            ("2001:db8:0:1::42/128", RouteTarget::Port(3)),
+        ]);
+        assert_eq!(routes.lookup(v6("2001:db8:0:1::42")), Some(RouteTarget::Port(3)));
+        assert_eq!(routes.lookup(v6("2001:db8:0:1::43")), Some(RouteTarget::Port(2)));
+        assert_eq!(routes.lookup(v6("2001:db8:ffff::1")), Some(RouteTarget::Port(1)));
+        assert_eq!(routes.lookup(v6("fe80::1")), Some(RouteTarget::Port(0)));
+        // Families never match each other.
+        assert_eq!(routes.lookup(v4("10.0.0.1")), None);
+    }
+}

@@ -1,0 +1,155 @@
+//! Counters and the stats JSON of INTERFACE.md.
+//!
+//! Invariant: rx/tx counters count data frames only; PAUSE/PFC frames are counted in
+//! `pfc_rx` (once per enabled priority) and `pfc_xoff_tx`/`pfc_xon_tx`. So, summed over ports,
+//! rx_packets = tx_packets + drops + packets still queued. Port `drops` are charged to the
+//! port the packet came in on; a queue's `dropped` to the egress queue that refused it.
+//! Workers own their counters; the main core sums them with `add`.
+
+use crate::config::{Config, TRAFFIC_CLASSES};
+use crate::drops::DropReason;
+use serde_json::{json, Map, Value};
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub ecn_marked: u64,
+    pub dropped: u64,
+    pub max_depth_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub pfc_xoff_tx: [u64; 8],
+    pub pfc_xon_tx: [u64; 8],
+    pub pfc_rx: [u64; 8],
+    pub drops: [u64; DropReason::COUNT],
+    pub queues: [QueueStats; TRAFFIC_CLASSES],
+}
+
+impl PortStats {
+    pub fn dropped(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SwitchStats {
+    pub ports: Vec<PortStats>,
+    /// Packets queued to each member, per group, in config order.
+    pub groups: Vec<Vec<u64>>,
+}
+
+impl SwitchStats {
+    pub fn new(config: &Config) -> Self {
+        Self {
+            ports: vec![PortStats::default(); config.ports.len()],
+            groups: config.groups.iter().map(|group| vec![0; group.members.len()]).collect(),
+        }
+    }
+
+    /// Adds another worker's counters; depths take the maximum.
+    pub fn add(&mut self, other: &SwitchStats) {
+        for (mine, theirs) in self.ports.iter_mut().zip(&other.ports) {
+            mine.rx_packets += theirs.rx_packets;
+            mine.rx_bytes += theirs.rx_bytes;
+            mine.tx_packets += theirs.tx_packets;
+            mine.tx_bytes += theirs.tx_bytes;
+            for p in 0..8 {
+                mine.pfc_xoff_tx[p] += theirs.pfc_xoff_tx[p];
+                mine.pfc_xon_tx[p] += theirs.pfc_xon_tx[p];
+                mine.pfc_rx[p] += theirs.pfc_rx[p];
+            }
+            for (a, b) in mine.drops.iter_mut().zip(&theirs.drops) {
+                *a += b;
+            }
+            for (a, b) in mine.queues.iter_mut().zip(&theirs.queues) {
+                a.tx_packets += b.tx_packets;
+                a.tx_bytes += b.tx_bytes;
+                a.ecn_marked += b.ecn_marked;
+                a.dropped += b.dropped;
+                a.max_depth_bytes = a.max_depth_bytes.max(b.max_depth_bytes);
+            }
+        }
+        for (mine, theirs) in self.groups.iter_mut().zip(&other.groups) {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a += b;
+            }
+        }
+    }
+
+    pub fn rx_packets(&self) -> u64 {
+        self.ports.iter().map(|port| port.rx_packets).sum()
+    }
+
+    pub fn tx_packets(&self) -> u64 {
+        self.ports.iter().map(|port| port.tx_packets).sum()
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.ports.iter().map(PortStats::dropped).sum()
+    }
+
+    /// The stats JSON document (INTERFACE.md), keyed by the config's port and group names.
+    pub fn to_json(&self, config: &Config) -> Value {
+        let mut ports = Map::new();
+        for (port, stats) in config.ports.iter().zip(&self.ports) {
+            let mut drops = Map::new();
+            for reason in DropReason::ALL {
+                drops.insert(reason.name().into(), json!(stats.drops[reason.index()]));
+            }
+            let queues: Vec<Value> = stats
+                .queues
+                .iter()
+                .enumerate()
+                .map(|(tc, queue)| {
+                    json!({
+                        "tc": tc,
+                        "tx_packets": queue.tx_packets,
+                        "tx_bytes": queue.tx_bytes,
+                        "ecn_marked": queue.ecn_marked,
+                        "dropped": queue.dropped,
+                        "max_depth_bytes": queue.max_depth_bytes,
+                    })
+                })
+                .collect();
+            ports.insert(
+                port.name.clone(),
+                json!({
+                    "rx_packets": stats.rx_packets,
+                    "rx_bytes": stats.rx_bytes,
+                    "tx_packets": stats.tx_packets,
+                    "tx_bytes": stats.tx_bytes,
+                    "pfc_xoff_tx": stats.pfc_xoff_tx,
+                    "pfc_xon_tx": stats.pfc_xon_tx,
+                    "pfc_rx": stats.pfc_rx,
+                    "drops": drops,
+                    "queues": queues,
+                }),
+            );
+        }
+        let mut groups = Map::new();
+        for (group, counts) in config.groups.iter().zip(&self.groups) {
+            let mut members = Map::new();
+            for (&port, count) in group.members.iter().zip(counts) {
+                members.insert(config.ports[port].name.clone(), json!(count));
+            }
+            groups.insert(group.name.clone(), Value::Object(members));
+        }
+        json!({ "ports": ports, "groups": groups })
+    }
+
+    /// One line of totals for periodic logs.
+    pub fn summary_line(&self, config: &Config) -> String {
+        let mut line = format!("rx {} tx {} drop {}", self.rx_packets(), self.tx_packets(), self.dropped());
+        for (port, stats) in config.ports.iter().zip(&self.ports) {
+            line.push_str(&format!(" | {} rx {} tx {} drop {}", port.name, stats.rx_packets, stats.tx_packets, stats.dropped()));
+        }
+        line
+    }
+}
