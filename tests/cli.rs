@@ -1,0 +1,102 @@
+//! The command line's contract: bad input of every kind ends with one line on stderr that
+//! names the file and field, and exit status 2; good input works.
+
+mod common;
+
+use common::*;
+
+fn fails_with_one_line(command: &mut std::process::Command, expect: &[&str]) {
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{command:?}: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{command:?} printed {lines:?}");
+    for word in expect {
+        assert!(lines[0].contains(word), "{command:?}: '{}' lacks '{word}'", lines[0]);
+    }
+    assert!(!stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"));
+}
+
+#[test]
+fn config_mistakes_name_file_and_field() {
+    let dir = temp_dir("cli-config");
+    let good = four_port_config("", ["", "", "", ""], "");
+    let cases = [
+        (good.replace("speed_gbps = 100", "speed_gbps = 0"), "port[0].speed_gbps"),
+        (good.replace("port = \"host1\"", "port = \"nowhere\""), "route[1].port"),
+        (good.replace("name = \"up1\"", "name = \"up0\""), "port[3].name"),
+        (good.replace("26 = 3", "26 = 9"), "qos.dscp_to_tc.26"),
+        (good.replace("speed_gbps = 100", "speed_gbps = \"fast\""), "speed_gbps"),
+        (good.replace("[[group]]", "[[grup]]"), "grup"),
+        (good.replace("dwrr = { 0 = 50", "dwrr = { 0 = 0"), "qos.scheduler.dwrr.0"),
+    ];
+    for (index, (text, field)) in cases.iter().enumerate() {
+        let path = dir.join(format!("bad{index}.toml"));
+        std::fs::write(&path, text).unwrap();
+        fails_with_one_line(raceway().args(["check", "-c"]).arg(&path), &[&format!("bad{index}.toml"), field]);
+    }
+    fails_with_one_line(raceway().args(["check", "-c", "/nonexistent/leaf.toml"]), &["/nonexistent/leaf.toml", "cannot read"]);
+}
+
+#[test]
+fn check_prints_derived_values() {
+    let dir = temp_dir("cli-check");
+    let path = dir.join("leaf.toml");
+    std::fs::write(&path, four_port_config("", ["", "", "", ""], "")).unwrap();
+    let output = run_ok(raceway().args(["check", "-c"]).arg(&path));
+    let text = String::from_utf8_lossy(&output.stdout);
+    for expect in ["host0", "10.0.1.0/24", "group uplinks", "64B frame 6.72 ns", "strict [6, 7]", "TC3 <- DSCP 26"] {
+        assert!(text.contains(expect), "check output lacks '{expect}':\n{text}");
+    }
+}
+
+#[test]
+fn replay_input_mistakes() {
+    let dir = temp_dir("cli-replay");
+    let config = dir.join("leaf.toml");
+    std::fs::write(&config, four_port_config("", ["", "", "", ""], "")).unwrap();
+    let replay = |args: &[&str]| {
+        let mut command = raceway();
+        command.args(["replay", "-c"]).arg(&config).arg("--out").arg(dir.join("out")).args(args);
+        command
+    };
+    let junk = dir.join("junk.pcap");
+    std::fs::write(&junk, b"this is not a capture").unwrap();
+    fails_with_one_line(&mut replay(&["--in", &format!("host0={}", junk.display())]), &["junk.pcap", "header"]);
+
+    let truncated = dir.join("truncated.pcap");
+    let frames = raceway::gen::mixed(&raceway::gen::MixedOptions { packets: 3, ..Default::default() });
+    write_pcap(&truncated, &frames);
+    let bytes = std::fs::read(&truncated).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() - 7]).unwrap();
+    fails_with_one_line(&mut replay(&["--in", &format!("host0={}", truncated.display())]), &["truncated.pcap", "record 2"]);
+
+    fails_with_one_line(&mut replay(&["--in", "spine9=x.pcap"]), &["--in", "spine9"]);
+    fails_with_one_line(&mut replay(&["--in", "host0"]), &["--in", "PORT=FILE"]);
+    fails_with_one_line(&mut replay(&["--in", "host0=/nonexistent.pcap"]), &["/nonexistent.pcap", "cannot open"]);
+    fails_with_one_line(&mut replay(&[]), &["--in"]);
+}
+
+#[test]
+fn flag_mistakes_exit_2() {
+    let output = raceway().args(["replay", "--bogus"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let output = raceway().args(["gen", "mixed", "--out", "/tmp/x.pcap", "--size", "10"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let output = raceway().arg("--help").output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    for command in ["run", "replay", "check", "gen"] {
+        let output = raceway().args([command, "--help"]).output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{command} --help");
+    }
+}
+
+#[test]
+fn gen_writes_a_readable_trace() {
+    let dir = temp_dir("cli-gen");
+    let path = dir.join("mixed.pcap");
+    run_ok(raceway().args(["gen", "mixed", "--packets", "50", "--seed", "4", "--out"]).arg(&path));
+    let frames = read_pcap(&path);
+    assert_eq!(frames.len(), 50);
+    assert!(frames.windows(2).all(|w| w[0].0 <= w[1].0));
+}

@@ -115,7 +115,14 @@ pub fn run(config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkErr
 fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkError> {
     let pool_size = mempool_size(config);
     let data_room = (dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE) as u16;
-    let pool = Arc::new(Mempool::new("raceway_mbufs", pool_size, 256, data_room, -1)?);
+    let pool = Arc::new(Mempool::new("raceway_mbufs", pool_size, 256, data_room, -1).map_err(|err| DpdkError {
+        context: err.context,
+        problem: format!(
+            "{} (about {} MiB): give the EAL more memory (-m) or lower switch.queue_packets / switch.buffer_bytes",
+            err.problem,
+            u64::from(pool_size) * (u64::from(data_room) + 192) >> 20
+        ),
+    })?);
     tracing::info!("mbuf pool: {pool_size} mbufs of {data_room} bytes");
     let mut ports = Vec::with_capacity(config.ports.len());
     for port in &config.ports {

@@ -1,0 +1,188 @@
+//! Helpers shared by the end-to-end tests: temp dirs, pcap I/O done with pcap-file directly,
+//! running the binary, and an Internet checksum written apart from the switch's own.
+#![allow(dead_code)]
+
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::TsResolution;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+pub fn raceway() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_raceway"))
+}
+
+/// A fresh directory under the target dir, unique per test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes (timestamp ns, frame) records as a nanosecond pcap.
+pub fn write_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) {
+    let file = std::fs::File::create(path).unwrap();
+    let header = PcapHeader { ts_resolution: TsResolution::NanoSecond, ..PcapHeader::default() };
+    let mut writer = PcapWriter::with_header(file, header).unwrap();
+    for (ns, bytes) in frames {
+        writer.write_packet(&PcapPacket::new(Duration::from_nanos(*ns), bytes.len() as u32, bytes)).unwrap();
+    }
+}
+
+/// Reads (timestamp ns, frame) records.
+pub fn read_pcap(path: &Path) -> Vec<(u64, Vec<u8>)> {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader = PcapReader::new(file).unwrap();
+    let mut frames = Vec::new();
+    while let Some(packet) = reader.next_packet() {
+        let packet = packet.unwrap();
+        frames.push((packet.timestamp.as_nanos() as u64, packet.data.into_owned()));
+    }
+    frames
+}
+
+pub fn stats(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("stats.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+pub fn run_ok(command: &mut Command) -> Output {
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{:?} failed: {}\n{}",
+        command,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// RFC 1071, written independently of the switch's checksum module.
+pub fn ipv4_header_checksum_ok(header: &[u8]) -> bool {
+    let ihl = usize::from(header[0] & 0x0f) * 4;
+    let mut sum: u64 = 0;
+    for pair in header[..ihl].chunks(2) {
+        sum += u64::from(pair[0]) << 8 | u64::from(pair[1]);
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum == 0xffff
+}
+
+/// Recomputes an IPv4 header checksum in place, independently of the switch.
+pub fn fix_ipv4_checksum(header: &mut [u8]) {
+    let ihl = usize::from(header[0] & 0x0f) * 4;
+    header[10] = 0;
+    header[11] = 0;
+    let mut sum: u64 = 0;
+    for pair in header[..ihl].chunks(2) {
+        sum += u64::from(pair[0]) << 8 | u64::from(pair[1]);
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let checksum = !(sum as u16);
+    header[10..12].copy_from_slice(&checksum.to_be_bytes());
+}
+
+/// Offset of the L3 header (after up to two VLAN tags).
+pub fn l3_offset(frame: &[u8]) -> usize {
+    let mut offset = 12;
+    while frame[offset..offset + 2] == [0x81, 0x00] || frame[offset..offset + 2] == [0x88, 0xa8] {
+        offset += 4;
+    }
+    offset + 2
+}
+
+/// What a router makes of `frame`: new MACs, TTL/hop limit - 1, IPv4 checksum fixed.
+pub fn routed(frame: &[u8], switch_mac: [u8; 6], peer_mac: [u8; 6]) -> Vec<u8> {
+    let mut out = frame.to_vec();
+    out[0..6].copy_from_slice(&peer_mac);
+    out[6..12].copy_from_slice(&switch_mac);
+    let l3 = l3_offset(&out);
+    if out[l3] >> 4 == 4 {
+        out[l3 + 8] -= 1;
+        fix_ipv4_checksum(&mut out[l3..]);
+    } else {
+        out[l3 + 7] -= 1;
+    }
+    out
+}
+
+/// The 4-port leaf used by the end-to-end tests; `eal` and `devices` are for live runs.
+pub fn four_port_config(extra_switch: &str, devices: [&str; 4], eal: &str) -> String {
+    let device = |i: usize| if devices[i].is_empty() { String::new() } else { format!("device = \"{}\"\n", devices[i]) };
+    format!(
+        r#"
+[switch]
+name = "test-leaf"
+mac = "02:00:00:00:00:01"
+{extra_switch}
+
+[dpdk]
+eal = [{eal}]
+lcores = "0-1"
+
+[qos]
+trust = "dscp"
+dscp_to_tc = {{ 26 = 3, 48 = 6, default = 0 }}
+lossless = [3]
+
+[qos.scheduler]
+strict = [6, 7]
+dwrr = {{ 0 = 50, 3 = 50 }}
+
+[[port]]
+name = "host0"
+{d0}speed_gbps = 100
+peer_mac = "02:00:00:00:10:00"
+
+[[port]]
+name = "host1"
+{d1}speed_gbps = 100
+peer_mac = "02:00:00:00:11:00"
+
+[[port]]
+name = "up0"
+{d2}speed_gbps = 100
+peer_mac = "02:00:00:00:20:00"
+
+[[port]]
+name = "up1"
+{d3}speed_gbps = 100
+peer_mac = "02:00:00:00:21:00"
+
+[[route]]
+prefix = "10.0.0.0/24"
+port = "host0"
+
+[[route]]
+prefix = "10.0.1.0/24"
+port = "host1"
+
+[[route]]
+prefix = "2001:db8:1::/64"
+port = "host1"
+
+[[route]]
+prefix = "0.0.0.0/0"
+group = "uplinks"
+
+[[group]]
+name = "uplinks"
+ports = ["up0", "up1"]
+"#,
+        d0 = device(0),
+        d1 = device(1),
+        d2 = device(2),
+        d3 = device(3),
+    )
+}
+
+pub const SWITCH_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+pub const PEER_MACS: [[u8; 6]; 4] =
+    [[0x02, 0, 0, 0, 0x10, 0], [0x02, 0, 0, 0, 0x11, 0], [0x02, 0, 0, 0, 0x20, 0], [0x02, 0, 0, 0, 0x21, 0]];
+pub const PORTS: [&str; 4] = ["host0", "host1", "up0", "up1"];
