@@ -15,7 +15,7 @@ fn main() {
             // One line that says what to do; the pkg-config detail follows for the curious.
             eprintln!(
                 "error: DPDK 22.11 or newer not found by pkg-config: install libdpdk-dev and pkg-config (make deps does it) [{}]",
-                err.to_string().lines().next().unwrap_or("")
+                err.to_string().lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or("")
             );
             std::process::exit(1);
         }

@@ -78,3 +78,56 @@ fn live_config_without_devices_is_a_clear_error() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("port[0].device"), "{stderr}");
 }
+
+#[test]
+fn sigterm_stops_cleanly_with_stats_written() {
+    let dir = temp_dir("live-sigterm");
+    let frames = raceway::gen::mixed(&raceway::gen::MixedOptions { packets: 200, seed: 5, ..Default::default() });
+    write_pcap(&dir.join("in.pcap"), &frames);
+    // infinite_rx replays the trace forever: the switch is under load when the signal comes.
+    let devices = [
+        format!("net_pcap10,rx_pcap={}/in.pcap,infinite_rx=1", dir.display()),
+        "net_null10,no-rx=1".to_string(),
+        "net_null11,no-rx=1".to_string(),
+        "net_null12,no-rx=1".to_string(),
+    ];
+    let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
+    let config = dir.join("leaf.toml");
+    std::fs::write(&config, four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)).unwrap();
+    let stats_path = dir.join("stats.json");
+    let prefix = format!("raceway-sigterm-{}", std::process::id());
+    let mut child = raceway()
+        .args(["run", "-c"])
+        .arg(&config)
+        .arg("--stats-json")
+        .arg(&stats_path)
+        .args(["--", "--file-prefix", &prefix])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until it forwards (the stats line appears once a second), then signal.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let killed = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "raceway did not exit after SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "exit {status:?}: {stderr}");
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+    assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"], "mbufs leaked: {stderr}");
+    let rx = stats["ports"]["host0"]["rx_packets"].as_u64().unwrap();
+    assert!(rx > 1000, "forwarded only {rx} frames under load");
+    // net_null with no-rx=1 sends nothing, so all traffic is host0's.
+    let rx_all: u64 = PORTS.iter().map(|p| stats["ports"][p]["rx_packets"].as_u64().unwrap()).sum();
+    assert_eq!(rx_all, rx);
+    let tx: u64 = PORTS.iter().map(|p| stats["ports"][p]["tx_packets"].as_u64().unwrap()).sum();
+    let drops: u64 = PORTS.iter().map(|p| stats["ports"][p]["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum::<u64>()).sum();
+    assert_eq!(rx, tx + drops, "conservation after the drain");
+}

@@ -65,17 +65,12 @@ fn classify_bench(c: &mut Criterion) {
     group.throughput(Throughput::Elements(32));
     for (name, frame) in frames() {
         let mut burst: Vec<Vec<u8>> = (0..32).map(|_| frame.clone()).collect();
+        let template = frame.clone();
         group.bench_function(name, |b| {
             b.iter(|| {
                 for frame in burst.iter_mut() {
-                    // Keep the TTL from running out across iterations.
-                    let ttl_offset = if frame[12] == 0x81 { 18 + 8 } else { 14 + 8 };
-                    if frame[12..14] == [0x08, 0x00] || frame[16..18] == [0x08, 0x00] {
-                        frame[ttl_offset] = 64;
-                        raceway::wire::ipv4::Packet::new_unchecked(&mut frame[ttl_offset - 8..]).fill_checksum();
-                    } else {
-                        frame[14 + 7] = 64;
-                    }
+                    // Restore the pristine frame (a 60-byte copy, ~2 ns) so the TTL never runs out.
+                    frame.copy_from_slice(&template);
                     black_box(classifier.classify(frame));
                 }
             })
