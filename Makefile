@@ -32,6 +32,7 @@ build: deps
 test: deps
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
+	$(CARGO) clippy --workspace --all-targets --quiet -- -D clippy::undocumented_unsafe_blocks
 
 run: build
 	@mkdir -p out/demo

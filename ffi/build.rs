@@ -75,13 +75,13 @@ fn main() {
         .layout_tests(true)
         .generate()
         .unwrap_or_else(|err| {
-            eprintln!("error: bindgen could not read the DPDK headers (is libclang installed? make deps does it): {err}");
+            eprintln!(
+                "error: bindgen could not read the DPDK headers (is libclang installed? make deps does it): {err}"
+            );
             std::process::exit(1);
         });
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    bindings
-        .write_to_file(out.join("bindings.rs"))
-        .expect("OUT_DIR is writable");
+    bindings.write_to_file(out.join("bindings.rs")).expect("OUT_DIR is writable");
 
     // Link the libraries pkg-config named (probe() already emitted them); PMDs for virtual
     // devices are plugins that the EAL loads from its driver directory at start.

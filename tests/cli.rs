@@ -35,7 +35,10 @@ fn config_mistakes_name_file_and_field() {
         std::fs::write(&path, text).unwrap();
         fails_with_one_line(raceway().args(["check", "-c"]).arg(&path), &[&format!("bad{index}.toml"), field]);
     }
-    fails_with_one_line(raceway().args(["check", "-c", "/nonexistent/leaf.toml"]), &["/nonexistent/leaf.toml", "cannot read"]);
+    fails_with_one_line(
+        raceway().args(["check", "-c", "/nonexistent/leaf.toml"]),
+        &["/nonexistent/leaf.toml", "cannot read"],
+    );
 }
 
 #[test]
@@ -69,7 +72,10 @@ fn replay_input_mistakes() {
     write_pcap(&truncated, &frames);
     let bytes = std::fs::read(&truncated).unwrap();
     std::fs::write(&truncated, &bytes[..bytes.len() - 7]).unwrap();
-    fails_with_one_line(&mut replay(&["--in", &format!("host0={}", truncated.display())]), &["truncated.pcap", "record 2"]);
+    fails_with_one_line(
+        &mut replay(&["--in", &format!("host0={}", truncated.display())]),
+        &["truncated.pcap", "record 2"],
+    );
 
     fails_with_one_line(&mut replay(&["--in", "spine9=x.pcap"]), &["--in", "spine9"]);
     fails_with_one_line(&mut replay(&["--in", "host0"]), &["--in", "PORT=FILE"]);

@@ -8,8 +8,20 @@ use common::*;
 #[test]
 fn live_run_on_net_pcap_matches_replay_and_leaks_no_mbufs() {
     let dir = temp_dir("live");
-    let host0 = raceway::gen::mixed(&raceway::gen::MixedOptions { packets: 600, seed: 11, rate_gbps: 20.0, ..Default::default() });
-    let host1 = raceway::gen::mixed(&raceway::gen::MixedOptions { packets: 600, seed: 12, host: 1, frame_len: 400, rate_gbps: 20.0, ..Default::default() });
+    let host0 = raceway::gen::mixed(&raceway::gen::MixedOptions {
+        packets: 600,
+        seed: 11,
+        rate_gbps: 20.0,
+        ..Default::default()
+    });
+    let host1 = raceway::gen::mixed(&raceway::gen::MixedOptions {
+        packets: 600,
+        seed: 12,
+        host: 1,
+        frame_len: 400,
+        rate_gbps: 20.0,
+        ..Default::default()
+    });
     write_pcap(&dir.join("in-host0.pcap"), &host0);
     write_pcap(&dir.join("in-host1.pcap"), &host1);
     let live_dir = dir.join("live");
@@ -18,7 +30,8 @@ fn live_run_on_net_pcap_matches_replay_and_leaks_no_mbufs() {
         let rx = if input { format!("rx_pcap={}/in-{port}.pcap,", dir.display()) } else { String::new() };
         format!("net_pcap{index},{rx}tx_pcap={}/{port}.pcap", live_dir.display())
     };
-    let devices = [device(0, "host0", true), device(1, "host1", true), device(2, "up0", false), device(3, "up1", false)];
+    let devices =
+        [device(0, "host0", true), device(1, "host1", true), device(2, "up0", false), device(3, "up1", false)];
     let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
     let config_text = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal);
     let config = dir.join("leaf.toml");
@@ -54,8 +67,10 @@ fn live_run_on_net_pcap_matches_replay_and_leaks_no_mbufs() {
     for port in PORTS {
         // Frames from different input ports may interleave differently live, so compare each
         // port's frames as a sorted multiset; frames from one input keep their order in both.
-        let mut live_frames: Vec<Vec<u8>> = read_pcap(&live_dir.join(format!("{port}.pcap"))).into_iter().map(|(_, f)| f).collect();
-        let mut replay_frames: Vec<Vec<u8>> = read_pcap(&replay_dir.join(format!("{port}.pcap"))).into_iter().map(|(_, f)| f).collect();
+        let mut live_frames: Vec<Vec<u8>> =
+            read_pcap(&live_dir.join(format!("{port}.pcap"))).into_iter().map(|(_, f)| f).collect();
+        let mut replay_frames: Vec<Vec<u8>> =
+            read_pcap(&replay_dir.join(format!("{port}.pcap"))).into_iter().map(|(_, f)| f).collect();
         assert!(!replay_frames.is_empty(), "{port} forwarded nothing");
         live_frames.sort();
         replay_frames.sort();
@@ -128,6 +143,9 @@ fn sigterm_stops_cleanly_with_stats_written() {
     let rx_all: u64 = PORTS.iter().map(|p| stats["ports"][p]["rx_packets"].as_u64().unwrap()).sum();
     assert_eq!(rx_all, rx);
     let tx: u64 = PORTS.iter().map(|p| stats["ports"][p]["tx_packets"].as_u64().unwrap()).sum();
-    let drops: u64 = PORTS.iter().map(|p| stats["ports"][p]["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum::<u64>()).sum();
+    let drops: u64 = PORTS
+        .iter()
+        .map(|p| stats["ports"][p]["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum::<u64>())
+        .sum();
     assert_eq!(rx, tx + drops, "conservation after the drain");
 }

@@ -54,7 +54,8 @@ fn mixed_cases() -> Vec<(Vec<u8>, Expect)> {
     for flow in 0..8u8 {
         let mut uplink = base.clone();
         uplink.destination = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, flow));
-        uplink.transport = Transport::Roce { source: 0xc000 + u16::from(flow), opcode: 0x04, dest_qp: u32::from(flow), psn: 0 };
+        uplink.transport =
+            Transport::Roce { source: 0xc000 + u16::from(flow), opcode: 0x04, dest_qp: u32::from(flow), psn: 0 };
         cases.push((uplink.build(), Expect::Uplink));
         cases.push((uplink.build(), Expect::Uplink)); // the same flow again: same member
     }
@@ -94,7 +95,9 @@ fn mixed_cases() -> Vec<(Vec<u8>, Expect)> {
     cases
 }
 
-fn replay(config_text: &str, inputs: &[(&str, &[(u64, Vec<u8>)])], name: &str, seed: u64) -> std::path::PathBuf {
+type Trace = [(u64, Vec<u8>)];
+
+fn replay(config_text: &str, inputs: &[(&str, &Trace)], name: &str, seed: u64) -> std::path::PathBuf {
     let dir = temp_dir(name);
     let config = dir.join("leaf.toml");
     std::fs::write(&config, config_text).unwrap();
@@ -113,17 +116,21 @@ fn replay(config_text: &str, inputs: &[(&str, &[(u64, Vec<u8>)])], name: &str, s
 fn mixed_trace_reaches_the_right_ports_with_exact_rewrites_and_times() {
     let cases = mixed_cases();
     // One frame per microsecond: no queueing, so each output is predictable to the nanosecond.
-    let input: Vec<(u64, Vec<u8>)> = cases.iter().enumerate().map(|(i, (frame, _))| (1_000 * i as u64 + 500, frame.clone())).collect();
+    let input: Vec<(u64, Vec<u8>)> =
+        cases.iter().enumerate().map(|(i, (frame, _))| (1_000 * i as u64 + 500, frame.clone())).collect();
     let out = replay(&four_port_config("", ["", "", "", ""], ""), &[("host0", &input)], "mixed", 0);
 
-    let outputs: Vec<Vec<(u64, Vec<u8>)>> = PORTS.iter().map(|port| read_pcap(&out.join(format!("{port}.pcap")))).collect();
+    let outputs: Vec<Vec<(u64, Vec<u8>)>> =
+        PORTS.iter().map(|port| read_pcap(&out.join(format!("{port}.pcap")))).collect();
     // Wire time at 100G with 24 bytes of preamble, IFG and FCS: (len + 24) * 8 / 100 ns.
     let arrival_ns = |start_ns: u64, len: usize| (start_ns * 1000 + ((len as u64 + 24) * 8000).div_ceil(100)) / 1000;
     let mut expected: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(); 4];
     let mut uplink_frames = Vec::new();
     for ((frame, expect), (start, _)) in cases.iter().zip(&input) {
         match expect {
-            Expect::Port(port) => expected[*port].push((arrival_ns(*start, frame.len()), routed(frame, SWITCH_MAC, PEER_MACS[*port]))),
+            Expect::Port(port) => {
+                expected[*port].push((arrival_ns(*start, frame.len()), routed(frame, SWITCH_MAC, PEER_MACS[*port])))
+            }
             Expect::Uplink => uplink_frames.push((arrival_ns(*start, frame.len()), frame.clone())),
             _ => {}
         }
@@ -163,7 +170,8 @@ fn mixed_trace_reaches_the_right_ports_with_exact_rewrites_and_times() {
 
     let stats = stats(&out);
     let host0 = &stats["ports"]["host0"];
-    let drop_count = |reason: &str| cases.iter().filter(|(_, e)| *e == Expect::Drop(reason_static(reason))).count() as u64;
+    let drop_count =
+        |reason: &str| cases.iter().filter(|(_, e)| *e == Expect::Drop(reason_static(reason))).count() as u64;
     for reason in ["ttl_expired", "no_route", "malformed", "unsupported"] {
         assert_eq!(host0["drops"][reason], drop_count(reason), "{reason}");
     }
@@ -211,8 +219,20 @@ fn tshark_agrees_that_every_ipv4_checksum_is_valid() {
 
 #[test]
 fn same_inputs_give_the_same_bytes() {
-    let host0 = raceway::gen::mixed(&raceway::gen::MixedOptions { packets: 500, seed: 1, rate_gbps: 90.0, ..Default::default() });
-    let host1 = raceway::gen::mixed(&raceway::gen::MixedOptions { packets: 500, seed: 2, host: 1, rate_gbps: 90.0, frame_len: 700, ..Default::default() });
+    let host0 = raceway::gen::mixed(&raceway::gen::MixedOptions {
+        packets: 500,
+        seed: 1,
+        rate_gbps: 90.0,
+        ..Default::default()
+    });
+    let host1 = raceway::gen::mixed(&raceway::gen::MixedOptions {
+        packets: 500,
+        seed: 2,
+        host: 1,
+        rate_gbps: 90.0,
+        frame_len: 700,
+        ..Default::default()
+    });
     let config = four_port_config("", ["", "", "", ""], "");
     let a = replay(&config, &[("host0", &host0), ("host1", &host1)], "determinism-a", 5);
     let b = replay(&config, &[("host0", &host0), ("host1", &host1)], "determinism-b", 5);
@@ -225,10 +245,18 @@ fn same_inputs_give_the_same_bytes() {
 /// 10G exactly, the excess is tail-dropped as buffer_full, and packets are conserved.
 #[test]
 fn congestion_tail_drops_at_the_buffer_limit() {
-    let config = four_port_config("buffer_bytes = 64000", ["", "", "", ""], "").replacen("speed_gbps = 100", "speed_gbps = 10", 1);
+    let config = four_port_config("buffer_bytes = 64000", ["", "", "", ""], "").replacen(
+        "speed_gbps = 100",
+        "speed_gbps = 10",
+        1,
+    );
     let flood = |host: u8, seed: u64| -> Vec<(u64, Vec<u8>)> {
         let mut frames = Vec::new();
-        let mut spec = FrameSpec::rocev2(IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, host)), ip("10.0.0.2"), 0x10 + u32::from(host));
+        let mut spec = FrameSpec::rocev2(
+            IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, host)),
+            ip("10.0.0.2"),
+            0x10 + u32::from(host),
+        );
         spec.frame_len = 1000;
         spec.dscp = 0;
         for i in 0..400u64 {

@@ -17,7 +17,11 @@ use crate::wire::{ipv4, ipv6, pfc};
 pub enum Verdict {
     /// Queue on `egress` in traffic class `tc`; `member` is (group, member slot) when a group
     /// chose the port, for the per-member counters.
-    Forward { egress: u16, tc: u8, member: Option<(u16, u16)> },
+    Forward {
+        egress: u16,
+        tc: u8,
+        member: Option<(u16, u16)>,
+    },
     /// A PAUSE/PFC frame for the receiving port's egress.
     FlowControl(pfc::Repr),
     Drop(DropReason),
@@ -218,7 +222,10 @@ ports = ["p1", "p2"]
         let Verdict::Forward { member: Some((0, _)), .. } = first else { panic!("{first:?}") };
 
         let only_p2 = classifier_with_disabled(CONFIG, "p1");
-        assert!(matches!(only_p2.classify(&mut frame.clone()), Verdict::Forward { egress: 2, member: Some((0, 1)), .. }));
+        assert!(matches!(
+            only_p2.classify(&mut frame.clone()),
+            Verdict::Forward { egress: 2, member: Some((0, 1)), .. }
+        ));
     }
 
     fn classifier_with_disabled(text: &str, port: &str) -> Classifier {
@@ -228,7 +235,9 @@ ports = ["p1", "p2"]
 
     #[test]
     fn all_members_disabled_is_no_route() {
-        let text = CONFIG.replace("name = \"p1\"\n", "name = \"p1\"\nenabled = false\n").replace("name = \"p2\"\n", "name = \"p2\"\nenabled = false\n");
+        let text = CONFIG
+            .replace("name = \"p1\"\n", "name = \"p1\"\nenabled = false\n")
+            .replace("name = \"p2\"\n", "name = \"p2\"\nenabled = false\n");
         let classifier = classifier(&text);
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         frame[14 + 18] = 2;

@@ -430,16 +430,21 @@ impl Validator<'_> {
         for (index, port) in raw.into_iter().enumerate() {
             let field = |name: &str| format!("port[{index}].{name}");
             if port.name.is_empty() || port.name.contains(['/', '=', ' ']) {
-                return Err(self.error(field("name"), format!("'{}' must be non-empty without '/', '=' or spaces", port.name)));
+                return Err(
+                    self.error(field("name"), format!("'{}' must be non-empty without '/', '=' or spaces", port.name))
+                );
             }
             if ports.iter().any(|other| other.name == port.name) {
                 return Err(self.error(field("name"), format!("duplicate port name '{}'", port.name)));
             }
             if !(port.speed_gbps.is_finite() && port.speed_gbps >= 0.001 && port.speed_gbps <= 1600.0) {
-                return Err(self.error(field("speed_gbps"), format!("{} is not a speed between 0.001 and 1600", port.speed_gbps)));
+                return Err(self
+                    .error(field("speed_gbps"), format!("{} is not a speed between 0.001 and 1600", port.speed_gbps)));
             }
             if !(port.cable_m.is_finite() && (0.0..=100_000.0).contains(&port.cable_m)) {
-                return Err(self.error(field("cable_m"), format!("{} is not a length between 0 and 100000", port.cable_m)));
+                return Err(
+                    self.error(field("cable_m"), format!("{} is not a length between 0 and 100000", port.cable_m))
+                );
             }
             let peer_mac = MacAddress::parse(&port.peer_mac)
                 .ok_or_else(|| self.error(field("peer_mac"), format!("'{}' is not a MAC address", port.peer_mac)))?;
@@ -483,7 +488,9 @@ impl Validator<'_> {
                 "adaptive" => GroupMode::Adaptive,
                 "flowlet" => GroupMode::Flowlet,
                 other => {
-                    return Err(self.error(field("mode"), format!("'{other}' is not ecmp, spray, random, adaptive or flowlet")))
+                    return Err(
+                        self.error(field("mode"), format!("'{other}' is not ecmp, spray, random, adaptive or flowlet"))
+                    )
                 }
             };
             groups.push(GroupConfig {
@@ -496,7 +503,12 @@ impl Validator<'_> {
         Ok(groups)
     }
 
-    fn routes(&self, raw: Vec<RawRoute>, ports: &[PortConfig], groups: &[GroupConfig]) -> Result<Vec<RouteConfig>, ConfigError> {
+    fn routes(
+        &self,
+        raw: Vec<RawRoute>,
+        ports: &[PortConfig],
+        groups: &[GroupConfig],
+    ) -> Result<Vec<RouteConfig>, ConfigError> {
         let mut routes: Vec<RouteConfig> = Vec::with_capacity(raw.len());
         for (index, route) in raw.into_iter().enumerate() {
             let field = |name: &str| format!("route[{index}].{name}");
@@ -530,30 +542,8 @@ impl Validator<'_> {
             "pcp" => Trust::Pcp,
             other => return Err(self.error("qos.trust", format!("'{other}' is not dscp or pcp"))),
         };
-        let mut dscp_to_tc = [0u8; 64];
-        if let Some(default) = raw.dscp_to_tc.get("default") {
-            dscp_to_tc = [self.traffic_class("qos.dscp_to_tc.default", *default)?; 64];
-        }
-        for (key, tc) in &raw.dscp_to_tc {
-            if key == "default" {
-                continue;
-            }
-            let field = format!("qos.dscp_to_tc.{key}");
-            let dscp: usize = key.parse().ok().filter(|dscp| *dscp < 64).ok_or_else(|| self.error(&field, "DSCP must be 0-63 or 'default'"))?;
-            dscp_to_tc[dscp] = self.traffic_class(&field, *tc)?;
-        }
-        let mut pcp_to_tc = [0u8; 8];
-        if let Some(default) = raw.pcp_to_tc.get("default") {
-            pcp_to_tc = [self.traffic_class("qos.pcp_to_tc.default", *default)?; 8];
-        }
-        for (key, tc) in &raw.pcp_to_tc {
-            if key == "default" {
-                continue;
-            }
-            let field = format!("qos.pcp_to_tc.{key}");
-            let pcp: usize = key.parse().ok().filter(|pcp| *pcp < 8).ok_or_else(|| self.error(&field, "PCP must be 0-7 or 'default'"))?;
-            pcp_to_tc[pcp] = self.traffic_class(&field, *tc)?;
-        }
+        let dscp_to_tc = self.class_map::<64>("qos.dscp_to_tc", "DSCP", &raw.dscp_to_tc)?;
+        let pcp_to_tc = self.class_map::<8>("qos.pcp_to_tc", "PCP", &raw.pcp_to_tc)?;
         let mut lossless_mask = 0u8;
         for priority in &raw.lossless {
             lossless_mask |= 1 << self.traffic_class("qos.lossless", *priority)?;
@@ -588,12 +578,38 @@ impl Validator<'_> {
         })
     }
 
+    /// A `{ value = tc, ..., default = tc }` map from a header field (DSCP 0-63, PCP 0-7) to
+    /// traffic classes; values not named take the default (TC 0 without one).
+    fn class_map<const N: usize>(
+        &self,
+        name: &str,
+        what: &str,
+        raw: &BTreeMap<String, i64>,
+    ) -> Result<[u8; N], ConfigError> {
+        let mut map = [0u8; N];
+        if let Some(default) = raw.get("default") {
+            map = [self.traffic_class(&format!("{name}.default"), *default)?; N];
+        }
+        for (key, tc) in raw.iter().filter(|(key, _)| key.as_str() != "default") {
+            let field = format!("{name}.{key}");
+            let value: usize = key
+                .parse()
+                .ok()
+                .filter(|value| *value < N)
+                .ok_or_else(|| self.error(&field, format!("{what} must be 0-{} or 'default'", N - 1)))?;
+            map[value] = self.traffic_class(&field, *tc)?;
+        }
+        Ok(map)
+    }
+
     fn threshold(&self, field: &str, value: Option<toml::Value>) -> Result<Threshold, ConfigError> {
         match value {
             None => Ok(Threshold::Auto),
             Some(toml::Value::String(text)) if text == "auto" => Ok(Threshold::Auto),
             Some(toml::Value::Integer(bytes)) if bytes >= 0 => Ok(Threshold::Bytes(bytes as u64)),
-            Some(other) => Err(self.error(field, format!("a {} is neither \"auto\" nor a byte count", other.type_str()))),
+            Some(other) => {
+                Err(self.error(field, format!("a {} is neither \"auto\" nor a byte count", other.type_str())))
+            }
         }
     }
 
@@ -625,7 +641,9 @@ impl Validator<'_> {
             "drop" => WatchdogAction::Drop,
             "forward" => WatchdogAction::Forward,
             "alert" => WatchdogAction::Alert,
-            other => return Err(self.error("qos.pfc_watchdog.action", format!("'{other}' is not drop, forward or alert"))),
+            other => {
+                return Err(self.error("qos.pfc_watchdog.action", format!("'{other}' is not drop, forward or alert")))
+            }
         };
         Ok(WatchdogConfig { detection_ms, restoration_ms: raw.restoration_ms.unwrap_or(2 * detection_ms), action })
     }
@@ -637,7 +655,10 @@ impl Validator<'_> {
             let tc = key.parse::<i64>().map_err(|_| self.error(&field, "key must be a traffic class 0-7"))?;
             let tc = self.traffic_class(&field, tc)?;
             if profile.kmin_bytes > profile.kmax_bytes {
-                return Err(self.error(format!("{field}.kmin_bytes"), format!("kmin {} is above kmax {}", profile.kmin_bytes, profile.kmax_bytes)));
+                return Err(self.error(
+                    format!("{field}.kmin_bytes"),
+                    format!("kmin {} is above kmax {}", profile.kmin_bytes, profile.kmax_bytes),
+                ));
             }
             if !(profile.pmax.is_finite() && (0.0..=1.0).contains(&profile.pmax)) {
                 return Err(self.error(format!("{field}.pmax"), format!("{} is not a probability 0-1", profile.pmax)));
@@ -645,10 +666,16 @@ impl Validator<'_> {
             let mark_on = match profile.mark_on.as_deref().unwrap_or("enqueue") {
                 "enqueue" => MarkOn::Enqueue,
                 "dequeue" => MarkOn::Dequeue,
-                other => return Err(self.error(format!("{field}.mark_on"), format!("'{other}' is not enqueue or dequeue"))),
+                other => {
+                    return Err(self.error(format!("{field}.mark_on"), format!("'{other}' is not enqueue or dequeue")))
+                }
             };
-            profiles[usize::from(tc)] =
-                Some(EcnProfile { kmin_bytes: profile.kmin_bytes, kmax_bytes: profile.kmax_bytes, pmax: profile.pmax, mark_on });
+            profiles[usize::from(tc)] = Some(EcnProfile {
+                kmin_bytes: profile.kmin_bytes,
+                kmax_bytes: profile.kmax_bytes,
+                pmax: profile.pmax,
+                mark_on,
+            });
         }
         Ok(profiles)
     }
@@ -738,7 +765,10 @@ ports = ["up0"]
             (("dwrr = { 0 = 50", "dwrr = { 6 = 50"), "qos.scheduler.dwrr.6"),
             (("dwrr = { 0 = 50", "dwrr = { 0 = 500"), "qos.scheduler.dwrr.0"),
             (("lossless = [3]", "lossless = [3]\ntrust = \"vlan\""), "qos.trust"),
-            (("lossless = [3]", "lossless = [3]\n[qos.ecn.3]\nkmin_bytes = 9\nkmax_bytes = 1\npmax = 0.1"), "qos.ecn.3.kmin_bytes"),
+            (
+                ("lossless = [3]", "lossless = [3]\n[qos.ecn.3]\nkmin_bytes = 9\nkmax_bytes = 1\npmax = 0.1"),
+                "qos.ecn.3.kmin_bytes",
+            ),
             (("lossless = [3]", "lossless = [3]\n[qos.pfc]\nxoff_bytes = 100\nxon_bytes = 200"), "qos.pfc.xon_bytes"),
         ];
         for (edit, field) in cases {

@@ -11,10 +11,21 @@ use std::net::IpAddr;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
-    Udp { source: u16, destination: u16 },
-    Tcp { source: u16, destination: u16 },
+    Udp {
+        source: u16,
+        destination: u16,
+    },
+    Tcp {
+        source: u16,
+        destination: u16,
+    },
     /// RoCEv2: UDP to 4791, a BTH with this opcode, QP and PSN, then payload and a 4-byte ICRC.
-    Roce { source: u16, opcode: u8, dest_qp: u32, psn: u32 },
+    Roce {
+        source: u16,
+        opcode: u8,
+        dest_qp: u32,
+        psn: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

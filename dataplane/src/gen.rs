@@ -40,10 +40,16 @@ pub fn mixed(options: &MixedOptions) -> Vec<(u64, Vec<u8>)> {
     for index in 0..options.packets {
         let flow = rng.below(64) as u8;
         let source_v4 = IpAddr::V4(Ipv4Addr::new(10, 0, host, 1 + flow % 8));
-        let mut spec = FrameSpec::rocev2(source_v4, IpAddr::V4(Ipv4Addr::new(10, 0, host ^ 1, 1 + flow)), 0x100 + u32::from(flow));
+        let mut spec =
+            FrameSpec::rocev2(source_v4, IpAddr::V4(Ipv4Addr::new(10, 0, host ^ 1, 1 + flow)), 0x100 + u32::from(flow));
         spec.source_mac = MacAddress([0x02, 0, 0, 0, 0x10 + host, 1 + flow % 8]);
         spec.frame_len = options.frame_len;
-        spec.transport = Transport::Roce { source: 0xc000 | u16::from(flow), opcode: 0x04, dest_qp: 0x100 + u32::from(flow), psn: index as u32 & 0xff_ffff };
+        spec.transport = Transport::Roce {
+            source: 0xc000 | u16::from(flow),
+            opcode: 0x04,
+            dest_qp: 0x100 + u32::from(flow),
+            psn: index as u32 & 0xff_ffff,
+        };
         match rng.below(10) {
             // Across the uplinks (default route), RoCEv2.
             0 | 1 => spec.destination = IpAddr::V4(Ipv4Addr::new(192, 0, 2, flow)),
@@ -51,7 +57,8 @@ pub fn mixed(options: &MixedOptions) -> Vec<(u64, Vec<u8>)> {
             2 => {
                 spec.dscp = 48;
                 spec.ecn = 0;
-                spec.transport = Transport::Roce { source: 0xc000, opcode: 0x81, dest_qp: 0x200 + u32::from(flow), psn: 0 };
+                spec.transport =
+                    Transport::Roce { source: 0xc000, opcode: 0x81, dest_qp: 0x200 + u32::from(flow), psn: 0 };
             }
             // TCP, best effort, across the uplinks.
             3 => {
@@ -62,8 +69,10 @@ pub fn mixed(options: &MixedOptions) -> Vec<(u64, Vec<u8>)> {
             }
             // IPv6 UDP to the other host.
             4 => {
-                spec.source = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, u16::from(host), 0, 0, 0, 0, 1 + u16::from(flow % 8)));
-                spec.destination = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, u16::from(host ^ 1), 0, 0, 0, 0, 1 + u16::from(flow)));
+                spec.source =
+                    IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, u16::from(host), 0, 0, 0, 0, 1 + u16::from(flow % 8)));
+                spec.destination =
+                    IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, u16::from(host ^ 1), 0, 0, 0, 0, 1 + u16::from(flow)));
                 spec.transport = Transport::Udp { source: 5000 + u16::from(flow), destination: 6000 };
                 spec.dscp = 10;
             }

@@ -7,18 +7,18 @@
 
 #![deny(unsafe_code)]
 
-pub mod dpdk;
-pub mod wire;
-pub mod config;
 pub mod buffer;
-pub mod drops;
-pub mod route;
 pub mod classify;
+pub mod config;
+pub mod dpdk;
+pub mod drops;
+pub mod frames;
+pub mod gen;
+pub mod live;
+pub mod replay;
+pub mod rng;
+pub mod route;
 pub mod schedule;
 pub mod stats;
 pub mod switch;
-pub mod replay;
-pub mod frames;
-pub mod rng;
-pub mod gen;
-pub mod live;
+pub mod wire;

@@ -53,7 +53,10 @@ pub fn eal_arguments(config: &Config, extra: &[String]) -> Result<Vec<String>, S
         args.push(lcores.clone());
     }
     for (index, port) in config.ports.iter().enumerate() {
-        let device = port.device.as_deref().ok_or_else(|| format!("port[{index}].device: live mode needs a device for port '{}'", port.name))?;
+        let device = port
+            .device
+            .as_deref()
+            .ok_or_else(|| format!("port[{index}].device: live mode needs a device for port '{}'", port.name))?;
         if is_pci_address(device_name(device)) {
             args.push("-a".into());
         } else {
@@ -80,7 +83,9 @@ fn is_pci_address(name: &str) -> bool {
         _ => return false,
     };
     match device_function.split_once('.') {
-        Some((device, function)) => hex(bus, 2) && hex(device, 2) && function.len() == 1 && function.chars().all(|c| ('0'..='7').contains(&c)),
+        Some((device, function)) => {
+            hex(bus, 2) && hex(device, 2) && function.len() == 1 && function.chars().all(|c| ('0'..='7').contains(&c))
+        }
         None => false,
     }
 }
@@ -103,7 +108,8 @@ struct Shared {
 
 /// Runs the live switch until SIGINT/SIGTERM or the end of the duration.
 pub fn run(config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkError> {
-    let args = eal_arguments(config, &options.extra_eal).map_err(|problem| DpdkError { context: "config".into(), problem })?;
+    let args =
+        eal_arguments(config, &options.extra_eal).map_err(|problem| DpdkError { context: "config".into(), problem })?;
     tracing::info!("EAL arguments: {}", args.join(" "));
     dpdk::install_stop_signals();
     let eal = Eal::init(&args)?;
@@ -120,20 +126,32 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         problem: format!(
             "{} (about {} MiB): give the EAL more memory (-m) or lower switch.queue_packets / switch.buffer_bytes",
             err.problem,
-            u64::from(pool_size) * (u64::from(data_room) + 192) >> 20
+            (u64::from(pool_size) * (u64::from(data_room) + 192)) >> 20
         ),
     })?);
     tracing::info!("mbuf pool: {pool_size} mbufs of {data_room} bytes");
     let mut ports = Vec::with_capacity(config.ports.len());
     for port in &config.ports {
         let name = device_name(port.device.as_deref().unwrap_or_default());
-        let id = Port::find(name).map_err(|err| DpdkError { context: format!("port '{}'", port.name), problem: format!("device '{name}' not found after EAL init ({})", err.problem) })?;
+        let id = Port::find(name).map_err(|err| DpdkError {
+            context: format!("port '{}'", port.name),
+            problem: format!("device '{name}' not found after EAL init ({})", err.problem),
+        })?;
         let started = Port::start(id, &port.name, &pool)?;
-        tracing::info!("port '{}': ethdev {id}, driver {}, {} Gb/s configured", port.name, started.driver, port.speed_mbps as f64 / 1000.0);
+        tracing::info!(
+            "port '{}': ethdev {id}, driver {}, {} Gb/s configured",
+            port.name,
+            started.driver,
+            port.speed_mbps as f64 / 1000.0
+        );
         ports.push(started);
     }
     let ports = Arc::new(ports);
-    let shared = Arc::new(Shared { stop: AtomicBool::new(false), stats: Mutex::new(SwitchStats::new(config)), unsent: Mutex::new(0) });
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        stats: Mutex::new(SwitchStats::new(config)),
+        unsent: Mutex::new(0),
+    });
     let worker = Worker::new(config, eal.tsc_hz());
     let started = Instant::now();
     let workers = eal.worker_lcores();
@@ -197,7 +215,13 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     if available != pool.size() {
         tracing::warn!("{} mbufs not back in the pool at exit", pool.size() - available);
     }
-    Ok(LiveReport { stats: final_stats, mbufs_in_pool: pool.size(), mbufs_available_at_exit: available, unsent_at_exit: unsent, elapsed })
+    Ok(LiveReport {
+        stats: final_stats,
+        mbufs_in_pool: pool.size(),
+        mbufs_available_at_exit: available,
+        unsent_at_exit: unsent,
+        elapsed,
+    })
 }
 
 /// The per-lcore forwarding state: the switch, tx bursts and shapers for every port.
@@ -235,7 +259,11 @@ impl Worker {
             .config
             .ports
             .iter()
-            .map(|port| Egress { pending: Burst::default(), link_free_ps: 0, window_ps: port.wire_time_ps(1518) * BURST as u64 })
+            .map(|port| Egress {
+                pending: Burst::default(),
+                link_free_ps: 0,
+                window_ps: port.wire_time_ps(1518) * BURST as u64,
+            })
             .collect();
         let mut rx = Burst::default();
         let mut next_publish = dpdk::rdtsc() + publish_ticks;
@@ -261,7 +289,9 @@ impl Worker {
         }
         // Drain: no more rx; let queued frames leave at line rate for a bounded time.
         let deadline = Instant::now() + DRAIN_FOR;
-        while (self.switch.queued_packets() > 0 || egress.iter().any(|e| !e.pending.is_empty())) && Instant::now() < deadline {
+        while (self.switch.queued_packets() > 0 || egress.iter().any(|e| !e.pending.is_empty()))
+            && Instant::now() < deadline
+        {
             let now = now_ps();
             self.transmit_all(ports, &mut egress, now);
         }

@@ -4,6 +4,8 @@
 //! Invariant: a user's mistake (flag, file, config) ends with one line on stderr naming the
 //! file, the field and the problem, and exit status 2; never a panic or a backtrace.
 
+#![forbid(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 use raceway::config::{Config, RouteTarget, Trust};
 use raceway::live::{self, LiveOptions};
@@ -13,7 +15,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "raceway", version, about = "A software leaf switch for AI backend networks: PFC, ECN and spraying on DPDK")]
+#[command(
+    name = "raceway",
+    version,
+    about = "A software leaf switch for AI backend networks: PFC, ECN and spraying on DPDK"
+)]
 struct Cli {
     /// Log filter (error, warn, info, debug, trace, or a RUST_LOG directive).
     #[arg(long, global = true, default_value = "info")]
@@ -162,7 +168,8 @@ fn execute(command: Command) -> Result<(), Failure> {
                     "unsent_at_exit": report.unsent_at_exit,
                 });
                 let text = serde_json::to_string_pretty(&json).expect("stats serialise") + "\n";
-                std::fs::write(&path, text).map_err(|err| Failure(format!("{}: cannot write: {err}", path.display())))?;
+                std::fs::write(&path, text)
+                    .map_err(|err| Failure(format!("{}: cannot write: {err}", path.display())))?;
             }
             Ok(())
         }
@@ -173,7 +180,8 @@ fn execute(command: Command) -> Result<(), Failure> {
             }
             let mut parsed: Vec<(usize, PathBuf)> = Vec::new();
             for input in &inputs {
-                let (port, file) = input.split_once('=').ok_or_else(|| Failure(format!("--in: '{input}' is not PORT=FILE")))?;
+                let (port, file) =
+                    input.split_once('=').ok_or_else(|| Failure(format!("--in: '{input}' is not PORT=FILE")))?;
                 let index = config
                     .port_index(port)
                     .ok_or_else(|| Failure(format!("--in: '{port}' is not a port of {}", config_path.display())))?;
@@ -201,7 +209,8 @@ fn execute(command: Command) -> Result<(), Failure> {
             if bad_percent > 100 {
                 return Err(Failure(format!("--bad-percent: {bad_percent} is over 100")));
             }
-            let frames = gen::mixed(&gen::MixedOptions { packets, seed, frame_len: size, rate_gbps, host, bad_percent });
+            let frames =
+                gen::mixed(&gen::MixedOptions { packets, seed, frame_len: size, rate_gbps, host, bad_percent });
             let mut writer = replay::pcap::CaptureWriter::create(&out)?;
             for (time_ns, bytes) in &frames {
                 writer.write(time_ns * 1000, bytes)?;
@@ -214,7 +223,10 @@ fn execute(command: Command) -> Result<(), Failure> {
 }
 
 fn print_check(config: &Config) {
-    println!("switch {} mac {} buffer {} bytes mtu {} queue limit {} packets", config.name, config.mac, config.buffer_bytes, config.mtu, config.queue_packets);
+    println!(
+        "switch {} mac {} buffer {} bytes mtu {} queue limit {} packets",
+        config.name, config.mac, config.buffer_bytes, config.mtu, config.queue_packets
+    );
     println!("ports:");
     for port in &config.ports {
         println!(
@@ -239,7 +251,12 @@ fn print_check(config: &Config) {
     }
     for group in &config.groups {
         let members: Vec<&str> = group.members.iter().map(|&p| config.ports[p].name.as_str()).collect();
-        println!("group {}: {} over [{}] (spraying modes other than ecmp are not implemented yet: they hash per flow)", group.name, group.mode.name(), members.join(", "));
+        println!(
+            "group {}: {} over [{}] (spraying modes other than ecmp are not implemented yet: they hash per flow)",
+            group.name,
+            group.mode.name(),
+            members.join(", ")
+        );
     }
     let qos = &config.qos;
     let trust = match qos.trust {
@@ -259,13 +276,19 @@ fn print_check(config: &Config) {
     println!("  dscp_to_tc: {}", dscp_lines.join("; "));
     println!("  pcp_to_tc: {:?}", qos.pcp_to_tc);
     let strict: Vec<usize> = (0..8).filter(|tc| qos.strict_mask & (1 << tc) != 0).collect();
-    let dwrr: Vec<String> = (0..8).filter(|tc| qos.strict_mask & (1 << tc) == 0).map(|tc| format!("TC{tc}:{}", qos.dwrr_weights[tc])).collect();
+    let dwrr: Vec<String> = (0..8)
+        .filter(|tc| qos.strict_mask & (1 << tc) == 0)
+        .map(|tc| format!("TC{tc}:{}", qos.dwrr_weights[tc]))
+        .collect();
     println!("  scheduler: strict {strict:?}, then DWRR {}", dwrr.join(" "));
     let lossless: Vec<usize> = (0..8).filter(|p| qos.lossless_mask & (1 << p) != 0).collect();
     println!("  lossless priorities {lossless:?}: PFC generation, honouring and headroom are not implemented yet");
     for (tc, profile) in qos.ecn.iter().enumerate() {
         if let Some(profile) = profile {
-            println!("  ECN TC{tc}: kmin {} kmax {} pmax {} (marking not implemented yet)", profile.kmin_bytes, profile.kmax_bytes, profile.pmax);
+            println!(
+                "  ECN TC{tc}: kmin {} kmax {} pmax {} (marking not implemented yet)",
+                profile.kmin_bytes, profile.kmax_bytes, profile.pmax
+            );
         }
     }
     if let Some(lcores) = &config.lcores {

@@ -39,7 +39,7 @@ impl Rng {
     /// Uniform in 0..n (n > 0), by multiply-shift (bias below 2^-32 for the n used here).
     #[inline]
     pub fn below(&mut self, n: u64) -> u64 {
-        (((self.next_u64() >> 32) * n) >> 32) as u64
+        ((self.next_u64() >> 32) * n) >> 32
     }
 
     /// Uniform in [0, 1).
@@ -55,9 +55,18 @@ mod tests {
 
     #[test]
     fn same_seed_same_sequence() {
-        let a: Vec<u64> = { let mut r = Rng::new(7); (0..8).map(|_| r.next_u64()).collect() };
-        let b: Vec<u64> = { let mut r = Rng::new(7); (0..8).map(|_| r.next_u64()).collect() };
-        let c: Vec<u64> = { let mut r = Rng::new(8); (0..8).map(|_| r.next_u64()).collect() };
+        let a: Vec<u64> = {
+            let mut r = Rng::new(7);
+            (0..8).map(|_| r.next_u64()).collect()
+        };
+        let b: Vec<u64> = {
+            let mut r = Rng::new(7);
+            (0..8).map(|_| r.next_u64()).collect()
+        };
+        let c: Vec<u64> = {
+            let mut r = Rng::new(8);
+            (0..8).map(|_| r.next_u64()).collect()
+        };
         assert_eq!(a, b);
         assert_ne!(a, c);
     }

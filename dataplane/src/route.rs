@@ -34,6 +34,24 @@ fn mask_v6(address: u128, len: u8) -> u128 {
     }
 }
 
+/// Adds a masked prefix to the table of its length, keeping tables longest first.
+fn insert<K: std::hash::Hash + Eq>(
+    tables: &mut Vec<(u8, HashMap<K, RouteTarget>)>,
+    len: u8,
+    key: K,
+    target: RouteTarget,
+) {
+    let index = match tables.iter().position(|(l, _)| *l == len) {
+        Some(index) => index,
+        None => {
+            let index = tables.iter().position(|(l, _)| *l < len).unwrap_or(tables.len());
+            tables.insert(index, (len, HashMap::new()));
+            index
+        }
+    };
+    tables[index].1.insert(key, target);
+}
+
 impl RouteTable {
     pub fn new(routes: &[RouteConfig]) -> Self {
         let mut v4: Vec<(u8, HashMap<u32, RouteTarget>)> = Vec::new();
@@ -41,30 +59,10 @@ impl RouteTable {
         for route in routes {
             let len = route.prefix.len;
             match route.prefix.address {
-                IpAddr::V4(address) => {
-                    let table = match v4.iter().position(|(l, _)| *l == len) {
-                        Some(index) => &mut v4[index].1,
-                        None => {
-                            v4.push((len, HashMap::new()));
-                            &mut v4.last_mut().expect("just pushed").1
-                        }
-                    };
-                    table.insert(mask_v4(u32::from(address), len), route.target);
-                }
-                IpAddr::V6(address) => {
-                    let table = match v6.iter().position(|(l, _)| *l == len) {
-                        Some(index) => &mut v6[index].1,
-                        None => {
-                            v6.push((len, HashMap::new()));
-                            &mut v6.last_mut().expect("just pushed").1
-                        }
-                    };
-                    table.insert(mask_v6(u128::from(address), len), route.target);
-                }
+                IpAddr::V4(address) => insert(&mut v4, len, mask_v4(u32::from(address), len), route.target),
+                IpAddr::V6(address) => insert(&mut v6, len, mask_v6(u128::from(address), len), route.target),
             }
         }
-        v4.sort_by(|a, b| b.0.cmp(&a.0));
-        v6.sort_by(|a, b| b.0.cmp(&a.0));
         Self { v4, v6 }
     }
 
@@ -87,8 +85,10 @@ mod tests {
     use crate::config::Prefix;
 
     fn table(routes: &[(&str, RouteTarget)]) -> RouteTable {
-        let routes: Vec<RouteConfig> =
-            routes.iter().map(|(prefix, target)| RouteConfig { prefix: Prefix::parse(prefix).unwrap(), target: *target }).collect();
+        let routes: Vec<RouteConfig> = routes
+            .iter()
+            .map(|(prefix, target)| RouteConfig { prefix: Prefix::parse(prefix).unwrap(), target: *target })
+            .collect();
         RouteTable::new(&routes)
     }
 

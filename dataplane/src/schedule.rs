@@ -30,14 +30,22 @@ impl Scheduler {
         let mut order = [0u8; TRAFFIC_CLASSES];
         let mut order_len = 0;
         let mut quantum = [0u32; TRAFFIC_CLASSES];
-        for tc in 0..TRAFFIC_CLASSES {
+        for (tc, quantum) in quantum.iter_mut().enumerate() {
             if qos.strict_mask & (1 << tc) == 0 {
                 order[order_len] = tc as u8;
                 order_len += 1;
-                quantum[tc] = qos.dwrr_weights[tc] * QUANTUM_BYTES_PER_WEIGHT;
+                *quantum = qos.dwrr_weights[tc] * QUANTUM_BYTES_PER_WEIGHT;
             }
         }
-        Self { strict_mask: qos.strict_mask, quantum, order, order_len, deficit: [0; TRAFFIC_CLASSES], cursor: 0, credited: false }
+        Self {
+            strict_mask: qos.strict_mask,
+            quantum,
+            order,
+            order_len,
+            deficit: [0; TRAFFIC_CLASSES],
+            cursor: 0,
+            credited: false,
+        }
     }
 
     /// Picks the TC to send next. `eligible` has bit n set when TC n may send (not paused);
@@ -137,6 +145,15 @@ mod tests {
         assert!((share - 0.75).abs() < 0.01, "share {share}");
         let bytes = shares(&mut s, sizes, 0b10, 100);
         assert_eq!(bytes[0], 0, "TC 0 paused");
+    }
+
+    #[test]
+    fn all_strict_leaves_no_dwrr_round() {
+        let mut s = scheduler("[qos.scheduler]\nstrict = [0, 1, 2, 3, 4, 5, 6, 7]");
+        let sizes = [Some(64), None, None, Some(64), None, None, None, None];
+        assert_eq!(s.select(0xff, |tc| sizes[tc]), Some(3));
+        assert_eq!(s.select(0x01, |tc| sizes[tc]), Some(0));
+        assert_eq!(s.select(0x00, |tc| sizes[tc]), None);
     }
 
     #[test]

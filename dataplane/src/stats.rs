@@ -148,7 +148,13 @@ impl SwitchStats {
     pub fn summary_line(&self, config: &Config) -> String {
         let mut line = format!("rx {} tx {} drop {}", self.rx_packets(), self.tx_packets(), self.dropped());
         for (port, stats) in config.ports.iter().zip(&self.ports) {
-            line.push_str(&format!(" | {} rx {} tx {} drop {}", port.name, stats.rx_packets, stats.tx_packets, stats.dropped()));
+            line.push_str(&format!(
+                " | {} rx {} tx {} drop {}",
+                port.name,
+                stats.rx_packets,
+                stats.tx_packets,
+                stats.dropped()
+            ));
         }
         line
     }

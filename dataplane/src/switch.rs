@@ -17,7 +17,10 @@ use std::collections::VecDeque;
 /// What became of a received frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Received {
-    Queued { egress: usize, tc: usize },
+    Queued {
+        egress: usize,
+        tc: usize,
+    },
     /// A PAUSE/PFC frame, consumed by the switch.
     FlowControl,
     Dropped(DropReason),
@@ -125,7 +128,8 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     pub fn has_queued(&self, egress: usize) -> bool {
-        self.ports[egress].queue_bytes.iter().any(|&bytes| bytes > 0) || self.ports[egress].queues.iter().any(|q| !q.is_empty())
+        self.ports[egress].queue_bytes.iter().any(|&bytes| bytes > 0)
+            || self.ports[egress].queues.iter().any(|q| !q.is_empty())
     }
 
     /// Packets queued on all ports.

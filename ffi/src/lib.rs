@@ -5,6 +5,6 @@
 //! is the only caller, and it documents each call's preconditions.
 
 #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case, dead_code)]
-#![allow(clippy::all)]
+#![allow(clippy::all, clippy::undocumented_unsafe_blocks)]
 
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));

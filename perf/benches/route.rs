@@ -14,13 +14,22 @@ fn table(racks: u32, hosts: u32) -> RouteTable {
     ];
     for rack in 0..racks {
         let prefix = format!("10.{}.{}.0/24", rack >> 8, rack & 0xff);
-        routes.push(RouteConfig { prefix: Prefix::parse(&prefix).unwrap(), target: RouteTarget::Port(rack as usize % 8) });
+        routes.push(RouteConfig {
+            prefix: Prefix::parse(&prefix).unwrap(),
+            target: RouteTarget::Port(rack as usize % 8),
+        });
         let prefix = format!("2001:db8:{rack:x}::/64");
-        routes.push(RouteConfig { prefix: Prefix::parse(&prefix).unwrap(), target: RouteTarget::Port(rack as usize % 8) });
+        routes.push(RouteConfig {
+            prefix: Prefix::parse(&prefix).unwrap(),
+            target: RouteTarget::Port(rack as usize % 8),
+        });
     }
     for host in 0..hosts {
         let prefix = format!("10.200.{}.{}/32", host >> 8, host & 0xff);
-        routes.push(RouteConfig { prefix: Prefix::parse(&prefix).unwrap(), target: RouteTarget::Port(host as usize % 8) });
+        routes.push(RouteConfig {
+            prefix: Prefix::parse(&prefix).unwrap(),
+            target: RouteTarget::Port(host as usize % 8),
+        });
     }
     RouteTable::new(&routes)
 }
@@ -31,10 +40,28 @@ fn lookups(c: &mut Criterion) {
     for (name, racks, hosts) in [("leaf_16_racks", 16, 32), ("large_4096_racks", 4096, 1024)] {
         let routes = table(racks, hosts);
         let v4: Vec<Destination> = (0..1024u32)
-            .map(|i| Destination::V4(u32::from(Ipv4Addr::new(10, ((i * 7) % racks >> 8) as u8, ((i * 7) % racks) as u8, (i % 250) as u8 + 1))))
+            .map(|i| {
+                Destination::V4(u32::from(Ipv4Addr::new(
+                    10,
+                    (((i * 7) % racks) >> 8) as u8,
+                    ((i * 7) % racks) as u8,
+                    (i % 250) as u8 + 1,
+                )))
+            })
             .collect();
         let v6: Vec<Destination> = (0..1024u32)
-            .map(|i| Destination::V6(u128::from(Ipv6Addr::new(0x2001, 0xdb8, ((i * 7) % racks) as u16, 0, 0, 0, 0, i as u16 + 1))))
+            .map(|i| {
+                Destination::V6(u128::from(Ipv6Addr::new(
+                    0x2001,
+                    0xdb8,
+                    ((i * 7) % racks) as u16,
+                    0,
+                    0,
+                    0,
+                    0,
+                    i as u16 + 1,
+                )))
+            })
             .collect();
         group.bench_function(format!("{name}/ipv4"), |b| {
             b.iter(|| {

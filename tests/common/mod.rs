@@ -59,8 +59,8 @@ pub fn run_ok(command: &mut Command) -> Output {
     output
 }
 
-/// RFC 1071, written independently of the switch's checksum module.
-pub fn ipv4_header_checksum_ok(header: &[u8]) -> bool {
+/// RFC 1071 one's-complement sum of an IPv4 header, written independently of the switch.
+fn header_sum(header: &[u8]) -> u16 {
     let ihl = usize::from(header[0] & 0x0f) * 4;
     let mut sum: u64 = 0;
     for pair in header[..ihl].chunks(2) {
@@ -69,22 +69,18 @@ pub fn ipv4_header_checksum_ok(header: &[u8]) -> bool {
     while sum >> 16 != 0 {
         sum = (sum & 0xffff) + (sum >> 16);
     }
-    sum == 0xffff
+    sum as u16
+}
+
+pub fn ipv4_header_checksum_ok(header: &[u8]) -> bool {
+    header_sum(header) == 0xffff
 }
 
 /// Recomputes an IPv4 header checksum in place, independently of the switch.
 pub fn fix_ipv4_checksum(header: &mut [u8]) {
-    let ihl = usize::from(header[0] & 0x0f) * 4;
     header[10] = 0;
     header[11] = 0;
-    let mut sum: u64 = 0;
-    for pair in header[..ihl].chunks(2) {
-        sum += u64::from(pair[0]) << 8 | u64::from(pair[1]);
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let checksum = !(sum as u16);
+    let checksum = !header_sum(header);
     header[10..12].copy_from_slice(&checksum.to_be_bytes());
 }
 
@@ -114,7 +110,8 @@ pub fn routed(frame: &[u8], switch_mac: [u8; 6], peer_mac: [u8; 6]) -> Vec<u8> {
 
 /// The 4-port leaf used by the end-to-end tests; `eal` and `devices` are for live runs.
 pub fn four_port_config(extra_switch: &str, devices: [&str; 4], eal: &str) -> String {
-    let device = |i: usize| if devices[i].is_empty() { String::new() } else { format!("device = \"{}\"\n", devices[i]) };
+    let device =
+        |i: usize| if devices[i].is_empty() { String::new() } else { format!("device = \"{}\"\n", devices[i]) };
     format!(
         r#"
 [switch]

@@ -64,7 +64,10 @@ impl Eal {
     pub fn init(args: &[String]) -> Result<Self, DpdkError> {
         let mut owned = Vec::with_capacity(args.len() + 1);
         for arg in std::iter::once("raceway").chain(args.iter().map(String::as_str)) {
-            let arg = CString::new(arg).map_err(|_| DpdkError { context: "EAL arguments".into(), problem: format!("'{arg}' contains a NUL byte") })?;
+            let arg = CString::new(arg).map_err(|_| DpdkError {
+                context: "EAL arguments".into(),
+                problem: format!("'{arg}' contains a NUL byte"),
+            })?;
             owned.push(arg);
         }
         // The EAL may keep pointers into argv (and reorders it), so the strings live for the
@@ -346,7 +349,8 @@ pub const TX_DESCRIPTORS: u16 = 1024;
 impl Port {
     /// Finds the ethdev whose name is `device_name` (the devargs before the first comma).
     pub fn find(device_name: &str) -> Result<u16, DpdkError> {
-        let c_name = CString::new(device_name).map_err(|_| DpdkError { context: device_name.into(), problem: "NUL in name".into() })?;
+        let c_name = CString::new(device_name)
+            .map_err(|_| DpdkError { context: device_name.into(), problem: "NUL in name".into() })?;
         let mut id = 0u16;
         // SAFETY: c_name and &mut id are valid for the call.
         let rc = unsafe { sys::rte_eth_dev_get_port_by_name(c_name.as_ptr(), &mut id) };
@@ -369,7 +373,10 @@ impl Port {
             unsafe { CStr::from_ptr(driver) }.to_string_lossy().into_owned()
         };
         if max_rx == 0 || max_tx == 0 {
-            return Err(DpdkError { context: context("queues"), problem: format!("driver {driver} offers {max_rx} rx / {max_tx} tx queues") });
+            return Err(DpdkError {
+                context: context("queues"),
+                problem: format!("driver {driver} offers {max_rx} rx / {max_tx} tx queues"),
+            });
         }
         // SAFETY: plain calls on a valid port id; configuration is built in C with defaults.
         check(unsafe { sys::shim_eth_dev_configure_default(id, 1, 1) }, || context("configure"))?;
@@ -430,7 +437,8 @@ impl Port {
         }
         // SAFETY: the first `len` slots are owned mbufs; the PMD takes ownership of the first
         // `sent` of them.
-        let sent = usize::from(unsafe { sys::shim_eth_tx_burst(self.id, 0, burst.mbufs.as_mut_ptr(), burst.len as u16) });
+        let sent =
+            usize::from(unsafe { sys::shim_eth_tx_burst(self.id, 0, burst.mbufs.as_mut_ptr(), burst.len as u16) });
         burst.mbufs.copy_within(sent..burst.len, 0);
         burst.len -= sent;
         sent

@@ -102,8 +102,11 @@ pub fn run(config: &Config, inputs: &[(usize, PathBuf)], out_dir: &Path, seed: u
     }
     let stats_path = out_dir.join("stats.json");
     let json = serde_json::to_string_pretty(&stats.to_json(config)).expect("stats serialise");
-    std::fs::write(&stats_path, json + "\n")
-        .map_err(|err| TraceError { file: stats_path, field: "-".into(), problem: format!("cannot write: {err}") })?;
+    std::fs::write(&stats_path, json + "\n").map_err(|err| TraceError {
+        file: stats_path,
+        field: "-".into(),
+        problem: format!("cannot write: {err}"),
+    })?;
     Ok(stats)
 }
 

@@ -42,8 +42,8 @@ fn first_line(err: impl fmt::Display) -> String {
 pub fn read_trace(path: &Path) -> Result<Vec<TraceFrame>, TraceError> {
     let error = |field: String, problem: String| TraceError { file: path.to_path_buf(), field, problem };
     let file = File::open(path).map_err(|err| error("-".into(), format!("cannot open: {err}")))?;
-    let mut reader =
-        PcapReader::new(BufReader::new(file)).map_err(|err| error("header".into(), format!("not a pcap file: {}", first_line(err))))?;
+    let mut reader = PcapReader::new(BufReader::new(file))
+        .map_err(|err| error("header".into(), format!("not a pcap file: {}", first_line(err))))?;
     let datalink = reader.header().datalink;
     if datalink != DataLink::ETHERNET {
         return Err(error("header.linktype".into(), format!("{datalink:?} is not Ethernet")));
@@ -71,7 +71,12 @@ impl CaptureWriter {
     pub fn create(path: &Path) -> Result<Self, TraceError> {
         let error = |problem: String| TraceError { file: path.to_path_buf(), field: "-".into(), problem };
         let file = File::create(path).map_err(|err| error(format!("cannot create: {err}")))?;
-        let header = PcapHeader { datalink: DataLink::ETHERNET, ts_resolution: TsResolution::NanoSecond, snaplen: 65535, ..PcapHeader::default() };
+        let header = PcapHeader {
+            datalink: DataLink::ETHERNET,
+            ts_resolution: TsResolution::NanoSecond,
+            snaplen: 65535,
+            ..PcapHeader::default()
+        };
         let writer = PcapWriter::with_header(BufWriter::new(file), header).map_err(|err| error(first_line(err)))?;
         Ok(Self { path: path.to_path_buf(), writer })
     }
@@ -88,7 +93,11 @@ impl CaptureWriter {
     pub fn finish(self) -> Result<(), TraceError> {
         let path = self.path;
         let mut inner = self.writer.into_writer();
-        std::io::Write::flush(&mut inner).map_err(|err| TraceError { file: path, field: "-".into(), problem: err.to_string() })
+        std::io::Write::flush(&mut inner).map_err(|err| TraceError {
+            file: path,
+            field: "-".into(),
+            problem: err.to_string(),
+        })
     }
 }
 
