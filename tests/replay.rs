@@ -245,11 +245,10 @@ fn same_inputs_give_the_same_bytes() {
 /// 10G exactly, the excess is tail-dropped as buffer_full, and packets are conserved.
 #[test]
 fn congestion_tail_drops_at_the_buffer_limit() {
-    let config = four_port_config("buffer_bytes = 64000", ["", "", "", ""], "").replacen(
-        "speed_gbps = 100",
-        "speed_gbps = 10",
-        1,
-    );
+    // A lossy-only switch: tail drop is the subject here.
+    let config = four_port_config("buffer_bytes = 64000", ["", "", "", ""], "")
+        .replacen("speed_gbps = 100", "speed_gbps = 10", 1)
+        .replace("lossless = [3]", "lossless = []");
     let flood = |host: u8, seed: u64| -> Vec<(u64, Vec<u8>)> {
         let mut frames = Vec::new();
         let mut spec = FrameSpec::rocev2(
@@ -287,7 +286,7 @@ fn congestion_tail_drops_at_the_buffer_limit() {
 /// and while TC0 and TC3 are both backlogged their bytes split by weight.
 #[test]
 fn strict_priority_first_then_dwrr_by_weight() {
-    let config = four_port_config("queue_packets = 100000", ["", "", "", ""], "")
+    let config = four_port_config("", ["", "", "", ""], "")
         .replacen("speed_gbps = 100", "speed_gbps = 10", 1)
         .replace("dwrr = { 0 = 50, 3 = 50 }", "dwrr = { 0 = 75, 3 = 25 }");
     let stream = |dscp: u8, host: u8, count: u64, offset: u64| -> Vec<(u64, Vec<u8>)> {

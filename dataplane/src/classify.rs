@@ -107,6 +107,23 @@ impl Classifier {
         Verdict::Forward { egress, tc, member }
     }
 
+    /// The priority (traffic class) a frame travels in, as its sender's NIC would queue it;
+    /// `None` for PAUSE/PFC frames, which no pause holds back. Frames that do not parse as IP
+    /// travel in priority 0.
+    pub fn priority(&self, frame: &[u8]) -> Option<u8> {
+        match parse::parse(frame) {
+            Ok(parsed) => match parsed.payload {
+                Payload::FlowControl(_) => None,
+                Payload::Ip(ip) => Some(match self.trust {
+                    Trust::Dscp => self.dscp_to_tc[usize::from(ip.dscp)],
+                    Trust::Pcp => self.pcp_to_tc[usize::from(parsed.pcp.unwrap_or(0))],
+                }),
+                Payload::NotRoutable(_) => Some(0),
+            },
+            Err(_) => Some(0),
+        }
+    }
+
     /// Per-flow ECMP over the group's enabled members: the flow hash scaled onto the member
     /// count (multiply-shift, no division), so one flow always takes one member.
     fn pick_member(&self, group: usize, flow_hash: u32) -> Option<(u16, u16)> {

@@ -31,7 +31,6 @@ impl std::error::Error for ConfigError {}
 pub const TRAFFIC_CLASSES: usize = 8;
 const DEFAULT_BUFFER_BYTES: u64 = 16 * 1024 * 1024;
 const DEFAULT_MTU: u32 = 9216;
-const DEFAULT_QUEUE_PACKETS: u32 = 4096;
 const DEFAULT_FLOWLET_GAP_US: u32 = 100;
 
 #[derive(Debug, Deserialize)]
@@ -57,7 +56,6 @@ struct RawSwitch {
     mac: String,
     buffer_bytes: Option<u64>,
     mtu: Option<u32>,
-    queue_packets: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -321,8 +319,6 @@ pub struct Config {
     pub mac: MacAddress,
     pub buffer_bytes: u64,
     pub mtu: u32,
-    /// Packets each (port, TC) queue may hold, on top of the shared byte budget.
-    pub queue_packets: u32,
     pub eal: Vec<String>,
     pub lcores: Option<String>,
     pub qos: Qos,
@@ -399,27 +395,24 @@ impl Validator<'_> {
         if !(68..=16 * 1024).contains(&mtu) {
             return Err(self.error("switch.mtu", format!("{mtu} is not between 68 and 16384")));
         }
-        let queue_packets = raw.switch.queue_packets.unwrap_or(DEFAULT_QUEUE_PACKETS);
-        if queue_packets == 0 {
-            return Err(self.error("switch.queue_packets", "must be positive"));
-        }
         let ports = self.ports(raw.port)?;
         let groups = self.groups(raw.group, &ports)?;
         let routes = self.routes(raw.route, &ports, &groups)?;
         let qos = self.qos(raw.qos)?;
-        Ok(Config {
+        let config = Config {
             name: raw.switch.name,
             mac,
             buffer_bytes,
             mtu,
-            queue_packets,
             eal: raw.dpdk.eal,
             lcores: raw.dpdk.lcores,
             qos,
             ports,
             routes,
             groups,
-        })
+        };
+        crate::pfc::PfcPlan::new(&config).map_err(|problem| self.error("qos.pfc.headroom_bytes", problem))?;
+        Ok(config)
     }
 
     fn ports(&self, raw: Vec<RawPort>) -> Result<Vec<PortConfig>, ConfigError> {

@@ -15,6 +15,7 @@ pub mod drops;
 pub mod frames;
 pub mod gen;
 pub mod live;
+pub mod pfc;
 pub mod replay;
 pub mod rng;
 pub mod route;

@@ -90,14 +90,14 @@ fn is_pci_address(name: &str) -> bool {
     }
 }
 
-/// Mbufs needed: rx and tx rings, the bursts in flight, and as many frames as the queues can
-/// hold (bounded by the shared buffer at the minimum frame size).
+/// Mbufs needed: rx and tx rings, the bursts in flight, and as many frames as the buffer can
+/// hold (one per cell).
 pub fn mempool_size(config: &Config) -> u32 {
     let ports = config.ports.len() as u64;
     let rings = ports * u64::from(dpdk::RX_DESCRIPTORS + dpdk::TX_DESCRIPTORS);
     let bursts = ports * 2 * BURST as u64;
-    let queues = (ports * 8 * u64::from(config.queue_packets)).min(config.buffer_bytes / 60 + 1);
-    (rings + bursts + queues + 512).min(u64::from(u32::MAX)) as u32
+    let queued = Switch::<Mbuf>::arena_capacity(config) as u64;
+    (rings + bursts + queued + 512).min(u64::from(u32::MAX)) as u32
 }
 
 struct Shared {
@@ -124,7 +124,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let pool = Arc::new(Mempool::new("raceway_mbufs", pool_size, 256, data_room, -1).map_err(|err| DpdkError {
         context: err.context,
         problem: format!(
-            "{} (about {} MiB): give the EAL more memory (-m) or lower switch.queue_packets / switch.buffer_bytes",
+            "{} (about {} MiB): give the EAL more memory (-m) or lower switch.buffer_bytes",
             err.problem,
             (u64::from(pool_size) * (u64::from(data_room) + 192)) >> 20
         ),
@@ -152,7 +152,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         stats: Mutex::new(SwitchStats::new(config)),
         unsent: Mutex::new(0),
     });
-    let worker = Worker::new(config, eal.tsc_hz());
+    let worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool));
     let started = Instant::now();
     let workers = eal.worker_lcores();
     let final_stats = if let Some(&lcore) = workers.first() {
@@ -229,6 +229,8 @@ struct Worker {
     switch: Switch<Mbuf>,
     config: Config,
     tsc_hz: u64,
+    /// For the PFC frames the switch sends.
+    pool: Arc<Mempool>,
 }
 
 /// Per-port transmit state on the worker.
@@ -241,8 +243,8 @@ struct Egress {
 }
 
 impl Worker {
-    fn new(config: &Config, tsc_hz: u64) -> Self {
-        Self { switch: Switch::new(config), config: config.clone(), tsc_hz }
+    fn new(config: &Config, tsc_hz: u64, pool: Arc<Mempool>) -> Self {
+        Self { switch: Switch::new(config), config: config.clone(), tsc_hz, pool }
     }
 
     fn run(self, ports: &[Port], shared: &Shared) {
@@ -271,15 +273,16 @@ impl Worker {
             if shared.stop.load(Ordering::Relaxed) {
                 break;
             }
+            let now = now_ps();
             for (index, port) in ports.iter().enumerate() {
                 if port.rx_burst(&mut rx) == 0 {
                     continue;
                 }
                 for mbuf in rx.drain() {
-                    self.switch.receive(index, mbuf);
+                    self.switch.receive(index, mbuf, now);
                 }
             }
-            let now = now_ps();
+            self.switch.advance(now);
             self.transmit_all(ports, &mut egress, now);
             if dpdk::rdtsc() >= next_publish {
                 next_publish = dpdk::rdtsc() + publish_ticks;
@@ -293,6 +296,7 @@ impl Worker {
             && Instant::now() < deadline
         {
             let now = now_ps();
+            self.switch.advance(now);
             self.transmit_all(ports, &mut egress, now);
         }
         let leftover = self.switch.drain();
@@ -315,8 +319,22 @@ impl Worker {
             if !state.pending.is_empty() {
                 port.tx_burst(&mut state.pending);
             }
+            // PFC frames go ahead of every queued data frame.
+            if self.switch.has_control(index) && !state.pending.is_full() {
+                if let Some(mut mbuf) = self.pool.alloc() {
+                    let repr = self.switch.take_control(index, now).expect("has_control");
+                    let mut frame = [0u8; crate::wire::pfc::FRAME_LEN];
+                    repr.emit(self.config.mac, &mut frame);
+                    if mbuf.append(&frame) {
+                        state.link_free_ps =
+                            state.link_free_ps.max(now) + self.config.ports[index].wire_time_ps(frame.len());
+                        state.pending.push(mbuf);
+                    }
+                }
+                // Without an mbuf the frame stays pending and goes on a later turn.
+            }
             while !state.pending.is_full() && state.link_free_ps <= now + state.window_ps {
-                let Some(mbuf) = self.switch.transmit(index) else { break };
+                let Some(mbuf) = self.switch.transmit(index, now) else { break };
                 let len = crate::buffer::PacketBuf::len(&mbuf);
                 state.link_free_ps = state.link_free_ps.max(now) + self.config.ports[index].wire_time_ps(len);
                 state.pending.push(mbuf);

@@ -59,6 +59,9 @@ enum Command {
         /// Seed of every random choice.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// PORT: the peer on this port ignores PFC (repeat per port).
+        #[arg(long = "peer-ignores-pfc", value_name = "PORT")]
+        ignore_pfc: Vec<String>,
     },
     /// Validate a config and print derived values.
     Check {
@@ -173,7 +176,7 @@ fn execute(command: Command) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Command::Replay { config: config_path, inputs, out, seed } => {
+        Command::Replay { config: config_path, inputs, out, seed, ignore_pfc } => {
             let config = Config::load(&config_path)?;
             if inputs.is_empty() {
                 return Err(Failure("--in: give at least one PORT=FILE.pcap".into()));
@@ -190,7 +193,14 @@ fn execute(command: Command) -> Result<(), Failure> {
                 }
                 parsed.push((index, PathBuf::from(file)));
             }
-            let stats = replay::run(&config, &parsed, &out, seed)?;
+            let mut options = replay::ReplayOptions { seed, ignore_pfc: Vec::new() };
+            for port in &ignore_pfc {
+                let index = config.port_index(port).ok_or_else(|| {
+                    Failure(format!("--peer-ignores-pfc: '{port}' is not a port of {}", config_path.display()))
+                })?;
+                options.ignore_pfc.push(index);
+            }
+            let stats = replay::run(&config, &parsed, &out, &options)?;
             println!("{}", stats.summary_line(&config));
             Ok(())
         }
@@ -222,10 +232,64 @@ fn execute(command: Command) -> Result<(), Failure> {
     }
 }
 
+/// The PFC thresholds of every port, and warnings where ECN would act after PFC.
+fn print_pfc(config: &Config) {
+    use raceway::pfc::{PfcPlan, Xoff};
+    let qos = &config.qos;
+    let lossless: Vec<usize> = (0..8).filter(|p| qos.lossless_mask & (1 << p) != 0).collect();
+    if lossless.is_empty() {
+        println!("  lossless priorities: none (no PFC)");
+        return;
+    }
+    let plan = PfcPlan::new(config).expect("validated");
+    println!(
+        "  lossless priorities {lossless:?}: headroom reserved {} bytes in all, shared buffer {} bytes",
+        plan.reserved_headroom, plan.shared_capacity
+    );
+    let idle_xoff = plan.xoff(plan.shared_capacity);
+    let xoff_text = match plan.xoff {
+        Xoff::Static(bytes) => format!("xoff {bytes} bytes"),
+        Xoff::Dynamic(alpha) => format!("xoff dynamic: {alpha} x free shared buffer"),
+    };
+    println!(
+        "  {xoff_text}; xon {}; watchdog detection {} ms, restoration {} ms, action {:?}",
+        match qos.pfc.xon_bytes {
+            raceway::config::Threshold::Auto => "xoff - 2 x mtu".to_string(),
+            raceway::config::Threshold::Bytes(bytes) => format!("{bytes} bytes"),
+        },
+        qos.watchdog.detection_ms,
+        qos.watchdog.restoration_ms,
+        qos.watchdog.action
+    );
+    for (port, headroom) in config.ports.iter().zip(&plan.headroom) {
+        println!(
+            "  PFC {:<10} headroom {headroom} bytes per priority, xoff {idle_xoff} (idle), xon {} (idle), XOFF lasts {:.1} us",
+            port.name,
+            plan.xon(idle_xoff),
+            raceway::pfc::quanta_ps(0xffff, port.speed_mbps) as f64 / 1e6
+        );
+    }
+    for &tc in &lossless {
+        if let Some(profile) = &qos.ecn[tc] {
+            if profile.kmin_bytes > idle_xoff {
+                println!(
+                    "warning: qos.ecn.{tc}.kmin_bytes {} is above the XOFF point {idle_xoff}: PFC would pause before ECN marks",
+                    profile.kmin_bytes
+                );
+            }
+        }
+    }
+}
+
 fn print_check(config: &Config) {
     println!(
-        "switch {} mac {} buffer {} bytes mtu {} queue limit {} packets",
-        config.name, config.mac, config.buffer_bytes, config.mtu, config.queue_packets
+        "switch {} mac {} buffer {} bytes ({} cells of {}) mtu {}",
+        config.name,
+        config.mac,
+        config.buffer_bytes,
+        config.buffer_bytes / raceway::pfc::CELL_BYTES,
+        raceway::pfc::CELL_BYTES,
+        config.mtu
     );
     println!("ports:");
     for port in &config.ports {
@@ -281,8 +345,7 @@ fn print_check(config: &Config) {
         .map(|tc| format!("TC{tc}:{}", qos.dwrr_weights[tc]))
         .collect();
     println!("  scheduler: strict {strict:?}, then DWRR {}", dwrr.join(" "));
-    let lossless: Vec<usize> = (0..8).filter(|p| qos.lossless_mask & (1 << p) != 0).collect();
-    println!("  lossless priorities {lossless:?}: PFC generation, honouring and headroom are not implemented yet");
+    print_pfc(config);
     for (tc, profile) in qos.ecn.iter().enumerate() {
         if let Some(profile) = profile {
             println!(

@@ -4,6 +4,9 @@
 //! `pfc_rx` (once per enabled priority) and `pfc_xoff_tx`/`pfc_xon_tx`. So, summed over ports,
 //! rx_packets = tx_packets + drops + packets still queued. Port `drops` are charged to the
 //! port the packet came in on; a queue's `dropped` to the egress queue that refused it.
+//! `priority_groups` (lossless priorities only) give each ingress group's peak occupancy and
+//! peak headroom use, in buffer cell bytes; `pfc_watchdog` counts storms and restorations per
+//! priority of the egress port.
 //! Workers own their counters; the main core sums them with `add`.
 
 use crate::config::{Config, TRAFFIC_CLASSES};
@@ -19,6 +22,13 @@ pub struct QueueStats {
     pub max_depth_bytes: u64,
 }
 
+/// Peaks of one (ingress port, priority) group, in buffer cell bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupStats {
+    pub max_bytes: u64,
+    pub max_headroom_bytes: u64,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PortStats {
     pub rx_packets: u64,
@@ -30,6 +40,9 @@ pub struct PortStats {
     pub pfc_rx: [u64; 8],
     pub drops: [u64; DropReason::COUNT],
     pub queues: [QueueStats; TRAFFIC_CLASSES],
+    pub priority_groups: [GroupStats; 8],
+    pub watchdog_storms: [u64; 8],
+    pub watchdog_restorations: [u64; 8],
 }
 
 impl PortStats {
@@ -64,6 +77,11 @@ impl SwitchStats {
                 mine.pfc_xoff_tx[p] += theirs.pfc_xoff_tx[p];
                 mine.pfc_xon_tx[p] += theirs.pfc_xon_tx[p];
                 mine.pfc_rx[p] += theirs.pfc_rx[p];
+                mine.watchdog_storms[p] += theirs.watchdog_storms[p];
+                mine.watchdog_restorations[p] += theirs.watchdog_restorations[p];
+                let (a, b) = (&mut mine.priority_groups[p], &theirs.priority_groups[p]);
+                a.max_bytes = a.max_bytes.max(b.max_bytes);
+                a.max_headroom_bytes = a.max_headroom_bytes.max(b.max_headroom_bytes);
             }
             for (a, b) in mine.drops.iter_mut().zip(&theirs.drops) {
                 *a += b;
@@ -130,6 +148,18 @@ impl SwitchStats {
                     "pfc_rx": stats.pfc_rx,
                     "drops": drops,
                     "queues": queues,
+                    "pfc_watchdog": {
+                        "storms": stats.watchdog_storms,
+                        "restorations": stats.watchdog_restorations,
+                    },
+                    "priority_groups": stats.priority_groups.iter().enumerate()
+                        .filter(|(priority, _)| config.qos.lossless_mask & (1 << priority) != 0)
+                        .map(|(priority, group)| json!({
+                            "priority": priority,
+                            "max_bytes": group.max_bytes,
+                            "max_headroom_bytes": group.max_headroom_bytes,
+                        }))
+                        .collect::<Vec<Value>>(),
                 }),
             );
         }

@@ -1,18 +1,38 @@
-//! The switch: classify → queue (shared-buffer admission) → schedule, for any `PacketBuf`.
-//! Both engines drive it: the replay engine in virtual time, the DPDK workers live. It never
-//! allocates after `new`: every queue is a ring sized up front and never grown.
+//! The switch: classify → queue (shared-buffer admission, PFC) → schedule, for any `PacketBuf`.
+//! Both engines drive it with the current time: the replay engine in virtual time, the DPDK
+//! workers in TSC time. It never allocates after `new`.
 //!
-//! Invariant: every packet handed to `receive` is queued, consumed (PFC) or dropped and
-//! counted, and every queued packet leaves through `transmit` (counted) or `drain` (counted);
-//! `buffer_used` is always the sum of the queued packets' lengths.
+//! Buffer: every queued frame occupies cells (`pfc::CELL_BYTES`) of one shared buffer; its
+//! descriptor lives in one arena of slots shared by all queues, sized so that a full buffer of
+//! minimum-size frames fits. Lossy frames take shared cells or are tail-dropped
+//! (`buffer_full`). Lossless frames are charged to their (ingress port, priority) group: to the
+//! shared buffer up to the group's XOFF point, then to the group's reserved headroom, and are
+//! dropped only when that overflows (`headroom_overflow`).
+//!
+//! PFC: a packet's priority is its traffic class. When a lossless group goes past XOFF, an
+//! XOFF frame (pause 0xFFFF) is queued for its ingress port ahead of all data and refreshed at
+//! half its duration while the group stays above XON; at or below XON, an XON frame (time 0)
+//! follows. Received PAUSE/PFC frames pause the port's egress for the lossless priorities they
+//! name, for quanta x 512 bit times; time 0 resumes.
+//!
+//! Watchdog, per (egress port, lossless priority): a queue that holds frames and has been
+//! paused continuously for `detection_ms` is in a storm; the action applies (drop: flush it,
+//! drop its arrivals and arrivals on that port and priority, and stop sending PFC upstream
+//! for it; forward: ignore received PFC; alert: count and log) until `restoration_ms` pass
+//! with no XOFF received.
+//!
+//! Invariant: every frame handed to `receive` is queued, consumed (PFC) or dropped and counted;
+//! every queued frame leaves through `transmit`, a watchdog flush or `drain`, counted; the
+//! shared and per-group cell counts are exactly the charges of the frames queued.
 
 use crate::buffer::PacketBuf;
 use crate::classify::{Classifier, Verdict};
-use crate::config::{Config, TRAFFIC_CLASSES};
+use crate::config::{Config, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
+use crate::pfc::{self, PfcPlan, XOFF_QUANTA};
 use crate::schedule::Scheduler;
 use crate::stats::SwitchStats;
-use std::collections::VecDeque;
+use crate::wire::pfc::Repr;
 
 /// What became of a received frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,61 +46,173 @@ pub enum Received {
     Dropped(DropReason),
 }
 
-struct EgressPort<P> {
-    queues: [VecDeque<P>; TRAFFIC_CLASSES],
-    queue_bytes: [u64; TRAFFIC_CLASSES],
+const NIL: u32 = u32::MAX;
+/// "Never", for deadlines.
+pub const NEVER: u64 = u64::MAX;
+
+struct Slot<P> {
+    packet: Option<P>,
+    next: u32,
+    ingress: u16,
+    headroom: bool,
+    charge: u32,
+}
+
+/// Frame descriptors of every queue, linked in per-queue FIFOs, with a free list.
+struct Arena<P> {
+    slots: Vec<Slot<P>>,
+    free: u32,
+}
+
+impl<P> Arena<P> {
+    fn new(capacity: usize) -> Self {
+        let slots = (0..capacity)
+            .map(|i| Slot {
+                packet: None,
+                next: if i + 1 < capacity { i as u32 + 1 } else { NIL },
+                ingress: 0,
+                headroom: false,
+                charge: 0,
+            })
+            .collect();
+        Self { slots, free: if capacity > 0 { 0 } else { NIL } }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Fifo {
+    head: u32,
+    tail: u32,
+    len: u32,
+    /// Frame bytes (not cells): what queue depths and ECN look at.
+    bytes: u64,
+}
+
+impl Default for Fifo {
+    fn default() -> Self {
+        Self { head: NIL, tail: NIL, len: 0, bytes: 0 }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PriorityGroup {
+    /// Cell bytes charged to the shared buffer.
+    shared: u64,
+    /// Cell bytes charged to the group's headroom.
+    headroom: u64,
+    /// An XOFF was decided and no XON since.
+    xoff_sent: bool,
+    /// When to refresh the XOFF (NEVER while none is outstanding or it is not yet sent).
+    refresh_at: u64,
+}
+
+impl Default for PriorityGroup {
+    fn default() -> Self {
+        Self { shared: 0, headroom: 0, xoff_sent: false, refresh_at: NEVER }
+    }
+}
+
+struct PortState {
+    queues: [Fifo; TRAFFIC_CLASSES],
     scheduler: Scheduler,
+    groups: [PriorityGroup; 8],
+    /// Egress paused by received PFC until then (ps).
+    paused_until: [u64; 8],
+    /// Start of the current continuous pause.
+    paused_since: [u64; 8],
+    storm: [bool; 8],
+    last_xoff_rx: [u64; 8],
+    /// PFC times to send on this port, per priority.
+    outbox: [Option<u16>; 8],
+    speed_mbps: u64,
+    headroom: u64,
+    /// Half of an XOFF's pause time: the refresh period.
+    refresh_ps: u64,
 }
 
 pub struct Switch<P: PacketBuf> {
     classifier: Classifier,
-    ports: Vec<EgressPort<P>>,
-    buffer_capacity: u64,
-    buffer_used: u64,
-    queue_packets: usize,
+    arena: Arena<P>,
+    ports: Vec<PortState>,
+    plan: PfcPlan,
+    shared_used: u64,
     queued_packets: u64,
+    detection_ps: u64,
+    restoration_ps: u64,
+    watchdog_action: WatchdogAction,
+    /// Earliest time `advance` has work to do.
+    deadline: u64,
     pub stats: SwitchStats,
 }
 
 impl<P: PacketBuf> Switch<P> {
+    /// Builds the switch. The config was validated (`Config::parse`), so the PFC plan exists.
     pub fn new(config: &Config) -> Self {
-        let queue_packets = config.queue_packets as usize;
+        let plan = PfcPlan::new(config).expect("a validated config has a PFC plan");
         let ports = config
             .ports
             .iter()
-            .map(|_| EgressPort {
-                queues: std::array::from_fn(|_| VecDeque::with_capacity(queue_packets)),
-                queue_bytes: [0; TRAFFIC_CLASSES],
+            .zip(&plan.headroom)
+            .map(|(port, &headroom)| PortState {
+                queues: [Fifo::default(); TRAFFIC_CLASSES],
                 scheduler: Scheduler::new(&config.qos),
+                groups: [PriorityGroup::default(); 8],
+                paused_until: [0; 8],
+                paused_since: [0; 8],
+                storm: [false; 8],
+                last_xoff_rx: [0; 8],
+                outbox: [None; 8],
+                speed_mbps: port.speed_mbps,
+                headroom,
+                refresh_ps: pfc::quanta_ps(XOFF_QUANTA, port.speed_mbps) / 2,
             })
             .collect();
+        let watchdog = &config.qos.watchdog;
         Self {
             classifier: Classifier::new(config),
+            arena: Arena::new(Self::arena_capacity(config)),
             ports,
-            buffer_capacity: config.buffer_bytes,
-            buffer_used: 0,
-            queue_packets,
+            plan,
+            shared_used: 0,
             queued_packets: 0,
+            detection_ps: u64::from(watchdog.detection_ms) * 1_000_000_000,
+            restoration_ps: u64::from(watchdog.restoration_ms) * 1_000_000_000,
+            watchdog_action: watchdog.action,
+            deadline: NEVER,
             stats: SwitchStats::new(config),
         }
     }
 
-    /// Takes one frame received on `ingress`.
+    /// Frames the buffer can hold at most: one per cell.
+    pub fn arena_capacity(config: &Config) -> usize {
+        (config.buffer_bytes / pfc::CELL_BYTES) as usize + 1
+    }
+
+    fn lossless(&self, priority: usize) -> bool {
+        self.plan.lossless_mask & (1 << priority) != 0
+    }
+
+    fn storm_drops(&self, port: usize, priority: usize) -> bool {
+        self.ports[port].storm[priority] && self.watchdog_action == WatchdogAction::Drop
+    }
+
+    /// The priority a peer would give `frame` (its traffic class), or `None` for MAC control.
+    pub fn priority_of(&self, frame: &[u8]) -> Option<u8> {
+        self.classifier.priority(frame)
+    }
+
+    /// Takes one frame received on `ingress` at `now` (ps).
     #[inline]
-    pub fn receive(&mut self, ingress: usize, mut packet: P) -> Received {
+    pub fn receive(&mut self, ingress: usize, mut packet: P, now: u64) -> Received {
         let len = packet.len();
         let verdict = self.classifier.classify(packet.data_mut());
-        let rx = &mut self.stats.ports[ingress];
         let (egress, tc, member) = match verdict {
             Verdict::FlowControl(repr) => {
-                for (priority, count) in rx.pfc_rx.iter_mut().enumerate() {
-                    if repr.class_enable & (1 << priority) != 0 {
-                        *count += 1;
-                    }
-                }
+                self.pause_received(ingress, &repr, now);
                 return Received::FlowControl;
             }
             Verdict::Drop(reason) => {
+                let rx = &mut self.stats.ports[ingress];
                 rx.rx_packets += 1;
                 rx.rx_bytes += len as u64;
                 rx.drops[reason.index()] += 1;
@@ -88,37 +220,168 @@ impl<P: PacketBuf> Switch<P> {
             }
             Verdict::Forward { egress, tc, member } => (usize::from(egress), usize::from(tc), member),
         };
+        let rx = &mut self.stats.ports[ingress];
         rx.rx_packets += 1;
         rx.rx_bytes += len as u64;
-        let port = &mut self.ports[egress];
-        if self.buffer_used + len as u64 > self.buffer_capacity || port.queues[tc].len() >= self.queue_packets {
-            rx.drops[DropReason::BufferFull.index()] += 1;
-            self.stats.ports[egress].queues[tc].dropped += 1;
-            return Received::Dropped(DropReason::BufferFull);
+        let charge = pfc::charge(len);
+        let admitted =
+            if self.lossless(tc) { self.admit_lossless(ingress, egress, tc, charge) } else { self.admit_lossy(charge) };
+        let headroom = match admitted {
+            Ok(headroom) => headroom,
+            Err(reason) => {
+                self.stats.ports[ingress].drops[reason.index()] += 1;
+                self.stats.ports[egress].queues[tc].dropped += 1;
+                return Received::Dropped(reason);
+            }
+        };
+        let slot = self.arena.free;
+        debug_assert_ne!(slot, NIL, "the arena holds one slot per cell");
+        let entry = &mut self.arena.slots[slot as usize];
+        self.arena.free = entry.next;
+        *entry = Slot { packet: Some(packet), next: NIL, ingress: ingress as u16, headroom, charge: charge as u32 };
+        let queue = &mut self.ports[egress].queues[tc];
+        if queue.tail == NIL {
+            queue.head = slot;
+        } else {
+            self.arena.slots[queue.tail as usize].next = slot;
         }
-        port.queues[tc].push_back(packet);
-        port.queue_bytes[tc] += len as u64;
-        self.buffer_used += len as u64;
+        queue.tail = slot;
+        queue.len += 1;
+        queue.bytes += len as u64;
         self.queued_packets += 1;
-        let queue = &mut self.stats.ports[egress].queues[tc];
-        queue.max_depth_bytes = queue.max_depth_bytes.max(port.queue_bytes[tc]);
+        let depth = queue.bytes;
+        let stats = &mut self.stats.ports[egress].queues[tc];
+        stats.max_depth_bytes = stats.max_depth_bytes.max(depth);
         if let Some((group, slot)) = member {
             self.stats.groups[usize::from(group)][usize::from(slot)] += 1;
+        }
+        if self.lossless(tc) && self.ports[egress].paused_until[tc] > now && !self.ports[egress].storm[tc] {
+            // A paused queue now holds frames: the watchdog's clock matters.
+            self.deadline = self.deadline.min(self.ports[egress].paused_since[tc].saturating_add(self.detection_ps));
         }
         Received::Queued { egress, tc }
     }
 
-    /// The next frame `egress` should send, chosen by its scheduler, or `None` when it has
-    /// nothing to send.
-    #[inline]
-    pub fn transmit(&mut self, egress: usize) -> Option<P> {
-        let EgressPort { queues, queue_bytes, scheduler } = &mut self.ports[egress];
-        let tc = scheduler.select(0xff, |tc| queues[tc].front().map(PacketBuf::len))?;
-        let packet = queues[tc].pop_front().expect("the scheduler picked a non-empty queue");
-        let len = packet.len() as u64;
-        queue_bytes[tc] -= len;
-        self.buffer_used -= len;
+    fn admit_lossy(&mut self, charge: u64) -> Result<bool, DropReason> {
+        if self.shared_used + charge > self.plan.shared_capacity || self.arena.free == NIL {
+            return Err(DropReason::BufferFull);
+        }
+        self.shared_used += charge;
+        Ok(false)
+    }
+
+    /// Charges a lossless frame to its group: shared up to XOFF, then headroom. Returns whether
+    /// it went to headroom; decides XOFF when the group passes its XOFF point.
+    fn admit_lossless(
+        &mut self,
+        ingress: usize,
+        egress: usize,
+        priority: usize,
+        charge: u64,
+    ) -> Result<bool, DropReason> {
+        if self.storm_drops(ingress, priority) || self.storm_drops(egress, priority) {
+            return Err(DropReason::PfcWatchdog);
+        }
+        if self.arena.free == NIL {
+            return Err(DropReason::HeadroomOverflow);
+        }
+        let xoff = self.plan.xoff(self.plan.shared_capacity - self.shared_used);
+        let port = &mut self.ports[ingress];
+        let group = &mut port.groups[priority];
+        let in_headroom = if group.shared + charge <= xoff && self.shared_used + charge <= self.plan.shared_capacity {
+            group.shared += charge;
+            self.shared_used += charge;
+            false
+        } else if group.headroom + charge <= port.headroom {
+            group.headroom += charge;
+            true
+        } else {
+            return Err(DropReason::HeadroomOverflow);
+        };
+        let occupancy = group.shared + group.headroom;
+        if (in_headroom || occupancy > xoff) && !group.xoff_sent {
+            group.xoff_sent = true;
+            port.outbox[priority] = Some(XOFF_QUANTA);
+        }
+        let pg_stats = &mut self.stats.ports[ingress].priority_groups[priority];
+        pg_stats.max_bytes = pg_stats.max_bytes.max(occupancy);
+        pg_stats.max_headroom_bytes = pg_stats.max_headroom_bytes.max(group.headroom);
+        Ok(in_headroom)
+    }
+
+    /// Unlinks the head of a queue and releases its buffer.
+    fn pop(&mut self, port: usize, tc: usize) -> Option<(P, usize)> {
+        let queue = &mut self.ports[port].queues[tc];
+        let slot = queue.head;
+        if slot == NIL {
+            return None;
+        }
+        let entry = &mut self.arena.slots[slot as usize];
+        let packet = entry.packet.take().expect("a linked slot holds a frame");
+        let (ingress, headroom, charge) = (usize::from(entry.ingress), entry.headroom, u64::from(entry.charge));
+        queue.head = entry.next;
+        if queue.head == NIL {
+            queue.tail = NIL;
+        }
+        entry.next = self.arena.free;
+        self.arena.free = slot;
+        queue.len -= 1;
+        queue.bytes -= packet.len() as u64;
         self.queued_packets -= 1;
+        if headroom {
+            self.ports[ingress].groups[tc].headroom -= charge;
+        } else {
+            self.shared_used -= charge;
+            if self.lossless(tc) {
+                self.ports[ingress].groups[tc].shared -= charge;
+            }
+        }
+        if self.lossless(tc) {
+            self.maybe_xon(ingress, tc);
+        }
+        Some((packet, ingress))
+    }
+
+    /// Sends XON for a group that dropped to its XON point.
+    fn maybe_xon(&mut self, port: usize, priority: usize) {
+        let xoff = self.plan.xoff(self.plan.shared_capacity - self.shared_used);
+        let xon = self.plan.xon(xoff);
+        let state = &mut self.ports[port];
+        let group = &mut state.groups[priority];
+        if group.xoff_sent && group.shared + group.headroom <= xon {
+            group.xoff_sent = false;
+            group.refresh_at = NEVER;
+            state.outbox[priority] = Some(0);
+        }
+    }
+
+    /// Which TCs of `port` may send at `now`: not paused, or paused but ignored by the watchdog.
+    fn eligible(&self, port: usize, now: u64) -> u8 {
+        let state = &self.ports[port];
+        let mut mask = 0xffu8;
+        for priority in 0..8 {
+            let ignored = state.storm[priority] && self.watchdog_action != WatchdogAction::Alert;
+            if state.paused_until[priority] > now && !ignored {
+                mask &= !(1 << priority);
+            }
+        }
+        mask
+    }
+
+    /// The next data frame `egress` should send at `now`, chosen by its scheduler among the
+    /// classes not paused.
+    #[inline]
+    pub fn transmit(&mut self, egress: usize, now: u64) -> Option<P> {
+        let eligible = self.eligible(egress, now);
+        let state = &mut self.ports[egress];
+        let (queues, slots) = (&state.queues, &self.arena.slots);
+        let head_len = |tc: usize| {
+            let head = queues[tc].head;
+            (head != NIL).then(|| slots[head as usize].packet.as_ref().map_or(0, PacketBuf::len))
+        };
+        let tc = state.scheduler.select(eligible, head_len)?;
+        let (packet, _) = self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
+        let len = packet.len() as u64;
         let stats = &mut self.stats.ports[egress];
         stats.tx_packets += 1;
         stats.tx_bytes += len;
@@ -127,37 +390,182 @@ impl<P: PacketBuf> Switch<P> {
         Some(packet)
     }
 
-    pub fn has_queued(&self, egress: usize) -> bool {
-        self.ports[egress].queue_bytes.iter().any(|&bytes| bytes > 0)
-            || self.ports[egress].queues.iter().any(|q| !q.is_empty())
+    /// Whether `port` has a PFC frame to send (it goes before any data).
+    #[inline]
+    pub fn has_control(&self, port: usize) -> bool {
+        self.ports[port].outbox.iter().any(Option::is_some)
     }
 
-    /// Packets queued on all ports.
+    /// The PFC frame `port` sends now, combining every pending priority; counts it.
+    pub fn take_control(&mut self, port: usize, now: u64) -> Option<Repr> {
+        let state = &mut self.ports[port];
+        let mut repr = Repr::default();
+        for priority in 0..8 {
+            let Some(time) = state.outbox[priority].take() else { continue };
+            repr.class_enable |= 1 << priority;
+            repr.times[priority] = time;
+            if time > 0 {
+                self.stats.ports[port].pfc_xoff_tx[priority] += 1;
+                state.groups[priority].refresh_at = now + state.refresh_ps;
+                self.deadline = self.deadline.min(now + state.refresh_ps);
+            } else {
+                self.stats.ports[port].pfc_xon_tx[priority] += 1;
+            }
+        }
+        (repr.class_enable != 0).then_some(repr)
+    }
+
+    fn pause_received(&mut self, port: usize, repr: &Repr, now: u64) {
+        let lossless = self.plan.lossless_mask;
+        let state = &mut self.ports[port];
+        for priority in 0..8 {
+            if repr.class_enable & (1 << priority) == 0 {
+                continue;
+            }
+            self.stats.ports[port].pfc_rx[priority] += 1;
+            if lossless & (1 << priority) == 0 {
+                continue; // PFC is not enabled for this priority: counted, not obeyed
+            }
+            let time = repr.times[priority];
+            if time == 0 {
+                state.paused_until[priority] = now;
+                continue;
+            }
+            if state.paused_until[priority] <= now {
+                state.paused_since[priority] = now;
+            }
+            state.paused_until[priority] = now + pfc::quanta_ps(time, state.speed_mbps);
+            state.last_xoff_rx[priority] = now;
+            self.deadline = self.deadline.min(state.paused_until[priority]);
+            if state.queues[priority].len > 0 || state.storm[priority] {
+                self.deadline = self.deadline.min(state.paused_since[priority].saturating_add(self.detection_ps));
+            }
+        }
+    }
+
+    /// Earliest time at which `advance` has work (a pause ends, an XOFF needs refreshing, the
+    /// watchdog detects or restores), or `NEVER`.
+    pub fn next_deadline(&self) -> u64 {
+        self.deadline
+    }
+
+    /// Runs the timers due at `now`: XOFF refreshes, the watchdog, and the end of pauses (after
+    /// which the engine should try to transmit). Cheap when nothing is due.
+    #[inline]
+    pub fn advance(&mut self, now: u64) {
+        if now < self.deadline {
+            return;
+        }
+        let mut next = NEVER;
+        for port in 0..self.ports.len() {
+            for priority in 0..8 {
+                if !self.lossless(priority) {
+                    continue;
+                }
+                next = next.min(self.advance_group(port, priority, now));
+                next = next.min(self.advance_watchdog(port, priority, now));
+                let paused_until = self.ports[port].paused_until[priority];
+                if paused_until > now {
+                    next = next.min(paused_until);
+                }
+            }
+        }
+        self.deadline = next;
+    }
+
+    /// Refreshes or withdraws an outstanding XOFF; returns the group's next deadline.
+    fn advance_group(&mut self, port: usize, priority: usize, now: u64) -> u64 {
+        let group = self.ports[port].groups[priority];
+        if !group.xoff_sent {
+            return NEVER;
+        }
+        if group.refresh_at > now {
+            return group.refresh_at;
+        }
+        let xoff = self.plan.xoff(self.plan.shared_capacity - self.shared_used);
+        if group.shared + group.headroom > self.plan.xon(xoff) {
+            self.ports[port].outbox[priority] = Some(XOFF_QUANTA);
+            self.ports[port].groups[priority].refresh_at = NEVER; // set again when sent
+        } else {
+            self.maybe_xon(port, priority);
+        }
+        NEVER
+    }
+
+    /// Detects and restores storms; returns the watchdog's next deadline for the queue.
+    fn advance_watchdog(&mut self, port: usize, priority: usize, now: u64) -> u64 {
+        let state = &self.ports[port];
+        if state.storm[priority] {
+            let restore_at = state.last_xoff_rx[priority].saturating_add(self.restoration_ps);
+            if now < restore_at {
+                return restore_at;
+            }
+            self.ports[port].storm[priority] = false;
+            self.stats.ports[port].watchdog_restorations[priority] += 1;
+            tracing::warn!("PFC watchdog: port {port} priority {priority} restored");
+            return NEVER;
+        }
+        if state.paused_until[priority] <= now || state.queues[priority].len == 0 {
+            return NEVER;
+        }
+        let detect_at = state.paused_since[priority].saturating_add(self.detection_ps);
+        if now < detect_at {
+            return detect_at;
+        }
+        let (paused_for, queued) = (now - state.paused_since[priority], state.queues[priority].len);
+        self.ports[port].storm[priority] = true;
+        self.stats.ports[port].watchdog_storms[priority] += 1;
+        tracing::warn!(
+            "PFC watchdog: port {port} priority {priority} paused for {:.3} ms with {queued} frames queued: storm, action {:?}",
+            paused_for as f64 / 1e9,
+            self.watchdog_action
+        );
+        if self.watchdog_action == WatchdogAction::Drop {
+            while let Some((packet, ingress)) = self.pop(port, priority) {
+                drop(packet);
+                self.stats.ports[ingress].drops[DropReason::PfcWatchdog.index()] += 1;
+                self.stats.ports[port].queues[priority].dropped += 1;
+            }
+            // Stop pausing the upstream peer on this port and priority.
+            let group = &mut self.ports[port].groups[priority];
+            if group.xoff_sent {
+                group.xoff_sent = false;
+                group.refresh_at = NEVER;
+                self.ports[port].outbox[priority] = Some(0);
+            }
+        }
+        self.ports[port].last_xoff_rx[priority].saturating_add(self.restoration_ps)
+    }
+
+    /// Frames queued on all ports.
     pub fn queued_packets(&self) -> u64 {
         self.queued_packets
     }
 
-    /// Bytes of the shared buffer in use.
-    pub fn buffer_used(&self) -> u64 {
-        self.buffer_used
+    /// Cell bytes of the shared buffer in use (headroom excluded).
+    pub fn shared_used(&self) -> u64 {
+        self.shared_used
     }
 
-    /// Empties every queue at shutdown when ports can no longer send; the packets are counted
-    /// as `buffer_full` drops on their egress queue and released.
+    /// Whether `port` has data queued in any class.
+    pub fn has_queued(&self, port: usize) -> bool {
+        self.ports[port].queues.iter().any(|queue| queue.len > 0)
+    }
+
+    /// Empties every queue at shutdown when ports can no longer send; the frames are counted
+    /// as `buffer_full` drops (on the port they came in on, and the queue) and released.
     pub fn drain(&mut self) -> u64 {
         let mut drained = 0;
-        for (egress, port) in self.ports.iter_mut().enumerate() {
+        for port in 0..self.ports.len() {
             for tc in 0..TRAFFIC_CLASSES {
-                let count = port.queues[tc].len() as u64;
-                port.queues[tc].clear();
-                port.queue_bytes[tc] = 0;
-                self.stats.ports[egress].queues[tc].dropped += count;
-                self.stats.ports[egress].drops[DropReason::BufferFull.index()] += count;
-                drained += count;
+                while let Some((packet, ingress)) = self.pop(port, tc) {
+                    drop(packet);
+                    self.stats.ports[ingress].drops[DropReason::BufferFull.index()] += 1;
+                    self.stats.ports[port].queues[tc].dropped += 1;
+                    drained += 1;
+                }
             }
         }
-        self.buffer_used = 0;
-        self.queued_packets = 0;
         drained
     }
 }
@@ -166,8 +574,9 @@ impl<P: PacketBuf> Switch<P> {
 mod tests {
     use super::*;
     use crate::buffer::HeapPacket;
+    use crate::frames::FrameSpec;
 
-    fn config(extra_switch: &str) -> Config {
+    fn config(extra_switch: &str, extra_qos: &str) -> Config {
         let text = format!(
             r#"
 [switch]
@@ -176,6 +585,8 @@ mac = "02:00:00:00:00:aa"
 {extra_switch}
 [qos]
 dscp_to_tc = {{ 26 = 3, default = 0 }}
+lossless = [3]
+{extra_qos}
 [[port]]
 name = "p0"
 speed_gbps = 100
@@ -192,59 +603,184 @@ port = "p1"
         Config::parse(&text, "t.toml").unwrap()
     }
 
-    fn frame() -> HeapPacket {
-        HeapPacket::new(crate::wire::parse::tests::rocev2_frame(false))
+    fn frame(dscp: u8, len: usize) -> HeapPacket {
+        let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
+        spec.dscp = dscp;
+        spec.frame_len = len;
+        HeapPacket::new(spec.build())
+    }
+
+    fn conserved<P: PacketBuf>(switch: &Switch<P>) -> bool {
+        switch.stats.rx_packets() == switch.stats.tx_packets() + switch.stats.dropped() + switch.queued_packets()
     }
 
     #[test]
-    fn queue_then_transmit_conserves_packets_and_bytes() {
-        let config = config("");
+    fn queue_then_transmit_releases_every_cell() {
+        let config = config("", "");
         let mut switch: Switch<HeapPacket> = Switch::new(&config);
         for _ in 0..10 {
-            assert_eq!(switch.receive(0, frame()), Received::Queued { egress: 1, tc: 3 });
+            assert_eq!(switch.receive(0, frame(0, 60), 0), Received::Queued { egress: 1, tc: 0 });
         }
-        assert_eq!(switch.queued_packets(), 10);
-        assert_eq!(switch.buffer_used(), 10 * 58);
+        assert_eq!(switch.shared_used(), 10 * 256);
         let mut sent = 0;
-        while let Some(packet) = switch.transmit(1) {
+        while let Some(packet) = switch.transmit(1, 0) {
             assert_eq!(packet.bytes[14 + 8], 63);
             sent += 1;
         }
         assert_eq!(sent, 10);
-        assert_eq!(switch.buffer_used(), 0);
-        assert_eq!(switch.stats.ports[0].rx_packets, 10);
-        assert_eq!(switch.stats.ports[1].tx_packets, 10);
-        assert_eq!(switch.stats.ports[1].queues[3].tx_bytes, 580);
-        assert_eq!(switch.stats.ports[1].queues[3].max_depth_bytes, 580);
-        assert!(switch.transmit(0).is_none());
+        assert_eq!(switch.shared_used(), 0);
+        assert_eq!(switch.stats.ports[1].queues[0].max_depth_bytes, 600);
+        assert!(conserved(&switch));
     }
 
     #[test]
-    fn shared_buffer_overflow_is_counted_on_both_sides() {
-        let config = config("buffer_bytes = 200");
+    fn lossy_frames_tail_drop_when_the_shared_buffer_is_full() {
+        let config = config("buffer_bytes = 2048000", "");
         let mut switch: Switch<HeapPacket> = Switch::new(&config);
-        let outcomes: Vec<_> = (0..5).map(|_| switch.receive(0, frame())).collect();
-        assert_eq!(outcomes.iter().filter(|o| matches!(o, Received::Queued { .. })).count(), 3);
-        assert_eq!(switch.stats.ports[0].drops[DropReason::BufferFull.index()], 2);
-        assert_eq!(switch.stats.ports[1].queues[3].dropped, 2);
-        assert_eq!(switch.stats.rx_packets(), switch.tx_packets_plus_drops_plus_queued());
+        let shared = switch.plan.shared_capacity;
+        let fits = shared / 1024;
+        for _ in 0..fits + 5 {
+            switch.receive(0, frame(0, 1000), 0);
+        }
+        assert_eq!(switch.queued_packets(), fits);
+        assert_eq!(switch.stats.ports[0].drops[DropReason::BufferFull.index()], 5);
+        assert_eq!(switch.stats.ports[1].queues[0].dropped, 5);
+        assert!(conserved(&switch));
     }
 
     #[test]
-    fn queue_packet_limit_is_enforced() {
-        let config = config("queue_packets = 2");
+    fn lossless_group_sends_xoff_uses_headroom_then_xon() {
+        let config = config("", "[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 4096");
         let mut switch: Switch<HeapPacket> = Switch::new(&config);
-        for _ in 0..4 {
-            switch.receive(0, frame());
+        // 1000-byte frames charge 1024: ten fit under XOFF, the eleventh goes to headroom.
+        for _ in 0..10 {
+            switch.receive(0, frame(26, 1000), 0);
         }
-        assert_eq!(switch.queued_packets(), 2);
-        assert_eq!(switch.drain(), 2);
-        assert_eq!(switch.stats.rx_packets(), switch.tx_packets_plus_drops_plus_queued());
+        assert!(!switch.has_control(0));
+        switch.receive(0, frame(26, 1000), 0);
+        assert!(switch.has_control(0));
+        let xoff = switch.take_control(0, 1_000).unwrap();
+        assert_eq!((xoff.class_enable, xoff.times[3]), (0x08, 0xffff));
+        assert_eq!(switch.stats.ports[0].pfc_xoff_tx[3], 1);
+        // Headroom holds four cells-worth of 1024: three more frames, then overflow.
+        for _ in 0..3 {
+            assert!(matches!(switch.receive(0, frame(26, 1000), 0), Received::Queued { .. }));
+        }
+        assert_eq!(switch.receive(0, frame(26, 1000), 0), Received::Dropped(DropReason::HeadroomOverflow));
+        assert_eq!(switch.stats.ports[0].priority_groups[3].max_headroom_bytes, 4096);
+        // Refresh at half of 0xffff quanta at 100G.
+        assert_eq!(switch.next_deadline(), 1_000 + 335_539_200 / 2);
+        switch.advance(switch.next_deadline());
+        assert_eq!(switch.take_control(0, 200_000_000).unwrap().times[3], 0xffff);
+        // 14 frames queued; XON when 5120 bytes (5 frames) are left, after the ninth.
+        for _ in 0..8 {
+            switch.transmit(1, 0).unwrap();
+            assert!(!switch.has_control(0));
+        }
+        switch.transmit(1, 0).unwrap();
+        let xon = switch.take_control(0, 300_000_000).unwrap();
+        assert_eq!((xon.class_enable, xon.times[3]), (0x08, 0));
+        assert_eq!(switch.stats.ports[0].pfc_xon_tx[3], 1);
+        assert!(conserved(&switch));
     }
 
-    impl<P: PacketBuf> Switch<P> {
-        fn tx_packets_plus_drops_plus_queued(&self) -> u64 {
-            self.stats.tx_packets() + self.stats.dropped() + self.queued_packets()
+    fn pfc_frame(class_enable: u8, times: [u16; 8]) -> HeapPacket {
+        let mut bytes = vec![0; 60];
+        Repr { class_enable, times }.emit(crate::wire::ethernet::MacAddress([2, 0, 0, 0, 0x11, 0]), &mut bytes);
+        HeapPacket::new(bytes)
+    }
+
+    #[test]
+    fn received_pfc_pauses_only_lossless_named_priorities() {
+        let config = config("", "");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config);
+        switch.receive(0, frame(26, 100), 0);
+        switch.receive(0, frame(0, 100), 0);
+        // XOFF for 3 (lossless) and 0 (lossy: counted, not obeyed) for 100 quanta = 512 ns.
+        let mut times = [0u16; 8];
+        times[0] = 100;
+        times[3] = 100;
+        assert_eq!(switch.receive(1, pfc_frame(0x09, times), 1_000), Received::FlowControl);
+        assert_eq!(switch.stats.ports[1].pfc_rx, [1, 0, 0, 1, 0, 0, 0, 0]);
+        let first = switch.transmit(1, 1_000).unwrap();
+        assert_eq!(first.bytes[15] >> 2, 0, "TC0 still flows");
+        assert!(switch.transmit(1, 1_000).is_none(), "TC3 is paused");
+        assert_eq!(switch.next_deadline(), 1_000 + 512_000);
+        assert!(switch.transmit(1, 512_999).is_none());
+        assert!(switch.transmit(1, 513_000).is_some(), "the pause expired");
+        // XON resumes at once.
+        switch.receive(0, frame(26, 100), 600_000);
+        switch.receive(1, pfc_frame(0x08, times), 600_000);
+        assert!(switch.transmit(1, 600_001).is_none());
+        switch.receive(1, pfc_frame(0x08, [0; 8]), 700_000);
+        assert!(switch.transmit(1, 700_000).is_some());
+        assert!(conserved(&switch));
+    }
+
+    fn storm(action: &str) -> (Switch<HeapPacket>, u64) {
+        let config =
+            config("", &format!("[qos.pfc_watchdog]\ndetection_ms = 1\nrestoration_ms = 2\naction = \"{action}\""));
+        let mut switch: Switch<HeapPacket> = Switch::new(&config);
+        let mut times = [0u16; 8];
+        times[3] = 0xffff; // 335 us at 100G
+        let mut now = 0;
+        for _ in 0..5 {
+            switch.receive(0, frame(26, 100), now);
         }
+        // XOFF every 100 us for 1.5 ms: continuously paused.
+        while now <= 1_500_000_000 {
+            switch.receive(1, pfc_frame(0x08, times), now);
+            switch.advance(now);
+            now += 100_000_000;
+        }
+        (switch, now)
+    }
+
+    #[test]
+    fn watchdog_drop_flushes_and_drops_arrivals_until_restored() {
+        let (mut switch, now) = storm("drop");
+        assert_eq!(switch.stats.ports[1].watchdog_storms[3], 1);
+        assert_eq!(switch.queued_packets(), 0, "flushed");
+        assert_eq!(switch.stats.ports[0].drops[DropReason::PfcWatchdog.index()], 5);
+        // Last XOFF at 1.5 ms: restored at 3.5 ms.
+        // Arrivals for the stormed queue, from any port, are dropped.
+        assert_eq!(switch.receive(1, frame(26, 100), now), Received::Dropped(DropReason::PfcWatchdog));
+        assert_eq!(switch.receive(0, frame(26, 100), now), Received::Dropped(DropReason::PfcWatchdog));
+        switch.advance(3_499_999_999);
+        assert_eq!(switch.stats.ports[1].watchdog_restorations[3], 0);
+        switch.advance(3_500_000_000);
+        assert_eq!(switch.stats.ports[1].watchdog_restorations[3], 1);
+        assert!(matches!(switch.receive(0, frame(26, 100), 3_500_000_000), Received::Queued { .. }));
+        assert!(conserved(&switch));
+    }
+
+    #[test]
+    fn watchdog_detects_within_detection_time() {
+        let config = config("", "[qos.pfc_watchdog]\ndetection_ms = 1\naction = \"forward\"");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config);
+        switch.receive(0, frame(26, 100), 0);
+        let mut times = [0u16; 8];
+        times[3] = 0xffff;
+        switch.receive(1, pfc_frame(0x08, times), 10);
+        assert_eq!(switch.next_deadline(), 10 + 335_539_200);
+        // Keep refreshing the pause; the detection deadline is 1 ms after the pause began.
+        let mut now = 10;
+        while now < 1_000_000_010 {
+            now += 300_000_000;
+            switch.receive(1, pfc_frame(0x08, times), now.min(1_000_000_000));
+        }
+        switch.advance(1_000_000_009);
+        assert_eq!(switch.stats.ports[1].watchdog_storms[3], 0);
+        switch.advance(1_000_000_010);
+        assert_eq!(switch.stats.ports[1].watchdog_storms[3], 1);
+        assert!(switch.transmit(1, 1_000_000_010).is_some(), "forward ignores the pause");
+    }
+
+    #[test]
+    fn watchdog_alert_only_counts() {
+        let (mut switch, now) = storm("alert");
+        assert_eq!(switch.stats.ports[1].watchdog_storms[3], 1);
+        assert_eq!(switch.queued_packets(), 5);
+        assert!(switch.transmit(1, now).is_none(), "still paused");
     }
 }

@@ -1,16 +1,23 @@
 //! The deterministic replay engine: the switch pipeline driven by a discrete-event loop in
-//! virtual time (picoseconds), with input traces as what each host offers and one output
-//! capture per port.
+//! virtual time (picoseconds), with input traces as what each host offers, a model of each
+//! host's NIC (it obeys PFC), and one output capture per port.
 //!
 //! Timing model (INTERFACE.md, "Replay semantics"):
-//! - Each input link serialises at its port's speed, counting preamble, IFG and FCS
-//!   (`PortConfig::wire_time_ps`): a frame starts arriving at its timestamp or when the
-//!   previous one has fully arrived, whichever is later.
+//! - Each link serialises at its port's speed, counting preamble, IFG and FCS
+//!   (`PortConfig::wire_time_ps`). A peer offers each frame of its trace from its timestamp
+//!   on; it sends one frame at a time, the earliest offered among the priorities it may send.
 //! - Store-and-forward: the switch classifies and queues a frame when its last bit arrives.
-//! - Each egress port sends one frame at a time at its speed; the output capture timestamps
-//!   a frame at the start of its transmission, in nanoseconds.
+//! - The peer obeys PFC like a NIC with a queue per priority: a pause the switch sends at
+//!   time t holds back the peer's frames of that priority that would start arriving from
+//!   t + the PFC frame's wire time + 2 x the cable's propagation delay (the XOFF travels out,
+//!   the data already sent travels back), for the quanta given, or until an XON takes effect
+//!   the same way. Other priorities keep flowing; PAUSE/PFC frames in a trace are never held.
+//!   A peer named in `ignore_pfc` sends as if no PFC existed.
+//! - Each egress port sends one frame at a time: PFC frames first, then data chosen by the
+//!   scheduler among the classes not paused. Output captures timestamp a frame at the start
+//!   of its transmission, in nanoseconds.
 //!
-//! Invariant: events are ordered by (time, sequence number), and nothing else (no wall clock,
+//! Invariant: events are ordered by (time, sequence number) and nothing else (no wall clock,
 //! no hash order, no thread) feeds the outputs, so the same inputs and seed give the same
 //! bytes. At the end every queue is empty, so rx = tx + drops.
 
@@ -18,19 +25,34 @@ pub mod pcap;
 
 use crate::buffer::HeapPacket;
 use crate::config::Config;
+use crate::pfc;
 use crate::stats::SwitchStats;
-use crate::switch::{Received, Switch};
+use crate::switch::{Received, Switch, NEVER};
+use crate::wire::pfc::Repr;
 use pcap::{read_trace, CaptureWriter, TraceError, TraceFrame};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::path::{Path, PathBuf};
+
+/// Options of a replay beyond the config and traces.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayOptions {
+    /// Seed of every random choice (ECN and random spraying will draw from it).
+    pub seed: u64,
+    /// Ports whose peer ignores PFC (to exercise headroom overflow and the watchdog).
+    pub ignore_pfc: Vec<usize>,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum EventKind {
-    /// The last bit of the next input frame of the port has arrived.
+    /// The last bit of the frame the peer is sending has arrived.
     FrameArrived,
     /// The port's transmitter finished a frame.
     TransmitDone,
+    /// The peer may be able to send (a frame is offered, or a pause ends).
+    PeerReady,
+    /// The switch has a timer due (pause end, XOFF refresh, watchdog).
+    Timer,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -41,11 +63,36 @@ struct Event {
     port: usize,
 }
 
+/// A frame the peer offers: when, in what order, and to which of its queues it belongs.
+struct Offered {
+    time_ps: u64,
+    order: u64,
+    bytes: Vec<u8>,
+}
+
+/// Queue index for MAC control frames, which pauses never hold back.
+const CONTROL_QUEUE: usize = 8;
+
+/// The host NIC on a port: a FIFO per priority, and the pauses the switch asked for.
+struct Peer {
+    queues: [VecDeque<Offered>; 9],
+    pause_from: [u64; 8],
+    pause_until: [u64; 8],
+    ignores_pfc: bool,
+    /// A frame is on the wire towards the switch.
+    sending: Option<Vec<u8>>,
+    /// Time of the pending PeerReady event, NEVER if none.
+    wake_at: u64,
+}
+
+impl Peer {
+    fn may_send(&self, queue: usize, at: u64) -> bool {
+        queue == CONTROL_QUEUE || self.ignores_pfc || !(self.pause_from[queue] <= at && at < self.pause_until[queue])
+    }
+}
+
 struct PortState {
-    input: std::vec::IntoIter<TraceFrame>,
-    /// The frame on its way in, and when its last bit arrives.
-    arriving: Option<Vec<u8>>,
-    input_free_ps: u64,
+    peer: Peer,
     transmitting: bool,
     capture: CaptureWriter,
 }
@@ -56,13 +103,17 @@ struct Engine<'a> {
     ports: Vec<PortState>,
     events: BinaryHeap<Reverse<Event>>,
     sequence: u64,
+    timer_at: u64,
 }
 
 /// Replays `inputs` (port index, trace) through the switch; writes `out_dir/<port>.pcap` for
-/// every port and `out_dir/stats.json`. `seed` feeds every random choice (none yet in this
-/// pipeline; ECN and random spraying will draw from it).
-pub fn run(config: &Config, inputs: &[(usize, PathBuf)], out_dir: &Path, seed: u64) -> Result<SwitchStats, TraceError> {
-    let _ = seed;
+/// every port and `out_dir/stats.json`.
+pub fn run(
+    config: &Config,
+    inputs: &[(usize, PathBuf)],
+    out_dir: &Path,
+    options: &ReplayOptions,
+) -> Result<SwitchStats, TraceError> {
     let mut traces: Vec<Vec<TraceFrame>> = (0..config.ports.len()).map(|_| Vec::new()).collect();
     for (port, path) in inputs {
         traces[*port] = read_trace(path)?;
@@ -72,30 +123,61 @@ pub fn run(config: &Config, inputs: &[(usize, PathBuf)], out_dir: &Path, seed: u
         field: "-".into(),
         problem: format!("cannot create the output directory: {err}"),
     })?;
+    let switch = Switch::new(config);
     let mut ports = Vec::with_capacity(config.ports.len());
-    for (port, trace) in config.ports.iter().zip(traces) {
+    for (index, (port, trace)) in config.ports.iter().zip(traces).enumerate() {
+        let mut peer = Peer {
+            queues: Default::default(),
+            pause_from: [0; 8],
+            pause_until: [0; 8],
+            ignores_pfc: options.ignore_pfc.contains(&index),
+            sending: None,
+            wake_at: NEVER,
+        };
+        for (order, frame) in trace.into_iter().enumerate() {
+            let queue = switch.priority_of(&frame.bytes).map_or(CONTROL_QUEUE, usize::from);
+            peer.queues[queue].push_back(Offered { time_ps: frame.time_ps, order: order as u64, bytes: frame.bytes });
+        }
         ports.push(PortState {
-            input: trace.into_iter(),
-            arriving: None,
-            input_free_ps: 0,
+            peer,
             transmitting: false,
             capture: CaptureWriter::create(&out_dir.join(format!("{}.pcap", port.name)))?,
         });
     }
-    let mut engine = Engine { config, switch: Switch::new(config), ports, events: BinaryHeap::new(), sequence: 0 };
+    let mut engine = Engine { config, switch, ports, events: BinaryHeap::new(), sequence: 0, timer_at: NEVER };
     for port in 0..engine.ports.len() {
-        engine.offer_next(port);
+        engine.peer_ready(port, 0);
     }
     while let Some(Reverse(event)) = engine.events.pop() {
+        let now = event.time_ps;
         match event.kind {
-            EventKind::FrameArrived => engine.frame_arrived(event.port, event.time_ps)?,
+            EventKind::FrameArrived => engine.frame_arrived(event.port, now)?,
             EventKind::TransmitDone => {
                 engine.ports[event.port].transmitting = false;
-                engine.start_transmit(event.port, event.time_ps)?;
+                engine.start_transmit(event.port, now)?;
+            }
+            EventKind::PeerReady => {
+                if engine.ports[event.port].peer.wake_at == now {
+                    engine.ports[event.port].peer.wake_at = NEVER;
+                }
+                engine.peer_ready(event.port, now);
+            }
+            EventKind::Timer => {
+                if engine.timer_at == now {
+                    engine.timer_at = NEVER;
+                }
+                engine.switch.advance(now);
+                for port in 0..engine.ports.len() {
+                    engine.start_transmit(port, now)?;
+                }
             }
         }
+        engine.sync_timer(now);
     }
-    debug_assert_eq!(engine.switch.queued_packets(), 0, "idle links leave nothing queued");
+    let leftover = engine.switch.drain();
+    if leftover > 0 {
+        tracing::warn!("{leftover} frames were still queued when the replay ran out of events; counted as buffer_full");
+    }
     let stats = engine.switch.stats.clone();
     for port in engine.ports {
         port.capture.finish()?;
@@ -116,25 +198,73 @@ impl Engine<'_> {
         self.events.push(Reverse(Event { time_ps, sequence: self.sequence, kind, port }));
     }
 
-    /// Starts the port's next input frame on the wire: at its timestamp, or once the previous
-    /// frame has fully arrived.
-    fn offer_next(&mut self, port: usize) {
-        let state = &mut self.ports[port];
-        if let Some(frame) = state.input.next() {
-            let start = frame.time_ps.max(state.input_free_ps);
-            let arrived = start + self.config.ports[port].wire_time_ps(frame.bytes.len());
-            state.input_free_ps = arrived;
-            state.arriving = Some(frame.bytes);
-            self.schedule(arrived, EventKind::FrameArrived, port);
+    /// Keeps one Timer event at the switch's next deadline.
+    fn sync_timer(&mut self, now: u64) {
+        let deadline = self.switch.next_deadline();
+        if deadline != NEVER && deadline < self.timer_at {
+            let at = deadline.max(now);
+            self.timer_at = at;
+            self.schedule(at, EventKind::Timer, 0);
+        }
+    }
+
+    fn wake_peer(&mut self, port: usize, at: u64) {
+        if at < self.ports[port].peer.wake_at {
+            self.ports[port].peer.wake_at = at;
+            self.schedule(at, EventKind::PeerReady, port);
+        }
+    }
+
+    /// The peer starts its next frame if one is offered and not paused, or sleeps until one is.
+    fn peer_ready(&mut self, port: usize, now: u64) {
+        let peer = &mut self.ports[port].peer;
+        if peer.sending.is_some() {
+            return;
+        }
+        let mut best: Option<usize> = None;
+        let mut next_try = NEVER;
+        for queue in 0..peer.queues.len() {
+            let Some(head) = peer.queues[queue].front() else { continue };
+            let at = head.time_ps.max(now);
+            if at > now {
+                next_try = next_try.min(at);
+            } else if peer.may_send(queue, now) {
+                let better = best.map_or(true, |b| {
+                    let other = peer.queues[b].front().expect("non-empty");
+                    (head.time_ps, head.order) < (other.time_ps, other.order)
+                });
+                if better {
+                    best = Some(queue);
+                }
+            } else {
+                next_try = next_try.min(peer.pause_until[queue]);
+            }
+        }
+        match best {
+            Some(queue) => {
+                let frame = peer.queues[queue].pop_front().expect("chosen queue has a frame");
+                let arrived = now + self.config.ports[port].wire_time_ps(frame.bytes.len());
+                peer.sending = Some(frame.bytes);
+                self.schedule(arrived, EventKind::FrameArrived, port);
+            }
+            None if next_try != NEVER => self.wake_peer(port, next_try),
+            None => {}
         }
     }
 
     fn frame_arrived(&mut self, port: usize, now: u64) -> Result<(), TraceError> {
-        let bytes = self.ports[port].arriving.take().expect("an arrival event has a frame");
-        if let Received::Queued { egress, .. } = self.switch.receive(port, HeapPacket::new(bytes)) {
-            self.start_transmit(egress, now)?;
+        let bytes = self.ports[port].peer.sending.take().expect("an arrival event has a frame");
+        match self.switch.receive(port, HeapPacket::new(bytes), now) {
+            Received::Queued { egress, .. } => self.start_transmit(egress, now)?,
+            // A pause or resume for this port's egress.
+            Received::FlowControl => self.start_transmit(port, now)?,
+            Received::Dropped(_) => {}
         }
-        self.offer_next(port);
+        // An XOFF decided on this frame leaves as soon as the link is free.
+        if self.switch.has_control(port) {
+            self.start_transmit(port, now)?;
+        }
+        self.peer_ready(port, now);
         Ok(())
     }
 
@@ -142,12 +272,49 @@ impl Engine<'_> {
         if self.ports[port].transmitting {
             return Ok(());
         }
-        if let Some(packet) = self.switch.transmit(port) {
-            self.ports[port].capture.write(now, &packet.bytes)?;
-            self.ports[port].transmitting = true;
-            let done = now + self.config.ports[port].wire_time_ps(packet.bytes.len());
-            self.schedule(done, EventKind::TransmitDone, port);
+        let port_config = &self.config.ports[port];
+        let (bytes, repr) = if let Some(repr) = self.switch.take_control(port, now) {
+            let mut frame = vec![0u8; crate::wire::pfc::FRAME_LEN];
+            repr.emit(self.config.mac, &mut frame);
+            (frame, Some(repr))
+        } else if let Some(packet) = self.switch.transmit(port, now) {
+            (packet.bytes, None)
+        } else {
+            return Ok(());
+        };
+        let done = now + port_config.wire_time_ps(bytes.len());
+        self.ports[port].capture.write(now, &bytes)?;
+        self.ports[port].transmitting = true;
+        self.schedule(done, EventKind::TransmitDone, port);
+        if let Some(repr) = repr {
+            let takes_effect = done + 2 * pfc::propagation_ps(port_config);
+            self.pause_peer(port, &repr, takes_effect);
         }
         Ok(())
+    }
+
+    /// Applies a PFC frame the switch sent to the peer's pause state, from `at` on.
+    fn pause_peer(&mut self, port: usize, repr: &Repr, at: u64) {
+        let speed = self.config.ports[port].speed_mbps;
+        let peer = &mut self.ports[port].peer;
+        if peer.ignores_pfc {
+            return;
+        }
+        for priority in 0..8 {
+            if repr.class_enable & (1 << priority) == 0 {
+                continue;
+            }
+            let time = repr.times[priority];
+            if time == 0 {
+                peer.pause_until[priority] = peer.pause_until[priority].min(at);
+            } else {
+                if peer.pause_until[priority] <= at {
+                    peer.pause_from[priority] = at;
+                }
+                peer.pause_until[priority] = at + pfc::quanta_ps(time, speed);
+            }
+        }
+        // Re-evaluate when the change takes effect (an XON may release a waiting frame).
+        self.wake_peer(port, at);
     }
 }
