@@ -48,9 +48,34 @@ fn check_prints_derived_values() {
     std::fs::write(&path, four_port_config("", ["", "", "", ""], "")).unwrap();
     let output = run_ok(raceway().args(["check", "-c"]).arg(&path));
     let text = String::from_utf8_lossy(&output.stdout);
-    for expect in ["host0", "10.0.1.0/24", "group uplinks", "64B frame 6.72 ns", "strict [6, 7]", "TC3 <- DSCP 26"] {
+    for expect in [
+        "host0",
+        "10.0.1.0/24",
+        "group uplinks",
+        "64B frame 6.72 ns",
+        "strict [6, 7]",
+        "TC3 <- DSCP 26",
+        "PFC host0      headroom ",
+        " bytes per priority, xoff ",
+        "xoff dynamic",
+        "xon xoff - 2 x mtu",
+    ] {
         assert!(text.contains(expect), "check output lacks '{expect}':\n{text}");
     }
+}
+
+#[test]
+fn check_warns_when_ecn_would_act_after_pfc() {
+    let dir = temp_dir("cli-check-ecn");
+    let path = dir.join("leaf.toml");
+    let text = four_port_config("", ["", "", "", ""], "").replace(
+        "lossless = [3]",
+        "lossless = [3]\n[qos.pfc]\nxoff_bytes = 100000\n[qos.ecn.3]\nkmin_bytes = 150000\nkmax_bytes = 1500000\npmax = 0.2",
+    );
+    std::fs::write(&path, text).unwrap();
+    let output = run_ok(raceway().args(["check", "-c"]).arg(&path));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("warning: qos.ecn.3.kmin_bytes 150000 is above the XOFF point 100000"), "{text}");
 }
 
 #[test]
@@ -81,6 +106,11 @@ fn replay_input_mistakes() {
     fails_with_one_line(&mut replay(&["--in", "host0"]), &["--in", "PORT=FILE"]);
     fails_with_one_line(&mut replay(&["--in", "host0=/nonexistent.pcap"]), &["/nonexistent.pcap", "cannot open"]);
     fails_with_one_line(&mut replay(&[]), &["--in"]);
+    let input = format!("host0={}", truncated.display());
+    fails_with_one_line(
+        &mut replay(&["--in", &input, "--peer-ignores-pfc", "nowhere"]),
+        &["--peer-ignores-pfc", "nowhere"],
+    );
 }
 
 #[test]

@@ -149,3 +149,67 @@ fn sigterm_stops_cleanly_with_stats_written() {
         .sum();
     assert_eq!(rx, tx + drops, "conservation after the drain");
 }
+
+/// PFC on real DPDK ports: two senders flood a lossless class into a port shaped to 1 Gb/s.
+/// The switch sends XOFF (built in mbufs, ahead of data) to both, then XON once drained; a
+/// net_pcap peer ignores PFC, so its excess overflows the headroom and is counted. A PFC frame
+/// received on the egress port is counted.
+#[test]
+fn live_pfc_frames_are_sent_ahead_of_data_and_counted() {
+    let dir = temp_dir("live-pfc");
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let sender = |host: u8| -> Vec<(u64, Vec<u8>)> {
+        let mut spec = raceway::frames::FrameSpec::rocev2(
+            std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, host)),
+            "10.0.0.2".parse().unwrap(),
+            u32::from(host),
+        );
+        spec.frame_len = 1000;
+        (0..2000u64).map(|i| (i * 100, spec.build())).collect()
+    };
+    write_pcap(&dir.join("in-host1.pcap"), &sender(1));
+    write_pcap(&dir.join("in-up0.pcap"), &sender(2));
+    let mut xoff = vec![0x01, 0x80, 0xc2, 0, 0, 0x01, 2, 0, 0, 0, 0x10, 0, 0x88, 0x08, 0x01, 0x01, 0x00, 0x08];
+    xoff.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0x00, 0x10, 0, 0, 0, 0, 0, 0, 0, 0]);
+    xoff.resize(60, 0);
+    write_pcap(&dir.join("in-host0.pcap"), &[(0, xoff)]);
+    let device = |index: usize, port: &str| {
+        format!("net_pcap{},rx_pcap={}/in-{port}.pcap,tx_pcap={}/{port}.pcap", 20 + index, dir.display(), out.display())
+    };
+    let devices = [device(0, "host0"), device(1, "host1"), device(2, "up0"), "net_null20,no-rx=1".to_string()];
+    let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
+    let config_text = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)
+        .replacen("speed_gbps = 100", "speed_gbps = 1", 1)
+        .replace("lossless = [3]", "lossless = [3]\n[qos.pfc]\nxoff_bytes = 100000\nheadroom_bytes = 200000");
+    let config = dir.join("leaf.toml");
+    std::fs::write(&config, &config_text).unwrap();
+    let stats_path = dir.join("stats.json");
+    let prefix = format!("raceway-live-pfc-{}", std::process::id());
+    run_ok(
+        raceway().args(["run", "-c"]).arg(&config).args(["--duration", "2", "--stats-json"]).arg(&stats_path).args([
+            "--",
+            "--file-prefix",
+            &prefix,
+        ]),
+    );
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+    assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"], "mbufs leaked");
+    assert_eq!(stats["ports"]["host0"]["pfc_rx"], serde_json::json!([0, 0, 0, 1, 0, 0, 0, 0]));
+    let mut overflow = 0;
+    for port in ["host1", "up0"] {
+        let s = &stats["ports"][port];
+        let xoff_tx = s["pfc_xoff_tx"][3].as_u64().unwrap();
+        let xon_tx = s["pfc_xon_tx"][3].as_u64().unwrap();
+        assert!(xoff_tx > 0 && xon_tx > 0, "{port}: xoff {xoff_tx} xon {xon_tx}");
+        overflow += s["drops"]["headroom_overflow"].as_u64().unwrap();
+        let frames = read_pcap(&out.join(format!("{port}.pcap")));
+        let pfc: Vec<&Vec<u8>> = frames.iter().map(|(_, f)| f).filter(|f| f[12..14] == [0x88, 0x08]).collect();
+        assert_eq!(pfc.len() as u64, xoff_tx + xon_tx, "{port}: PFC frames on the wire");
+        assert_eq!(pfc[0][14 + 4 + 6..14 + 4 + 8], [0xff, 0xff], "{port}: XOFF first");
+        assert_eq!(pfc[0].len(), 60);
+    }
+    assert!(overflow > 0, "pcap peers ignore PFC, so the headroom must overflow");
+    let delivered = stats["ports"]["host0"]["tx_packets"].as_u64().unwrap();
+    assert_eq!(delivered + overflow, 4000, "conservation");
+}

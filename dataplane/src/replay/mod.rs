@@ -229,7 +229,7 @@ impl Engine<'_> {
             if at > now {
                 next_try = next_try.min(at);
             } else if peer.may_send(queue, now) {
-                let better = best.map_or(true, |b| {
+                let better = best.is_none_or(|b| {
                     let other = peer.queues[b].front().expect("non-empty");
                     (head.time_ps, head.order) < (other.time_ps, other.order)
                 });

@@ -1,0 +1,365 @@
+//! Lossless classes end to end, in replay: N:1 incast with PFC (nothing lost, XOFF and XON
+//! on every sender, occupancy within XOFF + headroom), the same incast lossy (drops, no PFC),
+//! tshark decoding the switch's PFC frames, received PFC pausing exactly the named priority,
+//! the watchdog's three actions, and a peer that ignores PFC overflowing its headroom.
+
+mod common;
+
+use common::*;
+use raceway::frames::{FrameSpec, Transport};
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+
+const FRAME_LEN: usize = 1024;
+
+/// (timestamp ns, frame) records of one trace.
+type Trace = Vec<(u64, Vec<u8>)>;
+/// Traces by input port name.
+type Inputs = Vec<(String, Trace)>;
+/// Wire time of a 1024-byte frame at 100G, rounded up to whole ns: back to back is line rate.
+const LINE_RATE_GAP_NS: u64 = 84;
+
+/// A leaf with `hosts` ports at 100G, host k owning 10.0.k.0/24.
+fn leaf(hosts: usize, switch_extra: &str, qos_extra: &str, lossless: &str) -> String {
+    let mut text = format!(
+        "[switch]\nname = \"pfc-leaf\"\nmac = \"02:00:00:00:00:01\"\n{switch_extra}\n\
+         [qos]\ndscp_to_tc = {{ 26 = 3, 48 = 6, default = 0 }}\nlossless = [{lossless}]\n{qos_extra}\n"
+    );
+    for host in 0..hosts {
+        text.push_str(&format!(
+            "[[port]]\nname = \"h{host}\"\nspeed_gbps = 100\ncable_m = 3\npeer_mac = \"02:00:00:00:10:{host:02x}\"\n\n\
+             [[route]]\nprefix = \"10.0.{host}.0/24\"\nport = \"h{host}\"\n\n"
+        ));
+    }
+    text
+}
+
+/// `count` RoCEv2 frames from host `sender` to 10.0.0.2 at line rate, PSN 0.., DSCP `dscp`.
+fn flow(sender: u8, dscp: u8, count: u32, start_ns: u64) -> Vec<(u64, Vec<u8>)> {
+    let mut spec = FrameSpec::rocev2(IpAddr::V4(Ipv4Addr::new(10, 0, sender, 9)), "10.0.0.2".parse().unwrap(), 0x100);
+    spec.dscp = dscp;
+    spec.frame_len = FRAME_LEN;
+    (0..count)
+        .map(|psn| {
+            spec.transport = Transport::Roce {
+                source: 0xc000 + u16::from(sender),
+                opcode: 0x04,
+                dest_qp: 0x100 + u32::from(sender),
+                psn,
+            };
+            (start_ns + u64::from(psn) * LINE_RATE_GAP_NS, spec.build())
+        })
+        .collect()
+}
+
+fn run_replay(dir: &Path, config: &str, inputs: &[(String, Trace)], extra: &[&str]) -> PathBuf {
+    let config_path = dir.join("leaf.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let mut command = raceway();
+    command.args(["replay", "-c"]).arg(&config_path).arg("--out").arg(dir.join("out")).args(extra);
+    for (port, frames) in inputs {
+        let path = dir.join(format!("in-{port}.pcap"));
+        write_pcap(&path, frames);
+        command.arg("--in").arg(format!("{port}={}", path.display()));
+    }
+    run_ok(&mut command);
+    dir.join("out")
+}
+
+fn is_pfc(frame: &[u8]) -> bool {
+    frame.len() >= 16 && frame[12..14] == [0x88, 0x08] && frame[14..16] == [0x01, 0x01]
+}
+
+fn u64_at(value: &serde_json::Value) -> u64 {
+    value.as_u64().unwrap_or_else(|| panic!("{value} is not a count"))
+}
+
+fn total_drops(stats: &serde_json::Value, port: &str) -> u64 {
+    stats["ports"][port]["drops"].as_object().unwrap().values().map(u64_at).sum()
+}
+
+const STATIC_PFC: &str = "[qos.pfc]\nxoff_bytes = 200000\nheadroom_bytes = \"auto\"";
+
+fn lossless_incast(senders: u8, pfc: &str) {
+    let frames = 3000;
+    let dir = temp_dir(&format!("incast-{senders}-{}", if pfc.is_empty() { "auto" } else { "static" }));
+    let config = leaf(usize::from(senders) + 1, "", pfc, "3");
+    let inputs: Inputs = (1..=senders).map(|s| (format!("h{s}"), flow(s, 26, frames, u64::from(s)))).collect();
+    let out = run_replay(&dir, &config, &inputs, &[]);
+    let stats = stats(&out);
+    let delivered = read_pcap(&out.join("h0.pcap"));
+    assert_eq!(delivered.len() as u64, u64::from(senders) * u64::from(frames), "every frame delivered");
+    assert_eq!(u64_at(&stats["ports"]["h0"]["tx_packets"]), u64::from(senders) * u64::from(frames));
+    // Per sender, frames arrive in PSN order: lossless and in order.
+    for sender in 1..=senders {
+        let psns: Vec<u32> = delivered
+            .iter()
+            .filter(|(_, f)| f[14 + 14] == sender) // third octet of the source: 10.0.<sender>.9
+            .map(|(_, f)| u32::from_be_bytes([0, f[14 + 20 + 8 + 9], f[14 + 20 + 8 + 10], f[14 + 20 + 8 + 11]]))
+            .collect();
+        let in_order = psns.len() == frames as usize && psns.iter().enumerate().all(|(i, psn)| *psn == i as u32);
+        assert!(
+            in_order,
+            "h{sender}: {} frames, first out of order at {:?}",
+            psns.len(),
+            psns.iter().enumerate().find(|(i, p)| **p != *i as u32)
+        );
+    }
+    let plan_headroom = {
+        let output = run_ok(raceway().args(["check", "-c"]).arg(dir.join("leaf.toml")));
+        let text = String::from_utf8_lossy(&output.stdout).to_string();
+        let line = text.lines().find(|l| l.contains("PFC h1 ")).expect("check prints PFC per port").to_string();
+        let after = line.split("headroom ").nth(1).unwrap();
+        after.split(' ').next().unwrap().parse::<u64>().unwrap()
+    };
+    for sender in 1..=senders {
+        let port = format!("h{sender}");
+        let s = &stats["ports"][&port];
+        assert_eq!(total_drops(&stats, &port), 0, "{port} dropped");
+        let xoff = u64_at(&s["pfc_xoff_tx"][3]);
+        let xon = u64_at(&s["pfc_xon_tx"][3]);
+        assert!(xoff > 0, "{port}: no XOFF");
+        assert!(xon > 0, "{port}: no XON");
+        // The sender's capture holds exactly those PFC frames, XOFF first, and XON last.
+        let pfc: Vec<(u64, Vec<u8>)> =
+            read_pcap(&out.join(format!("{port}.pcap"))).into_iter().filter(|(_, f)| is_pfc(f)).collect();
+        assert_eq!(pfc.len() as u64, xoff + xon, "{port}");
+        let time_of = |f: &Vec<u8>| u16::from_be_bytes([f[14 + 4 + 6], f[14 + 4 + 7]]);
+        assert_eq!(time_of(&pfc[0].1), 0xffff, "{port}: first is XOFF");
+        assert_eq!(time_of(&pfc.last().unwrap().1), 0, "{port}: last is XON");
+        let group = &s["priority_groups"][0];
+        assert_eq!(u64_at(&group["priority"]), 3);
+        let max = u64_at(&group["max_bytes"]);
+        if !pfc.is_empty() && pfc_static(&config) {
+            assert!(max <= 200_000 + plan_headroom, "{port}: occupancy {max} above XOFF + headroom");
+        }
+        assert!(u64_at(&group["max_headroom_bytes"]) <= plan_headroom);
+    }
+    assert_eq!(total_drops(&stats, "h0"), 0);
+}
+
+fn pfc_static(config: &str) -> bool {
+    config.contains("xoff_bytes = 200000")
+}
+
+#[test]
+fn lossless_incast_2_to_1_loses_nothing() {
+    lossless_incast(2, STATIC_PFC);
+}
+
+#[test]
+fn lossless_incast_4_to_1_loses_nothing() {
+    lossless_incast(4, STATIC_PFC);
+}
+
+#[test]
+fn lossless_incast_8_to_1_loses_nothing() {
+    lossless_incast(8, STATIC_PFC);
+}
+
+#[test]
+fn lossless_incast_with_dynamic_thresholds_loses_nothing() {
+    lossless_incast(4, "[qos.pfc]\nalpha = 0.0625");
+}
+
+#[test]
+fn lossy_incast_drops_and_sends_no_pfc() {
+    let dir = temp_dir("incast-lossy");
+    let config = leaf(5, "buffer_bytes = 4194304", "", "3");
+    let inputs: Inputs = (1..=4).map(|s| (format!("h{s}"), flow(s, 0, 3000, u64::from(s)))).collect();
+    let out = run_replay(&dir, &config, &inputs, &[]);
+    let stats = stats(&out);
+    let dropped: u64 = (1..=4).map(|s| u64_at(&stats["ports"][format!("h{s}")]["drops"]["buffer_full"])).sum();
+    assert!(dropped > 1000, "only {dropped} dropped");
+    assert_eq!(u64_at(&stats["ports"]["h0"]["tx_packets"]) + dropped, 12_000);
+    for host in 0..5 {
+        let port = format!("h{host}");
+        assert_eq!(stats["ports"][&port]["pfc_xoff_tx"], serde_json::json!([0, 0, 0, 0, 0, 0, 0, 0]));
+        assert_eq!(stats["ports"][&port]["pfc_xon_tx"], serde_json::json!([0, 0, 0, 0, 0, 0, 0, 0]));
+        assert!(!read_pcap(&out.join(format!("{port}.pcap"))).iter().any(|(_, f)| is_pfc(f)), "{port} sent PFC");
+    }
+}
+
+#[test]
+fn tshark_decodes_the_pfc_frames_as_class_based_flow_control() {
+    let dir = temp_dir("pfc-tshark");
+    let config = leaf(3, "", STATIC_PFC, "3");
+    let inputs: Inputs = (1..=2).map(|s| (format!("h{s}"), flow(s, 26, 2000, 0))).collect();
+    let out = run_replay(&dir, &config, &inputs, &[]);
+    let stats = stats(&out);
+    let expected = u64_at(&stats["ports"]["h1"]["pfc_xoff_tx"][3]) + u64_at(&stats["ports"]["h1"]["pfc_xon_tx"][3]);
+    assert!(expected >= 2);
+    let output = std::process::Command::new("tshark")
+        .arg("-r")
+        .arg(out.join("h1.pcap"))
+        .args(["-Y", "macc.cbfc.enbv", "-T", "fields", "-E", "separator=,"])
+        .args(["-e", "eth.dst", "-e", "macc.opcode", "-e", "macc.cbfc.enbv", "-e", "macc.cbfc.enbv.c3"])
+        .args(["-e", "macc.cbfc.pause_time.c3", "-e", "macc.cbfc.pause_time.c0", "-e", "frame.len"])
+        .output()
+        .expect("tshark is installed by make deps");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len() as u64, expected, "tshark saw {lines:?}");
+    for line in lines {
+        let fields: Vec<&str> = line.split(',').collect();
+        assert_eq!(fields[0], "01:80:c2:00:00:01", "{line}");
+        assert_eq!(fields[1], "0x0101", "{line}");
+        assert_eq!(fields[2], "0x0008", "{line}");
+        assert!(fields[3] == "True" || fields[3] == "1", "{line}");
+        assert!(fields[4] == "65535" || fields[4] == "0", "{line}");
+        assert_eq!(fields[5], "0", "{line}");
+        assert_eq!(fields[6], "60", "{line}");
+    }
+}
+
+fn pfc_frame(priority_times: &[(usize, u16)]) -> Vec<u8> {
+    let mut frame = vec![0x01, 0x80, 0xc2, 0, 0, 0x01, 0x02, 0, 0, 0, 0x10, 0, 0x88, 0x08, 0x01, 0x01];
+    let mut enable = 0u16;
+    let mut times = [0u16; 8];
+    for &(priority, time) in priority_times {
+        enable |= 1 << priority;
+        times[priority] = time;
+    }
+    frame.extend_from_slice(&enable.to_be_bytes());
+    for time in times {
+        frame.extend_from_slice(&time.to_be_bytes());
+    }
+    frame.resize(60, 0);
+    frame
+}
+
+/// Wire time of a 60-byte frame at 100G in ns (84 bytes x 8 / 100).
+const PFC_WIRE_PS: u64 = 6_720;
+
+#[test]
+fn received_pfc_pauses_exactly_the_named_priority_for_the_computed_time() {
+    let dir = temp_dir("pfc-received");
+    let config = leaf(2, "", "", "3");
+    // h1 sends TC3 and TC0 frames alternately to h0 at half rate, for 100 us.
+    let mut frames = Vec::new();
+    for i in 0..600u32 {
+        let dscp = if i % 2 == 0 { 26 } else { 0 };
+        let mut f = flow(1, dscp, 1, 0).remove(0);
+        f.0 = u64::from(i) * 168;
+        frames.push(f);
+    }
+    // h0's NIC: XOFF priority 3 for 1000 quanta (5.12 us) at 20 us; XOFF 0xffff at 50 us,
+    // XON at 60 us. Priority 0 is never paused.
+    let h0 =
+        vec![(20_000, pfc_frame(&[(3, 1000)])), (50_000, pfc_frame(&[(3, 0xffff)])), (60_000, pfc_frame(&[(3, 0)]))];
+    let out = run_replay(&dir, &config, &[("h1".into(), frames), ("h0".into(), h0)], &[]);
+    let stats = stats(&out);
+    assert_eq!(stats["ports"]["h0"]["pfc_rx"], serde_json::json!([0, 0, 0, 3, 0, 0, 0, 0]));
+    assert_eq!(u64_at(&stats["ports"]["h0"]["tx_packets"]), 600, "nothing lost");
+    let sent = read_pcap(&out.join("h0.pcap"));
+    let starts = |dscp: u8, from_ps: u64, to_ps: u64| -> Vec<u64> {
+        sent.iter()
+            .filter(|(t, f)| f[15] >> 2 == dscp && t * 1000 >= from_ps && t * 1000 < to_ps)
+            .map(|(t, _)| *t)
+            .collect()
+    };
+    // Each pause takes effect once the PFC frame has fully arrived.
+    let first = (20_000_000 + PFC_WIRE_PS, 20_000_000 + PFC_WIRE_PS + 1000 * 5_120);
+    let during = starts(26, first.0 + 1000, first.1 - 1000);
+    assert!(during.is_empty(), "TC3 sent while paused: {during:?}");
+    assert!(starts(0, first.0, first.1).len() >= 10, "TC0 must keep flowing");
+    // TC3 resumes when the pause ends, or once the TC0 frame then on the wire is done (84 ns).
+    let resumed = starts(26, first.1, first.1 + 1_000_000);
+    assert!(resumed.first().is_some_and(|t| t * 1000 <= first.1 + 84_000), "TC3 resumes late: {:?}", resumed.first());
+    let second = (50_000_000 + PFC_WIRE_PS, 60_000_000 + PFC_WIRE_PS);
+    let during = starts(26, second.0 + 1000, second.1 - 1000);
+    assert!(during.is_empty(), "TC3 sent while paused by 0xffff: {during:?}");
+    assert!(starts(0, second.0, second.1).len() >= 20, "TC0 must keep flowing");
+    let resumed = starts(26, second.1, second.1 + 1_000_000);
+    // The pause lifts at once; the frame on the wire finishes and DWRR may serve TC0 once.
+    assert!(
+        resumed.first().is_some_and(|t| t * 1000 <= second.1 + 3 * 84_000),
+        "XON resumes late: {:?}",
+        resumed.first()
+    );
+}
+
+/// A storm: h0's NIC sends XOFF for priority 3 every 100 us from 1 ms to 8 ms, while h1 sends
+/// a TC3 frame to h0 every 10 us for 20 ms. Watchdog: detection 2 ms, restoration 4 ms.
+fn storm(action: &str) -> (serde_json::Value, Vec<u64>) {
+    let dir = temp_dir(&format!("pfc-storm-{action}"));
+    let config =
+        leaf(2, "", &format!("[qos.pfc_watchdog]\ndetection_ms = 2\nrestoration_ms = 4\naction = \"{action}\""), "3");
+    let data: Vec<(u64, Vec<u8>)> = (0..2000u64)
+        .map(|i| {
+            let mut f = flow(1, 26, 1, 0).remove(0);
+            f.0 = i * 10_000;
+            f
+        })
+        .collect();
+    let xoffs: Vec<(u64, Vec<u8>)> =
+        (0..=70u64).map(|i| (1_000_000 + i * 100_000, pfc_frame(&[(3, 0xffff)]))).collect();
+    let out = run_replay(&dir, &config, &[("h1".into(), data), ("h0".into(), xoffs)], &[]);
+    let times = read_pcap(&out.join("h0.pcap")).into_iter().filter(|(_, f)| f[15] >> 2 == 26).map(|(t, _)| t).collect();
+    (stats(&out), times)
+}
+
+// Times as the output capture shows them: nanoseconds, rounded down.
+const PAUSE_START_NS: u64 = 1_000_006; // 1 ms + the XOFF's 6.72 ns on the wire
+const DETECTED_NS: u64 = PAUSE_START_NS + 2_000_000;
+const LAST_XOFF_NS: u64 = 8_000_006;
+const PAUSE_END_NS: u64 = 8_335_545; // 8 ms + 6.72 ns + 0xffff quanta (335,539.2 ns) at 100G
+const RESTORED_NS: u64 = LAST_XOFF_NS + 4_000_000;
+
+fn assert_storm_counted(stats: &serde_json::Value) {
+    assert_eq!(stats["ports"]["h0"]["pfc_watchdog"]["storms"], serde_json::json!([0, 0, 0, 1, 0, 0, 0, 0]));
+    assert_eq!(stats["ports"]["h0"]["pfc_watchdog"]["restorations"], serde_json::json!([0, 0, 0, 1, 0, 0, 0, 0]));
+}
+
+#[test]
+fn watchdog_forward_ignores_the_storm_from_detection_on() {
+    let (stats, times) = storm("forward");
+    assert_storm_counted(&stats);
+    let during: Vec<u64> = times.iter().copied().filter(|t| *t > PAUSE_START_NS + 100 && *t < DETECTED_NS).collect();
+    assert!(during.is_empty(), "sent while paused before detection: {during:?}");
+    let first_after = times.iter().copied().find(|t| *t >= DETECTED_NS).unwrap();
+    assert!(first_after <= DETECTED_NS + 1, "forwarding resumed at {first_after}, detection due at {DETECTED_NS}");
+    assert_eq!(times.len(), 2000, "forward loses nothing");
+}
+
+#[test]
+fn watchdog_drop_discards_until_restoration() {
+    let (stats, times) = storm("drop");
+    assert_storm_counted(&stats);
+    let during: Vec<u64> = times.iter().copied().filter(|t| *t > PAUSE_START_NS + 100 && *t < RESTORED_NS).collect();
+    assert!(during.is_empty(), "sent between the pause and restoration: {during:?}");
+    let first_after = times.iter().copied().find(|t| *t >= RESTORED_NS).unwrap();
+    assert!(first_after < RESTORED_NS + 10_100, "traffic resumed at {first_after}, restoration at {RESTORED_NS}");
+    // Dropped: what queued during detection (about 200 frames) and what arrived until
+    // restoration (about 900).
+    let dropped = u64_at(&stats["ports"]["h1"]["drops"]["pfc_watchdog"]);
+    assert!((1050..=1150).contains(&dropped), "{dropped} dropped");
+    assert_eq!(times.len() as u64 + dropped, 2000);
+    assert_eq!(u64_at(&stats["ports"]["h0"]["queues"][3]["dropped"]), dropped);
+}
+
+#[test]
+fn watchdog_alert_only_counts() {
+    let (stats, times) = storm("alert");
+    assert_storm_counted(&stats);
+    let during: Vec<u64> = times.iter().copied().filter(|t| *t > PAUSE_START_NS + 100 && *t < PAUSE_END_NS).collect();
+    assert!(during.is_empty(), "alert must keep honouring the pause: {during:?}");
+    assert_eq!(times.len(), 2000, "alert loses nothing");
+    assert_eq!(total_drops(&stats, "h1"), 0);
+}
+
+#[test]
+fn a_peer_that_ignores_pfc_overflows_its_headroom_and_only_it_loses() {
+    let dir = temp_dir("pfc-ignore");
+    let config = leaf(5, "", STATIC_PFC, "3");
+    let inputs: Inputs = (1..=4).map(|s| (format!("h{s}"), flow(s, 26, 3000, 0))).collect();
+    let out = run_replay(&dir, &config, &inputs, &["--peer-ignores-pfc", "h1"]);
+    let stats = stats(&out);
+    assert!(u64_at(&stats["ports"]["h1"]["drops"]["headroom_overflow"]) > 0);
+    for sender in 2..=4 {
+        assert_eq!(total_drops(&stats, &format!("h{sender}")), 0, "h{sender} obeyed PFC and must lose nothing");
+    }
+    let delivered = u64_at(&stats["ports"]["h0"]["tx_packets"]);
+    assert_eq!(delivered + u64_at(&stats["ports"]["h1"]["drops"]["headroom_overflow"]), 12_000);
+}
