@@ -213,3 +213,54 @@ fn live_pfc_frames_are_sent_ahead_of_data_and_counted() {
     let delivered = stats["ports"]["host0"]["tx_packets"].as_u64().unwrap();
     assert_eq!(delivered + overflow, 4000, "conservation");
 }
+
+/// ECN on real DPDK ports: a slow (1 Gb/s) egress port builds a queue, and the live worker
+/// marks ECT frames CE past kmin, counting exactly the frames the capture shows marked.
+#[test]
+fn live_path_marks_ecn_on_a_slow_egress_port() {
+    let dir = temp_dir("live-ecn");
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let sender = |host: u8| -> Vec<(u64, Vec<u8>)> {
+        let mut spec = raceway::frames::FrameSpec::rocev2(
+            std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, host)),
+            "10.0.0.2".parse().unwrap(),
+            u32::from(host),
+        );
+        spec.frame_len = 1000;
+        (0..2000u64).map(|i| (i * 100, spec.build())).collect()
+    };
+    write_pcap(&dir.join("in-host1.pcap"), &sender(1));
+    write_pcap(&dir.join("in-up0.pcap"), &sender(2));
+    let device = |index: usize, port: &str, input: bool| {
+        let rx = if input { format!("rx_pcap={}/in-{port}.pcap,", dir.display()) } else { String::new() };
+        format!("net_pcap{},{rx}tx_pcap={}/{port}.pcap", 30 + index, out.display())
+    };
+    let devices =
+        [device(0, "host0", false), device(1, "host1", true), device(2, "up0", true), "net_null30,no-rx=1".to_string()];
+    let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
+    let config_text = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)
+        .replacen("speed_gbps = 100", "speed_gbps = 1", 1)
+        .replace("lossless = [3]", "lossless = [3]\n[qos.ecn.3]\nkmin_bytes = 20000\nkmax_bytes = 200000\npmax = 0.5");
+    let config = dir.join("leaf.toml");
+    std::fs::write(&config, &config_text).unwrap();
+    let stats_path = dir.join("stats.json");
+    let prefix = format!("raceway-live-ecn-{}", std::process::id());
+    run_ok(
+        raceway()
+            .args(["run", "-c"])
+            .arg(&config)
+            .args(["--duration", "2", "--seed", "5", "--stats-json"])
+            .arg(&stats_path)
+            .args(["--", "--file-prefix", &prefix]),
+    );
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+    assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"], "mbufs leaked");
+    let frames = read_pcap(&out.join("host0.pcap"));
+    assert_eq!(frames.len(), 4000, "every frame delivered");
+    let ce = frames.iter().filter(|(_, f)| f[15] & 3 == 3).count() as u64;
+    let marked = stats["ports"]["host0"]["queues"][3]["ecn_marked"].as_u64().unwrap();
+    assert!(ce > 100, "only {ce} frames marked");
+    assert_eq!(ce, marked, "ecn_marked must match the capture");
+    assert!(frames.iter().all(|(_, f)| ipv4_header_checksum_ok(&f[14..])));
+}

@@ -19,21 +19,6 @@ type Inputs = Vec<(String, Trace)>;
 /// Wire time of a 1024-byte frame at 100G, rounded up to whole ns: back to back is line rate.
 const LINE_RATE_GAP_NS: u64 = 84;
 
-/// A leaf with `hosts` ports at 100G, host k owning 10.0.k.0/24.
-fn leaf(hosts: usize, switch_extra: &str, qos_extra: &str, lossless: &str) -> String {
-    let mut text = format!(
-        "[switch]\nname = \"pfc-leaf\"\nmac = \"02:00:00:00:00:01\"\n{switch_extra}\n\
-         [qos]\ndscp_to_tc = {{ 26 = 3, 48 = 6, default = 0 }}\nlossless = [{lossless}]\n{qos_extra}\n"
-    );
-    for host in 0..hosts {
-        text.push_str(&format!(
-            "[[port]]\nname = \"h{host}\"\nspeed_gbps = 100\ncable_m = 3\npeer_mac = \"02:00:00:00:10:{host:02x}\"\n\n\
-             [[route]]\nprefix = \"10.0.{host}.0/24\"\nport = \"h{host}\"\n\n"
-        ));
-    }
-    text
-}
-
 /// `count` RoCEv2 frames from host `sender` to 10.0.0.2 at line rate, PSN 0.., DSCP `dscp`.
 fn flow(sender: u8, dscp: u8, count: u32, start_ns: u64) -> Vec<(u64, Vec<u8>)> {
     let mut spec = FrameSpec::rocev2(IpAddr::V4(Ipv4Addr::new(10, 0, sender, 9)), "10.0.0.2".parse().unwrap(), 0x100);

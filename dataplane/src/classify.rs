@@ -16,15 +16,25 @@ use crate::wire::{ipv4, ipv6, pfc};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     /// Queue on `egress` in traffic class `tc`; `member` is (group, member slot) when a group
-    /// chose the port, for the per-member counters.
+    /// chose the port, for the per-member counters; `ip` says where the IP header is and its
+    /// ECN bits, for marking.
     Forward {
         egress: u16,
         tc: u8,
         member: Option<(u16, u16)>,
+        ip: IpHeader,
     },
     /// A PAUSE/PFC frame for the receiving port's egress.
     FlowControl(pfc::Repr),
     Drop(DropReason),
+}
+
+/// Where a forwarded frame's IP header is, and its ECN bits on arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpHeader {
+    pub l3_offset: u16,
+    pub is_ipv6: bool,
+    pub ecn: u8,
 }
 
 struct Group {
@@ -104,7 +114,12 @@ impl Classifier {
         let mut ethernet = ethernet::Frame::new_unchecked(frame);
         ethernet.set_destination(self.peer_macs[usize::from(egress)]);
         ethernet.set_source(self.switch_mac);
-        Verdict::Forward { egress, tc, member }
+        let ip = IpHeader {
+            l3_offset: ip.l3_offset as u16,
+            is_ipv6: matches!(ip.destination, Destination::V6(_)),
+            ecn: ip.ecn,
+        };
+        Verdict::Forward { egress, tc, member, ip }
     }
 
     /// The priority (traffic class) a frame travels in, as its sender's NIC would queue it;
@@ -190,7 +205,8 @@ ports = ["p1", "p2"]
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         let original = frame.clone();
         let verdict = classifier.classify(&mut frame);
-        assert_eq!(verdict, Verdict::Forward { egress: 1, tc: 3, member: None });
+        let ip = IpHeader { l3_offset: 14, is_ipv6: false, ecn: 0b10 };
+        assert_eq!(verdict, Verdict::Forward { egress: 1, tc: 3, member: None, ip });
         assert_eq!(&frame[0..6], &[0x02, 0, 0, 0, 0x11, 0x00]);
         assert_eq!(&frame[6..12], &[0x02, 0, 0, 0, 0, 0xaa]);
         assert_eq!(frame[14 + 8], 63);

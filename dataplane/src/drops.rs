@@ -21,10 +21,12 @@ pub enum DropReason {
     HeadroomOverflow,
     /// Dropped by the PFC watchdog during a pause storm.
     PfcWatchdog,
+    /// A non-ECT frame on a lossy class that its ECN/WRED profile said to mark.
+    Wred,
 }
 
 impl DropReason {
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 8;
     pub const ALL: [DropReason; Self::COUNT] = [
         Self::Malformed,
         Self::Unsupported,
@@ -33,6 +35,7 @@ impl DropReason {
         Self::BufferFull,
         Self::HeadroomOverflow,
         Self::PfcWatchdog,
+        Self::Wred,
     ];
 
     /// The name used in stats JSON and logs.
@@ -45,6 +48,7 @@ impl DropReason {
             Self::BufferFull => "buffer_full",
             Self::HeadroomOverflow => "headroom_overflow",
             Self::PfcWatchdog => "pfc_watchdog",
+            Self::Wred => "wred",
         }
     }
 

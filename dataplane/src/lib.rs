@@ -12,6 +12,7 @@ pub mod classify;
 pub mod config;
 pub mod dpdk;
 pub mod drops;
+pub mod ecn;
 pub mod frames;
 pub mod gen;
 pub mod live;

@@ -27,6 +27,13 @@ pub struct LiveOptions {
     pub stats_json: Option<PathBuf>,
     /// Extra EAL arguments from the command line (after `--`).
     pub extra_eal: Vec<String>,
+    /// Seed of the workers' random choices (each worker mixes in its index).
+    pub seed: u64,
+}
+
+/// The seed of worker `index`: distinct per worker, reproducible per run seed.
+pub fn worker_seed(seed: u64, index: u64) -> u64 {
+    seed ^ index.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// What a live run reports beyond the switch counters.
@@ -152,7 +159,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         stats: Mutex::new(SwitchStats::new(config)),
         unsent: Mutex::new(0),
     });
-    let worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool));
+    let worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool), worker_seed(options.seed, 0));
     let started = Instant::now();
     let workers = eal.worker_lcores();
     let final_stats = if let Some(&lcore) = workers.first() {
@@ -243,8 +250,8 @@ struct Egress {
 }
 
 impl Worker {
-    fn new(config: &Config, tsc_hz: u64, pool: Arc<Mempool>) -> Self {
-        Self { switch: Switch::new(config), config: config.clone(), tsc_hz, pool }
+    fn new(config: &Config, tsc_hz: u64, pool: Arc<Mempool>, seed: u64) -> Self {
+        Self { switch: Switch::new(config, seed), config: config.clone(), tsc_hz, pool }
     }
 
     fn run(self, ports: &[Port], shared: &Shared) {

@@ -43,6 +43,9 @@ enum Command {
         /// Seconds between counter lines.
         #[arg(long, default_value_t = 1.0)]
         stats_interval: f64,
+        /// Seed of the workers' random choices (ECN marking).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
         /// Extra EAL arguments.
         #[arg(last = true)]
         eal: Vec<String>,
@@ -147,13 +150,14 @@ fn seconds(flag: &str, value: f64) -> Result<Duration, Failure> {
 
 fn execute(command: Command) -> Result<(), Failure> {
     match command {
-        Command::Run { config, duration, stats_json, stats_interval, eal } => {
+        Command::Run { config, duration, stats_json, stats_interval, seed, eal } => {
             let config = Config::load(&config)?;
             let options = LiveOptions {
                 duration: duration.map(|d| seconds("--duration", d)).transpose()?,
                 stats_interval: seconds("--stats-interval", stats_interval)?,
                 stats_json: stats_json.clone(),
                 extra_eal: eal,
+                seed,
             };
             let report = live::run(&config, &options)?;
             tracing::info!("{}", report.stats.summary_line(&config));
@@ -349,8 +353,8 @@ fn print_check(config: &Config) {
     for (tc, profile) in qos.ecn.iter().enumerate() {
         if let Some(profile) = profile {
             println!(
-                "  ECN TC{tc}: kmin {} kmax {} pmax {} (marking not implemented yet)",
-                profile.kmin_bytes, profile.kmax_bytes, profile.pmax
+                "  ECN TC{tc}: kmin {} kmax {} pmax {}, marked at {:?}",
+                profile.kmin_bytes, profile.kmax_bytes, profile.pmax, profile.mark_on
             );
         }
     }

@@ -26,10 +26,12 @@
 //! shared and per-group cell counts are exactly the charges of the frames queued.
 
 use crate::buffer::PacketBuf;
-use crate::classify::{Classifier, Verdict};
-use crate::config::{Config, WatchdogAction, TRAFFIC_CLASSES};
+use crate::classify::{Classifier, IpHeader, Verdict};
+use crate::config::{Config, EcnProfile, MarkOn, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
+use crate::ecn;
 use crate::pfc::{self, PfcPlan, XOFF_QUANTA};
+use crate::rng::Rng;
 use crate::schedule::Scheduler;
 use crate::stats::SwitchStats;
 use crate::wire::pfc::Repr;
@@ -56,6 +58,7 @@ struct Slot<P> {
     ingress: u16,
     headroom: bool,
     charge: u32,
+    ip: IpHeader,
 }
 
 /// Frame descriptors of every queue, linked in per-queue FIFOs, with a free list.
@@ -73,6 +76,7 @@ impl<P> Arena<P> {
                 ingress: 0,
                 headroom: false,
                 charge: 0,
+                ip: IpHeader { l3_offset: 0, is_ipv6: false, ecn: 0 },
             })
             .collect();
         Self { slots, free: if capacity > 0 { 0 } else { NIL } }
@@ -140,14 +144,18 @@ pub struct Switch<P: PacketBuf> {
     detection_ps: u64,
     restoration_ps: u64,
     watchdog_action: WatchdogAction,
+    ecn: [Option<EcnProfile>; TRAFFIC_CLASSES],
+    /// Every random choice (ECN marking) draws from this, seeded per replay or per worker.
+    rng: Rng,
     /// Earliest time `advance` has work to do.
     deadline: u64,
     pub stats: SwitchStats,
 }
 
 impl<P: PacketBuf> Switch<P> {
-    /// Builds the switch. The config was validated (`Config::parse`), so the PFC plan exists.
-    pub fn new(config: &Config) -> Self {
+    /// Builds the switch; `seed` seeds its random choices. The config was validated
+    /// (`Config::parse`), so the PFC plan exists.
+    pub fn new(config: &Config, seed: u64) -> Self {
         let plan = PfcPlan::new(config).expect("a validated config has a PFC plan");
         let ports = config
             .ports
@@ -178,6 +186,8 @@ impl<P: PacketBuf> Switch<P> {
             detection_ps: u64::from(watchdog.detection_ms) * 1_000_000_000,
             restoration_ps: u64::from(watchdog.restoration_ms) * 1_000_000_000,
             watchdog_action: watchdog.action,
+            ecn: config.qos.ecn.clone(),
+            rng: Rng::new(seed),
             deadline: NEVER,
             stats: SwitchStats::new(config),
         }
@@ -206,7 +216,7 @@ impl<P: PacketBuf> Switch<P> {
     pub fn receive(&mut self, ingress: usize, mut packet: P, now: u64) -> Received {
         let len = packet.len();
         let verdict = self.classifier.classify(packet.data_mut());
-        let (egress, tc, member) = match verdict {
+        let (egress, tc, member, mut ip) = match verdict {
             Verdict::FlowControl(repr) => {
                 self.pause_received(ingress, &repr, now);
                 return Received::FlowControl;
@@ -218,11 +228,19 @@ impl<P: PacketBuf> Switch<P> {
                 rx.drops[reason.index()] += 1;
                 return Received::Dropped(reason);
             }
-            Verdict::Forward { egress, tc, member } => (usize::from(egress), usize::from(tc), member),
+            Verdict::Forward { egress, tc, member, ip } => (usize::from(egress), usize::from(tc), member, ip),
         };
         let rx = &mut self.stats.ports[ingress];
         rx.rx_packets += 1;
         rx.rx_bytes += len as u64;
+        if self.ecn[tc].as_ref().is_some_and(|profile| profile.mark_on == MarkOn::Enqueue) {
+            let depth = self.ports[egress].queues[tc].bytes;
+            if let Err(reason) = self.apply_ecn(egress, tc, depth, &mut packet, &mut ip) {
+                self.stats.ports[ingress].drops[reason.index()] += 1;
+                self.stats.ports[egress].queues[tc].dropped += 1;
+                return Received::Dropped(reason);
+            }
+        }
         let charge = pfc::charge(len);
         let admitted =
             if self.lossless(tc) { self.admit_lossless(ingress, egress, tc, charge) } else { self.admit_lossy(charge) };
@@ -238,7 +256,7 @@ impl<P: PacketBuf> Switch<P> {
         debug_assert_ne!(slot, NIL, "the arena holds one slot per cell");
         let entry = &mut self.arena.slots[slot as usize];
         self.arena.free = entry.next;
-        *entry = Slot { packet: Some(packet), next: NIL, ingress: ingress as u16, headroom, charge: charge as u32 };
+        *entry = Slot { packet: Some(packet), next: NIL, ingress: ingress as u16, headroom, charge: charge as u32, ip };
         let queue = &mut self.ports[egress].queues[tc];
         if queue.tail == NIL {
             queue.head = slot;
@@ -260,6 +278,33 @@ impl<P: PacketBuf> Switch<P> {
             self.deadline = self.deadline.min(self.ports[egress].paused_since[tc].saturating_add(self.detection_ps));
         }
         Received::Queued { egress, tc }
+    }
+
+    /// Applies the class's ECN profile at `depth`: marks ECT frames CE (counted), says to drop
+    /// a lossy non-ECT frame (`wred`), leaves everything else alone.
+    fn apply_ecn(
+        &mut self,
+        egress: usize,
+        tc: usize,
+        depth: u64,
+        packet: &mut P,
+        ip: &mut IpHeader,
+    ) -> Result<(), DropReason> {
+        let Some(profile) = &self.ecn[tc] else { return Ok(()) };
+        if !ecn::should_mark(profile, depth, &mut self.rng) {
+            return Ok(());
+        }
+        match ip.ecn {
+            ecn::CE => Ok(()),
+            ecn::NOT_ECT if self.lossless(tc) => Ok(()),
+            ecn::NOT_ECT => Err(DropReason::Wred),
+            _ => {
+                ecn::set_ce(packet.data_mut(), usize::from(ip.l3_offset), ip.is_ipv6);
+                ip.ecn = ecn::CE;
+                self.stats.ports[egress].queues[tc].ecn_marked += 1;
+                Ok(())
+            }
+        }
     }
 
     fn admit_lossy(&mut self, charge: u64) -> Result<bool, DropReason> {
@@ -310,7 +355,7 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     /// Unlinks the head of a queue and releases its buffer.
-    fn pop(&mut self, port: usize, tc: usize) -> Option<(P, usize)> {
+    fn pop(&mut self, port: usize, tc: usize) -> Option<(P, usize, IpHeader)> {
         let queue = &mut self.ports[port].queues[tc];
         let slot = queue.head;
         if slot == NIL {
@@ -318,7 +363,8 @@ impl<P: PacketBuf> Switch<P> {
         }
         let entry = &mut self.arena.slots[slot as usize];
         let packet = entry.packet.take().expect("a linked slot holds a frame");
-        let (ingress, headroom, charge) = (usize::from(entry.ingress), entry.headroom, u64::from(entry.charge));
+        let (ingress, headroom, charge, ip) =
+            (usize::from(entry.ingress), entry.headroom, u64::from(entry.charge), entry.ip);
         queue.head = entry.next;
         if queue.head == NIL {
             queue.tail = NIL;
@@ -339,7 +385,7 @@ impl<P: PacketBuf> Switch<P> {
         if self.lossless(tc) {
             self.maybe_xon(ingress, tc);
         }
-        Some((packet, ingress))
+        Some((packet, ingress, ip))
     }
 
     /// Sends XON for a group that dropped to its XON point.
@@ -373,14 +419,25 @@ impl<P: PacketBuf> Switch<P> {
     #[inline]
     pub fn transmit(&mut self, egress: usize, now: u64) -> Option<P> {
         let eligible = self.eligible(egress, now);
-        let state = &mut self.ports[egress];
-        let (queues, slots) = (&state.queues, &self.arena.slots);
-        let head_len = |tc: usize| {
-            let head = queues[tc].head;
-            (head != NIL).then(|| slots[head as usize].packet.as_ref().map_or(0, PacketBuf::len))
+        let (tc, packet) = loop {
+            let state = &mut self.ports[egress];
+            let (queues, slots) = (&state.queues, &self.arena.slots);
+            let head_len = |tc: usize| {
+                let head = queues[tc].head;
+                (head != NIL).then(|| slots[head as usize].packet.as_ref().map_or(0, PacketBuf::len))
+            };
+            let tc = state.scheduler.select(eligible, head_len)?;
+            let (mut packet, ingress, mut ip) = self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
+            if self.ecn[tc].as_ref().is_some_and(|profile| profile.mark_on == MarkOn::Dequeue) {
+                let depth = self.ports[egress].queues[tc].bytes;
+                if let Err(reason) = self.apply_ecn(egress, tc, depth, &mut packet, &mut ip) {
+                    self.stats.ports[ingress].drops[reason.index()] += 1;
+                    self.stats.ports[egress].queues[tc].dropped += 1;
+                    continue;
+                }
+            }
+            break (tc, packet);
         };
-        let tc = state.scheduler.select(eligible, head_len)?;
-        let (packet, _) = self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
         let len = packet.len() as u64;
         let stats = &mut self.stats.ports[egress];
         stats.tx_packets += 1;
@@ -521,7 +578,7 @@ impl<P: PacketBuf> Switch<P> {
             self.watchdog_action
         );
         if self.watchdog_action == WatchdogAction::Drop {
-            while let Some((packet, ingress)) = self.pop(port, priority) {
+            while let Some((packet, ingress, _)) = self.pop(port, priority) {
                 drop(packet);
                 self.stats.ports[ingress].drops[DropReason::PfcWatchdog.index()] += 1;
                 self.stats.ports[port].queues[priority].dropped += 1;
@@ -558,7 +615,7 @@ impl<P: PacketBuf> Switch<P> {
         let mut drained = 0;
         for port in 0..self.ports.len() {
             for tc in 0..TRAFFIC_CLASSES {
-                while let Some((packet, ingress)) = self.pop(port, tc) {
+                while let Some((packet, ingress, _)) = self.pop(port, tc) {
                     drop(packet);
                     self.stats.ports[ingress].drops[DropReason::BufferFull.index()] += 1;
                     self.stats.ports[port].queues[tc].dropped += 1;
@@ -617,7 +674,7 @@ port = "p1"
     #[test]
     fn queue_then_transmit_releases_every_cell() {
         let config = config("", "");
-        let mut switch: Switch<HeapPacket> = Switch::new(&config);
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
         for _ in 0..10 {
             assert_eq!(switch.receive(0, frame(0, 60), 0), Received::Queued { egress: 1, tc: 0 });
         }
@@ -636,7 +693,7 @@ port = "p1"
     #[test]
     fn lossy_frames_tail_drop_when_the_shared_buffer_is_full() {
         let config = config("buffer_bytes = 2048000", "");
-        let mut switch: Switch<HeapPacket> = Switch::new(&config);
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
         let shared = switch.plan.shared_capacity;
         let fits = shared / 1024;
         for _ in 0..fits + 5 {
@@ -651,7 +708,7 @@ port = "p1"
     #[test]
     fn lossless_group_sends_xoff_uses_headroom_then_xon() {
         let config = config("", "[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 4096");
-        let mut switch: Switch<HeapPacket> = Switch::new(&config);
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
         // 1000-byte frames charge 1024: ten fit under XOFF, the eleventh goes to headroom.
         for _ in 0..10 {
             switch.receive(0, frame(26, 1000), 0);
@@ -693,7 +750,7 @@ port = "p1"
     #[test]
     fn received_pfc_pauses_only_lossless_named_priorities() {
         let config = config("", "");
-        let mut switch: Switch<HeapPacket> = Switch::new(&config);
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
         switch.receive(0, frame(26, 100), 0);
         switch.receive(0, frame(0, 100), 0);
         // XOFF for 3 (lossless) and 0 (lossy: counted, not obeyed) for 100 quanta = 512 ns.
@@ -720,7 +777,7 @@ port = "p1"
     fn storm(action: &str) -> (Switch<HeapPacket>, u64) {
         let config =
             config("", &format!("[qos.pfc_watchdog]\ndetection_ms = 1\nrestoration_ms = 2\naction = \"{action}\""));
-        let mut switch: Switch<HeapPacket> = Switch::new(&config);
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
         let mut times = [0u16; 8];
         times[3] = 0xffff; // 335 us at 100G
         let mut now = 0;
@@ -757,7 +814,7 @@ port = "p1"
     #[test]
     fn watchdog_detects_within_detection_time() {
         let config = config("", "[qos.pfc_watchdog]\ndetection_ms = 1\naction = \"forward\"");
-        let mut switch: Switch<HeapPacket> = Switch::new(&config);
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
         switch.receive(0, frame(26, 100), 0);
         let mut times = [0u16; 8];
         times[3] = 0xffff;

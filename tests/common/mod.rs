@@ -183,3 +183,19 @@ pub const SWITCH_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 pub const PEER_MACS: [[u8; 6]; 4] =
     [[0x02, 0, 0, 0, 0x10, 0], [0x02, 0, 0, 0, 0x11, 0], [0x02, 0, 0, 0, 0x20, 0], [0x02, 0, 0, 0, 0x21, 0]];
 pub const PORTS: [&str; 4] = ["host0", "host1", "up0", "up1"];
+
+/// A leaf with `hosts` ports at 100G, host k owning 10.0.k.0/24 and 2001:db8:k::/64.
+pub fn leaf(hosts: usize, switch_extra: &str, qos_extra: &str, lossless: &str) -> String {
+    let mut text = format!(
+        "[switch]\nname = \"pfc-leaf\"\nmac = \"02:00:00:00:00:01\"\n{switch_extra}\n\
+         [qos]\ndscp_to_tc = {{ 26 = 3, 48 = 6, default = 0 }}\nlossless = [{lossless}]\n{qos_extra}\n"
+    );
+    for host in 0..hosts {
+        text.push_str(&format!(
+            "[[port]]\nname = \"h{host}\"\nspeed_gbps = 100\ncable_m = 3\npeer_mac = \"02:00:00:00:10:{host:02x}\"\n\n\
+             [[route]]\nprefix = \"10.0.{host}.0/24\"\nport = \"h{host}\"\n\n\
+             [[route]]\nprefix = \"2001:db8:{host}::/64\"\nport = \"h{host}\"\n\n"
+        ));
+    }
+    text
+}

@@ -123,7 +123,7 @@ pub fn run(
         field: "-".into(),
         problem: format!("cannot create the output directory: {err}"),
     })?;
-    let switch = Switch::new(config);
+    let switch = Switch::new(config, options.seed);
     let mut ports = Vec::with_capacity(config.ports.len());
     for (index, (port, trace)) in config.ports.iter().zip(traces).enumerate() {
         let mut peer = Peer {

@@ -1,0 +1,107 @@
+//! ECN marking as SONiC's WRED_PROFILE with ECN does it, for DCQCN: per traffic class, a
+//! profile (kmin, kmax, pmax) turns the egress queue's depth into a marking probability.
+//!
+//! - depth < kmin: never; kmin <= depth <= kmax: pmax x (depth - kmin) / (kmax - kmin);
+//!   depth > kmax: always.
+//! - The depth is the queue's frame bytes: at enqueue (default) what is ahead of the frame, at
+//!   dequeue (`mark_on = "dequeue"`) what it leaves behind. Dequeue marking reports the queue
+//!   as it is when the frame leaves, a fresher signal that reaches senders sooner under a
+//!   growing queue; enqueue marking is what most ASICs do and decides before the frame
+//!   takes buffer, so a lossy non-ECT frame is dropped without ever being queued.
+//! - "Mark" on an ECT(0)/ECT(1) frame sets CE (IPv4: RFC 1624 checksum update; IPv6: traffic
+//!   class bits; behind any VLAN tags). A CE frame stays CE and is not counted again. A non-ECT
+//!   frame is never marked: on a lossy class it is dropped (`wred`); on a lossless class it
+//!   passes, because PFC protects it.
+//!
+//! Invariant: a random draw happens only when kmin <= depth <= kmax and kmin < kmax, from the
+//! switch's seeded PRNG, so replays with one seed mark the same frames.
+
+use crate::config::EcnProfile;
+use crate::rng::Rng;
+use crate::wire::{ipv4, ipv6};
+
+pub const NOT_ECT: u8 = 0b00;
+pub const CE: u8 = 0b11;
+
+/// What a profile says for a frame at `depth` bytes.
+#[inline]
+pub fn should_mark(profile: &EcnProfile, depth: u64, rng: &mut Rng) -> bool {
+    if depth < profile.kmin_bytes {
+        return false;
+    }
+    if depth > profile.kmax_bytes {
+        return true;
+    }
+    if profile.kmax_bytes == profile.kmin_bytes {
+        return false;
+    }
+    let probability =
+        profile.pmax * (depth - profile.kmin_bytes) as f64 / (profile.kmax_bytes - profile.kmin_bytes) as f64;
+    rng.unit() < probability
+}
+
+/// Sets CE in the IP header at `l3_offset` (checked by the parser earlier).
+#[inline]
+pub fn set_ce(frame: &mut [u8], l3_offset: usize, is_ipv6: bool) {
+    let l3 = &mut frame[l3_offset..];
+    if is_ipv6 {
+        ipv6::Packet::new_unchecked(l3).set_ecn(CE);
+    } else {
+        ipv4::Packet::new_unchecked(l3).set_ecn(CE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MarkOn;
+    use crate::frames::FrameSpec;
+    use crate::wire::parse::{parse, Payload};
+
+    fn profile(kmin: u64, kmax: u64, pmax: f64) -> EcnProfile {
+        EcnProfile { kmin_bytes: kmin, kmax_bytes: kmax, pmax, mark_on: MarkOn::Enqueue }
+    }
+
+    #[test]
+    fn below_kmin_never_above_kmax_always() {
+        let mut rng = Rng::new(1);
+        let p = profile(1000, 2000, 1.0);
+        assert!((0..1000).all(|_| !should_mark(&p, 999, &mut rng)));
+        assert!((0..1000).all(|_| should_mark(&p, 2001, &mut rng)));
+        let degenerate = profile(1000, 1000, 0.5);
+        assert!(!should_mark(&degenerate, 1000, &mut rng));
+        assert!(should_mark(&degenerate, 1001, &mut rng));
+    }
+
+    #[test]
+    fn between_the_thresholds_the_rate_is_linear() {
+        let mut rng = Rng::new(2);
+        let p = profile(0, 1000, 0.2);
+        for (depth, expected) in [(250u64, 0.05f64), (500, 0.10), (1000, 0.20)] {
+            let marks = (0..100_000).filter(|_| should_mark(&p, depth, &mut rng)).count() as f64 / 100_000.0;
+            // 4 standard deviations of a binomial over 100,000 draws.
+            let sigma = (expected * (1.0 - expected) / 100_000.0).sqrt();
+            assert!((marks - expected).abs() < 4.0 * sigma, "depth {depth}: {marks} vs {expected}");
+        }
+    }
+
+    #[test]
+    fn ce_rewrite_on_ipv4_vlan_and_ipv6() {
+        let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 1);
+        for vlan in [None, Some((3, 100))] {
+            spec.vlan = vlan;
+            let mut frame = spec.build();
+            let l3 = if vlan.is_some() { 18 } else { 14 };
+            set_ce(&mut frame, l3, false);
+            let Payload::Ip(ip) = parse(&frame).expect("the checksum stays valid").payload else { panic!() };
+            assert_eq!((ip.ecn, ip.dscp), (CE, 26));
+        }
+        spec.vlan = None;
+        spec.source = "2001:db8::1".parse().unwrap();
+        spec.destination = "2001:db8:1::2".parse().unwrap();
+        let mut frame = spec.build();
+        set_ce(&mut frame, 14, true);
+        let Payload::Ip(ip) = parse(&frame).unwrap().payload else { panic!() };
+        assert_eq!((ip.ecn, ip.dscp), (CE, 26));
+    }
+}
