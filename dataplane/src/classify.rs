@@ -1,11 +1,12 @@
-//! The classify stage: from a parsed frame to a decision (forward to a port and traffic
-//! class, consume a PFC frame, or drop with a reason), and the routing rewrites of a
-//! forwarded frame: TTL/hop limit, MACs, IPv4 checksum (RFC 1624 incremental).
+//! The classify stage: from a parsed frame to a decision (forward to a route target in a
+//! traffic class, consume a PFC frame, or drop with a reason), and the routing rewrites of a
+//! forwarded frame: TTL/hop limit with the IPv4 checksum (RFC 1624 incremental) here, the MACs
+//! in `rewrite_macs` once the switch has chosen the egress port (a group's member).
 //!
 //! Invariant: a frame is rewritten only when the verdict is `Forward`, so a dropped frame
 //! leaves the stage byte-for-byte as it came in; every other outcome carries its reason.
 
-use crate::config::{Config, GroupMode, RouteTarget, Trust};
+use crate::config::{Config, RouteTarget, Trust};
 use crate::drops::DropReason;
 use crate::route::RouteTable;
 use crate::wire::ethernet::{self, MacAddress};
@@ -15,15 +16,10 @@ use crate::wire::{ipv4, ipv6, pfc};
 /// What to do with one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// Queue on `egress` in traffic class `tc`; `member` is (group, member slot) when a group
-    /// chose the port, for the per-member counters; `ip` says where the IP header is and its
-    /// ECN bits, for marking.
-    Forward {
-        egress: u16,
-        tc: u8,
-        member: Option<(u16, u16)>,
-        ip: IpHeader,
-    },
+    /// Queue towards `target` (a port, or a group whose member the switch picks) in traffic
+    /// class `tc`; `flow_hash` identifies the flow (5-tuple plus RoCEv2 destination QP); `ip`
+    /// says where the IP header is and its ECN bits, for marking.
+    Forward { target: RouteTarget, tc: u8, flow_hash: u32, ip: IpHeader },
     /// A PAUSE/PFC frame for the receiving port's egress.
     FlowControl(pfc::Repr),
     Drop(DropReason),
@@ -37,10 +33,6 @@ pub struct IpHeader {
     pub ecn: u8,
 }
 
-struct Group {
-    members: Vec<u16>,
-}
-
 pub struct Classifier {
     routes: RouteTable,
     trust: Trust,
@@ -49,20 +41,10 @@ pub struct Classifier {
     switch_mac: MacAddress,
     peer_macs: Vec<MacAddress>,
     port_enabled: Vec<bool>,
-    groups: Vec<Group>,
 }
 
 impl Classifier {
     pub fn new(config: &Config) -> Self {
-        for group in &config.groups {
-            if group.mode != GroupMode::Ecmp {
-                tracing::warn!(
-                    "group '{}': mode {} is not implemented yet; it hashes per flow (ecmp)",
-                    group.name,
-                    group.mode.name()
-                );
-            }
-        }
         Self {
             routes: RouteTable::new(&config.routes),
             trust: config.qos.trust,
@@ -71,15 +53,10 @@ impl Classifier {
             switch_mac: config.mac,
             peer_macs: config.ports.iter().map(|port| port.peer_mac).collect(),
             port_enabled: config.ports.iter().map(|port| port.enabled).collect(),
-            groups: config
-                .groups
-                .iter()
-                .map(|group| Group { members: group.members.iter().map(|&port| port as u16).collect() })
-                .collect(),
         }
     }
 
-    /// Classifies `frame` and, when it is forwarded, rewrites it in place.
+    /// Classifies `frame` and, when it is forwarded, decrements its TTL / hop limit.
     #[inline]
     pub fn classify(&self, frame: &mut [u8]) -> Verdict {
         let parsed = match parse::parse(frame) {
@@ -91,13 +68,10 @@ impl Classifier {
             Payload::FlowControl(repr) => return Verdict::FlowControl(repr),
             Payload::NotRoutable(_) => return Verdict::Drop(DropReason::Unsupported),
         };
-        let (egress, member) = match self.routes.lookup(ip.destination) {
-            Some(RouteTarget::Port(port)) if self.port_enabled[port] => (port as u16, None),
-            Some(RouteTarget::Group(group)) => match self.pick_member(group, ip.flow_hash) {
-                Some((slot, port)) => (port, Some((group as u16, slot))),
-                None => return Verdict::Drop(DropReason::NoRoute),
-            },
-            _ => return Verdict::Drop(DropReason::NoRoute),
+        let target = match self.routes.lookup(ip.destination) {
+            Some(RouteTarget::Port(port)) if !self.port_enabled[port] => return Verdict::Drop(DropReason::NoRoute),
+            Some(target) => target,
+            None => return Verdict::Drop(DropReason::NoRoute),
         };
         if ip.ttl <= 1 {
             return Verdict::Drop(DropReason::TtlExpired);
@@ -111,15 +85,18 @@ impl Classifier {
             Destination::V4(_) => ipv4::Packet::new_unchecked(l3).decrement_ttl(),
             Destination::V6(_) => ipv6::Packet::new_unchecked(l3).decrement_hop_limit(),
         }
+        let header =
+            IpHeader { l3_offset: ip.l3_offset as u16, is_ipv6: matches!(ip.destination, Destination::V6(_)), ecn: ip.ecn };
+        Verdict::Forward { target, tc, flow_hash: ip.flow_hash, ip: header }
+    }
+
+    /// Sets the MACs of a frame routed out of `egress`: its peer's as destination, the
+    /// switch's as source.
+    #[inline]
+    pub fn rewrite_macs(&self, frame: &mut [u8], egress: usize) {
         let mut ethernet = ethernet::Frame::new_unchecked(frame);
-        ethernet.set_destination(self.peer_macs[usize::from(egress)]);
+        ethernet.set_destination(self.peer_macs[egress]);
         ethernet.set_source(self.switch_mac);
-        let ip = IpHeader {
-            l3_offset: ip.l3_offset as u16,
-            is_ipv6: matches!(ip.destination, Destination::V6(_)),
-            ecn: ip.ecn,
-        };
-        Verdict::Forward { egress, tc, member, ip }
     }
 
     /// The priority (traffic class) a frame travels in, as its sender's NIC would queue it;
@@ -137,26 +114,6 @@ impl Classifier {
             },
             Err(_) => Some(0),
         }
-    }
-
-    /// Per-flow ECMP over the group's enabled members: the flow hash scaled onto the member
-    /// count (multiply-shift, no division), so one flow always takes one member.
-    fn pick_member(&self, group: usize, flow_hash: u32) -> Option<(u16, u16)> {
-        let members = &self.groups[group].members;
-        let enabled = members.iter().filter(|&&port| self.port_enabled[usize::from(port)]).count();
-        if enabled == 0 {
-            return None;
-        }
-        let mut pick = ((u64::from(flow_hash) * enabled as u64) >> 32) as usize;
-        for (slot, &port) in members.iter().enumerate() {
-            if self.port_enabled[usize::from(port)] {
-                if pick == 0 {
-                    return Some((slot as u16, port));
-                }
-                pick -= 1;
-            }
-        }
-        None
     }
 }
 
@@ -206,7 +163,9 @@ ports = ["p1", "p2"]
         let original = frame.clone();
         let verdict = classifier.classify(&mut frame);
         let ip = IpHeader { l3_offset: 14, is_ipv6: false, ecn: 0b10 };
-        assert_eq!(verdict, Verdict::Forward { egress: 1, tc: 3, member: None, ip });
+        let Verdict::Forward { target, tc, ip: header, .. } = verdict else { panic!("{verdict:?}") };
+        assert_eq!((target, tc, header), (RouteTarget::Port(1), 3, ip));
+        classifier.rewrite_macs(&mut frame, 1);
         assert_eq!(&frame[0..6], &[0x02, 0, 0, 0, 0x11, 0x00]);
         assert_eq!(&frame[6..12], &[0x02, 0, 0, 0, 0, 0xaa]);
         assert_eq!(frame[14 + 8], 63);
@@ -245,36 +204,21 @@ ports = ["p1", "p2"]
     }
 
     #[test]
-    fn group_members_are_picked_per_flow_and_skip_disabled_ports() {
+    fn groups_are_targets_and_one_flow_hashes_alike() {
         let classifier = classifier(CONFIG);
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         frame[14 + 18] = 2; // 10.0.2.2: the group
         crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
         let first = classifier.classify(&mut frame.clone());
-        assert_eq!(first, classifier.classify(&mut frame.clone()), "one flow, one member");
-        let Verdict::Forward { member: Some((0, _)), .. } = first else { panic!("{first:?}") };
-
-        let only_p2 = classifier_with_disabled(CONFIG, "p1");
-        assert!(matches!(
-            only_p2.classify(&mut frame.clone()),
-            Verdict::Forward { egress: 2, member: Some((0, 1)), .. }
-        ));
-    }
-
-    fn classifier_with_disabled(text: &str, port: &str) -> Classifier {
-        let text = text.replace(&format!("name = \"{port}\"\n"), &format!("name = \"{port}\"\nenabled = false\n"));
-        classifier(&text)
+        assert_eq!(first, classifier.classify(&mut frame.clone()), "one flow, one hash");
+        assert!(matches!(first, Verdict::Forward { target: RouteTarget::Group(0), .. }), "{first:?}");
     }
 
     #[test]
-    fn all_members_disabled_is_no_route() {
-        let text = CONFIG
-            .replace("name = \"p1\"\n", "name = \"p1\"\nenabled = false\n")
-            .replace("name = \"p2\"\n", "name = \"p2\"\nenabled = false\n");
+    fn a_route_to_a_disabled_port_is_no_route() {
+        let text = CONFIG.replace("name = \"p1\"\n", "name = \"p1\"\nenabled = false\n");
         let classifier = classifier(&text);
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
-        frame[14 + 18] = 2;
-        crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
         assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::NoRoute));
     }
 }

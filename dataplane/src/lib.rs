@@ -24,3 +24,4 @@ pub mod schedule;
 pub mod stats;
 pub mod switch;
 pub mod wire;
+pub mod spray;

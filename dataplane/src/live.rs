@@ -294,6 +294,10 @@ impl Worker {
             if dpdk::rdtsc() >= next_publish {
                 next_publish = dpdk::rdtsc() + publish_ticks;
                 shared.stats.lock().expect("stats lock").clone_from(&self.switch.stats);
+                // Groups skip members whose link is down.
+                for (index, port) in ports.iter().enumerate() {
+                    self.switch.set_link_up(index, port.link_up());
+                }
                 watch();
             }
         }

@@ -320,7 +320,7 @@ fn print_check(config: &Config) {
     for group in &config.groups {
         let members: Vec<&str> = group.members.iter().map(|&p| config.ports[p].name.as_str()).collect();
         println!(
-            "group {}: {} over [{}] (spraying modes other than ecmp are not implemented yet: they hash per flow)",
+            "group {}: {} over [{}]",
             group.name,
             group.mode.name(),
             members.join(", ")

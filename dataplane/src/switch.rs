@@ -27,12 +27,13 @@
 
 use crate::buffer::PacketBuf;
 use crate::classify::{Classifier, IpHeader, Verdict};
-use crate::config::{Config, EcnProfile, MarkOn, WatchdogAction, TRAFFIC_CLASSES};
+use crate::config::{Config, EcnProfile, MarkOn, RouteTarget, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::ecn;
 use crate::pfc::{self, PfcPlan, XOFF_QUANTA};
 use crate::rng::Rng;
 use crate::schedule::Scheduler;
+use crate::spray::{PortView, Selector};
 use crate::stats::SwitchStats;
 use crate::wire::pfc::Repr;
 
@@ -129,13 +130,48 @@ struct PortState {
     /// PFC times to send on this port, per priority.
     outbox: [Option<u16>; 8],
     speed_mbps: u64,
+    /// Enabled in the config and link up (live).
+    usable: bool,
+    enabled: bool,
     headroom: u64,
     /// Half of an XOFF's pause time: the refresh period.
     refresh_ps: u64,
 }
 
+impl PortState {
+    /// Whether class `priority` is held by a received pause at `now` (and the watchdog does
+    /// not ignore it).
+    #[inline]
+    fn paused(&self, priority: usize, now: u64, action: WatchdogAction) -> bool {
+        self.paused_until[priority] > now && !(self.storm[priority] && action != WatchdogAction::Alert)
+    }
+}
+
+/// The group selector's view of the ports.
+struct Ports<'a> {
+    ports: &'a [PortState],
+    now: u64,
+    watchdog_action: WatchdogAction,
+}
+
+impl PortView for Ports<'_> {
+    fn usable(&self, port: usize) -> bool {
+        self.ports[port].usable
+    }
+
+    fn drain_cost(&self, port: usize, tc: usize) -> u64 {
+        let state = &self.ports[port];
+        if state.paused(tc, self.now, self.watchdog_action) {
+            return u64::MAX;
+        }
+        // Queued frame bytes at the port's speed, in ps: bytes x 8e6 / Mb/s.
+        state.queues[tc].bytes * 8_000_000 / state.speed_mbps
+    }
+}
+
 pub struct Switch<P: PacketBuf> {
     classifier: Classifier,
+    selector: Selector,
     arena: Arena<P>,
     ports: Vec<PortState>,
     plan: PfcPlan,
@@ -171,6 +207,8 @@ impl<P: PacketBuf> Switch<P> {
                 last_xoff_rx: [0; 8],
                 outbox: [None; 8],
                 speed_mbps: port.speed_mbps,
+                usable: port.enabled,
+                enabled: port.enabled,
                 headroom,
                 refresh_ps: pfc::quanta_ps(XOFF_QUANTA, port.speed_mbps) / 2,
             })
@@ -178,6 +216,7 @@ impl<P: PacketBuf> Switch<P> {
         let watchdog = &config.qos.watchdog;
         Self {
             classifier: Classifier::new(config),
+            selector: Selector::new(config),
             arena: Arena::new(Self::arena_capacity(config)),
             ports,
             plan,
@@ -216,7 +255,7 @@ impl<P: PacketBuf> Switch<P> {
     pub fn receive(&mut self, ingress: usize, mut packet: P, now: u64) -> Received {
         let len = packet.len();
         let verdict = self.classifier.classify(packet.data_mut());
-        let (egress, tc, member, mut ip) = match verdict {
+        let (target, tc, flow_hash, mut ip) = match verdict {
             Verdict::FlowControl(repr) => {
                 self.pause_received(ingress, &repr, now);
                 return Received::FlowControl;
@@ -228,11 +267,25 @@ impl<P: PacketBuf> Switch<P> {
                 rx.drops[reason.index()] += 1;
                 return Received::Dropped(reason);
             }
-            Verdict::Forward { egress, tc, member, ip } => (usize::from(egress), usize::from(tc), member, ip),
+            Verdict::Forward { target, tc, flow_hash, ip } => (target, usize::from(tc), flow_hash, ip),
         };
         let rx = &mut self.stats.ports[ingress];
         rx.rx_packets += 1;
         rx.rx_bytes += len as u64;
+        let (egress, member) = match target {
+            RouteTarget::Port(port) => (port, None),
+            RouteTarget::Group(group) => {
+                let view = Ports { ports: &self.ports, now, watchdog_action: self.watchdog_action };
+                match self.selector.select(group, flow_hash, tc, now, &mut self.rng, &view) {
+                    Some((slot, port)) => (usize::from(port), Some((group, slot))),
+                    None => {
+                        self.stats.ports[ingress].drops[DropReason::NoRoute.index()] += 1;
+                        return Received::Dropped(DropReason::NoRoute);
+                    }
+                }
+            }
+        };
+        self.classifier.rewrite_macs(packet.data_mut(), egress);
         if self.ecn[tc].as_ref().is_some_and(|profile| profile.mark_on == MarkOn::Enqueue) {
             let depth = self.ports[egress].queues[tc].bytes;
             if let Err(reason) = self.apply_ecn(egress, tc, depth, &mut packet, &mut ip) {
@@ -271,7 +324,7 @@ impl<P: PacketBuf> Switch<P> {
         let stats = &mut self.stats.ports[egress].queues[tc];
         stats.max_depth_bytes = stats.max_depth_bytes.max(depth);
         if let Some((group, slot)) = member {
-            self.stats.groups[usize::from(group)][usize::from(slot)] += 1;
+            self.stats.groups[group][usize::from(slot)] += 1;
         }
         if self.lossless(tc) && self.ports[egress].paused_until[tc] > now && !self.ports[egress].storm[tc] {
             // A paused queue now holds frames: the watchdog's clock matters.
@@ -406,12 +459,17 @@ impl<P: PacketBuf> Switch<P> {
         let state = &self.ports[port];
         let mut mask = 0xffu8;
         for priority in 0..8 {
-            let ignored = state.storm[priority] && self.watchdog_action != WatchdogAction::Alert;
-            if state.paused_until[priority] > now && !ignored {
+            if state.paused(priority, now, self.watchdog_action) {
                 mask &= !(1 << priority);
             }
         }
         mask
+    }
+
+    /// Marks a port's link up or down (live); a disabled port stays unusable.
+    pub fn set_link_up(&mut self, port: usize, up: bool) {
+        let state = &mut self.ports[port];
+        state.usable = state.enabled && up;
     }
 
     /// The next data frame `egress` should send at `now`, chosen by its scheduler among the

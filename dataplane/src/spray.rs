@@ -1,0 +1,279 @@
+//! Load balancing over a group's members (uplinks): per flow (`ecmp`), per packet round robin
+//! (`spray`), per packet at random (`random`), per packet towards the shortest queue
+//! (`adaptive`, DRILL-style), and per flowlet (`flowlet`).
+//!
+//! - ecmp: the flow hash (5-tuple plus the RoCEv2 destination QP) scaled onto the usable
+//!   members; one flow stays on one member while the set of usable members is unchanged.
+//! - spray: a round-robin cursor per group; per worker, members differ by at most one packet,
+//!   so several workers sharing a group stay balanced within one packet each.
+//! - random: a uniform draw from the seeded PRNG.
+//! - adaptive: compare two random members and the last choice, take the one whose queue for
+//!   the packet's traffic class drains soonest: queued frame bytes / link speed (so a slower
+//!   link counts as longer). A member whose class is paused by received PFC is skipped while
+//!   any other candidate is not paused.
+//! - flowlet: a flow keeps its member while its packets come less than `flowlet_gap_us`
+//!   apart; after a longer gap it moves to the member that drains soonest (as adaptive, over
+//!   all members). The table holds at most `FLOWLET_TABLE` flows, allocated up front; when
+//!   full, entries idle longer than the gap (which would be re-decided anyway) are swept out,
+//!   and a new flow that still finds no room is placed without being remembered.
+//!
+//! Members that are down (`enabled = false`, or link down when live) are never chosen; when
+//! none is usable the caller drops the packet as `no_route`.
+//!
+//! Invariant: selection never allocates (the flowlet table never grows past its capacity) and
+//! depends only on its inputs and the seeded PRNG, so replays are deterministic.
+
+use crate::config::{Config, GroupMode};
+use crate::rng::Rng;
+use hashbrown::HashMap;
+
+/// Flows a flowlet group remembers at most. The map is allocated for twice as many, so that
+/// hashbrown can always clear tombstones by rehashing in place instead of reallocating.
+pub const FLOWLET_TABLE: usize = 16_384;
+
+#[derive(Debug, Clone, Copy)]
+struct Flowlet {
+    slot: u16,
+    last_seen_ps: u64,
+}
+
+struct Group {
+    mode: GroupMode,
+    members: Vec<u16>,
+    cursor: usize,
+    last_choice: usize,
+    gap_ps: u64,
+    flows: HashMap<u32, Flowlet>,
+}
+
+/// What the selector needs to know about ports at decision time.
+pub trait PortView {
+    /// Whether the port may carry traffic (enabled and link up).
+    fn usable(&self, port: usize) -> bool;
+    /// Time to drain the port's queue of class `tc`, in ps; `u64::MAX` when that class is
+    /// paused by PFC.
+    fn drain_cost(&self, port: usize, tc: usize) -> u64;
+}
+
+pub struct Selector {
+    groups: Vec<Group>,
+}
+
+impl Selector {
+    pub fn new(config: &Config) -> Self {
+        let groups = config
+            .groups
+            .iter()
+            .map(|group| Group {
+                mode: group.mode,
+                members: group.members.iter().map(|&port| port as u16).collect(),
+                cursor: 0,
+                last_choice: 0,
+                gap_ps: u64::from(group.flowlet_gap_us) * 1_000_000,
+                flows: if group.mode == GroupMode::Flowlet { HashMap::with_capacity(2 * FLOWLET_TABLE) } else { HashMap::new() },
+            })
+            .collect();
+        Self { groups }
+    }
+
+    /// Picks a member of `group` for a packet: (member slot, port), or `None` when no member is
+    /// usable.
+    #[inline]
+    pub fn select(
+        &mut self,
+        group: usize,
+        flow_hash: u32,
+        tc: usize,
+        now: u64,
+        rng: &mut Rng,
+        ports: &impl PortView,
+    ) -> Option<(u16, u16)> {
+        let state = &mut self.groups[group];
+        let members = &state.members;
+        let usable_count = members.iter().filter(|&&port| ports.usable(usize::from(port))).count();
+        if usable_count == 0 {
+            return None;
+        }
+        let nth_usable = |mut n: usize| -> usize {
+            for (slot, &port) in members.iter().enumerate() {
+                if ports.usable(usize::from(port)) {
+                    if n == 0 {
+                        return slot;
+                    }
+                    n -= 1;
+                }
+            }
+            unreachable!("n < usable_count")
+        };
+        let cost = |slot: usize| ports.drain_cost(usize::from(members[slot]), tc);
+        let slot = match state.mode {
+            GroupMode::Ecmp => nth_usable(((u64::from(flow_hash) * usable_count as u64) >> 32) as usize),
+            GroupMode::Spray => {
+                let mut slot = state.cursor % members.len();
+                while !ports.usable(usize::from(members[slot])) {
+                    slot = (slot + 1) % members.len();
+                }
+                state.cursor = slot + 1;
+                slot
+            }
+            GroupMode::Random => nth_usable(rng.below(usable_count as u64) as usize),
+            GroupMode::Adaptive => {
+                let first = nth_usable(rng.below(usable_count as u64) as usize);
+                let second = nth_usable(rng.below(usable_count as u64) as usize);
+                // The last choice first, so that ties keep it (DRILL's memory).
+                let mut best: Option<(usize, u64)> = None;
+                for candidate in [state.last_choice, first, second] {
+                    if !ports.usable(usize::from(members[candidate])) {
+                        continue;
+                    }
+                    let candidate_cost = cost(candidate);
+                    if best.is_none_or(|(_, best_cost)| candidate_cost < best_cost) {
+                        best = Some((candidate, candidate_cost));
+                    }
+                }
+                let (best, _) = best.expect("first is usable");
+                state.last_choice = best;
+                best
+            }
+            GroupMode::Flowlet => {
+                let gap = state.gap_ps;
+                let current = state.flows.get(&flow_hash).copied();
+                let keep = current.filter(|flowlet| {
+                    now.saturating_sub(flowlet.last_seen_ps) < gap && ports.usable(usize::from(members[usize::from(flowlet.slot)]))
+                });
+                let slot = match keep {
+                    Some(flowlet) => usize::from(flowlet.slot),
+                    None => {
+                        let mut best = nth_usable(0);
+                        for slot in 0..members.len() {
+                            if ports.usable(usize::from(members[slot])) && cost(slot) < cost(best) {
+                                best = slot;
+                            }
+                        }
+                        best
+                    }
+                };
+                let entry = Flowlet { slot: slot as u16, last_seen_ps: now };
+                if current.is_some() || state.flows.len() < FLOWLET_TABLE {
+                    state.flows.insert(flow_hash, entry);
+                } else {
+                    state.flows.retain(|_, flowlet| now.saturating_sub(flowlet.last_seen_ps) < gap);
+                    if state.flows.len() < FLOWLET_TABLE {
+                        state.flows.insert(flow_hash, entry);
+                    }
+                }
+                slot
+            }
+        };
+        Some((slot as u16, members[slot]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Ports {
+        up: Vec<bool>,
+        cost: Vec<u64>,
+    }
+
+    impl PortView for Ports {
+        fn usable(&self, port: usize) -> bool {
+            self.up[port]
+        }
+        fn drain_cost(&self, port: usize, _tc: usize) -> u64 {
+            self.cost[port]
+        }
+    }
+
+    fn selector(mode: &str) -> Selector {
+        let text = format!(
+            "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n{}\n[[group]]\nname = \"g\"\nports = [\"p0\", \"p1\", \"p2\", \"p3\"]\nmode = \"{mode}\"\nflowlet_gap_us = 10\n",
+            (0..4).map(|i| format!("[[port]]\nname = \"p{i}\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:1{i}\"\n")).collect::<String>()
+        );
+        Selector::new(&Config::parse(&text, "t.toml").unwrap())
+    }
+
+    fn ports() -> Ports {
+        Ports { up: vec![true; 4], cost: vec![0; 4] }
+    }
+
+    #[test]
+    fn spray_round_robins_and_skips_down_members() {
+        let mut s = selector("spray");
+        let mut rng = Rng::new(0);
+        let mut view = ports();
+        let picks: Vec<u16> = (0..8).map(|_| s.select(0, 7, 0, 0, &mut rng, &view).unwrap().1).collect();
+        assert_eq!(picks, [0, 1, 2, 3, 0, 1, 2, 3]);
+        view.up[2] = false;
+        let picks: Vec<u16> = (0..6).map(|_| s.select(0, 7, 0, 0, &mut rng, &view).unwrap().1).collect();
+        assert_eq!(picks, [0, 1, 3, 0, 1, 3]);
+        view.up = vec![false; 4];
+        assert_eq!(s.select(0, 7, 0, 0, &mut rng, &view), None);
+    }
+
+    #[test]
+    fn ecmp_is_stable_per_flow() {
+        let mut s = selector("ecmp");
+        let mut rng = Rng::new(0);
+        let view = ports();
+        let first = s.select(0, 0xdead_beef, 0, 0, &mut rng, &view);
+        assert!((0..100).all(|_| s.select(0, 0xdead_beef, 0, 0, &mut rng, &view) == first));
+    }
+
+    #[test]
+    fn adaptive_avoids_long_and_paused_queues() {
+        let mut s = selector("adaptive");
+        let mut rng = Rng::new(3);
+        let mut view = ports();
+        view.cost = vec![500, 100, 900, u64::MAX];
+        let mut counts = [0u32; 4];
+        for _ in 0..1000 {
+            counts[usize::from(s.select(0, 1, 3, 0, &mut rng, &view).unwrap().1)] += 1;
+        }
+        assert_eq!(counts[3], 0, "the paused member gets nothing");
+        assert!(counts[1] > 900, "the shortest queue wins: {counts:?}");
+    }
+
+    #[test]
+    fn flowlet_keeps_the_member_inside_a_burst_and_may_move_after_a_gap() {
+        let mut s = selector("flowlet");
+        let mut rng = Rng::new(0);
+        let mut view = ports();
+        view.cost = vec![10, 0, 10, 10];
+        let first = s.select(0, 42, 0, 0, &mut rng, &view).unwrap().1;
+        assert_eq!(first, 1, "a new flowlet goes to the least loaded");
+        view.cost = vec![10, 50, 0, 10];
+        // 9 us apart: the same flowlet.
+        for step in 1..10u64 {
+            assert_eq!(s.select(0, 42, 0, step * 9_000_000, &mut rng, &view).unwrap().1, 1);
+        }
+        // 11 us gap: a new flowlet, to the now least loaded member.
+        assert_eq!(s.select(0, 42, 0, 81_000_000 + 11_000_000, &mut rng, &view).unwrap().1, 2);
+    }
+
+    #[test]
+    fn flowlet_table_is_bounded_and_sweeps_idle_flows() {
+        let mut s = selector("flowlet");
+        let mut rng = Rng::new(0);
+        let view = ports();
+        for flow in 0..FLOWLET_TABLE as u32 {
+            s.select(0, flow, 0, 0, &mut rng, &view);
+        }
+        assert_eq!(s.groups[0].flows.len(), FLOWLET_TABLE);
+        let capacity = s.groups[0].flows.capacity();
+        // Later, past the gap, a new flow sweeps the idle ones out instead of growing.
+        s.select(0, u32::MAX, 0, 20_000_000, &mut rng, &view);
+        assert_eq!(s.groups[0].flows.len(), 1);
+        assert!(s.groups[0].flows.capacity() <= capacity, "the table must not grow");
+        // Churn through many more flows than it holds: it never reallocates.
+        for round in 0..4u64 {
+            for flow in 0..FLOWLET_TABLE as u32 {
+                s.select(0, flow ^ (round as u32) << 20, 0, 40_000_000 * (round + 1), &mut rng, &view);
+            }
+        }
+        assert!(s.groups[0].flows.len() <= FLOWLET_TABLE);
+        assert!(s.groups[0].flows.capacity() <= capacity, "the table must not grow");
+    }
+}
