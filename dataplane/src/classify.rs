@@ -19,7 +19,12 @@ pub enum Verdict {
     /// Queue towards `target` (a port, or a group whose member the switch picks) in traffic
     /// class `tc`; `flow_hash` identifies the flow (5-tuple plus RoCEv2 destination QP); `ip`
     /// says where the IP header is and its ECN bits, for marking.
-    Forward { target: RouteTarget, tc: u8, flow_hash: u32, ip: IpHeader },
+    Forward {
+        target: RouteTarget,
+        tc: u8,
+        flow_hash: u32,
+        ip: IpHeader,
+    },
     /// A PAUSE/PFC frame for the receiving port's egress.
     FlowControl(pfc::Repr),
     Drop(DropReason),
@@ -85,8 +90,11 @@ impl Classifier {
             Destination::V4(_) => ipv4::Packet::new_unchecked(l3).decrement_ttl(),
             Destination::V6(_) => ipv6::Packet::new_unchecked(l3).decrement_hop_limit(),
         }
-        let header =
-            IpHeader { l3_offset: ip.l3_offset as u16, is_ipv6: matches!(ip.destination, Destination::V6(_)), ecn: ip.ecn };
+        let header = IpHeader {
+            l3_offset: ip.l3_offset as u16,
+            is_ipv6: matches!(ip.destination, Destination::V6(_)),
+            ecn: ip.ecn,
+        };
         Verdict::Forward { target, tc, flow_hash: ip.flow_hash, ip: header }
     }
 

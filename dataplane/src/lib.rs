@@ -21,7 +21,7 @@ pub mod replay;
 pub mod rng;
 pub mod route;
 pub mod schedule;
+pub mod spray;
 pub mod stats;
 pub mod switch;
 pub mod wire;
-pub mod spray;

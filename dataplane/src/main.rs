@@ -319,12 +319,7 @@ fn print_check(config: &Config) {
     }
     for group in &config.groups {
         let members: Vec<&str> = group.members.iter().map(|&p| config.ports[p].name.as_str()).collect();
-        println!(
-            "group {}: {} over [{}]",
-            group.name,
-            group.mode.name(),
-            members.join(", ")
-        );
+        println!("group {}: {} over [{}]", group.name, group.mode.name(), members.join(", "));
     }
     let qos = &config.qos;
     let trust = match qos.trust {

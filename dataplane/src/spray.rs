@@ -13,7 +13,7 @@
 //!   any other candidate is not paused.
 //! - flowlet: a flow keeps its member while its packets come less than `flowlet_gap_us`
 //!   apart; after a longer gap it moves to the member that drains soonest (as adaptive, over
-//!   all members). The table holds at most `FLOWLET_TABLE` flows, allocated up front; when
+//!   all members; among equals, starting from a random one). The table holds at most `FLOWLET_TABLE` flows, allocated up front; when
 //!   full, entries idle longer than the gap (which would be re-decided anyway) are swept out,
 //!   and a new flow that still finds no room is placed without being remembered.
 //!
@@ -70,7 +70,11 @@ impl Selector {
                 cursor: 0,
                 last_choice: 0,
                 gap_ps: u64::from(group.flowlet_gap_us) * 1_000_000,
-                flows: if group.mode == GroupMode::Flowlet { HashMap::with_capacity(2 * FLOWLET_TABLE) } else { HashMap::new() },
+                flows: if group.mode == GroupMode::Flowlet {
+                    HashMap::with_capacity(2 * FLOWLET_TABLE)
+                } else {
+                    HashMap::new()
+                },
             })
             .collect();
         Self { groups }
@@ -139,13 +143,18 @@ impl Selector {
                 let gap = state.gap_ps;
                 let current = state.flows.get(&flow_hash).copied();
                 let keep = current.filter(|flowlet| {
-                    now.saturating_sub(flowlet.last_seen_ps) < gap && ports.usable(usize::from(members[usize::from(flowlet.slot)]))
+                    now.saturating_sub(flowlet.last_seen_ps) < gap
+                        && ports.usable(usize::from(members[usize::from(flowlet.slot)]))
                 });
                 let slot = match keep {
                     Some(flowlet) => usize::from(flowlet.slot),
                     None => {
-                        let mut best = nth_usable(0);
-                        for slot in 0..members.len() {
+                        // The least loaded member; the scan starts at a random one so that
+                        // ties (idle links) spread flowlets instead of piling on the first.
+                        let start = nth_usable(rng.below(usable_count as u64) as usize);
+                        let mut best = start;
+                        for offset in 1..members.len() {
+                            let slot = (start + offset) % members.len();
                             if ports.usable(usize::from(members[slot])) && cost(slot) < cost(best) {
                                 best = slot;
                             }
