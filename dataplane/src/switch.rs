@@ -119,6 +119,11 @@ impl Default for PriorityGroup {
 
 struct PortState {
     queues: [Fifo; TRAFFIC_CLASSES],
+    /// Bit n set while queue n holds frames.
+    backlog: u8,
+    /// The latest `paused_until` of any priority: at or after it nothing is paused, so
+    /// eligibility is one compare in the common case.
+    pause_horizon: u64,
     scheduler: Scheduler,
     groups: [PriorityGroup; 8],
     /// Egress paused by received PFC until then (ps).
@@ -199,6 +204,8 @@ impl<P: PacketBuf> Switch<P> {
             .zip(&plan.headroom)
             .map(|(port, &headroom)| PortState {
                 queues: [Fifo::default(); TRAFFIC_CLASSES],
+                backlog: 0,
+                pause_horizon: 0,
                 scheduler: Scheduler::new(&config.qos),
                 groups: [PriorityGroup::default(); 8],
                 paused_until: [0; 8],
@@ -310,7 +317,9 @@ impl<P: PacketBuf> Switch<P> {
         let entry = &mut self.arena.slots[slot as usize];
         self.arena.free = entry.next;
         *entry = Slot { packet: Some(packet), next: NIL, ingress: ingress as u16, headroom, charge: charge as u32, ip };
-        let queue = &mut self.ports[egress].queues[tc];
+        let state = &mut self.ports[egress];
+        state.backlog |= 1 << tc;
+        let queue = &mut state.queues[tc];
         if queue.tail == NIL {
             queue.head = slot;
         } else {
@@ -409,7 +418,8 @@ impl<P: PacketBuf> Switch<P> {
 
     /// Unlinks the head of a queue and releases its buffer.
     fn pop(&mut self, port: usize, tc: usize) -> Option<(P, usize, IpHeader)> {
-        let queue = &mut self.ports[port].queues[tc];
+        let state = &mut self.ports[port];
+        let queue = &mut state.queues[tc];
         let slot = queue.head;
         if slot == NIL {
             return None;
@@ -421,6 +431,7 @@ impl<P: PacketBuf> Switch<P> {
         queue.head = entry.next;
         if queue.head == NIL {
             queue.tail = NIL;
+            state.backlog &= !(1 << tc);
         }
         entry.next = self.arena.free;
         self.arena.free = slot;
@@ -457,6 +468,9 @@ impl<P: PacketBuf> Switch<P> {
     /// Which TCs of `port` may send at `now`: not paused, or paused but ignored by the watchdog.
     fn eligible(&self, port: usize, now: u64) -> u8 {
         let state = &self.ports[port];
+        if now >= state.pause_horizon {
+            return 0xff;
+        }
         let mut mask = 0xffu8;
         for priority in 0..8 {
             if state.paused(priority, now, self.watchdog_action) {
@@ -480,11 +494,8 @@ impl<P: PacketBuf> Switch<P> {
         let (tc, packet) = loop {
             let state = &mut self.ports[egress];
             let (queues, slots) = (&state.queues, &self.arena.slots);
-            let head_len = |tc: usize| {
-                let head = queues[tc].head;
-                (head != NIL).then(|| slots[head as usize].packet.as_ref().map_or(0, PacketBuf::len))
-            };
-            let tc = state.scheduler.select(eligible, head_len)?;
+            let head_len = |tc: usize| slots[queues[tc].head as usize].packet.as_ref().map_or(0, PacketBuf::len);
+            let tc = state.scheduler.select(eligible, state.backlog, head_len)?;
             let (mut packet, ingress, mut ip) = self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
             if self.ecn[tc].as_ref().is_some_and(|profile| profile.mark_on == MarkOn::Dequeue) {
                 let depth = self.ports[egress].queues[tc].bytes;
@@ -550,6 +561,7 @@ impl<P: PacketBuf> Switch<P> {
                 state.paused_since[priority] = now;
             }
             state.paused_until[priority] = now + pfc::quanta_ps(time, state.speed_mbps);
+            state.pause_horizon = state.pause_horizon.max(state.paused_until[priority]);
             state.last_xoff_rx[priority] = now;
             self.deadline = self.deadline.min(state.paused_until[priority]);
             if state.queues[priority].len > 0 || state.storm[priority] {
