@@ -215,6 +215,8 @@ fn fold128(value: u128) -> u32 {
 
 /// A deterministic 32-bit mix (murmur3's finaliser per word), so replays hash the same on
 /// every machine and run. Not keyed: ECMP needs spread, not resistance to chosen collisions.
+/// Computed for every frame: carrying the unhashed key in the parse result instead, to hash
+/// only for group routes, measured slower (port-route pipeline 1.61 vs 1.42 us per burst of 32).
 fn flow_hash(words: &[u32]) -> u32 {
     let mut hash: u32 = 0x9e37_79b9;
     for &word in words {
