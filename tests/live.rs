@@ -148,6 +148,15 @@ fn sigterm_stops_cleanly_with_stats_written() {
         .map(|p| stats["ports"][p]["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum::<u64>())
         .sum();
     assert_eq!(rx, tx + drops, "conservation after the drain");
+    // The forwarding core reports its cycles per packet and busy share under load.
+    let core = &stats["cores"][0];
+    assert_eq!(core["lcore"], 1);
+    assert!(core["packets"].as_u64().unwrap() >= rx - 64, "{core}");
+    let busy = core["busy_percent"].as_f64().unwrap();
+    assert!(busy > 10.0 && busy <= 100.0, "{core}");
+    assert!(core["cycles_per_packet"].as_f64().unwrap() > 1.0, "{core}");
+    assert_eq!(stats["latency_ns"]["samples"].as_u64().unwrap(), tx);
+    assert!(stats["latency_ns"]["p50"].as_u64().unwrap() <= stats["latency_ns"]["p99"].as_u64().unwrap());
 }
 
 /// PFC on real DPDK ports: two senders flood a lossless class into a port shaped to 1 Gb/s.

@@ -275,6 +275,13 @@ fn congestion_tail_drops_at_the_buffer_limit() {
     assert!(stats["ports"]["host0"]["queues"][0]["max_depth_bytes"].as_u64().unwrap() <= 64000);
     let frames = read_pcap(&out.join("host0.pcap"));
     assert_eq!(frames.len() as u64, tx);
+    // Every frame sent has a latency; a 64 KB buffer drains in 64000 x 8 / 10 Gb/s = 51.2 us,
+    // which bounds the wait (the frame's own wire time aside), and a full queue reaches it.
+    let latency = &stats["latency_ns"];
+    assert_eq!(latency["samples"].as_u64().unwrap(), tx);
+    let max = latency["max"].as_u64().unwrap();
+    assert!(max <= 51_200 && max > 40_000, "max latency {max} ns");
+    assert!(latency["p50"].as_u64().unwrap() <= latency["p99"].as_u64().unwrap());
     // Back to back at 10G: 1024 wire bytes = 819.2 ns apart (ns rounding: 819 or 820).
     for pair in frames.windows(2) {
         let gap = pair[1].0 - pair[0].0;

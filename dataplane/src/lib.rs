@@ -15,6 +15,7 @@ pub mod drops;
 pub mod ecn;
 pub mod frames;
 pub mod gen;
+pub mod latency;
 pub mod live;
 pub mod pfc;
 pub mod replay;

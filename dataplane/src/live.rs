@@ -13,7 +13,7 @@
 
 use crate::config::Config;
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
-use crate::stats::SwitchStats;
+use crate::stats::{CoreStats, SwitchStats};
 use crate::switch::Switch;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -276,23 +276,39 @@ impl Worker {
             .collect();
         let mut rx = Burst::default();
         let mut next_publish = dpdk::rdtsc() + publish_ticks;
+        // This core's cycles: one TSC read per loop iteration, charged to busy when the
+        // iteration received or sent frames, else to idle.
+        self.switch.stats.cores.clear();
+        self.switch.stats.cores.push(CoreStats { lcore: dpdk::current_lcore(), ..CoreStats::default() });
+        let mut iteration_start = dpdk::rdtsc();
         loop {
             if shared.stop.load(Ordering::Relaxed) {
                 break;
             }
             let now = now_ps();
+            let mut received = 0;
             for (index, port) in ports.iter().enumerate() {
                 if port.rx_burst(&mut rx) == 0 {
                     continue;
                 }
                 for mbuf in rx.drain() {
+                    received += 1;
                     self.switch.receive(index, mbuf, now);
                 }
             }
             self.switch.advance(now);
-            self.transmit_all(ports, &mut egress, now);
-            if dpdk::rdtsc() >= next_publish {
-                next_publish = dpdk::rdtsc() + publish_ticks;
+            let sent = self.transmit_all(ports, &mut egress, now);
+            let iteration_end = dpdk::rdtsc();
+            let core = &mut self.switch.stats.cores[0];
+            if received + sent > 0 {
+                core.busy_cycles += iteration_end - iteration_start;
+                core.packets += received;
+            } else {
+                core.idle_cycles += iteration_end - iteration_start;
+            }
+            iteration_start = iteration_end;
+            if iteration_end >= next_publish {
+                next_publish = iteration_end + publish_ticks;
                 shared.stats.lock().expect("stats lock").clone_from(&self.switch.stats);
                 // Groups skip members whose link is down.
                 for (index, port) in ports.iter().enumerate() {
@@ -324,11 +340,13 @@ impl Worker {
     }
 
     #[inline]
-    fn transmit_all(&mut self, ports: &[Port], egress: &mut [Egress], now: u64) {
+    /// Hands every port's due frames to its tx queue; returns how many the queues took.
+    fn transmit_all(&mut self, ports: &[Port], egress: &mut [Egress], now: u64) -> u64 {
+        let mut sent = 0;
         for (index, port) in ports.iter().enumerate() {
             let state = &mut egress[index];
             if !state.pending.is_empty() {
-                port.tx_burst(&mut state.pending);
+                sent += port.tx_burst(&mut state.pending) as u64;
             }
             // PFC frames go ahead of every queued data frame.
             if self.switch.has_control(index) && !state.pending.is_full() {
@@ -351,9 +369,10 @@ impl Worker {
                 state.pending.push(mbuf);
             }
             if !state.pending.is_empty() {
-                port.tx_burst(&mut state.pending);
+                sent += port.tx_burst(&mut state.pending) as u64;
             }
         }
+        sent
     }
 }
 

@@ -11,6 +11,7 @@
 
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
+use crate::latency::LatencyHistogram;
 use serde_json::{json, Map, Value};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,6 +57,40 @@ pub struct SwitchStats {
     pub ports: Vec<PortStats>,
     /// Packets queued to each member, per group, in config order.
     pub groups: Vec<Vec<u64>>,
+    /// Time frames spend in the switch, from being received to being handed to transmit
+    /// (virtual time in replay, TSC time live).
+    pub latency: LatencyHistogram,
+    /// Per forwarding core (live only).
+    pub cores: Vec<CoreStats>,
+}
+
+/// How a forwarding core spends its cycles: iterations of its loop that moved frames count as
+/// busy, the others as idle (as testpmd's --record-core-cycles and OVS's pmd-stats-show).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CoreStats {
+    pub lcore: u32,
+    pub packets: u64,
+    pub busy_cycles: u64,
+    pub idle_cycles: u64,
+}
+
+impl CoreStats {
+    pub fn cycles_per_packet(&self) -> f64 {
+        if self.packets == 0 {
+            0.0
+        } else {
+            self.busy_cycles as f64 / self.packets as f64
+        }
+    }
+
+    pub fn busy_percent(&self) -> f64 {
+        let total = self.busy_cycles + self.idle_cycles;
+        if total == 0 {
+            0.0
+        } else {
+            100.0 * self.busy_cycles as f64 / total as f64
+        }
+    }
 }
 
 impl SwitchStats {
@@ -63,6 +98,8 @@ impl SwitchStats {
         Self {
             ports: vec![PortStats::default(); config.ports.len()],
             groups: config.groups.iter().map(|group| vec![0; group.members.len()]).collect(),
+            latency: LatencyHistogram::default(),
+            cores: Vec::new(),
         }
     }
 
@@ -94,6 +131,8 @@ impl SwitchStats {
                 a.max_depth_bytes = a.max_depth_bytes.max(b.max_depth_bytes);
             }
         }
+        self.latency.add(&other.latency);
+        self.cores.extend(other.cores.iter().copied());
         for (mine, theirs) in self.groups.iter_mut().zip(&other.groups) {
             for (a, b) in mine.iter_mut().zip(theirs) {
                 *a += b;
@@ -171,12 +210,53 @@ impl SwitchStats {
             }
             groups.insert(group.name.clone(), Value::Object(members));
         }
-        json!({ "ports": ports, "groups": groups })
+        let latency = &self.latency;
+        let cores: Vec<Value> = self
+            .cores
+            .iter()
+            .map(|core| {
+                json!({
+                    "lcore": core.lcore,
+                    "packets": core.packets,
+                    "busy_cycles": core.busy_cycles,
+                    "idle_cycles": core.idle_cycles,
+                    "cycles_per_packet": (core.cycles_per_packet() * 10.0).round() / 10.0,
+                    "busy_percent": (core.busy_percent() * 10.0).round() / 10.0,
+                })
+            })
+            .collect();
+        json!({
+            "ports": ports,
+            "groups": groups,
+            "latency_ns": {
+                "samples": latency.samples,
+                "p50": latency.quantile(0.5),
+                "p99": latency.quantile(0.99),
+                "p999": latency.quantile(0.999),
+                "max": latency.max_ns,
+            },
+            "cores": cores,
+        })
     }
 
     /// One line of totals for periodic logs.
     pub fn summary_line(&self, config: &Config) -> String {
         let mut line = format!("rx {} tx {} drop {}", self.rx_packets(), self.tx_packets(), self.dropped());
+        for core in &self.cores {
+            line.push_str(&format!(
+                " | lcore {} {:.0} cycles/pkt busy {:.0}%",
+                core.lcore,
+                core.cycles_per_packet(),
+                core.busy_percent()
+            ));
+        }
+        if self.latency.samples > 0 {
+            line.push_str(&format!(
+                " | latency p50 {} p99 {} ns",
+                self.latency.quantile(0.5),
+                self.latency.quantile(0.99)
+            ));
+        }
         for (port, stats) in config.ports.iter().zip(&self.ports) {
             line.push_str(&format!(
                 " | {} rx {} tx {} drop {}",

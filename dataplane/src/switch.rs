@@ -60,6 +60,8 @@ struct Slot<P> {
     headroom: bool,
     charge: u32,
     ip: IpHeader,
+    /// When the frame was received (ps), for the latency histogram.
+    arrival_ps: u64,
 }
 
 /// Frame descriptors of every queue, linked in per-queue FIFOs, with a free list.
@@ -78,6 +80,7 @@ impl<P> Arena<P> {
                 headroom: false,
                 charge: 0,
                 ip: IpHeader { l3_offset: 0, is_ipv6: false, ecn: 0 },
+                arrival_ps: 0,
             })
             .collect();
         Self { slots, free: if capacity > 0 { 0 } else { NIL } }
@@ -316,7 +319,15 @@ impl<P: PacketBuf> Switch<P> {
         debug_assert_ne!(slot, NIL, "the arena holds one slot per cell");
         let entry = &mut self.arena.slots[slot as usize];
         self.arena.free = entry.next;
-        *entry = Slot { packet: Some(packet), next: NIL, ingress: ingress as u16, headroom, charge: charge as u32, ip };
+        *entry = Slot {
+            packet: Some(packet),
+            next: NIL,
+            ingress: ingress as u16,
+            headroom,
+            charge: charge as u32,
+            ip,
+            arrival_ps: now,
+        };
         let state = &mut self.ports[egress];
         state.backlog |= 1 << tc;
         let queue = &mut state.queues[tc];
@@ -417,7 +428,7 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     /// Unlinks the head of a queue and releases its buffer.
-    fn pop(&mut self, port: usize, tc: usize) -> Option<(P, usize, IpHeader)> {
+    fn pop(&mut self, port: usize, tc: usize) -> Option<(P, usize, IpHeader, u64)> {
         let state = &mut self.ports[port];
         let queue = &mut state.queues[tc];
         let slot = queue.head;
@@ -428,6 +439,7 @@ impl<P: PacketBuf> Switch<P> {
         let packet = entry.packet.take().expect("a linked slot holds a frame");
         let (ingress, headroom, charge, ip) =
             (usize::from(entry.ingress), entry.headroom, u64::from(entry.charge), entry.ip);
+        let arrival_ps = entry.arrival_ps;
         queue.head = entry.next;
         if queue.head == NIL {
             queue.tail = NIL;
@@ -449,7 +461,7 @@ impl<P: PacketBuf> Switch<P> {
         if self.lossless(tc) {
             self.maybe_xon(ingress, tc);
         }
-        Some((packet, ingress, ip))
+        Some((packet, ingress, ip, arrival_ps))
     }
 
     /// Sends XON for a group that dropped to its XON point.
@@ -496,7 +508,8 @@ impl<P: PacketBuf> Switch<P> {
             let (queues, slots) = (&state.queues, &self.arena.slots);
             let head_len = |tc: usize| slots[queues[tc].head as usize].packet.as_ref().map_or(0, PacketBuf::len);
             let tc = state.scheduler.select(eligible, state.backlog, head_len)?;
-            let (mut packet, ingress, mut ip) = self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
+            let (mut packet, ingress, mut ip, arrival_ps) =
+                self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
             if self.ecn[tc].as_ref().is_some_and(|profile| profile.mark_on == MarkOn::Dequeue) {
                 let depth = self.ports[egress].queues[tc].bytes;
                 if let Err(reason) = self.apply_ecn(egress, tc, depth, &mut packet, &mut ip) {
@@ -505,6 +518,7 @@ impl<P: PacketBuf> Switch<P> {
                     continue;
                 }
             }
+            self.stats.latency.record(now.saturating_sub(arrival_ps) / 1000);
             break (tc, packet);
         };
         let len = packet.len() as u64;
@@ -648,7 +662,7 @@ impl<P: PacketBuf> Switch<P> {
             self.watchdog_action
         );
         if self.watchdog_action == WatchdogAction::Drop {
-            while let Some((packet, ingress, _)) = self.pop(port, priority) {
+            while let Some((packet, ingress, _, _)) = self.pop(port, priority) {
                 drop(packet);
                 self.stats.ports[ingress].drops[DropReason::PfcWatchdog.index()] += 1;
                 self.stats.ports[port].queues[priority].dropped += 1;
@@ -685,7 +699,7 @@ impl<P: PacketBuf> Switch<P> {
         let mut drained = 0;
         for port in 0..self.ports.len() {
             for tc in 0..TRAFFIC_CLASSES {
-                while let Some((packet, ingress, _)) = self.pop(port, tc) {
+                while let Some((packet, ingress, _, _)) = self.pop(port, tc) {
                     drop(packet);
                     self.stats.ports[ingress].drops[DropReason::BufferFull.index()] += 1;
                     self.stats.ports[port].queues[tc].dropped += 1;

@@ -152,6 +152,12 @@ impl Launched {
     }
 }
 
+/// The lcore the calling thread runs on.
+pub fn current_lcore() -> u32 {
+    // SAFETY: reads the calling thread's lcore id, a per-thread value set by the EAL.
+    unsafe { sys::shim_lcore_id() }
+}
+
 /// Reads the time-stamp counter.
 #[inline(always)]
 pub fn rdtsc() -> u64 {
