@@ -125,3 +125,42 @@ mod tests {
         assert!(a.windows(2).all(|w| w[1].0 - w[0].0 >= 67));
     }
 }
+
+/// Options of `flows`: RoCEv2 flows taking turns, as a benchmark trace.
+#[derive(Debug, Clone)]
+pub struct FlowsOptions {
+    pub flows: u32,
+    pub packets: usize,
+    pub frame_len: usize,
+    pub rate_gbps: f64,
+    pub dscp: u8,
+}
+
+/// `packets` RoCEv2 SEND frames of `flows` flows (distinct source ports and QPs, from
+/// 10.0.0.x to 10.0.1.x), taking turns, offered back to back at `rate_gbps`.
+pub fn flows(options: &FlowsOptions) -> Vec<(u64, Vec<u8>)> {
+    let mut frames = Vec::with_capacity(options.packets);
+    let mut time_ps: u64 = 0;
+    let flows = options.flows.max(1);
+    for index in 0..options.packets {
+        let flow = index as u32 % flows;
+        let mut spec = FrameSpec::rocev2(
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + (flow % 200) as u8)),
+            IpAddr::V4(Ipv4Addr::new(10, 0, 1, 1 + (flow % 200) as u8)),
+            0x100 + flow,
+        );
+        spec.frame_len = options.frame_len;
+        spec.dscp = options.dscp;
+        spec.transport = Transport::Roce {
+            source: 0xc000 | (flow as u16 & 0x3fff),
+            opcode: 0x04,
+            dest_qp: 0x100 + flow,
+            psn: (index as u32 / flows) & 0xff_ffff,
+        };
+        let bytes = spec.build();
+        let wire_bytes = (bytes.len() + 24) as f64;
+        frames.push((time_ps / 1000, bytes));
+        time_ps += (wire_bytes * 8.0 * 1000.0 / options.rate_gbps).ceil() as u64;
+    }
+    frames
+}

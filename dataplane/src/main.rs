@@ -80,6 +80,23 @@ enum Command {
 
 #[derive(Subcommand)]
 enum GenKind {
+    /// RoCEv2 flows taking turns at one frame size: a benchmark trace.
+    Flows {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 64)]
+        flows: u32,
+        #[arg(long, default_value_t = 10_000)]
+        packets: usize,
+        /// Frame size without FCS (60-9216).
+        #[arg(long, default_value_t = 60)]
+        size: usize,
+        /// Offered rate in Gb/s.
+        #[arg(long, default_value_t = 100.0)]
+        rate_gbps: f64,
+        #[arg(long, default_value_t = 26)]
+        dscp: u8,
+    },
     /// A host's mixed traffic: RoCEv2 (local and across uplinks), CNPs, TCP, IPv6, VLAN, and a few frames to drop.
     Mixed {
         #[arg(long)]
@@ -140,6 +157,26 @@ fn main() -> ExitCode {
     }
 }
 
+fn check_gen_options(size: usize, rate_gbps: f64) -> Result<(), Failure> {
+    if !(60..=9216).contains(&size) {
+        return Err(Failure(format!("--size: {size} is not 60-9216")));
+    }
+    if !(rate_gbps.is_finite() && rate_gbps > 0.0) {
+        return Err(Failure(format!("--rate-gbps: {rate_gbps} is not positive")));
+    }
+    Ok(())
+}
+
+fn write_trace(out: &std::path::Path, frames: &[(u64, Vec<u8>)]) -> Result<(), Failure> {
+    let mut writer = replay::pcap::CaptureWriter::create(out)?;
+    for (time_ns, bytes) in frames {
+        writer.write(time_ns * 1000, bytes)?;
+    }
+    writer.finish()?;
+    println!("wrote {} frames to {}", frames.len(), out.display());
+    Ok(())
+}
+
 fn seconds(flag: &str, value: f64) -> Result<Duration, Failure> {
     if value.is_finite() && value > 0.0 && value < 1e9 {
         Ok(Duration::from_secs_f64(value))
@@ -169,6 +206,7 @@ fn execute(command: Command) -> Result<(), Failure> {
             );
             if let Some(path) = stats_json {
                 let mut json = report.stats.to_json(&config);
+                json["elapsed_s"] = serde_json::json!(report.elapsed.as_secs_f64());
                 json["mbufs"] = serde_json::json!({
                     "pool": report.mbufs_in_pool,
                     "available_at_exit": report.mbufs_available_at_exit,
@@ -213,25 +251,22 @@ fn execute(command: Command) -> Result<(), Failure> {
             print_check(&config);
             Ok(())
         }
+        Command::Gen { kind: GenKind::Flows { out, flows, packets, size, rate_gbps, dscp } } => {
+            check_gen_options(size, rate_gbps)?;
+            if dscp > 63 {
+                return Err(Failure(format!("--dscp: {dscp} is not 0-63")));
+            }
+            let frames = gen::flows(&gen::FlowsOptions { flows, packets, frame_len: size, rate_gbps, dscp });
+            write_trace(&out, &frames)
+        }
         Command::Gen { kind: GenKind::Mixed { out, packets, seed, size, rate_gbps, host, bad_percent } } => {
-            if !(60..=9216).contains(&size) {
-                return Err(Failure(format!("--size: {size} is not 60-9216")));
-            }
-            if !(rate_gbps.is_finite() && rate_gbps > 0.0) {
-                return Err(Failure(format!("--rate-gbps: {rate_gbps} is not positive")));
-            }
+            check_gen_options(size, rate_gbps)?;
             if bad_percent > 100 {
                 return Err(Failure(format!("--bad-percent: {bad_percent} is over 100")));
             }
             let frames =
                 gen::mixed(&gen::MixedOptions { packets, seed, frame_len: size, rate_gbps, host, bad_percent });
-            let mut writer = replay::pcap::CaptureWriter::create(&out)?;
-            for (time_ns, bytes) in &frames {
-                writer.write(time_ns * 1000, bytes)?;
-            }
-            writer.finish()?;
-            println!("wrote {} frames to {}", frames.len(), out.display());
-            Ok(())
+            write_trace(&out, &frames)
         }
     }
 }

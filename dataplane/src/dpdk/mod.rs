@@ -219,6 +219,10 @@ impl Drop for Mempool {
 }
 
 /// One mbuf, uniquely owned. Only the first segment's bytes are visible.
+///
+/// The data pointer and length come from one-line shim calls. Reading the fields directly at
+/// offsets from C's offsetof measured slower in the live 64 B forwarding run (13.6-14.1 vs
+/// 14.85 Mpps, through a OnceLock or relaxed atomics), so the calls stay.
 pub struct Mbuf(NonNull<sys::rte_mbuf>);
 
 // SAFETY: an mbuf belongs to whoever holds its pointer; moving the owner to another lcore is

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Throughput of raceway next to dpdk-testpmd, in one run, on identical virtual devices:
+# net_pcap replaying a RoCEv2 trace forever (infinite_rx=1) into net_null (no-rx=1).
+# Frame sizes 64 B and 1024 B on the wire (60 and 1020 bytes before the FCS), 64 flows,
+# one and two forwarding cores. Prints a table of Mpps and ratios to testpmd io.
+#
+#   perf/throughput.sh                 # 6 s per measurement
+#   DURATION=10 perf/throughput.sh
+#
+# Machine notes: on a 2-vCPU machine "two cores" puts the second forwarding lcore on the CPU
+# of the (mostly idle) main lcore. raceway runs one forwarding worker today; its two-core
+# rows say so instead of showing a number.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-6}
+OUT=${OUT:-target/throughput}
+mkdir -p "$OUT"
+command -v dpdk-testpmd >/dev/null || { echo "error: dpdk-testpmd not found: install dpdk-dev (make deps does it)"; exit 2; }
+cargo build --release -q -p raceway
+RACEWAY=target/release/raceway
+EAL=(--no-huge -m 1024 --no-pci --no-shconf --log-level '*:error')
+
+for size in 60 1020; do
+  "$RACEWAY" gen flows --out "$OUT/flows-$size.pcap" --flows 64 --packets 10000 --size "$size" >/dev/null
+done
+
+# lcore layout for N forwarding cores: main lcore 0, workers after it.
+lcores() {
+  if [ "$1" = 1 ]; then echo "-l 0-1"; else echo "--lcores 0@0,1@0,2@1"; fi
+}
+
+# Tx-pps of port 1, averaged over the periodic samples after the first two (warm-up).
+testpmd_mpps() {
+  local mode=$1 size=$2 cores=$3 log="$OUT/testpmd-$1-$2-$3.log"
+  local rx="rx_pcap=$OUT/flows-$size.pcap"
+  [ "$cores" = 2 ] && rx="$rx,rx_pcap=$OUT/flows-$size.pcap"
+  # shellcheck disable=SC2046
+  timeout -s INT $((DURATION + 3)) dpdk-testpmd $(lcores "$cores") "${EAL[@]}" --file-prefix "tp-$$" \
+    --vdev "net_pcap0,$rx,infinite_rx=1" --vdev "net_null0,no-rx=1" -- \
+    --forward-mode="$mode" --nb-cores="$cores" --rxq="$cores" --txq="$cores" --stats-period=1 \
+    </dev/null >"$log" 2>&1 || true
+  awk '/NIC statistics for port/ {port=$(NF-1)} /Tx-pps:/ && port==1 {n++; if (n>2) {sum+=$2; k++}}
+       END {if (k) printf "%.2f", sum/k/1e6; else print "n/a"}' "$log"
+}
+
+raceway_mpps() {
+  local size=$1 cores=$2 config="$OUT/raceway-$1.toml" stats="$OUT/raceway-$1-$2.json"
+  if [ "$cores" != 1 ]; then echo "n/a"; return; fi
+  cat >"$config" <<TOML
+[switch]
+name = "bench"
+mac = "02:00:00:00:00:01"
+[dpdk]
+eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
+lcores = "0-1"
+[qos]
+dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
+lossless = [3]
+[qos.scheduler]
+strict = [6, 7]
+dwrr = { 0 = 50, 3 = 50 }
+[qos.ecn.3]
+kmin_bytes = 150000
+kmax_bytes = 1500000
+pmax = 0.2
+[[port]]
+name = "in"
+device = "net_pcap0,rx_pcap=$OUT/flows-$size.pcap,infinite_rx=1"
+speed_gbps = 400
+peer_mac = "02:00:00:00:10:00"
+[[port]]
+name = "out"
+device = "net_null0,no-rx=1"
+speed_gbps = 400
+peer_mac = "02:00:00:00:11:00"
+[[route]]
+prefix = "10.0.1.0/24"
+port = "out"
+TOML
+  "$RACEWAY" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \
+    -- --file-prefix "rw-$$" >"$OUT/raceway-$size-$cores.log" 2>&1
+  python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print('%.2f' % (s['ports']['out']['tx_packets'] / s['elapsed_s'] / 1e6))" "$stats"
+}
+
+echo "| frame | cores | testpmd io Mpps | testpmd 5tswap Mpps | raceway Mpps | raceway / io | raceway / 5tswap |"
+echo "|---|---|---|---|---|---|---|"
+for size in 60 1020; do
+  for cores in 1 2; do
+    io=$(testpmd_mpps io "$size" "$cores")
+    swap=$(testpmd_mpps 5tswap "$size" "$cores")
+    rw=$(raceway_mpps "$size" "$cores")
+    ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/float(b)) if a!='n/a' and b!='n/a' and float(b)>0 else 'n/a')" "$1" "$2"; }
+    echo "| $((size + 4)) B | $cores | $io | $swap | $rw | $(ratio "$rw" "$io") | $(ratio "$rw" "$swap") |"
+  done
+done
+echo
+echo "machine: $(nproc) vCPU $(lscpu | sed -n 's/^Model name: *//p' | head -1), DPDK $(pkg-config --modversion libdpdk), $(date -u +%Y-%m-%d)"
