@@ -231,9 +231,16 @@ pub struct PortConfig {
 impl PortConfig {
     /// Time on the wire of a frame of `len` bytes, in picoseconds, counting 20 bytes of
     /// preamble, start delimiter and inter-frame gap, and the 4-byte FCS that captures omit.
+    #[inline]
     pub fn wire_time_ps(&self, len: usize) -> u64 {
-        let bits = (len as u64 + WIRE_OVERHEAD_BYTES) * 8;
-        (bits * 1_000_000).div_ceil(self.speed_mbps)
+        let bytes = len as u64 + WIRE_OVERHEAD_BYTES;
+        // Common speeds take a whole number of ps per byte (80 at 100G, 320 at 25G): a multiply
+        // instead of a 64-bit division per frame; other speeds divide, rounding up as before.
+        if 8_000_000 % self.speed_mbps == 0 {
+            bytes * (8_000_000 / self.speed_mbps)
+        } else {
+            (bytes * 8_000_000).div_ceil(self.speed_mbps)
+        }
     }
 }
 

@@ -288,7 +288,7 @@ fn print_pfc(config: &Config) {
     let idle_xoff = plan.xoff(plan.shared_capacity);
     let xoff_text = match plan.xoff {
         Xoff::Static(bytes) => format!("xoff {bytes} bytes"),
-        Xoff::Dynamic(alpha) => format!("xoff dynamic: {alpha} x free shared buffer"),
+        Xoff::Dynamic(alpha) => format!("xoff dynamic: {} x free shared buffer", alpha as f64 / 65536.0),
     };
     println!(
         "  {xoff_text}; xon {}; watchdog detection {} ms, restoration {} ms, action {:?}",

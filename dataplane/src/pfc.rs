@@ -65,8 +65,8 @@ pub fn auto_headroom(port: &PortConfig, mtu: u32) -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Xoff {
     Static(u64),
-    /// alpha x free shared buffer
-    Dynamic(f64),
+    /// alpha x free shared buffer, alpha in 16.16 fixed point
+    Dynamic(u64),
 }
 
 /// The thresholds of every port's lossless groups.
@@ -106,7 +106,7 @@ impl PfcPlan {
             ));
         }
         let xoff = match qos.pfc.xoff_bytes {
-            Threshold::Auto => Xoff::Dynamic(qos.pfc.alpha),
+            Threshold::Auto => Xoff::Dynamic((qos.pfc.alpha * 65536.0).round() as u64),
             Threshold::Bytes(bytes) => Xoff::Static(bytes),
         };
         Ok(Self {
@@ -125,7 +125,9 @@ impl PfcPlan {
     pub fn xoff(&self, shared_free: u64) -> u64 {
         match self.xoff {
             Xoff::Static(bytes) => bytes,
-            Xoff::Dynamic(alpha) => (alpha * shared_free as f64) as u64,
+            // alpha in 16.16 fixed point: an integer multiply per frame, not two float
+            // conversions.
+            Xoff::Dynamic(alpha) => ((u128::from(shared_free) * u128::from(alpha)) >> 16) as u64,
         }
     }
 

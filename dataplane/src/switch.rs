@@ -466,6 +466,10 @@ impl<P: PacketBuf> Switch<P> {
 
     /// Sends XON for a group that dropped to its XON point.
     fn maybe_xon(&mut self, port: usize, priority: usize) {
+        // Most groups never sent XOFF: check that before computing thresholds.
+        if !self.ports[port].groups[priority].xoff_sent {
+            return;
+        }
         let xoff = self.plan.xoff(self.plan.shared_capacity - self.shared_used);
         let xon = self.plan.xon(xoff);
         let state = &mut self.ports[port];
