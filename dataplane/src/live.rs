@@ -298,6 +298,9 @@ impl Worker {
                     self.switch.receive(index, mbuf, now);
                 }
             }
+            // A fresh clock for the transmit half, so that latency (rx to tx hand-off) counts
+            // the time the burst spent in classify and queue, not zero.
+            let now = now_ps();
             self.switch.advance(now);
             let sent = self.transmit_all(ports, &mut egress, now);
             let iteration_end = dpdk::rdtsc();
