@@ -140,7 +140,9 @@ fn gen_writes_a_readable_trace() {
 #[test]
 fn shipped_configs_are_valid() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for config in ["config/demo.toml", "config/leaf.toml", "perf/pktgen/raceway-2port.toml", "perf/pktgen/raceway-memif.toml"] {
+    for config in
+        ["config/demo.toml", "config/leaf.toml", "perf/pktgen/raceway-2port.toml", "perf/pktgen/raceway-memif.toml"]
+    {
         run_ok(raceway().args(["check", "-c"]).arg(root.join(config)));
     }
 }

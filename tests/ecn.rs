@@ -16,6 +16,9 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 const FRAME_LEN: usize = 1024;
+
+/// (timestamp ns, frame) records of one trace.
+type Trace = Vec<(u64, Vec<u8>)>;
 const KMIN: u64 = 1_000_000;
 const KMAX: u64 = 9_000_000;
 const PMAX: f64 = 0.2;
@@ -73,24 +76,12 @@ fn config(mark_on: &str) -> String {
 }
 
 fn replay(name: &str, config: &str, inputs: &[(String, Vec<Sent>)], seed: u64) -> PathBuf {
-    let dir = temp_dir(name);
-    let config_path = dir.join("leaf.toml");
-    std::fs::write(&config_path, config).unwrap();
-    let mut command = raceway();
-    command
-        .args(["replay", "-c"])
-        .arg(&config_path)
-        .arg("--out")
-        .arg(dir.join("out"))
-        .args(["--seed", &seed.to_string()]);
-    for (port, frames) in inputs {
-        let path = dir.join(format!("in-{port}.pcap"));
-        let records: Vec<(u64, Vec<u8>)> = frames.iter().map(|s| (s.time_ns, s.bytes.clone())).collect();
-        write_pcap(&path, &records);
-        command.arg("--in").arg(format!("{port}={}", path.display()));
-    }
-    run_ok(&mut command);
-    dir.join("out")
+    let traces: Vec<(&str, Trace)> = inputs
+        .iter()
+        .map(|(port, frames)| (port.as_str(), frames.iter().map(|s| (s.time_ns, s.bytes.clone())).collect()))
+        .collect();
+    let refs: Vec<Input> = traces.iter().map(|(port, frames)| (*port, frames.as_slice())).collect();
+    replay_in(&temp_dir(name), config, &refs, &["--seed", &seed.to_string()])
 }
 
 /// (IP source bytes, PSN): what identifies a test frame before and after the switch.

@@ -55,18 +55,8 @@ fn flow(host: u8, flow: u8, count: u32, start_ns: u64, gap_ns: u64, dscp: u8) ->
 }
 
 fn replay(name: &str, config: &str, inputs: &[(&str, Trace)], seed: u64) -> PathBuf {
-    let dir = temp_dir(name);
-    let path = dir.join("leaf.toml");
-    std::fs::write(&path, config).unwrap();
-    let mut command = raceway();
-    command.args(["replay", "-c"]).arg(&path).arg("--out").arg(dir.join("out")).args(["--seed", &seed.to_string()]);
-    for (port, frames) in inputs {
-        let file = dir.join(format!("in-{port}.pcap"));
-        write_pcap(&file, frames);
-        command.arg("--in").arg(format!("{port}={}", file.display()));
-    }
-    run_ok(&mut command);
-    dir.join("out")
+    let refs: Vec<Input> = inputs.iter().map(|(port, frames)| (*port, frames.as_slice())).collect();
+    replay_in(&temp_dir(name), config, &refs, &["--seed", &seed.to_string()])
 }
 
 /// Frames per uplink, from the captures, after checking they equal the group counters.

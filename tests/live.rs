@@ -164,22 +164,41 @@ fn sigterm_stops_cleanly_with_stats_written() {
 /// The switch sends XOFF (built in mbufs, ahead of data) to both, then XON once drained; a
 /// net_pcap peer ignores PFC, so its excess overflows the headroom and is counted. A PFC frame
 /// received on the egress port is counted.
+/// 2,000 lossless RoCEv2 frames of 1000 bytes from 10.0.1.<host> to 10.0.0.2.
+fn flood_to_host0(host: u8) -> Vec<(u64, Vec<u8>)> {
+    let mut spec = raceway::frames::FrameSpec::rocev2(
+        std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, host)),
+        "10.0.0.2".parse().unwrap(),
+        u32::from(host),
+    );
+    spec.frame_len = 1000;
+    (0..2000u64).map(|i| (i * 100, spec.build())).collect()
+}
+
+/// Runs raceway live for 2 s on `config` (with its own file prefix) and returns its stats.
+fn run_live(dir: &std::path::Path, config: &std::path::Path, name: &str, extra: &[&str]) -> serde_json::Value {
+    let stats_path = dir.join("stats.json");
+    let prefix = format!("raceway-live-{name}-{}", std::process::id());
+    run_ok(
+        raceway()
+            .args(["run", "-c"])
+            .arg(config)
+            .args(["--duration", "2"])
+            .args(extra)
+            .arg("--stats-json")
+            .arg(&stats_path)
+            .args(["--", "--file-prefix", &prefix]),
+    );
+    serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap()
+}
+
 #[test]
 fn live_pfc_frames_are_sent_ahead_of_data_and_counted() {
     let dir = temp_dir("live-pfc");
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();
-    let sender = |host: u8| -> Vec<(u64, Vec<u8>)> {
-        let mut spec = raceway::frames::FrameSpec::rocev2(
-            std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, host)),
-            "10.0.0.2".parse().unwrap(),
-            u32::from(host),
-        );
-        spec.frame_len = 1000;
-        (0..2000u64).map(|i| (i * 100, spec.build())).collect()
-    };
-    write_pcap(&dir.join("in-host1.pcap"), &sender(1));
-    write_pcap(&dir.join("in-up0.pcap"), &sender(2));
+    write_pcap(&dir.join("in-host1.pcap"), &flood_to_host0(1));
+    write_pcap(&dir.join("in-up0.pcap"), &flood_to_host0(2));
     let mut xoff = vec![0x01, 0x80, 0xc2, 0, 0, 0x01, 2, 0, 0, 0, 0x10, 0, 0x88, 0x08, 0x01, 0x01, 0x00, 0x08];
     xoff.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0x00, 0x10, 0, 0, 0, 0, 0, 0, 0, 0]);
     xoff.resize(60, 0);
@@ -194,16 +213,7 @@ fn live_pfc_frames_are_sent_ahead_of_data_and_counted() {
         .replace("lossless = [3]", "lossless = [3]\n[qos.pfc]\nxoff_bytes = 100000\nheadroom_bytes = 200000");
     let config = dir.join("leaf.toml");
     std::fs::write(&config, &config_text).unwrap();
-    let stats_path = dir.join("stats.json");
-    let prefix = format!("raceway-live-pfc-{}", std::process::id());
-    run_ok(
-        raceway().args(["run", "-c"]).arg(&config).args(["--duration", "2", "--stats-json"]).arg(&stats_path).args([
-            "--",
-            "--file-prefix",
-            &prefix,
-        ]),
-    );
-    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+    let stats = run_live(&dir, &config, "pfc", &[]);
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"], "mbufs leaked");
     assert_eq!(stats["ports"]["host0"]["pfc_rx"], serde_json::json!([0, 0, 0, 1, 0, 0, 0, 0]));
     let mut overflow = 0;
@@ -231,17 +241,8 @@ fn live_path_marks_ecn_on_a_slow_egress_port() {
     let dir = temp_dir("live-ecn");
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();
-    let sender = |host: u8| -> Vec<(u64, Vec<u8>)> {
-        let mut spec = raceway::frames::FrameSpec::rocev2(
-            std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, host)),
-            "10.0.0.2".parse().unwrap(),
-            u32::from(host),
-        );
-        spec.frame_len = 1000;
-        (0..2000u64).map(|i| (i * 100, spec.build())).collect()
-    };
-    write_pcap(&dir.join("in-host1.pcap"), &sender(1));
-    write_pcap(&dir.join("in-up0.pcap"), &sender(2));
+    write_pcap(&dir.join("in-host1.pcap"), &flood_to_host0(1));
+    write_pcap(&dir.join("in-up0.pcap"), &flood_to_host0(2));
     let device = |index: usize, port: &str, input: bool| {
         let rx = if input { format!("rx_pcap={}/in-{port}.pcap,", dir.display()) } else { String::new() };
         format!("net_pcap{},{rx}tx_pcap={}/{port}.pcap", 30 + index, out.display())
@@ -254,17 +255,7 @@ fn live_path_marks_ecn_on_a_slow_egress_port() {
         .replace("lossless = [3]", "lossless = [3]\n[qos.ecn.3]\nkmin_bytes = 20000\nkmax_bytes = 200000\npmax = 0.5");
     let config = dir.join("leaf.toml");
     std::fs::write(&config, &config_text).unwrap();
-    let stats_path = dir.join("stats.json");
-    let prefix = format!("raceway-live-ecn-{}", std::process::id());
-    run_ok(
-        raceway()
-            .args(["run", "-c"])
-            .arg(&config)
-            .args(["--duration", "2", "--seed", "5", "--stats-json"])
-            .arg(&stats_path)
-            .args(["--", "--file-prefix", &prefix]),
-    );
-    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+    let stats = run_live(&dir, &config, "ecn", &["--seed", "5"]);
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"], "mbufs leaked");
     let frames = read_pcap(&out.join("host0.pcap"));
     assert_eq!(frames.len(), 4000, "every frame delivered");

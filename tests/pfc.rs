@@ -38,17 +38,8 @@ fn flow(sender: u8, dscp: u8, count: u32, start_ns: u64) -> Vec<(u64, Vec<u8>)> 
 }
 
 fn run_replay(dir: &Path, config: &str, inputs: &[(String, Trace)], extra: &[&str]) -> PathBuf {
-    let config_path = dir.join("leaf.toml");
-    std::fs::write(&config_path, config).unwrap();
-    let mut command = raceway();
-    command.args(["replay", "-c"]).arg(&config_path).arg("--out").arg(dir.join("out")).args(extra);
-    for (port, frames) in inputs {
-        let path = dir.join(format!("in-{port}.pcap"));
-        write_pcap(&path, frames);
-        command.arg("--in").arg(format!("{port}={}", path.display()));
-    }
-    run_ok(&mut command);
-    dir.join("out")
+    let refs: Vec<Input> = inputs.iter().map(|(port, frames)| (port.as_str(), frames.as_slice())).collect();
+    replay_in(dir, config, &refs, extra)
 }
 
 fn is_pfc(frame: &[u8]) -> bool {

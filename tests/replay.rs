@@ -98,18 +98,8 @@ fn mixed_cases() -> Vec<(Vec<u8>, Expect)> {
 type Trace = [(u64, Vec<u8>)];
 
 fn replay(config_text: &str, inputs: &[(&str, &Trace)], name: &str, seed: u64) -> std::path::PathBuf {
-    let dir = temp_dir(name);
-    let config = dir.join("leaf.toml");
-    std::fs::write(&config, config_text).unwrap();
-    let mut command = raceway();
-    command.args(["replay", "-c"]).arg(&config).arg("--out").arg(dir.join("out")).args(["--seed", &seed.to_string()]);
-    for (port, frames) in inputs {
-        let path = dir.join(format!("in-{port}.pcap"));
-        write_pcap(&path, frames);
-        command.arg("--in").arg(format!("{port}={}", path.display()));
-    }
-    run_ok(&mut command);
-    dir.join("out")
+    let refs: Vec<Input> = inputs.iter().map(|(port, frames)| (*port, *frames)).collect();
+    replay_in(&temp_dir(name), config_text, &refs, &["--seed", &seed.to_string()])
 }
 
 #[test]

@@ -42,6 +42,27 @@ pub fn read_pcap(path: &Path) -> Vec<(u64, Vec<u8>)> {
     frames
 }
 
+/// (timestamp ns, frame) records of a trace.
+pub type Records = [(u64, Vec<u8>)];
+/// A trace offered on a port, by port name.
+pub type Input<'a> = (&'a str, &'a Records);
+
+/// Writes `config` and each input trace into `dir`, runs `raceway replay` with `extra` flags,
+/// and returns the output directory.
+pub fn replay_in(dir: &Path, config: &str, inputs: &[Input], extra: &[&str]) -> PathBuf {
+    let config_path = dir.join("leaf.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let mut command = raceway();
+    command.args(["replay", "-c"]).arg(&config_path).arg("--out").arg(dir.join("out")).args(extra);
+    for (port, frames) in inputs {
+        let path = dir.join(format!("in-{port}.pcap"));
+        write_pcap(&path, frames);
+        command.arg("--in").arg(format!("{port}={}", path.display()));
+    }
+    run_ok(&mut command);
+    dir.join("out")
+}
+
 pub fn stats(dir: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(dir.join("stats.json")).unwrap();
     serde_json::from_str(&text).unwrap()
