@@ -8,8 +8,7 @@
 #   DURATION=10 perf/throughput.sh
 #
 # Machine notes: on a 2-vCPU machine "two cores" puts the second forwarding lcore on the CPU
-# of the (mostly idle) main lcore. raceway runs one forwarding worker today; its two-core
-# rows say so instead of showing a number.
+# of the (mostly idle) main lcore. raceway's two-core rows use the pipelined model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-6}
@@ -44,15 +43,19 @@ testpmd_mpps() {
 }
 
 raceway_mpps() {
-  local size=$1 cores=$2 config="$OUT/raceway-$1.toml" stats="$OUT/raceway-$1-$2.json"
-  if [ "$cores" != 1 ]; then echo "n/a"; return; fi
+  local size=$1 cores=$2 config="$OUT/raceway-$1-$2.toml" stats="$OUT/raceway-$1-$2.json"
+  # One core: run-to-completion. Two: pipelined, an RX/classify worker on CPU 1 and the
+  # scheduler/TX worker on CPU 0 beside the (sleeping) main lcore.
+  local lcores="0-1" model="run-to-completion"
+  if [ "$cores" = 2 ]; then lcores="0@0,1@1,2@0"; model="pipelined"; fi
   cat >"$config" <<TOML
 [switch]
 name = "bench"
 mac = "02:00:00:00:00:01"
 [dpdk]
 eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
-lcores = "0-1"
+lcores = "$lcores"
+model = "$model"
 [qos]
 dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
 lossless = [3]

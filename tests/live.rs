@@ -7,7 +7,18 @@ use common::*;
 
 #[test]
 fn live_run_on_net_pcap_matches_replay_and_leaks_no_mbufs() {
-    let dir = temp_dir("live");
+    live_matches_replay("live", "");
+}
+
+/// The pipelined model: two RX/classify workers would need more ports; one RX worker and the
+/// scheduler worker, three lcores on two CPUs (the main lcore mostly sleeps).
+#[test]
+fn pipelined_workers_match_replay_and_leak_no_mbufs() {
+    live_matches_replay("live-pipelined", "model = \"pipelined\"");
+}
+
+fn live_matches_replay(name: &str, dpdk_extra: &str) {
+    let dir = temp_dir(name);
     let host0 = raceway::gen::mixed(&raceway::gen::MixedOptions {
         packets: 600,
         seed: 11,
@@ -33,12 +44,15 @@ fn live_run_on_net_pcap_matches_replay_and_leaks_no_mbufs() {
     let devices =
         [device(0, "host0", true), device(1, "host1", true), device(2, "up0", false), device(3, "up1", false)];
     let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
-    let config_text = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal);
+    let mut config_text = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal);
+    if !dpdk_extra.is_empty() {
+        config_text = config_text.replace("lcores = \"0-1\"", &format!("lcores = \"0@0,1@1,2@0\"\n{dpdk_extra}"));
+    }
     let config = dir.join("leaf.toml");
     std::fs::write(&config, &config_text).unwrap();
 
     let stats_path = dir.join("live-stats.json");
-    let prefix = format!("raceway-test-{}", std::process::id());
+    let prefix = format!("raceway-{name}-{}", std::process::id());
     run_ok(
         raceway()
             .args(["run", "-c"])
@@ -81,6 +95,8 @@ fn live_run_on_net_pcap_matches_replay_and_leaks_no_mbufs() {
         }
     }
     assert_eq!(live["groups"], replayed["groups"]);
+    let workers = if dpdk_extra.is_empty() { 1 } else { 2 };
+    assert_eq!(live["cores"].as_array().unwrap().len(), workers, "one core entry per worker: {}", live["cores"]);
 }
 
 #[test]

@@ -64,6 +64,7 @@ struct RawDpdk {
     #[serde(default)]
     eal: Vec<String>,
     lcores: Option<String>,
+    model: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -247,6 +248,15 @@ impl PortConfig {
 /// Preamble + SFD (8) + IFG (12) + FCS (4), which frames in captures and mbufs do not hold.
 pub const WIRE_OVERHEAD_BYTES: u64 = 24;
 
+/// How live workers share the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerModel {
+    /// One worker polls every port and runs the whole pipeline.
+    RunToCompletion,
+    /// RX workers classify and hand frames over lock-free rings to one scheduler/TX worker.
+    Pipelined,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RouteTarget {
     Port(usize),
@@ -328,6 +338,7 @@ pub struct Config {
     pub mtu: u32,
     pub eal: Vec<String>,
     pub lcores: Option<String>,
+    pub model: WorkerModel,
     pub qos: Qos,
     pub ports: Vec<PortConfig>,
     pub routes: Vec<RouteConfig>,
@@ -406,6 +417,11 @@ impl Validator<'_> {
         let groups = self.groups(raw.group, &ports)?;
         let routes = self.routes(raw.route, &ports, &groups)?;
         let qos = self.qos(raw.qos)?;
+        let model = match raw.dpdk.model.as_deref().unwrap_or("run-to-completion") {
+            "run-to-completion" => WorkerModel::RunToCompletion,
+            "pipelined" => WorkerModel::Pipelined,
+            other => return Err(self.error("dpdk.model", format!("'{other}' is not run-to-completion or pipelined"))),
+        };
         let config = Config {
             name: raw.switch.name,
             mac,
@@ -413,6 +429,7 @@ impl Validator<'_> {
             mtu,
             eal: raw.dpdk.eal,
             lcores: raw.dpdk.lcores,
+            model,
             qos,
             ports,
             routes,
@@ -789,6 +806,15 @@ ports = ["up0"]
         assert!(!err.to_string().contains('\n'));
         let err = Config::parse("[switch\n", "bad.toml").unwrap_err();
         assert_eq!(err.file, "bad.toml");
+    }
+
+    #[test]
+    fn worker_model() {
+        assert_eq!(Config::parse(MINIMAL, "t.toml").unwrap().model, WorkerModel::RunToCompletion);
+        let pipelined = format!("{MINIMAL}\n[dpdk]\nlcores = \"0@0,1@1,2@0\"\nmodel = \"pipelined\"\n");
+        assert_eq!(Config::parse(&pipelined, "t.toml").unwrap().model, WorkerModel::Pipelined);
+        let err = Config::parse(&format!("{MINIMAL}\n[dpdk]\nmodel = \"turbo\"\n"), "t.toml").unwrap_err();
+        assert_eq!(err.field, "dpdk.model");
     }
 
     #[test]

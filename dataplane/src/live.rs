@@ -1,8 +1,17 @@
-//! The live engine: the switch pipeline on DPDK ports, polled by a worker on a pinned lcore.
+//! The live engine: the switch pipeline on DPDK ports, polled by workers on pinned lcores.
 //!
-//! One worker owns every port's rx queue and every egress scheduler (run-to-completion); the
-//! main lcore starts ports, prints counters, watches for SIGINT/SIGTERM or the end of
-//! `--duration`, and tears down. Multi-worker layouts come with the line-rate work.
+//! Two models (`[dpdk] model`):
+//! - run-to-completion (default): one worker owns every port's rx queue and every egress
+//!   scheduler. Best when one core keeps up: no hand-off, no cross-core cache traffic.
+//! - pipelined: the last worker lcore owns the switch (buffer, PFC, ECN, group choice,
+//!   schedulers, shaping, tx); every other worker lcore owns some ports' rx queues, runs the
+//!   stateless classify stage (parse, route, class, TTL rewrite) and hands frames over its own
+//!   bounded lock-free ring. It spreads the per-frame work over two or more cores. An RX worker
+//!   whose ring is full waits rather than drop (the NIC's rx ring then fills and its
+//!   `missed` counter, logged at exit, shows it).
+//!
+//! The main lcore starts ports, sums the workers' counters and prints them, watches for
+//! SIGINT/SIGTERM or the end of `--duration`, and tears down.
 //!
 //! Each egress port is shaped to its configured speed: a frame may leave when the port's
 //! virtual link is free, allowing a burst window of a few frames so the loop can fill tx bursts.
@@ -11,12 +20,14 @@
 //! a second; whatever is still queued then is dropped and counted (`buffer_full`), frames the
 //! tx queue never took are freed and reported, and ports are closed before the pool is freed.
 
-use crate::config::Config;
+use crate::classify::{Classifier, Verdict};
+use crate::config::{Config, WorkerModel};
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
 use crate::stats::{CoreStats, SwitchStats};
 use crate::switch::Switch;
+use crossbeam_queue::ArrayQueue;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -56,7 +67,8 @@ const DRAIN_FOR: Duration = Duration::from_secs(1);
 pub fn eal_arguments(config: &Config, extra: &[String]) -> Result<Vec<String>, String> {
     let mut args = config.eal.clone();
     if let Some(lcores) = &config.lcores {
-        args.push("-l".into());
+        // "0-1" is a core list (-l); "0@0,1@1,2@0" maps lcores to CPUs (--lcores).
+        args.push(if lcores.contains(['@', '(']) { "--lcores" } else { "-l" }.into());
         args.push(lcores.clone());
     }
     for (index, port) in config.ports.iter().enumerate() {
@@ -107,10 +119,42 @@ pub fn mempool_size(config: &Config) -> u32 {
     (rings + bursts + queued + 512).min(u64::from(u32::MAX)) as u32
 }
 
+/// Bursts an RX worker's ring holds (up to 32 frames each).
+const HANDOFF_RING: usize = 128;
+
+/// A burst of classified frames on its way from an RX worker to the scheduler worker: one
+/// queue operation per burst, not per frame (per frame, the atomics of the hand-off cost the
+/// pipeline more than the classify work it moved to another core).
+struct Handoff {
+    frames: [Option<(Mbuf, u16, Verdict)>; BURST],
+}
+
 struct Shared {
     stop: AtomicBool,
-    stats: Mutex<SwitchStats>,
+    /// Counters each worker publishes: the scheduler's first, then each RX worker's.
+    stats: Vec<Mutex<SwitchStats>>,
+    /// RX workers still running (the scheduler drains their rings until none is).
+    rx_running: AtomicUsize,
     unsent: Mutex<u64>,
+}
+
+impl Shared {
+    /// The sum of every worker's last published counters.
+    fn snapshot(&self) -> SwitchStats {
+        let mut total = self.stats[0].lock().expect("stats lock").clone();
+        for stats in &self.stats[1..] {
+            total.add(&stats.lock().expect("stats lock"));
+        }
+        total
+    }
+}
+
+/// What the scheduler worker polls for frames.
+enum Input {
+    /// Every port's rx queue (run-to-completion).
+    Ports,
+    /// The RX workers' rings (pipelined).
+    Rings(Vec<Arc<ArrayQueue<Handoff>>>),
 }
 
 /// Runs the live switch until SIGINT/SIGTERM or the end of the duration.
@@ -154,21 +198,55 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         ports.push(started);
     }
     let ports = Arc::new(ports);
+    let workers = eal.worker_lcores();
+    let rx_lcores: Vec<u32> = match config.model {
+        WorkerModel::RunToCompletion => Vec::new(),
+        WorkerModel::Pipelined if workers.len() >= 2 => workers[..workers.len() - 1].to_vec(),
+        WorkerModel::Pipelined => {
+            return Err(DpdkError {
+                context: "dpdk.model".into(),
+                problem: format!(
+                    "pipelined needs at least two worker lcores besides the main one; lcores gives {}",
+                    workers.len()
+                ),
+            })
+        }
+    };
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
-        stats: Mutex::new(SwitchStats::new(config)),
+        stats: (0..=rx_lcores.len()).map(|_| Mutex::new(SwitchStats::new(config))).collect(),
+        rx_running: AtomicUsize::new(rx_lcores.len()),
         unsent: Mutex::new(0),
     });
     let worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool), worker_seed(options.seed, 0));
     let started = Instant::now();
-    let workers = eal.worker_lcores();
-    let final_stats = if let Some(&lcore) = workers.first() {
-        tracing::info!("forwarding on lcore {lcore}; main lcore {} prints counters", eal.main_lcore());
+    let mut launched = Vec::new();
+    let input = if rx_lcores.is_empty() {
+        Input::Ports
+    } else {
+        let mut rings = Vec::new();
+        for (index, &lcore) in rx_lcores.iter().enumerate() {
+            let ring = Arc::new(ArrayQueue::new(HANDOFF_RING));
+            rings.push(Arc::clone(&ring));
+            // Ports are dealt to RX workers in turn.
+            let owned: Vec<usize> = (0..ports.len()).filter(|port| port % rx_lcores.len() == index).collect();
+            let rx = RxWorker::new(config, owned, ring, index + 1, eal.tsc_hz());
+            let (task_ports, task_shared) = (Arc::clone(&ports), Arc::clone(&shared));
+            tracing::info!("RX/classify worker on lcore {lcore} for ports {:?}", rx.ports);
+            launched.push(eal.launch(lcore, move || {
+                rx.run(&task_ports, &task_shared);
+                0
+            })?);
+        }
+        Input::Rings(rings)
+    };
+    if let Some(&lcore) = workers.get(rx_lcores.len()) {
+        tracing::info!("scheduler/TX worker on lcore {lcore}; main lcore {} prints counters", eal.main_lcore());
         let (task_ports, task_shared) = (Arc::clone(&ports), Arc::clone(&shared));
-        let launched = eal.launch(lcore, move || {
-            worker.run(&task_ports, &task_shared);
+        launched.push(eal.launch(lcore, move || {
+            worker.run(&task_ports, &task_shared, &input);
             0
-        })?;
+        })?);
         let mut last_print = Instant::now();
         loop {
             std::thread::sleep(Duration::from_millis(10));
@@ -179,13 +257,12 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
             }
             if last_print.elapsed() >= options.stats_interval {
                 last_print = Instant::now();
-                let stats = shared.stats.lock().expect("stats lock").clone();
-                tracing::info!("{}", stats.summary_line(config));
+                tracing::info!("{}", shared.snapshot().summary_line(config));
             }
         }
-        launched.wait();
-        let stats = shared.stats.lock().expect("stats lock").clone();
-        stats
+        for task in launched {
+            task.wait();
+        }
     } else {
         tracing::info!("one lcore: forwarding and counters both on lcore {}", eal.main_lcore());
         let shared_for_main = Arc::clone(&shared);
@@ -199,14 +276,12 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
                 shared_for_main.stop.store(true, Ordering::Relaxed);
             } else if last_print.elapsed() >= interval {
                 last_print = Instant::now();
-                let stats = shared_for_main.stats.lock().expect("stats lock").clone();
-                tracing::info!("{}", stats.summary_line(&config_for_print));
+                tracing::info!("{}", shared_for_main.snapshot().summary_line(&config_for_print));
             }
         };
-        worker.run_with_watcher(&ports, &shared, watcher);
-        let stats = shared.stats.lock().expect("stats lock").clone();
-        stats
-    };
+        worker.run_with_watcher(&ports, &shared, &input, watcher);
+    }
+    let final_stats = shared.snapshot();
     let elapsed = started.elapsed();
     for port in ports.iter() {
         let (rx, tx, missed, nombuf) = port.hw_stats();
@@ -254,12 +329,12 @@ impl Worker {
         Self { switch: Switch::new(config, seed), config: config.clone(), tsc_hz, pool }
     }
 
-    fn run(self, ports: &[Port], shared: &Shared) {
-        self.run_with_watcher(ports, shared, || {});
+    fn run(self, ports: &[Port], shared: &Shared, input: &Input) {
+        self.run_with_watcher(ports, shared, input, || {});
     }
 
     /// The poll loop; `watch` runs every publish period (the single-lcore case prints there).
-    fn run_with_watcher(mut self, ports: &[Port], shared: &Shared, mut watch: impl FnMut()) {
+    fn run_with_watcher(mut self, ports: &[Port], shared: &Shared, input: &Input, mut watch: impl FnMut()) {
         let start_tsc = dpdk::rdtsc();
         let tsc_hz = u128::from(self.tsc_hz.max(1));
         // ps per TSC tick in 32.32 fixed point: a multiply per loop instead of a u128 division.
@@ -285,17 +360,40 @@ impl Worker {
         let mut iteration_start = dpdk::rdtsc();
         loop {
             if shared.stop.load(Ordering::Relaxed) {
-                break;
+                // Pipelined: keep taking frames until every RX worker has stopped and its
+                // ring is empty, so nothing handed over is lost.
+                let rx_done = match input {
+                    Input::Ports => true,
+                    Input::Rings(rings) => {
+                        shared.rx_running.load(Ordering::Acquire) == 0 && rings.iter().all(|ring| ring.is_empty())
+                    }
+                };
+                if rx_done {
+                    break;
+                }
             }
             let now = now_ps();
             let mut received = 0;
-            for (index, port) in ports.iter().enumerate() {
-                if port.rx_burst(&mut rx) == 0 {
-                    continue;
+            match input {
+                Input::Ports => {
+                    for (index, port) in ports.iter().enumerate() {
+                        if port.rx_burst(&mut rx) == 0 {
+                            continue;
+                        }
+                        for mbuf in rx.drain() {
+                            received += 1;
+                            self.switch.receive(index, mbuf, now);
+                        }
+                    }
                 }
-                for mbuf in rx.drain() {
-                    received += 1;
-                    self.switch.receive(index, mbuf, now);
+                Input::Rings(rings) => {
+                    for ring in rings {
+                        let Some(mut handoff) = ring.pop() else { continue };
+                        for (mbuf, ingress, verdict) in handoff.frames.iter_mut().map_while(Option::take) {
+                            received += 1;
+                            self.switch.receive_classified(usize::from(ingress), mbuf, verdict, now);
+                        }
+                    }
                 }
             }
             // A fresh clock for the transmit half, so that latency (rx to tx hand-off) counts
@@ -314,7 +412,7 @@ impl Worker {
             iteration_start = iteration_end;
             if iteration_end >= next_publish {
                 next_publish = iteration_end + publish_ticks;
-                shared.stats.lock().expect("stats lock").clone_from(&self.switch.stats);
+                shared.stats[0].lock().expect("stats lock").clone_from(&self.switch.stats);
                 // Groups skip members whose link is down.
                 for (index, port) in ports.iter().enumerate() {
                     self.switch.set_link_up(index, port.link_up());
@@ -341,7 +439,7 @@ impl Worker {
         }
         drop(egress);
         *shared.unsent.lock().expect("unsent lock") = unsent;
-        shared.stats.lock().expect("stats lock").clone_from(&self.switch.stats);
+        shared.stats[0].lock().expect("stats lock").clone_from(&self.switch.stats);
     }
 
     #[inline]
@@ -378,6 +476,79 @@ impl Worker {
             }
         }
         sent
+    }
+}
+
+/// A pipelined RX worker: polls its ports, classifies, hands frames to the scheduler worker.
+struct RxWorker {
+    classifier: Classifier,
+    ports: Vec<usize>,
+    ring: Arc<ArrayQueue<Handoff>>,
+    /// Its counters: classify drops (with their rx counts) and its core's cycles; frames it
+    /// hands over are counted by the scheduler worker's switch.
+    stats: SwitchStats,
+    slot: usize,
+    tsc_hz: u64,
+}
+
+impl RxWorker {
+    fn new(config: &Config, ports: Vec<usize>, ring: Arc<ArrayQueue<Handoff>>, slot: usize, tsc_hz: u64) -> Self {
+        Self { classifier: Classifier::new(config), ports, ring, stats: SwitchStats::new(config), slot, tsc_hz }
+    }
+
+    fn run(mut self, ports: &[Port], shared: &Shared) {
+        let publish_ticks = (self.tsc_hz as u128 * PUBLISH_EVERY.as_millis() / 1000) as u64;
+        let mut next_publish = dpdk::rdtsc() + publish_ticks;
+        self.stats.cores.push(CoreStats { lcore: dpdk::current_lcore(), ..CoreStats::default() });
+        let mut rx = Burst::default();
+        let mut iteration_start = dpdk::rdtsc();
+        while !shared.stop.load(Ordering::Relaxed) {
+            let mut received = 0;
+            for &index in &self.ports {
+                if ports[index].rx_burst(&mut rx) == 0 {
+                    continue;
+                }
+                let mut handoff = Handoff { frames: std::array::from_fn(|_| None) };
+                let mut count = 0;
+                for mut mbuf in rx.drain() {
+                    received += 1;
+                    let len = crate::buffer::PacketBuf::len(&mbuf) as u64;
+                    let verdict = self.classifier.classify(crate::buffer::PacketBuf::data_mut(&mut mbuf));
+                    if let Verdict::Drop(reason) = verdict {
+                        let port = &mut self.stats.ports[index];
+                        port.rx_packets += 1;
+                        port.rx_bytes += len;
+                        port.drops[reason.index()] += 1;
+                        continue;
+                    }
+                    handoff.frames[count] = Some((mbuf, index as u16, verdict));
+                    count += 1;
+                }
+                if count == 0 {
+                    continue;
+                }
+                // A full ring means the scheduler is behind: wait for room, never drop.
+                while let Err(back) = self.ring.push(handoff) {
+                    handoff = back;
+                    std::hint::spin_loop();
+                }
+            }
+            let iteration_end = dpdk::rdtsc();
+            let core = &mut self.stats.cores[0];
+            if received > 0 {
+                core.busy_cycles += iteration_end - iteration_start;
+                core.packets += received;
+            } else {
+                core.idle_cycles += iteration_end - iteration_start;
+            }
+            iteration_start = iteration_end;
+            if iteration_end >= next_publish {
+                next_publish = iteration_end + publish_ticks;
+                shared.stats[self.slot].lock().expect("stats lock").clone_from(&self.stats);
+            }
+        }
+        shared.stats[self.slot].lock().expect("stats lock").clone_from(&self.stats);
+        shared.rx_running.fetch_sub(1, Ordering::Release);
     }
 }
 

@@ -263,8 +263,15 @@ impl<P: PacketBuf> Switch<P> {
     /// Takes one frame received on `ingress` at `now` (ps).
     #[inline]
     pub fn receive(&mut self, ingress: usize, mut packet: P, now: u64) -> Received {
-        let len = packet.len();
         let verdict = self.classifier.classify(packet.data_mut());
+        self.receive_classified(ingress, packet, verdict, now)
+    }
+
+    /// Takes a frame already classified (by an RX worker's own `Classifier` in the pipelined
+    /// model): counts it, queues it or applies its PFC frame.
+    #[inline]
+    pub fn receive_classified(&mut self, ingress: usize, mut packet: P, verdict: Verdict, now: u64) -> Received {
+        let len = packet.len();
         let (target, tc, flow_hash, mut ip) = match verdict {
             Verdict::FlowControl(repr) => {
                 self.pause_received(ingress, &repr, now);
