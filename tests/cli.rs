@@ -119,9 +119,17 @@ fn flag_mistakes_exit_2() {
     assert_eq!(output.status.code(), Some(2));
     let output = raceway().args(["gen", "mixed", "--out", "/tmp/x.pcap", "--size", "10"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
+    fails_with_one_line(
+        raceway().args(["blast", "--trace", "/nonexistent.pcap", "--device", "net_null0", "--rate-gbps", "1"]),
+        &["/nonexistent.pcap", "cannot open"],
+    );
+    fails_with_one_line(
+        raceway().args(["blast", "--trace", "x.pcap", "--device", "net_null0", "--rate-gbps", "0"]),
+        &["--rate-gbps"],
+    );
     let output = raceway().arg("--help").output().unwrap();
     assert_eq!(output.status.code(), Some(0));
-    for command in ["run", "replay", "check", "gen"] {
+    for command in ["run", "replay", "check", "gen", "blast"] {
         let output = raceway().args([command, "--help"]).output().unwrap();
         assert_eq!(output.status.code(), Some(0), "{command} --help");
     }

@@ -7,6 +7,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod blast;
 pub mod buffer;
 pub mod classify;
 pub mod config;

@@ -71,6 +71,23 @@ enum Command {
         #[arg(short, long)]
         config: PathBuf,
     },
+    /// Send a trace's frames on one DPDK device at a paced rate (a load generator).
+    Blast {
+        /// The trace whose frames are sent, in a loop.
+        #[arg(long)]
+        trace: PathBuf,
+        /// Device devargs, e.g. net_memif0,role=client,socket=/tmp/raceway.sock
+        #[arg(long)]
+        device: String,
+        /// Offered rate in Gb/s, counting 24 bytes of preamble, IFG and FCS per frame.
+        #[arg(long)]
+        rate_gbps: f64,
+        #[arg(long, default_value_t = 5.0)]
+        duration: f64,
+        /// EAL arguments.
+        #[arg(last = true)]
+        eal: Vec<String>,
+    },
     /// Write synthetic traces as pcap.
     Gen {
         #[command(subcommand)]
@@ -244,6 +261,35 @@ fn execute(command: Command) -> Result<(), Failure> {
             }
             let stats = replay::run(&config, &parsed, &out, &options)?;
             println!("{}", stats.summary_line(&config));
+            Ok(())
+        }
+        Command::Blast { trace, device, rate_gbps, duration, eal } => {
+            if !(rate_gbps.is_finite() && rate_gbps > 0.0) {
+                return Err(Failure(format!("--rate-gbps: {rate_gbps} is not positive")));
+            }
+            let frames: Vec<Vec<u8>> = replay::pcap::read_trace(&trace)?.into_iter().map(|frame| frame.bytes).collect();
+            if frames.is_empty() {
+                return Err(Failure(format!("{}: no frames to send", trace.display())));
+            }
+            if let Some(index) = frames.iter().position(|frame| frame.len() > 2048) {
+                return Err(Failure(format!("{}: record {index}: longer than an mbuf (2048 bytes)", trace.display())));
+            }
+            let options =
+                raceway::blast::BlastOptions { device, rate_gbps, duration: seconds("--duration", duration)?, eal };
+            let report = raceway::blast::run(&frames, &options)?;
+            let seconds = report.elapsed.as_secs_f64();
+            println!(
+                "{}",
+                serde_json::json!({
+                    "sent": report.sent,
+                    "sent_bytes": report.sent_bytes,
+                    "refused": report.refused,
+                    "elapsed_s": seconds,
+                    "mpps": report.sent as f64 / seconds / 1e6,
+                    "gbps_on_wire": (report.sent_bytes + 24 * report.sent) as f64 * 8.0 / seconds / 1e9,
+                    "mbufs": { "pool": report.mbufs_in_pool, "available_at_exit": report.mbufs_available_at_exit },
+                })
+            );
             Ok(())
         }
         Command::Check { config: path } => {
