@@ -282,6 +282,18 @@ fn live_path_marks_ecn_on_a_slow_egress_port() {
     assert!(frames.iter().all(|(_, f)| ipv4_header_checksum_ok(&f[14..])));
 }
 
+/// A child process killed if the test fails before it is waited for.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// `raceway blast` paces a trace into raceway over net_memif: raceway receives exactly the
 /// frames blast reports sent (refusals are counted apart, never as sent), both return every
 /// mbuf, and the achieved rate is close to the one asked for.
@@ -302,16 +314,23 @@ fn blast_feeds_raceway_over_memif_and_every_frame_is_accounted() {
     let config = dir.join("leaf.toml");
     std::fs::write(&config, four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)).unwrap();
     let stats_path = dir.join("stats.json");
-    let mut switch = raceway()
-        .args(["run", "-c"])
-        .arg(&config)
-        .args(["--duration", "6", "--stats-json"])
-        .arg(&stats_path)
-        .args(["--", "--file-prefix", &format!("raceway-blast-rw-{}", std::process::id())])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut switch = KillOnDrop(
+        raceway()
+            .args(["run", "-c"])
+            .arg(&config)
+            .arg("--stats-json")
+            .arg(&stats_path)
+            .args(["--", "--file-prefix", &format!("raceway-blast-rw-{}", std::process::id())])
+            .stderr(std::fs::File::create(dir.join("raceway.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    // Ready once its worker runs (the memif socket is abstract: there is no file to watch).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(dir.join("raceway.log")).unwrap_or_default().contains("worker on lcore") {
+        assert!(std::time::Instant::now() < deadline, "raceway did not start its worker");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let blast = run_ok(
         raceway()
             .args(["--log-level", "error", "blast", "--trace"])
@@ -322,12 +341,18 @@ fn blast_feeds_raceway_over_memif_and_every_frame_is_accounted() {
             .args(["--no-pci", "--no-shconf", "--log-level", "*:error", "--file-prefix"])
             .arg(format!("raceway-blast-gen-{}", std::process::id())),
     );
-    assert!(switch.wait().unwrap().success());
+    // Blast has closed its link after letting raceway drain it: stop raceway.
+    let killed = std::process::Command::new("kill").args(["-TERM", &switch.0.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let status = switch.0.wait().unwrap();
+    let log = std::fs::read_to_string(dir.join("raceway.log")).unwrap_or_default();
+    assert!(status.success(), "raceway failed: {log}");
     let report: serde_json::Value = serde_json::from_slice(&blast.stdout).unwrap();
     let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
     let sent = report["sent"].as_u64().unwrap();
     assert!(sent > 500_000, "blast sent only {sent} at 1 Gb/s: {report}");
-    assert_eq!(stats["ports"]["host0"]["rx_packets"].as_u64().unwrap(), sent, "{report}");
+    let received = stats["ports"]["host0"]["rx_packets"].as_u64().unwrap();
+    assert_eq!(received, sent, "raceway received {received}; blast: {report}");
     assert_eq!(stats["ports"]["host1"]["tx_packets"].as_u64().unwrap(), sent);
     assert_eq!(report["mbufs"]["available_at_exit"], report["mbufs"]["pool"]);
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"]);

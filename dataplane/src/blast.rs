@@ -100,6 +100,9 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     }
     report.elapsed = started.elapsed();
     drop(burst);
+    // Let the receiver take what is still in the link's ring: closing a memif port resets its
+    // rings, and frames still there would vanish although they were sent.
+    std::thread::sleep(SETTLE);
     drop(port);
     report.mbufs_in_pool = pool.size();
     report.mbufs_available_at_exit = pool.available();
