@@ -127,29 +127,36 @@ fn sigterm_stops_cleanly_with_stats_written() {
     std::fs::write(&config, four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)).unwrap();
     let stats_path = dir.join("stats.json");
     let prefix = format!("raceway-sigterm-{}", std::process::id());
-    let mut child = raceway()
-        .args(["run", "-c"])
-        .arg(&config)
-        .arg("--stats-json")
-        .arg(&stats_path)
-        .args(["--", "--file-prefix", &prefix])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until it forwards (the stats line appears once a second), then signal.
-    std::thread::sleep(std::time::Duration::from_millis(2500));
-    let killed = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let log = dir.join("raceway.log");
+    let mut child = KillOnDrop(
+        raceway()
+            .args(["run", "-c"])
+            .arg(&config)
+            .arg("--stats-json")
+            .arg(&stats_path)
+            .args(["--", "--file-prefix", &prefix])
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    // Once its worker runs, let it forward for a second under load, then signal.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("worker on lcore") {
+        assert!(std::time::Instant::now() < deadline, "raceway did not start its worker");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let killed = std::process::Command::new("kill").args(["-TERM", &child.0.id().to_string()]).status().unwrap();
     assert!(killed.success());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
+        if let Some(status) = child.0.try_wait().unwrap() {
             break status;
         }
         assert!(std::time::Instant::now() < deadline, "raceway did not exit after SIGTERM");
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let stderr = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(status.success(), "exit {status:?}: {stderr}");
     let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"], "mbufs leaked: {stderr}");
