@@ -129,10 +129,15 @@ struct Handoff {
     frames: [Option<(Mbuf, u16, Verdict)>; BURST],
 }
 
+/// A value alone on its cache line(s), so that workers writing neighbouring slots do not
+/// invalidate each other's lines (false sharing).
+#[repr(align(64))]
+struct CacheAligned<T>(T);
+
 struct Shared {
     stop: AtomicBool,
     /// Counters each worker publishes: the scheduler's first, then each RX worker's.
-    stats: Vec<Mutex<SwitchStats>>,
+    stats: Vec<CacheAligned<Mutex<SwitchStats>>>,
     /// RX workers still running (the scheduler drains their rings until none is).
     rx_running: AtomicUsize,
     unsent: Mutex<u64>,
@@ -141,9 +146,9 @@ struct Shared {
 impl Shared {
     /// The sum of every worker's last published counters.
     fn snapshot(&self) -> SwitchStats {
-        let mut total = self.stats[0].lock().expect("stats lock").clone();
+        let mut total = self.stats[0].0.lock().expect("stats lock").clone();
         for stats in &self.stats[1..] {
-            total.add(&stats.lock().expect("stats lock"));
+            total.add(&stats.0.lock().expect("stats lock"));
         }
         total
     }
@@ -214,7 +219,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     };
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
-        stats: (0..=rx_lcores.len()).map(|_| Mutex::new(SwitchStats::new(config))).collect(),
+        stats: (0..=rx_lcores.len()).map(|_| CacheAligned(Mutex::new(SwitchStats::new(config)))).collect(),
         rx_running: AtomicUsize::new(rx_lcores.len()),
         unsent: Mutex::new(0),
     });
@@ -412,7 +417,7 @@ impl Worker {
             iteration_start = iteration_end;
             if iteration_end >= next_publish {
                 next_publish = iteration_end + publish_ticks;
-                shared.stats[0].lock().expect("stats lock").clone_from(&self.switch.stats);
+                shared.stats[0].0.lock().expect("stats lock").clone_from(&self.switch.stats);
                 // Groups skip members whose link is down.
                 for (index, port) in ports.iter().enumerate() {
                     self.switch.set_link_up(index, port.link_up());
@@ -439,7 +444,7 @@ impl Worker {
         }
         drop(egress);
         *shared.unsent.lock().expect("unsent lock") = unsent;
-        shared.stats[0].lock().expect("stats lock").clone_from(&self.switch.stats);
+        shared.stats[0].0.lock().expect("stats lock").clone_from(&self.switch.stats);
     }
 
     #[inline]
@@ -544,10 +549,10 @@ impl RxWorker {
             iteration_start = iteration_end;
             if iteration_end >= next_publish {
                 next_publish = iteration_end + publish_ticks;
-                shared.stats[self.slot].lock().expect("stats lock").clone_from(&self.stats);
+                shared.stats[self.slot].0.lock().expect("stats lock").clone_from(&self.stats);
             }
         }
-        shared.stats[self.slot].lock().expect("stats lock").clone_from(&self.stats);
+        shared.stats[self.slot].0.lock().expect("stats lock").clone_from(&self.stats);
         shared.rx_running.fetch_sub(1, Ordering::Release);
     }
 }
