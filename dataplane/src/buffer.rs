@@ -16,7 +16,7 @@ pub trait PacketBuf {
     }
 }
 
-/// A frame in ordinary memory, with the time it was offered (replay bookkeeping).
+/// A frame in ordinary memory (replay, tests, benchmarks).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeapPacket {
     pub bytes: Vec<u8>,

@@ -699,11 +699,6 @@ impl<P: PacketBuf> Switch<P> {
         self.shared_used
     }
 
-    /// Whether `port` has data queued in any class.
-    pub fn has_queued(&self, port: usize) -> bool {
-        self.ports[port].queues.iter().any(|queue| queue.len > 0)
-    }
-
     /// Empties every queue at shutdown when ports can no longer send; the frames are counted
     /// as `buffer_full` drops (on the port they came in on, and the queue) and released.
     pub fn drain(&mut self) -> u64 {

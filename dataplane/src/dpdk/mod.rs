@@ -248,12 +248,6 @@ impl Mbuf {
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
         true
     }
-
-    /// Segments in the chain; frames larger than one mbuf are chained.
-    pub fn segments(&self) -> u16 {
-        // SAFETY: the mbuf is ours and valid.
-        unsafe { sys::shim_pktmbuf_nb_segs(self.0.as_ptr()) }
-    }
 }
 
 impl PacketBuf for Mbuf {
