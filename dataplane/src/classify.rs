@@ -62,7 +62,7 @@ impl Classifier {
     }
 
     /// Classifies `frame` and, when it is forwarded, decrements its TTL / hop limit.
-    #[inline]
+    #[inline(always)]
     pub fn classify(&self, frame: &mut [u8]) -> Verdict {
         let parsed = match parse::parse(frame) {
             Ok(parsed) => parsed,

@@ -9,8 +9,50 @@
 
 use crate::config::{RouteConfig, RouteTarget};
 use crate::wire::parse::Destination;
-use hashbrown::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
+
+/// A multiply-rotate hasher for the integer keys of the route maps. The keys are addresses
+/// the switch's operator configured, not attacker-chosen map contents, so no keyed hash is
+/// needed; hashbrown's default (aHash) measured ~20 cycles of a 190-cycle frame in `perf`.
+#[derive(Default, Clone, Copy)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    #[inline]
+    fn write_u32(&mut self, value: u32) {
+        self.write_u64(u64::from(value));
+    }
+
+    #[inline]
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    #[inline]
+    fn write_u128(&mut self, value: u128) {
+        self.write_u64(value as u64);
+        self.write_u64((value >> 64) as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        // hashbrown takes the bucket from the low bits and a tag from the top 7: the multiply
+        // leaves the best-mixed bits on top, so rotate some of them down.
+        self.0.rotate_left(26)
+    }
+}
+
+type HashMap<K, V> = hashbrown::HashMap<K, V, BuildHasherDefault<AddressHasher>>;
 
 pub struct RouteTable {
     /// (length, masked prefix -> target), longest length first.
@@ -45,7 +87,7 @@ fn insert<K: std::hash::Hash + Eq>(
         Some(index) => index,
         None => {
             let index = tables.iter().position(|(l, _)| *l < len).unwrap_or(tables.len());
-            tables.insert(index, (len, HashMap::new()));
+            tables.insert(index, (len, HashMap::default()));
             index
         }
     };

@@ -1,3 +1,4 @@
+#include <stddef.h>
 #include "shim.h"
 #include <string.h>
 
@@ -6,6 +7,11 @@ uint16_t shim_eth_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts
 struct rte_mbuf *shim_pktmbuf_alloc(struct rte_mempool *pool) { return rte_pktmbuf_alloc(pool); }
 void shim_pktmbuf_free(struct rte_mbuf *m) { rte_pktmbuf_free(m); }
 void shim_pktmbuf_free_bulk(struct rte_mbuf **mbufs, unsigned int count) { rte_pktmbuf_free_bulk(mbufs, count); }
+/* Keep in step with dpdk_sys::mbuf_offsets (lib.rs): the Rust side reads these fields inline. */
+_Static_assert(offsetof(struct rte_mbuf, buf_addr) == 0, "rte_mbuf.buf_addr moved: update mbuf_offsets");
+_Static_assert(offsetof(struct rte_mbuf, data_off) == 16, "rte_mbuf.data_off moved: update mbuf_offsets");
+_Static_assert(offsetof(struct rte_mbuf, data_len) == 40, "rte_mbuf.data_len moved: update mbuf_offsets");
+
 uint8_t *shim_pktmbuf_mtod(struct rte_mbuf *m) { return rte_pktmbuf_mtod(m, uint8_t *); }
 uint16_t shim_pktmbuf_data_len(const struct rte_mbuf *m) { return m->data_len; }
 uint32_t shim_pktmbuf_pkt_len(const struct rte_mbuf *m) { return m->pkt_len; }

@@ -250,30 +250,42 @@ impl Mbuf {
     }
 }
 
+impl Mbuf {
+    /// The first segment's data pointer and length, read at the offsets `shim.c` asserts.
+    #[inline(always)]
+    fn segment(&self) -> (*mut u8, usize) {
+        use sys::mbuf_offsets::{BUF_ADDR, DATA_LEN, DATA_OFF};
+        let base = self.0.as_ptr().cast::<u8>();
+        // SAFETY: the mbuf is ours and valid; the offsets are those of `rte_mbuf` (checked at
+        // build time in shim.c) and each field is naturally aligned there.
+        unsafe {
+            let buf_addr = base.add(BUF_ADDR).cast::<*mut u8>().read();
+            let data_off = base.add(DATA_OFF).cast::<u16>().read();
+            let data_len = base.add(DATA_LEN).cast::<u16>().read();
+            (buf_addr.add(usize::from(data_off)), usize::from(data_len))
+        }
+    }
+}
+
 impl PacketBuf for Mbuf {
     #[inline]
     fn data(&self) -> &[u8] {
-        // SAFETY: the mbuf is ours; its first segment holds data_len initialised bytes at mtod,
-        // valid while we hold it.
-        unsafe {
-            let ptr = self.0.as_ptr();
-            std::slice::from_raw_parts(sys::shim_pktmbuf_mtod(ptr), usize::from(sys::shim_pktmbuf_data_len(ptr)))
-        }
+        let (ptr, len) = self.segment();
+        // SAFETY: the mbuf is ours; its first segment holds data_len initialised bytes at
+        // buf_addr + data_off, valid while we hold it.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
     }
 
     #[inline]
     fn data_mut(&mut self) -> &mut [u8] {
+        let (ptr, len) = self.segment();
         // SAFETY: as `data`, and &mut self guarantees no other view of the bytes exists.
-        unsafe {
-            let ptr = self.0.as_ptr();
-            std::slice::from_raw_parts_mut(sys::shim_pktmbuf_mtod(ptr), usize::from(sys::shim_pktmbuf_data_len(ptr)))
-        }
+        unsafe { std::slice::from_raw_parts_mut(ptr, len) }
     }
 
     #[inline]
     fn len(&self) -> usize {
-        // SAFETY: the mbuf is ours and valid.
-        usize::from(unsafe { sys::shim_pktmbuf_data_len(self.0.as_ptr()) })
+        self.segment().1
     }
 }
 

@@ -61,6 +61,7 @@ pub struct ParsedFrame {
 }
 
 /// Parses one frame.
+#[inline(always)]
 pub fn parse(frame: &[u8]) -> Result<ParsedFrame> {
     let ethernet = ethernet::Frame::new_checked(frame)?;
     let mut ethertype = ethernet.ethertype();
@@ -92,6 +93,7 @@ pub fn parse(frame: &[u8]) -> Result<ParsedFrame> {
     Ok(ParsedFrame { pcp, payload })
 }
 
+#[inline(always)]
 fn parse_ipv4(frame: &[u8], l3_offset: usize) -> Result<IpPacket> {
     let packet = ipv4::Packet::new_checked(&frame[l3_offset..])?;
     if !packet.verify_checksum() {
@@ -185,6 +187,7 @@ struct L4 {
     roce: Option<Roce>,
 }
 
+#[inline(always)]
 fn parse_l4(protocol: u8, bytes: &[u8]) -> Result<L4> {
     match protocol {
         ipv4::protocol::UDP => {
@@ -213,23 +216,26 @@ fn fold128(value: u128) -> u32 {
     (value as u32) ^ ((value >> 32) as u32) ^ ((value >> 64) as u32) ^ ((value >> 96) as u32)
 }
 
-/// A deterministic 32-bit mix (murmur3's finaliser per word), so replays hash the same on
-/// every machine and run. Not keyed: ECMP needs spread, not resistance to chosen collisions.
+/// A deterministic hash of the flow's words, so replays hash the same on every machine and
+/// run. Not keyed: ECMP needs spread, not resistance to chosen collisions. Words are folded
+/// two at a time into 64-bit multiplies and finished with a xor-shift-multiply (the
+/// SplitMix64 finaliser), so every input bit reaches the top 32 bits that are returned.
 /// Computed for every frame: carrying the unhashed key in the parse result instead, to hash
 /// only for group routes, measured slower (port-route pipeline 1.61 vs 1.42 us per burst of 32).
+/// Murmur3's per-word mix, used before, cost ~6% of a 172-cycle live frame in `perf`.
+#[inline(always)]
 fn flow_hash(words: &[u32]) -> u32 {
-    let mut hash: u32 = 0x9e37_79b9;
-    for &word in words {
-        let mut k = word.wrapping_mul(0xcc9e_2d51);
-        k = k.rotate_left(15).wrapping_mul(0x1b87_3593);
-        hash ^= k;
-        hash = hash.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut hash: u64 = K;
+    for pair in words.chunks(2) {
+        let word = u64::from(pair[0]) | u64::from(pair.get(1).copied().unwrap_or(0)) << 32;
+        hash = (hash ^ word).wrapping_mul(K).rotate_left(29);
     }
-    hash ^= hash >> 16;
-    hash = hash.wrapping_mul(0x85eb_ca6b);
-    hash ^= hash >> 13;
-    hash = hash.wrapping_mul(0xc2b2_ae35);
-    hash ^ (hash >> 16)
+    hash ^= hash >> 30;
+    hash = hash.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    hash ^= hash >> 27;
+    hash = hash.wrapping_mul(0x94d0_49bb_1331_11eb);
+    (hash >> 32) as u32
 }
 
 #[cfg(test)]
