@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Throughput of raceway next to dpdk-testpmd, in one run, on identical virtual devices:
+# Throughput of raceway next to dpdk-testpmd and DPDK's l3fwd example, in one run, on identical virtual devices:
 # net_pcap replaying a RoCEv2 trace forever (infinite_rx=1) into net_null (no-rx=1).
 # Frame sizes 64 B and 1024 B on the wire (60 and 1020 bytes before the FCS), 64 flows,
 # one and two forwarding cores. Prints a table of Mpps and ratios to testpmd io.
+#
+# l3fwd is built from Debian's dpdk-doc examples (installed if missing) with one change: it
+# asks for no rx checksum offload, which the vdevs lack (l3fwd then forwards without checking
+# checksums, as it does on NICs without that offload). It routes with LPM from a rule file
+# that sends the trace out of the net_null port, parses packet types in software
+# (--parse-ptype: net_pcap sets none) and prints no counters, so its rate is read from its
+# telemetry socket (perf/port_rate.py).
 #
 #   perf/throughput.sh                 # 6 s per measurement
 #   DURATION=10 perf/throughput.sh
@@ -40,6 +47,36 @@ testpmd_mpps() {
     </dev/null >"$log" 2>&1 || true
   awk '/NIC statistics for port/ {port=$(NF-1)} /Tx-pps:/ && port==1 {n++; if (n>2) {sum+=$2; k++}}
        END {if (k) printf "%.2f", sum/k/1e6; else print "n/a"}' "$log"
+}
+
+L3FWD=$OUT/l3fwd/l3fwd/build/l3fwd
+build_l3fwd() {
+  [ -x "$L3FWD" ] && return
+  if [ ! -d /usr/share/dpdk/examples/l3fwd ]; then
+    local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dpdk-doc >/dev/null
+  fi
+  rm -rf "$OUT/l3fwd" && mkdir -p "$OUT/l3fwd"
+  cp -r /usr/share/dpdk/examples/l3fwd /usr/share/dpdk/examples/common "$OUT/l3fwd/"
+  sed -i 's/\.offloads = RTE_ETH_RX_OFFLOAD_CHECKSUM,/.offloads = 0,/' "$OUT/l3fwd/l3fwd/main.c"
+  make -s -C "$OUT/l3fwd/l3fwd" >"$OUT/l3fwd/build.log" 2>&1 || { echo "error: l3fwd did not build: see $OUT/l3fwd/build.log" >&2; exit 2; }
+}
+
+l3fwd_mpps() {
+  local size=$1 cores=$2 prefix="l3-$$" log="$OUT/l3fwd-$1-$2.log"
+  printf 'R10.0.1.0/24 1\n' >"$OUT/l3fwd-v4.rules"
+  printf 'R2001:db8::/64 1\n' >"$OUT/l3fwd-v6.rules"
+  # l3fwd opens a tx queue per lcore on every port; net_pcap has one per tx_pcap.
+  local rx="rx_pcap=$OUT/flows-$size.pcap,tx_pcap=/dev/null" lcores="-l 1" config="(0,0,1)"
+  if [ "$cores" = 2 ]; then rx="$rx,$rx"; lcores="-l 0-1"; config="(0,0,0),(0,1,1)"; fi
+  # shellcheck disable=SC2086
+  timeout -s INT $((DURATION + 5)) "$L3FWD" $lcores "${EAL[@]}" --file-prefix "$prefix" \
+    --vdev "net_pcap0,$rx,infinite_rx=1" --vdev "net_null0,no-rx=1" -- -p 0x3 --config="$config" \
+    --lookup=lpm --parse-ptype --rule_ipv4="$OUT/l3fwd-v4.rules" --rule_ipv6="$OUT/l3fwd-v6.rules" \
+    --rx-queue-size 4096 --tx-queue-size 4096 </dev/null >"$log" 2>&1 &
+  local pid=$!
+  python3 perf/port_rate.py "/var/run/dpdk/$prefix/dpdk_telemetry.v2" 1 "$((DURATION - 2))" 2 || echo "n/a"
+  wait "$pid" || true
 }
 
 raceway_mpps() {
@@ -85,15 +122,17 @@ TOML
   python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print('%.2f' % (s['ports']['out']['tx_packets'] / s['elapsed_s'] / 1e6))" "$stats"
 }
 
-echo "| frame | cores | testpmd io Mpps | testpmd 5tswap Mpps | raceway Mpps | raceway / io | raceway / 5tswap |"
-echo "|---|---|---|---|---|---|---|"
+build_l3fwd
+echo "| frame | cores | testpmd io Mpps | testpmd 5tswap Mpps | l3fwd-lpm Mpps | raceway Mpps | raceway / io | raceway / l3fwd |"
+echo "|---|---|---|---|---|---|---|---|"
 for size in 60 1020; do
   for cores in 1 2; do
     io=$(testpmd_mpps io "$size" "$cores")
     swap=$(testpmd_mpps 5tswap "$size" "$cores")
+    l3=$(l3fwd_mpps "$size" "$cores")
     rw=$(raceway_mpps "$size" "$cores")
     ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/float(b)) if a!='n/a' and b!='n/a' and float(b)>0 else 'n/a')" "$1" "$2"; }
-    echo "| $((size + 4)) B | $cores | $io | $swap | $rw | $(ratio "$rw" "$io") | $(ratio "$rw" "$swap") |"
+    echo "| $((size + 4)) B | $cores | $io | $swap | $l3 | $rw | $(ratio "$rw" "$io") | $(ratio "$rw" "$l3") |"
   done
 done
 echo

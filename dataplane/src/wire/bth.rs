@@ -26,16 +26,19 @@ pub struct Header<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Header<T> {
+    #[inline]
     pub fn new_unchecked(buffer: T) -> Self {
         Self { buffer }
     }
 
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let header = Self::new_unchecked(buffer);
         header.check_len()?;
         Ok(header)
     }
 
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < HEADER_LEN {
             return Err(WireError::Truncated);
@@ -43,40 +46,49 @@ impl<T: AsRef<[u8]>> Header<T> {
         Ok(())
     }
 
+    #[inline]
     pub fn opcode(&self) -> u8 {
         self.buffer.as_ref()[field::OPCODE]
     }
 
+    #[inline]
     pub fn solicited_event(&self) -> bool {
         self.buffer.as_ref()[field::FLAGS] & 0x80 != 0
     }
 
+    #[inline]
     pub fn partition_key(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::PKEY)
     }
 
+    #[inline]
     pub fn fecn(&self) -> bool {
         self.buffer.as_ref()[field::FECN_BECN] & 0x80 != 0
     }
 
+    #[inline]
     pub fn becn(&self) -> bool {
         self.buffer.as_ref()[field::FECN_BECN] & 0x40 != 0
     }
 
     /// Destination queue pair, 24 bits.
+    #[inline]
     pub fn dest_qp(&self) -> u32 {
         read_u24(self.buffer.as_ref(), field::DEST_QP)
     }
 
+    #[inline]
     pub fn ack_request(&self) -> bool {
         self.buffer.as_ref()[field::ACK_REQ] & 0x80 != 0
     }
 
     /// Packet sequence number, 24 bits.
+    #[inline]
     pub fn psn(&self) -> u32 {
         read_u24(self.buffer.as_ref(), field::PSN)
     }
 
+    #[inline]
     pub fn is_cnp(&self) -> bool {
         self.opcode() == OPCODE_CNP
     }

@@ -5,6 +5,7 @@
 //! never has to sum a whole header per packet.
 
 /// One's-complement sum of 16-bit big-endian words, folded to 16 bits (not yet inverted).
+#[inline]
 pub fn ones_complement_sum(data: &[u8]) -> u16 {
     let mut sum: u32 = 0;
     let mut chunks = data.chunks_exact(2);
@@ -18,6 +19,7 @@ pub fn ones_complement_sum(data: &[u8]) -> u16 {
 }
 
 /// The checksum field value for `data` (with its own checksum field zeroed).
+#[inline]
 pub fn internet_checksum(data: &[u8]) -> u16 {
     !ones_complement_sum(data)
 }

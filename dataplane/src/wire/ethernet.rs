@@ -20,6 +20,7 @@ pub struct MacAddress(pub [u8; 6]);
 
 impl MacAddress {
     /// Parses `aa:bb:cc:dd:ee:ff` (also accepts `-` separators).
+    #[inline]
     pub fn parse(text: &str) -> Option<Self> {
         let mut bytes = [0u8; 6];
         let mut parts = text.split([':', '-']);
@@ -87,16 +88,19 @@ pub struct Frame<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Frame<T> {
+    #[inline]
     pub fn new_unchecked(buffer: T) -> Self {
         Self { buffer }
     }
 
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let frame = Self::new_unchecked(buffer);
         frame.check_len()?;
         Ok(frame)
     }
 
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < HEADER_LEN {
             return Err(WireError::Truncated);
@@ -104,32 +108,39 @@ impl<T: AsRef<[u8]>> Frame<T> {
         Ok(())
     }
 
+    #[inline]
     pub fn destination(&self) -> MacAddress {
         MacAddress(self.buffer.as_ref()[field::DESTINATION].try_into().expect("6 bytes"))
     }
 
+    #[inline]
     pub fn source(&self) -> MacAddress {
         MacAddress(self.buffer.as_ref()[field::SOURCE].try_into().expect("6 bytes"))
     }
 
+    #[inline]
     pub fn ethertype(&self) -> EtherType {
         read_u16(self.buffer.as_ref(), field::ETHERTYPE).into()
     }
 
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[field::PAYLOAD..]
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
+    #[inline]
     pub fn set_destination(&mut self, mac: MacAddress) {
         self.buffer.as_mut()[field::DESTINATION].copy_from_slice(&mac.0);
     }
 
+    #[inline]
     pub fn set_source(&mut self, mac: MacAddress) {
         self.buffer.as_mut()[field::SOURCE].copy_from_slice(&mac.0);
     }
 
+    #[inline]
     pub fn set_ethertype(&mut self, ethertype: EtherType) {
         write_u16(self.buffer.as_mut(), field::ETHERTYPE, ethertype.into());
     }

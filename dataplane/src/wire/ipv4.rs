@@ -34,10 +34,12 @@ pub struct Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
+    #[inline]
     pub fn new_unchecked(buffer: T) -> Self {
         Self { buffer }
     }
 
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let packet = Self::new_unchecked(buffer);
         packet.check_len()?;
@@ -46,6 +48,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Checks version, IHL and total length against each other and the buffer. Trailing bytes
     /// past the total length (Ethernet padding) are allowed.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let data = self.buffer.as_ref();
         if data.len() < MIN_HEADER_LEN {
@@ -71,61 +74,74 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(())
     }
 
+    #[inline]
     pub fn version(&self) -> u8 {
         self.buffer.as_ref()[field::VER_IHL] >> 4
     }
 
     /// Header length in bytes (IHL x 4).
+    #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.buffer.as_ref()[field::VER_IHL] & 0x0f) * 4
     }
 
     /// DSCP, the upper 6 bits of the TOS byte.
+    #[inline]
     pub fn dscp(&self) -> u8 {
         self.buffer.as_ref()[field::TOS] >> 2
     }
 
     /// ECN, the lower 2 bits of the TOS byte.
+    #[inline]
     pub fn ecn(&self) -> u8 {
         self.buffer.as_ref()[field::TOS] & 0x03
     }
 
+    #[inline]
     pub fn total_len(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::TOTAL_LEN)
     }
 
     /// True for any fragment but a whole datagram: more-fragments set or a non-zero offset.
     /// Only the first fragment carries the L4 header, so flows hash on addresses alone.
+    #[inline]
     pub fn is_fragment(&self) -> bool {
         read_u16(self.buffer.as_ref(), field::FLAGS_FRAGMENT) & 0x3fff != 0
     }
 
+    #[inline]
     pub fn ttl(&self) -> u8 {
         self.buffer.as_ref()[field::TTL]
     }
 
+    #[inline]
     pub fn protocol(&self) -> u8 {
         self.buffer.as_ref()[field::PROTOCOL]
     }
 
+    #[inline]
     pub fn checksum(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::CHECKSUM)
     }
 
+    #[inline]
     pub fn source(&self) -> Ipv4Addr {
         Ipv4Addr::from(super::read_u32(self.buffer.as_ref(), field::SOURCE))
     }
 
+    #[inline]
     pub fn destination(&self) -> Ipv4Addr {
         Ipv4Addr::from(super::read_u32(self.buffer.as_ref(), field::DESTINATION))
     }
 
     /// True when the header (options included) sums to 0xffff.
+    #[inline]
     pub fn verify_checksum(&self) -> bool {
         checksum::ones_complement_sum(&self.buffer.as_ref()[..self.header_len()]) == 0xffff
     }
 
     /// The datagram's payload, up to the total length (Ethernet padding excluded).
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..usize::from(self.total_len())]
     }
@@ -134,6 +150,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Decrements the TTL by one and patches the checksum incrementally (RFC 1624).
     /// The caller has checked that the TTL is above 1.
+    #[inline]
     pub fn decrement_ttl(&mut self) {
         let data = self.buffer.as_mut();
         let old = read_u16(data, field::TTL_PROTOCOL);
@@ -144,6 +161,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 
     /// Sets the ECN bits and patches the checksum incrementally (RFC 1624).
+    #[inline]
     pub fn set_ecn(&mut self, ecn: u8) {
         let data = self.buffer.as_mut();
         let old = read_u16(data, 0..2);
@@ -154,6 +172,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 
     /// Recomputes the header checksum from scratch (for building packets, not per packet).
+    #[inline]
     pub fn fill_checksum(&mut self) {
         let header_len = self.header_len();
         let data = self.buffer.as_mut();

@@ -23,16 +23,19 @@ pub struct Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
+    #[inline]
     pub fn new_unchecked(buffer: T) -> Self {
         Self { buffer }
     }
 
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let packet = Self::new_unchecked(buffer);
         packet.check_len()?;
         Ok(packet)
     }
 
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let data = self.buffer.as_ref();
         if data.len() < HEADER_LEN {
@@ -47,49 +50,60 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(())
     }
 
+    #[inline]
     pub fn version(&self) -> u8 {
         self.buffer.as_ref()[0] >> 4
     }
 
+    #[inline]
     pub fn traffic_class(&self) -> u8 {
         let data = self.buffer.as_ref();
         (data[0] << 4) | (data[1] >> 4)
     }
 
+    #[inline]
     pub fn dscp(&self) -> u8 {
         self.traffic_class() >> 2
     }
 
+    #[inline]
     pub fn ecn(&self) -> u8 {
         self.traffic_class() & 0x03
     }
 
+    #[inline]
     pub fn flow_label(&self) -> u32 {
         super::read_u32(self.buffer.as_ref(), field::VER_TC_FLOW) & 0x000f_ffff
     }
 
+    #[inline]
     pub fn payload_len(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::PAYLOAD_LEN)
     }
 
+    #[inline]
     pub fn next_header(&self) -> u8 {
         self.buffer.as_ref()[field::NEXT_HEADER]
     }
 
+    #[inline]
     pub fn hop_limit(&self) -> u8 {
         self.buffer.as_ref()[field::HOP_LIMIT]
     }
 
+    #[inline]
     pub fn source(&self) -> Ipv6Addr {
         let bytes: [u8; 16] = self.buffer.as_ref()[field::SOURCE].try_into().expect("16 bytes");
         Ipv6Addr::from(bytes)
     }
 
+    #[inline]
     pub fn destination(&self) -> Ipv6Addr {
         let bytes: [u8; 16] = self.buffer.as_ref()[field::DESTINATION].try_into().expect("16 bytes");
         Ipv6Addr::from(bytes)
     }
 
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..HEADER_LEN + usize::from(self.payload_len())]
     }
@@ -98,10 +112,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// IPv6 has no header checksum, so a hop-limit decrement is a plain write.
     /// The caller has checked that the hop limit is above 1.
+    #[inline]
     pub fn decrement_hop_limit(&mut self) {
         self.buffer.as_mut()[field::HOP_LIMIT] -= 1;
     }
 
+    #[inline]
     pub fn set_ecn(&mut self, ecn: u8) {
         let data = self.buffer.as_mut();
         // The traffic class straddles bytes 0 and 1; ECN is its low two bits, i.e. bits 4-5 of byte 1.

@@ -19,16 +19,19 @@ pub struct Segment<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Segment<T> {
+    #[inline]
     pub fn new_unchecked(buffer: T) -> Self {
         Self { buffer }
     }
 
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let segment = Self::new_unchecked(buffer);
         segment.check_len()?;
         Ok(segment)
     }
 
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < MIN_HEADER_LEN {
@@ -43,18 +46,22 @@ impl<T: AsRef<[u8]>> Segment<T> {
         Ok(())
     }
 
+    #[inline]
     pub fn src_port(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::SRC_PORT)
     }
 
+    #[inline]
     pub fn dst_port(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::DST_PORT)
     }
 
+    #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.buffer.as_ref()[field::DATA_OFFSET] >> 4) * 4
     }
 
+    #[inline]
     pub fn flags(&self) -> u8 {
         self.buffer.as_ref()[field::FLAGS]
     }

@@ -22,16 +22,19 @@ pub struct Datagram<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Datagram<T> {
+    #[inline]
     pub fn new_unchecked(buffer: T) -> Self {
         Self { buffer }
     }
 
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let datagram = Self::new_unchecked(buffer);
         datagram.check_len()?;
         Ok(datagram)
     }
 
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {
@@ -47,24 +50,29 @@ impl<T: AsRef<[u8]>> Datagram<T> {
         Ok(())
     }
 
+    #[inline]
     pub fn src_port(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::SRC_PORT)
     }
 
+    #[inline]
     pub fn dst_port(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::DST_PORT)
     }
 
     /// The length field: header plus payload, in bytes.
     #[allow(clippy::len_without_is_empty)]
+    #[inline]
     pub fn len(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::LENGTH)
     }
 
+    #[inline]
     pub fn checksum(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::CHECKSUM)
     }
 
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..usize::from(self.len())]
     }

@@ -20,16 +20,19 @@ pub struct Tag<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Tag<T> {
+    #[inline]
     pub fn new_unchecked(buffer: T) -> Self {
         Self { buffer }
     }
 
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let tag = Self::new_unchecked(buffer);
         tag.check_len()?;
         Ok(tag)
     }
 
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         if self.buffer.as_ref().len() < TAG_LEN {
             return Err(WireError::Truncated);
@@ -38,18 +41,22 @@ impl<T: AsRef<[u8]>> Tag<T> {
     }
 
     /// Priority code point, 0-7.
+    #[inline]
     pub fn pcp(&self) -> u8 {
         (read_u16(self.buffer.as_ref(), field::TCI) >> 13) as u8
     }
 
+    #[inline]
     pub fn drop_eligible(&self) -> bool {
         read_u16(self.buffer.as_ref(), field::TCI) & 0x1000 != 0
     }
 
+    #[inline]
     pub fn vlan_id(&self) -> u16 {
         read_u16(self.buffer.as_ref(), field::TCI) & 0x0fff
     }
 
+    #[inline]
     pub fn ethertype(&self) -> EtherType {
         read_u16(self.buffer.as_ref(), field::ETHERTYPE).into()
     }

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Tx rate of one ethdev port of a running DPDK process, read over its telemetry socket.
+
+    perf/port_rate.py SOCKET PORT [SECONDS] [WARMUP]
+
+Reads /ethdev/stats,PORT twice, SECONDS apart after WARMUP seconds, and prints the tx rate in
+Mpps. For forwarders that print no counters of their own (DPDK's l3fwd example). Exits 2 with
+one line on stderr when the socket never appears or answers oddly.
+"""
+import json
+import os
+import socket
+import sys
+import time
+
+
+def query(path, command):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection:
+        connection.connect(path)
+        hello = json.loads(connection.recv(1024))
+        connection.send(command.encode())
+        return json.loads(connection.recv(hello.get("max_output_len", 16384)))
+
+
+def tx_packets(path, port):
+    return query(path, f"/ethdev/stats,{port}")["/ethdev/stats"]["opackets"]
+
+
+def main():
+    if len(sys.argv) < 3:
+        print("usage: port_rate.py SOCKET PORT [SECONDS] [WARMUP]", file=sys.stderr)
+        return 2
+    path, port = sys.argv[1], int(sys.argv[2])
+    seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 5
+    warmup = float(sys.argv[4]) if len(sys.argv) > 4 else 2
+    deadline = time.time() + 30
+    while not os.path.exists(path):
+        if time.time() > deadline:
+            print(f"error: {path}: no telemetry socket after 30 s", file=sys.stderr)
+            return 2
+        time.sleep(0.2)
+    time.sleep(warmup)
+    try:
+        first, start = tx_packets(path, port), time.time()
+        time.sleep(seconds)
+        last, end = tx_packets(path, port), time.time()
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"error: {path}: /ethdev/stats,{port}: {error}", file=sys.stderr)
+        return 2
+    print("%.2f" % ((last - first) / (end - start) / 1e6))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
