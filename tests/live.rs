@@ -17,7 +17,15 @@ fn pipelined_workers_match_replay_and_leak_no_mbufs() {
     live_matches_replay("live-pipelined", "model = \"pipelined\"");
 }
 
+/// Two RX/classify workers: host0's frames arrive on two rx queues of its net_pcap port (an
+/// rx_pcap file each: the vdev has no RSS), one per worker, and all of them come out.
+#[test]
+fn two_rx_workers_poll_a_queue_each_of_a_multi_queue_port() {
+    live_matches_replay("live-multiqueue", "model = \"pipelined\"\n#two-rx-workers");
+}
+
 fn live_matches_replay(name: &str, dpdk_extra: &str) {
+    let two_rx_workers = dpdk_extra.contains("#two-rx-workers");
     let dir = temp_dir(name);
     let host0 = raceway::gen::mixed(&raceway::gen::MixedOptions {
         packets: 600,
@@ -35,10 +43,19 @@ fn live_matches_replay(name: &str, dpdk_extra: &str) {
     });
     write_pcap(&dir.join("in-host0.pcap"), &host0);
     write_pcap(&dir.join("in-host1.pcap"), &host1);
+    // For two rx queues: host0's frames dealt alternately to two files.
+    let halves: [Vec<(u64, Vec<u8>)>; 2] =
+        [0, 1].map(|half| host0.iter().skip(half).step_by(2).cloned().collect::<Vec<_>>());
+    write_pcap(&dir.join("in-host0-a.pcap"), &halves[0]);
+    write_pcap(&dir.join("in-host0-b.pcap"), &halves[1]);
     let live_dir = dir.join("live");
     std::fs::create_dir_all(&live_dir).unwrap();
     let device = |index: usize, port: &str, input: bool| {
-        let rx = if input { format!("rx_pcap={}/in-{port}.pcap,", dir.display()) } else { String::new() };
+        let rx = match (input, two_rx_workers && port == "host0") {
+            (true, true) => format!("rx_pcap={0}/in-host0-a.pcap,rx_pcap={0}/in-host0-b.pcap,", dir.display()),
+            (true, false) => format!("rx_pcap={}/in-{port}.pcap,", dir.display()),
+            (false, _) => String::new(),
+        };
         format!("net_pcap{index},{rx}tx_pcap={}/{port}.pcap", live_dir.display())
     };
     let devices =
@@ -46,7 +63,9 @@ fn live_matches_replay(name: &str, dpdk_extra: &str) {
     let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
     let mut config_text = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal);
     if !dpdk_extra.is_empty() {
-        config_text = config_text.replace("lcores = \"0-1\"", &format!("lcores = \"0@0,1@1,2@0\"\n{dpdk_extra}"));
+        // Main lcore 0, then the RX worker(s), then the scheduler worker, on two CPUs.
+        let lcores = if two_rx_workers { "0@0,1@1,2@0,3@1" } else { "0@0,1@1,2@0" };
+        config_text = config_text.replace("lcores = \"0-1\"", &format!("lcores = \"{lcores}\"\n{dpdk_extra}"));
     }
     let config = dir.join("leaf.toml");
     std::fs::write(&config, &config_text).unwrap();
@@ -95,7 +114,13 @@ fn live_matches_replay(name: &str, dpdk_extra: &str) {
         }
     }
     assert_eq!(live["groups"], replayed["groups"]);
-    let workers = if dpdk_extra.is_empty() { 1 } else { 2 };
+    let workers = if dpdk_extra.is_empty() {
+        1
+    } else if two_rx_workers {
+        3
+    } else {
+        2
+    };
     assert_eq!(live["cores"].as_array().unwrap().len(), workers, "one core entry per worker: {}", live["cores"]);
 }
 

@@ -47,7 +47,7 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     let pool = Mempool::new("blast_mbufs", 8191, 256, dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16, -1)?;
     let name = crate::live::device_name(&options.device);
     let id = Port::find(name)?;
-    let port = Port::start(id, "blast", &pool)?;
+    let port = Port::start(id, "blast", &pool, 1)?;
     // Settle before the trial: the receiver may still be starting its other ports after our
     // link came up, and frames sent then would find its rx ring full.
     std::thread::sleep(SETTLE);

@@ -109,14 +109,28 @@ fn is_pci_address(name: &str) -> bool {
     }
 }
 
-/// Mbufs needed: rx and tx rings, the bursts in flight, and as many frames as the buffer can
-/// hold (one per cell).
-pub fn mempool_size(config: &Config) -> u32 {
+/// Mbufs needed: rx rings (`rx_queues_per_port` each) and tx rings, the bursts in flight, and
+/// as many frames as the buffer can hold (one per cell).
+pub fn mempool_size(config: &Config, rx_queues_per_port: u64) -> u32 {
     let ports = config.ports.len() as u64;
-    let rings = ports * u64::from(dpdk::RX_DESCRIPTORS + dpdk::TX_DESCRIPTORS);
+    let rings = ports * (u64::from(dpdk::RX_DESCRIPTORS) * rx_queues_per_port + u64::from(dpdk::TX_DESCRIPTORS));
     let bursts = ports * 2 * BURST as u64;
     let queued = Switch::<Mbuf>::arena_capacity(config) as u64;
     (rings + bursts + queued + 512).min(u64::from(u32::MAX)) as u32
+}
+
+/// Deals every (port, rx queue) pair to the RX workers in turn, port by port: a port with a
+/// queue per worker gives each worker one of its queues, and single-queue ports go round the
+/// workers. A flow stays on one queue (RSS, or one source per queue), hence on one worker and
+/// one hand-off ring, so it stays in order.
+fn deal_rx_queues(rx_queues: &[u16], workers: usize) -> Vec<Vec<(usize, u16)>> {
+    let workers = workers.max(1);
+    let mut dealt = vec![Vec::new(); workers];
+    let pairs = rx_queues.iter().enumerate().flat_map(|(port, &count)| (0..count).map(move |queue| (port, queue)));
+    for (index, pair) in pairs.enumerate() {
+        dealt[index % workers].push(pair);
+    }
+    dealt
 }
 
 /// Bursts an RX worker's ring holds (up to 32 frames each).
@@ -175,7 +189,21 @@ pub fn run(config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkErr
 }
 
 fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkError> {
-    let pool_size = mempool_size(config);
+    let workers = eal.worker_lcores();
+    let rx_lcores: Vec<u32> = match config.model {
+        WorkerModel::RunToCompletion => Vec::new(),
+        WorkerModel::Pipelined if workers.len() >= 2 => workers[..workers.len() - 1].to_vec(),
+        WorkerModel::Pipelined => {
+            return Err(DpdkError {
+                context: "dpdk.model".into(),
+                problem: format!(
+                    "pipelined needs at least two worker lcores besides the main one; lcores gives {}",
+                    workers.len()
+                ),
+            })
+        }
+    };
+    let pool_size = mempool_size(config, rx_lcores.len().max(1) as u64);
     let data_room = (dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE) as u16;
     let pool = Arc::new(Mempool::new("raceway_mbufs", pool_size, 256, data_room, -1).map_err(|err| DpdkError {
         context: err.context,
@@ -193,30 +221,28 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
             context: format!("port '{}'", port.name),
             problem: format!("device '{name}' not found after EAL init ({})", err.problem),
         })?;
-        let started = Port::start(id, &port.name, &pool)?;
+        // One rx queue per RX worker (RSS spreads flows over them where the device hashes);
+        // run-to-completion's single worker polls one.
+        let started = Port::start(id, &port.name, &pool, rx_lcores.len().max(1) as u16)?;
         tracing::info!(
-            "port '{}': ethdev {id}, driver {}, {} Gb/s configured",
+            "port '{}': ethdev {id}, driver {}, {} Gb/s configured, {} rx queue(s){}",
             port.name,
             started.driver,
-            port.speed_mbps as f64 / 1000.0
+            port.speed_mbps as f64 / 1000.0,
+            started.rx_queues,
+            if started.rss { " with RSS" } else { "" }
         );
+        if started.driver == "net_pcap" && started.max_rx_queues > started.rx_queues {
+            tracing::warn!(
+                "port '{}': {} rx_pcap files but {} rx queue(s), one per RX worker: the other files are not read",
+                port.name,
+                started.max_rx_queues,
+                started.rx_queues
+            );
+        }
         ports.push(started);
     }
     let ports = Arc::new(ports);
-    let workers = eal.worker_lcores();
-    let rx_lcores: Vec<u32> = match config.model {
-        WorkerModel::RunToCompletion => Vec::new(),
-        WorkerModel::Pipelined if workers.len() >= 2 => workers[..workers.len() - 1].to_vec(),
-        WorkerModel::Pipelined => {
-            return Err(DpdkError {
-                context: "dpdk.model".into(),
-                problem: format!(
-                    "pipelined needs at least two worker lcores besides the main one; lcores gives {}",
-                    workers.len()
-                ),
-            })
-        }
-    };
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         stats: (0..=rx_lcores.len()).map(|_| CacheAligned(Mutex::new(SwitchStats::new(config)))).collect(),
@@ -230,14 +256,17 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         Input::Ports
     } else {
         let mut rings = Vec::new();
+        let queue_counts: Vec<u16> = ports.iter().map(|port| port.rx_queues).collect();
+        let dealt = deal_rx_queues(&queue_counts, rx_lcores.len());
         for (index, &lcore) in rx_lcores.iter().enumerate() {
             let ring = Arc::new(ArrayQueue::new(HANDOFF_RING));
             rings.push(Arc::clone(&ring));
-            // Ports are dealt to RX workers in turn.
-            let owned: Vec<usize> = (0..ports.len()).filter(|port| port % rx_lcores.len() == index).collect();
+            let owned = dealt[index].clone();
             let rx = RxWorker::new(config, owned, ring, index + 1, eal.tsc_hz());
             let (task_ports, task_shared) = (Arc::clone(&ports), Arc::clone(&shared));
-            tracing::info!("RX/classify worker on lcore {lcore} for ports {:?}", rx.ports);
+            let polled: Vec<String> =
+                rx.queues.iter().map(|&(port, queue)| format!("{}/{queue}", config.ports[port].name)).collect();
+            tracing::info!("RX/classify worker on lcore {lcore} for port/queue {}", polled.join(" "));
             launched.push(eal.launch(lcore, move || {
                 rx.run(&task_ports, &task_shared);
                 0
@@ -382,12 +411,14 @@ impl Worker {
             match input {
                 Input::Ports => {
                     for (index, port) in ports.iter().enumerate() {
-                        if port.rx_burst(&mut rx) == 0 {
-                            continue;
-                        }
-                        for mbuf in rx.drain() {
-                            received += 1;
-                            self.switch.receive(index, mbuf, now);
+                        for queue in 0..port.rx_queues {
+                            if port.rx_burst(queue, &mut rx) == 0 {
+                                continue;
+                            }
+                            for mbuf in rx.drain() {
+                                received += 1;
+                                self.switch.receive(index, mbuf, now);
+                            }
                         }
                     }
                 }
@@ -487,7 +518,8 @@ impl Worker {
 /// A pipelined RX worker: polls its ports, classifies, hands frames to the scheduler worker.
 struct RxWorker {
     classifier: Classifier,
-    ports: Vec<usize>,
+    /// The (port, rx queue) pairs it polls.
+    queues: Vec<(usize, u16)>,
     ring: Arc<ArrayQueue<Handoff>>,
     /// Its counters: classify drops (with their rx counts) and its core's cycles; frames it
     /// hands over are counted by the scheduler worker's switch.
@@ -497,8 +529,14 @@ struct RxWorker {
 }
 
 impl RxWorker {
-    fn new(config: &Config, ports: Vec<usize>, ring: Arc<ArrayQueue<Handoff>>, slot: usize, tsc_hz: u64) -> Self {
-        Self { classifier: Classifier::new(config), ports, ring, stats: SwitchStats::new(config), slot, tsc_hz }
+    fn new(
+        config: &Config,
+        queues: Vec<(usize, u16)>,
+        ring: Arc<ArrayQueue<Handoff>>,
+        slot: usize,
+        tsc_hz: u64,
+    ) -> Self {
+        Self { classifier: Classifier::new(config), queues, ring, stats: SwitchStats::new(config), slot, tsc_hz }
     }
 
     fn run(mut self, ports: &[Port], shared: &Shared) {
@@ -509,8 +547,8 @@ impl RxWorker {
         let mut iteration_start = dpdk::rdtsc();
         while !shared.stop.load(Ordering::Relaxed) {
             let mut received = 0;
-            for &index in &self.ports {
-                if ports[index].rx_burst(&mut rx) == 0 {
+            for &(index, queue) in &self.queues {
+                if ports[index].rx_burst(queue, &mut rx) == 0 {
                     continue;
                 }
                 let mut handoff = Handoff { frames: std::array::from_fn(|_| None) };
@@ -560,6 +598,14 @@ impl RxWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rx_queues_are_dealt_so_each_worker_gets_one_queue_of_a_multi_queue_port() {
+        assert_eq!(deal_rx_queues(&[1, 1, 1], 2), vec![vec![(0, 0), (2, 0)], vec![(1, 0)]]);
+        assert_eq!(deal_rx_queues(&[2, 2], 2), vec![vec![(0, 0), (1, 0)], vec![(0, 1), (1, 1)]]);
+        assert_eq!(deal_rx_queues(&[2, 1, 1], 2), vec![vec![(0, 0), (1, 0)], vec![(0, 1), (2, 0)]]);
+        assert_eq!(deal_rx_queues(&[1], 1), vec![vec![(0, 0)]]);
+    }
 
     #[test]
     fn pci_addresses_and_vdevs_are_told_apart() {

@@ -24,14 +24,21 @@ unsigned int shim_lcore_id(void) { return rte_lcore_id(); }
 uint64_t shim_rdtsc(void) { return rte_rdtsc(); }
 void shim_pause(void) { rte_pause(); }
 
-int shim_eth_dev_configure_default(uint16_t port, uint16_t nb_rx, uint16_t nb_tx)
+int shim_eth_dev_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint64_t rss_hf)
 {
 	struct rte_eth_conf conf;
 	memset(&conf, 0, sizeof(conf));
+	if (nb_rx > 1 && rss_hf != 0) {
+		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+		conf.rx_adv_conf.rss_conf.rss_key = NULL; /* the driver's default key */
+		conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+	}
 	return rte_eth_dev_configure(port, nb_rx, nb_tx, &conf);
 }
 
-int shim_eth_dev_info(uint16_t port, uint16_t *max_rx_queues, uint16_t *max_tx_queues, const char **driver)
+uint64_t shim_rss_ip_udp_tcp(void) { return RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP; }
+
+int shim_eth_dev_info(uint16_t port, uint16_t *max_rx_queues, uint16_t *max_tx_queues, uint64_t *rss_offloads, const char **driver)
 {
 	struct rte_eth_dev_info info;
 	int rc = rte_eth_dev_info_get(port, &info);
@@ -39,6 +46,7 @@ int shim_eth_dev_info(uint16_t port, uint16_t *max_rx_queues, uint16_t *max_tx_q
 		return rc;
 	*max_rx_queues = info.max_rx_queues;
 	*max_tx_queues = info.max_tx_queues;
+	*rss_offloads = info.flow_type_rss_offloads;
 	*driver = info.driver_name;
 	return 0;
 }

@@ -30,10 +30,14 @@ unsigned int shim_lcore_id(void);
 uint64_t shim_rdtsc(void);
 void shim_pause(void);
 /* rte_eth_conf and rte_eth_dev_info are large unions; building them in C keeps the bindings
- * narrow. Returns the negative errno from rte_eth_dev_configure. */
-int shim_eth_dev_configure_default(uint16_t port, uint16_t nb_rx, uint16_t nb_tx);
-/* Fills max queue counts and the driver name (a static string owned by DPDK). */
-int shim_eth_dev_info(uint16_t port, uint16_t *max_rx_queues, uint16_t *max_tx_queues, const char **driver);
+ * narrow. Configures nb_rx/nb_tx queues with defaults, plus RSS over the hash types rss_hf
+ * when nb_rx > 1 and rss_hf != 0. Returns the negative errno from rte_eth_dev_configure. */
+int shim_eth_dev_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint64_t rss_hf);
+/* The RSS hash types raceway asks for: IPv4/IPv6 addresses, UDP and TCP ports. */
+uint64_t shim_rss_ip_udp_tcp(void);
+/* Fills max queue counts, the RSS hash types the device offers and the driver name (a static
+ * string owned by DPDK). */
+int shim_eth_dev_info(uint16_t port, uint16_t *max_rx_queues, uint16_t *max_tx_queues, uint64_t *rss_offloads, const char **driver);
 int shim_eth_adjust_desc(uint16_t port, uint16_t *nb_rx_desc, uint16_t *nb_tx_desc);
 int shim_eth_rx_queue_setup(uint16_t port, uint16_t queue, uint16_t nb_desc, unsigned int socket, struct rte_mempool *pool);
 int shim_eth_tx_queue_setup(uint16_t port, uint16_t queue, uint16_t nb_desc, unsigned int socket);

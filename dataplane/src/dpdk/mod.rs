@@ -351,11 +351,19 @@ impl Drop for Burst {
     }
 }
 
-/// A started ethdev port with one rx and one tx queue.
+/// A started ethdev port with one tx queue and `rx_queues` rx queues.
 pub struct Port {
     id: u16,
     pub name: String,
     pub driver: String,
+    /// Rx queues opened: as many as asked for, up to what the device offers.
+    pub rx_queues: u16,
+    /// Whether the device spreads frames over the rx queues by RSS (IP addresses, UDP/TCP
+    /// ports), so each flow keeps to one queue. Without it, each queue has its own source (a
+    /// net_pcap rx_pcap file per queue, say).
+    pub rss: bool,
+    /// How many rx queues the device offers (net_pcap: one per rx_pcap file).
+    pub max_rx_queues: u16,
 }
 
 /// Descriptors asked for per queue (the driver may adjust them).
@@ -373,15 +381,19 @@ impl Port {
         check(rc, || format!("device '{device_name}'")).map(|_| id)
     }
 
-    /// Brings the port up: info, configure, descriptors, queues on the port's socket, start,
-    /// promiscuous mode (where supported), link up (bounded wait).
-    pub fn start(id: u16, name: &str, pool: &Mempool) -> Result<Self, DpdkError> {
+    /// Brings the port up: info, configure (with RSS when more than one rx queue is opened and
+    /// the device hashes), descriptors, queues on the port's socket, start, promiscuous mode
+    /// (where supported), link up (bounded wait). Opens up to `rx_queues` rx queues.
+    pub fn start(id: u16, name: &str, pool: &Mempool, rx_queues: u16) -> Result<Self, DpdkError> {
         let context = |step: &str| format!("port '{name}' (ethdev {id}): {step}");
         let mut max_rx = 0u16;
         let mut max_tx = 0u16;
+        let mut rss_offloads = 0u64;
         let mut driver: *const c_char = std::ptr::null();
         // SAFETY: the out-pointers are valid; the driver name is a static string of the PMD.
-        check(unsafe { sys::shim_eth_dev_info(id, &mut max_rx, &mut max_tx, &mut driver) }, || context("device info"))?;
+        check(unsafe { sys::shim_eth_dev_info(id, &mut max_rx, &mut max_tx, &mut rss_offloads, &mut driver) }, || {
+            context("device info")
+        })?;
         let driver = if driver.is_null() {
             String::new()
         } else {
@@ -394,16 +406,26 @@ impl Port {
                 problem: format!("driver {driver} offers {max_rx} rx / {max_tx} tx queues"),
             });
         }
+        let rx_queues = rx_queues.clamp(1, max_rx);
+        // SAFETY: a plain constant getter.
+        let rss_hf = rss_offloads & unsafe { sys::shim_rss_ip_udp_tcp() };
+        let rss = rx_queues > 1 && rss_hf != 0;
         // SAFETY: plain calls on a valid port id; configuration is built in C with defaults.
-        check(unsafe { sys::shim_eth_dev_configure_default(id, 1, 1) }, || context("configure"))?;
+        check(unsafe { sys::shim_eth_dev_configure(id, rx_queues, 1, if rss { rss_hf } else { 0 }) }, || {
+            context("configure")
+        })?;
         let mut rx_desc = RX_DESCRIPTORS;
         let mut tx_desc = TX_DESCRIPTORS;
         // SAFETY: the out-pointers are valid.
         check(unsafe { sys::shim_eth_adjust_desc(id, &mut rx_desc, &mut tx_desc) }, || context("descriptors"))?;
         // SAFETY: plain getter on a valid port id.
         let socket = unsafe { sys::rte_eth_dev_socket_id(id) }.max(0) as c_uint;
-        // SAFETY: the pool outlives the port (teardown order); defaults for the queue conf.
-        check(unsafe { sys::shim_eth_rx_queue_setup(id, 0, rx_desc, socket, pool.as_ptr()) }, || context("rx queue"))?;
+        for queue in 0..rx_queues {
+            // SAFETY: the pool outlives the port (teardown order); defaults for the queue conf.
+            check(unsafe { sys::shim_eth_rx_queue_setup(id, queue, rx_desc, socket, pool.as_ptr()) }, || {
+                context(&format!("rx queue {queue}"))
+            })?;
+        }
         // SAFETY: as above.
         check(unsafe { sys::shim_eth_tx_queue_setup(id, 0, tx_desc, socket) }, || context("tx queue"))?;
         // SAFETY: the port is configured with its queues.
@@ -415,7 +437,7 @@ impl Port {
         if rc < 0 {
             tracing::debug!("{}: {}", context("promiscuous mode"), strerror(rc));
         }
-        let port = Self { id, name: name.to_string(), driver };
+        let port = Self { id, name: name.to_string(), driver, rx_queues, rss, max_rx_queues: max_rx };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
         while !port.link_up() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -434,13 +456,14 @@ impl Port {
         rc == 0 && up != 0
     }
 
-    /// Receives up to `BURST - burst.len()` frames into `burst`.
+    /// Receives up to `BURST - burst.len()` frames from rx queue `queue` into `burst`.
     #[inline]
-    pub fn rx_burst(&self, burst: &mut Burst) -> usize {
+    pub fn rx_burst(&self, queue: u16, burst: &mut Burst) -> usize {
+        debug_assert!(queue < self.rx_queues);
         let room = (BURST - burst.len) as u16;
         // SAFETY: the slots from `len` on are writable; rx fills at most `room` of them with
-        // mbufs that the burst then owns.
-        let received = unsafe { sys::shim_eth_rx_burst(self.id, 0, burst.mbufs.as_mut_ptr().add(burst.len), room) };
+        // mbufs that the burst then owns; the queue was set up in `start`.
+        let received = unsafe { sys::shim_eth_rx_burst(self.id, queue, burst.mbufs.as_mut_ptr().add(burst.len), room) };
         burst.len += usize::from(received);
         usize::from(received)
     }
