@@ -191,7 +191,17 @@ pub fn run(config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkErr
 fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkError> {
     let workers = eal.worker_lcores();
     let rx_lcores: Vec<u32> = match config.model {
-        WorkerModel::RunToCompletion => Vec::new(),
+        WorkerModel::RunToCompletion => {
+            if workers.len() > 1 {
+                // Several run-to-completion workers would share the buffer and PFC group
+                // accounting, which is not built; say so rather than idle the cores silently.
+                tracing::warn!(
+                    "run-to-completion uses one worker lcore; {} more in lcores stay idle (use model = \"pipelined\" to use them)",
+                    workers.len() - 1
+                );
+            }
+            Vec::new()
+        }
         WorkerModel::Pipelined if workers.len() >= 2 => workers[..workers.len() - 1].to_vec(),
         WorkerModel::Pipelined => {
             return Err(DpdkError {
