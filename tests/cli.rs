@@ -200,3 +200,74 @@ fn bundled_traces_are_reproducible_and_replay_cleanly() {
         );
     }
 }
+
+fn u64_of(value: &serde_json::Value) -> u64 {
+    value.as_u64().unwrap_or_else(|| panic!("not a count: {value}"))
+}
+
+/// Runs `raceway gen <kind> --out DIR <args>` and replays every trace it wrote, on the port
+/// of the same host, through a leaf of `hosts` ports; returns the replay's stats.
+fn gen_and_replay(name: &str, kind: &str, hosts: usize, args: &[&str]) -> serde_json::Value {
+    let dir = temp_dir(name);
+    let traces = dir.join("traces");
+    run_ok(raceway().args(["gen", kind, "--out"]).arg(&traces).args(["--hosts", &hosts.to_string()]).args(args));
+    let config = dir.join("leaf.toml");
+    std::fs::write(&config, leaf(hosts, "buffer_bytes = 1048576", "", "3")).unwrap();
+    let mut command = raceway();
+    command.args(["replay", "-c"]).arg(&config).arg("--out").arg(dir.join("out"));
+    for host in 0..hosts {
+        let trace = traces.join(format!("host{host}.pcap"));
+        if trace.exists() {
+            command.arg("--in").arg(format!("h{host}={}", trace.display()));
+        }
+    }
+    run_ok(&mut command);
+    stats(&dir.join("out"))
+}
+
+/// `gen`'s AI-fabric patterns replay as described: every frame of incast and all-to-all
+/// arrives where it was sent, losslessly, and a PFC storm pauses its host's port.
+#[test]
+fn gen_patterns_replay() {
+    // 20,400-byte messages are 20 frames of 1,020 payload bytes.
+    let incast =
+        gen_and_replay("gen-incast", "incast", 4, &["--target", "0", "--messages", "8", "--message-bytes", "20400"]);
+    assert_eq!(u64_of(&incast["ports"]["h0"]["tx_packets"]), 3 * 8 * 20);
+    for host in ["h0", "h1", "h2", "h3"] {
+        assert!(incast["ports"][host]["drops"].as_object().unwrap().values().all(|v| v == 0), "{host} dropped");
+    }
+    assert!(u64_of(&incast["ports"]["h1"]["pfc_xoff_tx"][3]) > 0, "a 3:1 incast at line rate pauses the senders");
+
+    let all_to_all = gen_and_replay("gen-alltoall", "alltoall", 3, &["--messages", "1", "--message-bytes", "10200"]);
+    for host in ["h0", "h1", "h2"] {
+        assert_eq!(u64_of(&all_to_all["ports"][host]["tx_packets"]), 2 * 10, "{host}");
+    }
+
+    let ring = gen_and_replay("gen-allreduce", "allreduce", 4, &["--messages", "1", "--message-bytes", "4080"]);
+    for host in ["h0", "h1", "h2", "h3"] {
+        // 2 x 3 steps of one 1,020-byte chunk.
+        assert_eq!(u64_of(&ring["ports"][host]["tx_packets"]), 6, "{host}");
+    }
+
+    let storm = gen_and_replay(
+        "gen-storm",
+        "pfc-storm",
+        3,
+        &["--storm", "0", "--priority", "3", "--interval-us", "20", "--duration-us", "200", "--messages", "1000"],
+    );
+    assert_eq!(storm["ports"]["h0"]["pfc_rx"], serde_json::json!([0, 0, 0, 10, 0, 0, 0, 0]));
+    let sent: u64 = ["h1", "h2"].iter().map(|h| u64_of(&storm["ports"][h]["rx_packets"])).sum();
+    assert!(sent > 0);
+    assert_eq!(u64_of(&storm["ports"]["h0"]["tx_packets"]), sent, "paused frames leave once the storm ends");
+}
+
+#[test]
+fn gen_pattern_flag_mistakes_exit_2() {
+    fails_with_one_line(
+        raceway().args(["gen", "incast", "--out", "/tmp/x", "--hosts", "4", "--target", "4"]),
+        &["--target"],
+    );
+    fails_with_one_line(raceway().args(["gen", "alltoall", "--out", "/tmp/x", "--ecn", "4"]), &["--ecn"]);
+    fails_with_one_line(raceway().args(["gen", "allreduce", "--out", "/tmp/x", "--hosts", "1"]), &["--hosts"]);
+    fails_with_one_line(raceway().args(["gen", "pfc-storm", "--out", "/tmp/x", "--priority", "9"]), &["--priority"]);
+}

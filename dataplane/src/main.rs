@@ -6,7 +6,7 @@
 
 #![forbid(unsafe_code)]
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use raceway::config::{Config, RouteTarget, Trust};
 use raceway::live::{self, LiveOptions};
 use raceway::{gen, replay};
@@ -135,6 +135,78 @@ enum GenKind {
         #[arg(long, default_value_t = 2)]
         bad_percent: u8,
     },
+    /// N:1 incast: every host but the target sends its messages to the target.
+    Incast {
+        /// The receiving host.
+        #[arg(long, default_value_t = 0)]
+        target: u8,
+        #[command(flatten)]
+        common: PatternArgs,
+    },
+    /// Ring all-reduce: each host sends 2 x (hosts - 1) chunks of message/hosts to the next.
+    Allreduce {
+        #[command(flatten)]
+        common: PatternArgs,
+    },
+    /// All-to-all: every host sends each message to every other host, taking turns.
+    Alltoall {
+        #[command(flatten)]
+        common: PatternArgs,
+    },
+    /// A PFC storm: one host sends XOFF frames for a priority every interval while the
+    /// others send to it.
+    PfcStorm {
+        /// The host whose NIC sends the storm.
+        #[arg(long, default_value_t = 0)]
+        storm: u8,
+        /// The paused priority.
+        #[arg(long, default_value_t = 3)]
+        priority: u8,
+        /// Microseconds between XOFF frames.
+        #[arg(long, default_value_t = 10.0)]
+        interval_us: f64,
+        #[command(flatten)]
+        common: PatternArgs,
+    },
+}
+
+/// Options shared by the AI-fabric patterns. Host h is 10.0.h.1 (the leaf's port for
+/// 10.0.h.0/24); each sending host's trace goes to DIR/host<h>.pcap.
+#[derive(Args)]
+struct PatternArgs {
+    /// Directory for the traces, one per sending host.
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, default_value_t = 4)]
+    hosts: u8,
+    /// RDMA message size in bytes.
+    #[arg(long, default_value_t = 65536)]
+    message_bytes: u64,
+    /// Messages per sender (per destination for all-to-all).
+    #[arg(long, default_value_t = 4)]
+    messages: u32,
+    /// Frame size without FCS (60-9216).
+    #[arg(long, default_value_t = 1078)]
+    size: usize,
+    /// Each host's rate in Gb/s.
+    #[arg(long, default_value_t = 100.0)]
+    rate_gbps: f64,
+    /// Queue pairs per (sender, destination).
+    #[arg(long, default_value_t = 1)]
+    flows: u32,
+    #[arg(long, default_value_t = 26)]
+    dscp: u8,
+    /// ECN bits of data frames: 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE.
+    #[arg(long, default_value_t = 2)]
+    ecn: u8,
+    /// Tag data frames (VLAN 100) with this PCP.
+    #[arg(long)]
+    pcp: Option<u8>,
+    /// Stop every sender after this many microseconds (the storm's length; default 1000 there).
+    #[arg(long)]
+    duration_us: Option<f64>,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 /// A user-facing failure: one line, exit 2.
@@ -180,6 +252,60 @@ fn check_gen_options(size: usize, rate_gbps: f64) -> Result<(), Failure> {
     }
     if !(rate_gbps.is_finite() && rate_gbps > 0.0) {
         return Err(Failure(format!("--rate-gbps: {rate_gbps} is not positive")));
+    }
+    Ok(())
+}
+
+/// Validates the shared pattern flags and writes one trace per sending host.
+fn write_pattern(pattern: gen::Pattern, args: PatternArgs) -> Result<(), Failure> {
+    check_gen_options(args.size, args.rate_gbps)?;
+    let checks: [(bool, String); 7] = [
+        ((2..=250).contains(&args.hosts), format!("--hosts: {} is not 2-250", args.hosts)),
+        (args.dscp <= 63, format!("--dscp: {} is not 0-63", args.dscp)),
+        (args.ecn <= 3, format!("--ecn: {} is not 0-3", args.ecn)),
+        (args.pcp.is_none_or(|pcp| pcp <= 7), format!("--pcp: {} is not 0-7", args.pcp.unwrap_or(0))),
+        (
+            args.flows >= 1 && args.messages >= 1 && args.message_bytes >= 1,
+            "--flows, --messages and --message-bytes must be at least 1".into(),
+        ),
+        (
+            args.duration_us.is_none_or(|us| us.is_finite() && us > 0.0),
+            format!("--duration-us: {} is not positive", args.duration_us.unwrap_or(0.0)),
+        ),
+        (
+            match pattern {
+                gen::Pattern::Incast { target } => target < args.hosts,
+                gen::Pattern::PfcStorm { storm, priority, interval_us } => {
+                    storm < args.hosts && priority <= 7 && interval_us.is_finite() && interval_us > 0.0
+                }
+                _ => true,
+            },
+            "--target/--storm must be a host below --hosts, --priority 0-7, --interval-us positive".into(),
+        ),
+    ];
+    if let Some((_, problem)) = checks.iter().find(|(ok, _)| !ok) {
+        return Err(Failure(problem.clone()));
+    }
+    std::fs::create_dir_all(&args.out)
+        .map_err(|err| Failure(format!("{}: cannot create: {err}", args.out.display())))?;
+    let traces = gen::pattern(&gen::PatternOptions {
+        pattern,
+        hosts: args.hosts,
+        message_bytes: args.message_bytes,
+        messages: args.messages,
+        frame_len: args.size,
+        rate_gbps: args.rate_gbps,
+        flows: args.flows,
+        dscp: args.dscp,
+        ecn: args.ecn,
+        pcp: args.pcp,
+        duration_us: args.duration_us,
+        seed: args.seed,
+    });
+    for (host, frames) in traces.iter().enumerate() {
+        if !frames.is_empty() {
+            write_trace(&args.out.join(format!("host{host}.pcap")), frames)?;
+        }
     }
     Ok(())
 }
@@ -313,6 +439,14 @@ fn execute(command: Command) -> Result<(), Failure> {
             let frames =
                 gen::mixed(&gen::MixedOptions { packets, seed, frame_len: size, rate_gbps, host, bad_percent });
             write_trace(&out, &frames)
+        }
+        Command::Gen { kind: GenKind::Incast { target, common } } => {
+            write_pattern(gen::Pattern::Incast { target }, common)
+        }
+        Command::Gen { kind: GenKind::Allreduce { common } } => write_pattern(gen::Pattern::AllReduce, common),
+        Command::Gen { kind: GenKind::Alltoall { common } } => write_pattern(gen::Pattern::AllToAll, common),
+        Command::Gen { kind: GenKind::PfcStorm { storm, priority, interval_us, common } } => {
+            write_pattern(gen::Pattern::PfcStorm { storm, priority, interval_us }, common)
         }
     }
 }
