@@ -7,7 +7,7 @@ CARGO ?= cargo
 APT_PACKAGES := build-essential pkg-config libdpdk-dev dpdk dpdk-dev clang libclang-dev libpcap-dev tshark
 RACEWAY := target/release/raceway
 
-.PHONY: all deps build test run bench fmt clean
+.PHONY: all deps build test run report demo-traces bench fmt clean
 
 all: build
 
@@ -34,7 +34,19 @@ test: deps
 	$(CARGO) test --workspace --doc
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D clippy::undocumented_unsafe_blocks
 
-run: build
+# The demo's input traffic, written by `raceway gen` (config/demo.toml says what it is).
+DEMO_TRACES := out/demo/traces
+demo-traces: build
+	config/demo-traces.sh $(RACEWAY) $(DEMO_TRACES)
+
+# The demo replayed in virtual time, with charts: out/demo/report/index.html.
+report: demo-traces
+	$(RACEWAY) replay -c config/demo.toml --out out/demo/replay --report out/demo/report \
+		--in host0=$(DEMO_TRACES)/host0.pcap --in host1=$(DEMO_TRACES)/host1.pcap \
+		--in up0=$(DEMO_TRACES)/incast/host2.pcap --in up1=$(DEMO_TRACES)/incast/host3.pcap
+	@echo "report: out/demo/report/index.html"
+
+run: demo-traces
 	@mkdir -p out/demo
 	$(RACEWAY) run -c config/demo.toml --duration 3 --stats-interval 1 --stats-json out/demo/stats.json
 	@echo "--- demo summary: per-port counters in out/demo/stats.json; transmitted frames:"

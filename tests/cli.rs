@@ -158,29 +158,37 @@ fn shipped_configs_are_valid() {
 /// The bundled demo traces are exactly what `raceway gen` makes with the options below, so
 /// they can be regenerated rather than trusted; and the demo replays with every frame
 /// accounted for.
+/// The demo's traffic, written by config/demo-traces.sh with `raceway gen`, replays through
+/// the demo config: reproducibly, and with what the demo is there to show (PFC and ECN on the
+/// incast into host1).
 #[test]
-fn bundled_traces_are_reproducible_and_replay_cleanly() {
+fn demo_traces_are_reproducible_and_replay_cleanly() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = temp_dir("cli-traces");
-    let recipes = [
-        ("demo-host0.pcap", ["--packets", "2000", "--seed", "1", "--host", "0", "--rate-gbps", "40", "--size", "60"]),
-        ("demo-host1.pcap", ["--packets", "2000", "--seed", "2", "--host", "1", "--rate-gbps", "40", "--size", "512"]),
-    ];
-    for (name, args) in recipes {
-        let path = dir.join(name);
-        run_ok(raceway().args(["gen", "mixed", "--out"]).arg(&path).args(args));
-        let bundled = std::fs::read(root.join("tests/traces").join(name)).unwrap();
-        assert!(std::fs::read(&path).unwrap() == bundled, "{name} differs from its recipe");
+    let binary = env!("CARGO_BIN_EXE_raceway");
+    let write_traces = |out: &std::path::Path| {
+        run_ok(std::process::Command::new("sh").arg(root.join("config/demo-traces.sh")).arg(binary).arg(out));
+    };
+    write_traces(&dir.join("traces"));
+    write_traces(&dir.join("again"));
+    for name in ["host0.pcap", "host1.pcap", "incast/host2.pcap", "incast/host3.pcap"] {
+        let first = std::fs::read(dir.join("traces").join(name)).unwrap();
+        assert!(first == std::fs::read(dir.join("again").join(name)).unwrap(), "{name} is not reproducible");
     }
     let out = dir.join("out");
+    let traces = dir.join("traces");
     run_ok(
         raceway()
             .args(["replay", "-c"])
             .arg(root.join("config/demo.toml"))
             .arg("--in")
-            .arg(format!("host0={}", root.join("tests/traces/demo-host0.pcap").display()))
+            .arg(format!("host0={}", traces.join("host0.pcap").display()))
             .arg("--in")
-            .arg(format!("host1={}", root.join("tests/traces/demo-host1.pcap").display()))
+            .arg(format!("host1={}", traces.join("host1.pcap").display()))
+            .arg("--in")
+            .arg(format!("up0={}", traces.join("incast/host2.pcap").display()))
+            .arg("--in")
+            .arg(format!("up1={}", traces.join("incast/host3.pcap").display()))
             .arg("--out")
             .arg(&out),
     );
@@ -190,13 +198,27 @@ fn bundled_traces_are_reproducible_and_replay_cleanly() {
     let rx = sum(&|p| p["rx_packets"].as_u64().unwrap());
     let tx = sum(&|p| p["tx_packets"].as_u64().unwrap());
     let drops = sum(&|p| p["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum());
-    assert_eq!(rx, 4000);
+    // 2 x 2,000 mixed frames, and 2 x 48 messages of 65 frames.
+    assert_eq!(rx, 4000 + 2 * 48 * 65);
     assert_eq!(tx + drops, rx);
-    assert!(drops > 0 && drops < 200, "the traces carry ~2% bad frames, got {drops}");
+    assert!(drops > 0 && drops < 200, "the mixed traces carry ~2% bad frames, got {drops}");
+    let host1 = &stats["ports"]["host1"];
+    assert_eq!(host1["drops"]["headroom_overflow"], 0, "lossless: the incast loses nothing");
+    for uplink in ["up0", "up1"] {
+        assert!(stats["ports"][uplink]["pfc_xoff_tx"][3].as_u64().unwrap() > 0, "{uplink} was never paused");
+    }
+    assert!(host1["queues"][3]["ecn_marked"].as_u64().unwrap() > 0, "no ECN marks on host1's lossless queue");
     for port in ["host0", "host1", "up0", "up1"] {
+        // Captures hold the data frames and the PFC frames (one priority, 3, here).
+        let counters = &stats["ports"][port];
+        let pfc_sent: u64 = ["pfc_xoff_tx", "pfc_xon_tx"]
+            .iter()
+            .flat_map(|name| counters[*name].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()))
+            .sum();
         assert_eq!(
             read_pcap(&out.join(format!("{port}.pcap"))).len() as u64,
-            stats["ports"][port]["tx_packets"].as_u64().unwrap()
+            counters["tx_packets"].as_u64().unwrap() + pfc_sent,
+            "{port}"
         );
     }
 }
@@ -270,4 +292,89 @@ fn gen_pattern_flag_mistakes_exit_2() {
     fails_with_one_line(raceway().args(["gen", "alltoall", "--out", "/tmp/x", "--ecn", "4"]), &["--ecn"]);
     fails_with_one_line(raceway().args(["gen", "allreduce", "--out", "/tmp/x", "--hosts", "1"]), &["--hosts"]);
     fails_with_one_line(raceway().args(["gen", "pfc-storm", "--out", "/tmp/x", "--priority", "9"]), &["--priority"]);
+}
+
+/// `replay --report`: the series agree with the stats and captures, and every chart is there.
+#[test]
+fn replay_report_holds_the_series_behind_its_charts() {
+    let dir = temp_dir("report");
+    let traces = dir.join("traces");
+    run_ok(raceway().args(["gen", "incast", "--hosts", "4", "--target", "0", "--messages", "8", "--out"]).arg(&traces));
+    let config = dir.join("leaf.toml");
+    let qos = "[qos.ecn.3]\nkmin_bytes = 50000\nkmax_bytes = 200000\npmax = 0.2\n";
+    std::fs::write(&config, leaf(4, "buffer_bytes = 1048576", qos, "3")).unwrap();
+    let (out, report) = (dir.join("out"), dir.join("report"));
+    let mut command = raceway();
+    command.args(["replay", "-c"]).arg(&config).arg("--out").arg(&out).arg("--report").arg(&report);
+    for host in 1..4 {
+        command.arg("--in").arg(format!("h{host}={}", traces.join(format!("host{host}.pcap")).display()));
+    }
+    run_ok(&mut command);
+    let incast_stats = stats(&out);
+    let series: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("series.json")).unwrap()).unwrap();
+    let samples = u64_of(&series["samples"]) as usize;
+    assert!(samples > 100, "{samples} samples");
+    for port in ["h0", "h1", "h2", "h3"] {
+        let sent = series["ports"][port]["tx_bytes"].as_array().unwrap();
+        assert_eq!(sent.len(), samples);
+        assert_eq!(sent.iter().map(u64_of).sum::<u64>(), u64_of(&incast_stats["ports"][port]["tx_bytes"]), "{port}");
+    }
+    let depth = series["ports"]["h0"]["queue_depth_bytes"]["3"].as_array().unwrap();
+    assert_eq!(
+        depth.iter().map(u64_of).max(),
+        Some(u64_of(&incast_stats["ports"]["h0"]["queues"][3]["max_depth_bytes"]))
+    );
+    assert_eq!(series["xoff_bytes"].as_array().unwrap().len(), samples);
+    // Each sender's pause intervals start at XOFF frames of its capture and end at or before
+    // the XON that follows.
+    for port in ["h1", "h2", "h3"] {
+        let intervals = series["ports"][port]["pfc"]["3"]["xoff_sent_ns"].as_array().unwrap();
+        assert!(!intervals.is_empty(), "{port} paused nobody");
+        let pfc_times: Vec<(u64, u16)> = read_pcap(&out.join(format!("{port}.pcap")))
+            .into_iter()
+            .filter(|(_, f)| f[12..14] == [0x88, 0x08])
+            .map(|(t, f)| (t, u16::from_be_bytes([f[14 + 4 + 6], f[14 + 4 + 7]])))
+            .collect();
+        for interval in intervals {
+            let (start, end) = (u64_of(&interval[0]), u64_of(&interval[1]));
+            assert!(pfc_times.contains(&(start, 0xffff)), "{port}: {start} is not an XOFF");
+            assert!(pfc_times.iter().any(|&(t, time)| time == 0 && t == end), "{port}: {end} is not an XON");
+        }
+        assert!(intervals.len() as u64 <= u64_of(&incast_stats["ports"][port]["pfc_xoff_tx"][3]));
+    }
+    let index = std::fs::read_to_string(report.join("index.html")).unwrap();
+    for chart in ["throughput.svg", "queues-h0.svg", "pfc.svg"] {
+        assert!(index.contains(chart), "index.html lacks {chart}");
+        let svg = std::fs::read_to_string(report.join(chart)).unwrap();
+        assert!(svg.starts_with("<svg") && (svg.contains("<polyline") || svg.contains("<rect")), "{chart}");
+    }
+    assert!(std::fs::read_to_string(report.join("queues-h0.svg")).unwrap().contains("ECN kmin"));
+
+    // Groups: the spray chart's numbers are the stats' member counters.
+    let group_dir = temp_dir("report-groups");
+    let mixed = group_dir.join("mixed.pcap");
+    run_ok(raceway().args(["gen", "mixed", "--packets", "400", "--out"]).arg(&mixed));
+    let group_config = group_dir.join("leaf.toml");
+    std::fs::write(&group_config, four_port_config("", ["", "", "", ""], "")).unwrap();
+    let (group_out, group_report) = (group_dir.join("out"), group_dir.join("report"));
+    run_ok(
+        raceway()
+            .args(["replay", "-c"])
+            .arg(&group_config)
+            .arg("--in")
+            .arg(format!("host0={}", mixed.display()))
+            .arg("--out")
+            .arg(&group_out)
+            .arg("--report")
+            .arg(&group_report),
+    );
+    let group_series: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(group_report.join("series.json")).unwrap()).unwrap();
+    let group_stats = stats(&group_out);
+    let counts = &group_stats["groups"]["uplinks"];
+    assert_eq!(group_series["groups"]["uplinks"]["up0"], counts["up0"]);
+    assert_eq!(group_series["groups"]["uplinks"]["up1"], counts["up1"]);
+    assert!(u64_of(&counts["up0"]) + u64_of(&counts["up1"]) > 0);
+    assert!(group_report.join("groups.svg").exists());
 }

@@ -20,6 +20,7 @@ pub mod latency;
 pub mod live;
 pub mod pfc;
 pub mod replay;
+pub mod report;
 pub mod rng;
 pub mod route;
 pub mod schedule;

@@ -65,6 +65,9 @@ enum Command {
         /// PORT: the peer on this port ignores PFC (repeat per port).
         #[arg(long = "peer-ignores-pfc", value_name = "PORT")]
         ignore_pfc: Vec<String>,
+        /// Write charts (SVG), series.json and index.html here.
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
     },
     /// Validate a config and print derived values.
     Check {
@@ -361,7 +364,7 @@ fn execute(command: Command) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Command::Replay { config: config_path, inputs, out, seed, ignore_pfc } => {
+        Command::Replay { config: config_path, inputs, out, seed, ignore_pfc, report } => {
             let config = Config::load(&config_path)?;
             if inputs.is_empty() {
                 return Err(Failure("--in: give at least one PORT=FILE.pcap".into()));
@@ -378,7 +381,7 @@ fn execute(command: Command) -> Result<(), Failure> {
                 }
                 parsed.push((index, PathBuf::from(file)));
             }
-            let mut options = replay::ReplayOptions { seed, ignore_pfc: Vec::new() };
+            let mut options = replay::ReplayOptions { seed, ignore_pfc: Vec::new(), report };
             for port in &ignore_pfc {
                 let index = config.port_index(port).ok_or_else(|| {
                     Failure(format!("--peer-ignores-pfc: '{port}' is not a port of {}", config_path.display()))

@@ -710,6 +710,18 @@ impl<P: PacketBuf> Switch<P> {
         self.shared_used
     }
 
+    /// Frame bytes queued on `port` in class `tc` (what ECN compares with kmin/kmax).
+    pub fn queue_bytes(&self, port: usize, tc: usize) -> u64 {
+        self.ports[port].queues[tc].bytes
+    }
+
+    /// The XOFF and XON points of a lossless group right now, in cell bytes (with dynamic
+    /// thresholds they move with the free shared buffer).
+    pub fn pfc_thresholds(&self) -> (u64, u64) {
+        let xoff = self.plan.xoff(self.plan.shared_capacity - self.shared_used);
+        (xoff, self.plan.xon(xoff))
+    }
+
     /// Empties every queue at shutdown when ports can no longer send; the frames are counted
     /// as `buffer_full` drops (on the port they came in on, and the queue) and released.
     pub fn drain(&mut self) -> u64 {

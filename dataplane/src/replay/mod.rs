@@ -26,8 +26,10 @@ pub mod pcap;
 use crate::buffer::HeapPacket;
 use crate::config::Config;
 use crate::pfc;
+use crate::report::Recorder;
 use crate::stats::SwitchStats;
 use crate::switch::{Received, Switch, NEVER};
+use crate::wire::parse::{parse, Payload};
 use crate::wire::pfc::Repr;
 use pcap::{read_trace, CaptureWriter, TraceError, TraceFrame};
 use std::cmp::Reverse;
@@ -41,6 +43,8 @@ pub struct ReplayOptions {
     pub seed: u64,
     /// Ports whose peer ignores PFC (to exercise headroom overflow and the watchdog).
     pub ignore_pfc: Vec<usize>,
+    /// Write the report (charts, series.json, index.html) into this directory.
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -104,6 +108,8 @@ struct Engine<'a> {
     events: BinaryHeap<Reverse<Event>>,
     sequence: u64,
     timer_at: u64,
+    /// Time series for `--report`; it only reads the switch.
+    recorder: Option<Recorder>,
 }
 
 /// Replays `inputs` (port index, trace) through the switch; writes `out_dir/<port>.pcap` for
@@ -124,6 +130,8 @@ pub fn run(
         problem: format!("cannot create the output directory: {err}"),
     })?;
     let switch = Switch::new(config, options.seed);
+    let span_ps = traces.iter().filter_map(|trace| trace.last()).map(|frame| frame.time_ps).max().unwrap_or(0);
+    let recorder = options.report.as_ref().map(|_| Recorder::new(config.ports.len(), span_ps));
     let mut ports = Vec::with_capacity(config.ports.len());
     for (index, (port, trace)) in config.ports.iter().zip(traces).enumerate() {
         let mut peer = Peer {
@@ -144,7 +152,9 @@ pub fn run(
             capture: CaptureWriter::create(&out_dir.join(format!("{}.pcap", port.name)))?,
         });
     }
-    let mut engine = Engine { config, switch, ports, events: BinaryHeap::new(), sequence: 0, timer_at: NEVER };
+    let mut engine =
+        Engine { config, switch, ports, events: BinaryHeap::new(), sequence: 0, timer_at: NEVER, recorder };
+    let mut last_event_ps = 0;
     for port in 0..engine.ports.len() {
         engine.peer_ready(port, 0);
     }
@@ -172,13 +182,33 @@ pub fn run(
                 }
             }
         }
+        // A dequeue on one port can decide an XON for another (the ingress port of the frames
+        // it sent); that port's transmitter may be idle, so start it now rather than at the
+        // next timer (which delayed XONs to the XOFF refresh, half a pause later).
+        for port in 0..engine.ports.len() {
+            if !engine.ports[port].transmitting && engine.switch.has_control(port) {
+                engine.start_transmit(port, now)?;
+            }
+        }
         engine.sync_timer(now);
+        if let Some(recorder) = &mut engine.recorder {
+            recorder.observe(now, &engine.switch);
+        }
+        last_event_ps = now;
     }
     let leftover = engine.switch.drain();
     if leftover > 0 {
         tracing::warn!("{leftover} frames were still queued when the replay ran out of events; counted as buffer_full");
     }
     let stats = engine.switch.stats.clone();
+    if let (Some(mut recorder), Some(dir)) = (engine.recorder.take(), &options.report) {
+        recorder.finish(last_event_ps, &engine.switch);
+        crate::report::write(dir, config, &stats, recorder).map_err(|problem| TraceError {
+            file: dir.clone(),
+            field: "--report".into(),
+            problem,
+        })?;
+    }
     for port in engine.ports {
         port.capture.finish()?;
     }
@@ -254,6 +284,11 @@ impl Engine<'_> {
 
     fn frame_arrived(&mut self, port: usize, now: u64) -> Result<(), TraceError> {
         let bytes = self.ports[port].peer.sending.take().expect("an arrival event has a frame");
+        if let Some(recorder) = &mut self.recorder {
+            if let Ok(Payload::FlowControl(repr)) = parse(&bytes).map(|parsed| parsed.payload) {
+                recorder.pfc_received(port, &repr, now, self.config.ports[port].speed_mbps);
+            }
+        }
         match self.switch.receive(port, HeapPacket::new(bytes), now) {
             Received::Queued { egress, .. } => self.start_transmit(egress, now)?,
             // A pause or resume for this port's egress.
@@ -287,6 +322,9 @@ impl Engine<'_> {
         self.ports[port].transmitting = true;
         self.schedule(done, EventKind::TransmitDone, port);
         if let Some(repr) = repr {
+            if let Some(recorder) = &mut self.recorder {
+                recorder.pfc_sent(port, &repr, now, port_config.speed_mbps);
+            }
             let takes_effect = done + 2 * pfc::propagation_ps(port_config);
             self.pause_peer(port, &repr, takes_effect);
         }

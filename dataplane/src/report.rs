@@ -1,0 +1,581 @@
+//! The replay report: time series the replay engine records as it runs (per-port throughput,
+//! per-queue depth, the PFC thresholds, pause intervals) and their rendering into SVG charts,
+//! `series.json` and an `index.html` that shows them with the final counters.
+//!
+//! Invariant: recording only reads the switch (it never changes what the replay does), so a
+//! replay with `--report` writes the same captures and stats as one without. Every series has
+//! one value per sample; a sample covers `interval_ps` and holds the interval's transmitted
+//! bytes and its maximum queue depths, so a short burst is never averaged away.
+
+use crate::buffer::PacketBuf;
+use crate::config::{Config, TRAFFIC_CLASSES};
+use crate::pfc;
+use crate::stats::SwitchStats;
+use crate::switch::Switch;
+use crate::wire::pfc::Repr;
+use plotters::prelude::*;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// Samples kept at most: past this, neighbours are merged and the interval doubles.
+const MAX_SAMPLES: usize = 2000;
+/// Samples aimed for over the span of the input traces.
+const TARGET_SAMPLES: u64 = 500;
+
+/// Pause intervals of one (port, priority), merged where they overlap.
+#[derive(Debug, Clone, Default)]
+struct Intervals {
+    closed: Vec<(u64, u64)>,
+    /// The open interval's start and its scheduled end (a pause's expiry).
+    open: Option<(u64, u64)>,
+}
+
+impl Intervals {
+    /// A pause from `from` until `until`; extends the open pause if it has not ended.
+    fn pause(&mut self, from: u64, until: u64) {
+        match self.open {
+            Some((start, end)) if from <= end => self.open = Some((start, end.max(until))),
+            Some(done) => {
+                self.closed.push(done);
+                self.open = Some((from, until));
+            }
+            None => self.open = Some((from, until)),
+        }
+    }
+
+    /// A resume (pause time 0) at `at` ends the open pause there.
+    fn resume(&mut self, at: u64) {
+        if let Some((start, end)) = self.open.take() {
+            self.closed.push((start, end.min(at)));
+        }
+    }
+
+    fn finish(&mut self) -> &[(u64, u64)] {
+        if let Some(open) = self.open.take() {
+            self.closed.push(open);
+        }
+        &self.closed
+    }
+}
+
+/// What the replay records for the report.
+pub struct Recorder {
+    interval_ps: u64,
+    /// End of the sample being filled.
+    sample_end_ps: u64,
+    /// Per port: bytes sent in each sample, and the total at the last sample boundary.
+    tx_bytes: Vec<Vec<u64>>,
+    tx_total_at_boundary: Vec<u64>,
+    /// Per port and class: maximum queue depth (bytes) in each sample, and in the open one.
+    depth: Vec<Vec<Vec<u64>>>,
+    depth_now_max: Vec<[u64; TRAFFIC_CLASSES]>,
+    /// Lowest XOFF and XON points in each sample (dynamic thresholds fall as the buffer fills).
+    xoff: Vec<u64>,
+    xon: Vec<u64>,
+    thresholds_now: (u64, u64),
+    /// Per port and priority: when the switch paused its peer (XOFF sent), and when the peer
+    /// paused the port's egress (PFC received).
+    xoff_sent: Vec<[Intervals; 8]>,
+    paused_by_peer: Vec<[Intervals; 8]>,
+}
+
+impl Recorder {
+    /// A recorder for `ports` ports whose inputs span `span_ps` of trace time.
+    pub fn new(ports: usize, span_ps: u64) -> Self {
+        let interval_ps = (span_ps / TARGET_SAMPLES).max(100_000);
+        Self {
+            interval_ps,
+            sample_end_ps: interval_ps,
+            tx_bytes: vec![Vec::new(); ports],
+            tx_total_at_boundary: vec![0; ports],
+            depth: vec![vec![Vec::new(); TRAFFIC_CLASSES]; ports],
+            depth_now_max: vec![[0; TRAFFIC_CLASSES]; ports],
+            xoff: Vec::new(),
+            xon: Vec::new(),
+            thresholds_now: (u64::MAX, u64::MAX),
+            xoff_sent: vec![Default::default(); ports],
+            paused_by_peer: vec![Default::default(); ports],
+        }
+    }
+
+    /// Looks at the switch after an event at `now`: closes the samples that ended before it,
+    /// then folds the current depths and thresholds into the open sample.
+    pub fn observe<P: PacketBuf>(&mut self, now: u64, switch: &Switch<P>) {
+        while now >= self.sample_end_ps {
+            self.close_sample(switch);
+        }
+        for (port, maxima) in self.depth_now_max.iter_mut().enumerate() {
+            for (tc, max) in maxima.iter_mut().enumerate() {
+                *max = (*max).max(switch.queue_bytes(port, tc));
+            }
+        }
+        let (xoff, xon) = switch.pfc_thresholds();
+        self.thresholds_now = (self.thresholds_now.0.min(xoff), self.thresholds_now.1.min(xon));
+    }
+
+    fn close_sample<P: PacketBuf>(&mut self, switch: &Switch<P>) {
+        for (port, series) in self.tx_bytes.iter_mut().enumerate() {
+            let total = switch.stats.ports[port].tx_bytes;
+            series.push(total - self.tx_total_at_boundary[port]);
+            self.tx_total_at_boundary[port] = total;
+        }
+        for (port, maxima) in self.depth_now_max.iter_mut().enumerate() {
+            for (tc, max) in maxima.iter_mut().enumerate() {
+                self.depth[port][tc].push(*max);
+                // The next sample starts from the depth queued now.
+                *max = switch.queue_bytes(port, tc);
+            }
+        }
+        let (xoff, xon) = switch.pfc_thresholds();
+        self.xoff.push(self.thresholds_now.0.min(xoff));
+        self.xon.push(self.thresholds_now.1.min(xon));
+        self.thresholds_now = (xoff, xon);
+        self.sample_end_ps += self.interval_ps;
+        if self.xoff.len() >= MAX_SAMPLES {
+            self.halve();
+        }
+    }
+
+    /// Merges neighbouring samples (sums for bytes, maxima for depths, minima for thresholds)
+    /// and doubles the interval, so a long replay keeps a bounded report.
+    fn halve(&mut self) {
+        fn merge(series: &mut Vec<u64>, combine: fn(u64, u64) -> u64) {
+            *series = series.chunks(2).map(|pair| pair.iter().copied().reduce(combine).unwrap_or(0)).collect();
+        }
+        for series in &mut self.tx_bytes {
+            merge(series, |a, b| a + b);
+        }
+        for series in self.depth.iter_mut().flatten() {
+            merge(series, u64::max);
+        }
+        merge(&mut self.xoff, u64::min);
+        merge(&mut self.xon, u64::min);
+        // Called at an even count (MAX_SAMPLES), so every merged sample covers two intervals.
+        let samples = self.xoff.len() as u64;
+        self.interval_ps *= 2;
+        self.sample_end_ps = (samples + 1) * self.interval_ps;
+    }
+
+    /// The switch sent `repr` on `port` at `now` (its peer's pause starts then, as drawn).
+    pub fn pfc_sent(&mut self, port: usize, repr: &Repr, now: u64, speed_mbps: u64) {
+        apply(&mut self.xoff_sent[port], repr, now, speed_mbps);
+    }
+
+    /// A PFC frame arrived on `port` at `now`: its egress pauses for the priorities it names.
+    pub fn pfc_received(&mut self, port: usize, repr: &Repr, now: u64, speed_mbps: u64) {
+        apply(&mut self.paused_by_peer[port], repr, now, speed_mbps);
+    }
+
+    /// Closes the last sample at `end_ps` (the replay's last event).
+    pub fn finish<P: PacketBuf>(&mut self, end_ps: u64, switch: &Switch<P>) {
+        self.observe(end_ps, switch);
+        self.close_sample(switch);
+    }
+}
+
+fn apply(intervals: &mut [Intervals; 8], repr: &Repr, now: u64, speed_mbps: u64) {
+    for (priority, slot) in intervals.iter_mut().enumerate() {
+        if repr.class_enable & (1 << priority) == 0 {
+            continue;
+        }
+        match repr.times[priority] {
+            0 => slot.resume(now),
+            quanta => slot.pause(now, now + pfc::quanta_ps(quanta, speed_mbps)),
+        }
+    }
+}
+
+fn draw_error<E: std::fmt::Display>(err: E) -> String {
+    format!("cannot draw a chart: {err}")
+}
+
+/// Writes `dir/series.json`, the SVG charts and `dir/index.html`. Errors name the file.
+pub fn write(dir: &Path, config: &Config, stats: &SwitchStats, mut recorder: Recorder) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|err| format!("{}: cannot create: {err}", dir.display()))?;
+    let series = series_json(config, stats, &mut recorder);
+    let series_path = dir.join("series.json");
+    std::fs::write(&series_path, serde_json::to_string_pretty(&series).expect("json") + "\n")
+        .map_err(|err| format!("{}: cannot write: {err}", series_path.display()))?;
+    let interval_us = recorder.interval_ps as f64 / 1e6;
+    let mut charts = vec![("throughput.svg".to_string(), "Throughput per port (transmitted, Gb/s)".to_string())];
+    draw_throughput(&dir.join("throughput.svg"), config, &recorder, interval_us)?;
+    for (port, spec) in config.ports.iter().enumerate() {
+        if recorder.depth[port].iter().flatten().any(|&depth| depth > 0) {
+            let file = format!("queues-{}.svg", spec.name);
+            draw_queues(&dir.join(&file), config, port, &recorder, interval_us)?;
+            charts.push((file, format!("Queue depth on {} (bytes), ECN and PFC thresholds", spec.name)));
+        }
+    }
+    draw_pfc(&dir.join("pfc.svg"), config, &series, recorder.xoff.len() as f64 * interval_us)?;
+    charts.push(("pfc.svg".to_string(), "PFC pauses: sent to peers (XOFF) and received from peers".to_string()));
+    if !config.groups.is_empty() {
+        draw_groups(&dir.join("groups.svg"), config, stats)?;
+        charts.push(("groups.svg".to_string(), "Frames per group member".to_string()));
+    }
+    let index = index_html(config, stats, &charts);
+    let index_path = dir.join("index.html");
+    std::fs::write(&index_path, index).map_err(|err| format!("{}: cannot write: {err}", index_path.display()))
+}
+
+fn series_json(config: &Config, stats: &SwitchStats, recorder: &mut Recorder) -> Value {
+    let interval_ns = recorder.interval_ps as f64 / 1000.0;
+    let mut ports = serde_json::Map::new();
+    for (port, spec) in config.ports.iter().enumerate() {
+        let gbps: Vec<f64> = recorder.tx_bytes[port].iter().map(|&bytes| bytes as f64 * 8.0 / interval_ns).collect();
+        let mut queues = serde_json::Map::new();
+        for tc in 0..TRAFFIC_CLASSES {
+            if recorder.depth[port][tc].iter().any(|&d| d > 0) {
+                queues.insert(tc.to_string(), json!(recorder.depth[port][tc]));
+            }
+        }
+        let mut pfc = serde_json::Map::new();
+        for priority in 0..8 {
+            let sent = recorder.xoff_sent[port][priority].finish().to_vec();
+            let received = recorder.paused_by_peer[port][priority].finish().to_vec();
+            if !sent.is_empty() || !received.is_empty() {
+                let ns = |v: Vec<(u64, u64)>| v.iter().map(|(a, b)| json!([a / 1000, b / 1000])).collect::<Vec<_>>();
+                pfc.insert(
+                    priority.to_string(),
+                    json!({ "xoff_sent_ns": ns(sent), "paused_by_peer_ns": ns(received) }),
+                );
+            }
+        }
+        ports.insert(
+            spec.name.clone(),
+            json!({
+                "tx_bytes": recorder.tx_bytes[port],
+                "tx_gbps": gbps,
+                "queue_depth_bytes": queues,
+                "pfc": pfc,
+            }),
+        );
+    }
+    let groups: serde_json::Map<String, Value> = config
+        .groups
+        .iter()
+        .zip(&stats.groups)
+        .map(|(group, counts)| {
+            let members: serde_json::Map<String, Value> = group
+                .members
+                .iter()
+                .zip(counts)
+                .map(|(&member, &count)| (config.ports[member].name.clone(), json!(count)))
+                .collect();
+            (group.name.clone(), Value::Object(members))
+        })
+        .collect();
+    json!({
+        "interval_ns": interval_ns,
+        "samples": recorder.xoff.len(),
+        "xoff_bytes": recorder.xoff,
+        "xon_bytes": recorder.xon,
+        "ports": ports,
+        "groups": groups,
+    })
+}
+
+fn color(index: usize) -> RGBColor {
+    let palette = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+    ];
+    palette[index % palette.len()]
+}
+
+fn draw_throughput(path: &Path, config: &Config, recorder: &Recorder, interval_us: f64) -> Result<(), String> {
+    let samples = recorder.xoff.len();
+    let gbps = |bytes: u64| bytes as f64 * 8.0 / (interval_us * 1000.0);
+    let top = recorder.tx_bytes.iter().flatten().map(|&b| gbps(b)).fold(1.0f64, f64::max) * 1.1;
+    let root = SVGBackend::new(path, (960, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_error)?;
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..(samples as f64 * interval_us).max(interval_us), 0f64..top)
+        .map_err(draw_error)?;
+    chart.configure_mesh().x_desc("time (us)").y_desc("Gb/s").draw().map_err(draw_error)?;
+    for (port, spec) in config.ports.iter().enumerate() {
+        let points =
+            recorder.tx_bytes[port].iter().enumerate().map(|(i, &b)| ((i as f64 + 0.5) * interval_us, gbps(b)));
+        let style = color(port).stroke_width(2);
+        chart
+            .draw_series(LineSeries::new(points, style))
+            .map_err(draw_error)?
+            .label(spec.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color(port).stroke_width(2)));
+    }
+    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(draw_error)?;
+    root.present().map_err(draw_error)
+}
+
+fn draw_queues(path: &Path, config: &Config, port: usize, recorder: &Recorder, interval_us: f64) -> Result<(), String> {
+    let depths = &recorder.depth[port];
+    let busy: Vec<usize> = (0..TRAFFIC_CLASSES).filter(|&tc| depths[tc].iter().any(|&d| d > 0)).collect();
+    let peak = busy.iter().flat_map(|&tc| depths[tc].iter().copied()).max().unwrap_or(1);
+    // Reference lines: ECN kmin/kmax of the busy classes, and XOFF/XON when a busy class is
+    // lossless (drawn only where they fit the chart's scale, 3x the peak depth).
+    let ceiling = (peak as f64 * 1.15).max(1.0);
+    let lossless = busy.iter().any(|&tc| config.qos.lossless_mask & (1 << tc) != 0);
+    let mut top = ceiling;
+    for &tc in &busy {
+        if let Some(profile) = &config.qos.ecn[tc] {
+            for level in [profile.kmin_bytes, profile.kmax_bytes] {
+                if (level as f64) < 3.0 * ceiling {
+                    top = top.max(level as f64 * 1.05);
+                }
+            }
+        }
+    }
+    let samples = depths[0].len();
+    let x_end = (samples as f64 * interval_us).max(interval_us);
+    let root = SVGBackend::new(path, (960, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_error)?;
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0f64..x_end, 0f64..top)
+        .map_err(draw_error)?;
+    chart.configure_mesh().x_desc("time (us)").y_desc("bytes").draw().map_err(draw_error)?;
+    for &tc in &busy {
+        let points = depths[tc].iter().enumerate().map(|(i, &d)| ((i as f64 + 0.5) * interval_us, d as f64));
+        chart
+            .draw_series(LineSeries::new(points, color(tc).stroke_width(2)))
+            .map_err(draw_error)?
+            .label(format!("TC {tc}"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color(tc).stroke_width(2)));
+        if let Some(profile) = &config.qos.ecn[tc] {
+            for (name, level) in [("kmin", profile.kmin_bytes), ("kmax", profile.kmax_bytes)] {
+                if (level as f64) <= top {
+                    let line = vec![(0.0, level as f64), (x_end, level as f64)];
+                    chart
+                        .draw_series(DashedLineSeries::new(line, 6, 4, color(tc).stroke_width(1)))
+                        .map_err(draw_error)?
+                        .label(format!("TC {tc} ECN {name}"))
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color(tc)));
+                }
+            }
+        }
+    }
+    if lossless {
+        for (name, series, shade) in [("XOFF", &recorder.xoff, BLACK), ("XON", &recorder.xon, RGBColor(0, 150, 0))] {
+            let points: Vec<(f64, f64)> = series
+                .iter()
+                .enumerate()
+                .filter(|(_, &v)| (v as f64) <= top)
+                .map(|(i, &v)| ((i as f64 + 0.5) * interval_us, v as f64))
+                .collect();
+            if points.is_empty() {
+                continue;
+            }
+            chart
+                .draw_series(DashedLineSeries::new(points, 3, 3, shade.stroke_width(1)))
+                .map_err(draw_error)?
+                .label(format!("{name} (per ingress priority group)"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], shade));
+        }
+    }
+    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(draw_error)?;
+    root.present().map_err(draw_error)
+}
+
+/// A PFC chart row: its name, then the XOFF-sent and paused-by-peer intervals (us).
+type PauseRow = (String, Vec<(f64, f64)>, Vec<(f64, f64)>);
+
+fn draw_pfc(path: &Path, config: &Config, series: &Value, span_us: f64) -> Result<(), String> {
+    // One row per (port, priority) with any pause; XOFF sent in red, paused by peer in blue.
+    let mut rows: Vec<PauseRow> = Vec::new();
+    let intervals = |value: &Value| -> Vec<(f64, f64)> {
+        value
+            .as_array()
+            .map(|list| {
+                list.iter().filter_map(|pair| Some((pair[0].as_f64()? / 1000.0, pair[1].as_f64()? / 1000.0))).collect()
+            })
+            .unwrap_or_default()
+    };
+    for spec in &config.ports {
+        if let Some(priorities) = series["ports"][&spec.name]["pfc"].as_object() {
+            for (priority, pauses) in priorities {
+                rows.push((
+                    format!("{} p{priority}", spec.name),
+                    intervals(&pauses["xoff_sent_ns"]),
+                    intervals(&pauses["paused_by_peer_ns"]),
+                ));
+            }
+        }
+    }
+    let end = rows.iter().flat_map(|(_, a, b)| a.iter().chain(b).map(|&(_, e)| e)).fold(span_us, f64::max).max(1.0);
+    let height = 120 + 30 * rows.len().max(1) as u32;
+    let root = SVGBackend::new(path, (960, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_error)?;
+    let names: Vec<String> = rows.iter().map(|(name, _, _)| name.clone()).collect();
+    let label = move |y: &f64| {
+        let row = y.floor();
+        if (y - row - 0.5).abs() < 1e-6 {
+            names.get(row as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(110)
+        .build_cartesian_2d(0f64..end, 0f64..rows.len().max(1) as f64)
+        .map_err(draw_error)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(2 * rows.len().max(1) + 1)
+        .y_label_formatter(&label)
+        .x_desc("time (us)")
+        .draw()
+        .map_err(draw_error)?;
+    let sent_style = RGBColor(214, 39, 40).mix(0.75).filled();
+    let received_style = RGBColor(31, 119, 180).mix(0.75).filled();
+    for (row, (_, sent, received)) in rows.iter().enumerate() {
+        let y = row as f64;
+        chart
+            .draw_series(
+                sent.iter()
+                    .map(|&(a, b)| Rectangle::new([(a, y + 0.5), (b.max(a + end / 2000.0), y + 0.9)], sent_style)),
+            )
+            .map_err(draw_error)?;
+        chart
+            .draw_series(
+                received
+                    .iter()
+                    .map(|&(a, b)| Rectangle::new([(a, y + 0.1), (b.max(a + end / 2000.0), y + 0.5)], received_style)),
+            )
+            .map_err(draw_error)?;
+    }
+    chart
+        .draw_series(std::iter::once(Rectangle::new([(0.0, 0.0), (0.0, 0.0)], sent_style)))
+        .map_err(draw_error)?
+        .label("XOFF sent to the peer (upper half)")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], sent_style));
+    chart
+        .draw_series(std::iter::once(Rectangle::new([(0.0, 0.0), (0.0, 0.0)], received_style)))
+        .map_err(draw_error)?
+        .label("paused by the peer's PFC (lower half)")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], received_style));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(draw_error)?;
+    root.present().map_err(draw_error)
+}
+
+fn draw_groups(path: &Path, config: &Config, stats: &SwitchStats) -> Result<(), String> {
+    let bars: Vec<(String, u64, usize)> =
+        config
+            .groups
+            .iter()
+            .zip(&stats.groups)
+            .enumerate()
+            .flat_map(|(index, (group, counts))| {
+                group.members.iter().zip(counts).map(move |(&member, &count)| {
+                    (format!("{}:{}", group.name, config.ports[member].name), count, index)
+                })
+            })
+            .collect();
+    let top = bars.iter().map(|(_, count, _)| *count).max().unwrap_or(1).max(1) as f64 * 1.15;
+    let root = SVGBackend::new(path, (960, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_error)?;
+    let names: Vec<String> = bars.iter().map(|(name, _, _)| name.clone()).collect();
+    let label = move |x: &f64| {
+        let bar = x.floor();
+        if (x - bar - 0.5).abs() < 1e-6 {
+            names.get(bar as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0f64..bars.len().max(1) as f64, 0f64..top)
+        .map_err(draw_error)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(2 * bars.len().max(1) + 1)
+        .x_label_formatter(&label)
+        .y_desc("frames queued to the member")
+        .draw()
+        .map_err(draw_error)?;
+    chart
+        .draw_series(bars.iter().enumerate().map(|(i, (_, count, group))| {
+            Rectangle::new([(i as f64 + 0.15, 0.0), (i as f64 + 0.85, *count as f64)], color(*group).filled())
+        }))
+        .map_err(draw_error)?;
+    root.present().map_err(draw_error)
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+fn index_html(config: &Config, stats: &SwitchStats, charts: &[(String, String)]) -> String {
+    let mut rows = String::new();
+    for (port, spec) in config.ports.iter().enumerate() {
+        let counters = &stats.ports[port];
+        let drops: u64 = counters.drops.iter().sum();
+        let marked: u64 = counters.queues.iter().map(|q| q.ecn_marked).sum();
+        rows.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            escape(&spec.name),
+            counters.rx_packets,
+            counters.tx_packets,
+            drops,
+            counters.pfc_xoff_tx.iter().sum::<u64>(),
+            counters.pfc_rx.iter().sum::<u64>(),
+            marked,
+        ));
+    }
+    let figures: String = charts
+        .iter()
+        .map(|(file, title)| format!("<h2>{}</h2>\n<img src=\"{file}\" alt=\"{}\">\n", escape(title), escape(title)))
+        .collect();
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>raceway replay: {name}</title>\n\
+         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #999;padding:4px 10px;text-align:right}}img{{max-width:100%}}</style></head>\n\
+         <body><h1>raceway replay: {name}</h1>\n\
+         <table><tr><th>port</th><th>rx</th><th>tx</th><th>drops</th><th>XOFF sent</th><th>PFC received</th>\
+         <th>ECN marked</th></tr>\n{rows}</table>\n{figures}\
+         <p>Data: <a href=\"series.json\">series.json</a> (one value per sample of interval_ns).</p>\n\
+         </body></html>\n",
+        name = escape(&config.name),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pauses_merge_and_resumes_cut_them_short() {
+        let mut intervals = Intervals::default();
+        intervals.pause(0, 100);
+        intervals.pause(50, 150); // a refresh extends
+        intervals.resume(120); // XON ends it early
+        intervals.pause(200, 300);
+        assert_eq!(intervals.finish(), &[(0, 120), (200, 300)]);
+        let mut lapsed = Intervals::default();
+        lapsed.pause(0, 10);
+        lapsed.pause(20, 30); // the first expired before the second began
+        assert_eq!(lapsed.finish(), &[(0, 10), (20, 30)]);
+    }
+}
