@@ -291,7 +291,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
             worker.run(&task_ports, &task_shared, &input);
             0
         })?);
-        let mut last_print = Instant::now();
+        let mut printer = RatePrinter::new(config);
         loop {
             std::thread::sleep(Duration::from_millis(10));
             let finished = dpdk::stop_requested() || options.duration.is_some_and(|d| started.elapsed() >= d);
@@ -299,10 +299,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
                 shared.stop.store(true, Ordering::Relaxed);
                 break;
             }
-            if last_print.elapsed() >= options.stats_interval {
-                last_print = Instant::now();
-                tracing::info!("{}", shared.snapshot().summary_line(config));
-            }
+            printer.maybe_print(&shared, options.stats_interval);
         }
         for task in launched {
             task.wait();
@@ -312,15 +309,13 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         let shared_for_main = Arc::clone(&shared);
         let duration = options.duration;
         let interval = options.stats_interval;
-        let config_for_print = config.clone();
-        let mut last_print = Instant::now();
+        let mut printer = RatePrinter::new(config);
         let watcher = move || {
             let finished = dpdk::stop_requested() || duration.is_some_and(|d| started.elapsed() >= d);
             if finished {
                 shared_for_main.stop.store(true, Ordering::Relaxed);
-            } else if last_print.elapsed() >= interval {
-                last_print = Instant::now();
-                tracing::info!("{}", shared_for_main.snapshot().summary_line(&config_for_print));
+            } else {
+                printer.maybe_print(&shared_for_main, interval);
             }
         };
         worker.run_with_watcher(&ports, &shared, &input, watcher);
@@ -348,6 +343,35 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         unsent_at_exit: unsent,
         elapsed,
     })
+}
+
+/// Prints the live counter table (`SwitchStats::rate_table`) every stats interval, with rates
+/// over the time since its previous table.
+struct RatePrinter {
+    config: Config,
+    previous: SwitchStats,
+    printed_at: Instant,
+}
+
+impl RatePrinter {
+    fn new(config: &Config) -> Self {
+        Self { config: config.clone(), previous: SwitchStats::new(config), printed_at: Instant::now() }
+    }
+
+    fn maybe_print(&mut self, shared: &Shared, interval: Duration) {
+        let elapsed = self.printed_at.elapsed();
+        if elapsed < interval {
+            return;
+        }
+        let now = shared.snapshot();
+        tracing::info!(
+            "counters over the last {:.1} s\n{}",
+            elapsed.as_secs_f64(),
+            now.rate_table(&self.previous, elapsed.as_secs_f64(), &self.config)
+        );
+        self.previous = now;
+        self.printed_at = Instant::now();
+    }
 }
 
 /// The per-lcore forwarding state: the switch, tx bursts and shapers for every port.

@@ -240,6 +240,54 @@ impl SwitchStats {
     }
 
     /// One line of totals for periodic logs.
+    /// The live counter table, like testpmd's `--stats-period`: per port, packet and bit rates
+    /// and the drops, PFC frames and ECN marks since `previous`, `seconds` ago; then per core
+    /// cycles per packet and busy share, and the latency percentiles so far. Bit rates count
+    /// frame bytes without FCS, preamble or gap.
+    pub fn rate_table(&self, previous: &SwitchStats, seconds: f64, config: &Config) -> String {
+        let seconds = seconds.max(1e-9);
+        let mut table = format!(
+            "{:<12} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>9} {:>10}",
+            "port", "rx Mpps", "rx Gb/s", "tx Mpps", "tx Gb/s", "drops", "XOFF tx", "PFC rx", "ECN marks"
+        );
+        let empty = PortStats::default();
+        for (index, port) in config.ports.iter().enumerate() {
+            let now = &self.ports[index];
+            let before = previous.ports.get(index).unwrap_or(&empty);
+            let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / seconds;
+            let marks = |stats: &PortStats| stats.queues.iter().map(|q| q.ecn_marked).sum::<u64>();
+            table.push_str(&format!(
+                "\n{:<12} {:>9.3} {:>9.2} {:>9.3} {:>9.2} {:>10} {:>9} {:>9} {:>10}",
+                port.name,
+                rate(now.rx_packets, before.rx_packets) / 1e6,
+                rate(now.rx_bytes, before.rx_bytes) * 8.0 / 1e9,
+                rate(now.tx_packets, before.tx_packets) / 1e6,
+                rate(now.tx_bytes, before.tx_bytes) * 8.0 / 1e9,
+                now.dropped().saturating_sub(before.dropped()),
+                now.pfc_xoff_tx.iter().sum::<u64>().saturating_sub(before.pfc_xoff_tx.iter().sum()),
+                now.pfc_rx.iter().sum::<u64>().saturating_sub(before.pfc_rx.iter().sum()),
+                marks(now).saturating_sub(marks(before)),
+            ));
+        }
+        for core in &self.cores {
+            table.push_str(&format!(
+                "\nlcore {}: {:.0} cycles/pkt, busy {:.0}%",
+                core.lcore,
+                core.cycles_per_packet(),
+                core.busy_percent()
+            ));
+        }
+        if self.latency.samples > 0 {
+            table.push_str(&format!(
+                "\nlatency p50 {} ns, p99 {} ns, p99.9 {} ns",
+                self.latency.quantile(0.5),
+                self.latency.quantile(0.99),
+                self.latency.quantile(0.999)
+            ));
+        }
+        table
+    }
+
     pub fn summary_line(&self, config: &Config) -> String {
         let mut line = format!("rx {} tx {} drop {}", self.rx_packets(), self.tx_packets(), self.dropped());
         for core in &self.cores {
@@ -267,5 +315,33 @@ impl SwitchStats {
             ));
         }
         line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_table_gives_rates_and_counts_since_the_previous_snapshot() {
+        let text = "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n[[port]]\nname = \"p0\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n";
+        let config = Config::parse(text, "t.toml").unwrap();
+        let before = SwitchStats::new(&config);
+        let mut now = before.clone();
+        let port = &mut now.ports[0];
+        port.rx_packets = 3_000_000;
+        port.rx_bytes = 3_000_000 * 125; // 3 Gb over 2 s
+        port.tx_packets = 1_000_000;
+        port.tx_bytes = 1_000_000 * 250;
+        port.drops[0] = 7;
+        port.pfc_xoff_tx[3] = 4;
+        port.queues[3].ecn_marked = 9;
+        let table = now.rate_table(&before, 2.0, &config);
+        let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(row, ["p0", "1.500", "1.50", "0.500", "1.00", "7", "4", "0", "9"]);
+        // Nothing new since: zero rates and counts.
+        let idle: Vec<String> =
+            now.rate_table(&now, 1.0, &config).lines().nth(1).unwrap().split_whitespace().map(String::from).collect();
+        assert_eq!(idle, ["p0", "0.000", "0.00", "0.000", "0.00", "0", "0", "0", "0"]);
     }
 }
