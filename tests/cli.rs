@@ -378,3 +378,15 @@ fn replay_report_holds_the_series_behind_its_charts() {
     assert!(u64_of(&counts["up0"]) + u64_of(&counts["up1"]) > 0);
     assert!(group_report.join("groups.svg").exists());
 }
+
+#[test]
+fn metrics_flag_mistakes_exit_2() {
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/demo.toml");
+    fails_with_one_line(raceway().args(["run", "-c"]).arg(&demo).args(["--metrics", "localhost"]), &["--metrics"]);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    fails_with_one_line(
+        raceway().args(["run", "-c"]).arg(&demo).args(["--metrics", &port]),
+        &["--metrics", "cannot listen"],
+    );
+}

@@ -165,22 +165,11 @@ fn sigterm_stops_cleanly_with_stats_written() {
             .unwrap(),
     );
     // Once its worker runs, let it forward for a second under load, then signal.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !std::fs::read_to_string(&log).unwrap_or_default().contains("worker on lcore") {
-        assert!(std::time::Instant::now() < deadline, "raceway did not start its worker");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_for_log(&log, "worker on lcore");
     std::thread::sleep(std::time::Duration::from_millis(1000));
     let killed = std::process::Command::new("kill").args(["-TERM", &child.0.id().to_string()]).status().unwrap();
     assert!(killed.success());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(std::time::Instant::now() < deadline, "raceway did not exit after SIGTERM");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let status = child.wait_for_exit();
     let stderr = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(status.success(), "exit {status:?}: {stderr}");
     let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
@@ -317,6 +306,29 @@ fn live_path_marks_ecn_on_a_slow_egress_port() {
 /// A child process killed if the test fails before it is waited for.
 struct KillOnDrop(std::process::Child);
 
+impl KillOnDrop {
+    /// Waits (up to 20 s) for the process to exit.
+    fn wait_for_exit(&mut self) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(std::time::Instant::now() < deadline, "raceway did not exit");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+/// Waits (up to 30 s) until `log` contains `text`.
+fn wait_for_log(log: &std::path::Path, text: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(log).unwrap_or_default().contains(text) {
+        assert!(std::time::Instant::now() < deadline, "raceway never logged '{text}'");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         if let Ok(None) = self.0.try_wait() {
@@ -390,4 +402,115 @@ fn blast_feeds_raceway_over_memif_and_every_frame_is_accounted() {
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"]);
     let gbps = report["gbps_on_wire"].as_f64().unwrap();
     assert!(gbps > 0.5 && gbps < 1.05, "{gbps} Gb/s");
+}
+
+/// `GET /metrics` on `address`: the body, after checking the status line.
+fn scrape(address: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: raceway\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_string()
+}
+
+/// The value of one sample line `name{labels}` in an exposition.
+fn sample(body: &str, series: &str) -> u64 {
+    let line = body.lines().find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '));
+    let line = line.unwrap_or_else(|| panic!("no sample {series}"));
+    line.rsplit_once(' ').unwrap().1.parse().unwrap()
+}
+
+/// The Prometheus endpoint of a live switch: once the traffic is through, a scrape gives the
+/// same numbers as the stats JSON written at exit.
+#[test]
+fn metrics_endpoint_matches_the_stats_json() {
+    let dir = temp_dir("live-metrics");
+    let frames = raceway::gen::mixed(&raceway::gen::MixedOptions { packets: 500, seed: 8, ..Default::default() });
+    write_pcap(&dir.join("in.pcap"), &frames);
+    let devices = [
+        format!("net_pcap40,rx_pcap={}/in.pcap", dir.display()),
+        "net_null40,no-rx=1".to_string(),
+        "net_null41,no-rx=1".to_string(),
+        "net_null42,no-rx=1".to_string(),
+    ];
+    let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
+    let config = dir.join("leaf.toml");
+    std::fs::write(&config, four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (stats_path, log) = (dir.join("stats.json"), dir.join("raceway.log"));
+    let prefix = format!("raceway-metrics-{}", std::process::id());
+    let mut child = KillOnDrop(
+        raceway()
+            .args(["run", "-c"])
+            .arg(&config)
+            .args(["--duration", "4", "--metrics", &port.to_string(), "--stats-json"])
+            .arg(&stats_path)
+            .args(["--", "--file-prefix", &prefix])
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_log(&log, &format!("metrics on http://127.0.0.1:{port}/metrics"));
+    let address = format!("127.0.0.1:{port}");
+    // The 500 frames take microseconds; counters publish every 100 ms.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        if sample(&scrape(&address), "raceway_port_rx_packets_total{port=\"host0\"}") == 500 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the scrape never saw all 500 frames");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // Every frame was received; give the transmit side two publish periods to settle, then
+    // scrape what will be compared (idle cycles keep counting; the data counters do not).
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let body = scrape(&address);
+    assert!(child.wait_for_exit().success(), "{}", std::fs::read_to_string(&log).unwrap());
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+    let mut compared = 0;
+    for port in PORTS {
+        let json = &stats["ports"][port];
+        for (metric, key) in [
+            ("raceway_port_rx_packets_total", "rx_packets"),
+            ("raceway_port_rx_bytes_total", "rx_bytes"),
+            ("raceway_port_tx_packets_total", "tx_packets"),
+            ("raceway_port_tx_bytes_total", "tx_bytes"),
+        ] {
+            assert_eq!(
+                sample(&body, &format!("{metric}{{port=\"{port}\"}}")),
+                json[key].as_u64().unwrap(),
+                "{metric} {port}"
+            );
+            compared += 1;
+        }
+        for (reason, count) in json["drops"].as_object().unwrap() {
+            let series = format!("raceway_port_drops_total{{port=\"{port}\",reason=\"{reason}\"}}");
+            assert_eq!(sample(&body, &series), count.as_u64().unwrap(), "{series}");
+            compared += 1;
+        }
+        for tc in 0..8 {
+            let queue = &json["queues"][tc];
+            for (metric, key) in [
+                ("raceway_queue_tx_packets_total", "tx_packets"),
+                ("raceway_queue_ecn_marked_total", "ecn_marked"),
+                ("raceway_queue_max_depth_bytes", "max_depth_bytes"),
+                ("raceway_queue_depth_bytes", "depth_bytes"),
+            ] {
+                let series = format!("{metric}{{port=\"{port}\",tc=\"{tc}\"}}");
+                assert_eq!(sample(&body, &series), queue[key].as_u64().unwrap(), "{series}");
+                compared += 1;
+            }
+            let series = format!("raceway_pfc_xoff_sent_total{{port=\"{port}\",priority=\"{tc}\"}}");
+            assert_eq!(sample(&body, &series), json["pfc_xoff_tx"][tc].as_u64().unwrap(), "{series}");
+        }
+    }
+    for member in ["up0", "up1"] {
+        let series = format!("raceway_group_member_packets_total{{group=\"uplinks\",member=\"{member}\"}}");
+        assert_eq!(sample(&body, &series), stats["groups"]["uplinks"][member].as_u64().unwrap(), "{series}");
+    }
+    assert!(compared > 100);
+    assert!(sample(&body, "raceway_port_tx_packets_total{port=\"host1\"}") > 0, "nothing forwarded");
 }

@@ -18,6 +18,7 @@ pub mod frames;
 pub mod gen;
 pub mod latency;
 pub mod live;
+pub mod metrics;
 pub mod pfc;
 pub mod replay;
 pub mod report;

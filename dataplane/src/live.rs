@@ -40,6 +40,8 @@ pub struct LiveOptions {
     pub extra_eal: Vec<String>,
     /// Seed of the workers' random choices (each worker mixes in its index).
     pub seed: u64,
+    /// Serve Prometheus metrics on this (already bound) socket while running.
+    pub metrics: Option<Arc<std::net::TcpListener>>,
 }
 
 /// The seed of worker `index`: distinct per worker, reproducible per run seed.
@@ -259,6 +261,23 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         rx_running: AtomicUsize::new(rx_lcores.len()),
         unsent: Mutex::new(0),
     });
+    let metrics_stop = Arc::new(AtomicBool::new(false));
+    let metrics_thread = match &options.metrics {
+        Some(listener) => {
+            let (listener, shared, stop) = (Arc::clone(listener), Arc::clone(&shared), Arc::clone(&metrics_stop));
+            let config = config.clone();
+            if let Ok(address) = listener.local_addr() {
+                tracing::info!("metrics on http://{address}/metrics");
+            }
+            let serve =
+                move || crate::metrics::serve(&listener, &stop, || crate::metrics::render(&shared.snapshot(), &config));
+            let thread = std::thread::Builder::new().name("raceway-metrics".into()).spawn(serve).map_err(|err| {
+                DpdkError { context: "--metrics".into(), problem: format!("cannot start the metrics thread: {err}") }
+            })?;
+            Some(thread)
+        }
+        None => None,
+    };
     let worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool), worker_seed(options.seed, 0));
     let started = Instant::now();
     let mut launched = Vec::new();
@@ -321,6 +340,10 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         worker.run_with_watcher(&ports, &shared, &input, watcher);
     }
     let final_stats = shared.snapshot();
+    metrics_stop.store(true, Ordering::Relaxed);
+    if let Some(thread) = metrics_thread {
+        let _ = thread.join();
+    }
     let elapsed = started.elapsed();
     for port in ports.iter() {
         let (rx, tx, missed, nombuf) = port.hw_stats();
@@ -482,6 +505,7 @@ impl Worker {
             iteration_start = iteration_end;
             if iteration_end >= next_publish {
                 next_publish = iteration_end + publish_ticks;
+                self.switch.refresh_depth_gauges();
                 shared.stats[0].0.lock().expect("stats lock").clone_from(&self.switch.stats);
                 // Groups skip members whose link is down.
                 for (index, port) in ports.iter().enumerate() {

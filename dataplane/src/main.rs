@@ -46,6 +46,9 @@ enum Command {
         /// Seed of the workers' random choices (ECN marking).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Serve Prometheus metrics at http://ADDR/metrics: PORT (on 127.0.0.1) or HOST:PORT.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
         /// Extra EAL arguments.
         #[arg(last = true)]
         eal: Vec<String>,
@@ -333,14 +336,24 @@ fn seconds(flag: &str, value: f64) -> Result<Duration, Failure> {
 
 fn execute(command: Command) -> Result<(), Failure> {
     match command {
-        Command::Run { config, duration, stats_json, stats_interval, seed, eal } => {
+        Command::Run { config, duration, stats_json, stats_interval, seed, metrics, eal } => {
             let config = Config::load(&config)?;
+            let metrics = match metrics {
+                Some(text) => {
+                    let address = raceway::metrics::parse_address(&text).map_err(Failure)?;
+                    let listener = std::net::TcpListener::bind(address)
+                        .map_err(|err| Failure(format!("--metrics {address}: cannot listen: {err}")))?;
+                    Some(std::sync::Arc::new(listener))
+                }
+                None => None,
+            };
             let options = LiveOptions {
                 duration: duration.map(|d| seconds("--duration", d)).transpose()?,
                 stats_interval: seconds("--stats-interval", stats_interval)?,
                 stats_json: stats_json.clone(),
                 extra_eal: eal,
                 seed,
+                metrics,
             };
             let report = live::run(&config, &options)?;
             tracing::info!("{}", report.stats.summary_line(&config));

@@ -21,6 +21,9 @@ pub struct QueueStats {
     pub ecn_marked: u64,
     pub dropped: u64,
     pub max_depth_bytes: u64,
+    /// Frame bytes queued when the counters were published (a gauge; live workers refresh it
+    /// every publish period, replay at the end, when it is 0).
+    pub depth_bytes: u64,
 }
 
 /// Peaks of one (ingress port, priority) group, in buffer cell bytes.
@@ -129,6 +132,7 @@ impl SwitchStats {
                 a.ecn_marked += b.ecn_marked;
                 a.dropped += b.dropped;
                 a.max_depth_bytes = a.max_depth_bytes.max(b.max_depth_bytes);
+                a.depth_bytes += b.depth_bytes;
             }
         }
         self.latency.add(&other.latency);
@@ -172,6 +176,7 @@ impl SwitchStats {
                         "ecn_marked": queue.ecn_marked,
                         "dropped": queue.dropped,
                         "max_depth_bytes": queue.max_depth_bytes,
+                        "depth_bytes": queue.depth_bytes,
                     })
                 })
                 .collect();

@@ -710,6 +710,15 @@ impl<P: PacketBuf> Switch<P> {
         self.shared_used
     }
 
+    /// Copies every queue's current depth into its `depth_bytes` gauge (before publishing).
+    pub fn refresh_depth_gauges(&mut self) {
+        for (state, stats) in self.ports.iter().zip(self.stats.ports.iter_mut()) {
+            for (queue, gauge) in state.queues.iter().zip(stats.queues.iter_mut()) {
+                gauge.depth_bytes = queue.bytes;
+            }
+        }
+    }
+
     /// Frame bytes queued on `port` in class `tc` (what ECN compares with kmin/kmax).
     pub fn queue_bytes(&self, port: usize, tc: usize) -> u64 {
         self.ports[port].queues[tc].bytes
