@@ -404,6 +404,35 @@ fn blast_feeds_raceway_over_memif_and_every_frame_is_accounted() {
     assert!(gbps > 0.5 && gbps < 1.05, "{gbps} Gb/s");
 }
 
+/// Runs the stock `dpdk-telemetry.py` client against the process with EAL file prefix
+/// `prefix`, one command per line, and merges its JSON replies into one object.
+fn telemetry_query(prefix: &str, commands: &[&str]) -> serde_json::Value {
+    use std::io::Write;
+    let mut client = std::process::Command::new("dpdk-telemetry.py")
+        .args(["-f", prefix])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("dpdk-telemetry.py (package dpdk) runs");
+    client.stdin.take().unwrap().write_all((commands.join("\n") + "\n").as_bytes()).unwrap();
+    let output = client.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut merged = serde_json::Map::new();
+    for line in stdout.lines().filter(|l| l.starts_with('{')) {
+        let reply: serde_json::Value = serde_json::from_str(line).unwrap();
+        merged.extend(reply.as_object().unwrap().clone());
+    }
+    for command in commands {
+        assert!(
+            merged.contains_key(*command),
+            "no reply to {command}: {stdout} {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    serde_json::Value::Object(merged)
+}
+
 /// `GET /metrics` on `address`: the body, after checking the status line.
 fn scrape(address: &str) -> String {
     use std::io::{Read, Write};
@@ -423,10 +452,11 @@ fn sample(body: &str, series: &str) -> u64 {
     line.rsplit_once(' ').unwrap().1.parse().unwrap()
 }
 
-/// The Prometheus endpoint of a live switch: once the traffic is through, a scrape gives the
-/// same numbers as the stats JSON written at exit.
+/// The Prometheus endpoint and DPDK telemetry of a live switch: once the traffic is through,
+/// a scrape and the stock `dpdk-telemetry.py` client give the same numbers as the stats JSON
+/// written at exit.
 #[test]
-fn metrics_endpoint_matches_the_stats_json() {
+fn metrics_and_telemetry_match_the_stats_json() {
     let dir = temp_dir("live-metrics");
     let frames = raceway::gen::mixed(&raceway::gen::MixedOptions { packets: 500, seed: 8, ..Default::default() });
     write_pcap(&dir.join("in.pcap"), &frames);
@@ -468,6 +498,7 @@ fn metrics_endpoint_matches_the_stats_json() {
     // scrape what will be compared (idle cycles keep counting; the data counters do not).
     std::thread::sleep(std::time::Duration::from_millis(300));
     let body = scrape(&address);
+    let telemetry = telemetry_query(&prefix, &["/raceway/ports", "/raceway/queues", "/raceway/pfc", "/raceway/groups"]);
     assert!(child.wait_for_exit().success(), "{}", std::fs::read_to_string(&log).unwrap());
     let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
     let mut compared = 0;
@@ -512,5 +543,24 @@ fn metrics_endpoint_matches_the_stats_json() {
         assert_eq!(sample(&body, &series), stats["groups"]["uplinks"][member].as_u64().unwrap(), "{series}");
     }
     assert!(compared > 100);
+    for port in PORTS {
+        let json = &stats["ports"][port];
+        let ports = &telemetry["/raceway/ports"][port];
+        for key in ["rx_packets", "rx_bytes", "tx_packets", "tx_bytes"] {
+            assert_eq!(ports[key], json[key], "telemetry {port} {key}");
+        }
+        for (reason, count) in json["drops"].as_object().unwrap() {
+            assert_eq!(&ports[format!("drops_{reason}")], count, "telemetry {port} drops {reason}");
+        }
+        for tc in 0..8 {
+            let queues = &telemetry["/raceway/queues"][port];
+            assert_eq!(queues[format!("tc{tc}_tx_packets")], json["queues"][tc]["tx_packets"]);
+            assert_eq!(queues[format!("tc{tc}_max_depth_bytes")], json["queues"][tc]["max_depth_bytes"]);
+            let pfc = &telemetry["/raceway/pfc"][port];
+            assert_eq!(pfc[format!("xoff_sent_p{tc}")], json["pfc_xoff_tx"][tc]);
+            assert_eq!(pfc[format!("received_p{tc}")], json["pfc_rx"][tc]);
+        }
+    }
+    assert_eq!(telemetry["/raceway/groups"]["uplinks"], stats["groups"]["uplinks"]);
     assert!(sample(&body, "raceway_port_tx_packets_total{port=\"host1\"}") > 0, "nothing forwarded");
 }

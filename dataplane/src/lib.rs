@@ -28,4 +28,5 @@ pub mod schedule;
 pub mod spray;
 pub mod stats;
 pub mod switch;
+pub mod telemetry;
 pub mod wire;

@@ -261,6 +261,16 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         rx_running: AtomicUsize::new(rx_lcores.len()),
         unsent: Mutex::new(0),
     });
+    // DPDK telemetry: dpdk-telemetry.py reads /raceway/* from the published counters.
+    let telemetry_shared = Arc::clone(&shared);
+    let telemetry_config = config.clone();
+    let answer = move |command: &str, _params: &str| {
+        crate::telemetry::reply(command, &telemetry_shared.snapshot(), &telemetry_config)
+    };
+    match dpdk::register_telemetry(&crate::telemetry::COMMANDS, Box::new(answer)) {
+        Ok(()) => tracing::info!("telemetry: /raceway/ports, /raceway/queues, /raceway/pfc, /raceway/groups"),
+        Err(err) => tracing::warn!("telemetry commands not registered: {err}"),
+    }
     let metrics_stop = Arc::new(AtomicBool::new(false));
     let metrics_thread = match &options.metrics {
         Some(listener) => {

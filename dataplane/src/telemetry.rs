@@ -1,0 +1,135 @@
+//! What raceway answers over DPDK telemetry (`dpdk-telemetry.py`): `/raceway/ports`,
+//! `/raceway/queues`, `/raceway/pfc` and `/raceway/groups`, each an object keyed by port (or
+//! group) whose values are counters. The DPDK side (registration, the C callback) lives in
+//! `dpdk`; this module only turns a stats snapshot into replies.
+//!
+//! Invariant: replies are built from one published snapshot, the numbers of the stats JSON and
+//! the metrics endpoint, and every name is a fixed pattern (`tc3_depth_bytes`,
+//! `xoff_sent_p3`, `drops_buffer_full`), so scripts can rely on them.
+
+use crate::config::{Config, TRAFFIC_CLASSES};
+use crate::drops::DropReason;
+use crate::stats::SwitchStats;
+use std::ffi::CStr;
+
+/// The commands and their help lines.
+pub const COMMANDS: [(&CStr, &CStr); 4] = [
+    (c"/raceway/ports", c"Per port: rx/tx packets and bytes, drops by reason."),
+    (c"/raceway/queues", c"Per port: each traffic class's depth, peak depth, tx, drops and ECN marks."),
+    (c"/raceway/pfc", c"Per port: PFC frames sent and received, watchdog events, lossless group peaks, per priority."),
+    (c"/raceway/groups", c"Per port group: frames queued to each member."),
+];
+
+/// A reply: (section, [(name, value)]).
+pub type Reply = Vec<(String, Vec<(String, u64)>)>;
+
+/// The reply to `command`, or `None` when it is not one of `COMMANDS`.
+pub fn reply(command: &str, stats: &SwitchStats, config: &Config) -> Option<Reply> {
+    let ports = config.ports.iter().zip(&stats.ports);
+    let reply = match command {
+        "/raceway/ports" => ports
+            .map(|(port, s)| {
+                let mut values = vec![
+                    ("rx_packets".to_string(), s.rx_packets),
+                    ("rx_bytes".to_string(), s.rx_bytes),
+                    ("tx_packets".to_string(), s.tx_packets),
+                    ("tx_bytes".to_string(), s.tx_bytes),
+                ];
+                values.extend(DropReason::ALL.iter().map(|r| (format!("drops_{}", r.name()), s.drops[r.index()])));
+                (port.name.clone(), values)
+            })
+            .collect(),
+        "/raceway/queues" => ports
+            .map(|(port, s)| {
+                let values = (0..TRAFFIC_CLASSES)
+                    .flat_map(|tc| {
+                        let q = &s.queues[tc];
+                        [
+                            (format!("tc{tc}_depth_bytes"), q.depth_bytes),
+                            (format!("tc{tc}_max_depth_bytes"), q.max_depth_bytes),
+                            (format!("tc{tc}_tx_packets"), q.tx_packets),
+                            (format!("tc{tc}_tx_bytes"), q.tx_bytes),
+                            (format!("tc{tc}_dropped"), q.dropped),
+                            (format!("tc{tc}_ecn_marked"), q.ecn_marked),
+                        ]
+                    })
+                    .collect();
+                (port.name.clone(), values)
+            })
+            .collect(),
+        "/raceway/pfc" => ports
+            .map(|(port, s)| {
+                let mut values: Vec<(String, u64)> = (0..8)
+                    .flat_map(|p| {
+                        [
+                            (format!("xoff_sent_p{p}"), s.pfc_xoff_tx[p]),
+                            (format!("xon_sent_p{p}"), s.pfc_xon_tx[p]),
+                            (format!("received_p{p}"), s.pfc_rx[p]),
+                            (format!("watchdog_storms_p{p}"), s.watchdog_storms[p]),
+                            (format!("watchdog_restorations_p{p}"), s.watchdog_restorations[p]),
+                        ]
+                    })
+                    .collect();
+                for p in (0..8).filter(|p| config.qos.lossless_mask & (1 << p) != 0) {
+                    values.push((format!("group_max_bytes_p{p}"), s.priority_groups[p].max_bytes));
+                    values.push((format!("group_max_headroom_bytes_p{p}"), s.priority_groups[p].max_headroom_bytes));
+                }
+                (port.name.clone(), values)
+            })
+            .collect(),
+        "/raceway/groups" => config
+            .groups
+            .iter()
+            .zip(&stats.groups)
+            .map(|(group, counts)| {
+                let members = group
+                    .members
+                    .iter()
+                    .zip(counts)
+                    .map(|(&m, &count)| (config.ports[m].name.clone(), count))
+                    .collect();
+                (group.name.clone(), members)
+            })
+            .collect(),
+        _ => return None,
+    };
+    Some(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_name_every_counter() {
+        let text = "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n[qos]\nlossless = [3]\n\
+            [[port]]\nname = \"p0\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n\
+            [[port]]\nname = \"p1\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:03\"\n\
+            [[group]]\nname = \"g\"\nports = [\"p0\", \"p1\"]\n";
+        let config = Config::parse(text, "t.toml").unwrap();
+        let mut stats = SwitchStats::new(&config);
+        stats.ports[0].rx_packets = 11;
+        stats.ports[1].queues[3].depth_bytes = 4096;
+        stats.ports[1].pfc_xoff_tx[3] = 2;
+        stats.groups[0][0] = 5;
+        let value = |command: &str, section: &str, name: &str| {
+            let reply = reply(command, &stats, &config).unwrap();
+            let (_, values) = reply.iter().find(|(s, _)| s == section).unwrap();
+            values.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+        };
+        assert_eq!(value("/raceway/ports", "p0", "rx_packets"), Some(11));
+        assert_eq!(value("/raceway/ports", "p0", "drops_headroom_overflow"), Some(0));
+        assert_eq!(value("/raceway/queues", "p1", "tc3_depth_bytes"), Some(4096));
+        assert_eq!(value("/raceway/pfc", "p1", "xoff_sent_p3"), Some(2));
+        assert_eq!(value("/raceway/pfc", "p1", "group_max_bytes_p3"), Some(0));
+        assert_eq!(value("/raceway/pfc", "p1", "group_max_bytes_p0"), None, "lossy priorities have no group");
+        assert_eq!(value("/raceway/groups", "g", "p0"), Some(5));
+        assert!(reply("/raceway/nothing", &stats, &config).is_none());
+        // DPDK's dicts hold at most 256 entries.
+        for (command, _) in COMMANDS {
+            for (_, values) in reply(command.to_str().unwrap(), &stats, &config).unwrap() {
+                assert!(values.len() <= 256);
+            }
+        }
+    }
+}
