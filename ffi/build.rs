@@ -61,6 +61,8 @@ fn main() {
         .allowlist_function("rte_mempool_free")
         .allowlist_function("shim_.*")
         .allowlist_function("rte_telemetry_register_cmd")
+        .allowlist_function("rte_pdump_init")
+        .allowlist_function("rte_pdump_uninit")
         .allowlist_function("rte_tel_data_alloc")
         .allowlist_function("rte_tel_data_start_dict")
         .allowlist_function("rte_tel_data_add_dict_u64")

@@ -380,7 +380,7 @@ fn replay_report_holds_the_series_behind_its_charts() {
 }
 
 #[test]
-fn metrics_flag_mistakes_exit_2() {
+fn live_flag_mistakes_exit_2() {
     let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/demo.toml");
     fails_with_one_line(raceway().args(["run", "-c"]).arg(&demo).args(["--metrics", "localhost"]), &["--metrics"]);
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -78,6 +78,10 @@ fn live_matches_replay(name: &str, dpdk_extra: &str) {
             .arg(&config)
             .args(["--duration", "2", "--stats-interval", "0.5", "--stats-json"])
             .arg(&stats_path)
+            .arg("--capture")
+            .arg(format!("host0={}", dir.join("capture.pcapng").display()))
+            .arg("--capture")
+            .arg(format!("up0={}", dir.join("capture.pcapng").display()))
             .args(["--", "--file-prefix", &prefix]),
     );
     let live: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
@@ -114,6 +118,26 @@ fn live_matches_replay(name: &str, dpdk_extra: &str) {
         }
     }
     assert_eq!(live["groups"], replayed["groups"]);
+    // The capture holds host0's frames as they came in and went out, and up0's output.
+    let captured = read_pcapng(&dir.join("capture.pcapng"));
+    let frames_of = |interface: &str, direction: u32| -> Vec<Vec<u8>> {
+        captured.iter().filter(|c| c.0 == interface && c.1 == direction).map(|c| c.2.clone()).collect()
+    };
+    let mut inbound = frames_of("host0", 1);
+    let mut offered: Vec<Vec<u8>> = read_pcap(&dir.join("in-host0.pcap")).into_iter().map(|(_, f)| f).collect();
+    if two_rx_workers {
+        // Two queues, two workers: each half stays in order, the halves interleave.
+        inbound.sort();
+        offered.sort();
+    }
+    assert!(inbound == offered, "host0 inbound: {} captured, {} offered", inbound.len(), offered.len());
+    for port in ["host0", "up0"] {
+        let sent: Vec<Vec<u8>> =
+            read_pcap(&live_dir.join(format!("{port}.pcap"))).into_iter().map(|(_, f)| f).collect();
+        assert!(frames_of(port, 2) == sent, "{port} outbound differs from what the port sent");
+    }
+    assert_eq!(frames_of("up0", 1).len(), 0, "up0 received nothing");
+    assert_eq!(live["capture"]["not_captured"], 0);
     let workers = if dpdk_extra.is_empty() {
         1
     } else if two_rx_workers {
@@ -402,6 +426,42 @@ fn blast_feeds_raceway_over_memif_and_every_frame_is_accounted() {
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"]);
     let gbps = report["gbps_on_wire"].as_f64().unwrap();
     assert!(gbps > 0.5 && gbps < 1.05, "{gbps} Gb/s");
+}
+
+/// (interface name, direction flags, bytes) of every packet of a pcapng file.
+fn read_pcapng(path: &std::path::Path) -> Vec<(String, u32, Vec<u8>)> {
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
+    use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
+    use pcap_file::pcapng::{Block, PcapNgReader};
+    let mut reader = PcapNgReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut names = Vec::new();
+    let mut packets = Vec::new();
+    while let Some(block) = reader.next_block() {
+        match block.unwrap() {
+            Block::InterfaceDescription(idb) => names.push(
+                idb.options
+                    .iter()
+                    .find_map(|o| match o {
+                        InterfaceDescriptionOption::IfName(name) => Some(name.to_string()),
+                        _ => None,
+                    })
+                    .unwrap_or_default(),
+            ),
+            Block::EnhancedPacket(epb) => {
+                let flags = epb
+                    .options
+                    .iter()
+                    .find_map(|o| match o {
+                        EnhancedPacketOption::Flags(flags) => Some(*flags),
+                        _ => None,
+                    })
+                    .unwrap_or(0);
+                packets.push((names[epb.interface_id as usize].clone(), flags, epb.data.to_vec()));
+            }
+            _ => {}
+        }
+    }
+    packets
 }
 
 /// Runs the stock `dpdk-telemetry.py` client against the process with EAL file prefix

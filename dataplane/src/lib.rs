@@ -9,6 +9,7 @@
 
 pub mod blast;
 pub mod buffer;
+pub mod capture;
 pub mod classify;
 pub mod config;
 pub mod dpdk;

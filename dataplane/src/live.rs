@@ -42,6 +42,8 @@ pub struct LiveOptions {
     pub seed: u64,
     /// Serve Prometheus metrics on this (already bound) socket while running.
     pub metrics: Option<Arc<std::net::TcpListener>>,
+    /// Ports to capture into pcapng files.
+    pub capture: Vec<crate::capture::CaptureRequest>,
 }
 
 /// The seed of worker `index`: distinct per worker, reproducible per run seed.
@@ -58,6 +60,8 @@ pub struct LiveReport {
     /// Frames the tx queues never accepted before shutdown (freed).
     pub unsent_at_exit: u64,
     pub elapsed: Duration,
+    /// What `--capture` wrote, when asked.
+    pub capture: Option<crate::capture::CaptureSummary>,
 }
 
 /// How often the worker publishes its counters for the main lcore.
@@ -288,7 +292,18 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         }
         None => None,
     };
-    let worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool), worker_seed(options.seed, 0));
+    let capture = if options.capture.is_empty() {
+        None
+    } else {
+        let capture = crate::capture::Capture::start(&options.capture, eal.tsc_hz(), dpdk::rdtsc())
+            .map_err(|problem| DpdkError { context: "--capture".into(), problem })?;
+        for request in &options.capture {
+            tracing::info!("capturing port '{}' into {}", request.port_name, request.file.display());
+        }
+        Some(capture)
+    };
+    let mut worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool), worker_seed(options.seed, 0));
+    worker.tap = capture.as_ref().map(crate::capture::Capture::tap);
     let started = Instant::now();
     let mut launched = Vec::new();
     let input = if rx_lcores.is_empty() {
@@ -301,7 +316,8 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
             let ring = Arc::new(ArrayQueue::new(HANDOFF_RING));
             rings.push(Arc::clone(&ring));
             let owned = dealt[index].clone();
-            let rx = RxWorker::new(config, owned, ring, index + 1, eal.tsc_hz());
+            let mut rx = RxWorker::new(config, owned, ring, index + 1, eal.tsc_hz());
+            rx.tap = capture.as_ref().map(crate::capture::Capture::tap);
             let (task_ports, task_shared) = (Arc::clone(&ports), Arc::clone(&shared));
             let polled: Vec<String> =
                 rx.queues.iter().map(|&(port, queue)| format!("{}/{queue}", config.ports[port].name)).collect();
@@ -354,6 +370,21 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     if let Some(thread) = metrics_thread {
         let _ = thread.join();
     }
+    let capture = match capture.map(crate::capture::Capture::finish).transpose() {
+        Ok(summary) => summary,
+        Err(problem) => return Err(DpdkError { context: "--capture".into(), problem }),
+    };
+    if let Some(summary) = &capture {
+        for (file, frames) in &summary.written {
+            tracing::info!("capture: {frames} frames written to {}", file.display());
+        }
+        if summary.not_captured > 0 {
+            tracing::warn!(
+                "capture: {} frames forwarded but not captured (the writer fell behind)",
+                summary.not_captured
+            );
+        }
+    }
     let elapsed = started.elapsed();
     for port in ports.iter() {
         let (rx, tx, missed, nombuf) = port.hw_stats();
@@ -375,6 +406,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         mbufs_available_at_exit: available,
         unsent_at_exit: unsent,
         elapsed,
+        capture,
     })
 }
 
@@ -414,6 +446,8 @@ struct Worker {
     tsc_hz: u64,
     /// For the PFC frames the switch sends.
     pool: Arc<Mempool>,
+    /// Copies captured ports' frames for `--capture`.
+    tap: Option<crate::capture::Tap>,
 }
 
 /// Per-port transmit state on the worker.
@@ -427,7 +461,7 @@ struct Egress {
 
 impl Worker {
     fn new(config: &Config, tsc_hz: u64, pool: Arc<Mempool>, seed: u64) -> Self {
-        Self { switch: Switch::new(config, seed), config: config.clone(), tsc_hz, pool }
+        Self { switch: Switch::new(config, seed), config: config.clone(), tsc_hz, pool, tap: None }
     }
 
     fn run(self, ports: &[Port], shared: &Shared, input: &Input) {
@@ -482,8 +516,13 @@ impl Worker {
                             if port.rx_burst(queue, &mut rx) == 0 {
                                 continue;
                             }
+                            let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
+                            let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
                             for mbuf in rx.drain() {
                                 received += 1;
+                                if let Some(tap) = tap {
+                                    tap.copy(index, false, tsc, crate::buffer::PacketBuf::data(&mbuf));
+                                }
                                 self.switch.receive(index, mbuf, now);
                             }
                         }
@@ -564,15 +603,24 @@ impl Worker {
                     if mbuf.append(&frame) {
                         state.link_free_ps =
                             state.link_free_ps.max(now) + self.config.ports[index].wire_time_ps(frame.len());
+                        if let Some(tap) = self.tap.as_ref().filter(|tap| tap.wants(index)) {
+                            tap.copy(index, true, dpdk::rdtsc(), &frame);
+                        }
                         state.pending.push(mbuf);
                     }
                 }
                 // Without an mbuf the frame stays pending and goes on a later turn.
             }
+            // Captured frames are those handed to the tx queue (as a NIC's tx capture sees them).
+            let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
+            let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
             while !state.pending.is_full() && state.link_free_ps <= now + state.window_ps {
                 let Some(mbuf) = self.switch.transmit(index, now) else { break };
                 let len = crate::buffer::PacketBuf::len(&mbuf);
                 state.link_free_ps = state.link_free_ps.max(now) + self.config.ports[index].wire_time_ps(len);
+                if let Some(tap) = tap {
+                    tap.copy(index, true, tsc, crate::buffer::PacketBuf::data(&mbuf));
+                }
                 state.pending.push(mbuf);
             }
             if !state.pending.is_empty() {
@@ -594,6 +642,8 @@ struct RxWorker {
     stats: SwitchStats,
     slot: usize,
     tsc_hz: u64,
+    /// Copies captured ports' received frames for `--capture`.
+    tap: Option<crate::capture::Tap>,
 }
 
 impl RxWorker {
@@ -604,7 +654,15 @@ impl RxWorker {
         slot: usize,
         tsc_hz: u64,
     ) -> Self {
-        Self { classifier: Classifier::new(config), queues, ring, stats: SwitchStats::new(config), slot, tsc_hz }
+        Self {
+            classifier: Classifier::new(config),
+            queues,
+            ring,
+            stats: SwitchStats::new(config),
+            slot,
+            tsc_hz,
+            tap: None,
+        }
     }
 
     fn run(mut self, ports: &[Port], shared: &Shared) {
@@ -621,8 +679,13 @@ impl RxWorker {
                 }
                 let mut handoff = Handoff { frames: std::array::from_fn(|_| None) };
                 let mut count = 0;
+                let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
+                let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
                 for mut mbuf in rx.drain() {
                     received += 1;
+                    if let Some(tap) = tap {
+                        tap.copy(index, false, tsc, crate::buffer::PacketBuf::data(&mbuf));
+                    }
                     let len = crate::buffer::PacketBuf::len(&mbuf) as u64;
                     let verdict = self.classifier.classify(crate::buffer::PacketBuf::data_mut(&mut mbuf));
                     if let Verdict::Drop(reason) = verdict {
@@ -673,6 +736,15 @@ mod tests {
         assert_eq!(deal_rx_queues(&[2, 2], 2), vec![vec![(0, 0), (1, 0)], vec![(0, 1), (1, 1)]]);
         assert_eq!(deal_rx_queues(&[2, 1, 1], 2), vec![vec![(0, 0), (1, 0)], vec![(0, 1), (2, 0)]]);
         assert_eq!(deal_rx_queues(&[1], 1), vec![vec![(0, 0)]]);
+    }
+
+    #[test]
+    fn pdump_needs_shared_memory() {
+        let args = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(dpdk::shares_memory(&args(&["-l", "0-1", "--file-prefix", "x"])));
+        assert!(!dpdk::shares_memory(&args(&["--no-huge", "-m", "1024"])));
+        assert!(!dpdk::shares_memory(&args(&["--in-memory"])));
+        assert!(!dpdk::shares_memory(&args(&["--no-shconf"])));
     }
 
     #[test]

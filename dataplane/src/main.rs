@@ -49,6 +49,10 @@ enum Command {
         /// Serve Prometheus metrics at http://ADDR/metrics: PORT (on 127.0.0.1) or HOST:PORT.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<String>,
+        /// PORT=FILE.pcapng: write what PORT receives and sends (repeat per port; ports may
+        /// share a file).
+        #[arg(long = "capture", value_name = "PORT=FILE")]
+        captures: Vec<String>,
         /// Extra EAL arguments.
         #[arg(last = true)]
         eal: Vec<String>,
@@ -336,8 +340,27 @@ fn seconds(flag: &str, value: f64) -> Result<Duration, Failure> {
 
 fn execute(command: Command) -> Result<(), Failure> {
     match command {
-        Command::Run { config, duration, stats_json, stats_interval, seed, metrics, eal } => {
-            let config = Config::load(&config)?;
+        Command::Run { config: config_path, duration, stats_json, stats_interval, seed, metrics, captures, eal } => {
+            let config = Config::load(&config_path)?;
+            let mut capture = Vec::new();
+            for text in &captures {
+                let (port, file) =
+                    text.split_once('=').ok_or_else(|| Failure(format!("--capture: '{text}' is not PORT=FILE")))?;
+                let index = config.port_index(port).ok_or_else(|| {
+                    Failure(format!("--capture: '{port}' is not a port of {}", config_path.display()))
+                })?;
+                if capture.iter().any(|c: &raceway::capture::CaptureRequest| c.port == index) {
+                    return Err(Failure(format!("--capture: port '{port}' is given twice")));
+                }
+                // Fail before the EAL starts if the file cannot be written.
+                std::fs::File::create(file)
+                    .map_err(|err| Failure(format!("--capture: {file}: cannot create: {err}")))?;
+                capture.push(raceway::capture::CaptureRequest {
+                    port: index,
+                    port_name: port.to_string(),
+                    file: PathBuf::from(file),
+                });
+            }
             let metrics = match metrics {
                 Some(text) => {
                     let address = raceway::metrics::parse_address(&text).map_err(Failure)?;
@@ -354,6 +377,7 @@ fn execute(command: Command) -> Result<(), Failure> {
                 extra_eal: eal,
                 seed,
                 metrics,
+                capture,
             };
             let report = live::run(&config, &options)?;
             tracing::info!("{}", report.stats.summary_line(&config));
@@ -371,6 +395,14 @@ fn execute(command: Command) -> Result<(), Failure> {
                     "available_at_exit": report.mbufs_available_at_exit,
                     "unsent_at_exit": report.unsent_at_exit,
                 });
+                if let Some(summary) = &report.capture {
+                    let files: serde_json::Map<String, serde_json::Value> = summary
+                        .written
+                        .iter()
+                        .map(|(file, frames)| (file.display().to_string(), serde_json::json!(frames)))
+                        .collect();
+                    json["capture"] = serde_json::json!({ "files": files, "not_captured": summary.not_captured });
+                }
                 let text = serde_json::to_string_pretty(&json).expect("stats serialise") + "\n";
                 std::fs::write(&path, text)
                     .map_err(|err| Failure(format!("{}: cannot write: {err}", path.display())))?;

@@ -56,7 +56,14 @@ fn last_errno() -> c_int {
 /// The running EAL. Dropping it calls `rte_eal_cleanup`, so it must outlive every port,
 /// pool and mbuf (the live engine drops them first).
 pub struct Eal {
-    _private: (),
+    /// rte_pdump_init succeeded (shared memory): uninit before cleanup.
+    pdump: bool,
+}
+
+/// Whether the EAL shares its memory with secondary processes, which is what `dpdk-dumpcap`
+/// (through the pdump library) needs: not with `--no-huge`, `--in-memory` or `--no-shconf`.
+pub fn shares_memory(args: &[String]) -> bool {
+    !args.iter().any(|arg| matches!(arg.as_str(), "--no-huge" | "--in-memory" | "--no-shconf"))
 }
 
 impl Eal {
@@ -78,7 +85,18 @@ impl Eal {
         if rc < 0 {
             return Err(DpdkError { context: "EAL init".into(), problem: strerror(last_errno()) });
         }
-        Ok(Self { _private: () })
+        let mut pdump = false;
+        if shares_memory(args) {
+            // SAFETY: plain call after a successful rte_eal_init, on the main lcore.
+            let rc = unsafe { sys::rte_pdump_init() };
+            if rc == 0 {
+                pdump = true;
+                tracing::info!("pdump enabled: dpdk-dumpcap can capture from this process");
+            } else {
+                tracing::warn!("pdump not enabled ({}): dpdk-dumpcap cannot attach", strerror(last_errno()));
+            }
+        }
+        Ok(Self { pdump })
     }
 
     /// The lcore the calling thread runs on.
@@ -133,6 +151,10 @@ impl Eal {
 
 impl Drop for Eal {
     fn drop(&mut self) {
+        if self.pdump {
+            // SAFETY: pdump was initialised by `init` and is released once, before cleanup.
+            unsafe { sys::rte_pdump_uninit() };
+        }
         // SAFETY: every DPDK object of this process was released before the Eal is dropped
         // (the live engine owns them in an inner scope).
         unsafe { sys::rte_eal_cleanup() };
