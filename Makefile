@@ -7,7 +7,7 @@ CARGO ?= cargo
 APT_PACKAGES := build-essential pkg-config libdpdk-dev dpdk dpdk-dev clang libclang-dev libpcap-dev tshark
 RACEWAY := target/release/raceway
 
-.PHONY: all deps build test run report demo-traces bench fmt clean
+.PHONY: all deps build test run report demo-traces bench fuzz-build fuzz-smoke fuzz fmt clean
 
 all: build
 
@@ -51,6 +51,38 @@ run: demo-traces
 	$(RACEWAY) run -c config/demo.toml --duration 3 --stats-interval 1 --stats-json out/demo/stats.json
 	@echo "--- demo summary: per-port counters in out/demo/stats.json; transmitted frames:"
 	@for file in out/demo/*.pcap; do printf '%-28s %s frames\n' "$$file" "$$(tshark -r $$file 2>/dev/null | wc -l)"; done
+
+# Fuzzing with libFuzzer on stable Rust: the coverage flags cargo-fuzz passes with
+# `--sanitizer none` (the fuzzed code has no unsafe), plus debug assertions and overflow
+# checks so arithmetic mistakes are findings. An explicit --target keeps the flags off build
+# scripts. `make fuzz-smoke` runs each target FUZZ_SECONDS (CI); `make fuzz TARGET=wire
+# FUZZ_SECONDS=600` runs one for long.
+HOST_TRIPLE = $(shell rustc -vV | sed -n 's/^host: //p')
+FUZZ_RUSTFLAGS := -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+	-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+	-Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks
+FUZZ_TARGETS := wire pipeline config
+FUZZ_SECONDS ?= 20
+FUZZ_BIN = fuzz/target/$(HOST_TRIPLE)/release
+
+fuzz-build: build
+	RUSTFLAGS="$(FUZZ_RUSTFLAGS)" $(CARGO) build --release --manifest-path fuzz/Cargo.toml --target $(HOST_TRIPLE)
+	@if [ ! -d fuzz/seeds ]; then python3 fuzz/seed.py $(RACEWAY) fuzz/seeds; fi
+
+fuzz-smoke: fuzz-build
+	@for target in $(FUZZ_TARGETS); do \
+		mkdir -p fuzz/corpus/$$target fuzz/artifacts/$$target; \
+		echo "fuzz $$target for $(FUZZ_SECONDS) s"; \
+		$(FUZZ_BIN)/$$target -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=20000 \
+			-artifact_prefix=fuzz/artifacts/$$target/ -print_final_stats=1 \
+			fuzz/corpus/$$target fuzz/seeds/$$target 2>&1 | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==|SUMMARY|panicked|Done)" ; \
+		test $${PIPESTATUS[0]} -eq 0 || { echo "fuzz $$target found a crash: see fuzz/artifacts/$$target"; exit 1; }; \
+	done
+
+fuzz: fuzz-build
+	@mkdir -p fuzz/corpus/$(TARGET) fuzz/artifacts/$(TARGET)
+	$(FUZZ_BIN)/$(TARGET) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=20000 \
+		-artifact_prefix=fuzz/artifacts/$(TARGET)/ -print_final_stats=1 fuzz/corpus/$(TARGET) fuzz/seeds/$(TARGET)
 
 bench: deps
 	$(CARGO) bench -p raceway-perf

@@ -7,6 +7,8 @@
 //! Invariant: frames the port does not accept are counted (`refused`), never silently
 //! dropped, and every mbuf is back in the pool at exit.
 
+#![forbid(unsafe_code)]
+
 use crate::buffer::PacketBuf;
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mempool, Port};
 use std::time::{Duration, Instant};

@@ -6,6 +6,8 @@
 //! Invariant: a frame is rewritten only when the verdict is `Forward`, so a dropped frame
 //! leaves the stage byte-for-byte as it came in; every other outcome carries its reason.
 
+#![forbid(unsafe_code)]
+
 use crate::config::{Config, RouteTarget, Trust};
 use crate::drops::DropReason;
 use crate::route::RouteTable;
@@ -46,6 +48,8 @@ pub struct Classifier {
     switch_mac: MacAddress,
     peer_macs: Vec<MacAddress>,
     port_enabled: Vec<bool>,
+    /// Largest IP packet forwarded (`switch.mtu`); longer ones are `oversize`.
+    mtu: usize,
 }
 
 impl Classifier {
@@ -58,6 +62,7 @@ impl Classifier {
             switch_mac: config.mac,
             peer_macs: config.ports.iter().map(|port| port.peer_mac).collect(),
             port_enabled: config.ports.iter().map(|port| port.enabled).collect(),
+            mtu: config.mtu as usize,
         }
     }
 
@@ -80,6 +85,11 @@ impl Classifier {
         };
         if ip.ttl <= 1 {
             return Verdict::Drop(DropReason::TtlExpired);
+        }
+        // The IP packet with any Ethernet padding: padding only follows packets far below
+        // any MTU (frames under 60 bytes), so this never misjudges a legal packet.
+        if frame.len() - ip.l3_offset > self.mtu {
+            return Verdict::Drop(DropReason::Oversize);
         }
         let tc = match self.trust {
             Trust::Dscp => self.dscp_to_tc[usize::from(ip.dscp)],
@@ -220,6 +230,23 @@ ports = ["p1", "p2"]
         let first = classifier.classify(&mut frame.clone());
         assert_eq!(first, classifier.classify(&mut frame.clone()), "one flow, one hash");
         assert!(matches!(first, Verdict::Forward { target: RouteTarget::Group(0), .. }), "{first:?}");
+    }
+
+    #[test]
+    fn packets_over_the_mtu_are_oversize_and_at_the_mtu_forwarded() {
+        let classifier =
+            classifier(&CONFIG.replace("mac = \"02:00:00:00:00:aa\"", "mac = \"02:00:00:00:00:aa\"\nmtu = 1500"));
+        let build = |ip_len: usize| {
+            let mut spec =
+                crate::frames::FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 1);
+            spec.frame_len = 14 + ip_len;
+            spec.build()
+        };
+        assert!(matches!(classifier.classify(&mut build(1500)), Verdict::Forward { .. }));
+        let mut over = build(1501);
+        let before = over.clone();
+        assert_eq!(classifier.classify(&mut over), Verdict::Drop(DropReason::Oversize));
+        assert_eq!(over, before, "a dropped frame is untouched");
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! names a port or group that exists, TCs are 0-7, DSCPs 0-63, speeds positive, thresholds
 //! ordered. Every rejection is one `ConfigError` naming the file, the field and the problem.
 
+#![forbid(unsafe_code)]
+
 use crate::wire::ethernet::MacAddress;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -3,6 +3,8 @@
 //! Invariant: every packet the switch receives is forwarded, consumed (PFC) or counted under
 //! exactly one of these reasons; `ALL` lists each reason once, in stats JSON order.
 
+#![forbid(unsafe_code)]
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum DropReason {
@@ -23,10 +25,12 @@ pub enum DropReason {
     PfcWatchdog,
     /// A non-ECT frame on a lossy class that its ECN/WRED profile said to mark.
     Wred,
+    /// An IP packet longer than `switch.mtu`: the switch does not fragment.
+    Oversize,
 }
 
 impl DropReason {
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 9;
     pub const ALL: [DropReason; Self::COUNT] = [
         Self::Malformed,
         Self::Unsupported,
@@ -36,6 +40,7 @@ impl DropReason {
         Self::HeadroomOverflow,
         Self::PfcWatchdog,
         Self::Wred,
+        Self::Oversize,
     ];
 
     /// The name used in stats JSON and logs.
@@ -49,6 +54,7 @@ impl DropReason {
             Self::HeadroomOverflow => "headroom_overflow",
             Self::PfcWatchdog => "pfc_watchdog",
             Self::Wred => "wred",
+            Self::Oversize => "oversize",
         }
     }
 

@@ -16,6 +16,8 @@
 //! Invariant: a random draw happens only when kmin <= depth <= kmax and kmin < kmax, from the
 //! switch's seeded PRNG, so replays with one seed mark the same frames.
 
+#![forbid(unsafe_code)]
+
 use crate::config::EcnProfile;
 use crate::rng::Rng;
 use crate::wire::{ipv4, ipv6};

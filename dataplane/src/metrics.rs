@@ -7,6 +7,8 @@
 //! priority, reason, group and member). The server never touches the workers: it only reads
 //! the snapshot, and a slow or broken client cannot stall anything but this thread.
 
+#![forbid(unsafe_code)]
+
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::stats::SwitchStats;

@@ -23,6 +23,8 @@
 //! Invariant: the reserved headroom always fits in the buffer (`PfcPlan::new` refuses
 //! otherwise), so the shared buffer is never negative.
 
+#![forbid(unsafe_code)]
+
 use crate::config::{Config, PortConfig, Threshold};
 
 /// Bytes per buffer cell.

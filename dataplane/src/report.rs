@@ -7,6 +7,8 @@
 //! one value per sample; a sample covers `interval_ps` and holds the interval's transmitted
 //! bytes and its maximum queue depths, so a short burst is never averaged away.
 
+#![forbid(unsafe_code)]
+
 use crate::buffer::PacketBuf;
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::pfc;

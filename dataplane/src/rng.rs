@@ -4,6 +4,8 @@
 //! Invariant: the sequence depends only on the seed, on every platform, so replays and
 //! generated traces are reproducible.
 
+#![forbid(unsafe_code)]
+
 #[derive(Debug, Clone)]
 pub struct Rng {
     state: [u64; 4],

@@ -7,6 +7,8 @@
 //! Invariant: `lookup` returns the target of the longest prefix containing the address, or
 //! `None`; keys are stored masked to their length, so host bits never affect a match.
 
+#![forbid(unsafe_code)]
+
 use crate::config::{RouteConfig, RouteTarget};
 use crate::wire::parse::Destination;
 use std::hash::{BuildHasherDefault, Hasher};

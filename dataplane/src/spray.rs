@@ -23,6 +23,8 @@
 //! Invariant: selection never allocates (the flowlet table never grows past its capacity) and
 //! depends only on its inputs and the seeded PRNG, so replays are deterministic.
 
+#![forbid(unsafe_code)]
+
 use crate::config::{Config, GroupMode};
 use crate::rng::Rng;
 use hashbrown::HashMap;

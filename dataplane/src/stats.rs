@@ -9,6 +9,8 @@
 //! priority of the egress port.
 //! Workers own their counters; the main core sums them with `add`.
 
+#![forbid(unsafe_code)]
+
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::latency::LatencyHistogram;

@@ -25,6 +25,8 @@
 //! every queued frame leaves through `transmit`, a watchdog flush or `drain`, counted; the
 //! shared and per-group cell counts are exactly the charges of the frames queued.
 
+#![forbid(unsafe_code)]
+
 use crate::buffer::PacketBuf;
 use crate::classify::{Classifier, IpHeader, Verdict};
 use crate::config::{Config, EcnProfile, MarkOn, RouteTarget, WatchdogAction, TRAFFIC_CLASSES};

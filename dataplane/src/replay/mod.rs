@@ -21,6 +21,8 @@
 //! no hash order, no thread) feeds the outputs, so the same inputs and seed give the same
 //! bytes. At the end every queue is empty, so rx = tx + drops.
 
+#![forbid(unsafe_code)]
+
 pub mod pcap;
 
 use crate::buffer::HeapPacket;

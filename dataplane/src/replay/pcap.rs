@@ -4,6 +4,8 @@
 //! one `TraceError` naming the file, the record and the problem; output captures are Ethernet
 //! pcaps with nanosecond timestamps.
 
+#![forbid(unsafe_code)]
+
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::{DataLink, TsResolution};
 use std::fmt;

@@ -3,6 +3,8 @@
 //!
 //! Invariant: after `check_len`, the 4 tag bytes exist.
 
+#![forbid(unsafe_code)]
+
 use super::ethernet::EtherType;
 use super::{read_u16, Result, WireError};
 
