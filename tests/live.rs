@@ -626,3 +626,82 @@ fn metrics_and_telemetry_match_the_stats_json() {
     assert_eq!(telemetry["/raceway/groups"]["uplinks"], stats["groups"]["uplinks"]);
     assert!(sample(&body, "raceway_port_tx_packets_total{port=\"host1\"}") > 0, "nothing forwarded");
 }
+
+/// A port whose tx stops accepting frames (a net_memif server nobody connects to): its queues
+/// fill, lossy frames to it are tail-dropped and counted, lossless ones make the switch send
+/// XOFF upstream (the net_pcap peer cannot pause, so its headroom overflows, counted), and at
+/// exit the frames still queued are counted and every mbuf is back in the pool.
+#[test]
+fn a_port_whose_tx_stops_accepting_fills_its_queues_and_counts_every_frame() {
+    let dir = temp_dir("live-stuck-tx");
+    let lossless = flood_to_host0(1);
+    let lossy: Vec<(u64, Vec<u8>)> = lossless
+        .iter()
+        .map(|(t, f)| {
+            let mut frame = f.clone();
+            frame[15] = 0x02; // DSCP 0 (TC 0), ECT(0)
+            fix_ipv4_checksum(&mut frame[14..34]);
+            (*t + 50, frame)
+        })
+        .collect();
+    let mut mixed: Vec<(u64, Vec<u8>)> = lossless.into_iter().chain(lossy).collect();
+    mixed.sort_by_key(|(t, _)| *t);
+    write_pcap(&dir.join("in-host1.pcap"), &mixed);
+    let socket = format!("raceway-stuck-{}", std::process::id());
+    let devices = [
+        format!("net_memif50,role=server,socket={socket}"),
+        format!("net_pcap50,rx_pcap={}/in-host1.pcap", dir.display()),
+        "net_null50,no-rx=1".to_string(),
+        "net_null51,no-rx=1".to_string(),
+    ];
+    let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
+    let config = dir.join("leaf.toml");
+    std::fs::write(
+        &config,
+        four_port_config("buffer_bytes = 1048576", [&devices[0], &devices[1], &devices[2], &devices[3]], eal),
+    )
+    .unwrap();
+    let stats = run_live(&dir, &config, "stuck", &[]);
+    assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"], "mbufs leaked");
+    let host1 = &stats["ports"]["host1"];
+    assert_eq!(host1["rx_packets"], 4000);
+    let drops = &host1["drops"];
+    assert!(drops["buffer_full"].as_u64().unwrap() > 1000, "lossy frames tail-dropped: {drops}");
+    assert!(drops["headroom_overflow"].as_u64().unwrap() > 0, "lossless frames overflowed the headroom: {drops}");
+    assert!(host1["pfc_xoff_tx"][3].as_u64().unwrap() > 0, "no XOFF sent upstream");
+    // Only the one tx burst handed to the stuck port ever "left" the switch.
+    let sent = stats["ports"]["host0"]["tx_packets"].as_u64().unwrap();
+    assert!(sent <= 32, "{sent} frames sent on a port that accepts none");
+    assert_eq!(stats["mbufs"]["unsent_at_exit"].as_u64().unwrap(), sent);
+    let dropped: u64 = drops.as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(dropped + sent, 4000, "every frame accounted for");
+}
+
+/// A device that fails to start (its capture file is missing) ends the run with one error
+/// line naming the port, after DPDK's own messages, and exit status 2.
+#[test]
+fn a_port_that_fails_to_start_is_a_clear_error() {
+    let dir = temp_dir("live-badstart");
+    let devices = [
+        "net_pcap60,rx_pcap=/nonexistent/raceway.pcap".to_string(),
+        "net_null60,no-rx=1".to_string(),
+        "net_null61,no-rx=1".to_string(),
+        "net_null62,no-rx=1".to_string(),
+    ];
+    let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
+    let config = dir.join("leaf.toml");
+    std::fs::write(&config, four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)).unwrap();
+    let prefix = format!("raceway-badstart-{}", std::process::id());
+    let output = raceway()
+        .args(["run", "-c"])
+        .arg(&config)
+        .args(["--duration", "1", "--", "--file-prefix", &prefix])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let ours: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(ours.len(), 1, "{stderr}");
+    assert!(ours[0].contains("port 'host0'") && ours[0].contains("net_pcap60"), "{}", ours[0]);
+    assert!(!stderr.contains("panicked"));
+}
