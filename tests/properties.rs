@@ -113,9 +113,12 @@ proptest! {
     }
 }
 
+/// (timestamp ns, frame) records of one trace.
+type Trace = Vec<(u64, Vec<u8>)>;
+
 /// `count` lossless RoCEv2 frames of `len` bytes from sender host `sender` to host 0, from
 /// `start_ns` on, back to back at 100G, PSN 0...
-fn incast_flow(sender: u8, count: u32, len: usize, start_ns: u64) -> Vec<(u64, Vec<u8>)> {
+fn incast_flow(sender: u8, count: u32, len: usize, start_ns: u64) -> Trace {
     let gap_ns = ((len + 24) as u64 * 8).div_ceil(100);
     (0..count)
         .map(|psn| {
@@ -148,7 +151,7 @@ proptest! {
         let pfc = if dynamic { "" } else { "[qos.pfc]\nxoff_bytes = 200000\n" };
         let config = leaf(usize::from(senders) + 1, "buffer_bytes = 4194304", pfc, "3")
             .replacen("speed_gbps = 100", &format!("speed_gbps = {speed}"), 1);
-        let traces: Vec<(String, Vec<(u64, Vec<u8>)>)> = (1..=senders)
+        let traces: Vec<(String, Trace)> = (1..=senders)
             .map(|s| (format!("h{s}"), incast_flow(s, count, len, starts[usize::from(s) - 1])))
             .collect();
         let inputs: Vec<Input> = traces.iter().map(|(port, frames)| (port.as_str(), frames.as_slice())).collect();
