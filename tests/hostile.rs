@@ -288,3 +288,26 @@ fn hostile_configs_are_one_clear_error() {
     );
     assert_eq!(check_config("hostile-config-overlap", &overlapping).status.code(), Some(0));
 }
+
+/// On a switch with no lossless priority (PFC off), received PFC frames are counted and not
+/// obeyed: traffic out of the port that got them keeps flowing.
+#[test]
+fn pfc_without_lossless_priorities_is_counted_not_obeyed() {
+    let dir = temp_dir("hostile-pfc-off");
+    let xoff = vec![(0u64, pfc(0x00ff, [0xffff; 8]))];
+    let data: Vec<(u64, Vec<u8>)> = (0..10u64)
+        .map(|i| {
+            let mut spec =
+                FrameSpec::rocev2(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9)), IpAddr::V4(Ipv4Addr::new(10, 0, 1, 2)), 1);
+            spec.frame_len = 500;
+            (1000 + i * 100, spec.build())
+        })
+        .collect();
+    let out = replay_in(&dir, &leaf(2, "", "", ""), &[("h1", &xoff), ("h0", &data)], &[]);
+    let stats = stats(&out);
+    assert_eq!(stats["ports"]["h1"]["pfc_rx"], serde_json::json!([1, 1, 1, 1, 1, 1, 1, 1]));
+    assert_eq!(stats["ports"]["h1"]["tx_packets"], 10);
+    // Sent as they came, not 335 us later when a 0xFFFF pause would have ended.
+    let sent = read_pcap(&out.join("h1.pcap"));
+    assert!(sent.last().unwrap().0 < 5_000, "h1's egress was paused: last frame at {} ns", sent.last().unwrap().0);
+}
