@@ -270,6 +270,11 @@ fn hostile_configs_are_one_clear_error() {
         ("a prefix that is not one", base.replace("10.0.1.0/24", "10.0.1.0/33"), vec!["bad.toml", "prefix"]),
         ("a lossless priority above 7", base.replace("lossless = [3]", "lossless = [9]"), vec!["bad.toml", "lossless"]),
         ("a MAC that is not one", base.replace("02:00:00:00:00:01", "02:00:00:00:01"), vec!["bad.toml", "mac"]),
+        (
+            "more lossless headroom than the buffer",
+            base.replacen("[switch]", "[switch]\nbuffer_bytes = 65536", 1),
+            vec!["bad.toml", "headroom"],
+        ),
     ];
     for (what, text, words) in cases {
         let output = check_config("hostile-config", &text);
