@@ -236,13 +236,19 @@ impl PortConfig {
     /// preamble, start delimiter and inter-frame gap, and the 4-byte FCS that captures omit.
     #[inline]
     pub fn wire_time_ps(&self, len: usize) -> u64 {
+        Self::wire_time_for(self.speed_mbps, len)
+    }
+
+    /// `wire_time_ps` at `speed_mbps`.
+    #[inline]
+    pub fn wire_time_for(speed_mbps: u64, len: usize) -> u64 {
         let bytes = len as u64 + WIRE_OVERHEAD_BYTES;
         // Common speeds take a whole number of ps per byte (80 at 100G, 320 at 25G): a multiply
         // instead of a 64-bit division per frame; other speeds divide, rounding up as before.
-        if 8_000_000 % self.speed_mbps == 0 {
-            bytes * (8_000_000 / self.speed_mbps)
+        if 8_000_000 % speed_mbps == 0 {
+            bytes * (8_000_000 / speed_mbps)
         } else {
-            (bytes * 8_000_000).div_ceil(self.speed_mbps)
+            (bytes * 8_000_000).div_ceil(speed_mbps)
         }
     }
 }

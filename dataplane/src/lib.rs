@@ -15,6 +15,7 @@ pub mod config;
 pub mod dpdk;
 pub mod drops;
 pub mod ecn;
+pub mod fabric;
 pub mod frames;
 pub mod gen;
 pub mod latency;

@@ -98,6 +98,40 @@ enum Command {
         #[arg(last = true)]
         eal: Vec<String>,
     },
+    /// Run a leaf-spine fabric of raceway switches and RoCEv2 hosts in virtual time.
+    Fabric {
+        /// The fabric file (config/fabric/*.toml).
+        #[arg(short, long)]
+        config: PathBuf,
+        /// incast, alltoall or allreduce.
+        #[arg(long)]
+        workload: String,
+        /// For incast: the receiving host's index (leaf-major).
+        #[arg(long, default_value_t = 0)]
+        target: usize,
+        #[arg(long, default_value_t = 1_048_576)]
+        message_bytes: u64,
+        /// Messages per sender (per destination for all-to-all; iterations for all-reduce).
+        #[arg(long, default_value_t = 4)]
+        messages: u32,
+        /// Leaf uplink group mode, overriding the file: ecmp, flowlet, spray, random, adaptive.
+        #[arg(long)]
+        mode: Option<String>,
+        /// Senders at line rate, no CNPs (DCQCN off), whatever the file says.
+        #[arg(long)]
+        no_dcqcn: bool,
+        /// RDMA payload per frame (RoCE path MTU).
+        #[arg(long, default_value_t = 4096)]
+        roce_mtu: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Give up at this virtual time (ms) and report what did not complete.
+        #[arg(long, default_value_t = 1000.0)]
+        horizon_ms: f64,
+        /// Write results.json and per-switch stats and charts here.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Write synthetic traces as pcap.
     Gen {
         #[command(subcommand)]
@@ -435,6 +469,69 @@ fn execute(command: Command) -> Result<(), Failure> {
             }
             let stats = replay::run(&config, &parsed, &out, &options)?;
             println!("{}", stats.summary_line(&config));
+            Ok(())
+        }
+        Command::Fabric {
+            config,
+            workload,
+            target,
+            message_bytes,
+            messages,
+            mode,
+            no_dcqcn,
+            roce_mtu,
+            seed,
+            horizon_ms,
+            out,
+        } => {
+            let mut fabric = raceway::fabric::Fabric::load(&config, mode.as_deref()).map_err(Failure)?;
+            if no_dcqcn {
+                fabric.dcqcn.enabled = false;
+            }
+            let collective = raceway::fabric::workload::Collective::parse(&workload, target).map_err(Failure)?;
+            if target >= fabric.hosts.len() {
+                return Err(Failure(format!(
+                    "--target: {target} is not a host (the fabric has {})",
+                    fabric.hosts.len()
+                )));
+            }
+            if message_bytes == 0 || messages == 0 {
+                return Err(Failure("--message-bytes and --messages must be at least 1".into()));
+            }
+            if !(64..=9000).contains(&roce_mtu)
+                || roce_mtu + raceway::fabric::host::ROCE_OVERHEAD > fabric.mtu as usize + 14
+            {
+                return Err(Failure(format!(
+                    "--roce-mtu: {roce_mtu} is not 64-9000 or does not fit the switches' mtu {}",
+                    fabric.mtu
+                )));
+            }
+            if !(horizon_ms.is_finite() && horizon_ms > 0.0) {
+                return Err(Failure(format!("--horizon-ms: {horizon_ms} is not positive")));
+            }
+            let options = raceway::fabric::engine::FabricOptions {
+                collective,
+                message_bytes,
+                messages,
+                roce_mtu,
+                seed,
+                horizon_ms,
+            };
+            let result = raceway::fabric::engine::run(&fabric, &options, Some(&out)).map_err(Failure)?;
+            println!(
+                "{} {} mode {} dcqcn {}: completion {} us, FCT p50 {:.1} us p99 {:.1} us, PFC pause {:.1} us, CNPs {}, drops {}, incomplete {}",
+                fabric.name,
+                workload,
+                result["mode"].as_str().unwrap_or(""),
+                fabric.dcqcn.enabled,
+                result["completion_us"].as_f64().map_or("-".to_string(), |c| format!("{c:.1}")),
+                result["fct_us"]["p50"].as_f64().unwrap_or(0.0),
+                result["fct_us"]["p99"].as_f64().unwrap_or(0.0),
+                result["pfc_pause_total_us"].as_f64().unwrap_or(0.0),
+                result["cnps_sent"],
+                result["drops"],
+                result["incomplete_messages"],
+            );
             Ok(())
         }
         Command::Blast { trace, device, rate_gbps, duration, eal } => {

@@ -26,7 +26,7 @@ const TARGET_SAMPLES: u64 = 500;
 
 /// Pause intervals of one (port, priority), merged where they overlap.
 #[derive(Debug, Clone, Default)]
-struct Intervals {
+pub(crate) struct Intervals {
     closed: Vec<(u64, u64)>,
     /// The open interval's start and its scheduled end (a pause's expiry).
     open: Option<(u64, u64)>,
@@ -34,7 +34,7 @@ struct Intervals {
 
 impl Intervals {
     /// A pause from `from` until `until`; extends the open pause if it has not ended.
-    fn pause(&mut self, from: u64, until: u64) {
+    pub(crate) fn pause(&mut self, from: u64, until: u64) {
         match self.open {
             Some((start, end)) if from <= end => self.open = Some((start, end.max(until))),
             Some(done) => {
@@ -46,13 +46,13 @@ impl Intervals {
     }
 
     /// A resume (pause time 0) at `at` ends the open pause there.
-    fn resume(&mut self, at: u64) {
+    pub(crate) fn resume(&mut self, at: u64) {
         if let Some((start, end)) = self.open.take() {
             self.closed.push((start, end.min(at)));
         }
     }
 
-    fn finish(&mut self) -> &[(u64, u64)] {
+    pub(crate) fn finish(&mut self) -> &[(u64, u64)] {
         if let Some(open) = self.open.take() {
             self.closed.push(open);
         }

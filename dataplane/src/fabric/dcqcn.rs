@@ -1,0 +1,258 @@
+//! DCQCN rate control of one sending queue pair (Zhu et al., "Congestion Control for
+//! Large-Scale RDMA Deployments", SIGCOMM 2015), as RoCE NICs run it.
+//!
+//! Reaction point: on a CNP the current rate RC is cut by alpha/2 (alpha is the EWMA of
+//! congestion, raised by each CNP and decayed every `alpha_update_us` without one), and the
+//! target RT remembers the rate before the cut. Recovery: a timer (`rate_increase_us`) and a
+//! byte counter (`byte_counter_bytes`) each count stages; for the first `fast_recovery_stages`
+//! stages RC moves halfway to RT (fast recovery), then RT grows by `additive_increase_mbps`
+//! (additive) and, once both counters are past the fast stages, by `hyper_increase_mbps`
+//! (hyper). Rates stay within [min_rate, line rate]. Cuts happen at most once per
+//! `rate_decrease_interval_us`.
+//!
+//! Invariant: the rate is always within [min_rate_mbps, line rate], and the state changes only
+//! through `on_cnp`, `on_bytes_sent` and `advance`, all in virtual time, so runs are
+//! deterministic.
+
+#![forbid(unsafe_code)]
+
+use serde::Deserialize;
+
+/// DCQCN parameters. Defaults: the paper's algorithm and increase steps (5 fast recovery
+/// stages, 40 Mb/s additive, 200 Mb/s hyper increase, alpha decay every 55 us), with the
+/// faster recovery clocks of 100G RoCE NICs (a stage every 55 us or every 32 KiB sent, as
+/// rpg_byte_reset = 32767) and gain g = 1/16; 100 Mb/s floor, at most one cut per 4 us;
+/// receivers send at most one CNP per QP per 50 us. The paper's 40G values (g = 1/256,
+/// 10 MB byte counter, 300 us... ) starve a 100G incast for milliseconds after the first
+/// cuts; measured in the README's fabric table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DcqcnParams {
+    /// Senders react to CNPs and receivers send them; false runs every sender at line rate
+    /// (ECN marks are then only counted).
+    pub enabled: bool,
+    /// EWMA gain of alpha.
+    pub g: f64,
+    pub alpha_update_us: f64,
+    pub rate_increase_us: f64,
+    pub byte_counter_bytes: u64,
+    pub fast_recovery_stages: u32,
+    pub additive_increase_mbps: f64,
+    pub hyper_increase_mbps: f64,
+    pub min_rate_mbps: f64,
+    pub rate_decrease_interval_us: f64,
+    /// Receiver side: the least time between two CNPs for one QP.
+    pub cnp_interval_us: f64,
+}
+
+impl Default for DcqcnParams {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            g: 1.0 / 16.0,
+            alpha_update_us: 55.0,
+            rate_increase_us: 55.0,
+            byte_counter_bytes: 32 * 1024,
+            fast_recovery_stages: 5,
+            additive_increase_mbps: 40.0,
+            hyper_increase_mbps: 200.0,
+            min_rate_mbps: 100.0,
+            rate_decrease_interval_us: 4.0,
+            cnp_interval_us: 50.0,
+        }
+    }
+}
+
+impl DcqcnParams {
+    /// Checks the parameters; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("dcqcn.g", self.g),
+            ("dcqcn.alpha_update_us", self.alpha_update_us),
+            ("dcqcn.rate_increase_us", self.rate_increase_us),
+            ("dcqcn.min_rate_mbps", self.min_rate_mbps),
+            ("dcqcn.cnp_interval_us", self.cnp_interval_us),
+        ];
+        if let Some((field, value)) = positive.iter().find(|(_, v)| !(v.is_finite() && *v > 0.0)) {
+            return Err(format!("{field}: {value} is not positive"));
+        }
+        if self.g > 1.0 {
+            return Err(format!("dcqcn.g: {} is above 1", self.g));
+        }
+        if self.byte_counter_bytes == 0 {
+            return Err("dcqcn.byte_counter_bytes: must be positive".into());
+        }
+        for (field, value) in [
+            ("dcqcn.additive_increase_mbps", self.additive_increase_mbps),
+            ("dcqcn.hyper_increase_mbps", self.hyper_increase_mbps),
+            ("dcqcn.rate_decrease_interval_us", self.rate_decrease_interval_us),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(format!("{field}: {value} is negative or not a number"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn us_to_ps(us: f64) -> u64 {
+    (us * 1e6).round() as u64
+}
+
+/// One queue pair's reaction point.
+#[derive(Debug, Clone)]
+pub struct RateControl {
+    line_mbps: f64,
+    /// Current rate RC and target rate RT, Mb/s.
+    current: f64,
+    target: f64,
+    alpha: f64,
+    /// Stages counted by the timer and the byte counter since the last cut.
+    timer_stages: u32,
+    byte_stages: u32,
+    bytes_since_stage: u64,
+    next_alpha_update: u64,
+    next_rate_increase: u64,
+    last_cut: Option<u64>,
+    /// Cuts applied (CNPs that changed the rate).
+    pub cuts: u64,
+}
+
+impl RateControl {
+    pub fn new(line_mbps: f64) -> Self {
+        Self {
+            line_mbps,
+            current: line_mbps,
+            target: line_mbps,
+            alpha: 1.0,
+            timer_stages: 0,
+            byte_stages: 0,
+            bytes_since_stage: 0,
+            next_alpha_update: u64::MAX,
+            next_rate_increase: u64::MAX,
+            last_cut: None,
+            cuts: 0,
+        }
+    }
+
+    /// The rate the queue pair may send at, Mb/s.
+    pub fn rate_mbps(&self) -> f64 {
+        self.current
+    }
+
+    /// When the rate next changes by itself (a recovery stage), or u64::MAX at line rate.
+    pub fn next_event(&self) -> u64 {
+        self.next_rate_increase
+    }
+
+    /// A CNP arrived at `now` (ps).
+    pub fn on_cnp(&mut self, params: &DcqcnParams, now: u64) {
+        self.advance(params, now);
+        if self.last_cut.is_some_and(|at| now < at + us_to_ps(params.rate_decrease_interval_us)) {
+            return;
+        }
+        self.last_cut = Some(now);
+        self.cuts += 1;
+        self.target = self.current;
+        self.current = (self.current * (1.0 - self.alpha / 2.0)).max(params.min_rate_mbps);
+        self.alpha = (1.0 - params.g) * self.alpha + params.g;
+        self.timer_stages = 0;
+        self.byte_stages = 0;
+        self.bytes_since_stage = 0;
+        self.next_alpha_update = now + us_to_ps(params.alpha_update_us);
+        self.next_rate_increase = now + us_to_ps(params.rate_increase_us);
+    }
+
+    /// `bytes` were sent at `now`: the byte counter may complete a recovery stage.
+    pub fn on_bytes_sent(&mut self, params: &DcqcnParams, bytes: u64, now: u64) {
+        if self.current >= self.line_mbps && self.target >= self.line_mbps {
+            return;
+        }
+        self.bytes_since_stage += bytes;
+        while self.bytes_since_stage >= params.byte_counter_bytes {
+            self.bytes_since_stage -= params.byte_counter_bytes;
+            self.byte_stages += 1;
+            self.increase(params);
+        }
+        self.advance(params, now);
+    }
+
+    /// Runs the timers due by `now`. Alpha keeps decaying while the rate is back at line
+    /// rate (a later CNP must find it small), computed for all the periods at once.
+    pub fn advance(&mut self, params: &DcqcnParams, now: u64) {
+        if self.next_alpha_update <= now {
+            let period = us_to_ps(params.alpha_update_us).max(1);
+            let periods = (now - self.next_alpha_update) / period + 1;
+            self.alpha *= (1.0 - params.g).powf(periods as f64);
+            self.next_alpha_update += periods * period;
+        }
+        while self.next_rate_increase <= now {
+            self.timer_stages += 1;
+            self.increase(params);
+            self.next_rate_increase = if self.current >= self.line_mbps {
+                u64::MAX
+            } else {
+                self.next_rate_increase + us_to_ps(params.rate_increase_us)
+            };
+        }
+    }
+
+    fn increase(&mut self, params: &DcqcnParams) {
+        let fast = params.fast_recovery_stages;
+        if self.timer_stages > fast && self.byte_stages > fast {
+            self.target += params.hyper_increase_mbps;
+        } else if self.timer_stages > fast || self.byte_stages > fast {
+            self.target += params.additive_increase_mbps;
+        }
+        self.target = self.target.min(self.line_mbps);
+        self.current = ((self.current + self.target) / 2.0).min(self.line_mbps);
+        if self.line_mbps - self.current < 1e-6 {
+            self.current = self.line_mbps;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cnp_cuts_by_half_alpha_and_recovery_returns_to_line_rate() {
+        let params = DcqcnParams::default();
+        let mut rc = RateControl::new(100_000.0);
+        rc.on_cnp(&params, 0);
+        // alpha starts at 1: the first cut halves the rate.
+        assert!((rc.rate_mbps() - 50_000.0).abs() < 1e-6);
+        // A second CNP within the decrease interval changes nothing.
+        rc.on_cnp(&params, 1_000_000);
+        assert!((rc.rate_mbps() - 50_000.0).abs() < 1e-6);
+        assert_eq!(rc.cuts, 1);
+        // Fast recovery: each timer stage halves the distance to the target (100G).
+        rc.advance(&params, us_to_ps(params.rate_increase_us));
+        assert!((rc.rate_mbps() - 75_000.0).abs() < 1e-6);
+        // Long enough without CNPs, it is back at line rate and its timers stop.
+        rc.advance(&params, us_to_ps(params.rate_increase_us * 60.0));
+        assert_eq!(rc.rate_mbps(), 100_000.0);
+        assert_eq!(rc.next_event(), u64::MAX);
+    }
+
+    #[test]
+    fn repeated_cnps_never_go_below_the_floor() {
+        let params = DcqcnParams::default();
+        let mut rc = RateControl::new(100_000.0);
+        for i in 0..1000u64 {
+            rc.on_cnp(&params, i * us_to_ps(5.0));
+        }
+        assert!(rc.rate_mbps() >= params.min_rate_mbps);
+        assert!(rc.rate_mbps() < 1000.0, "{}", rc.rate_mbps());
+    }
+
+    #[test]
+    fn the_byte_counter_recovers_too() {
+        let params = DcqcnParams { byte_counter_bytes: 1000, ..DcqcnParams::default() };
+        let mut rc = RateControl::new(100_000.0);
+        rc.on_cnp(&params, 0);
+        rc.on_bytes_sent(&params, 1000, 1);
+        assert!((rc.rate_mbps() - 75_000.0).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,628 @@
+//! The fabric's discrete-event engine: every switch of the fabric and every host NIC in one
+//! virtual time (picoseconds), joined by links that serialise frames at their speed and
+//! delay them by the cable's propagation time.
+//!
+//! - A switch port sends one frame at a time: PFC frames first, then what its scheduler
+//!   picks; the frame arrives whole at the other end (store and forward) after its wire time
+//!   plus the propagation delay.
+//! - A host NIC sends one frame at a time: CNPs first, then data from its queue pairs in round
+//!   robin, each queue pair held to its DCQCN rate; it stops a priority while the leaf's PFC
+//!   pauses it. It answers CE-marked data with a CNP to the sender, at most one per queue pair
+//!   per `cnp_interval_us`, and counts frames per message by PSN, in any order.
+//! - A message is released when its dependency (if any) has been received; its flow
+//!   completion time runs from release to its last frame's arrival.
+//!
+//! Invariant: events are ordered by (time, sequence) only and every random choice draws from
+//! seeded generators, so a fabric, a workload and a seed give the same results every run.
+
+#![forbid(unsafe_code)]
+
+use super::host::{self, Nic, QueuePair};
+use super::workload::{self, Collective, Message};
+use super::{Endpoint, Fabric};
+use crate::buffer::HeapPacket;
+use crate::pfc;
+use crate::report::{Intervals, Recorder};
+use crate::switch::{Received, Switch, NEVER};
+use serde_json::{json, Value};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::path::Path;
+
+/// What to run on a fabric.
+#[derive(Debug, Clone)]
+pub struct FabricOptions {
+    pub collective: Collective,
+    pub message_bytes: u64,
+    pub messages: u32,
+    /// RDMA payload per frame (the RoCE path MTU).
+    pub roce_mtu: usize,
+    pub seed: u64,
+    /// Give up (and report what did not complete) at this virtual time.
+    pub horizon_ms: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Arrive { to: Endpoint, frame: usize },
+    TxDone(Endpoint),
+    Timer(usize),
+    HostWake(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Event {
+    time: u64,
+    sequence: u64,
+    kind: Kind,
+}
+
+/// Where a link end sends to: the other end, the link's speed and its propagation delay.
+#[derive(Debug, Clone, Copy)]
+struct Wire {
+    to: Endpoint,
+    speed_mbps: u64,
+    propagation_ps: u64,
+}
+
+/// Per message: when it was released, how many frames it has and has delivered, when done.
+#[derive(Debug, Clone)]
+struct MessageState {
+    spec: Message,
+    frames: u64,
+    released_ps: Option<u64>,
+    delivered: u64,
+    done_ps: Option<u64>,
+    dependents: Vec<usize>,
+}
+
+struct Engine<'a> {
+    fabric: &'a Fabric,
+    options: &'a FabricOptions,
+    switches: Vec<Switch<HeapPacket>>,
+    switch_busy: Vec<Vec<bool>>,
+    timer_at: Vec<u64>,
+    recorders: Vec<Recorder>,
+    nics: Vec<Nic>,
+    qps: Vec<QueuePair>,
+    messages: Vec<MessageState>,
+    wires: HashMap<Endpoint, Wire>,
+    events: BinaryHeap<Reverse<Event>>,
+    sequence: u64,
+    frames: Vec<Option<Vec<u8>>>,
+    free_frames: Vec<usize>,
+    /// PFC pauses each link end's transmitter received, per priority.
+    paused: HashMap<Endpoint, [Intervals; 8]>,
+    data_priority: usize,
+    now: u64,
+}
+
+impl Engine<'_> {
+    fn schedule(&mut self, time: u64, kind: Kind) {
+        self.sequence += 1;
+        self.events.push(Reverse(Event { time, sequence: self.sequence, kind }));
+    }
+
+    fn store(&mut self, bytes: Vec<u8>) -> usize {
+        match self.free_frames.pop() {
+            Some(index) => {
+                self.frames[index] = Some(bytes);
+                index
+            }
+            None => {
+                self.frames.push(Some(bytes));
+                self.frames.len() - 1
+            }
+        }
+    }
+
+    /// Puts `bytes` on the wire from `from` at `now`: done sending after its wire time, whole
+    /// at the other end one propagation delay later.
+    fn send(&mut self, from: Endpoint, bytes: Vec<u8>, now: u64) {
+        let wire = self.wires[&from];
+        let done = now + crate::config::PortConfig::wire_time_for(wire.speed_mbps, bytes.len());
+        let frame = self.store(bytes);
+        self.schedule(done, Kind::TxDone(from));
+        self.schedule(done + wire.propagation_ps, Kind::Arrive { to: wire.to, frame });
+    }
+
+    fn switch_transmit(&mut self, switch: usize, port: usize, now: u64) {
+        if self.switch_busy[switch][port] {
+            return;
+        }
+        let bytes = if let Some(repr) = self.switches[switch].take_control(port, now) {
+            let mut frame = vec![0u8; crate::wire::pfc::FRAME_LEN];
+            repr.emit(self.fabric.switches[switch].1.mac, &mut frame);
+            self.recorders[switch].pfc_sent(port, &repr, now, self.fabric.switches[switch].1.ports[port].speed_mbps);
+            frame
+        } else if let Some(packet) = self.switches[switch].transmit(port, now) {
+            packet.bytes
+        } else {
+            return;
+        };
+        self.switch_busy[switch][port] = true;
+        self.send(Endpoint::Switch { switch, port }, bytes, now);
+    }
+
+    /// A PFC frame arrived at `at`: its transmitter pauses (or resumes) per priority.
+    fn note_pause(&mut self, at: Endpoint, repr: &crate::wire::pfc::Repr, now: u64) {
+        let speed = self.wires[&at].speed_mbps;
+        let slots = self.paused.entry(at).or_default();
+        for (priority, slot) in slots.iter_mut().enumerate() {
+            if repr.class_enable & (1 << priority) == 0 {
+                continue;
+            }
+            match repr.times[priority] {
+                0 => slot.resume(now),
+                quanta => slot.pause(now, now + pfc::quanta_ps(quanta, speed)),
+            }
+        }
+    }
+
+    fn arrive_at_switch(&mut self, switch: usize, port: usize, bytes: Vec<u8>, now: u64) {
+        if let Ok(crate::wire::parse::Payload::FlowControl(repr)) =
+            crate::wire::parse::parse(&bytes).map(|parsed| parsed.payload)
+        {
+            self.note_pause(Endpoint::Switch { switch, port }, &repr, now);
+            self.recorders[switch].pfc_received(
+                port,
+                &repr,
+                now,
+                self.fabric.switches[switch].1.ports[port].speed_mbps,
+            );
+        }
+        match self.switches[switch].receive(port, HeapPacket::new(bytes), now) {
+            Received::Queued { egress, .. } => self.switch_transmit(switch, egress, now),
+            Received::FlowControl => self.switch_transmit(switch, port, now),
+            Received::Dropped(_) => {}
+        }
+    }
+
+    fn wake_host(&mut self, host: usize, at: u64) {
+        if at < self.nics[host].wake_at {
+            self.nics[host].wake_at = at;
+            self.schedule(at, Kind::HostWake(host));
+        }
+    }
+
+    /// Releases a message: its queue pair will send it.
+    fn release(&mut self, message: usize, now: u64) {
+        self.messages[message].released_ps = Some(now);
+        let qp = self.messages[message].spec.qp;
+        self.qps[qp].queue.push_back(message);
+        let sender = self.qps[qp].sender;
+        self.host_transmit(sender, now);
+    }
+
+    fn host_transmit(&mut self, host: usize, now: u64) {
+        if self.nics[host].transmitting {
+            return;
+        }
+        let nic_end = Endpoint::Host(host);
+        // CNPs first (strict priority on the wire); they are not held by pauses of the data
+        // priority.
+        if let Some((qp, to)) = self.nics[host].cnps.pop_front() {
+            let bytes = host::cnp_frame(&self.nics[host], to, qp);
+            self.nics[host].transmitting = true;
+            self.nics[host].cnps_sent += 1;
+            self.send(nic_end, bytes, now);
+            return;
+        }
+        let paused_until = self.nics[host].paused_until[self.data_priority];
+        if paused_until > now {
+            self.wake_host(host, paused_until);
+            return;
+        }
+        let count = self.nics[host].qps.len();
+        let mut earliest = u64::MAX;
+        for step in 0..count {
+            let slot = (self.nics[host].cursor + step) % count;
+            let qp = self.nics[host].qps[slot];
+            if !self.qps[qp].has_data() {
+                continue;
+            }
+            if self.fabric.dcqcn.enabled {
+                let params = &self.fabric.dcqcn;
+                self.qps[qp].rate.advance(params, now);
+            }
+            if self.qps[qp].next_send_ps > now {
+                earliest = earliest.min(self.qps[qp].next_send_ps);
+                continue;
+            }
+            self.nics[host].cursor = (slot + 1) % count;
+            self.send_data(host, qp, now);
+            return;
+        }
+        if earliest != u64::MAX {
+            self.wake_host(host, earliest);
+        }
+    }
+
+    fn send_data(&mut self, host: usize, qp: usize, now: u64) {
+        let mtu = self.options.roce_mtu as u64;
+        let state = &mut self.qps[qp];
+        let (message, sent) = match state.current {
+            Some(current) => current,
+            None => {
+                let message = state.queue.pop_front().expect("has_data");
+                state.psn_starts.push((state.next_psn, message));
+                (message, 0)
+            }
+        };
+        let total_bytes = self.messages[message].spec.bytes;
+        let frames = self.messages[message].frames;
+        let payload = if sent + 1 == frames { total_bytes - sent * mtu } else { mtu } as usize;
+        let psn = state.next_psn;
+        state.next_psn += 1;
+        state.current = if sent + 1 == frames { None } else { Some((message, sent + 1)) };
+        let receiver = state.receiver;
+        let to = self.nics[receiver].address;
+        let bytes = host::data_frame(&self.nics[host], to, qp, psn, host::send_opcode(sent, frames), payload);
+        let wire_bytes = (bytes.len() as u64 + crate::config::WIRE_OVERHEAD_BYTES) * 8;
+        // The rate limiter: the next frame of this queue pair goes when this one would have
+        // finished at the queue pair's rate (at line rate, when it finishes on the wire).
+        let state = &mut self.qps[qp];
+        let rate_mbps =
+            if self.fabric.dcqcn.enabled { state.rate.rate_mbps() } else { self.nics[host].speed_mbps as f64 };
+        state.next_send_ps = now + (wire_bytes as f64 * 1e6 / rate_mbps).ceil() as u64;
+        if self.fabric.dcqcn.enabled {
+            state.rate.on_bytes_sent(&self.fabric.dcqcn, bytes.len() as u64, now);
+        }
+        self.nics[host].transmitting = true;
+        self.nics[host].frames_sent += 1;
+        self.send(Endpoint::Host(host), bytes, now);
+    }
+
+    fn arrive_at_host(&mut self, host: usize, bytes: &[u8], now: u64) {
+        match host::read(bytes) {
+            host::Received::Pfc(repr) => {
+                self.note_pause(Endpoint::Host(host), &repr, now);
+                let speed = self.nics[host].speed_mbps;
+                for priority in 0..8 {
+                    if repr.class_enable & (1 << priority) == 0 {
+                        continue;
+                    }
+                    self.nics[host].paused_until[priority] = match repr.times[priority] {
+                        0 => now,
+                        quanta => now + pfc::quanta_ps(quanta, speed),
+                    };
+                }
+                self.host_transmit(host, now);
+            }
+            host::Received::Cnp { qp } => {
+                self.nics[host].cnps_received += 1;
+                if self.fabric.dcqcn.enabled && qp < self.qps.len() {
+                    let params = &self.fabric.dcqcn;
+                    self.qps[qp].rate.on_cnp(params, now);
+                }
+            }
+            host::Received::Data { qp, psn, congestion } => {
+                if qp >= self.qps.len() {
+                    return;
+                }
+                if congestion {
+                    self.nics[host].marked_received += 1;
+                    let interval = (self.fabric.dcqcn.cnp_interval_us * 1e6) as u64;
+                    let due = self.qps[qp].last_cnp_ps.is_none_or(|last| now >= last + interval);
+                    if self.fabric.dcqcn.enabled && due {
+                        self.qps[qp].last_cnp_ps = Some(now);
+                        let to = self.nics[self.qps[qp].sender].address;
+                        self.nics[host].cnps.push_back((qp, to));
+                        self.host_transmit(host, now);
+                    }
+                }
+                let Some(message) = self.qps[qp].message_of(psn) else { return };
+                let state = &mut self.messages[message];
+                state.delivered += 1;
+                if state.delivered == state.frames {
+                    state.done_ps = Some(now);
+                    for dependent in std::mem::take(&mut state.dependents) {
+                        self.release(dependent, now);
+                    }
+                }
+            }
+            host::Received::Other => {}
+        }
+    }
+
+    fn sync_timers(&mut self, now: u64) {
+        for switch in 0..self.switches.len() {
+            let deadline = self.switches[switch].next_deadline();
+            if deadline != NEVER && deadline < self.timer_at[switch] {
+                let at = deadline.max(now);
+                self.timer_at[switch] = at;
+                self.schedule(at, Kind::Timer(switch));
+            }
+        }
+    }
+}
+
+/// Percentile `q` (0-1) of sorted values.
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Runs `options` on `fabric`; writes per-switch stats and charts under `out` when given.
+/// Returns the results document (also written as `out/results.json`).
+pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Result<Value, String> {
+    let leaf_of = |host: usize| usize::from(fabric.hosts[host].leaf);
+    let (qp_specs, message_specs) =
+        workload::build(options.collective, fabric.hosts.len(), &leaf_of, options.message_bytes, options.messages);
+    let host_speed =
+        |host: usize| fabric.links.iter().find(|l| l.a == Endpoint::Host(host)).map_or(100_000, |l| l.speed_mbps);
+    let mut nics: Vec<Nic> =
+        fabric.hosts.iter().enumerate().map(|(i, h)| Nic::new(h.address, h.mac, host_speed(i))).collect();
+    let qps: Vec<QueuePair> =
+        qp_specs.iter().map(|q| QueuePair::new(q.sender, q.receiver, host_speed(q.sender) as f64)).collect();
+    for (index, qp) in qps.iter().enumerate() {
+        nics[qp.sender].qps.push(index);
+    }
+    let mtu = options.roce_mtu.max(1) as u64;
+    let mut messages: Vec<MessageState> = message_specs
+        .into_iter()
+        .map(|spec| MessageState {
+            frames: spec.bytes.div_ceil(mtu).max(1),
+            spec,
+            released_ps: None,
+            delivered: 0,
+            done_ps: None,
+            dependents: Vec::new(),
+        })
+        .collect();
+    for index in 0..messages.len() {
+        if let Some(parent) = messages[index].spec.after {
+            messages[parent].dependents.push(index);
+        }
+    }
+    let mut wires = HashMap::new();
+    for link in &fabric.links {
+        let propagation_ps = (link.cable_m * crate::pfc::PROPAGATION_PS_PER_M).round() as u64;
+        wires.insert(link.a, Wire { to: link.b, speed_mbps: link.speed_mbps, propagation_ps });
+        wires.insert(link.b, Wire { to: link.a, speed_mbps: link.speed_mbps, propagation_ps });
+    }
+    let total_bytes: u64 = messages.iter().map(|m| m.spec.bytes).sum();
+    let span_ps = total_bytes * 8 * 1_000_000 / host_speed(0).max(1) / fabric.hosts.len().max(1) as u64;
+    let switches: Vec<Switch<HeapPacket>> = fabric
+        .switches
+        .iter()
+        .enumerate()
+        .map(|(i, (_, config))| Switch::new(config, options.seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .collect();
+    let data_priority = usize::from(fabric.switches[0].1.qos.dscp_to_tc[usize::from(host::DATA_DSCP)]);
+    let mut engine = Engine {
+        fabric,
+        options,
+        switch_busy: fabric.switches.iter().map(|(_, c)| vec![false; c.ports.len()]).collect(),
+        timer_at: vec![NEVER; switches.len()],
+        recorders: fabric.switches.iter().map(|(_, c)| Recorder::new(c.ports.len(), span_ps)).collect(),
+        switches,
+        nics,
+        qps,
+        messages,
+        wires,
+        events: BinaryHeap::new(),
+        sequence: 0,
+        frames: Vec::new(),
+        free_frames: Vec::new(),
+        paused: HashMap::new(),
+        data_priority,
+        now: 0,
+    };
+    for message in 0..engine.messages.len() {
+        if engine.messages[message].spec.after.is_none() {
+            engine.release(message, 0);
+        }
+    }
+    let horizon = (options.horizon_ms * 1e9) as u64;
+    let mut timed_out = false;
+    while let Some(Reverse(event)) = engine.events.pop() {
+        let now = event.time;
+        if now > horizon {
+            timed_out = true;
+            break;
+        }
+        engine.now = now;
+        match event.kind {
+            Kind::Arrive { to, frame } => {
+                let bytes = engine.frames[frame].take().expect("a frame in flight");
+                engine.free_frames.push(frame);
+                match to {
+                    Endpoint::Switch { switch, port } => engine.arrive_at_switch(switch, port, bytes, now),
+                    Endpoint::Host(host) => engine.arrive_at_host(host, &bytes, now),
+                }
+            }
+            Kind::TxDone(Endpoint::Switch { switch, port }) => {
+                engine.switch_busy[switch][port] = false;
+                engine.switch_transmit(switch, port, now);
+            }
+            Kind::TxDone(Endpoint::Host(host)) => {
+                engine.nics[host].transmitting = false;
+                engine.host_transmit(host, now);
+            }
+            Kind::Timer(switch) => {
+                if engine.timer_at[switch] == now {
+                    engine.timer_at[switch] = NEVER;
+                }
+                engine.switches[switch].advance(now);
+                for port in 0..engine.switch_busy[switch].len() {
+                    engine.switch_transmit(switch, port, now);
+                }
+            }
+            Kind::HostWake(host) => {
+                if engine.nics[host].wake_at == now {
+                    engine.nics[host].wake_at = u64::MAX;
+                }
+                engine.host_transmit(host, now);
+            }
+        }
+        // A dequeue on one port may decide an XON for another, idle, port: send it now.
+        for switch in 0..engine.switches.len() {
+            for port in 0..engine.switch_busy[switch].len() {
+                if !engine.switch_busy[switch][port] && engine.switches[switch].has_control(port) {
+                    engine.switch_transmit(switch, port, now);
+                }
+            }
+        }
+        engine.sync_timers(now);
+        for (recorder, switch) in engine.recorders.iter_mut().zip(&engine.switches) {
+            recorder.observe(now, switch);
+        }
+    }
+    results(engine, options, out, timed_out)
+}
+
+/// Summarises a finished run; writes the per-switch outputs and results.json under `out`.
+fn results(
+    mut engine: Engine<'_>,
+    options: &FabricOptions,
+    out: Option<&Path>,
+    timed_out: bool,
+) -> Result<Value, String> {
+    let fabric = engine.fabric;
+    let end = engine.now;
+    let mut fcts: Vec<f64> = Vec::new();
+    let mut incomplete = 0;
+    let mut completion: u64 = 0;
+    for message in &engine.messages {
+        match (message.released_ps, message.done_ps) {
+            (Some(start), Some(done)) => {
+                fcts.push((done - start) as f64 / 1e6);
+                completion = completion.max(done);
+            }
+            _ => incomplete += 1,
+        }
+    }
+    fcts.sort_by(f64::total_cmp);
+    let mut drops = serde_json::Map::new();
+    let mut total_drops = 0u64;
+    let mut max_queue = serde_json::Map::new();
+    let mut marked = 0u64;
+    for (index, (_, config)) in fabric.switches.iter().enumerate() {
+        let stats = &engine.switches[index].stats;
+        for (port, counters) in config.ports.iter().zip(&stats.ports) {
+            total_drops += counters.dropped();
+            let depth = counters.queues.iter().map(|q| q.max_depth_bytes).max().unwrap_or(0);
+            max_queue.insert(format!("{}:{}", config.name, port.name), json!(depth));
+            marked += counters.queues.iter().map(|q| q.ecn_marked).sum::<u64>();
+            for reason in crate::drops::DropReason::ALL {
+                let count = counters.drops[reason.index()];
+                if count > 0 {
+                    let key = reason.name().to_string();
+                    let entry = drops.entry(key).or_insert(json!(0));
+                    *entry = json!(entry.as_u64().unwrap_or(0) + count);
+                }
+            }
+        }
+    }
+    // PFC pause time per link direction: the time each transmitter was held (any priority).
+    let mut pauses = serde_json::Map::new();
+    let mut total_pause_ps = 0u64;
+    let mut ends: Vec<Endpoint> = engine.paused.keys().copied().collect();
+    ends.sort();
+    for at in ends {
+        let slots = engine.paused.get_mut(&at).expect("key");
+        let mut merged = Intervals::default();
+        let mut spans: Vec<(u64, u64)> = Vec::new();
+        for slot in slots.iter_mut() {
+            spans.extend(slot.finish().iter().map(|&(a, b)| (a, b.min(end.max(a)))));
+        }
+        spans.sort();
+        for (a, b) in spans {
+            merged.pause(a, b);
+        }
+        let paused: u64 = merged.finish().iter().map(|(a, b)| b - a).sum();
+        if paused > 0 {
+            total_pause_ps += paused;
+            let to = engine.wires[&at].to;
+            pauses.insert(
+                format!("{} -> {}", fabric.endpoint_name(at), fabric.endpoint_name(to)),
+                json!(paused as f64 / 1e6),
+            );
+        }
+    }
+    let cnps: u64 = engine.nics.iter().map(|n| n.cnps_sent).sum();
+    let result = json!({
+        "fabric": fabric.name,
+        "workload": options.collective.name(),
+        "mode": format!("{:?}", fabric.mode).to_lowercase(),
+        "dcqcn": fabric.dcqcn.enabled,
+        "hosts": fabric.hosts.len(),
+        "message_bytes": options.message_bytes,
+        "messages": engine.messages.len(),
+        "incomplete_messages": incomplete,
+        "timed_out": timed_out,
+        "completion_us": if incomplete == 0 { json!(completion as f64 / 1e6) } else { Value::Null },
+        "fct_us": {
+            "p50": percentile(&fcts, 0.5),
+            "p99": percentile(&fcts, 0.99),
+            "max": fcts.last().copied().unwrap_or(0.0),
+        },
+        "max_queue_bytes": max_queue,
+        "pfc_pause_us": pauses,
+        "pfc_pause_total_us": total_pause_ps as f64 / 1e6,
+        "cnps_sent": cnps,
+        "ecn_marked": marked,
+        "drops": total_drops,
+        "drops_by_reason": drops,
+    });
+    if let Some(out) = out {
+        std::fs::create_dir_all(out).map_err(|err| format!("{}: cannot create: {err}", out.display()))?;
+        let recorders = std::mem::take(&mut engine.recorders);
+        for (index, mut recorder) in recorders.into_iter().enumerate() {
+            let config = &fabric.switches[index].1;
+            let dir = out.join(&config.name);
+            let switch = &engine.switches[index];
+            recorder.finish(end, switch);
+            crate::report::write(&dir, config, &switch.stats, recorder)?;
+            let stats = serde_json::to_string_pretty(&switch.stats.to_json(config)).expect("json") + "\n";
+            std::fs::write(dir.join("stats.json"), stats).map_err(|err| format!("{}: {err}", dir.display()))?;
+        }
+        let text = serde_json::to_string_pretty(&result).expect("json") + "\n";
+        let path = out.join("results.json");
+        std::fs::write(&path, text).map_err(|err| format!("{}: cannot write: {err}", path.display()))?;
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small(extra: &str, mode: Option<&str>) -> Fabric {
+        let text = format!("{}{extra}", super::super::tests::SMALL);
+        Fabric::parse(&text, "small.toml", mode).unwrap()
+    }
+
+    fn options(collective: Collective) -> FabricOptions {
+        FabricOptions { collective, message_bytes: 256 * 1024, messages: 2, roce_mtu: 4096, seed: 1, horizon_ms: 100.0 }
+    }
+
+    #[test]
+    fn every_message_completes_and_the_results_are_deterministic() {
+        let fabric = small("", None);
+        for collective in [Collective::Incast { target: 0 }, Collective::AllToAll, Collective::AllReduce] {
+            let first = run(&fabric, &options(collective), None).unwrap();
+            assert_eq!(first["incomplete_messages"], 0, "{collective:?}: {first}");
+            assert_eq!(first["drops"], 0, "{collective:?}: {first}");
+            assert!(first["completion_us"].as_f64().unwrap() > 0.0);
+            assert_eq!(first, run(&fabric, &options(collective), None).unwrap(), "{collective:?} not deterministic");
+        }
+    }
+
+    #[test]
+    fn an_uncongested_message_runs_at_line_rate() {
+        // One host sends 256 KiB twice to a host on the other leaf: 64 frames each of 4154 B
+        // at 100G (~340 ns each), plus three hops of store and forward.
+        let fabric = small("", None);
+        let result =
+            run(&fabric, &FabricOptions { messages: 1, ..options(Collective::Incast { target: 0 }) }, None).unwrap();
+        // Three senders into one host: about 3 x 64 frames at line rate into h0.
+        let completion = result["completion_us"].as_f64().unwrap();
+        let line_rate_us = 3.0 * 64.0 * (4154.0 + 24.0) * 8.0 / 100_000.0;
+        assert!(completion >= line_rate_us && completion < line_rate_us * 1.25, "{completion} vs {line_rate_us}");
+    }
+}

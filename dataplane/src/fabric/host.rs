@@ -1,0 +1,204 @@
+//! A RoCEv2 host NIC in the fabric: its queue pairs' send state (DCQCN rate, next message,
+//! PSN), the frames it builds (data as RC SEND first/middle/last/only, CNPs), and what it reads
+//! from the frames it receives.
+//!
+//! Invariant: a queue pair's PSNs number its frames consecutively over all its messages, so a
+//! receiver maps any frame to its message by PSN whatever order frames arrive in (spraying
+//! reorders; nothing is retransmitted).
+
+#![forbid(unsafe_code)]
+
+use super::dcqcn::RateControl;
+use crate::frames::{FrameSpec, Transport};
+use crate::wire::ethernet::MacAddress;
+use crate::wire::parse::{parse, Payload};
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr};
+
+/// RoCEv2 headers around a payload: Ethernet 14, IPv4 20, UDP 8, BTH 12, ICRC 4.
+pub const ROCE_OVERHEAD: usize = 58;
+/// BTH opcode of a CNP (RoCEv2 congestion notification).
+pub const CNP_OPCODE: u8 = 0x81;
+/// DSCP of data and of CNPs (what RoCE deployments use: lossless data, strict CNPs).
+pub const DATA_DSCP: u8 = 26;
+pub const CNP_DSCP: u8 = 48;
+
+/// A queue pair's send side.
+#[derive(Debug, Clone)]
+pub struct QueuePair {
+    pub sender: usize,
+    pub receiver: usize,
+    /// Released messages waiting to be sent, in order.
+    pub queue: VecDeque<usize>,
+    /// The message being sent and how many of its frames have left.
+    pub current: Option<(usize, u64)>,
+    pub next_psn: u32,
+    /// Earliest time the rate limiter lets the next frame go (ps).
+    pub next_send_ps: u64,
+    pub rate: RateControl,
+    /// Receiver side: when this QP's last CNP was sent.
+    pub last_cnp_ps: Option<u64>,
+    /// (first PSN, message) of every message started, in PSN order.
+    pub psn_starts: Vec<(u32, usize)>,
+}
+
+impl QueuePair {
+    pub fn new(sender: usize, receiver: usize, line_mbps: f64) -> Self {
+        Self {
+            sender,
+            receiver,
+            queue: VecDeque::new(),
+            current: None,
+            next_psn: 0,
+            next_send_ps: 0,
+            rate: RateControl::new(line_mbps),
+            last_cnp_ps: None,
+            psn_starts: Vec::new(),
+        }
+    }
+
+    /// Whether it has a frame to send.
+    pub fn has_data(&self) -> bool {
+        self.current.is_some() || !self.queue.is_empty()
+    }
+
+    /// The message a PSN belongs to.
+    pub fn message_of(&self, psn: u32) -> Option<usize> {
+        let index = self.psn_starts.partition_point(|&(start, _)| start <= psn);
+        index.checked_sub(1).map(|i| self.psn_starts[i].1)
+    }
+}
+
+/// A host's NIC state.
+#[derive(Debug, Clone)]
+pub struct Nic {
+    pub address: Ipv4Addr,
+    pub mac: MacAddress,
+    pub speed_mbps: u64,
+    /// Queue pairs this host sends on.
+    pub qps: Vec<usize>,
+    /// Where the round robin over queue pairs resumes.
+    pub cursor: usize,
+    /// CNPs to send: (queue pair, to address).
+    pub cnps: VecDeque<(usize, Ipv4Addr)>,
+    /// Its transmitter is paused per priority until (ps), by PFC from the leaf.
+    pub paused_until: [u64; 8],
+    pub transmitting: bool,
+    /// Time of the pending wake-up event, u64::MAX if none.
+    pub wake_at: u64,
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+    pub marked_received: u64,
+    pub frames_sent: u64,
+}
+
+impl Nic {
+    pub fn new(address: Ipv4Addr, mac: MacAddress, speed_mbps: u64) -> Self {
+        Self {
+            address,
+            mac,
+            speed_mbps,
+            qps: Vec::new(),
+            cursor: 0,
+            cnps: VecDeque::new(),
+            paused_until: [0; 8],
+            transmitting: false,
+            wake_at: u64::MAX,
+            cnps_sent: 0,
+            cnps_received: 0,
+            marked_received: 0,
+            frames_sent: 0,
+        }
+    }
+}
+
+/// The RC SEND opcode of frame `index` of a message of `frames` frames.
+pub fn send_opcode(index: u64, frames: u64) -> u8 {
+    match (index == 0, index + 1 == frames) {
+        (true, true) => 0x04,
+        (true, false) => 0x00,
+        (false, true) => 0x02,
+        (false, false) => 0x01,
+    }
+}
+
+/// A data frame: `payload` bytes of queue pair `qp` with `psn`.
+pub fn data_frame(from: &Nic, to: Ipv4Addr, qp: usize, psn: u32, opcode: u8, payload: usize) -> Vec<u8> {
+    let mut spec = FrameSpec::rocev2(IpAddr::V4(from.address), IpAddr::V4(to), qp as u32 + 1);
+    spec.source_mac = from.mac;
+    spec.dscp = DATA_DSCP;
+    spec.ecn = 0b10;
+    spec.frame_len = payload + ROCE_OVERHEAD;
+    spec.transport =
+        Transport::Roce { source: 0xc000 | (qp as u16 & 0x3fff), opcode, dest_qp: qp as u32 + 1, psn: psn & 0xff_ffff };
+    spec.build()
+}
+
+/// A CNP for queue pair `qp`, to the sender at `to`.
+pub fn cnp_frame(from: &Nic, to: Ipv4Addr, qp: usize) -> Vec<u8> {
+    let mut spec = FrameSpec::rocev2(IpAddr::V4(from.address), IpAddr::V4(to), qp as u32 + 1);
+    spec.source_mac = from.mac;
+    spec.dscp = CNP_DSCP;
+    spec.ecn = 0;
+    spec.transport = Transport::Roce { source: 0xc000, opcode: CNP_OPCODE, dest_qp: qp as u32 + 1, psn: 0 };
+    spec.build()
+}
+
+/// What a host reads from a frame it receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received {
+    Data { qp: usize, psn: u32, congestion: bool },
+    Cnp { qp: usize },
+    Pfc(crate::wire::pfc::Repr),
+    Other,
+}
+
+/// Reads a frame arriving at a host.
+pub fn read(frame: &[u8]) -> Received {
+    let Ok(parsed) = parse(frame) else { return Received::Other };
+    match parsed.payload {
+        Payload::FlowControl(repr) => Received::Pfc(repr),
+        Payload::Ip(ip) => match ip.roce {
+            Some(roce) if roce.dest_qp > 0 => {
+                let qp = roce.dest_qp as usize - 1;
+                if roce.opcode == CNP_OPCODE {
+                    return Received::Cnp { qp };
+                }
+                // The PSN: the BTH's last three bytes, after UDP.
+                let bth = ip.l3_offset + 20 + 8;
+                let psn = frame.get(bth + 9..bth + 12).map_or(0, |b| u32::from_be_bytes([0, b[0], b[1], b[2]]));
+                Received::Data { qp, psn, congestion: ip.ecn == 0b11 }
+            }
+            _ => Received::Other,
+        },
+        Payload::NotRoutable(_) => Received::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_read_back() {
+        let nic = Nic::new(Ipv4Addr::new(10, 0, 0, 1), MacAddress([2, 0, 0, 0x10, 0, 0]), 100_000);
+        let data = data_frame(&nic, Ipv4Addr::new(10, 1, 0, 1), 6, 0x12345, 0x02, 4096);
+        assert_eq!(data.len(), 4096 + ROCE_OVERHEAD);
+        assert_eq!(read(&data), Received::Data { qp: 6, psn: 0x12345, congestion: false });
+        let mut marked = data.clone();
+        crate::ecn::set_ce(&mut marked, 14, false);
+        assert!(matches!(read(&marked), Received::Data { congestion: true, .. }));
+        assert_eq!(read(&cnp_frame(&nic, Ipv4Addr::new(10, 1, 0, 1), 6)), Received::Cnp { qp: 6 });
+        assert_eq!((send_opcode(0, 1), send_opcode(0, 3), send_opcode(1, 3), send_opcode(2, 3)), (4, 0, 1, 2));
+    }
+
+    #[test]
+    fn psn_maps_to_its_message() {
+        let mut qp = QueuePair::new(0, 1, 100_000.0);
+        qp.psn_starts = vec![(0, 7), (10, 8), (25, 9)];
+        assert_eq!(qp.message_of(0), Some(7));
+        assert_eq!(qp.message_of(9), Some(7));
+        assert_eq!(qp.message_of(10), Some(8));
+        assert_eq!(qp.message_of(99), Some(9));
+    }
+}

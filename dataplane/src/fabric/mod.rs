@@ -1,0 +1,369 @@
+//! A leaf-spine fabric of raceway switches and RoCEv2 hosts in one virtual time
+//! (`raceway fabric`). Every switch is the real pipeline (`Switch`: classify, queue, PFC, ECN,
+//! groups); links carry frames with serialisation and propagation delay; hosts run queue
+//! pairs with DCQCN, send CNPs, obey PFC and tolerate reordering.
+//!
+//! The fabric file (`config/fabric/*.toml`) has a `[fabric]` table (the topology and the leaf
+//! uplink group mode), an optional `[dcqcn]` table, and a switch template: the `[switch]`
+//! (without name and MAC) and `[qos]` tables of a raceway config. The topology is a standard
+//! 2-tier leaf-spine: leaf L has ports `h0..` to its hosts and `s0..` to the spines, routes
+//! each host's /32 to its port and everything else to the uplink group `spines`; spine S has
+//! ports `l0..` and routes leaf L's 10.L.0.0/16 to port `lL`. Host h of leaf L is 10.L.h.1.
+//!
+//! Invariant: each switch's config is the template plus generated ports, routes and groups,
+//! validated by `Config::parse` like any config, so a fabric runs only switches a user could
+//! run alone; errors name the fabric file and the switch.
+
+#![forbid(unsafe_code)]
+
+pub mod dcqcn;
+pub mod engine;
+pub mod host;
+pub mod workload;
+
+use crate::config::{Config, GroupMode};
+use dcqcn::DcqcnParams;
+use serde::Deserialize;
+use std::path::Path;
+
+/// The `[fabric]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTopology {
+    name: String,
+    leaves: u8,
+    spines: u8,
+    hosts_per_leaf: u8,
+    #[serde(default = "default_speed")]
+    host_speed_gbps: f64,
+    #[serde(default = "default_speed")]
+    spine_speed_gbps: f64,
+    #[serde(default = "default_host_cable")]
+    host_cable_m: f64,
+    #[serde(default = "default_spine_cable")]
+    spine_cable_m: f64,
+    #[serde(default = "default_mode")]
+    mode: String,
+}
+
+fn default_speed() -> f64 {
+    100.0
+}
+fn default_host_cable() -> f64 {
+    3.0
+}
+fn default_spine_cable() -> f64 {
+    20.0
+}
+fn default_mode() -> String {
+    "ecmp".into()
+}
+
+/// What a switch is in the fabric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Leaf(u8),
+    Spine(u8),
+}
+
+/// One end of a link: a switch port, or a host's NIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Endpoint {
+    Switch { switch: usize, port: usize },
+    Host(usize),
+}
+
+/// A full-duplex link.
+#[derive(Debug, Clone)]
+pub struct Link {
+    pub a: Endpoint,
+    pub b: Endpoint,
+    pub speed_mbps: u64,
+    pub cable_m: f64,
+}
+
+/// A host: its leaf, index on the leaf, address and MAC.
+#[derive(Debug, Clone)]
+pub struct HostSpec {
+    pub name: String,
+    pub leaf: u8,
+    pub index: u8,
+    pub address: std::net::Ipv4Addr,
+    pub mac: crate::wire::ethernet::MacAddress,
+}
+
+/// A fabric ready to run: switch configs, hosts, links, DCQCN parameters.
+#[derive(Debug, Clone)]
+pub struct Fabric {
+    pub name: String,
+    pub switches: Vec<(Role, Config)>,
+    pub hosts: Vec<HostSpec>,
+    pub links: Vec<Link>,
+    pub dcqcn: DcqcnParams,
+    pub mode: GroupMode,
+    pub mtu: u32,
+}
+
+fn mac(kind: u8, a: u8, b: u8) -> String {
+    format!("02:00:00:{kind:02x}:{a:02x}:{b:02x}")
+}
+
+impl Fabric {
+    /// Reads a fabric file; `mode` overrides the uplink group mode.
+    pub fn load(path: &Path, mode: Option<&str>) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|err| format!("{}: cannot read: {err}", path.display()))?;
+        Self::parse(&text, &path.display().to_string(), mode)
+    }
+
+    pub fn parse(text: &str, file: &str, mode: Option<&str>) -> Result<Self, String> {
+        let mut table: toml::Table = text.parse().map_err(|err: toml::de::Error| {
+            format!("{file}: {}", err.message().lines().next().unwrap_or("not TOML"))
+        })?;
+        let topology: RawTopology = table
+            .remove("fabric")
+            .ok_or_else(|| format!("{file}: fabric: missing table"))?
+            .try_into()
+            .map_err(|err: toml::de::Error| format!("{file}: fabric: {}", err.message()))?;
+        let dcqcn: DcqcnParams = match table.remove("dcqcn") {
+            Some(value) => {
+                value.try_into().map_err(|err: toml::de::Error| format!("{file}: dcqcn: {}", err.message()))?
+            }
+            None => DcqcnParams::default(),
+        };
+        dcqcn.validate().map_err(|problem| format!("{file}: {problem}"))?;
+        for (field, value) in [("fabric.leaves", topology.leaves), ("fabric.spines", topology.spines)] {
+            if value == 0 || value > 64 {
+                return Err(format!("{file}: {field}: {value} is not 1-64"));
+            }
+        }
+        if topology.hosts_per_leaf == 0 || topology.hosts_per_leaf > 200 {
+            return Err(format!("{file}: fabric.hosts_per_leaf: {} is not 1-200", topology.hosts_per_leaf));
+        }
+        for (field, value) in [
+            ("fabric.host_speed_gbps", topology.host_speed_gbps),
+            ("fabric.spine_speed_gbps", topology.spine_speed_gbps),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(format!("{file}: {field}: {value} is not positive"));
+            }
+        }
+        for key in ["port", "route", "group"] {
+            if table.contains_key(key) {
+                return Err(format!("{file}: {key}: the fabric generates ports, routes and groups; remove it"));
+            }
+        }
+        let mode_name = mode.unwrap_or(&topology.mode).to_string();
+        let mut switches = Vec::new();
+        let leaves = topology.leaves;
+        let spines = topology.spines;
+        let hosts_per_leaf = topology.hosts_per_leaf;
+        let mut links = Vec::new();
+        let mut hosts = Vec::new();
+        for leaf in 0..leaves {
+            for index in 0..hosts_per_leaf {
+                hosts.push(HostSpec {
+                    name: format!("leaf{leaf}-h{index}"),
+                    leaf,
+                    index,
+                    address: std::net::Ipv4Addr::new(10, leaf, index, 1),
+                    mac: crate::wire::ethernet::MacAddress([0x02, 0, 0, 0x10, leaf, index]),
+                });
+            }
+        }
+        let speed = |gbps: f64| (gbps * 1000.0).round() as u64;
+        for leaf in 0..leaves {
+            let mut ports = Vec::new();
+            let mut routes = Vec::new();
+            for index in 0..hosts_per_leaf {
+                ports.push(port_table(
+                    &format!("h{index}"),
+                    topology.host_speed_gbps,
+                    topology.host_cable_m,
+                    &mac(0x10, leaf, index),
+                ));
+                routes.push(route_table(&format!("10.{leaf}.{index}.1/32"), Some(&format!("h{index}")), None));
+            }
+            for spine in 0..spines {
+                ports.push(port_table(
+                    &format!("s{spine}"),
+                    topology.spine_speed_gbps,
+                    topology.spine_cable_m,
+                    &mac(0x30, spine, 0),
+                ));
+            }
+            routes.push(route_table("0.0.0.0/0", None, Some("spines")));
+            let mut group = toml::Table::new();
+            group.insert("name".into(), "spines".into());
+            group.insert("ports".into(), toml::Value::Array((0..spines).map(|s| format!("s{s}").into()).collect()));
+            group.insert("mode".into(), mode_name.clone().into());
+            let config =
+                switch_config(&table, &format!("leaf{leaf}"), &mac(0x20, leaf, 0), ports, routes, vec![group], file)?;
+            switches.push((Role::Leaf(leaf), config));
+        }
+        for spine in 0..spines {
+            let mut ports = Vec::new();
+            let mut routes = Vec::new();
+            for leaf in 0..leaves {
+                ports.push(port_table(
+                    &format!("l{leaf}"),
+                    topology.spine_speed_gbps,
+                    topology.spine_cable_m,
+                    &mac(0x20, leaf, 0),
+                ));
+                routes.push(route_table(&format!("10.{leaf}.0.0/16"), Some(&format!("l{leaf}")), None));
+            }
+            let config =
+                switch_config(&table, &format!("spine{spine}"), &mac(0x30, spine, 0), ports, routes, vec![], file)?;
+            switches.push((Role::Spine(spine), config));
+        }
+        let spine_switch = |spine: u8| usize::from(leaves) + usize::from(spine);
+        for leaf in 0..leaves {
+            for index in 0..hosts_per_leaf {
+                links.push(Link {
+                    a: Endpoint::Host(usize::from(leaf) * usize::from(hosts_per_leaf) + usize::from(index)),
+                    b: Endpoint::Switch { switch: usize::from(leaf), port: usize::from(index) },
+                    speed_mbps: speed(topology.host_speed_gbps),
+                    cable_m: topology.host_cable_m,
+                });
+            }
+            for spine in 0..spines {
+                links.push(Link {
+                    a: Endpoint::Switch {
+                        switch: usize::from(leaf),
+                        port: usize::from(hosts_per_leaf) + usize::from(spine),
+                    },
+                    b: Endpoint::Switch { switch: spine_switch(spine), port: usize::from(leaf) },
+                    speed_mbps: speed(topology.spine_speed_gbps),
+                    cable_m: topology.spine_cable_m,
+                });
+            }
+        }
+        let mode = switches[0].1.groups[0].mode;
+        let mtu = switches[0].1.mtu;
+        Ok(Self { name: topology.name, switches, hosts, links, dcqcn, mode, mtu })
+    }
+
+    /// The switch's name.
+    pub fn switch_name(&self, switch: usize) -> &str {
+        &self.switches[switch].1.name
+    }
+
+    /// "leaf0:s1" or "leaf0-h1" for a link end.
+    pub fn endpoint_name(&self, end: Endpoint) -> String {
+        match end {
+            Endpoint::Switch { switch, port } => {
+                let config = &self.switches[switch].1;
+                format!("{}:{}", config.name, config.ports[port].name)
+            }
+            Endpoint::Host(host) => self.hosts[host].name.clone(),
+        }
+    }
+}
+
+fn port_table(name: &str, speed_gbps: f64, cable_m: f64, peer_mac: &str) -> toml::Table {
+    let mut port = toml::Table::new();
+    port.insert("name".into(), name.into());
+    port.insert("speed_gbps".into(), speed_gbps.into());
+    port.insert("cable_m".into(), cable_m.into());
+    port.insert("peer_mac".into(), peer_mac.into());
+    port
+}
+
+fn route_table(prefix: &str, port: Option<&str>, group: Option<&str>) -> toml::Table {
+    let mut route = toml::Table::new();
+    route.insert("prefix".into(), prefix.into());
+    if let Some(port) = port {
+        route.insert("port".into(), port.into());
+    }
+    if let Some(group) = group {
+        route.insert("group".into(), group.into());
+    }
+    route
+}
+
+/// The template plus a switch's name, MAC, ports, routes and groups, validated as a config.
+fn switch_config(
+    template: &toml::Table,
+    name: &str,
+    mac: &str,
+    ports: Vec<toml::Table>,
+    routes: Vec<toml::Table>,
+    groups: Vec<toml::Table>,
+    file: &str,
+) -> Result<Config, String> {
+    let mut table = template.clone();
+    let switch = table.entry("switch").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    let Some(switch) = switch.as_table_mut() else { return Err(format!("{file}: switch: must be a table")) };
+    for key in ["name", "mac"] {
+        if switch.contains_key(key) {
+            return Err(format!("{file}: switch.{key}: set per switch by the fabric; remove it"));
+        }
+    }
+    switch.insert("name".into(), name.into());
+    switch.insert("mac".into(), mac.into());
+    let array = |tables: Vec<toml::Table>| toml::Value::Array(tables.into_iter().map(toml::Value::Table).collect());
+    table.insert("port".into(), array(ports));
+    table.insert("route".into(), array(routes));
+    if !groups.is_empty() {
+        table.insert("group".into(), array(groups));
+    }
+    let text = toml::to_string(&table).map_err(|err| format!("{file}: {name}: {err}"))?;
+    Config::parse(&text, &format!("{file} ({name})")).map_err(|err| err.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) const SMALL: &str = r#"
+[fabric]
+name = "small"
+leaves = 2
+spines = 2
+hosts_per_leaf = 2
+
+[switch]
+buffer_bytes = 4194304
+
+[qos]
+dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
+lossless = [3]
+[qos.scheduler]
+strict = [6, 7]
+dwrr = { 0 = 50, 3 = 50 }
+[qos.ecn.3]
+kmin_bytes = 50000
+kmax_bytes = 400000
+pmax = 0.2
+"#;
+
+    #[test]
+    fn leaf_spine_is_generated_and_routes_reach_every_host() {
+        let fabric = Fabric::parse(SMALL, "small.toml", None).unwrap();
+        assert_eq!(fabric.switches.len(), 4);
+        assert_eq!(fabric.hosts.len(), 4);
+        // 4 host links + 2 x 2 uplinks.
+        assert_eq!(fabric.links.len(), 8);
+        let leaf1 = &fabric.switches[1].1;
+        assert_eq!(leaf1.name, "leaf1");
+        let names: Vec<&str> = leaf1.ports.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["h0", "h1", "s0", "s1"]);
+        assert_eq!(fabric.hosts[3].address, std::net::Ipv4Addr::new(10, 1, 1, 1));
+        assert_eq!(fabric.endpoint_name(fabric.links[4].a), "leaf1-h0");
+        assert_eq!(fabric.endpoint_name(fabric.links[3].a), "leaf0:s1");
+        assert_eq!(fabric.endpoint_name(fabric.links[3].b), "spine1:l0");
+        assert_eq!(Fabric::parse(SMALL, "small.toml", Some("spray")).unwrap().mode, GroupMode::Spray);
+    }
+
+    #[test]
+    fn mistakes_name_the_file_and_field() {
+        let err = Fabric::parse(&SMALL.replace("leaves = 2", "leaves = 0"), "f.toml", None).unwrap_err();
+        assert!(err.contains("f.toml") && err.contains("fabric.leaves"), "{err}");
+        let err = Fabric::parse(&SMALL.replace("[switch]", "[switch]\nname = \"x\""), "f.toml", None).unwrap_err();
+        assert!(err.contains("switch.name"), "{err}");
+        let err = Fabric::parse(SMALL, "f.toml", Some("teleport")).unwrap_err();
+        assert!(err.contains("f.toml (leaf0)") && err.contains("mode"), "{err}");
+        let err = Fabric::parse(&format!("{SMALL}\n[dcqcn]\ng = 2.0\n"), "f.toml", None).unwrap_err();
+        assert!(err.contains("dcqcn.g"), "{err}");
+    }
+}

@@ -1,0 +1,167 @@
+//! Collective workloads as messages between hosts: N:1 incast, all-to-all and ring all-reduce,
+//! with a message size and a count. A message may wait for another to be received first (a
+//! ring all-reduce step waits for the previous step's chunk from the left neighbour), which
+//! is how a collective's completion time comes out of the network's behaviour.
+//!
+//! Invariant: message ids index `messages`; a message's `after` names an earlier message, so
+//! the dependencies form a forest and every message is released once its parent completes.
+
+#![forbid(unsafe_code)]
+
+/// Which collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collective {
+    /// Every host but `target` sends `messages` messages to `target`.
+    Incast { target: usize },
+    /// Every host sends `messages` messages to every other host, a queue pair per destination.
+    AllToAll,
+    /// Ring all-reduce of a `message_bytes` buffer, `messages` times in a row: 2 x (N - 1) steps
+    /// of message_bytes / N to the next host in the ring, each step after the previous step's
+    /// chunk arrived from the previous host. The ring alternates leaves, so every hop crosses
+    /// the spines when there are several leaves.
+    AllReduce,
+}
+
+impl Collective {
+    pub fn parse(name: &str, target: usize) -> Result<Self, String> {
+        match name {
+            "incast" => Ok(Self::Incast { target }),
+            "alltoall" => Ok(Self::AllToAll),
+            "allreduce" => Ok(Self::AllReduce),
+            other => Err(format!("--workload: '{other}' is not incast, alltoall or allreduce")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Incast { .. } => "incast",
+            Self::AllToAll => "alltoall",
+            Self::AllReduce => "allreduce",
+        }
+    }
+}
+
+/// One message: `bytes` from `sender` to `receiver` on queue pair `qp`.
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub sender: usize,
+    pub receiver: usize,
+    pub qp: usize,
+    pub bytes: u64,
+    /// Released only once this message has been received.
+    pub after: Option<usize>,
+}
+
+/// A queue pair: one sender to one receiver.
+#[derive(Debug, Clone)]
+pub struct QueuePairSpec {
+    pub sender: usize,
+    pub receiver: usize,
+}
+
+/// The messages and queue pairs of a workload over `hosts` hosts (`leaf_of` gives a host's
+/// leaf, for the all-reduce ring order).
+pub fn build(
+    collective: Collective,
+    hosts: usize,
+    leaf_of: &dyn Fn(usize) -> usize,
+    message_bytes: u64,
+    messages: u32,
+) -> (Vec<QueuePairSpec>, Vec<Message>) {
+    let mut qps: Vec<QueuePairSpec> = Vec::new();
+    let mut list: Vec<Message> = Vec::new();
+    let qp_for = |sender: usize, receiver: usize, qps: &mut Vec<QueuePairSpec>| {
+        qps.iter().position(|q| q.sender == sender && q.receiver == receiver).unwrap_or_else(|| {
+            qps.push(QueuePairSpec { sender, receiver });
+            qps.len() - 1
+        })
+    };
+    match collective {
+        Collective::Incast { target } => {
+            for sender in (0..hosts).filter(|&h| h != target) {
+                let qp = qp_for(sender, target, &mut qps);
+                for _ in 0..messages {
+                    list.push(Message { sender, receiver: target, qp, bytes: message_bytes, after: None });
+                }
+            }
+        }
+        Collective::AllToAll => {
+            for _ in 0..messages {
+                for sender in 0..hosts {
+                    for receiver in (0..hosts).filter(|&r| r != sender) {
+                        let qp = qp_for(sender, receiver, &mut qps);
+                        list.push(Message { sender, receiver, qp, bytes: message_bytes, after: None });
+                    }
+                }
+            }
+        }
+        Collective::AllReduce => {
+            let ring = ring_order(hosts, leaf_of);
+            let n = ring.len();
+            let chunk = message_bytes.div_ceil(n as u64).max(1);
+            let steps = 2 * (n - 1);
+            // last[i]: the message ring[i] sent in the previous step (its right neighbour waits
+            // for it before its own next step).
+            let mut last: Vec<Option<usize>> = vec![None; n];
+            for _ in 0..messages {
+                for _ in 0..steps {
+                    let mut sent = vec![None; n];
+                    for (position, &sender) in ring.iter().enumerate() {
+                        let receiver = ring[(position + 1) % n];
+                        let qp = qp_for(sender, receiver, &mut qps);
+                        // Wait for the chunk the left neighbour sent in the previous step.
+                        let after = last[(position + n - 1) % n];
+                        list.push(Message { sender, receiver, qp, bytes: chunk, after });
+                        sent[position] = Some(list.len() - 1);
+                    }
+                    last = sent;
+                }
+            }
+        }
+    }
+    (qps, list)
+}
+
+/// Hosts ordered so that consecutive ones sit on different leaves where possible: the first
+/// host of every leaf, then the second of every leaf, and so on.
+fn ring_order(hosts: usize, leaf_of: &dyn Fn(usize) -> usize) -> Vec<usize> {
+    let leaves = (0..hosts).map(leaf_of).max().map_or(0, |m| m + 1);
+    let mut by_leaf: Vec<Vec<usize>> = vec![Vec::new(); leaves];
+    for host in 0..hosts {
+        by_leaf[leaf_of(host)].push(host);
+    }
+    let deepest = by_leaf.iter().map(Vec::len).max().unwrap_or(0);
+    (0..deepest).flat_map(|i| by_leaf.iter().filter_map(move |l| l.get(i).copied())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_leaves(host: usize) -> usize {
+        host / 2
+    }
+
+    #[test]
+    fn incast_all_to_all_and_ring_messages() {
+        let (qps, messages) = build(Collective::Incast { target: 0 }, 4, &two_leaves, 1000, 3);
+        assert_eq!((qps.len(), messages.len()), (3, 9));
+        assert!(messages.iter().all(|m| m.receiver == 0 && m.after.is_none()));
+
+        let (qps, messages) = build(Collective::AllToAll, 4, &two_leaves, 1000, 2);
+        assert_eq!((qps.len(), messages.len()), (12, 24));
+
+        let (qps, messages) = build(Collective::AllReduce, 4, &two_leaves, 4000, 1);
+        // Ring 0, 2, 1, 3: every hop crosses leaves.
+        assert_eq!(qps.len(), 4);
+        assert!(qps.iter().all(|q| two_leaves(q.sender) != two_leaves(q.receiver)));
+        // 2 x 3 steps x 4 hosts, chunks of 1000 bytes; step 0 free, later steps wait.
+        assert_eq!(messages.len(), 24);
+        assert!(messages.iter().all(|m| m.bytes == 1000));
+        assert!(messages[..4].iter().all(|m| m.after.is_none()));
+        assert!(messages[4..].iter().all(|m| m.after.is_some_and(|a| a < 24)));
+        // Host 2 (ring position 1) waits, in step 1, for what host 0 sent in step 0.
+        let step1_from_2 = messages[4..8].iter().find(|m| m.sender == 2).unwrap();
+        assert_eq!(messages[step1_from_2.after.unwrap()].sender, 0);
+    }
+}
