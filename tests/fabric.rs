@@ -1,0 +1,145 @@
+//! `raceway fabric` end to end on small leaf-spines: lossless traffic loses nothing across
+//! the fabric with the auto headroom, DCQCN reduces PFC pauses against ECN without
+//! reaction, results are deterministic for a seed, and mistakes are one error line.
+
+mod common;
+
+use common::*;
+
+const FABRIC: &str = r#"
+[fabric]
+name = "test-2x2"
+leaves = 2
+spines = 2
+hosts_per_leaf = 2
+spine_cable_m = 20
+
+[switch]
+buffer_bytes = 4194304
+
+[qos]
+dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
+lossless = [3]
+[qos.scheduler]
+strict = [6, 7]
+dwrr = { 0 = 50, 3 = 50 }
+[qos.ecn.3]
+kmin_bytes = 50000
+kmax_bytes = 200000
+pmax = 0.2
+"#;
+
+/// Runs the fabric and returns results.json.
+fn fabric(name: &str, args: &[&str]) -> serde_json::Value {
+    fabric_of(FABRIC, name, args)
+}
+
+fn fabric_of(text: &str, name: &str, args: &[&str]) -> serde_json::Value {
+    let dir = temp_dir(name);
+    let config = dir.join("fabric.toml");
+    std::fs::write(&config, text).unwrap();
+    let out = dir.join("out");
+    run_ok(raceway().args(["fabric", "-c"]).arg(&config).arg("--out").arg(&out).args(args));
+    serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn lossless_traffic_loses_nothing_across_the_fabric() {
+    for mode in ["ecmp", "flowlet", "spray", "adaptive"] {
+        for workload in ["incast", "alltoall", "allreduce"] {
+            for dcqcn in [true, false] {
+                let mut args =
+                    vec!["--workload", workload, "--mode", mode, "--message-bytes", "262144", "--messages", "3"];
+                if !dcqcn {
+                    args.push("--no-dcqcn");
+                }
+                let result = fabric(&format!("fabric-{mode}-{workload}-{dcqcn}"), &args);
+                let what = format!("{mode} {workload} dcqcn {dcqcn}");
+                assert_eq!(result["drops"], 0, "{what}: {}", result["drops_by_reason"]);
+                assert_eq!(result["incomplete_messages"], 0, "{what}");
+                assert!(result["completion_us"].as_f64().unwrap() > 0.0, "{what}");
+            }
+        }
+    }
+}
+
+/// All-to-all among 8 hosts: ECMP collisions on the uplinks and 7:1 fan-in at every host.
+#[test]
+fn dcqcn_reduces_pfc_pauses() {
+    let eight_hosts = FABRIC.replace("hosts_per_leaf = 2", "hosts_per_leaf = 4");
+    let args = ["--workload", "alltoall", "--message-bytes", "1048576", "--messages", "2"];
+    let with = fabric_of(&eight_hosts, "fabric-dcqcn-on", &args);
+    let without = fabric_of(&eight_hosts, "fabric-dcqcn-off", &[&args[..], &["--no-dcqcn"]].concat());
+    let (paused_with, paused_without) =
+        (with["pfc_pause_total_us"].as_f64().unwrap(), without["pfc_pause_total_us"].as_f64().unwrap());
+    assert!(paused_without > 0.0, "no PFC without DCQCN: the test does not congest");
+    assert!(paused_with < paused_without * 0.5, "PFC pause {paused_with} us with DCQCN, {paused_without} us without");
+    assert!(with["cnps_sent"].as_u64().unwrap() > 0);
+    assert_eq!(without["cnps_sent"], 0);
+    // Marks happen either way; only DCQCN senders react to them.
+    assert!(without["ecn_marked"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn results_are_deterministic_for_a_seed() {
+    let args = ["--workload", "alltoall", "--mode", "random", "--message-bytes", "131072", "--messages", "2"];
+    let first = fabric("fabric-seed-a", &[&args[..], &["--seed", "7"]].concat());
+    let again = fabric("fabric-seed-b", &[&args[..], &["--seed", "7"]].concat());
+    assert_eq!(first, again);
+    let other = fabric("fabric-seed-c", &[&args[..], &["--seed", "8"]].concat());
+    assert_ne!(first["max_queue_bytes"], other["max_queue_bytes"], "random spraying ignores the seed");
+}
+
+#[test]
+fn per_switch_outputs_are_written() {
+    let dir = temp_dir("fabric-outputs");
+    let config = dir.join("fabric.toml");
+    std::fs::write(&config, FABRIC).unwrap();
+    let out = dir.join("out");
+    run_ok(raceway().args(["fabric", "-c"]).arg(&config).args(["--workload", "incast", "--out"]).arg(&out));
+    for switch in ["leaf0", "leaf1", "spine0", "spine1"] {
+        for file in ["stats.json", "index.html", "series.json", "throughput.svg", "pfc.svg"] {
+            assert!(out.join(switch).join(file).exists(), "{switch}/{file}");
+        }
+    }
+    // The incast into host 0 queues only on its path: leaf0's port to it, the uplinks of
+    // leaf1 (whose two senders may hash onto one spine) and the spines' ports to leaf0.
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let queues = results["max_queue_bytes"].as_object().unwrap();
+    assert!(queues["leaf0:h0"].as_u64().unwrap() > 0);
+    let on_path = ["leaf0:h0", "leaf1:s0", "leaf1:s1", "spine0:l0", "spine1:l0"];
+    for (port, depth) in queues {
+        if !on_path.contains(&port.as_str()) {
+            assert!(depth.as_u64().unwrap() < 20_000, "{port} queued {depth} bytes off the incast's path");
+        }
+    }
+}
+
+#[test]
+fn fabric_mistakes_are_one_error_line() {
+    let dir = temp_dir("fabric-mistakes");
+    let config = dir.join("fabric.toml");
+    std::fs::write(&config, FABRIC).unwrap();
+    let out = dir.join("out");
+    let run = |args: &[&str]| {
+        raceway().args(["fabric", "-c"]).arg(&config).arg("--out").arg(&out).args(args).output().unwrap()
+    };
+    for (args, word) in [
+        (vec!["--workload", "broadcast"], "--workload"),
+        (vec!["--workload", "incast", "--target", "4"], "--target"),
+        (vec!["--workload", "incast", "--mode", "teleport"], "mode"),
+        (vec!["--workload", "incast", "--roce-mtu", "20000"], "--roce-mtu"),
+    ] {
+        let output = run(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains(word), "{}", lines[0]);
+    }
+    std::fs::write(&config, FABRIC.replace("leaves = 2", "leaves = 0")).unwrap();
+    let output = run(&["--workload", "incast"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("fabric.leaves"));
+}
