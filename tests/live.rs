@@ -705,3 +705,188 @@ fn a_port_that_fails_to_start_is_a_clear_error() {
     assert!(ours[0].contains("port 'host0'") && ours[0].contains("net_pcap60"), "{}", ours[0]);
     assert!(!stderr.contains("panicked"));
 }
+
+/// A switch config of the live fabric. PFC goes early (static XOFF at 100 KB) and the headroom
+/// is large (4 MiB per priority group): these processes share two CPUs, so a switch reacts
+/// to a pause in scheduler time slices (milliseconds), not the microseconds the automatic
+/// headroom allows for. `ports` are (name, device, speed Gb/s),
+/// `routes` (prefix, port or group), and an uplink group `spines` over `group` when given.
+fn live_switch(
+    name: &str,
+    mac: &str,
+    ports: &[(&str, String, u32)],
+    routes: &[(&str, &str)],
+    group: &[&str],
+) -> String {
+    let mut text = format!(
+        "[switch]\nname = \"{name}\"\nmac = \"{mac}\"\nbuffer_bytes = 16777216\n\
+         [dpdk]\neal = [\"--no-huge\", \"-m\", \"512\", \"--no-pci\", \"--no-shconf\", \"--log-level\", \"*:warning\"]\n\
+         lcores = \"0@0,1@1\"\n\
+         [qos]\ndscp_to_tc = {{ 26 = 3, default = 0 }}\nlossless = [3]\n\
+         [qos.pfc]\nxoff_bytes = 100000\nxon_bytes = 50000\nheadroom_bytes = 4194304\n\
+         [qos.pfc_watchdog]\ndetection_ms = 10000\nrestoration_ms = 20000\n"
+    );
+    for (port, device, speed) in ports {
+        text.push_str(&format!(
+            "[[port]]\nname = \"{port}\"\ndevice = \"{device}\"\nspeed_gbps = {speed}\ncable_m = 10\npeer_mac = \"02:00:00:00:99:99\"\n"
+        ));
+    }
+    for (prefix, target) in routes {
+        let kind = if *target == "spines" { "group" } else { "port" };
+        text.push_str(&format!("[[route]]\nprefix = \"{prefix}\"\n{kind} = \"{target}\"\n"));
+    }
+    if !group.is_empty() {
+        let members: Vec<String> = group.iter().map(|m| format!("\"{m}\"")).collect();
+        text.push_str(&format!("[[group]]\nname = \"spines\"\nports = [{}]\nmode = \"spray\"\n", members.join(", ")));
+    }
+    text
+}
+
+/// The live fabric: four `raceway run` processes (two leaves, two spines) joined by net_memif
+/// links, all shaped to 1 Gb/s (a pause of 65535 quanta then lasts 33 ms, longer than the
+/// time slices of processes sharing two CPUs; at 100G it would lapse after 335 us while the
+/// pausing switch waits for a CPU). Leaf0's host sends 30,000 lossless 1000-byte frames to
+/// leaf1's host, a 2:1 bottleneck: frames cross three switches and spray over both spines, and PFC crosses
+/// two hops back (leaf1 pauses both spines, whose queues then pause leaf0). 30 MB cannot
+/// all fit in leaf1's headroom, so the spines must queue and pass the pause on. The hops PFC
+/// protects lose nothing; only leaf0's host, a pcap file that cannot pause, overflows its
+/// headroom at leaf0 (counted). Every frame leaf0 forwards reaches leaf1's host, routed three
+/// times.
+#[test]
+fn live_memif_leaf_spine_forwards_sprays_and_propagates_pfc() {
+    let dir = temp_dir("live-fabric");
+    let id = std::process::id();
+    // File sockets in the test's directory (unique per run, cleaned with it).
+    let socket = |a: &str, b: &str| format!("{}/{a}-{b}.sock,socket-abstract=no", dir.display());
+    let mut spec = raceway::frames::FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.1.0.1".parse().unwrap(), 7);
+    spec.frame_len = 1000;
+    let frames: Vec<(u64, Vec<u8>)> = (0..30_000u32)
+        .map(|psn| {
+            spec.transport = raceway::frames::Transport::Roce { source: 0xc000, opcode: 4, dest_qp: 7, psn };
+            (u64::from(psn) * 100, spec.build())
+        })
+        .collect();
+    write_pcap(&dir.join("host0.pcap"), &frames);
+    let memif =
+        |role: &str, a: &str, b: &str, id_no: u32| format!("net_memif{id_no},role={role},socket={}", socket(a, b));
+    let configs = [
+        (
+            "spine0",
+            live_switch(
+                "spine0",
+                "02:00:00:30:00:00",
+                &[("l0", memif("server", "l0", "s0", 70), 1), ("l1", memif("server", "l1", "s0", 71), 100)],
+                &[("10.0.0.0/16", "l0"), ("10.1.0.0/16", "l1")],
+                &[],
+            ),
+        ),
+        (
+            "spine1",
+            live_switch(
+                "spine1",
+                "02:00:00:30:01:00",
+                &[("l0", memif("server", "l0", "s1", 72), 1), ("l1", memif("server", "l1", "s1", 73), 100)],
+                &[("10.0.0.0/16", "l0"), ("10.1.0.0/16", "l1")],
+                &[],
+            ),
+        ),
+        (
+            "leaf1",
+            live_switch(
+                "leaf1",
+                "02:00:00:20:01:00",
+                &[
+                    ("h0", format!("net_pcap71,tx_pcap={}/leaf1-h0.pcap", dir.display()), 1),
+                    ("s0", memif("client", "l1", "s0", 74), 1),
+                    ("s1", memif("client", "l1", "s1", 75), 1),
+                ],
+                &[("10.1.0.1/32", "h0"), ("0.0.0.0/0", "spines")],
+                &["s0", "s1"],
+            ),
+        ),
+        (
+            "leaf0",
+            live_switch(
+                "leaf0",
+                "02:00:00:20:00:00",
+                &[
+                    ("h0", format!("net_pcap70,rx_pcap={}/host0.pcap", dir.display()), 1),
+                    ("s0", memif("client", "l0", "s0", 76), 1),
+                    ("s1", memif("client", "l0", "s1", 77), 1),
+                ],
+                &[("10.0.0.1/32", "h0"), ("0.0.0.0/0", "spines")],
+                &["s0", "s1"],
+            ),
+        ),
+    ];
+    // Spines (memif servers) first, together; then leaf1, then leaf0, whose host starts
+    // sending as soon as its worker runs: its links are up by then (a port waits for its link
+    // at start). Each process outlives the ones started after it.
+    let mut children = Vec::new();
+    let start = |name: &str, text: &str, duration: u32| {
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(&config, text).unwrap();
+        let log = dir.join(format!("{name}.log"));
+        let child = raceway()
+            .args(["run", "-c"])
+            .arg(&config)
+            .args(["--duration", &duration.to_string(), "--stats-json"])
+            .arg(dir.join(format!("{name}.json")))
+            .args(["--", "--file-prefix", &format!("raceway-{id}-{name}")])
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        (name.to_string(), log, KillOnDrop(child))
+    };
+    for (name, text) in &configs[..2] {
+        children.push(start(name, text, 18));
+    }
+    for (_, log, _) in &children {
+        wait_for_log(log, "worker on lcore");
+    }
+    for ((name, text), duration) in configs[2..].iter().zip([10, 6]) {
+        children.push(start(name, text, duration));
+        wait_for_log(&children.last().unwrap().1, "worker on lcore");
+    }
+    for (name, log, child) in children.iter_mut().rev() {
+        let status = child.wait_for_exit();
+        assert!(status.success(), "{name}: {}", std::fs::read_to_string(&*log).unwrap_or_default());
+    }
+    let stats = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap()).unwrap()
+    };
+    let (leaf0, leaf1, spine0, spine1) = (stats("leaf0"), stats("leaf1"), stats("spine0"), stats("spine1"));
+    for (name, s) in [("leaf0", &leaf0), ("leaf1", &leaf1), ("spine0", &spine0), ("spine1", &spine1)] {
+        assert_eq!(s["mbufs"]["available_at_exit"], s["mbufs"]["pool"], "{name} leaked mbufs");
+        for (port, counters) in s["ports"].as_object().unwrap() {
+            let drops = counters["drops"].as_object().unwrap();
+            let dropped: u64 = drops.values().map(|v| v.as_u64().unwrap()).sum();
+            if (name, port.as_str()) == ("leaf0", "h0") {
+                assert_eq!(dropped, counters["drops"]["headroom_overflow"].as_u64().unwrap(), "leaf0:h0 {drops:?}");
+            } else {
+                assert_eq!(dropped, 0, "{name}:{port} dropped: {drops:?}");
+            }
+        }
+    }
+    // Every frame leaf0 forwarded crossed three switches to leaf1's host, TTL 64 - 3.
+    let forwarded =
+        leaf0["ports"]["s0"]["tx_packets"].as_u64().unwrap() + leaf0["ports"]["s1"]["tx_packets"].as_u64().unwrap();
+    let delivered = read_pcap(&dir.join("leaf1-h0.pcap"));
+    assert_eq!(delivered.len() as u64, forwarded, "frames at leaf1's host");
+    assert!(forwarded > 2_000, "leaf0 forwarded only {forwarded}");
+    assert!(delivered.iter().all(|(_, f)| f[14 + 8] == 61 && ipv4_header_checksum_ok(&f[14..34])));
+    // Sprayed over both spines.
+    let via = |s: &serde_json::Value| s["ports"]["l1"]["tx_packets"].as_u64().unwrap();
+    assert_eq!(via(&spine0) + via(&spine1), forwarded);
+    assert!(via(&spine0) * 3 > forwarded && via(&spine1) * 3 > forwarded, "spray: {} / {}", via(&spine0), via(&spine1));
+    // PFC across two hops: leaf1 paused the spines, and the spines paused leaf0.
+    let xoff = |s: &serde_json::Value, port: &str| s["ports"][port]["pfc_xoff_tx"][3].as_u64().unwrap();
+    let heard = |s: &serde_json::Value, port: &str| s["ports"][port]["pfc_rx"][3].as_u64().unwrap();
+    assert!(xoff(&leaf1, "s0") > 0 && xoff(&leaf1, "s1") > 0, "leaf1 never paused the spines");
+    assert!(heard(&spine0, "l1") > 0 && heard(&spine1, "l1") > 0, "the spines never heard leaf1's PFC");
+    assert!(
+        xoff(&spine0, "l0") > 0 && xoff(&spine1, "l0") > 0,
+        "a spine never paused leaf0: PFC stopped after one hop"
+    );
+    assert!(heard(&leaf0, "s0") + heard(&leaf0, "s1") > 0, "leaf0 never heard the spines' PFC");
+}
