@@ -143,3 +143,130 @@ fn fabric_mistakes_are_one_error_line() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("fabric.leaves"));
 }
+
+/// A switch config for the listed fabric: `ports` (name, speed Gb/s) and `routes` (prefix,
+/// port).
+fn listed_switch(name: &str, ports: &[(&str, u32)], routes: &[(&str, &str)]) -> String {
+    let mut text = format!(
+        "[switch]\nname = \"{name}\"\nmac = \"02:00:00:00:00:01\"\nbuffer_bytes = 4194304\n\
+         [qos]\ndscp_to_tc = {{ 26 = 3, 48 = 6, default = 0 }}\nlossless = [3]\n\
+         [qos.ecn.3]\nkmin_bytes = 50000\nkmax_bytes = 200000\npmax = 0.2\n"
+    );
+    for (port, speed) in ports {
+        text.push_str(&format!(
+            "[[port]]\nname = \"{port}\"\nspeed_gbps = {speed}\ncable_m = 5\npeer_mac = \"02:00:00:00:00:02\"\n"
+        ));
+    }
+    for (prefix, port) in routes {
+        text.push_str(&format!("[[route]]\nprefix = \"{prefix}\"\nport = \"{port}\"\n"));
+    }
+    text
+}
+
+/// A fabric listed switch by switch (configs, hosts, links) rather than generated: two
+/// leaves under one spine, a slower 40G spine link, and an incast across it.
+#[test]
+fn a_listed_fabric_runs_its_own_configs_and_links() {
+    let dir = temp_dir("fabric-listed");
+    let leaf = |name: &str, local: &str| {
+        listed_switch(
+            name,
+            &[("h0", 100), ("h1", 100), ("up", 40)],
+            &[(&format!("{local}.1/32"), "h0"), (&format!("{local}.2/32"), "h1"), ("0.0.0.0/0", "up")],
+        )
+    };
+    std::fs::write(dir.join("leaf-a.toml"), leaf("leaf-a", "10.0.0")).unwrap();
+    std::fs::write(dir.join("leaf-b.toml"), leaf("leaf-b", "10.0.1")).unwrap();
+    std::fs::write(
+        dir.join("spine.toml"),
+        listed_switch("spine", &[("a", 40), ("b", 40)], &[("10.0.0.0/24", "a"), ("10.0.1.0/24", "b")]),
+    )
+    .unwrap();
+    let fabric = r#"
+[fabric]
+name = "listed"
+
+[[switch]]
+name = "leaf-a"
+config = "leaf-a.toml"
+[[switch]]
+name = "leaf-b"
+config = "leaf-b.toml"
+[[switch]]
+name = "spine"
+config = "spine.toml"
+
+[[host]]
+name = "a1"
+address = "10.0.0.1"
+[[host]]
+name = "a2"
+address = "10.0.0.2"
+[[host]]
+name = "b1"
+address = "10.0.1.1"
+[[host]]
+name = "b2"
+address = "10.0.1.2"
+
+[[link]]
+a = "a1"
+b = "leaf-a:h0"
+[[link]]
+a = "a2"
+b = "leaf-a:h1"
+[[link]]
+a = "b1"
+b = "leaf-b:h0"
+[[link]]
+a = "b2"
+b = "leaf-b:h1"
+[[link]]
+a = "leaf-a:up"
+b = "spine:a"
+cable_m = 30
+[[link]]
+a = "leaf-b:up"
+b = "spine:b"
+speed_gbps = 40
+"#;
+    let path = dir.join("fabric.toml");
+    std::fs::write(&path, fabric).unwrap();
+    let out = dir.join("out");
+    run_ok(
+        raceway()
+            .args(["fabric", "-c"])
+            .arg(&path)
+            .args(["--workload", "incast", "--message-bytes", "262144", "--out"])
+            .arg(&out),
+    );
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["incomplete_messages"], 0);
+    assert_eq!(results["drops"], 0);
+    // Two of the three senders cross the 40G spine link, which is where the queue builds.
+    let queues = results["max_queue_bytes"].as_object().unwrap();
+    assert!(queues["spine:a"].as_u64().unwrap() > 0 || queues["leaf-b:up"].as_u64().unwrap() > 0, "{queues:?}");
+    assert!(out.join("spine").join("stats.json").exists());
+
+    // Mistakes name the file and the link.
+    let run = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        raceway().args(["fabric", "-c"]).arg(&path).args(["--workload", "incast", "--out"]).arg(&out).output().unwrap()
+    };
+    for (text, words) in [
+        (fabric.replace("speed_gbps = 40", "speed_gbps = 100"), ["link[5].speed_gbps", "differs"]),
+        (fabric.replace("b = \"spine:b\"", "b = \"spine:c\""), ["link[5].b", "no port 'c'"]),
+        (
+            fabric.replace("a = \"b2\"\nb = \"leaf-b:h1\"", "a = \"b2\"\nb = \"leaf-b:h0\""),
+            ["link[3]", "already linked"],
+        ),
+    ] {
+        let output = run(&text);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        for word in words {
+            assert!(stderr.contains(word), "{stderr} lacks {word}");
+        }
+    }
+}

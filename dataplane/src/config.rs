@@ -319,6 +319,20 @@ pub enum GroupMode {
 }
 
 impl GroupMode {
+    /// The mode a config names: ecmp, spray, random, adaptive or flowlet.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "ecmp" => Some(Self::Ecmp),
+            "spray" => Some(Self::Spray),
+            "random" => Some(Self::Random),
+            "adaptive" => Some(Self::Adaptive),
+            "flowlet" => Some(Self::Flowlet),
+            _ => None,
+        }
+    }
+}
+
+impl GroupMode {
     pub fn name(self) -> &'static str {
         match self {
             Self::Ecmp => "ecmp",
@@ -506,18 +520,10 @@ impl Validator<'_> {
                 }
                 members.push(port);
             }
-            let mode = match group.mode.as_deref().unwrap_or("ecmp") {
-                "ecmp" => GroupMode::Ecmp,
-                "spray" => GroupMode::Spray,
-                "random" => GroupMode::Random,
-                "adaptive" => GroupMode::Adaptive,
-                "flowlet" => GroupMode::Flowlet,
-                other => {
-                    return Err(
-                        self.error(field("mode"), format!("'{other}' is not ecmp, spray, random, adaptive or flowlet"))
-                    )
-                }
-            };
+            let name = group.mode.as_deref().unwrap_or("ecmp");
+            let mode = GroupMode::parse(name).ok_or_else(|| {
+                self.error(field("mode"), format!("'{name}' is not ecmp, spray, random, adaptive or flowlet"))
+            })?;
             groups.push(GroupConfig {
                 name: group.name,
                 members,

@@ -10,9 +10,13 @@
 //! each host's /32 to its port and everything else to the uplink group `spines`; spine S has
 //! ports `l0..` and routes leaf L's 10.L.0.0/16 to port `lL`. Host h of leaf L is 10.L.h.1.
 //!
+//! A fabric file may instead list its switches (`[[switch]]`: name and config file), hosts
+//! (`[[host]]`) and links (`[[link]]`) for any topology its configs route.
+//!
 //! Invariant: each switch's config is the template plus generated ports, routes and groups,
-//! validated by `Config::parse` like any config, so a fabric runs only switches a user could
-//! run alone; errors name the fabric file and the switch.
+//! or a config file, validated by `Config::parse` like any config, so a fabric runs only
+//! switches a user could run alone; a link's speed equals its switch ports'; errors name the
+//! fabric file and the switch or link.
 
 #![forbid(unsafe_code)]
 
@@ -26,14 +30,15 @@ use dcqcn::DcqcnParams;
 use serde::Deserialize;
 use std::path::Path;
 
-/// The `[fabric]` table.
+/// The `[fabric]` table. `leaves`, `spines` and `hosts_per_leaf` generate a leaf-spine; a
+/// fabric that lists `[[switch]]`, `[[host]]` and `[[link]]` instead leaves them out.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTopology {
     name: String,
-    leaves: u8,
-    spines: u8,
-    hosts_per_leaf: u8,
+    leaves: Option<u8>,
+    spines: Option<u8>,
+    hosts_per_leaf: Option<u8>,
     #[serde(default = "default_speed")]
     host_speed_gbps: f64,
     #[serde(default = "default_speed")]
@@ -112,10 +117,17 @@ impl Fabric {
     /// Reads a fabric file; `mode` overrides the uplink group mode.
     pub fn load(path: &Path, mode: Option<&str>) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|err| format!("{}: cannot read: {err}", path.display()))?;
-        Self::parse(&text, &path.display().to_string(), mode)
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::parse_in(&text, &path.display().to_string(), base, mode)
     }
 
+    /// Parses a fabric whose switch configs (if listed) are relative to the working directory.
     pub fn parse(text: &str, file: &str, mode: Option<&str>) -> Result<Self, String> {
+        Self::parse_in(text, file, Path::new("."), mode)
+    }
+
+    /// Parses a fabric; listed switch configs are read relative to `base`.
+    pub fn parse_in(text: &str, file: &str, base: &Path, mode: Option<&str>) -> Result<Self, String> {
         let mut table: toml::Table = text.parse().map_err(|err: toml::de::Error| {
             format!("{file}: {}", err.message().lines().next().unwrap_or("not TOML"))
         })?;
@@ -131,13 +143,23 @@ impl Fabric {
             None => DcqcnParams::default(),
         };
         dcqcn.validate().map_err(|problem| format!("{file}: {problem}"))?;
-        for (field, value) in [("fabric.leaves", topology.leaves), ("fabric.spines", topology.spines)] {
+        if table.get("switch").is_some_and(toml::Value::is_array) {
+            return explicit(topology, table, dcqcn, file, base, mode);
+        }
+        let (Some(leaves), Some(spines), Some(hosts_per_leaf)) =
+            (topology.leaves, topology.spines, topology.hosts_per_leaf)
+        else {
+            return Err(format!(
+                "{file}: fabric: give leaves, spines and hosts_per_leaf, or list [[switch]], [[host]] and [[link]]"
+            ));
+        };
+        for (field, value) in [("fabric.leaves", leaves), ("fabric.spines", spines)] {
             if value == 0 || value > 64 {
                 return Err(format!("{file}: {field}: {value} is not 1-64"));
             }
         }
-        if topology.hosts_per_leaf == 0 || topology.hosts_per_leaf > 200 {
-            return Err(format!("{file}: fabric.hosts_per_leaf: {} is not 1-200", topology.hosts_per_leaf));
+        if hosts_per_leaf == 0 || hosts_per_leaf > 200 {
+            return Err(format!("{file}: fabric.hosts_per_leaf: {hosts_per_leaf} is not 1-200"));
         }
         for (field, value) in [
             ("fabric.host_speed_gbps", topology.host_speed_gbps),
@@ -154,9 +176,6 @@ impl Fabric {
         }
         let mode_name = mode.unwrap_or(&topology.mode).to_string();
         let mut switches = Vec::new();
-        let leaves = topology.leaves;
-        let spines = topology.spines;
-        let hosts_per_leaf = topology.hosts_per_leaf;
         let mut links = Vec::new();
         let mut hosts = Vec::new();
         for leaf in 0..leaves {
@@ -258,6 +277,171 @@ impl Fabric {
             Endpoint::Host(host) => self.hosts[host].name.clone(),
         }
     }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSwitchEntry {
+    name: String,
+    /// A raceway config, relative to the fabric file.
+    config: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHostEntry {
+    name: String,
+    address: std::net::Ipv4Addr,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLink {
+    /// `switch:port` or a host name.
+    a: String,
+    b: String,
+    speed_gbps: Option<f64>,
+    cable_m: Option<f64>,
+}
+
+/// A fabric listed switch by switch: `[[switch]]` (name, config file), `[[host]]` (name,
+/// address) and `[[link]]` (two ends, `switch:port` or a host; speed and cable default to the
+/// switch port's and must agree with it, so the switch shapes what the link carries).
+fn explicit(
+    topology: RawTopology,
+    mut table: toml::Table,
+    dcqcn: DcqcnParams,
+    file: &str,
+    base: &Path,
+    mode: Option<&str>,
+) -> Result<Fabric, String> {
+    fn entries<T: serde::de::DeserializeOwned>(
+        table: &mut toml::Table,
+        key: &str,
+        file: &str,
+    ) -> Result<Vec<T>, String> {
+        match table.remove(key) {
+            Some(value) => value.try_into().map_err(|err: toml::de::Error| format!("{file}: {key}: {}", err.message())),
+            None => Ok(Vec::new()),
+        }
+    }
+    let switch_entries: Vec<RawSwitchEntry> = entries(&mut table, "switch", file)?;
+    let host_entries: Vec<RawHostEntry> = entries(&mut table, "host", file)?;
+    let link_entries: Vec<RawLink> = entries(&mut table, "link", file)?;
+    if let Some(key) = table.keys().next() {
+        return Err(format!("{file}: {key}: not a fabric table (fabric, dcqcn, switch, host, link)"));
+    }
+    let override_mode = match mode {
+        Some(name) => Some(
+            GroupMode::parse(name)
+                .ok_or_else(|| format!("--mode: '{name}' is not ecmp, spray, random, adaptive or flowlet"))?,
+        ),
+        None => None,
+    };
+    let mut configs: Vec<Config> = Vec::new();
+    for (index, entry) in switch_entries.iter().enumerate() {
+        let mut config = Config::load(&base.join(&entry.config)).map_err(|err| err.to_string())?;
+        if config.name != entry.name {
+            return Err(format!(
+                "{file}: switch[{index}].name: '{}' but {} names it '{}'",
+                entry.name, entry.config, config.name
+            ));
+        }
+        if configs.iter().any(|c| c.name == entry.name) {
+            return Err(format!("{file}: switch[{index}].name: '{}' is listed twice", entry.name));
+        }
+        if let Some(mode) = override_mode {
+            for group in &mut config.groups {
+                group.mode = mode;
+            }
+        }
+        configs.push(config);
+    }
+    if configs.is_empty() {
+        return Err(format!("{file}: switch: list at least one switch"));
+    }
+    let mut hosts: Vec<HostSpec> = Vec::new();
+    for (index, entry) in host_entries.iter().enumerate() {
+        if hosts.iter().any(|h| h.name == entry.name) || configs.iter().any(|c| c.name == entry.name) {
+            return Err(format!("{file}: host[{index}].name: '{}' is already a host or switch", entry.name));
+        }
+        hosts.push(HostSpec {
+            name: entry.name.clone(),
+            leaf: 0,
+            index: 0,
+            address: entry.address,
+            mac: crate::wire::ethernet::MacAddress([0x02, 0, 0, 0x10, (index >> 8) as u8, index as u8]),
+        });
+    }
+    let resolve = |text: &str, field: &str| -> Result<(Endpoint, Option<(u64, f64)>), String> {
+        if let Some((switch, port)) = text.split_once(':') {
+            let index = configs
+                .iter()
+                .position(|c| c.name == switch)
+                .ok_or_else(|| format!("{file}: {field}: no switch '{switch}'"))?;
+            let config = &configs[index];
+            let port_index = config
+                .port_index(port)
+                .ok_or_else(|| format!("{file}: {field}: switch '{switch}' has no port '{port}'"))?;
+            let spec = &config.ports[port_index];
+            Ok((Endpoint::Switch { switch: index, port: port_index }, Some((spec.speed_mbps, spec.cable_m))))
+        } else {
+            let index = hosts
+                .iter()
+                .position(|h| h.name == text)
+                .ok_or_else(|| format!("{file}: {field}: no host '{text}' (a switch port is switch:port)"))?;
+            Ok((Endpoint::Host(index), None))
+        }
+    };
+    let mut links = Vec::new();
+    let mut used: Vec<Endpoint> = Vec::new();
+    let mut host_switch = vec![None; hosts.len()];
+    for (index, link) in link_entries.iter().enumerate() {
+        let (a, a_port) = resolve(&link.a, &format!("link[{index}].a"))?;
+        let (b, b_port) = resolve(&link.b, &format!("link[{index}].b"))?;
+        for end in [a, b] {
+            if used.contains(&end) {
+                return Err(format!("{file}: link[{index}]: an end is already linked"));
+            }
+            used.push(end);
+        }
+        let ports: Vec<(u64, f64)> = [a_port, b_port].into_iter().flatten().collect();
+        let Some(&(speed_mbps, cable_m)) = ports.first() else {
+            return Err(format!("{file}: link[{index}]: a link needs a switch port at one end at least"));
+        };
+        if ports.iter().any(|&(speed, _)| speed != speed_mbps) {
+            return Err(format!("{file}: link[{index}]: the two ports' speed_gbps differ"));
+        }
+        if let Some(gbps) = link.speed_gbps {
+            if (gbps * 1000.0).round() as u64 != speed_mbps {
+                return Err(format!("{file}: link[{index}].speed_gbps: {gbps} differs from the port's speed_gbps"));
+            }
+        }
+        let cable_m = link.cable_m.unwrap_or(cable_m);
+        if !(cable_m.is_finite() && cable_m >= 0.0) {
+            return Err(format!("{file}: link[{index}].cable_m: {cable_m} is not a length"));
+        }
+        for (end, other) in [(a, b), (b, a)] {
+            if let (Endpoint::Host(host), Endpoint::Switch { switch, .. }) = (end, other) {
+                host_switch[host] = Some(switch);
+            }
+        }
+        links.push(Link { a, b, speed_mbps, cable_m });
+    }
+    for (host, switch) in host_switch.iter().enumerate() {
+        let Some(switch) = switch else {
+            return Err(format!("{file}: host '{}' has no link to a switch", hosts[host].name));
+        };
+        hosts[host].leaf = *switch as u8;
+    }
+    let mode = configs.iter().flat_map(|c| c.groups.iter()).map(|g| g.mode).next().unwrap_or(GroupMode::Ecmp);
+    let mtu = configs[0].mtu;
+    let switches = configs
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| (if host_switch.contains(&Some(i)) { Role::Leaf(i as u8) } else { Role::Spine(i as u8) }, c))
+        .collect();
+    Ok(Fabric { name: topology.name, switches, hosts, links, dcqcn, mode, mtu })
 }
 
 fn port_table(name: &str, speed_gbps: f64, cable_m: f64, peer_mac: &str) -> toml::Table {
