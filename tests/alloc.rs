@@ -10,8 +10,8 @@ use raceway::config::Config;
 use raceway::frames::{FrameSpec, Transport};
 use raceway::switch::Switch;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::net::{IpAddr, Ipv4Addr};
 use std::cell::Cell;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 struct Counting;
