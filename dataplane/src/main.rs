@@ -499,11 +499,11 @@ fn execute(command: Command) -> Result<(), Failure> {
                 return Err(Failure("--message-bytes and --messages must be at least 1".into()));
             }
             if !(64..=9000).contains(&roce_mtu)
-                || roce_mtu + raceway::fabric::host::ROCE_OVERHEAD > fabric.mtu as usize + 14
+                || roce_mtu + raceway::fabric::host::ROCE_OVERHEAD > fabric.mtu() as usize + 14
             {
                 return Err(Failure(format!(
                     "--roce-mtu: {roce_mtu} is not 64-9000 or does not fit the switches' mtu {}",
-                    fabric.mtu
+                    fabric.mtu()
                 )));
             }
             if !(horizon_ms.is_finite() && horizon_ms > 0.0) {

@@ -132,8 +132,8 @@ impl Engine<'_> {
         }
         let bytes = if let Some(repr) = self.switches[switch].take_control(port, now) {
             let mut frame = vec![0u8; crate::wire::pfc::FRAME_LEN];
-            repr.emit(self.fabric.switches[switch].1.mac, &mut frame);
-            self.recorders[switch].pfc_sent(port, &repr, now, self.fabric.switches[switch].1.ports[port].speed_mbps);
+            repr.emit(self.fabric.switches[switch].mac, &mut frame);
+            self.recorders[switch].pfc_sent(port, &repr, now, self.fabric.switches[switch].ports[port].speed_mbps);
             frame
         } else if let Some(packet) = self.switches[switch].transmit(port, now) {
             packet.bytes
@@ -164,12 +164,7 @@ impl Engine<'_> {
             crate::wire::parse::parse(&bytes).map(|parsed| parsed.payload)
         {
             self.note_pause(Endpoint::Switch { switch, port }, &repr, now);
-            self.recorders[switch].pfc_received(
-                port,
-                &repr,
-                now,
-                self.fabric.switches[switch].1.ports[port].speed_mbps,
-            );
+            self.recorders[switch].pfc_received(port, &repr, now, self.fabric.switches[switch].ports[port].speed_mbps);
         }
         match self.switches[switch].receive(port, HeapPacket::new(bytes), now) {
             Received::Queued { egress, .. } => self.switch_transmit(switch, egress, now),
@@ -390,15 +385,15 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         .switches
         .iter()
         .enumerate()
-        .map(|(i, (_, config))| Switch::new(config, options.seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .map(|(i, config)| Switch::new(config, options.seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
         .collect();
-    let data_priority = usize::from(fabric.switches[0].1.qos.dscp_to_tc[usize::from(host::DATA_DSCP)]);
+    let data_priority = usize::from(fabric.switches[0].qos.dscp_to_tc[usize::from(host::DATA_DSCP)]);
     let mut engine = Engine {
         fabric,
         options,
-        switch_busy: fabric.switches.iter().map(|(_, c)| vec![false; c.ports.len()]).collect(),
+        switch_busy: fabric.switches.iter().map(|c| vec![false; c.ports.len()]).collect(),
         timer_at: vec![NEVER; switches.len()],
-        recorders: fabric.switches.iter().map(|(_, c)| Recorder::new(c.ports.len(), span_ps)).collect(),
+        recorders: fabric.switches.iter().map(|c| Recorder::new(c.ports.len(), span_ps)).collect(),
         switches,
         nics,
         qps,
@@ -509,7 +504,7 @@ fn results(
     let mut total_drops = 0u64;
     let mut max_queue = serde_json::Map::new();
     let mut marked = 0u64;
-    for (index, (_, config)) in fabric.switches.iter().enumerate() {
+    for (index, config) in fabric.switches.iter().enumerate() {
         let stats = &engine.switches[index].stats;
         for (port, counters) in config.ports.iter().zip(&stats.ports) {
             total_drops += counters.dropped();
@@ -556,7 +551,7 @@ fn results(
     let result = json!({
         "fabric": fabric.name,
         "workload": options.collective.name(),
-        "mode": format!("{:?}", fabric.mode).to_lowercase(),
+        "mode": format!("{:?}", fabric.mode()).to_lowercase(),
         "dcqcn": fabric.dcqcn.enabled,
         "hosts": fabric.hosts.len(),
         "message_bytes": options.message_bytes,
@@ -581,7 +576,7 @@ fn results(
         std::fs::create_dir_all(out).map_err(|err| format!("{}: cannot create: {err}", out.display()))?;
         let recorders = std::mem::take(&mut engine.recorders);
         for (index, mut recorder) in recorders.into_iter().enumerate() {
-            let config = &fabric.switches[index].1;
+            let config = &fabric.switches[index];
             let dir = out.join(&config.name);
             let switch = &engine.switches[index];
             recorder.finish(end, switch);

@@ -64,13 +64,6 @@ fn default_mode() -> String {
     "ecmp".into()
 }
 
-/// What a switch is in the fabric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Leaf(u8),
-    Spine(u8),
-}
-
 /// One end of a link: a switch port, or a host's NIC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Endpoint {
@@ -101,12 +94,11 @@ pub struct HostSpec {
 #[derive(Debug, Clone)]
 pub struct Fabric {
     pub name: String,
-    pub switches: Vec<(Role, Config)>,
+    /// Leaves first, then spines (generated), or in the file's order (listed).
+    pub switches: Vec<Config>,
     pub hosts: Vec<HostSpec>,
     pub links: Vec<Link>,
     pub dcqcn: DcqcnParams,
-    pub mode: GroupMode,
-    pub mtu: u32,
 }
 
 fn mac(kind: u8, a: u8, b: u8) -> String {
@@ -217,7 +209,7 @@ impl Fabric {
             group.insert("mode".into(), mode_name.clone().into());
             let config =
                 switch_config(&table, &format!("leaf{leaf}"), &mac(0x20, leaf, 0), ports, routes, vec![group], file)?;
-            switches.push((Role::Leaf(leaf), config));
+            switches.push(config);
         }
         for spine in 0..spines {
             let mut ports = Vec::new();
@@ -233,7 +225,7 @@ impl Fabric {
             }
             let config =
                 switch_config(&table, &format!("spine{spine}"), &mac(0x30, spine, 0), ports, routes, vec![], file)?;
-            switches.push((Role::Spine(spine), config));
+            switches.push(config);
         }
         let spine_switch = |spine: u8| usize::from(leaves) + usize::from(spine);
         for leaf in 0..leaves {
@@ -257,21 +249,24 @@ impl Fabric {
                 });
             }
         }
-        let mode = switches[0].1.groups[0].mode;
-        let mtu = switches[0].1.mtu;
-        Ok(Self { name: topology.name, switches, hosts, links, dcqcn, mode, mtu })
+        Ok(Self { name: topology.name, switches, hosts, links, dcqcn })
     }
 
-    /// The switch's name.
-    pub fn switch_name(&self, switch: usize) -> &str {
-        &self.switches[switch].1.name
+    /// The group mode of the fabric's uplinks: the first group's (ECMP if there is none).
+    pub fn mode(&self) -> GroupMode {
+        self.switches.iter().flat_map(|c| c.groups.iter()).map(|g| g.mode).next().unwrap_or(GroupMode::Ecmp)
+    }
+
+    /// The smallest switch MTU: the largest IP packet every switch forwards.
+    pub fn mtu(&self) -> u32 {
+        self.switches.iter().map(|c| c.mtu).min().unwrap_or(0)
     }
 
     /// "leaf0:s1" or "leaf0-h1" for a link end.
     pub fn endpoint_name(&self, end: Endpoint) -> String {
         match end {
             Endpoint::Switch { switch, port } => {
-                let config = &self.switches[switch].1;
+                let config = &self.switches[switch];
                 format!("{}:{}", config.name, config.ports[port].name)
             }
             Endpoint::Host(host) => self.hosts[host].name.clone(),
@@ -434,14 +429,7 @@ fn explicit(
         };
         hosts[host].leaf = *switch as u8;
     }
-    let mode = configs.iter().flat_map(|c| c.groups.iter()).map(|g| g.mode).next().unwrap_or(GroupMode::Ecmp);
-    let mtu = configs[0].mtu;
-    let switches = configs
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| (if host_switch.contains(&Some(i)) { Role::Leaf(i as u8) } else { Role::Spine(i as u8) }, c))
-        .collect();
-    Ok(Fabric { name: topology.name, switches, hosts, links, dcqcn, mode, mtu })
+    Ok(Fabric { name: topology.name, switches: configs, hosts, links, dcqcn })
 }
 
 fn port_table(name: &str, speed_gbps: f64, cable_m: f64, peer_mac: &str) -> toml::Table {
@@ -528,7 +516,7 @@ pmax = 0.2
         assert_eq!(fabric.hosts.len(), 4);
         // 4 host links + 2 x 2 uplinks.
         assert_eq!(fabric.links.len(), 8);
-        let leaf1 = &fabric.switches[1].1;
+        let leaf1 = &fabric.switches[1];
         assert_eq!(leaf1.name, "leaf1");
         let names: Vec<&str> = leaf1.ports.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["h0", "h1", "s0", "s1"]);
@@ -536,7 +524,7 @@ pmax = 0.2
         assert_eq!(fabric.endpoint_name(fabric.links[4].a), "leaf1-h0");
         assert_eq!(fabric.endpoint_name(fabric.links[3].a), "leaf0:s1");
         assert_eq!(fabric.endpoint_name(fabric.links[3].b), "spine1:l0");
-        assert_eq!(Fabric::parse(SMALL, "small.toml", Some("spray")).unwrap().mode, GroupMode::Spray);
+        assert_eq!(Fabric::parse(SMALL, "small.toml", Some("spray")).unwrap().mode(), GroupMode::Spray);
     }
 
     #[test]
