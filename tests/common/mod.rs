@@ -12,12 +12,15 @@ pub fn raceway() -> Command {
     Command::new(env!("CARGO_BIN_EXE_raceway"))
 }
 
-/// A fresh directory under the target dir, unique per test.
+/// A fresh directory under the target dir, unique per call: tests running side by side (or
+/// two calls with one name) never share one. It is kept after the test, for a look at what a
+/// failing test wrote.
 pub fn temp_dir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    tempfile::Builder::new()
+        .prefix(&format!("{name}-"))
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap_or_else(|e| panic!("a temp dir for {name}: {e}"))
+        .keep()
 }
 
 /// Writes (timestamp ns, frame) records as a nanosecond pcap.
