@@ -6,9 +6,10 @@
 //! target RT remembers the rate before the cut. Recovery: a timer (`rate_increase_us`) and a
 //! byte counter (`byte_counter_bytes`) each count stages; for the first `fast_recovery_stages`
 //! stages RC moves halfway to RT (fast recovery), then RT grows by `additive_increase_mbps`
-//! (additive) and, once both counters are past the fast stages, by `hyper_increase_mbps`
-//! (hyper). Rates stay within [min_rate, line rate]. Cuts happen at most once per
-//! `rate_decrease_interval_us`.
+//! (additive) and, once both counters are past the fast stages, by a growing hyper step: the
+//! k-th stage past fast recovery on both counters adds k x `hyper_increase_mbps`, as QCN's
+//! hyper-active increase and the DCQCN authors' released simulator (ns3-rdma) do. Rates stay
+//! within [min_rate, line rate]. Cuts happen at most once per `rate_decrease_interval_us`.
 //!
 //! Invariant: the rate is always within [min_rate_mbps, line rate], and the state changes only
 //! through `on_cnp`, `on_bytes_sent` and `advance`, all in virtual time, so runs are
@@ -18,9 +19,11 @@
 
 use serde::Deserialize;
 
-/// DCQCN parameters. Defaults: the paper's algorithm (alpha gain g = 1/16, alpha decay and a
-/// recovery stage every 55 us, at most one cut per 4 us, 100 Mb/s floor; receivers send at
-/// most one CNP per QP per 50 us) with the recovery steps scaled to 100G links: a byte-counter
+/// DCQCN parameters. Defaults: the authors' released settings (alpha gain g = 1/256, as
+/// ns3-rdma's `DCTCP_GAIN 0.00390625` and HPCC's `EWMA_GAIN`; the paper's text suggests 1/16;
+/// alpha decay and a recovery stage every 55 us, at most one cut per 4 us, 100 Mb/s floor;
+/// receivers send at most one CNP per QP per 50 us) with the recovery steps scaled to 100G
+/// links: a byte-counter
 /// stage every 256 KiB, one fast-recovery stage, then additive steps of 1 Gb/s and hyper steps
 /// of 5 Gb/s (1% and 5% of line rate). Measured on the 2x2 leaf-spine of the README: the
 /// paper's 40G steps (40/200 Mb/s, 10 MB byte counter, 5 fast stages) starve a 100G incast
@@ -50,7 +53,7 @@ impl Default for DcqcnParams {
     fn default() -> Self {
         Self {
             enabled: true,
-            g: 1.0 / 16.0,
+            g: 1.0 / 256.0,
             alpha_update_us: 55.0,
             rate_increase_us: 55.0,
             byte_counter_bytes: 256 * 1024,
@@ -201,7 +204,8 @@ impl RateControl {
     fn increase(&mut self, params: &DcqcnParams) {
         let fast = params.fast_recovery_stages;
         if self.timer_stages > fast && self.byte_stages > fast {
-            self.target += params.hyper_increase_mbps;
+            let hyper_stage = self.timer_stages.min(self.byte_stages) - fast;
+            self.target += params.hyper_increase_mbps * f64::from(hyper_stage);
         } else if self.timer_stages > fast || self.byte_stages > fast {
             self.target += params.additive_increase_mbps;
         }
@@ -246,6 +250,44 @@ mod tests {
         }
         assert!(rc.rate_mbps() >= params.min_rate_mbps);
         assert!(rc.rate_mbps() < 1000.0, "{}", rc.rate_mbps());
+    }
+
+    #[test]
+    fn hyper_increase_grows_with_each_stage_past_fast_recovery() {
+        // Fast recovery for 1 stage; a byte-counter stage every 1000 bytes, and the timer far.
+        let params = DcqcnParams {
+            fast_recovery_stages: 1,
+            byte_counter_bytes: 1000,
+            additive_increase_mbps: 10.0,
+            hyper_increase_mbps: 100.0,
+            ..DcqcnParams::default()
+        };
+        let step = us_to_ps(params.rate_increase_us);
+        // Two cuts, so that the target sits below line rate; then both counters go past fast
+        // recovery, the timer first.
+        let mut rc = RateControl::new(100_000.0);
+        rc.on_cnp(&params, 0);
+        rc.on_cnp(&params, us_to_ps(10.0));
+        let target = rc.target;
+        rc.advance(&params, us_to_ps(10.0) + 3 * step); // timer stages 1, 2, 3: +0, +10, +10
+        assert!((rc.target - (target + 20.0)).abs() < 1e-6, "{}", rc.target - target);
+        rc.on_bytes_sent(&params, 1000, us_to_ps(10.0) + 3 * step); // byte stage 1: still additive
+        assert!((rc.target - (target + 30.0)).abs() < 1e-6, "{}", rc.target - target);
+        rc.on_bytes_sent(&params, 1000, us_to_ps(10.0) + 3 * step); // byte 2: hyper stage 1
+        assert!((rc.target - (target + 130.0)).abs() < 1e-6, "{}", rc.target - target);
+        rc.on_bytes_sent(&params, 1000, us_to_ps(10.0) + 3 * step); // byte 3: hyper stage 2
+        assert!((rc.target - (target + 330.0)).abs() < 1e-6, "{}", rc.target - target);
+    }
+
+    #[test]
+    fn the_default_alpha_gain_is_the_authors_1_in_256() {
+        let params = DcqcnParams::default();
+        assert_eq!(params.g, 1.0 / 256.0);
+        let mut rc = RateControl::new(100_000.0);
+        rc.on_cnp(&params, 0);
+        assert!((rc.alpha - (1.0 - 1.0 / 256.0 + 1.0 / 256.0)).abs() < 1e-12);
+        rc.advance(&params, us_to_ps(params.alpha_update_us));
+        assert!((rc.alpha - 255.0 / 256.0).abs() < 1e-12);
     }
 
     #[test]
