@@ -232,8 +232,7 @@ pub struct PortConfig {
 }
 
 impl PortConfig {
-    /// Time on the wire of a frame of `len` bytes, in picoseconds, counting 20 bytes of
-    /// preamble, start delimiter and inter-frame gap, and the 4-byte FCS that captures omit.
+    /// Time on the wire of a frame of `len` bytes, in picoseconds (see `wire_bytes`).
     #[inline]
     pub fn wire_time_ps(&self, len: usize) -> u64 {
         Self::wire_time_for(self.speed_mbps, len)
@@ -242,7 +241,7 @@ impl PortConfig {
     /// `wire_time_ps` at `speed_mbps`.
     #[inline]
     pub fn wire_time_for(speed_mbps: u64, len: usize) -> u64 {
-        let bytes = len as u64 + WIRE_OVERHEAD_BYTES;
+        let bytes = wire_bytes(len);
         // Common speeds take a whole number of ps per byte (80 at 100G, 320 at 25G): a multiply
         // instead of a 64-bit division per frame; other speeds divide, rounding up as before.
         if 8_000_000 % speed_mbps == 0 {
@@ -255,6 +254,16 @@ impl PortConfig {
 
 /// Preamble + SFD (8) + IFG (12) + FCS (4), which frames in captures and mbufs do not hold.
 pub const WIRE_OVERHEAD_BYTES: u64 = 24;
+/// The shortest frame Ethernet carries, without its FCS: a MAC pads shorter ones to this.
+pub const MIN_FRAME_BYTES: u64 = 60;
+
+/// Bytes a frame of `len` bytes (as captured, without FCS) takes on the link: padded to the
+/// 64-byte minimum with its FCS, plus preamble, start delimiter and inter-frame gap. A 42-byte
+/// ARP takes 84, as a 60-byte frame does.
+#[inline]
+pub fn wire_bytes(len: usize) -> u64 {
+    (len as u64).max(MIN_FRAME_BYTES) + WIRE_OVERHEAD_BYTES
+}
 
 /// How live workers share the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -773,6 +782,9 @@ ports = ["up0"]
         // 60 bytes + 24 overhead = 84 bytes = 672 bits = 6.72 ns at 100G.
         assert_eq!(config.ports[0].wire_time_ps(60), 6_720);
         assert_eq!(config.ports[1].wire_time_ps(60), 26_880);
+        // Shorter frames are padded to the minimum: a 42-byte ARP takes as long as 60 bytes.
+        assert_eq!(config.ports[0].wire_time_ps(42), 6_720);
+        assert_eq!(config.ports[0].wire_time_ps(61), 6_800);
     }
 
     fn error_for(edit: (&str, &str)) -> ConfigError {

@@ -96,9 +96,7 @@ pub fn mixed(options: &MixedOptions) -> Vec<(u64, Vec<u8>)> {
                 _ => arp_request(spec.source_mac, host),
             };
         }
-        frames.push((time_ps / 1000, bytes));
-        let wire_bytes = (frames.last().expect("pushed").1.len() + 24) as f64;
-        time_ps += (wire_bytes * 8.0 * 1000.0 / options.rate_gbps).ceil() as u64;
+        time_ps = push_paced(&mut frames, time_ps, bytes, options.rate_gbps);
     }
     frames
 }
@@ -159,10 +157,7 @@ pub fn flows(options: &FlowsOptions) -> Vec<(u64, Vec<u8>)> {
             dest_qp: 0x100 + flow,
             psn: (index as u32 / flows) & 0xff_ffff,
         };
-        let bytes = spec.build();
-        let wire_bytes = (bytes.len() + 24) as f64;
-        frames.push((time_ps / 1000, bytes));
-        time_ps += (wire_bytes * 8.0 * 1000.0 / options.rate_gbps).ceil() as u64;
+        time_ps = push_paced(&mut frames, time_ps, spec.build(), options.rate_gbps);
     }
     frames
 }
@@ -347,7 +342,7 @@ fn host_mac(host: u8) -> MacAddress {
 
 /// Appends `bytes` at `time_ps` and returns when the link is free for the next frame.
 fn push_paced(frames: &mut Vec<(u64, Vec<u8>)>, time_ps: u64, bytes: Vec<u8>, rate_gbps: f64) -> u64 {
-    let wire_bytes = (bytes.len() + 24) as f64;
+    let wire_bytes = crate::config::wire_bytes(bytes.len()) as f64;
     frames.push((time_ps / 1000, bytes));
     time_ps + (wire_bytes * 8.0 * 1000.0 / rate_gbps).ceil() as u64
 }

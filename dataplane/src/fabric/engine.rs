@@ -253,13 +253,13 @@ impl Engine<'_> {
         let receiver = state.receiver;
         let to = self.nics[receiver].address;
         let bytes = host::data_frame(&self.nics[host], to, qp, psn, host::send_opcode(sent, frames), payload);
-        let wire_bytes = (bytes.len() as u64 + crate::config::WIRE_OVERHEAD_BYTES) * 8;
+        let wire_bits = crate::config::wire_bytes(bytes.len()) * 8;
         // The rate limiter: the next frame of this queue pair goes when this one would have
         // finished at the queue pair's rate (at line rate, when it finishes on the wire).
         let state = &mut self.qps[qp];
         let rate_mbps =
             if self.fabric.dcqcn.enabled { state.rate.rate_mbps() } else { self.nics[host].speed_mbps as f64 };
-        state.next_send_ps = now + (wire_bytes as f64 * 1e6 / rate_mbps).ceil() as u64;
+        state.next_send_ps = now + (wire_bits as f64 * 1e6 / rate_mbps).ceil() as u64;
         if self.fabric.dcqcn.enabled {
             state.rate.on_bytes_sent(&self.fabric.dcqcn, bytes.len() as u64, now);
         }
