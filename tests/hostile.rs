@@ -153,8 +153,8 @@ fn hostile_packets_are_counted_by_reason() {
 }
 
 /// PFC frames with odd vectors: bits for classes no PAUSE names, all classes, zero classes,
-/// a classic PAUSE, and PFC for lossy priorities (counted, not obeyed), are consumed and
-/// counted, never forwarded.
+/// and PFC for lossy priorities (counted, not obeyed), are consumed and counted, never
+/// forwarded. A classic PAUSE is counted as `pause_ignored` and never obeyed.
 #[test]
 fn odd_pfc_frames_are_consumed_and_counted() {
     let frames = vec![
@@ -171,12 +171,12 @@ fn odd_pfc_frames_are_consumed_and_counted() {
     ];
     let stats = replay_frames("hostile-pfc", frames);
     let h1 = &stats["ports"]["h1"];
-    assert_eq!(h1["rx_packets"], 0, "PFC frames are not data");
+    assert_eq!(h1["rx_packets"], 1, "PFC frames are not data; the PAUSE is received and dropped");
     let drops: u64 = h1["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
-    assert_eq!(drops, 0);
-    // Counted once per enabled priority: 8 (all) + 1 (p0) + 8 (PAUSE = all).
+    assert_eq!((drops, h1["drops"]["pause_ignored"].as_u64()), (1, Some(1)));
+    // Counted once per enabled priority: 8 (all) + 1 (p0).
     let counted: Vec<u64> = h1["pfc_rx"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
-    assert_eq!(counted, vec![3, 2, 2, 2, 2, 2, 2, 2], "{}", h1["pfc_rx"]);
+    assert_eq!(counted, vec![2, 1, 1, 1, 1, 1, 1, 1], "{}", h1["pfc_rx"]);
     let sent: u64 = ["h0", "h1"].iter().map(|p| stats["ports"][p]["tx_packets"].as_u64().unwrap()).sum();
     assert_eq!(sent, 0, "nothing forwarded");
 }

@@ -262,6 +262,41 @@ fn received_pfc_pauses_exactly_the_named_priority_for_the_computed_time() {
     );
 }
 
+/// 802.3x PAUSE and MAC control frames that are not PFC: h0's NIC sends, during h1's traffic
+/// to it, a PAUSE (opcode 1, all traffic), a PFC XOFF for priority 3 behind a VLAN tag, and
+/// one to a unicast address. None of them may hold anything back; each is counted.
+#[test]
+fn pause_and_frames_that_are_not_pfc_are_counted_and_never_obeyed() {
+    let dir = temp_dir("pfc-not-pfc");
+    let config = leaf(2, "", "", "3");
+    let frames: Vec<(u64, Vec<u8>)> = (0..400u64)
+        .map(|i| {
+            let mut f = flow(1, if i % 2 == 0 { 26 } else { 0 }, 1, 0).remove(0);
+            f.0 = i * 168;
+            f
+        })
+        .collect();
+    let mut pause = pfc_frame(&[]);
+    pause[14..18].copy_from_slice(&[0x00, 0x01, 0xff, 0xff]); // PAUSE, 0xffff quanta
+    let xoff = pfc_frame(&[(3, 0xffff)]);
+    let mut tagged = xoff[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0x00, 0x60, 0x00]);
+    tagged.extend_from_slice(&xoff[12..]);
+    let mut unicast = xoff.clone();
+    unicast[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    let h0 = vec![(10_000, pause), (20_000, tagged), (30_000, unicast)];
+    let out = run_replay(&dir, &config, &[("h1".into(), frames), ("h0".into(), h0)], &[]);
+    let stats = stats(&out);
+    assert_eq!(stats["ports"]["h0"]["drops"]["pause_ignored"], 1);
+    assert_eq!(stats["ports"]["h0"]["drops"]["unsupported"], 2);
+    assert_eq!(stats["ports"]["h0"]["pfc_rx"], serde_json::json!([0, 0, 0, 0, 0, 0, 0, 0]));
+    // Nothing paused: h1's frames leave as they came, 168 ns apart, the whole time.
+    let sent: Vec<u64> = read_pcap(&out.join("h0.pcap")).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(sent.len(), 400);
+    let largest_gap = sent.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+    assert!(largest_gap <= 169, "a gap of {largest_gap} ns: something was paused");
+}
+
 /// A storm: h0's NIC sends XOFF for priority 3 every 100 us from 1 ms to 8 ms, while h1 sends
 /// a TC3 frame to h0 every 10 us for 20 ms. Watchdog: detection 2 ms, restoration 4 ms.
 fn storm(action: &str) -> (serde_json::Value, Vec<u64>) {

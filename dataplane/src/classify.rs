@@ -27,7 +27,7 @@ pub enum Verdict {
         flow_hash: u32,
         ip: IpHeader,
     },
-    /// A PAUSE/PFC frame for the receiving port's egress.
+    /// A PFC frame for the receiving port's egress.
     FlowControl(pfc::Repr),
     Drop(DropReason),
 }
@@ -76,6 +76,7 @@ impl Classifier {
         let ip = match parsed.payload {
             Payload::Ip(ip) => ip,
             Payload::FlowControl(repr) => return Verdict::FlowControl(repr),
+            Payload::LinkPause(_) => return Verdict::Drop(DropReason::PauseIgnored),
             Payload::NotRoutable(_) => return Verdict::Drop(DropReason::Unsupported),
         };
         let target = match self.routes.lookup(ip.destination) {
@@ -123,7 +124,7 @@ impl Classifier {
     pub fn priority(&self, frame: &[u8]) -> Option<u8> {
         match parse::parse(frame) {
             Ok(parsed) => match parsed.payload {
-                Payload::FlowControl(_) => None,
+                Payload::FlowControl(_) | Payload::LinkPause(_) => None,
                 Payload::Ip(ip) => Some(match self.trust {
                     Trust::Dscp => self.dscp_to_tc[usize::from(ip.dscp)],
                     Trust::Pcp => self.pcp_to_tc[usize::from(parsed.pcp.unwrap_or(0))],

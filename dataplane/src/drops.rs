@@ -11,7 +11,8 @@ pub enum DropReason {
     /// The frame failed to parse: truncated, lying lengths, bad IPv4 checksum, too many tags.
     Malformed,
     /// A well-formed frame the switch does not route: not IPv4/IPv6 (ARP, LLDP, ...), or a MAC
-    /// control frame that is neither PAUSE nor PFC.
+    /// control frame that is not PFC or PAUSE (another opcode, a destination other than
+    /// 01:80:C2:00:00:01, or a VLAN tag). Never acted on.
     Unsupported,
     /// No route matches the destination, or every port the route leads to is disabled.
     NoRoute,
@@ -27,10 +28,13 @@ pub enum DropReason {
     Wred,
     /// An IP packet longer than `switch.mtu`: the switch does not fragment.
     Oversize,
+    /// An 802.3x PAUSE frame. raceway's ports run PFC, and PFC and link-level PAUSE are
+    /// exclusive on a port (as on switches that refuse to enable both): counted, never obeyed.
+    PauseIgnored,
 }
 
 impl DropReason {
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
     pub const ALL: [DropReason; Self::COUNT] = [
         Self::Malformed,
         Self::Unsupported,
@@ -41,6 +45,7 @@ impl DropReason {
         Self::PfcWatchdog,
         Self::Wred,
         Self::Oversize,
+        Self::PauseIgnored,
     ];
 
     /// The name used in stats JSON and logs.
@@ -55,6 +60,7 @@ impl DropReason {
             Self::PfcWatchdog => "pfc_watchdog",
             Self::Wred => "wred",
             Self::Oversize => "oversize",
+            Self::PauseIgnored => "pause_ignored",
         }
     }
 

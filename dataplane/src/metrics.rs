@@ -96,7 +96,7 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
         &mut out,
         "raceway_pfc_received_total",
         "counter",
-        "PAUSE/PFC frames received, once per enabled priority.",
+        "PFC frames received, once per enabled priority.",
         per_priority(|s| &s.pfc_rx),
     );
     family(

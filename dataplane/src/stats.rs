@@ -1,7 +1,8 @@
 //! Counters and the stats JSON of INTERFACE.md.
 //!
-//! Invariant: rx/tx counters count data frames only; PAUSE/PFC frames are counted in
-//! `pfc_rx` (once per enabled priority) and `pfc_xoff_tx`/`pfc_xon_tx`. So, summed over ports,
+//! Invariant: rx/tx counters count data frames only; PFC frames are counted in
+//! `pfc_rx` (once per enabled priority) and `pfc_xoff_tx`/`pfc_xon_tx` (an ignored PAUSE is a
+//! received frame dropped as `pause_ignored`). So, summed over ports,
 //! rx_packets = tx_packets + drops + packets still queued. Port `drops` are charged to the
 //! port the packet came in on; a queue's `dropped` to the egress queue that refused it.
 //! `priority_groups` (lossless priorities only) give each ingress group's peak occupancy and

@@ -171,7 +171,7 @@ pub fn read(frame: &[u8]) -> Received {
             }
             _ => Received::Other,
         },
-        Payload::NotRoutable(_) => Received::Other,
+        Payload::LinkPause(_) | Payload::NotRoutable(_) => Received::Other,
     }
 }
 

@@ -49,9 +49,14 @@ pub struct IpPacket {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Payload {
     Ip(IpPacket),
-    /// A PAUSE or PFC frame; consumed by the switch, never forwarded.
+    /// A PFC frame: untagged, to 01:80:C2:00:00:01, opcode 0x0101. Consumed by the switch,
+    /// never forwarded.
     FlowControl(pfc::Repr),
-    /// A MAC control frame with another opcode, or an EtherType the switch does not route.
+    /// An 802.3x PAUSE frame (untagged, to 01:80:C2:00:00:01, opcode 0x0001), with its time.
+    LinkPause(u16),
+    /// A MAC control frame that is not flow control (another opcode, another destination, or
+    /// behind a VLAN tag, which 802.1Qbb does not allow), or an EtherType the switch does not
+    /// route.
     NotRoutable(EtherType),
 }
 
@@ -85,9 +90,14 @@ pub fn parse(frame: &[u8]) -> Result<ParsedFrame> {
         EtherType::Ipv6 => Payload::Ip(parse_ipv6(frame, offset)?),
         EtherType::MacControl => {
             let control = pfc::Payload::new_checked(&frame[offset..])?;
-            match pfc::Repr::parse(&control) {
-                Some(repr) => Payload::FlowControl(repr),
-                None => Payload::NotRoutable(ethertype),
+            if tags > 0 || ethernet.destination() != pfc::DESTINATION {
+                Payload::NotRoutable(ethertype)
+            } else if let Some(repr) = pfc::Repr::parse(&control) {
+                Payload::FlowControl(repr)
+            } else if control.opcode() == pfc::OPCODE_PAUSE {
+                Payload::LinkPause(control.pause_time())
+            } else {
+                Payload::NotRoutable(ethertype)
             }
         }
         other => Payload::NotRoutable(other),
@@ -322,6 +332,24 @@ pub(crate) mod tests {
         let Payload::FlowControl(repr) = parsed.payload else { panic!("not PFC") };
         assert_eq!(repr.class_enable, 0x18);
         assert_eq!((repr.times[3], repr.times[4]), (0x10, 0x20));
+
+        // The same frame to another address, or behind a VLAN tag, is not PFC.
+        let mut unicast = frame.clone();
+        unicast[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+        assert_eq!(parse(&unicast).unwrap().payload, Payload::NotRoutable(EtherType::MacControl));
+        let mut tagged = frame[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0x60, 0x64]);
+        tagged.extend_from_slice(&frame[12..]);
+        assert_eq!(parse(&tagged).unwrap().payload, Payload::NotRoutable(EtherType::MacControl));
+
+        // 802.3x PAUSE: its one time.
+        let mut pause = frame[..14].to_vec();
+        pause.extend_from_slice(&[0x00, 0x01, 0x12, 0x34]);
+        pause.resize(60, 0);
+        assert_eq!(parse(&pause).unwrap().payload, Payload::LinkPause(0x1234));
+        // Another opcode (GATE) is not flow control.
+        pause[15] = 0x02;
+        assert_eq!(parse(&pause).unwrap().payload, Payload::NotRoutable(EtherType::MacControl));
 
         let mut arp = vec![0xff; 6];
         arp.extend_from_slice(&[2, 0, 0, 0, 0, 9, 0x08, 0x06]);

@@ -1,5 +1,6 @@
-//! IEEE 802.1Qbb priority flow control frames (MAC control, EtherType 0x8808, opcode 0x0101),
-//! and classic 802.3x PAUSE (opcode 0x0001), which pauses every priority.
+//! IEEE 802.1Qbb priority flow control frames (MAC control, EtherType 0x8808, opcode 0x0101).
+//! The view also reads the time of a classic 802.3x PAUSE (opcode 0x0001), which the parser
+//! reports apart: raceway's ports run PFC and do not obey PAUSE (see `wire::parse`).
 //!
 //! Invariant: after `check_len`, the opcode, the class-enable vector and all eight pause
 //! times exist. `Repr::emit` writes a complete minimum-size frame (60 bytes before the FCS that
@@ -64,6 +65,11 @@ impl<T: AsRef<[u8]>> Payload<T> {
         let start = field::TIMES + 2 * (priority & 7);
         read_u16(self.buffer.as_ref(), start..start + 2)
     }
+
+    /// The single pause time of an 802.3x PAUSE frame, right after its opcode.
+    pub fn pause_time(&self) -> u16 {
+        read_u16(self.buffer.as_ref(), field::CLASS_ENABLE)
+    }
 }
 
 /// A PFC frame's meaning.
@@ -76,24 +82,16 @@ pub struct Repr {
 }
 
 impl Repr {
-    /// Reads a MAC control payload. Classic PAUSE (opcode 1) becomes "all priorities, the one
-    /// time"; other opcodes are not flow control and give `None`.
+    /// Reads a MAC control payload; `None` unless its opcode is PFC's.
     pub fn parse<T: AsRef<[u8]>>(payload: &Payload<T>) -> Option<Self> {
-        match payload.opcode() {
-            OPCODE_PFC => {
-                let mut times = [0u16; 8];
-                for (priority, time) in times.iter_mut().enumerate() {
-                    *time = payload.time(priority);
-                }
-                Some(Self { class_enable: payload.class_enable() as u8, times })
-            }
-            OPCODE_PAUSE => {
-                // 802.3x carries a single time right after the opcode.
-                let time = read_u16(payload.buffer.as_ref(), 2..4);
-                Some(Self { class_enable: 0xff, times: [time; 8] })
-            }
-            _ => None,
+        if payload.opcode() != OPCODE_PFC {
+            return None;
         }
+        let mut times = [0u16; 8];
+        for (priority, time) in times.iter_mut().enumerate() {
+            *time = payload.time(priority);
+        }
+        Some(Self { class_enable: payload.class_enable() as u8, times })
     }
 
     /// Writes a complete 60-byte frame from `source` into `frame[..FRAME_LEN]`.
@@ -151,12 +149,12 @@ mod tests {
     }
 
     #[test]
-    fn classic_pause_pauses_every_priority() {
+    fn classic_pause_is_not_pfc_and_has_one_time() {
         let mut payload = [0u8; 42];
         payload[..4].copy_from_slice(&[0x00, 0x01, 0x01, 0x00]);
-        let repr = Repr::parse(&Payload::new_checked(&payload[..]).unwrap()).unwrap();
-        assert_eq!(repr.class_enable, 0xff);
-        assert_eq!(repr.times, [0x0100; 8]);
+        let view = Payload::new_checked(&payload[..]).unwrap();
+        assert_eq!(Repr::parse(&view), None);
+        assert_eq!((view.opcode(), view.pause_time()), (OPCODE_PAUSE, 0x0100));
     }
 
     #[test]
