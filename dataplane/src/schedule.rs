@@ -1,5 +1,7 @@
 //! The egress scheduler of one port: strict priority over the strict TCs (higher TC first),
-//! then deficit weighted round robin (DWRR) over the others, by byte.
+//! then deficit weighted round robin (DWRR) over the others, by byte. The caller says what a
+//! frame costs: the switch charges the bytes it takes on the link (padding, FCS, preamble and
+//! inter-frame gap included), so weights share link time, as they do on an ASIC's port.
 //!
 //! Invariant: `select` only ever returns a TC that is eligible (not paused) and has a packet,
 //! and it has already charged that packet's bytes to the TC's deficit, so the caller must
@@ -51,8 +53,8 @@ impl Scheduler {
     }
 
     /// Picks the TC to send next. `eligible` has bit n set when TC n may send (not paused),
-    /// `backlog` when TC n holds a frame; `head_len(tc)` is the length of the frame at the head
-    /// of a backlogged TC. Masks keep this to a few instructions when only some classes are
+    /// `backlog` when TC n holds a frame; `head_len(tc)` is the cost in bytes of the frame at
+    /// the head of a backlogged TC. Masks keep this to a few instructions when only some classes are
     /// busy (measured: scanning every DWRR head instead cost the port-route pipeline bench
     /// 55.9 vs 44.5 ns per frame).
     #[inline]

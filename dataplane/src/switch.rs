@@ -12,7 +12,7 @@
 //! PFC: a packet's priority is its traffic class. When a lossless group goes past XOFF, an
 //! XOFF frame (pause 0xFFFF) is queued for its ingress port ahead of all data and refreshed at
 //! half its duration while the group stays above XON; at or below XON, an XON frame (time 0)
-//! follows. Received PAUSE/PFC frames pause the port's egress for the lossless priorities they
+//! follows. Received PFC frames pause the port's egress for the lossless priorities they
 //! name, for quanta x 512 bit times; time 0 resumes.
 //!
 //! Watchdog, per (egress port, lossless priority): a queue that holds frames and has been
@@ -29,7 +29,7 @@
 
 use crate::buffer::PacketBuf;
 use crate::classify::{Classifier, IpHeader, Verdict};
-use crate::config::{Config, EcnProfile, MarkOn, RouteTarget, WatchdogAction, TRAFFIC_CLASSES};
+use crate::config::{wire_bytes, Config, EcnProfile, MarkOn, RouteTarget, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::ecn;
 use crate::pfc::{self, PfcPlan, XOFF_QUANTA};
@@ -46,7 +46,7 @@ pub enum Received {
         egress: usize,
         tc: usize,
     },
-    /// A PAUSE/PFC frame, consumed by the switch.
+    /// A PFC frame, consumed by the switch.
     FlowControl,
     Dropped(DropReason),
 }
@@ -60,6 +60,9 @@ struct Slot<P> {
     next: u32,
     ingress: u16,
     headroom: bool,
+    /// Marked CE at enqueue; counted in `ecn_marked` only when it leaves, so the counter
+    /// equals the CE frames sent, whatever is dropped or flushed after marking.
+    marked: bool,
     /// Frame bytes, kept here so the scheduler and release never touch the packet's buffer
     /// (reading an mbuf's length at dequeue cost ~10% of transmit in `perf`). Its cell charge
     /// is `pfc::charge(len)`; a queued frame's length never changes.
@@ -73,6 +76,7 @@ struct Slot<P> {
 struct Popped<P> {
     packet: P,
     ingress: usize,
+    marked: bool,
     ip: IpHeader,
     arrival_ps: u64,
     len: u64,
@@ -92,6 +96,7 @@ impl<P> Arena<P> {
                 next: if i + 1 < capacity { i as u32 + 1 } else { NIL },
                 ingress: 0,
                 headroom: false,
+                marked: false,
                 len: 0,
                 ip: IpHeader { l3_offset: 0, is_ipv6: false, ecn: 0 },
                 arrival_ps: 0,
@@ -317,12 +322,16 @@ impl<P: PacketBuf> Switch<P> {
             }
         };
         self.classifier.rewrite_macs(packet.data_mut(), egress);
+        let mut marked = false;
         if self.ecn[tc].as_ref().is_some_and(|profile| profile.mark_on == MarkOn::Enqueue) {
             let depth = self.ports[egress].queues[tc].bytes;
-            if let Err(reason) = self.apply_ecn(egress, tc, depth, &mut packet, &mut ip) {
-                self.stats.ports[ingress].drops[reason.index()] += 1;
-                self.stats.ports[egress].queues[tc].dropped += 1;
-                return Received::Dropped(reason);
+            match self.apply_ecn(tc, depth, &mut packet, &mut ip) {
+                Ok(ce) => marked = ce,
+                Err(reason) => {
+                    self.stats.ports[ingress].drops[reason.index()] += 1;
+                    self.stats.ports[egress].queues[tc].dropped += 1;
+                    return Received::Dropped(reason);
+                }
             }
         }
         let charge = pfc::charge(len);
@@ -345,6 +354,7 @@ impl<P: PacketBuf> Switch<P> {
             next: NIL,
             ingress: ingress as u16,
             headroom,
+            marked,
             len: len as u32,
             ip,
             arrival_ps: now,
@@ -374,29 +384,21 @@ impl<P: PacketBuf> Switch<P> {
         Received::Queued { egress, tc }
     }
 
-    /// Applies the class's ECN profile at `depth`: marks ECT frames CE (counted), says to drop
-    /// a lossy non-ECT frame (`wred`), leaves everything else alone.
-    fn apply_ecn(
-        &mut self,
-        egress: usize,
-        tc: usize,
-        depth: u64,
-        packet: &mut P,
-        ip: &mut IpHeader,
-    ) -> Result<(), DropReason> {
-        let Some(profile) = &self.ecn[tc] else { return Ok(()) };
+    /// Applies the class's ECN profile at `depth`: marks ECT frames CE (returning true), says
+    /// to drop a lossy non-ECT frame (`wred`), leaves everything else alone.
+    fn apply_ecn(&mut self, tc: usize, depth: u64, packet: &mut P, ip: &mut IpHeader) -> Result<bool, DropReason> {
+        let Some(profile) = &self.ecn[tc] else { return Ok(false) };
         if !ecn::should_mark(profile, depth, &mut self.rng) {
-            return Ok(());
+            return Ok(false);
         }
         match ip.ecn {
-            ecn::CE => Ok(()),
-            ecn::NOT_ECT if self.lossless(tc) => Ok(()),
+            ecn::CE => Ok(false),
+            ecn::NOT_ECT if self.lossless(tc) => Ok(false),
             ecn::NOT_ECT => Err(DropReason::Wred),
             _ => {
                 ecn::set_ce(packet.data_mut(), usize::from(ip.l3_offset), ip.is_ipv6);
                 ip.ecn = ecn::CE;
-                self.stats.ports[egress].queues[tc].ecn_marked += 1;
-                Ok(())
+                Ok(true)
             }
         }
     }
@@ -458,7 +460,8 @@ impl<P: PacketBuf> Switch<P> {
         }
         let entry = &mut self.arena.slots[slot as usize];
         let packet = entry.packet.take().expect("a linked slot holds a frame");
-        let (ingress, headroom, len, ip) = (usize::from(entry.ingress), entry.headroom, u64::from(entry.len), entry.ip);
+        let (ingress, headroom, marked, len, ip) =
+            (usize::from(entry.ingress), entry.headroom, entry.marked, u64::from(entry.len), entry.ip);
         let charge = pfc::charge(len as usize);
         let arrival_ps = entry.arrival_ps;
         queue.head = entry.next;
@@ -482,7 +485,7 @@ impl<P: PacketBuf> Switch<P> {
         if self.lossless(tc) {
             self.maybe_xon(ingress, tc);
         }
-        Some(Popped { packet, ingress, ip, arrival_ps, len })
+        Some(Popped { packet, ingress, marked, ip, arrival_ps, len })
     }
 
     /// Sends XON for a group that dropped to its XON point.
@@ -528,29 +531,36 @@ impl<P: PacketBuf> Switch<P> {
     #[inline]
     pub fn transmit(&mut self, egress: usize, now: u64) -> Option<P> {
         let eligible = self.eligible(egress, now);
-        let (tc, packet, len) = loop {
+        let (tc, packet, len, marked) = loop {
             let state = &mut self.ports[egress];
             let (queues, slots) = (&state.queues, &self.arena.slots);
-            let head_len = |tc: usize| slots[queues[tc].head as usize].len as usize;
-            let tc = state.scheduler.select(eligible, state.backlog, head_len)?;
-            let Popped { mut packet, ingress, mut ip, arrival_ps, len } =
+            // DWRR shares link time: each frame costs what it takes on the wire, padding,
+            // preamble and gap included (64-byte frames against 1500-byte ones at equal
+            // weights shared 58.5/41.5 when counted in frame bytes).
+            let head_cost = |tc: usize| wire_bytes(slots[queues[tc].head as usize].len as usize) as usize;
+            let tc = state.scheduler.select(eligible, state.backlog, head_cost)?;
+            let Popped { mut packet, ingress, mut marked, mut ip, arrival_ps, len } =
                 self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
             if self.ecn[tc].as_ref().is_some_and(|profile| profile.mark_on == MarkOn::Dequeue) {
                 let depth = self.ports[egress].queues[tc].bytes;
-                if let Err(reason) = self.apply_ecn(egress, tc, depth, &mut packet, &mut ip) {
-                    self.stats.ports[ingress].drops[reason.index()] += 1;
-                    self.stats.ports[egress].queues[tc].dropped += 1;
-                    continue;
+                match self.apply_ecn(tc, depth, &mut packet, &mut ip) {
+                    Ok(ce) => marked |= ce,
+                    Err(reason) => {
+                        self.stats.ports[ingress].drops[reason.index()] += 1;
+                        self.stats.ports[egress].queues[tc].dropped += 1;
+                        continue;
+                    }
                 }
             }
             self.stats.latency.record(now.saturating_sub(arrival_ps) / 1000);
-            break (tc, packet, len);
+            break (tc, packet, len, marked);
         };
         let stats = &mut self.stats.ports[egress];
         stats.tx_packets += 1;
         stats.tx_bytes += len;
         stats.queues[tc].tx_packets += 1;
         stats.queues[tc].tx_bytes += len;
+        stats.queues[tc].ecn_marked += u64::from(marked);
         Some(packet)
     }
 
@@ -863,6 +873,54 @@ port = "p1"
         assert_eq!((xon.class_enable, xon.times[3]), (0x08, 0));
         assert_eq!(switch.stats.ports[0].pfc_xon_tx[3], 1);
         assert!(conserved(&switch));
+    }
+
+    #[test]
+    fn ecn_marked_counts_only_marked_frames_that_leave() {
+        // TC 0 lossy, always marking (depth above kmax 0 after the first frame), a buffer
+        // that holds a few frames: marked frames are tail-dropped and the rest watchdog-free.
+        let config = config("buffer_bytes = 1048576", "[qos.ecn.0]\nkmin_bytes = 0\nkmax_bytes = 0\npmax = 1.0");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        let ect = |len| {
+            let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
+            spec.ecn = 0b10;
+            spec.dscp = 0;
+            spec.frame_len = len;
+            HeapPacket::new(spec.build())
+        };
+        let offered = 2 * switch.plan.shared_capacity / 1024;
+        for _ in 0..offered {
+            switch.receive(0, ect(1000), 0);
+        }
+        let dropped = switch.stats.ports[0].drops[DropReason::BufferFull.index()];
+        assert!(dropped > 0, "the buffer overflowed: {:?} {}", switch.stats.ports[0].drops, switch.queued_packets());
+        let mut ce_sent = 0;
+        while let Some(packet) = switch.transmit(1, 0) {
+            ce_sent += u64::from(packet.bytes[15] & 0b11 == ecn::CE);
+        }
+        assert_eq!(ce_sent, offered - dropped - 1, "every frame behind the first is marked");
+        assert_eq!(switch.stats.ports[1].queues[0].ecn_marked, ce_sent);
+        assert!(conserved(&switch));
+    }
+
+    #[test]
+    fn dwrr_shares_link_time_not_frame_bytes() {
+        // TC 0 and TC 3 at equal weight, always backlogged, 64-byte against 1500-byte frames.
+        let config = config("", "");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        let mut wire = [0u64; 2];
+        for _ in 0..4_000 {
+            while switch.queue_bytes(1, 0) < 20_000 {
+                switch.receive(0, frame(0, 64), 0);
+            }
+            while switch.queue_bytes(1, 3) < 20_000 {
+                switch.receive(0, frame(26, 1500), 0);
+            }
+            let packet = switch.transmit(1, 0).unwrap();
+            wire[usize::from(packet.bytes[15] >> 2 == 26)] += wire_bytes(packet.bytes.len());
+        }
+        let share = wire[0] as f64 / (wire[0] + wire[1]) as f64;
+        assert!((share - 0.5).abs() < 0.01, "TC 0 had {share} of the link time");
     }
 
     fn pfc_frame(class_enable: u8, times: [u16; 8]) -> HeapPacket {
