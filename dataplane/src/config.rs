@@ -685,7 +685,12 @@ impl Validator<'_> {
                 return Err(self.error("qos.pfc_watchdog.action", format!("'{other}' is not drop, forward or alert")))
             }
         };
-        Ok(WatchdogConfig { detection_ms, restoration_ms: raw.restoration_ms.unwrap_or(2 * detection_ms), action })
+        // SONiC's defaults: 200 ms to detect, 200 ms without PFC to restore.
+        let restoration_ms = raw.restoration_ms.unwrap_or(200);
+        if restoration_ms == 0 {
+            return Err(self.error("qos.pfc_watchdog.restoration_ms", "must be positive"));
+        }
+        Ok(WatchdogConfig { detection_ms, restoration_ms, action })
     }
 
     fn ecn(&self, raw: BTreeMap<String, RawEcn>) -> Result<[Option<EcnProfile>; TRAFFIC_CLASSES], ConfigError> {

@@ -15,11 +15,11 @@
 //! follows. Received PFC frames pause the port's egress for the lossless priorities they
 //! name, for quanta x 512 bit times; time 0 resumes.
 //!
-//! Watchdog, per (egress port, lossless priority): a queue that holds frames and has been
-//! paused continuously for `detection_ms` is in a storm; the action applies (drop: flush it,
-//! drop its arrivals and arrivals on that port and priority, and stop sending PFC upstream
-//! for it; forward: ignore received PFC; alert: count and log) until `restoration_ms` pass
-//! with no XOFF received.
+//! Watchdog, per (egress port, lossless priority), as SONiC's since 2022: a queue that holds
+//! frames and has been paused continuously for `detection_ms` is in a storm; the action
+//! applies (drop: flush the queue and drop its arrivals, while traffic the storming port
+//! sends to healthy ports flows as before; forward: ignore received PFC; alert: count and
+//! log) until `restoration_ms` pass with no PFC frame (XOFF or XON) for that priority.
 //!
 //! Invariant: every frame handed to `receive` is queued, consumed (PFC) or dropped and counted;
 //! every queued frame leaves through `transmit`, a watchdog flush or `drain`, counted; the
@@ -153,7 +153,9 @@ struct PortState {
     /// Start of the current continuous pause.
     paused_since: [u64; 8],
     storm: [bool; 8],
-    last_xoff_rx: [u64; 8],
+    /// When the last PFC frame naming the priority arrived (XOFF or XON): restoration waits
+    /// for `restoration_ms` of silence.
+    last_pfc_rx: [u64; 8],
     /// PFC times to send on this port, per priority.
     outbox: [Option<u16>; 8],
     speed_mbps: u64,
@@ -233,7 +235,7 @@ impl<P: PacketBuf> Switch<P> {
                 paused_until: [0; 8],
                 paused_since: [0; 8],
                 storm: [false; 8],
-                last_xoff_rx: [0; 8],
+                last_pfc_rx: [0; 8],
                 outbox: [None; 8],
                 speed_mbps: port.speed_mbps,
                 usable: port.enabled,
@@ -420,7 +422,7 @@ impl<P: PacketBuf> Switch<P> {
         priority: usize,
         charge: u64,
     ) -> Result<bool, DropReason> {
-        if self.storm_drops(ingress, priority) || self.storm_drops(egress, priority) {
+        if self.storm_drops(egress, priority) {
             return Err(DropReason::PfcWatchdog);
         }
         if self.arena.free == NIL {
@@ -600,6 +602,7 @@ impl<P: PacketBuf> Switch<P> {
             if lossless & (1 << priority) == 0 {
                 continue; // PFC is not enabled for this priority: counted, not obeyed
             }
+            state.last_pfc_rx[priority] = now;
             let time = repr.times[priority];
             if time == 0 {
                 state.paused_until[priority] = now;
@@ -610,7 +613,6 @@ impl<P: PacketBuf> Switch<P> {
             }
             state.paused_until[priority] = now + pfc::quanta_ps(time, state.speed_mbps);
             state.pause_horizon = state.pause_horizon.max(state.paused_until[priority]);
-            state.last_xoff_rx[priority] = now;
             self.deadline = self.deadline.min(state.paused_until[priority]);
             if state.queues[priority].len > 0 || state.storm[priority] {
                 self.deadline = self.deadline.min(state.paused_since[priority].saturating_add(self.detection_ps));
@@ -671,7 +673,7 @@ impl<P: PacketBuf> Switch<P> {
     fn advance_watchdog(&mut self, port: usize, priority: usize, now: u64) -> u64 {
         let state = &self.ports[port];
         if state.storm[priority] {
-            let restore_at = state.last_xoff_rx[priority].saturating_add(self.restoration_ps);
+            let restore_at = state.last_pfc_rx[priority].saturating_add(self.restoration_ps);
             if now < restore_at {
                 return restore_at;
             }
@@ -696,20 +698,15 @@ impl<P: PacketBuf> Switch<P> {
             self.watchdog_action
         );
         if self.watchdog_action == WatchdogAction::Drop {
+            // The stormed egress queue only: the port's ingress group (what its peer sends us)
+            // keeps its PFC, since that traffic drains to other, healthy ports.
             while let Some(Popped { packet, ingress, .. }) = self.pop(port, priority) {
                 drop(packet);
                 self.stats.ports[ingress].drops[DropReason::PfcWatchdog.index()] += 1;
                 self.stats.ports[port].queues[priority].dropped += 1;
             }
-            // Stop pausing the upstream peer on this port and priority.
-            let group = &mut self.ports[port].groups[priority];
-            if group.xoff_sent {
-                group.xoff_sent = false;
-                group.refresh_at = NEVER;
-                self.ports[port].outbox[priority] = Some(0);
-            }
         }
-        self.ports[port].last_xoff_rx[priority].saturating_add(self.restoration_ps)
+        self.ports[port].last_pfc_rx[priority].saturating_add(self.restoration_ps)
     }
 
     /// Frames queued on all ports.
@@ -789,6 +786,9 @@ peer_mac = "02:00:00:00:11:00"
 [[route]]
 prefix = "10.0.1.0/24"
 port = "p1"
+[[route]]
+prefix = "10.0.0.0/24"
+port = "p0"
 "#
         );
         Config::parse(&text, "t.toml").unwrap()
@@ -991,6 +991,39 @@ port = "p1"
         assert_eq!(switch.stats.ports[1].watchdog_restorations[3], 1);
         assert!(matches!(switch.receive(0, frame(26, 100), 3_500_000_000), Received::Queued { .. }));
         assert!(conserved(&switch));
+    }
+
+    #[test]
+    fn watchdog_drop_spares_what_the_storming_port_sends_to_healthy_ports() {
+        let (mut switch, now) = storm("drop");
+        let mut to_p0 = FrameSpec::rocev2("10.0.1.2".parse().unwrap(), "10.0.0.1".parse().unwrap(), 7);
+        to_p0.dscp = 26;
+        to_p0.frame_len = 100;
+        assert_eq!(switch.receive(1, HeapPacket::new(to_p0.build()), now), Received::Queued { egress: 0, tc: 3 });
+        assert!(!switch.has_control(1), "p1's ingress group sent no XON or XOFF on detection");
+        assert!(switch.transmit(0, now).is_some());
+        assert!(conserved(&switch));
+    }
+
+    #[test]
+    fn watchdog_restoration_waits_for_silence_from_xon_too() {
+        let (mut switch, _) = storm("drop");
+        // The last XOFF came at 1.5 ms; XONs follow at 2 and 3 ms: restoration is due 2 ms after
+        // the last PFC frame of any kind, at 5 ms.
+        for at in [2_000_000_000, 3_000_000_000] {
+            switch.receive(1, pfc_frame(0x08, [0; 8]), at);
+            switch.advance(at);
+        }
+        switch.advance(4_999_999_999);
+        assert_eq!(switch.stats.ports[1].watchdog_restorations[3], 0);
+        switch.advance(5_000_000_000);
+        assert_eq!(switch.stats.ports[1].watchdog_restorations[3], 1);
+    }
+
+    #[test]
+    fn watchdog_defaults_are_sonic_s_200_ms_each() {
+        let watchdog = config("", "").qos.watchdog;
+        assert_eq!((watchdog.detection_ms, watchdog.restoration_ms), (200, 200));
     }
 
     #[test]
