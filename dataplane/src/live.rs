@@ -452,11 +452,10 @@ struct Worker {
     tap: Option<crate::capture::Tap>,
 }
 
-/// Per-port transmit state on the worker.
+/// Per-port transmit state on the worker. When the port's virtual link is next free is the
+/// switch's `link_free_ps`, which load balancing reads too.
 struct Egress {
     pending: Burst,
-    /// When the port's virtual link is next free, ps since start.
-    link_free_ps: u64,
     /// How far ahead of now the shaper lets frames go, so tx bursts fill.
     window_ps: u64,
 }
@@ -482,11 +481,7 @@ impl Worker {
             .config
             .ports
             .iter()
-            .map(|port| Egress {
-                pending: Burst::default(),
-                link_free_ps: 0,
-                window_ps: port.wire_time_ps(1518) * BURST as u64,
-            })
+            .map(|port| Egress { pending: Burst::default(), window_ps: port.wire_time_ps(1518) * BURST as u64 })
             .collect();
         let mut rx = Burst::default();
         let mut next_publish = dpdk::rdtsc() + publish_ticks;
@@ -603,8 +598,6 @@ impl Worker {
                     let mut frame = [0u8; crate::wire::pfc::FRAME_LEN];
                     repr.emit(self.config.mac, &mut frame);
                     if mbuf.append(&frame) {
-                        state.link_free_ps =
-                            state.link_free_ps.max(now) + self.config.ports[index].wire_time_ps(frame.len());
                         if let Some(tap) = self.tap.as_ref().filter(|tap| tap.wants(index)) {
                             tap.copy(index, true, dpdk::rdtsc(), &frame);
                         }
@@ -616,10 +609,8 @@ impl Worker {
             // Captured frames are those handed to the tx queue (as a NIC's tx capture sees them).
             let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
             let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
-            while !state.pending.is_full() && state.link_free_ps <= now + state.window_ps {
+            while !state.pending.is_full() && self.switch.link_free_ps(index) <= now + state.window_ps {
                 let Some(mbuf) = self.switch.transmit(index, now) else { break };
-                let len = crate::buffer::PacketBuf::len(&mbuf);
-                state.link_free_ps = state.link_free_ps.max(now) + self.config.ports[index].wire_time_ps(len);
                 if let Some(tap) = tap {
                     tap.copy(index, true, tsc, crate::buffer::PacketBuf::data(&mbuf));
                 }

@@ -8,9 +8,12 @@
 //!   so several workers sharing a group stay balanced within one packet each.
 //! - random: a uniform draw from the seeded PRNG.
 //! - adaptive: compare two random members and the last choice, take the one whose queue for
-//!   the packet's traffic class drains soonest: queued frame bytes / link speed (so a slower
-//!   link counts as longer). A member whose class is paused by received PFC is skipped while
-//!   any other candidate is not paused.
+//!   the packet's traffic class drains soonest: what is still to leave the link (the frame on
+//!   the wire, and live, the frames the shaper already handed to the NIC), then the queued
+//!   frame bytes / link speed (so a slower link counts as longer). Equal costs are broken at
+//!   random (keeping the last choice on ties piled frames on it: 18/18/4 over three idle
+//!   uplinks). A member whose class is paused by received PFC is skipped while any other
+//!   candidate is not paused.
 //! - flowlet: a flow keeps its member while its packets come less than `flowlet_gap_us`
 //!   apart; after a longer gap it moves to the member that drains soonest (as adaptive, over
 //!   all members; among equals, starting from a random one). The table holds at most `FLOWLET_TABLE` flows, allocated up front; when
@@ -126,15 +129,29 @@ impl Selector {
             GroupMode::Adaptive => {
                 let first = nth_usable(rng.below(usable_count as u64) as usize);
                 let second = nth_usable(rng.below(usable_count as u64) as usize);
-                // The last choice first, so that ties keep it (DRILL's memory).
+                // DRILL: the last choice and two random members; the cheapest wins, equals by
+                // a fair draw among the distinct candidates (reservoir sampling, so the PRNG is
+                // drawn only on a tie).
                 let mut best: Option<(usize, u64)> = None;
-                for candidate in [state.last_choice, first, second] {
-                    if !ports.usable(usize::from(members[candidate])) {
+                let mut ties = 1;
+                let candidates = [state.last_choice, first, second];
+                for (index, &candidate) in candidates.iter().enumerate() {
+                    if candidates[..index].contains(&candidate) || !ports.usable(usize::from(members[candidate])) {
                         continue;
                     }
                     let candidate_cost = cost(candidate);
-                    if best.is_none_or(|(_, best_cost)| candidate_cost < best_cost) {
-                        best = Some((candidate, candidate_cost));
+                    match best {
+                        Some((_, best_cost)) if candidate_cost > best_cost => {}
+                        Some((_, best_cost)) if candidate_cost == best_cost => {
+                            ties += 1;
+                            if rng.below(ties) == 0 {
+                                best = Some((candidate, candidate_cost));
+                            }
+                        }
+                        _ => {
+                            best = Some((candidate, candidate_cost));
+                            ties = 1;
+                        }
                     }
                 }
                 let (best, _) = best.expect("first is usable");
@@ -245,6 +262,28 @@ mod tests {
         }
         assert_eq!(counts[3], 0, "the paused member gets nothing");
         assert!(counts[1] > 900, "the shortest queue wins: {counts:?}");
+    }
+
+    #[test]
+    fn adaptive_breaks_ties_at_random_instead_of_keeping_the_last_choice() {
+        let mut s = selector("adaptive");
+        let mut rng = Rng::new(5);
+        let view = ports(); // four idle members: every candidate ties
+        let mut counts = [0u32; 4];
+        for _ in 0..4000 {
+            counts[usize::from(s.select(0, 1, 3, 0, &mut rng, &view).unwrap().1)] += 1;
+        }
+        for count in counts {
+            assert!((900..=1100).contains(&count), "ties must spread evenly: {counts:?}");
+        }
+        // Two equal candidates and a costlier one: the costlier never wins.
+        let mut view = ports();
+        view.cost = vec![5, 5, 9, 9];
+        let mut counts = [0u32; 4];
+        for _ in 0..4000 {
+            counts[usize::from(s.select(0, 1, 3, 0, &mut rng, &view).unwrap().1)] += 1;
+        }
+        assert!(counts[0] > 1500 && counts[1] > 1500, "{counts:?}");
     }
 
     #[test]

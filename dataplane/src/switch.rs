@@ -29,7 +29,7 @@
 
 use crate::buffer::PacketBuf;
 use crate::classify::{Classifier, IpHeader, Verdict};
-use crate::config::{wire_bytes, Config, EcnProfile, MarkOn, RouteTarget, WatchdogAction, TRAFFIC_CLASSES};
+use crate::config::{wire_bytes, Config, EcnProfile, MarkOn, PortConfig, RouteTarget, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::ecn;
 use crate::pfc::{self, PfcPlan, XOFF_QUANTA};
@@ -159,6 +159,10 @@ struct PortState {
     /// PFC times to send on this port, per priority.
     outbox: [Option<u16>; 8],
     speed_mbps: u64,
+    /// When the frames already handed to the link will have left it (ps): the frame on the
+    /// wire in replay, and in live also those the shaper has queued to the NIC ahead of their
+    /// wire time. Load balancing counts it as queue; the live shaper paces by it.
+    link_free_ps: u64,
     /// Enabled in the config and link up (live).
     usable: bool,
     enabled: bool,
@@ -193,8 +197,9 @@ impl PortView for Ports<'_> {
         if state.paused(tc, self.now, self.watchdog_action) {
             return u64::MAX;
         }
-        // Queued frame bytes at the port's speed, in ps: bytes x 8e6 / Mb/s.
-        state.queues[tc].bytes * 8_000_000 / state.speed_mbps
+        // What is still to leave the link, then the queued frame bytes at the port's speed
+        // (bytes x 8e6 / Mb/s ps): a busy link with an empty queue costs more than an idle one.
+        state.link_free_ps.saturating_sub(self.now) + state.queues[tc].bytes * 8_000_000 / state.speed_mbps
     }
 }
 
@@ -238,6 +243,7 @@ impl<P: PacketBuf> Switch<P> {
                 last_pfc_rx: [0; 8],
                 outbox: [None; 8],
                 speed_mbps: port.speed_mbps,
+                link_free_ps: 0,
                 usable: port.enabled,
                 enabled: port.enabled,
                 headroom,
@@ -557,6 +563,8 @@ impl<P: PacketBuf> Switch<P> {
             self.stats.latency.record(now.saturating_sub(arrival_ps) / 1000);
             break (tc, packet, len, marked);
         };
+        let state = &mut self.ports[egress];
+        state.link_free_ps = state.link_free_ps.max(now) + PortConfig::wire_time_for(state.speed_mbps, len as usize);
         let stats = &mut self.stats.ports[egress];
         stats.tx_packets += 1;
         stats.tx_bytes += len;
@@ -570,6 +578,12 @@ impl<P: PacketBuf> Switch<P> {
     #[inline]
     pub fn has_control(&self, port: usize) -> bool {
         self.ports[port].outbox.iter().any(Option::is_some)
+    }
+
+    /// When `port`'s link will have sent every frame handed to it (see `PortState`).
+    #[inline]
+    pub fn link_free_ps(&self, port: usize) -> u64 {
+        self.ports[port].link_free_ps
     }
 
     /// The PFC frame `port` sends now, combining every pending priority; counts it.
@@ -587,6 +601,10 @@ impl<P: PacketBuf> Switch<P> {
             } else {
                 self.stats.ports[port].pfc_xon_tx[priority] += 1;
             }
+        }
+        if repr.class_enable != 0 {
+            state.link_free_ps =
+                state.link_free_ps.max(now) + PortConfig::wire_time_for(state.speed_mbps, crate::wire::pfc::FRAME_LEN);
         }
         (repr.class_enable != 0).then_some(repr)
     }
