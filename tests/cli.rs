@@ -57,8 +57,12 @@ fn check_prints_derived_values() {
         "TC3 <- DSCP 26",
         "PFC host0      headroom ",
         " bytes per priority, xoff ",
-        "xoff dynamic",
+        "xoff dynamic: 1 x free lossless pool",
         "xon xoff - 2 x mtu",
+        // 16 MiB less 4 x 133,632 of headroom (0 m cables), split evenly between the pools;
+        // a lone queue stops at 8/9 of its pool.
+        "buffer: headroom 534528 bytes, lossless pool 8121344 bytes, lossy pool 8121344 bytes",
+        "lossy queue limit: 8 x free lossy pool (8121344 bytes into an empty pool; one congested queue alone stops at 7218972)",
     ] {
         assert!(text.contains(expect), "check output lacks '{expect}':\n{text}");
     }

@@ -69,7 +69,7 @@ fn config(mark_on: &str) -> String {
         4,
         "",
         &format!(
-            "[qos.pfc]\nxoff_bytes = 12000000\n[qos.ecn.3]\nkmin_bytes = {KMIN}\nkmax_bytes = {KMAX}\npmax = {PMAX}\nmark_on = \"{mark_on}\""
+            "[qos.buffer]\nlossless_pool_bytes = 15000000\n[qos.pfc]\nxoff_bytes = 12000000\n[qos.ecn.3]\nkmin_bytes = {KMIN}\nkmax_bytes = {KMAX}\npmax = {PMAX}\nmark_on = \"{mark_on}\""
         ),
         "3",
     )

@@ -144,6 +144,54 @@ fn lossless_incast_with_dynamic_thresholds_loses_nothing() {
     lossless_incast(4, "[qos.pfc]\nalpha = 0.0625");
 }
 
+/// A lossy incast must not spread PFC. h1 and h2 send lossy TC0 to h0 at line rate (2:1), while
+/// h3 sends lossless TC3 at 50G to h4, a 25G port. h3's group holds what waits for h4, and its
+/// XOFF point is alpha x the free lossless pool, which lossy frames never touch: h3 gets no XOFF,
+/// as without the incast. The incast stops at h0's queue limit, 8 x the free lossy pool.
+#[test]
+fn a_lossy_incast_never_pauses_an_unrelated_lossless_sender() {
+    let dir = temp_dir("incast-lossy-isolation");
+    let config = leaf(5, "", "", "3").replacen("name = \"h4\"\nspeed_gbps = 100", "name = \"h4\"\nspeed_gbps = 25", 1);
+    assert!(config.contains("speed_gbps = 25"));
+    let mut lossless = FrameSpec::rocev2("10.0.3.9".parse().unwrap(), "10.0.4.2".parse().unwrap(), 0x300);
+    lossless.dscp = 26;
+    lossless.frame_len = FRAME_LEN;
+    let to_h4: Trace = (0..5000u32)
+        .map(|psn| {
+            lossless.transport = Transport::Roce { source: 0xc003, opcode: 0x04, dest_qp: 0x300, psn };
+            (u64::from(psn) * 2 * LINE_RATE_GAP_NS, lossless.build())
+        })
+        .collect();
+    let incast: Inputs = (1..=2).map(|s| (format!("h{s}"), flow(s, 0, 12_000, u64::from(s)))).collect();
+    let (alone_dir, both_dir) = (dir.join("alone"), dir.join("both"));
+    std::fs::create_dir_all(&alone_dir).unwrap();
+    std::fs::create_dir_all(&both_dir).unwrap();
+    let alone = run_replay(&alone_dir, &config, &[("h3".into(), to_h4.clone())], &[]);
+    let mut inputs = incast;
+    inputs.push(("h3".into(), to_h4));
+    let both = run_replay(&both_dir, &config, &inputs, &[]);
+    let (alone, both) = (stats(&alone), stats(&both));
+    for stats in [&alone, &both] {
+        assert_eq!(u64_at(&stats["ports"]["h3"]["pfc_xoff_tx"][3]), 0, "h3 was paused");
+        assert_eq!(u64_at(&stats["ports"]["h4"]["tx_packets"]), 5000);
+    }
+    // The group's peak is what waits for h4, with or without the incast.
+    let peak = |stats: &serde_json::Value| u64_at(&stats["ports"]["h3"]["priority_groups"][0]["max_bytes"]);
+    assert_eq!(peak(&alone), peak(&both));
+    assert!(peak(&both) > 1_000_000, "h4's queue grows at 25G: {}", peak(&both));
+    // The incast is tail-dropped at h0's dynamic limit: a frame joins a lone queue q while
+    // q + frame <= 8 x (pool - q), so the queue peaks within a frame of 8/9 of the pool.
+    let plan = raceway::pfc::BufferPlan::new(&raceway::config::Config::parse(&config, "leaf.toml").unwrap()).unwrap();
+    let frame = FRAME_LEN as u64; // one frame takes exactly four cells
+    let depth = u64_at(&both["ports"]["h0"]["queues"][0]["max_depth_bytes"]);
+    let (lowest, highest) = (plan.lossy_pool * 8 / 9 - frame, (plan.lossy_pool + frame) * 8 / 9);
+    assert!((lowest..=highest).contains(&depth), "h0 peaked at {depth}, not at its limit {lowest}..{highest}");
+    let dropped =
+        u64_at(&both["ports"]["h1"]["drops"]["buffer_full"]) + u64_at(&both["ports"]["h2"]["drops"]["buffer_full"]);
+    assert!(dropped > 1000, "{dropped} dropped");
+    assert_eq!(u64_at(&both["ports"]["h0"]["queues"][0]["dropped"]), dropped);
+}
+
 #[test]
 fn lossy_incast_drops_and_sends_no_pfc() {
     let dir = temp_dir("incast-lossy");

@@ -82,6 +82,8 @@ struct RawQos {
     #[serde(default)]
     scheduler: RawScheduler,
     #[serde(default)]
+    buffer: RawBuffer,
+    #[serde(default)]
     pfc: RawPfc,
     #[serde(default)]
     pfc_watchdog: RawWatchdog,
@@ -96,6 +98,14 @@ struct RawScheduler {
     strict: Vec<i64>,
     #[serde(default)]
     dwrr: BTreeMap<String, i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBuffer {
+    lossless_pool_bytes: Option<u64>,
+    lossy_pool_bytes: Option<u64>,
+    lossy_alpha: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -167,6 +177,18 @@ pub enum Threshold {
     Bytes(u64),
 }
 
+/// The shared buffer's pools (`[qos.buffer]`); `pfc::BufferPlan` derives their sizes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BufferConfig {
+    /// Ingress pool the lossless groups share up to their XOFF points (headroom apart).
+    pub lossless_pool_bytes: Option<u64>,
+    /// Egress pool the lossy queues share, each up to its dynamic limit.
+    pub lossy_pool_bytes: Option<u64>,
+    /// A lossy queue may hold up to lossy_alpha x the free lossy pool (SONiC's
+    /// `dynamic_th: 3` is alpha 2^3 = 8).
+    pub lossy_alpha: f64,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct PfcConfig {
     pub headroom_bytes: Threshold,
@@ -214,6 +236,7 @@ pub struct Qos {
     pub strict_mask: u8,
     /// DWRR weight per TC (1-100; unnamed TCs get 1). Ignored for strict TCs.
     pub dwrr_weights: [u32; TRAFFIC_CLASSES],
+    pub buffer: BufferConfig,
     pub pfc: PfcConfig,
     pub watchdog: WatchdogConfig,
     pub ecn: [Option<EcnProfile>; TRAFFIC_CLASSES],
@@ -466,7 +489,7 @@ impl Validator<'_> {
             routes,
             groups,
         };
-        crate::pfc::PfcPlan::new(&config).map_err(|problem| self.error("qos.pfc.headroom_bytes", problem))?;
+        crate::pfc::BufferPlan::new(&config).map_err(|(field, problem)| self.error(field, problem))?;
         Ok(config)
     }
 
@@ -612,6 +635,7 @@ impl Validator<'_> {
             lossless_mask,
             strict_mask,
             dwrr_weights,
+            buffer: self.buffer(raw.buffer)?,
             pfc: self.pfc(raw.pfc)?,
             watchdog: self.watchdog(raw.pfc_watchdog)?,
             ecn: self.ecn(raw.ecn)?,
@@ -651,6 +675,20 @@ impl Validator<'_> {
                 Err(self.error(field, format!("a {} is neither \"auto\" nor a byte count", other.type_str())))
             }
         }
+    }
+
+    fn buffer(&self, raw: RawBuffer) -> Result<BufferConfig, ConfigError> {
+        let lossy_alpha = raw.lossy_alpha.unwrap_or(8.0);
+        if !(lossy_alpha.is_finite() && lossy_alpha > 0.0 && lossy_alpha <= 64.0) {
+            return Err(
+                self.error("qos.buffer.lossy_alpha", format!("{lossy_alpha} is not between 0 (exclusive) and 64"))
+            );
+        }
+        Ok(BufferConfig {
+            lossless_pool_bytes: raw.lossless_pool_bytes,
+            lossy_pool_bytes: raw.lossy_pool_bytes,
+            lossy_alpha,
+        })
     }
 
     fn pfc(&self, raw: RawPfc) -> Result<PfcConfig, ConfigError> {

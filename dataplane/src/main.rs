@@ -596,27 +596,35 @@ fn execute(command: Command) -> Result<(), Failure> {
     }
 }
 
-/// The PFC thresholds of every port, and warnings where ECN would act after PFC.
-fn print_pfc(config: &Config) {
-    use raceway::pfc::{PfcPlan, Xoff};
+/// The buffer's pools, the lossy queue limit, the PFC thresholds of every port, and warnings
+/// where ECN would act after PFC.
+fn print_buffer(config: &Config) {
+    use raceway::pfc::{BufferPlan, Xoff};
     let qos = &config.qos;
+    let plan = BufferPlan::new(config).expect("validated");
+    let alpha = qos.buffer.lossy_alpha;
+    // A lone congested queue stops where q = alpha x (pool - q).
+    let alone = (plan.lossy_pool as f64 * alpha / (1.0 + alpha)) as u64;
+    println!(
+        "  buffer: headroom {} bytes, lossless pool {} bytes, lossy pool {} bytes",
+        plan.reserved_headroom, plan.lossless_pool, plan.lossy_pool
+    );
+    println!(
+        "  lossy queue limit: {alpha} x free lossy pool ({} bytes into an empty pool; one congested queue alone stops at {alone})",
+        plan.lossy_limit(plan.lossy_pool).min(plan.lossy_pool)
+    );
     let lossless: Vec<usize> = (0..8).filter(|p| qos.lossless_mask & (1 << p) != 0).collect();
     if lossless.is_empty() {
         println!("  lossless priorities: none (no PFC)");
         return;
     }
-    let plan = PfcPlan::new(config).expect("validated");
-    println!(
-        "  lossless priorities {lossless:?}: headroom reserved {} bytes in all, shared buffer {} bytes",
-        plan.reserved_headroom, plan.shared_capacity
-    );
-    let idle_xoff = plan.xoff(plan.shared_capacity);
+    let idle_xoff = plan.xoff(plan.lossless_pool);
     let xoff_text = match plan.xoff {
         Xoff::Static(bytes) => format!("xoff {bytes} bytes"),
-        Xoff::Dynamic(alpha) => format!("xoff dynamic: {} x free shared buffer", alpha as f64 / 65536.0),
+        Xoff::Dynamic(alpha) => format!("xoff dynamic: {} x free lossless pool", alpha as f64 / 65536.0),
     };
     println!(
-        "  {xoff_text}; xon {}; watchdog detection {} ms, restoration {} ms, action {:?}",
+        "  lossless priorities {lossless:?}: {xoff_text}; xon {}; watchdog detection {} ms, restoration {} ms, action {:?}",
         match qos.pfc.xon_bytes {
             raceway::config::Threshold::Auto => "xoff - 2 x mtu".to_string(),
             raceway::config::Threshold::Bytes(bytes) => format!("{bytes} bytes"),
@@ -704,7 +712,7 @@ fn print_check(config: &Config) {
         .map(|tc| format!("TC{tc}:{}", qos.dwrr_weights[tc]))
         .collect();
     println!("  scheduler: strict {strict:?}, then DWRR {}", dwrr.join(" "));
-    print_pfc(config);
+    print_buffer(config);
     for (tc, profile) in qos.ecn.iter().enumerate() {
         if let Some(profile) = profile {
             println!(

@@ -1,7 +1,20 @@
-//! PFC thresholds per lossless (ingress port, priority) group: headroom, XOFF and XON.
+//! The buffer plan: the shared buffer's pools (SONiC's buffer model on Broadcom), and the PFC
+//! thresholds of each lossless (ingress port, priority) group: headroom, XOFF and XON.
 //!
 //! Buffer is accounted in cells of `CELL_BYTES`, as switch ASICs do: a frame occupies
 //! ceil(len / CELL_BYTES) cells. Every threshold here is in cell bytes.
+//!
+//! `switch.buffer_bytes` is carved into three parts that never lend to each other:
+//! - the headroom reserved for every (enabled port, lossless priority);
+//! - the ingress lossless pool (`qos.buffer.lossless_pool_bytes`), which lossless groups share
+//!   up to their XOFF points;
+//! - the egress lossy pool (`qos.buffer.lossy_pool_bytes`), where each lossy (egress port,
+//!   class) queue may hold up to `lossy_alpha` x the free lossy pool (SONiC's dynamic_th: 3
+//!   is alpha 8), so one congested queue stops at 8/9 of the pool and leaves room for others.
+//!
+//! By default the two pools split what headroom leaves evenly (all of it lossy without
+//! lossless priorities). So a lossy incast fills only the lossy pool and never moves a
+//! lossless group's XOFF point: PFC acts only on congestion of lossless traffic.
 //!
 //! Headroom ("auto") is what can still arrive after the switch decides to send XOFF:
 //! - the switch may be sending a maximum frame when it decides (the XOFF waits for it), and the
@@ -17,15 +30,15 @@
 //! each): headroom = ceil(W / 84) x CELL_BYTES. A 100 Gb/s port with 3 m of cable and a 9216
 //! MTU needs 527 cells, 134,912 bytes; with a 1500 MTU, 159 cells.
 //!
-//! XOFF ("auto") is SONiC's dynamic threshold: alpha x the free shared buffer, where the shared
-//! buffer is `buffer_bytes` less all reserved headroom. XON ("auto") is XOFF - 2 x mtu.
+//! XOFF ("auto") is SONiC's dynamic threshold: alpha x the free lossless pool. XON ("auto")
+//! is XOFF - 2 x mtu.
 //!
-//! Invariant: the reserved headroom always fits in the buffer (`PfcPlan::new` refuses
-//! otherwise), so the shared buffer is never negative.
+//! Invariant: headroom and both pools fit in the buffer (`BufferPlan::new` refuses
+//! otherwise), and the pools are whole cells.
 
 #![forbid(unsafe_code)]
 
-use crate::config::{Config, PortConfig, Threshold};
+use crate::config::{BufferConfig, Config, PortConfig, Threshold};
 
 /// Bytes per buffer cell.
 pub const CELL_BYTES: u64 = 256;
@@ -71,9 +84,9 @@ pub enum Xoff {
     Dynamic(u64),
 }
 
-/// The thresholds of every port's lossless groups.
+/// The pools and the thresholds of every port's lossless groups and lossy queues.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PfcPlan {
+pub struct BufferPlan {
     pub headroom: Vec<u64>,
     pub xoff: Xoff,
     pub xon: Threshold,
@@ -81,13 +94,22 @@ pub struct PfcPlan {
     pub lossless_mask: u8,
     /// Headroom reserved for every (enabled port, lossless priority).
     pub reserved_headroom: u64,
-    /// `buffer_bytes` less the reserved headroom.
-    pub shared_capacity: u64,
+    /// The ingress pool lossless groups share below their XOFF points.
+    pub lossless_pool: u64,
+    /// The egress pool lossy queues share.
+    pub lossy_pool: u64,
+    /// A lossy queue's limit: this x the free lossy pool, 16.16 fixed point.
+    pub lossy_alpha: u64,
 }
 
-impl PfcPlan {
-    /// Derives the thresholds; the error names the problem (the field is `qos.pfc`).
-    pub fn new(config: &Config) -> Result<Self, String> {
+/// Rounds down to whole cells.
+fn cells_floor(bytes: u64) -> u64 {
+    bytes / CELL_BYTES * CELL_BYTES
+}
+
+impl BufferPlan {
+    /// Derives pools and thresholds; the error names the field and the problem.
+    pub fn new(config: &Config) -> Result<Self, (&'static str, String)> {
         let qos = &config.qos;
         let headroom: Vec<u64> = config
             .ports
@@ -101,12 +123,17 @@ impl PfcPlan {
         let reserved_headroom: u64 =
             config.ports.iter().zip(&headroom).filter(|(port, _)| port.enabled).map(|(_, h)| h * groups).sum();
         if groups > 0 && reserved_headroom >= config.buffer_bytes {
-            return Err(format!(
-                "headroom for {} lossless groups needs {reserved_headroom} bytes, more than switch.buffer_bytes {}",
-                groups * config.ports.iter().filter(|p| p.enabled).count() as u64,
-                config.buffer_bytes
+            return Err((
+                "qos.pfc.headroom_bytes",
+                format!(
+                    "headroom for {} lossless groups needs {reserved_headroom} bytes, more than switch.buffer_bytes {}",
+                    groups * config.ports.iter().filter(|p| p.enabled).count() as u64,
+                    config.buffer_bytes
+                ),
             ));
         }
+        let (lossless_pool, lossy_pool) =
+            Self::pools(&qos.buffer, groups > 0, config.buffer_bytes - reserved_headroom)?;
         let xoff = match qos.pfc.xoff_bytes {
             Threshold::Auto => Xoff::Dynamic((qos.pfc.alpha * 65536.0).round() as u64),
             Threshold::Bytes(bytes) => Xoff::Static(bytes),
@@ -118,19 +145,55 @@ impl PfcPlan {
             mtu: u64::from(config.mtu),
             lossless_mask: qos.lossless_mask,
             reserved_headroom,
-            shared_capacity: config.buffer_bytes - reserved_headroom,
+            lossless_pool,
+            lossy_pool,
+            lossy_alpha: (qos.buffer.lossy_alpha * 65536.0).round() as u64,
         })
     }
 
-    /// The XOFF point given the free shared buffer.
+    /// The two pools' sizes out of `available` (the buffer less headroom): as configured, or
+    /// the rest of the buffer for the one not given, or an even split.
+    fn pools(buffer: &BufferConfig, lossless: bool, available: u64) -> Result<(u64, u64), (&'static str, String)> {
+        let too_big = |field: &'static str, bytes: u64| {
+            Err((
+                field,
+                format!("{bytes} bytes do not fit in the {available} bytes that headroom leaves of the buffer"),
+            ))
+        };
+        let (lossless_pool, lossy_pool) = match (buffer.lossless_pool_bytes, buffer.lossy_pool_bytes) {
+            (Some(bytes), _) if bytes > available => return too_big("qos.buffer.lossless_pool_bytes", bytes),
+            (_, Some(bytes)) if bytes > available => return too_big("qos.buffer.lossy_pool_bytes", bytes),
+            (Some(lossless), Some(lossy)) if lossless + lossy > available => {
+                return too_big("qos.buffer.lossy_pool_bytes", lossless + lossy)
+            }
+            (Some(lossless), Some(lossy)) => (lossless, lossy),
+            (Some(lossless), None) => (lossless, available - lossless),
+            (None, Some(lossy)) => (available - lossy, lossy),
+            (None, None) if lossless => (available / 2, available - available / 2),
+            (None, None) => (0, available),
+        };
+        let (lossless_pool, lossy_pool) = (cells_floor(lossless_pool), cells_floor(lossy_pool));
+        if lossless && lossless_pool == 0 {
+            return Err(("qos.buffer.lossless_pool_bytes", "is empty, but qos.lossless names priorities".into()));
+        }
+        Ok((lossless_pool, lossy_pool))
+    }
+
+    /// The XOFF point given the free lossless pool.
     #[inline]
-    pub fn xoff(&self, shared_free: u64) -> u64 {
+    pub fn xoff(&self, lossless_free: u64) -> u64 {
         match self.xoff {
             Xoff::Static(bytes) => bytes,
             // alpha in 16.16 fixed point: an integer multiply per frame, not two float
             // conversions.
-            Xoff::Dynamic(alpha) => ((u128::from(shared_free) * u128::from(alpha)) >> 16) as u64,
+            Xoff::Dynamic(alpha) => ((u128::from(lossless_free) * u128::from(alpha)) >> 16) as u64,
         }
+    }
+
+    /// What one lossy queue may hold given the free lossy pool: alpha x free.
+    #[inline]
+    pub fn lossy_limit(&self, lossy_free: u64) -> u64 {
+        ((u128::from(lossy_free) * u128::from(self.lossy_alpha)) >> 16) as u64
     }
 
     /// The XON point for a given XOFF point.
@@ -172,9 +235,12 @@ mod tests {
 
     #[test]
     fn plan_reserves_headroom_per_lossless_group() {
-        let plan = PfcPlan::new(&config("", "")).unwrap();
+        let plan = BufferPlan::new(&config("", "")).unwrap();
         assert_eq!(plan.reserved_headroom, 2 * (527 + 267) * CELL_BYTES);
-        assert_eq!(plan.shared_capacity, 16 * 1024 * 1024 - plan.reserved_headroom);
+        // The rest split evenly between the pools, in whole cells.
+        let available = 16 * 1024 * 1024 - plan.reserved_headroom;
+        assert_eq!(plan.lossless_pool, available / 2 / CELL_BYTES * CELL_BYTES);
+        assert_eq!(plan.lossy_pool, (available - available / 2) / CELL_BYTES * CELL_BYTES);
         // Dynamic: alpha 1 x free; XON two MTUs below.
         assert_eq!(plan.xoff(1_000_000), 1_000_000);
         assert_eq!(plan.xon(1_000_000), 1_000_000 - 2 * 9216);
@@ -183,12 +249,52 @@ mod tests {
 
     #[test]
     fn static_thresholds_and_too_much_headroom() {
-        let plan = PfcPlan::new(&config("[qos.pfc]\nxoff_bytes = 100000\nxon_bytes = 50000\nalpha = 0.5", "")).unwrap();
+        let plan =
+            BufferPlan::new(&config("[qos.pfc]\nxoff_bytes = 100000\nxon_bytes = 50000\nalpha = 0.5", "")).unwrap();
         assert_eq!(plan.xoff(0), 100_000);
         assert_eq!(plan.xon(100_000), 50_000);
         let err = Config::parse(&config_text("", "buffer_bytes = 300000"), "t.toml").unwrap_err();
         assert_eq!(err.field, "qos.pfc.headroom_bytes");
         assert!(err.problem.contains("406528"), "{err}");
+    }
+
+    #[test]
+    fn pools_as_configured_or_the_rest_and_never_more_than_the_buffer() {
+        let available = 16 * 1024 * 1024 - 2 * (527 + 267) * CELL_BYTES;
+        let plan = BufferPlan::new(&config("[qos.buffer]\nlossy_pool_bytes = 1000000", "")).unwrap();
+        assert_eq!(plan.lossy_pool, 1_000_000 / CELL_BYTES * CELL_BYTES);
+        assert_eq!(plan.lossless_pool, (available - 1_000_000) / CELL_BYTES * CELL_BYTES);
+        let plan = BufferPlan::new(&config("[qos.buffer]\nlossless_pool_bytes = 2560", "")).unwrap();
+        assert_eq!((plan.lossless_pool, plan.lossy_pool), (2560, available - 2560));
+        let plan = BufferPlan::new(&config(
+            "[qos.buffer]\nlossless_pool_bytes = 2560\nlossy_pool_bytes = 5120\nlossy_alpha = 0.5",
+            "",
+        ))
+        .unwrap();
+        assert_eq!((plan.lossless_pool, plan.lossy_pool), (2560, 5120));
+        // Alpha 0.5: a queue may hold half of what is free.
+        assert_eq!(plan.lossy_limit(4096), 2048);
+        // Default alpha 8.
+        assert_eq!(BufferPlan::new(&config("", "")).unwrap().lossy_limit(1000), 8000);
+        let err = Config::parse(
+            &config_text(&format!("[qos.buffer]\nlossless_pool_bytes = {available}\nlossy_pool_bytes = 1"), ""),
+            "t.toml",
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "qos.buffer.lossy_pool_bytes");
+        let err = Config::parse(&config_text("[qos.buffer]\nlossy_pool_bytes = 99999999", ""), "t.toml").unwrap_err();
+        assert_eq!(err.field, "qos.buffer.lossy_pool_bytes");
+        let err = Config::parse(&config_text("[qos.buffer]\nlossless_pool_bytes = 0", ""), "t.toml").unwrap_err();
+        assert_eq!(err.field, "qos.buffer.lossless_pool_bytes");
+        let err = Config::parse(&config_text("[qos.buffer]\nlossy_alpha = 0", ""), "t.toml").unwrap_err();
+        assert_eq!(err.field, "qos.buffer.lossy_alpha");
+    }
+
+    #[test]
+    fn without_lossless_priorities_the_lossy_pool_is_the_whole_buffer() {
+        let text = config_text("", "").replace("lossless = [3, 4]", "lossless = []");
+        let plan = BufferPlan::new(&Config::parse(&text, "t.toml").unwrap()).unwrap();
+        assert_eq!((plan.reserved_headroom, plan.lossless_pool, plan.lossy_pool), (0, 0, 16 * 1024 * 1024));
     }
 
     #[test]

@@ -2,12 +2,14 @@
 //! Both engines drive it with the current time: the replay engine in virtual time, the DPDK
 //! workers in TSC time. It never allocates after `new`.
 //!
-//! Buffer: every queued frame occupies cells (`pfc::CELL_BYTES`) of one shared buffer; its
-//! descriptor lives in one arena of slots shared by all queues, sized so that a full buffer of
-//! minimum-size frames fits. Lossy frames take shared cells or are tail-dropped
-//! (`buffer_full`). Lossless frames are charged to their (ingress port, priority) group: to the
-//! shared buffer up to the group's XOFF point, then to the group's reserved headroom, and are
-//! dropped only when that overflows (`headroom_overflow`).
+//! Buffer (`pfc::BufferPlan`): every queued frame occupies cells (`pfc::CELL_BYTES`) of one
+//! pool; its descriptor lives in one arena of slots shared by all queues, sized so that a full
+//! buffer of minimum-size frames fits. Lossy frames are charged to their egress queue in the
+//! lossy pool, up to the queue's dynamic limit (lossy_alpha x the free lossy pool), or are
+//! tail-dropped (`buffer_full`). Lossless frames are charged to their (ingress port, priority)
+//! group: to the lossless pool up to the group's XOFF point, then to the group's reserved
+//! headroom, and are dropped only when that overflows (`headroom_overflow`). Lossy traffic
+//! never touches the lossless pool, so it cannot move an XOFF point.
 //!
 //! PFC: a packet's priority is its traffic class. When a lossless group goes past XOFF, an
 //! XOFF frame (pause 0xFFFF) is queued for its ingress port ahead of all data and refreshed at
@@ -23,7 +25,7 @@
 //!
 //! Invariant: every frame handed to `receive` is queued, consumed (PFC) or dropped and counted;
 //! every queued frame leaves through `transmit`, a watchdog flush or `drain`, counted; the
-//! shared and per-group cell counts are exactly the charges of the frames queued.
+//! pool, per-queue and per-group cell counts are exactly the charges of the frames queued.
 
 #![forbid(unsafe_code)]
 
@@ -32,7 +34,7 @@ use crate::classify::{Classifier, IpHeader, Verdict};
 use crate::config::{wire_bytes, Config, EcnProfile, MarkOn, PortConfig, RouteTarget, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::ecn;
-use crate::pfc::{self, PfcPlan, XOFF_QUANTA};
+use crate::pfc::{self, BufferPlan, XOFF_QUANTA};
 use crate::rng::Rng;
 use crate::schedule::Scheduler;
 use crate::spray::{PortView, Selector};
@@ -113,11 +115,14 @@ struct Fifo {
     len: u32,
     /// Frame bytes (not cells): what queue depths and ECN look at.
     bytes: u64,
+    /// Cell bytes this queue holds in the lossy pool (0 for a lossless class): what its
+    /// dynamic limit applies to.
+    lossy_cells: u64,
 }
 
 impl Default for Fifo {
     fn default() -> Self {
-        Self { head: NIL, tail: NIL, len: 0, bytes: 0 }
+        Self { head: NIL, tail: NIL, len: 0, bytes: 0, lossy_cells: 0 }
     }
 }
 
@@ -208,8 +213,10 @@ pub struct Switch<P: PacketBuf> {
     selector: Selector,
     arena: Arena<P>,
     ports: Vec<PortState>,
-    plan: PfcPlan,
-    shared_used: u64,
+    plan: BufferPlan,
+    /// Cell bytes in use in each pool (headroom apart).
+    lossless_used: u64,
+    lossy_used: u64,
     queued_packets: u64,
     detection_ps: u64,
     restoration_ps: u64,
@@ -226,7 +233,7 @@ impl<P: PacketBuf> Switch<P> {
     /// Builds the switch; `seed` seeds its random choices. The config was validated
     /// (`Config::parse`), so the PFC plan exists.
     pub fn new(config: &Config, seed: u64) -> Self {
-        let plan = PfcPlan::new(config).expect("a validated config has a PFC plan");
+        let plan = BufferPlan::new(config).expect("a validated config has a buffer plan");
         let ports = config
             .ports
             .iter()
@@ -257,7 +264,8 @@ impl<P: PacketBuf> Switch<P> {
             arena: Arena::new(Self::arena_capacity(config)),
             ports,
             plan,
-            shared_used: 0,
+            lossless_used: 0,
+            lossy_used: 0,
             queued_packets: 0,
             detection_ps: u64::from(watchdog.detection_ms) * 1_000_000_000,
             restoration_ps: u64::from(watchdog.restoration_ms) * 1_000_000_000,
@@ -343,8 +351,11 @@ impl<P: PacketBuf> Switch<P> {
             }
         }
         let charge = pfc::charge(len);
-        let admitted =
-            if self.lossless(tc) { self.admit_lossless(ingress, egress, tc, charge) } else { self.admit_lossy(charge) };
+        let admitted = if self.lossless(tc) {
+            self.admit_lossless(ingress, egress, tc, charge)
+        } else {
+            self.admit_lossy(egress, tc, charge)
+        };
         let headroom = match admitted {
             Ok(headroom) => headroom,
             Err(reason) => {
@@ -411,12 +422,23 @@ impl<P: PacketBuf> Switch<P> {
         }
     }
 
-    fn admit_lossy(&mut self, charge: u64) -> Result<bool, DropReason> {
-        if self.shared_used + charge > self.plan.shared_capacity || self.arena.free == NIL {
+    /// Charges a lossy frame to its egress queue in the lossy pool, within the queue's dynamic
+    /// limit (lossy_alpha x the free lossy pool).
+    fn admit_lossy(&mut self, egress: usize, tc: usize, charge: u64) -> Result<bool, DropReason> {
+        let free = self.plan.lossy_pool - self.lossy_used;
+        let queue = &mut self.ports[egress].queues[tc];
+        if charge > free || queue.lossy_cells + charge > self.plan.lossy_limit(free) || self.arena.free == NIL {
             return Err(DropReason::BufferFull);
         }
-        self.shared_used += charge;
+        queue.lossy_cells += charge;
+        self.lossy_used += charge;
         Ok(false)
+    }
+
+    /// The XOFF point of every lossless group now (it moves with the free lossless pool).
+    #[inline]
+    fn lossless_xoff(&self) -> u64 {
+        self.plan.xoff(self.plan.lossless_pool - self.lossless_used)
     }
 
     /// Charges a lossless frame to its group: shared up to XOFF, then headroom. Returns whether
@@ -434,12 +456,12 @@ impl<P: PacketBuf> Switch<P> {
         if self.arena.free == NIL {
             return Err(DropReason::HeadroomOverflow);
         }
-        let xoff = self.plan.xoff(self.plan.shared_capacity - self.shared_used);
+        let xoff = self.lossless_xoff();
         let port = &mut self.ports[ingress];
         let group = &mut port.groups[priority];
-        let in_headroom = if group.shared + charge <= xoff && self.shared_used + charge <= self.plan.shared_capacity {
+        let in_headroom = if group.shared + charge <= xoff && self.lossless_used + charge <= self.plan.lossless_pool {
             group.shared += charge;
-            self.shared_used += charge;
+            self.lossless_used += charge;
             false
         } else if group.headroom + charge <= port.headroom {
             group.headroom += charge;
@@ -484,11 +506,12 @@ impl<P: PacketBuf> Switch<P> {
         self.queued_packets -= 1;
         if headroom {
             self.ports[ingress].groups[tc].headroom -= charge;
+        } else if self.lossless(tc) {
+            self.lossless_used -= charge;
+            self.ports[ingress].groups[tc].shared -= charge;
         } else {
-            self.shared_used -= charge;
-            if self.lossless(tc) {
-                self.ports[ingress].groups[tc].shared -= charge;
-            }
+            self.ports[port].queues[tc].lossy_cells -= charge;
+            self.lossy_used -= charge;
         }
         if self.lossless(tc) {
             self.maybe_xon(ingress, tc);
@@ -502,7 +525,7 @@ impl<P: PacketBuf> Switch<P> {
         if !self.ports[port].groups[priority].xoff_sent {
             return;
         }
-        let xoff = self.plan.xoff(self.plan.shared_capacity - self.shared_used);
+        let xoff = self.lossless_xoff();
         let xon = self.plan.xon(xoff);
         let state = &mut self.ports[port];
         let group = &mut state.groups[priority];
@@ -677,7 +700,7 @@ impl<P: PacketBuf> Switch<P> {
         if group.refresh_at > now {
             return group.refresh_at;
         }
-        let xoff = self.plan.xoff(self.plan.shared_capacity - self.shared_used);
+        let xoff = self.lossless_xoff();
         if group.shared + group.headroom > self.plan.xon(xoff) {
             self.ports[port].outbox[priority] = Some(XOFF_QUANTA);
             self.ports[port].groups[priority].refresh_at = NEVER; // set again when sent
@@ -732,9 +755,14 @@ impl<P: PacketBuf> Switch<P> {
         self.queued_packets
     }
 
-    /// Cell bytes of the shared buffer in use (headroom excluded).
+    /// Cell bytes in use in both pools (headroom excluded).
     pub fn shared_used(&self) -> u64 {
-        self.shared_used
+        self.lossless_used + self.lossy_used
+    }
+
+    /// Cell bytes in use in the lossless and the lossy pool.
+    pub fn pool_used(&self) -> (u64, u64) {
+        (self.lossless_used, self.lossy_used)
     }
 
     /// Copies every queue's current depth into its `depth_bytes` gauge (before publishing).
@@ -752,9 +780,9 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     /// The XOFF and XON points of a lossless group right now, in cell bytes (with dynamic
-    /// thresholds they move with the free shared buffer).
+    /// thresholds they move with the free lossless pool).
     pub fn pfc_thresholds(&self) -> (u64, u64) {
-        let xoff = self.plan.xoff(self.plan.shared_capacity - self.shared_used);
+        let xoff = self.lossless_xoff();
         (xoff, self.plan.xon(xoff))
     }
 
@@ -843,17 +871,33 @@ port = "p0"
     }
 
     #[test]
-    fn lossy_frames_tail_drop_when_the_shared_buffer_is_full() {
-        let config = config("buffer_bytes = 2048000", "");
+    fn a_lossy_queue_stops_at_its_dynamic_limit_and_leaves_room_for_others() {
+        // A lossy pool of 90 frames of 1000 bytes (1024 in cells), alpha 8: one queue alone
+        // takes frames while its cells stay within 8 x what is free, so 80 (8/9 of the pool).
+        let config = config("", "[qos.buffer]\nlossy_pool_bytes = 92160");
         let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
-        let shared = switch.plan.shared_capacity;
-        let fits = shared / 1024;
-        for _ in 0..fits + 5 {
+        for _ in 0..85 {
             switch.receive(0, frame(0, 1000), 0);
         }
-        assert_eq!(switch.queued_packets(), fits);
+        assert_eq!(switch.queued_packets(), 80);
+        assert_eq!(switch.pool_used(), (0, 80 * 1024));
         assert_eq!(switch.stats.ports[0].drops[DropReason::BufferFull.index()], 5);
         assert_eq!(switch.stats.ports[1].queues[0].dropped, 5);
+        // Another lossy queue (TC 1 of p1, DSCP 8) still finds room: 9 of the 10 frames left.
+        let mut tc1 = config.clone();
+        tc1.qos.dscp_to_tc[8] = 1;
+        let mut switch2: Switch<HeapPacket> = Switch::new(&tc1, 0);
+        for _ in 0..80 {
+            switch2.receive(0, frame(0, 1000), 0);
+        }
+        for _ in 0..12 {
+            switch2.receive(0, frame(8, 1000), 0);
+        }
+        assert_eq!(switch2.queue_bytes(1, 1), 9 * 1000);
+        // Lossy traffic never moves the lossless XOFF point.
+        assert_eq!(switch.pfc_thresholds(), Switch::<HeapPacket>::new(&config, 0).pfc_thresholds());
+        while switch.transmit(1, 0).is_some() {}
+        assert_eq!(switch.pool_used(), (0, 0));
         assert!(conserved(&switch));
     }
 
@@ -906,7 +950,7 @@ port = "p0"
             spec.frame_len = len;
             HeapPacket::new(spec.build())
         };
-        let offered = 2 * switch.plan.shared_capacity / 1024;
+        let offered = 2 * switch.plan.lossy_pool / 1024;
         for _ in 0..offered {
             switch.receive(0, ect(1000), 0);
         }
