@@ -23,16 +23,25 @@ deps:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 	@command -v $(CARGO) >/dev/null || { echo "error: cargo not found: install a Rust toolchain with rustup, then re-run make"; exit 2; }
+	@for tool in fmt clippy; do \
+		$(CARGO) $$tool --version >/dev/null 2>&1 || rustup component add $$([ $$tool = fmt ] && echo rustfmt || echo clippy) || \
+			{ echo "error: cargo $$tool is missing and rustup could not add it"; exit 2; }; \
+	done
 
 build: deps
 	$(CARGO) build --release -p raceway
 
-# Unit tests, replay end-to-end tests, the live DPDK test on vdevs, and every criterion bench
-# run once in test mode (so benches cannot rot).
+# Formatting and lints (the workspace's [workspace.lints], warnings are errors), then unit
+# tests, replay end-to-end tests and the live DPDK tests on vdevs with 16 test threads
+# (tests must not share names, directories or ports), every criterion bench run once in test
+# mode (so benches cannot rot), and the doc tests.
+TEST_THREADS ?= 16
 test: deps
-	$(CARGO) test --workspace --all-targets
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
+	$(CARGO) test --workspace --lib --bins --tests -- --test-threads=$(TEST_THREADS)
+	$(CARGO) test --workspace --benches
 	$(CARGO) test --workspace --doc
-	$(CARGO) clippy --workspace --all-targets --quiet -- -D clippy::undocumented_unsafe_blocks
 
 # The demo's input traffic, written by `raceway gen` (config/demo.toml says what it is).
 DEMO_TRACES := out/demo/traces
