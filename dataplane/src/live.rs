@@ -14,7 +14,12 @@
 //! SIGINT/SIGTERM or the end of `--duration`, and tears down.
 //!
 //! Each egress port is shaped to its configured speed: a frame may leave when the port's
-//! virtual link is free, allowing a burst window of a few frames so the loop can fill tx bursts.
+//! virtual link is free, allowing a lookahead window so the loop can fill tx bursts. Frames
+//! handed to the NIC cannot be recalled by a PFC pause that arrives later, so the window is
+//! bounded by half the response time peers' headroom assumes (`pfc::PEER_RESPONSE_PS`, 394
+//! quanta at 100G: a window of 1.01 us): raceway answers a pause as fast as the NICs the
+//! headroom formula is written for. (A window of 32 maximum frames, 3.95 us at 100G, did not.)
+//! PFC frames leave in a tx burst of their own, ahead of data already pending for the queue.
 //!
 //! Invariant: at exit every mbuf is back in the pool. Queued frames drain (shaped) for up to
 //! a second; whatever is still queued then is dropped and counted (`buffer_full`), frames the
@@ -441,6 +446,13 @@ impl RatePrinter {
     }
 }
 
+/// How far ahead of its wire time the shaper hands frames to a port's NIC: enough for a tx
+/// burst of maximum frames, but at most half the PFC response time peers are assumed to have
+/// (what is handed over cannot be recalled by a pause; see the module notes).
+pub fn shaper_window_ps(port: &crate::config::PortConfig) -> u64 {
+    (port.wire_time_ps(1518) * BURST as u64).min(crate::pfc::PEER_RESPONSE_PS / 2)
+}
+
 /// The per-lcore forwarding state: the switch, tx bursts and shapers for every port.
 struct Worker {
     switch: Switch<Mbuf>,
@@ -456,6 +468,8 @@ struct Worker {
 /// switch's `link_free_ps`, which load balancing reads too.
 struct Egress {
     pending: Burst,
+    /// A PFC frame the tx queue has not taken yet (it goes before any pending data).
+    control: Burst,
     /// How far ahead of now the shaper lets frames go, so tx bursts fill.
     window_ps: u64,
 }
@@ -481,7 +495,11 @@ impl Worker {
             .config
             .ports
             .iter()
-            .map(|port| Egress { pending: Burst::default(), window_ps: port.wire_time_ps(1518) * BURST as u64 })
+            .map(|port| Egress {
+                pending: Burst::default(),
+                control: Burst::default(),
+                window_ps: shaper_window_ps(port),
+            })
             .collect();
         let mut rx = Burst::default();
         let mut next_publish = dpdk::rdtsc() + publish_ticks;
@@ -562,7 +580,8 @@ impl Worker {
         }
         // Drain: no more rx; let queued frames leave at line rate for a bounded time.
         let deadline = Instant::now() + DRAIN_FOR;
-        while (self.switch.queued_packets() > 0 || egress.iter().any(|e| !e.pending.is_empty()))
+        while (self.switch.queued_packets() > 0
+            || egress.iter().any(|e| !e.pending.is_empty() || !e.control.is_empty()))
             && Instant::now() < deadline
         {
             let now = now_ps();
@@ -573,7 +592,7 @@ impl Worker {
         if leftover > 0 {
             tracing::warn!("{leftover} queued frames could not be sent before shutdown; counted as buffer_full");
         }
-        let unsent: u64 = egress.iter().map(|e| e.pending.len() as u64).sum();
+        let unsent: u64 = egress.iter().map(|e| (e.pending.len() + e.control.len()) as u64).sum();
         if unsent > 0 {
             tracing::warn!("{unsent} frames were never accepted by a tx queue; freed");
         }
@@ -588,11 +607,8 @@ impl Worker {
         let mut sent = 0;
         for (index, port) in ports.iter().enumerate() {
             let state = &mut egress[index];
-            if !state.pending.is_empty() {
-                sent += port.tx_burst(&mut state.pending) as u64;
-            }
-            // PFC frames go ahead of every queued data frame.
-            if self.switch.has_control(index) && !state.pending.is_full() {
+            // PFC frames first, in a burst of their own: never behind data already pending.
+            if state.control.is_empty() && self.switch.has_control(index) {
                 if let Some(mut mbuf) = self.pool.alloc() {
                     let repr = self.switch.take_control(index, now).expect("has_control");
                     let mut frame = [0u8; crate::wire::pfc::FRAME_LEN];
@@ -601,10 +617,19 @@ impl Worker {
                         if let Some(tap) = self.tap.as_ref().filter(|tap| tap.wants(index)) {
                             tap.copy(index, true, dpdk::rdtsc(), &frame);
                         }
-                        state.pending.push(mbuf);
+                        state.control.push(mbuf);
                     }
                 }
                 // Without an mbuf the frame stays pending and goes on a later turn.
+            }
+            if !state.control.is_empty() {
+                sent += port.tx_burst(&mut state.control) as u64;
+                if !state.control.is_empty() {
+                    continue; // the tx queue is full: data waits behind the PFC frame
+                }
+            }
+            if !state.pending.is_empty() {
+                sent += port.tx_burst(&mut state.pending) as u64;
             }
             // Captured frames are those handed to the tx queue (as a NIC's tx capture sees them).
             let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
@@ -722,6 +747,20 @@ impl RxWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shaper_never_commits_more_than_half_the_peer_response_time() {
+        let text = "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n\
+                    [[port]]\nname = \"a\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n\
+                    [[port]]\nname = \"b\"\nspeed_gbps = 1\npeer_mac = \"02:00:00:00:00:03\"\n\
+                    [[port]]\nname = \"c\"\nspeed_gbps = 800\npeer_mac = \"02:00:00:00:00:04\"\n";
+        let config = Config::parse(text, "t.toml").unwrap();
+        // 394 quanta at 100G = 2.017 us; half of it, at any speed up to a burst of frames.
+        assert_eq!(shaper_window_ps(&config.ports[0]), 1_008_640);
+        assert_eq!(shaper_window_ps(&config.ports[1]), 1_008_640);
+        // At 800G a burst of 32 maximum frames takes only 493 ns: that is the window.
+        assert_eq!(shaper_window_ps(&config.ports[2]), config.ports[2].wire_time_ps(1518) * 32);
+    }
 
     #[test]
     fn rx_queues_are_dealt_so_each_worker_gets_one_queue_of_a_multi_queue_port() {
