@@ -1,16 +1,30 @@
 //! `raceway blast`: a paced traffic generator on one DPDK port, for load tests that need a
-//! known offered rate (the zero-loss search in perf/zero-loss.sh). Once its link is up and a
-//! settling second has passed, it replays a trace's frames in a loop, copying each into a
-//! fresh mbuf, at `rate_gbps` counted on the wire (24 bytes of preamble, IFG and FCS per
-//! frame), paced by the TSC, for `duration`.
+//! known offered rate (the zero-loss search in perf/zero-loss.sh) and as the hosts of live
+//! demos and tests. Once its link is up and a settling second has passed, it replays a trace's
+//! frames in a loop, copying each into a fresh mbuf, at `rate_gbps` counted on the wire
+//! (padding, FCS, preamble and IFG included), paced by the TSC, for `duration`.
 //!
-//! Invariant: frames the port does not accept are counted (`refused`), never silently
-//! dropped, and every mbuf is back in the pool at exit.
+//! It receives on its port too, and counts what arrives. With `pfc` set it behaves like a
+//! RoCE NIC with a transmit queue per priority:
+//! - a frame's priority is its VLAN PCP, or for untagged IP its DSCP / 8 (a NIC's default
+//!   trust-DSCP map: DSCP 26 is priority 3, DSCP 48 priority 6), else 0;
+//! - a received PFC frame stops the priorities it names for quanta x 512 bit times at the
+//!   link speed given, and time 0 resumes at once; the other priorities keep their turns in
+//!   trace order (frames of one priority never pass each other);
+//! - a frame the tx queue does not take waits for room instead of being dropped, as a host
+//!   waits on a full ring: lossless from end to end.
+//!
+//! Without `pfc`, received frames are only counted, and frames the tx queue refuses are freed
+//! and counted (`refused`), so a zero-loss search sees overload.
+//!
+//! Invariant: every frame of the trace handed out is sent, refused and counted, or (with
+//! `pfc`) still waiting at exit and counted as `unsent`; every mbuf is back in the pool at exit.
 
 #![forbid(unsafe_code)]
 
 use crate::buffer::PacketBuf;
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mempool, Port};
+use crate::wire::parse::{parse, Payload};
 use std::time::{Duration, Instant};
 
 /// Time between the link coming up and the first frame.
@@ -22,17 +36,128 @@ pub struct BlastOptions {
     pub rate_gbps: f64,
     pub duration: Duration,
     pub eal: Vec<String>,
+    /// Honour PFC as a NIC would, with pause quanta at this link speed (Gb/s).
+    pub pfc_link_gbps: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BlastReport {
     pub sent: u64,
     pub sent_bytes: u64,
-    /// Frames the tx queue did not take in time (freed, counted).
+    /// Frames the tx queue did not take in time (freed, counted). Always 0 with PFC.
     pub refused: u64,
+    /// With PFC: frames that were waiting for the tx queue at exit (freed, counted).
+    pub unsent: u64,
+    /// Frames received that were not PFC.
+    pub received: u64,
+    /// PFC frames received, per priority they name.
+    pub pfc_rx: [u64; 8],
+    /// Time each priority spent paused, ns.
+    pub paused_ns: [u64; 8],
     pub elapsed: Duration,
     pub mbufs_in_pool: u32,
     pub mbufs_available_at_exit: u32,
+}
+
+/// The priority a NIC gives `frame`: its VLAN PCP, else DSCP / 8 for IP, else 0.
+pub fn nic_priority(frame: &[u8]) -> usize {
+    match parse(frame) {
+        Ok(parsed) => match (parsed.pcp, parsed.payload) {
+            (Some(pcp), _) => usize::from(pcp & 7),
+            (None, Payload::Ip(ip)) => usize::from(ip.dscp >> 3),
+            _ => 0,
+        },
+        Err(_) => 0,
+    }
+}
+
+/// Per-priority transmit queues over one trace: each priority walks its own frames in trace
+/// order, and the next frame sent is the earliest in trace order among priorities not paused.
+struct PriorityQueues {
+    /// Trace indices of each priority's frames.
+    frames: [Vec<usize>; 8],
+    /// Next position in `frames[p]`, and how many times it went round.
+    cursor: [usize; 8],
+    lap: [u64; 8],
+    trace_len: u64,
+}
+
+impl PriorityQueues {
+    fn new(trace: &[Vec<u8>]) -> Self {
+        let mut frames: [Vec<usize>; 8] = Default::default();
+        for (index, frame) in trace.iter().enumerate() {
+            frames[nic_priority(frame)].push(index);
+        }
+        Self { frames, cursor: [0; 8], lap: [0; 8], trace_len: trace.len() as u64 }
+    }
+
+    /// The trace index of the next frame to send, among priorities whose bit in `ready` is
+    /// set; advances that priority.
+    fn next(&mut self, ready: u8) -> Option<usize> {
+        let mut best: Option<(u64, usize)> = None;
+        for priority in 0..8 {
+            if ready & (1 << priority) == 0 || self.frames[priority].is_empty() {
+                continue;
+            }
+            let index = self.frames[priority][self.cursor[priority]];
+            let position = self.lap[priority] * self.trace_len + index as u64;
+            if best.is_none_or(|(best_position, _)| position < best_position) {
+                best = Some((position, priority));
+            }
+        }
+        let (_, priority) = best?;
+        let index = self.frames[priority][self.cursor[priority]];
+        self.cursor[priority] += 1;
+        if self.cursor[priority] == self.frames[priority].len() {
+            self.cursor[priority] = 0;
+            self.lap[priority] += 1;
+        }
+        Some(index)
+    }
+}
+
+/// Received pauses per priority, in TSC ticks, with the time spent paused.
+struct Pauses {
+    /// Ticks per pause quantum (512 bit times at the link speed), 32.32 fixed point.
+    ticks_per_quantum_q32: u128,
+    until: [u64; 8],
+    since: [Option<u64>; 8],
+    paused_ticks: [u64; 8],
+}
+
+impl Pauses {
+    fn new(tsc_hz: u64, link_gbps: f64) -> Self {
+        let quantum_s = 512.0 / (link_gbps * 1e9);
+        Self {
+            ticks_per_quantum_q32: (quantum_s * tsc_hz as f64 * 4_294_967_296.0) as u128,
+            until: [0; 8],
+            since: [None; 8],
+            paused_ticks: [0; 8],
+        }
+    }
+
+    /// Closes the pause interval of `priority` as of `now`.
+    fn settle(&mut self, priority: usize, now: u64) {
+        if let Some(since) = self.since[priority].take() {
+            self.paused_ticks[priority] += self.until[priority].min(now).saturating_sub(since);
+        }
+    }
+
+    /// Applies a pause of `quanta` (0 resumes) for `priority` received at `now`.
+    fn apply(&mut self, priority: usize, quanta: u16, now: u64) {
+        self.settle(priority, now);
+        if quanta == 0 {
+            self.until[priority] = now;
+        } else {
+            self.until[priority] = now + ((u128::from(quanta) * self.ticks_per_quantum_q32) >> 32) as u64;
+            self.since[priority] = Some(now);
+        }
+    }
+
+    /// Bit n set when priority n may send at `now`.
+    fn ready(&self, now: u64) -> u8 {
+        (0..8).filter(|&p| self.until[p] <= now).fold(0, |mask, p| mask | 1 << p)
+    }
 }
 
 pub fn run(frames: &[Vec<u8>], options: &BlastOptions) -> Result<BlastReport, DpdkError> {
@@ -59,33 +184,50 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     let start = dpdk::rdtsc();
     let end = start + (options.duration.as_secs_f64() * tsc_hz as f64) as u64;
     let mut report = BlastReport::default();
+    let mut queues = PriorityQueues::new(frames);
+    let mut pauses = options.pfc_link_gbps.map(|gbps| Pauses::new(tsc_hz, gbps));
     let mut due_q32: u128 = u128::from(start) << 32;
-    let mut next = 0usize;
     let mut burst = Burst::default();
+    let mut rx = Burst::default();
     let started = Instant::now();
     loop {
         let now = dpdk::rdtsc();
         if now >= end {
             break;
         }
-        // After a stall of this process, resume the pace from now instead of sending the
-        // backlog back to back: a catch-up burst would overflow the receiver's ring and be
-        // blamed on it. Frames skipped this way were never offered (the reported rate is what
-        // was sent).
+        port.rx_burst(0, &mut rx);
+        for mbuf in rx.drain() {
+            match parse(mbuf.data()).map(|parsed| parsed.payload) {
+                Ok(Payload::FlowControl(repr)) => {
+                    for priority in (0..8).filter(|p| repr.class_enable & (1 << p) != 0) {
+                        report.pfc_rx[priority] += 1;
+                        if let Some(pauses) = pauses.as_mut() {
+                            pauses.apply(priority, repr.times[priority], now);
+                        }
+                    }
+                }
+                _ => report.received += 1,
+            }
+        }
+        // After a stall of this process or a pause, resume the pace from now instead of
+        // sending the backlog back to back: a catch-up burst would overflow the receiver's
+        // ring and be blamed on it. Frames skipped this way were never offered (the reported
+        // rate is what was sent).
         let lag_limit = u128::from(now) << 32;
         let max_lag = 32 * 84 * ticks_per_byte;
         if due_q32 + max_lag < lag_limit {
             due_q32 = lag_limit;
         }
+        let ready = pauses.as_ref().map_or(0xff, |pauses| pauses.ready(now));
         // Queue every frame that is due, up to a burst.
         while !burst.is_full() && (due_q32 >> 32) as u64 <= now {
+            let Some(index) = queues.next(ready) else { break };
             let Some(mut mbuf) = pool.alloc() else { break };
-            let frame = &frames[next];
-            next = (next + 1) % frames.len();
+            let frame = &frames[index];
             if !mbuf.append(frame) {
                 continue; // longer than an mbuf: skipped (the trace is checked up front)
             }
-            due_q32 += (frame.len() as u128 + 24) * ticks_per_byte;
+            due_q32 += u128::from(crate::config::wire_bytes(frame.len())) * ticks_per_byte;
             report.sent_bytes += frame.len() as u64;
             burst.push(mbuf);
         }
@@ -93,20 +235,96 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
             let queued = burst.len();
             let sent = port.tx_burst(&mut burst);
             report.sent += sent as u64;
-            // A full tx queue: the frames still waiting would fall behind the pace.
-            if sent < queued {
+            // A full tx queue: a NIC honouring PFC waits for room; a load generator frees what
+            // would fall behind the pace.
+            if sent < queued && pauses.is_none() {
                 report.refused += burst.len() as u64;
                 report.sent_bytes -= burst.drain().map(|mbuf| mbuf.len() as u64).sum::<u64>();
             }
         }
     }
     report.elapsed = started.elapsed();
-    drop(burst);
+    report.unsent = burst.len() as u64;
+    report.sent_bytes -= burst.drain().map(|mbuf| mbuf.len() as u64).sum::<u64>();
+    if let Some(pauses) = pauses.as_mut() {
+        let now = dpdk::rdtsc();
+        for priority in 0..8 {
+            pauses.settle(priority, now);
+            report.paused_ns[priority] =
+                (u128::from(pauses.paused_ticks[priority]) * 1_000_000_000 / u128::from(tsc_hz.max(1))) as u64;
+        }
+    }
     // Let the receiver take what is still in the link's ring: closing a memif port resets its
-    // rings, and frames still there would vanish although they were sent.
-    std::thread::sleep(SETTLE);
+    // rings, and frames still there would vanish although they were sent. Keep receiving
+    // meanwhile, so the peer's frames do not pile up in ours.
+    let settle_end = Instant::now() + SETTLE;
+    while Instant::now() < settle_end {
+        port.rx_burst(0, &mut rx);
+        report.received += rx
+            .drain()
+            .filter(
+                |mbuf| !matches!(parse(mbuf.data()), Ok(parsed) if matches!(parsed.payload, Payload::FlowControl(_))),
+            )
+            .count() as u64;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(rx);
     drop(port);
     report.mbufs_in_pool = pool.size();
     report.mbufs_available_at_exit = pool.available();
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frames::FrameSpec;
+
+    fn frame(dscp: u8, vlan_pcp: Option<u8>) -> Vec<u8> {
+        let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.1".parse().unwrap(), 1);
+        spec.dscp = dscp;
+        spec.vlan = vlan_pcp.map(|pcp| (pcp, 100));
+        spec.build()
+    }
+
+    #[test]
+    fn a_nic_takes_the_priority_from_pcp_or_dscp_over_8() {
+        assert_eq!(nic_priority(&frame(26, None)), 3);
+        assert_eq!(nic_priority(&frame(48, None)), 6);
+        assert_eq!(nic_priority(&frame(0, None)), 0);
+        assert_eq!(nic_priority(&frame(0, Some(5))), 5, "PCP wins over DSCP");
+        assert_eq!(nic_priority(&[0u8; 10]), 0);
+    }
+
+    #[test]
+    fn priority_queues_keep_trace_order_and_let_others_pass_a_paused_priority() {
+        // Trace: p3, p0, p3, p0.
+        let trace = vec![frame(26, None), frame(0, None), frame(26, None), frame(0, None)];
+        let mut queues = PriorityQueues::new(&trace);
+        let all: Vec<usize> = (0..6).map(|_| queues.next(0xff).unwrap()).collect();
+        assert_eq!(all, [0, 1, 2, 3, 0, 1], "trace order, round and round");
+        // Priority 3 paused: only priority 0's frames go, in their order.
+        let mut queues = PriorityQueues::new(&trace);
+        let paused: Vec<usize> = (0..3).map(|_| queues.next(!0x08).unwrap()).collect();
+        assert_eq!(paused, [1, 3, 1]);
+        // Resumed: priority 3 goes on from where it was, first in trace order.
+        assert_eq!(queues.next(0xff), Some(0));
+        assert_eq!(queues.next(0x00), None, "everything paused");
+    }
+
+    #[test]
+    fn pauses_last_their_quanta_and_xon_resumes() {
+        // A 1 GHz TSC and a 1 Gb/s link: a quantum is 512 ns = 512 ticks.
+        let mut pauses = Pauses::new(1_000_000_000, 1.0);
+        pauses.apply(3, 100, 1_000);
+        assert_eq!(pauses.ready(1_000 + 51_199), !0x08);
+        assert_eq!(pauses.ready(1_000 + 51_200), 0xff);
+        // XOFF at 100_000 for 0xffff quanta, XON 10_000 ticks later.
+        pauses.apply(3, 0xffff, 100_000);
+        assert_eq!(pauses.ready(105_000), !0x08);
+        pauses.apply(3, 0, 110_000);
+        assert_eq!(pauses.ready(110_000), 0xff);
+        pauses.settle(3, 200_000);
+        assert_eq!(pauses.paused_ticks[3], 51_200 + 10_000);
+    }
 }

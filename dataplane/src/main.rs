@@ -94,6 +94,11 @@ enum Command {
         rate_gbps: f64,
         #[arg(long, default_value_t = 5.0)]
         duration: f64,
+        /// Behave as a RoCE NIC: honour received PFC per priority (pause quanta at this link
+        /// speed in Gb/s, normally the switch port's speed_gbps) and wait for tx room instead
+        /// of dropping.
+        #[arg(long, value_name = "LINK_GBPS")]
+        pfc: Option<f64>,
         /// EAL arguments.
         #[arg(last = true)]
         eal: Vec<String>,
@@ -534,9 +539,12 @@ fn execute(command: Command) -> Result<(), Failure> {
             );
             Ok(())
         }
-        Command::Blast { trace, device, rate_gbps, duration, eal } => {
+        Command::Blast { trace, device, rate_gbps, duration, pfc, eal } => {
             if !(rate_gbps.is_finite() && rate_gbps > 0.0) {
                 return Err(Failure(format!("--rate-gbps: {rate_gbps} is not positive")));
+            }
+            if let Some(link) = pfc.filter(|link| !(link.is_finite() && *link > 0.0)) {
+                return Err(Failure(format!("--pfc: {link} is not a positive link speed in Gb/s")));
             }
             let frames: Vec<Vec<u8>> = replay::pcap::read_trace(&trace)?.into_iter().map(|frame| frame.bytes).collect();
             if frames.is_empty() {
@@ -545,8 +553,13 @@ fn execute(command: Command) -> Result<(), Failure> {
             if let Some(index) = frames.iter().position(|frame| frame.len() > 2048) {
                 return Err(Failure(format!("{}: record {index}: longer than an mbuf (2048 bytes)", trace.display())));
             }
-            let options =
-                raceway::blast::BlastOptions { device, rate_gbps, duration: seconds("--duration", duration)?, eal };
+            let options = raceway::blast::BlastOptions {
+                device,
+                rate_gbps,
+                duration: seconds("--duration", duration)?,
+                eal,
+                pfc_link_gbps: pfc,
+            };
             let report = raceway::blast::run(&frames, &options)?;
             let seconds = report.elapsed.as_secs_f64();
             println!(
@@ -555,9 +568,14 @@ fn execute(command: Command) -> Result<(), Failure> {
                     "sent": report.sent,
                     "sent_bytes": report.sent_bytes,
                     "refused": report.refused,
+                    "unsent": report.unsent,
+                    "received": report.received,
+                    "pfc_rx": report.pfc_rx,
+                    "paused_us": report.paused_ns.map(|ns| ns as f64 / 1000.0),
                     "elapsed_s": seconds,
                     "mpps": report.sent as f64 / seconds / 1e6,
                     "gbps_on_wire": (report.sent_bytes + 24 * report.sent) as f64 * 8.0 / seconds / 1e9,
+                    "honours_pfc": pfc.is_some(),
                     "mbufs": { "pool": report.mbufs_in_pool, "available_at_exit": report.mbufs_available_at_exit },
                 })
             );

@@ -8,8 +8,13 @@
 //! lossy pool, up to the queue's dynamic limit (lossy_alpha x the free lossy pool), or are
 //! tail-dropped (`buffer_full`). Lossless frames are charged to their (ingress port, priority)
 //! group: to the lossless pool up to the group's XOFF point, then to the group's reserved
-//! headroom, and are dropped only when that overflows (`headroom_overflow`). Lossy traffic
-//! never touches the lossless pool, so it cannot move an XOFF point.
+//! headroom, and are dropped only when that overflows (`headroom_overflow`). A group's
+//! occupancy is two counters, not a mark on each frame: a leaving frame gives its cells back
+//! to the group's headroom first, then to the pool, as ASICs account priority groups. (Marking
+//! frames kept headroom in use until the very frames that took it left, behind a deep queue,
+//! and each XOFF/XON cycle meanwhile added its in-flight frames: headroom overflowed live with
+//! hosts that honoured every pause.) Lossy traffic never touches the lossless pool, so it
+//! cannot move an XOFF point.
 //!
 //! PFC: a packet's priority is its traffic class. When a lossless group goes past XOFF, an
 //! XOFF frame (pause 0xFFFF) is queued for its ingress port ahead of all data and refreshed at
@@ -61,7 +66,6 @@ struct Slot<P> {
     packet: Option<P>,
     next: u32,
     ingress: u16,
-    headroom: bool,
     /// Marked CE at enqueue; counted in `ecn_marked` only when it leaves, so the counter
     /// equals the CE frames sent, whatever is dropped or flushed after marking.
     marked: bool,
@@ -97,7 +101,6 @@ impl<P> Arena<P> {
                 packet: None,
                 next: if i + 1 < capacity { i as u32 + 1 } else { NIL },
                 ingress: 0,
-                headroom: false,
                 marked: false,
                 len: 0,
                 ip: IpHeader { l3_offset: 0, is_ipv6: false, ecn: 0 },
@@ -356,8 +359,8 @@ impl<P: PacketBuf> Switch<P> {
         } else {
             self.admit_lossy(egress, tc, charge)
         };
-        let headroom = match admitted {
-            Ok(headroom) => headroom,
+        match admitted {
+            Ok(()) => {}
             Err(reason) => {
                 self.stats.ports[ingress].drops[reason.index()] += 1;
                 self.stats.ports[egress].queues[tc].dropped += 1;
@@ -372,7 +375,6 @@ impl<P: PacketBuf> Switch<P> {
             packet: Some(packet),
             next: NIL,
             ingress: ingress as u16,
-            headroom,
             marked,
             len: len as u32,
             ip,
@@ -424,7 +426,7 @@ impl<P: PacketBuf> Switch<P> {
 
     /// Charges a lossy frame to its egress queue in the lossy pool, within the queue's dynamic
     /// limit (lossy_alpha x the free lossy pool).
-    fn admit_lossy(&mut self, egress: usize, tc: usize, charge: u64) -> Result<bool, DropReason> {
+    fn admit_lossy(&mut self, egress: usize, tc: usize, charge: u64) -> Result<(), DropReason> {
         let free = self.plan.lossy_pool - self.lossy_used;
         let queue = &mut self.ports[egress].queues[tc];
         if charge > free || queue.lossy_cells + charge > self.plan.lossy_limit(free) || self.arena.free == NIL {
@@ -432,7 +434,7 @@ impl<P: PacketBuf> Switch<P> {
         }
         queue.lossy_cells += charge;
         self.lossy_used += charge;
-        Ok(false)
+        Ok(())
     }
 
     /// The XOFF point of every lossless group now (it moves with the free lossless pool).
@@ -441,15 +443,15 @@ impl<P: PacketBuf> Switch<P> {
         self.plan.xoff(self.plan.lossless_pool - self.lossless_used)
     }
 
-    /// Charges a lossless frame to its group: shared up to XOFF, then headroom. Returns whether
-    /// it went to headroom; decides XOFF when the group passes its XOFF point.
+    /// Charges a lossless frame to its group: shared up to XOFF, then headroom; decides XOFF
+    /// when the group passes its XOFF point.
     fn admit_lossless(
         &mut self,
         ingress: usize,
         egress: usize,
         priority: usize,
         charge: u64,
-    ) -> Result<bool, DropReason> {
+    ) -> Result<(), DropReason> {
         if self.storm_drops(egress, priority) {
             return Err(DropReason::PfcWatchdog);
         }
@@ -477,7 +479,7 @@ impl<P: PacketBuf> Switch<P> {
         let pg_stats = &mut self.stats.ports[ingress].priority_groups[priority];
         pg_stats.max_bytes = pg_stats.max_bytes.max(occupancy);
         pg_stats.max_headroom_bytes = pg_stats.max_headroom_bytes.max(group.headroom);
-        Ok(in_headroom)
+        Ok(())
     }
 
     /// Unlinks the head of a queue and releases its buffer.
@@ -490,8 +492,7 @@ impl<P: PacketBuf> Switch<P> {
         }
         let entry = &mut self.arena.slots[slot as usize];
         let packet = entry.packet.take().expect("a linked slot holds a frame");
-        let (ingress, headroom, marked, len, ip) =
-            (usize::from(entry.ingress), entry.headroom, entry.marked, u64::from(entry.len), entry.ip);
+        let (ingress, marked, len, ip) = (usize::from(entry.ingress), entry.marked, u64::from(entry.len), entry.ip);
         let charge = pfc::charge(len as usize);
         let arrival_ps = entry.arrival_ps;
         queue.head = entry.next;
@@ -504,11 +505,13 @@ impl<P: PacketBuf> Switch<P> {
         queue.len -= 1;
         queue.bytes -= len;
         self.queued_packets -= 1;
-        if headroom {
-            self.ports[ingress].groups[tc].headroom -= charge;
-        } else if self.lossless(tc) {
-            self.lossless_used -= charge;
-            self.ports[ingress].groups[tc].shared -= charge;
+        if self.lossless(tc) {
+            // Headroom first, then the pool (see the module notes).
+            let group = &mut self.ports[ingress].groups[tc];
+            let from_headroom = charge.min(group.headroom);
+            group.headroom -= from_headroom;
+            group.shared -= charge - from_headroom;
+            self.lossless_used -= charge - from_headroom;
         } else {
             self.ports[port].queues[tc].lossy_cells -= charge;
             self.lossy_used -= charge;
@@ -925,10 +928,16 @@ port = "p0"
         assert_eq!(switch.next_deadline(), 1_000 + 335_539_200 / 2);
         switch.advance(switch.next_deadline());
         assert_eq!(switch.take_control(0, 200_000_000).unwrap().times[3], 0xffff);
-        // 14 frames queued; XON when 5120 bytes (5 frames) are left, after the ninth.
-        for _ in 0..8 {
+        // 14 frames queued; XON when 5120 bytes (5 frames) are left, after the ninth. The
+        // first frames to leave took the pool, but give their cells back to the headroom
+        // first: after four, the headroom is empty again and the group holds ten in the pool.
+        for sent in 1..=8u64 {
             switch.transmit(1, 0).unwrap();
             assert!(!switch.has_control(0));
+            let group = switch.ports[0].groups[3];
+            assert_eq!(group.headroom, 4096u64.saturating_sub(sent * 1024), "after {sent}");
+            assert_eq!(group.shared, (14 - sent).min(10) * 1024, "after {sent}");
+            assert_eq!(switch.pool_used().0, group.shared);
         }
         switch.transmit(1, 0).unwrap();
         let xon = switch.take_control(0, 300_000_000).unwrap();
