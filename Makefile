@@ -55,11 +55,9 @@ report: demo-traces
 		--in up0=$(DEMO_TRACES)/incast/host2.pcap --in up1=$(DEMO_TRACES)/incast/host3.pcap
 	@echo "report: out/demo/report/index.html"
 
+# The live demo: raceway and four PFC-honouring hosts (raceway blast --pfc) over net_memif.
 run: demo-traces
-	@mkdir -p out/demo
-	$(RACEWAY) run -c config/demo.toml --duration 3 --stats-interval 1 --stats-json out/demo/stats.json
-	@echo "--- demo summary: per-port counters in out/demo/stats.json; transmitted frames:"
-	@for file in out/demo/*.pcap; do printf '%-28s %s frames\n' "$$file" "$$(tshark -r $$file 2>/dev/null | wc -l)"; done
+	config/demo-live.sh $(RACEWAY) out/demo
 
 # Fuzzing with libFuzzer on stable Rust: the coverage flags cargo-fuzz passes with
 # `--sanitizer none` (the fuzzed code has no unsafe), plus debug assertions and overflow

@@ -16,9 +16,10 @@
 //! Each egress port is shaped to its configured speed: a frame may leave when the port's
 //! virtual link is free, allowing a lookahead window so the loop can fill tx bursts. Frames
 //! handed to the NIC cannot be recalled by a PFC pause that arrives later, so the window is
-//! bounded by half the response time peers' headroom assumes (`pfc::PEER_RESPONSE_PS`, 394
-//! quanta at 100G: a window of 1.01 us): raceway answers a pause as fast as the NICs the
-//! headroom formula is written for. (A window of 32 maximum frames, 3.95 us at 100G, did not.)
+//! bounded by half the response time peers' headroom assumes (`pfc::PEER_RESPONSE_QUANTA`,
+//! 394 quanta at the port's speed: a window of 1.01 us at 100G, 101 us at 1G): raceway answers
+//! a pause as fast as the NICs the headroom formula is written for. (A window of 32 maximum
+//! frames, 3.95 us at 100G, did not.)
 //! PFC frames leave in a tx burst of their own, ahead of data already pending for the queue.
 //!
 //! Invariant: at exit every mbuf is back in the pool. Queued frames drain (shaped) for up to
@@ -450,7 +451,8 @@ impl RatePrinter {
 /// burst of maximum frames, but at most half the PFC response time peers are assumed to have
 /// (what is handed over cannot be recalled by a pause; see the module notes).
 pub fn shaper_window_ps(port: &crate::config::PortConfig) -> u64 {
-    (port.wire_time_ps(1518) * BURST as u64).min(crate::pfc::PEER_RESPONSE_PS / 2)
+    let response_ps = crate::pfc::quanta_ps(crate::pfc::PEER_RESPONSE_QUANTA, port.speed_mbps);
+    (port.wire_time_ps(1518) * BURST as u64).min(response_ps / 2)
 }
 
 /// The per-lcore forwarding state: the switch, tx bursts and shapers for every port.
@@ -755,11 +757,12 @@ mod tests {
                     [[port]]\nname = \"b\"\nspeed_gbps = 1\npeer_mac = \"02:00:00:00:00:03\"\n\
                     [[port]]\nname = \"c\"\nspeed_gbps = 800\npeer_mac = \"02:00:00:00:00:04\"\n";
         let config = Config::parse(text, "t.toml").unwrap();
-        // 394 quanta at 100G = 2.017 us; half of it, at any speed up to a burst of frames.
+        // 394 quanta at 100G = 2.017 us: half of it. At 1G, 201.7 us: half of it, 13 frames of
+        // 1518 bytes.
         assert_eq!(shaper_window_ps(&config.ports[0]), 1_008_640);
-        assert_eq!(shaper_window_ps(&config.ports[1]), 1_008_640);
-        // At 800G a burst of 32 maximum frames takes only 493 ns: that is the window.
-        assert_eq!(shaper_window_ps(&config.ports[2]), config.ports[2].wire_time_ps(1518) * 32);
+        assert_eq!(shaper_window_ps(&config.ports[1]), 100_864_000);
+        // At 800G the response is 252 ns: half of it is 126 ns, 8 maximum frames.
+        assert_eq!(shaper_window_ps(&config.ports[2]), 126_080);
     }
 
     #[test]

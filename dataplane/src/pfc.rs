@@ -21,11 +21,12 @@
 //!   XOFF frame itself takes 84 bytes of wire time;
 //! - the XOFF travels the cable, and data the peer already sent travels back: 2 x cable_m x
 //!   5 ns/m (light in fibre);
-//! - the peer answers within its response time, taken as IEEE 802.3's 394 pause quanta at
-//!   100 Gb/s (2.017 us), at every speed;
+//! - the peer answers within its response time, 394 pause quanta at the port's speed (IEEE's
+//!   allowance at 100 Gb/s, 2.017 us; 20.2 us at 10 Gb/s). raceway's own answer fits it: its
+//!   live shaper commits at most half of it to the NIC (`live::shaper_window_ps`);
 //! - the peer may have just started a maximum frame, which it finishes.
 //!
-//! In wire bytes: W = 2 x (mtu + 18 + 24) + 84 + (2 x cable_m x 5 ns + 2.017 us) x speed / 8.
+//! In wire bytes: W = 2 x (mtu + 18 + 24) + 84 + (2 x cable_m x 5 ns) x speed / 8 + 394 x 64.
 //! Converted to cells at the worst case, minimum-size frames (84 wire bytes each, one cell
 //! each): headroom = ceil(W / 84) x CELL_BYTES. A 100 Gb/s port with 3 m of cable and a 9216
 //! MTU needs 527 cells, 134,912 bytes; with a 1500 MTU, 159 cells.
@@ -42,8 +43,8 @@ use crate::config::{BufferConfig, Config, PortConfig, Threshold};
 
 /// Bytes per buffer cell.
 pub const CELL_BYTES: u64 = 256;
-/// The peer's PFC response time: 394 quanta of 512 bit times at 100 Gb/s.
-pub const PEER_RESPONSE_PS: u64 = 394 * 512 * 10;
+/// The peer's PFC response time, in pause quanta (512 bit times) at the link's speed.
+pub const PEER_RESPONSE_QUANTA: u16 = 394;
 /// Propagation delay of light in fibre, per metre.
 pub const PROPAGATION_PS_PER_M: f64 = 5_000.0;
 /// Pause time sent in XOFF frames, in quanta.
@@ -71,8 +72,10 @@ pub fn propagation_ps(port: &PortConfig) -> u64 {
 pub fn auto_headroom(port: &PortConfig, mtu: u32) -> u64 {
     let bytes_per_ps = port.speed_mbps as f64 / 8e6;
     let max_frame_wire = f64::from(mtu) + 18.0 + 24.0;
-    let in_flight_time = 2.0 * port.cable_m * PROPAGATION_PS_PER_M + PEER_RESPONSE_PS as f64;
-    let wire = 2.0 * max_frame_wire + MIN_WIRE_BYTES as f64 + in_flight_time * bytes_per_ps;
+    let cable_bytes = 2.0 * port.cable_m * PROPAGATION_PS_PER_M * bytes_per_ps;
+    // 512 bit times = 64 bytes per quantum, whatever the speed.
+    let response_bytes = f64::from(PEER_RESPONSE_QUANTA) * 64.0;
+    let wire = 2.0 * max_frame_wire + MIN_WIRE_BYTES as f64 + cable_bytes + response_bytes;
     (wire / MIN_WIRE_BYTES as f64).ceil() as u64 * CELL_BYTES
 }
 
@@ -227,8 +230,9 @@ mod tests {
         let config = config("", "");
         // 100G, 3 m, MTU 9216: W = 2 x 9258 + 84 + (30 ns + 2017.28 ns) x 12.5 B/ns = 44191.
         assert_eq!(auto_headroom(&config.ports[0], 9216), 527 * CELL_BYTES);
-        // 10G, 100 m: W = 18516 + 84 + (1000 + 2017.28) x 1.25 = 22371.6 -> 267 cells.
-        assert_eq!(auto_headroom(&config.ports[1], 9216), 267 * CELL_BYTES);
+        // 10G, 100 m: W = 18516 + 84 + 1000 x 1.25 + 394 x 64 = 45066 -> 537 cells (the
+        // response is 394 quanta at 10G, 20.2 us).
+        assert_eq!(auto_headroom(&config.ports[1], 9216), 537 * CELL_BYTES);
         // Longer cables and faster links need more.
         assert!(auto_headroom(&config.ports[0], 1500) < auto_headroom(&config.ports[0], 9216));
     }
@@ -236,7 +240,7 @@ mod tests {
     #[test]
     fn plan_reserves_headroom_per_lossless_group() {
         let plan = BufferPlan::new(&config("", "")).unwrap();
-        assert_eq!(plan.reserved_headroom, 2 * (527 + 267) * CELL_BYTES);
+        assert_eq!(plan.reserved_headroom, 2 * (527 + 537) * CELL_BYTES);
         // The rest split evenly between the pools, in whole cells.
         let available = 16 * 1024 * 1024 - plan.reserved_headroom;
         assert_eq!(plan.lossless_pool, available / 2 / CELL_BYTES * CELL_BYTES);
@@ -255,12 +259,12 @@ mod tests {
         assert_eq!(plan.xon(100_000), 50_000);
         let err = Config::parse(&config_text("", "buffer_bytes = 300000"), "t.toml").unwrap_err();
         assert_eq!(err.field, "qos.pfc.headroom_bytes");
-        assert!(err.problem.contains("406528"), "{err}");
+        assert!(err.problem.contains("544768"), "{err}");
     }
 
     #[test]
     fn pools_as_configured_or_the_rest_and_never_more_than_the_buffer() {
-        let available = 16 * 1024 * 1024 - 2 * (527 + 267) * CELL_BYTES;
+        let available = 16 * 1024 * 1024 - 2 * (527 + 537) * CELL_BYTES;
         let plan = BufferPlan::new(&config("[qos.buffer]\nlossy_pool_bytes = 1000000", "")).unwrap();
         assert_eq!(plan.lossy_pool, 1_000_000 / CELL_BYTES * CELL_BYTES);
         assert_eq!(plan.lossless_pool, (available - 1_000_000) / CELL_BYTES * CELL_BYTES);
