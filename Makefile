@@ -7,7 +7,7 @@ CARGO ?= cargo
 APT_PACKAGES := build-essential pkg-config libdpdk-dev dpdk dpdk-dev clang libclang-dev libpcap-dev tshark
 RACEWAY := target/release/raceway
 
-.PHONY: all deps build test run report demo-traces bench fuzz-build fuzz-smoke fuzz fmt clean
+.PHONY: all deps build test run report demo-traces bench fuzz-build fuzz-smoke fuzz mutants fmt clean
 
 all: build
 
@@ -90,6 +90,15 @@ fuzz: fuzz-build
 	@mkdir -p fuzz/corpus/$(TARGET) fuzz/artifacts/$(TARGET)
 	$(FUZZ_BIN)/$(TARGET) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -max_len=20000 \
 		-artifact_prefix=fuzz/artifacts/$(TARGET)/ -print_final_stats=1 fuzz/corpus/$(TARGET) fuzz/seeds/$(TARGET)
+
+# Mutation testing (docs/MUTANTS.md): cargo-mutants changes the traffic-management code one
+# mutant at a time and runs the unit tests; a mutant that survives is a test not yet written.
+# Too slow for CI (tens of seconds per mutant on two cores); run it when these modules change.
+# `make mutants MUTANTS_FILES="dataplane/src/ecn.rs"` narrows it.
+MUTANTS_FILES ?= dataplane/src/switch.rs dataplane/src/pfc.rs dataplane/src/ecn.rs dataplane/src/schedule.rs dataplane/src/spray.rs
+mutants: deps
+	@command -v cargo-mutants >/dev/null || $(CARGO) install --locked cargo-mutants
+	$(CARGO) mutants --test-package raceway -C --lib $(foreach file,$(MUTANTS_FILES),--file $(file)) -o target/mutants
 
 bench: deps
 	$(CARGO) bench -p raceway-perf

@@ -108,6 +108,8 @@ fn replay_input_mistakes() {
 
     fails_with_one_line(&mut replay(&["--in", "spine9=x.pcap"]), &["--in", "spine9"]);
     fails_with_one_line(&mut replay(&["--in", "host0"]), &["--in", "PORT=FILE"]);
+    let twice = format!("host0={}", junk.display());
+    fails_with_one_line(&mut replay(&["--in", &twice, "--in", &twice]), &["--in", "host0", "given twice"]);
     fails_with_one_line(&mut replay(&["--in", "host0=/nonexistent.pcap"]), &["/nonexistent.pcap", "cannot open"]);
     fails_with_one_line(&mut replay(&[]), &["--in"]);
     let input = format!("host0={}", truncated.display());
@@ -115,6 +117,20 @@ fn replay_input_mistakes() {
         &mut replay(&["--in", &input, "--peer-ignores-pfc", "nowhere"]),
         &["--peer-ignores-pfc", "nowhere"],
     );
+}
+
+/// `run --capture` mistakes end before the EAL starts, with one line naming the flag.
+#[test]
+fn capture_mistakes_exit_2_before_dpdk_starts() {
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/demo.toml");
+    let run = |capture: &str| {
+        let mut command = raceway();
+        command.args(["run", "-c"]).arg(&demo).args(["--capture", capture]);
+        command
+    };
+    fails_with_one_line(&mut run("nowhere=/tmp/x.pcapng"), &["--capture", "'nowhere' is not a port"]);
+    fails_with_one_line(&mut run("host0"), &["--capture", "'host0' is not PORT=FILE"]);
+    fails_with_one_line(&mut run("host0=/nonexistent/dir/x.pcapng"), &["--capture", "/nonexistent/dir/x.pcapng", "cannot create"]);
 }
 
 #[test]

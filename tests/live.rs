@@ -611,6 +611,8 @@ fn metrics_and_telemetry_match_the_stats_json() {
             let queue = &json["queues"][tc];
             for (metric, key) in [
                 ("raceway_queue_tx_packets_total", "tx_packets"),
+                ("raceway_queue_tx_bytes_total", "tx_bytes"),
+                ("raceway_queue_dropped_total", "dropped"),
                 ("raceway_queue_ecn_marked_total", "ecn_marked"),
                 ("raceway_queue_max_depth_bytes", "max_depth_bytes"),
                 ("raceway_queue_depth_bytes", "depth_bytes"),
@@ -619,8 +621,29 @@ fn metrics_and_telemetry_match_the_stats_json() {
                 assert_eq!(sample(&body, &series), queue[key].as_u64().unwrap(), "{series}");
                 compared += 1;
             }
-            let series = format!("raceway_pfc_xoff_sent_total{{port=\"{port}\",priority=\"{tc}\"}}");
-            assert_eq!(sample(&body, &series), json["pfc_xoff_tx"][tc].as_u64().unwrap(), "{series}");
+            for (metric, value) in [
+                ("raceway_pfc_xoff_sent_total", &json["pfc_xoff_tx"][tc]),
+                ("raceway_pfc_xon_sent_total", &json["pfc_xon_tx"][tc]),
+                ("raceway_pfc_received_total", &json["pfc_rx"][tc]),
+                ("raceway_pfc_watchdog_storms_total", &json["pfc_watchdog"]["storms"][tc]),
+                ("raceway_pfc_watchdog_restorations_total", &json["pfc_watchdog"]["restorations"][tc]),
+            ] {
+                let series = format!("{metric}{{port=\"{port}\",priority=\"{tc}\"}}");
+                assert_eq!(sample(&body, &series), value.as_u64().unwrap(), "{series}");
+                compared += 1;
+            }
+        }
+        // Lossless priorities only (3 here): each ingress group's peaks.
+        for group in json["priority_groups"].as_array().unwrap() {
+            let priority = group["priority"].as_u64().unwrap();
+            for (metric, key) in [
+                ("raceway_priority_group_max_bytes", "max_bytes"),
+                ("raceway_priority_group_max_headroom_bytes", "max_headroom_bytes"),
+            ] {
+                let series = format!("{metric}{{port=\"{port}\",priority=\"{priority}\"}}");
+                assert_eq!(sample(&body, &series), group[key].as_u64().unwrap(), "{series}");
+                compared += 1;
+            }
         }
     }
     for member in ["up0", "up1"] {
@@ -637,16 +660,26 @@ fn metrics_and_telemetry_match_the_stats_json() {
         for (reason, count) in json["drops"].as_object().unwrap() {
             assert_eq!(&ports[format!("drops_{reason}")], count, "telemetry {port} drops {reason}");
         }
+        let pfc = &telemetry["/raceway/pfc"][port];
         for tc in 0..8 {
             let queues = &telemetry["/raceway/queues"][port];
-            assert_eq!(queues[format!("tc{tc}_tx_packets")], json["queues"][tc]["tx_packets"]);
-            assert_eq!(queues[format!("tc{tc}_max_depth_bytes")], json["queues"][tc]["max_depth_bytes"]);
-            let pfc = &telemetry["/raceway/pfc"][port];
+            for key in ["tx_packets", "tx_bytes", "dropped", "ecn_marked", "max_depth_bytes"] {
+                assert_eq!(queues[format!("tc{tc}_{key}")], json["queues"][tc][key], "telemetry {port} tc{tc} {key}");
+            }
             assert_eq!(pfc[format!("xoff_sent_p{tc}")], json["pfc_xoff_tx"][tc]);
+            assert_eq!(pfc[format!("xon_sent_p{tc}")], json["pfc_xon_tx"][tc]);
             assert_eq!(pfc[format!("received_p{tc}")], json["pfc_rx"][tc]);
+            assert_eq!(pfc[format!("watchdog_storms_p{tc}")], json["pfc_watchdog"]["storms"][tc]);
+            assert_eq!(pfc[format!("watchdog_restorations_p{tc}")], json["pfc_watchdog"]["restorations"][tc]);
+        }
+        for group in json["priority_groups"].as_array().unwrap() {
+            let priority = &group["priority"];
+            assert_eq!(pfc[format!("group_max_bytes_p{priority}")], group["max_bytes"]);
+            assert_eq!(pfc[format!("group_max_headroom_bytes_p{priority}")], group["max_headroom_bytes"]);
         }
     }
     assert_eq!(telemetry["/raceway/groups"]["uplinks"], stats["groups"]["uplinks"]);
+    assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"], "mbufs leaked");
     assert!(sample(&body, "raceway_port_tx_packets_total{port=\"host1\"}") > 0, "nothing forwarded");
 }
 

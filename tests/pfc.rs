@@ -192,6 +192,48 @@ fn a_lossy_incast_never_pauses_an_unrelated_lossless_sender() {
     assert_eq!(u64_at(&both["ports"]["h0"]["queues"][0]["dropped"]), dropped);
 }
 
+/// The worst case the headroom formula is written for: minimum-size frames (one 256-byte cell
+/// each for 60 bytes) at line rate over a long cable. Four hosts send 60-byte lossless frames
+/// back to back into one port over 100 m: what arrives after each XOFF is the cable's round
+/// trip at 100G (1 us, 149 frames, 149 cells) and must fit the headroom. The automatic headroom
+/// holds it with nothing lost; a headroom smaller than the round trip overflows.
+#[test]
+fn minimum_size_frames_at_line_rate_fill_the_headroom_as_computed() {
+    let incast = |headroom: &str| {
+        let dir = temp_dir("pfc-min-frames");
+        let config = leaf(5, "", headroom, "3").replace("cable_m = 3", "cable_m = 100");
+        let inputs: Inputs = (1..=4u8)
+            .map(|sender| {
+                let mut spec = FrameSpec::rocev2(
+                    IpAddr::V4(Ipv4Addr::new(10, 0, sender, 9)),
+                    "10.0.0.2".parse().unwrap(),
+                    0x100 + u32::from(sender),
+                );
+                spec.dscp = 26;
+                spec.frame_len = 60;
+                // Offered all at once: each link serialises them back to back at 100G.
+                (format!("h{sender}"), (0..20_000).map(|_| (0, spec.build())).collect())
+            })
+            .collect();
+        let out = run_replay(&dir, &config, &inputs, &[]);
+        stats(&out)
+    };
+    let stats = incast("");
+    let headroom = 672 * 256; // auto: 100G, 100 m, MTU 9216 (pfc.rs)
+    for sender in 1..=4 {
+        let port = format!("h{sender}");
+        assert_eq!(total_drops(&stats, &port), 0, "{port}");
+        let used = u64_at(&stats["ports"][&port]["priority_groups"][0]["max_headroom_bytes"]);
+        // At least the round trip of one-cell frames arrived after XOFF, and it fit.
+        assert!((149 * 256..=headroom).contains(&used), "{port}: {used} bytes of headroom used");
+    }
+    assert_eq!(u64_at(&stats["ports"]["h0"]["tx_packets"]), 80_000);
+    // 100 cells of headroom (25,600 bytes) cannot hold a 149-frame round trip.
+    let stats = incast("[qos.pfc]\nheadroom_bytes = 25600");
+    let overflow: u64 = (1..=4).map(|s| u64_at(&stats["ports"][format!("h{s}")]["drops"]["headroom_overflow"])).sum();
+    assert!(overflow > 0, "a headroom below the cable's round trip must overflow");
+}
+
 #[test]
 fn lossy_incast_drops_and_sends_no_pfc() {
     let dir = temp_dir("incast-lossy");

@@ -88,6 +88,34 @@ mod tests {
     }
 
     #[test]
+    fn the_rate_is_linear_from_kmin_not_from_zero() {
+        // kmin 1000, kmax 3000, pmax 0.4: at 1500, a quarter of the way, 0.1; at 2500, 0.3.
+        let mut rng = Rng::new(3);
+        let p = profile(1000, 3000, 0.4);
+        for (depth, expected) in [(1500u64, 0.1f64), (2500, 0.3)] {
+            let marks = (0..100_000).filter(|_| should_mark(&p, depth, &mut rng)).count() as f64 / 100_000.0;
+            let sigma = (expected * (1.0 - expected) / 100_000.0).sqrt();
+            assert!((marks - expected).abs() < 4.0 * sigma, "depth {depth}: {marks} vs {expected}");
+        }
+    }
+
+    #[test]
+    fn the_prng_is_drawn_only_between_the_thresholds() {
+        // Replays stay comparable when a profile changes only where it never draws.
+        let p = profile(1000, 2000, 0.5);
+        let drew = |depth: u64| {
+            let mut rng = Rng::new(4);
+            should_mark(&p, depth, &mut rng);
+            rng.next_u64() != Rng::new(4).next_u64()
+        };
+        assert!(!drew(999) && !drew(2001));
+        assert!(drew(1000) && drew(1500) && drew(2000));
+        let mut rng = Rng::new(4);
+        should_mark(&profile(1000, 1000, 0.5), 1000, &mut rng);
+        assert_eq!(rng.next_u64(), Rng::new(4).next_u64(), "kmin = kmax never draws");
+    }
+
+    #[test]
     fn ce_rewrite_on_ipv4_vlan_and_ipv6() {
         let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 1);
         for vlan in [None, Some((3, 100))] {

@@ -751,6 +751,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_mbuf_pool_holds_rings_bursts_and_a_frame_per_buffer_cell() {
+        let mut text = String::from("[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n");
+        for port in 0..4 {
+            text.push_str(&format!("[[port]]\nname = \"p{port}\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n"));
+        }
+        let config = Config::parse(&text, "t.toml").unwrap();
+        // 4 x (1024 rx + 1024 tx descriptors) + 4 x 2 bursts of 32 + 16 MiB / 256 + 1 + 512:
+        // the README's figure.
+        assert_eq!(mempool_size(&config, 1), 8192 + 256 + 65_537 + 512);
+        assert_eq!(mempool_size(&config, 1), 74_497);
+        assert_eq!(mempool_size(&config, 2), 74_497 + 4 * 1024);
+    }
+
+    #[test]
     fn the_shaper_never_commits_more_than_half_the_peer_response_time() {
         let text = "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n\
                     [[port]]\nname = \"a\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n\

@@ -163,6 +163,31 @@ mod tests {
     }
 
     #[test]
+    fn a_dwrr_class_that_runs_empty_loses_its_deficit() {
+        // TC 0 and TC 1 at weight 1 (1,024 bytes a round). TC 0 sends one 100-byte frame and
+        // runs empty with 924 bytes of credit left; classic DRR forgets it. When 20 frames of
+        // 100 bytes arrive later, TC 0's next round covers 10 of them, not 19.
+        let mut s = scheduler("[qos.scheduler]\ndwrr = { 0 = 1, 1 = 1 }");
+        let len = |tc: usize| if tc == 0 { 100 } else { 1000 };
+        assert_eq!(s.select(0xff, 0b11, len), Some(0));
+        assert_eq!(s.select(0xff, 0b10, len), Some(1), "TC 0 is empty: TC 1's turn");
+        let mut tc0_in_a_row = 0;
+        let mut queued = 20;
+        loop {
+            let backlog = if queued > 0 { 0b11 } else { 0b10 };
+            match s.select(0xff, backlog, len) {
+                Some(0) => {
+                    tc0_in_a_row += 1;
+                    queued -= 1;
+                }
+                Some(1) if tc0_in_a_row == 0 => {}
+                _ => break,
+            }
+        }
+        assert_eq!(tc0_in_a_row, 10, "the deficit saved while empty was spent");
+    }
+
+    #[test]
     fn jumbo_frames_at_weight_one_still_go() {
         let mut s = scheduler("");
         let sizes = [Some(9216), None, None, None, None, None, None, None];
