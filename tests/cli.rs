@@ -130,7 +130,10 @@ fn capture_mistakes_exit_2_before_dpdk_starts() {
     };
     fails_with_one_line(&mut run("nowhere=/tmp/x.pcapng"), &["--capture", "'nowhere' is not a port"]);
     fails_with_one_line(&mut run("host0"), &["--capture", "'host0' is not PORT=FILE"]);
-    fails_with_one_line(&mut run("host0=/nonexistent/dir/x.pcapng"), &["--capture", "/nonexistent/dir/x.pcapng", "cannot create"]);
+    fails_with_one_line(
+        &mut run("host0=/nonexistent/dir/x.pcapng"),
+        &["--capture", "/nonexistent/dir/x.pcapng", "cannot create"],
+    );
 }
 
 #[test]

@@ -754,7 +754,9 @@ mod tests {
     fn the_mbuf_pool_holds_rings_bursts_and_a_frame_per_buffer_cell() {
         let mut text = String::from("[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n");
         for port in 0..4 {
-            text.push_str(&format!("[[port]]\nname = \"p{port}\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n"));
+            text.push_str(&format!(
+                "[[port]]\nname = \"p{port}\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n"
+            ));
         }
         let config = Config::parse(&text, "t.toml").unwrap();
         // 4 x (1024 rx + 1024 tx descriptors) + 4 x 2 bursts of 32 + 16 MiB / 256 + 1 + 512:

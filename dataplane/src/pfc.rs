@@ -295,10 +295,48 @@ mod tests {
     }
 
     #[test]
+    fn pools_may_fill_the_buffer_exactly_but_not_more() {
+        let available = 16 * 1024 * 1024 - 2 * (527 + 537) * CELL_BYTES;
+        let parse = |buffer: String| Config::parse(&config_text(&buffer, ""), "t.toml");
+        // Exactly what headroom leaves: together, or the lossless pool alone.
+        let half = available / 2 / CELL_BYTES * CELL_BYTES;
+        let plan = BufferPlan::new(
+            &parse(format!("[qos.buffer]\nlossless_pool_bytes = {half}\nlossy_pool_bytes = {}", available - half))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!((plan.lossless_pool, plan.lossy_pool), (half, available - half));
+        let plan = BufferPlan::new(&parse(format!("[qos.buffer]\nlossless_pool_bytes = {available}")).unwrap());
+        assert_eq!(plan.map(|p| (p.lossless_pool, p.lossy_pool)), Ok((available, 0)));
+        // Without lossless priorities the lossy pool may be the whole buffer.
+        let lossy_only =
+            config_text("[qos.buffer]\nlossy_pool_bytes = 16777216", "").replace("lossless = [3, 4]", "lossless = []");
+        assert_eq!(BufferPlan::new(&Config::parse(&lossy_only, "t.toml").unwrap()).unwrap().lossy_pool, 16_777_216);
+        // One byte more, alone or together, is an error naming the field.
+        let field = |buffer: String| parse(buffer).unwrap_err().field;
+        assert_eq!(
+            field(format!("[qos.buffer]\nlossless_pool_bytes = {}", available + 1)),
+            "qos.buffer.lossless_pool_bytes"
+        );
+        let sixty = available * 6 / 10;
+        assert_eq!(
+            field(format!("[qos.buffer]\nlossless_pool_bytes = {sixty}\nlossy_pool_bytes = {sixty}")),
+            "qos.buffer.lossy_pool_bytes"
+        );
+    }
+
+    #[test]
     fn without_lossless_priorities_the_lossy_pool_is_the_whole_buffer() {
         let text = config_text("", "").replace("lossless = [3, 4]", "lossless = []");
         let plan = BufferPlan::new(&Config::parse(&text, "t.toml").unwrap()).unwrap();
         assert_eq!((plan.reserved_headroom, plan.lossless_pool, plan.lossy_pool), (0, 0, 16 * 1024 * 1024));
+    }
+
+    #[test]
+    fn propagation_is_five_ns_per_metre() {
+        let config = config("", "");
+        assert_eq!(propagation_ps(&config.ports[0]), 15_000, "3 m");
+        assert_eq!(propagation_ps(&config.ports[1]), 500_000, "100 m");
     }
 
     #[test]

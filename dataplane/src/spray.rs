@@ -251,6 +251,33 @@ mod tests {
     }
 
     #[test]
+    fn ecmp_scales_the_hash_onto_the_usable_members() {
+        let mut s = selector("ecmp");
+        let mut rng = Rng::new(0);
+        let mut view = ports();
+        // Hashes an eighth of the range apart land on members 0, 0, 1, 1, 2, 2, 3, 3.
+        let members: Vec<u16> = (0..8u32).map(|i| s.select(0, i << 29, 0, 0, &mut rng, &view).unwrap().1).collect();
+        assert_eq!(members, [0, 0, 1, 1, 2, 2, 3, 3]);
+        // With member 1 down, three usable members share the range in thirds.
+        view.up[1] = false;
+        let members: Vec<u16> =
+            (0..6u32).map(|i| s.select(0, i * 0x2aaa_aaab, 0, 0, &mut rng, &view).unwrap().1).collect();
+        assert_eq!(members, [0, 0, 2, 2, 3, 3]);
+    }
+
+    #[test]
+    fn adaptive_never_picks_its_last_choice_once_it_is_down() {
+        let mut s = selector("adaptive");
+        let mut rng = Rng::new(6);
+        let mut view = ports();
+        let last = s.select(0, 1, 3, 0, &mut rng, &view).unwrap().1;
+        view.up[usize::from(last)] = false;
+        for _ in 0..1000 {
+            assert_ne!(s.select(0, 1, 3, 0, &mut rng, &view).unwrap().1, last, "a down member was chosen");
+        }
+    }
+
+    #[test]
     fn adaptive_avoids_long_and_paused_queues() {
         let mut s = selector("adaptive");
         let mut rng = Rng::new(3);
@@ -284,6 +311,22 @@ mod tests {
             counts[usize::from(s.select(0, 1, 3, 0, &mut rng, &view).unwrap().1)] += 1;
         }
         assert!(counts[0] > 1500 && counts[1] > 1500, "{counts:?}");
+        // A costlier member wins only when all three candidates are costlier (both draws and
+        // the last choice): rarely, as the last choice is nearly always a cheap one.
+        assert!(counts[2] + counts[3] < 40, "costlier members won: {counts:?}");
+        // Among equals, each distinct candidate (the last choice and two draws) has the same
+        // chance: with four idle members the choice stays where it was 15/32 of the time (a
+        // fair draw; 1/16 if the last one evaluated won, 0.41 if ties favoured newcomers).
+        let view = ports();
+        let mut previous = s.select(0, 1, 3, 0, &mut rng, &view).unwrap().1;
+        let mut stayed = 0;
+        for _ in 0..20_000 {
+            let next = s.select(0, 1, 3, 0, &mut rng, &view).unwrap().1;
+            stayed += u32::from(next == previous);
+            previous = next;
+        }
+        let rate = f64::from(stayed) / 20_000.0;
+        assert!((0.45..0.49).contains(&rate), "stayed {rate}");
     }
 
     #[test]
@@ -301,6 +344,45 @@ mod tests {
         }
         // 11 us gap: a new flowlet, to the now least loaded member.
         assert_eq!(s.select(0, 42, 0, 81_000_000 + 11_000_000, &mut rng, &view).unwrap().1, 2);
+    }
+
+    #[test]
+    fn a_new_flowlet_goes_to_the_least_loaded_member_wherever_the_scan_starts() {
+        let mut s = selector("flowlet");
+        let mut rng = Rng::new(9);
+        let mut view = ports();
+        view.cost = vec![30, 20, 20, 10];
+        for flow in 0..200u32 {
+            assert_eq!(s.select(0, flow, 0, 0, &mut rng, &view).unwrap().1, 3, "flow {flow}");
+        }
+    }
+
+    #[test]
+    fn a_flowlet_ends_when_the_gap_is_reached() {
+        // The gap is 10 us: a packet exactly 10 us after the last one starts a new flowlet.
+        let mut s = selector("flowlet");
+        let mut rng = Rng::new(0);
+        let mut view = ports();
+        view.cost = vec![10, 0, 10, 10];
+        assert_eq!(s.select(0, 42, 0, 0, &mut rng, &view).unwrap().1, 1);
+        view.cost = vec![0, 10, 10, 10];
+        assert_eq!(s.select(0, 42, 0, 9_999_999, &mut rng, &view).unwrap().1, 1, "within the gap");
+        assert_eq!(s.select(0, 42, 0, 9_999_999 + 10_000_000, &mut rng, &view).unwrap().1, 0, "at the gap");
+    }
+
+    #[test]
+    fn a_full_flowlet_table_keeps_its_active_flows() {
+        // Full of flows seen at 0; a new flow 5 us later (inside the gap) finds no idle one to
+        // sweep: it is placed but not remembered, and every active flow stays.
+        let mut s = selector("flowlet");
+        let mut rng = Rng::new(0);
+        let view = ports();
+        for flow in 0..FLOWLET_TABLE as u32 {
+            s.select(0, flow, 0, 0, &mut rng, &view);
+        }
+        assert!(s.select(0, u32::MAX, 0, 5_000_000, &mut rng, &view).is_some());
+        assert_eq!(s.groups[0].flows.len(), FLOWLET_TABLE);
+        assert!(!s.groups[0].flows.contains_key(&u32::MAX));
     }
 
     #[test]

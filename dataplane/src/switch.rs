@@ -862,6 +862,9 @@ port = "p0"
             assert_eq!(switch.receive(0, frame(0, 60), 0), Received::Queued { egress: 1, tc: 0 });
         }
         assert_eq!(switch.shared_used(), 10 * 256);
+        switch.refresh_depth_gauges();
+        assert_eq!(switch.stats.ports[1].queues[0].depth_bytes, 600);
+        assert_eq!((switch.stats.ports[0].rx_packets, switch.stats.ports[0].rx_bytes), (10, 600));
         let mut sent = 0;
         while let Some(packet) = switch.transmit(1, 0) {
             assert_eq!(packet.bytes[14 + 8], 63);
@@ -869,7 +872,12 @@ port = "p0"
         }
         assert_eq!(sent, 10);
         assert_eq!(switch.shared_used(), 0);
+        assert_eq!(switch.queue_bytes(1, 0), 0);
+        assert_eq!((switch.stats.ports[1].queues[0].tx_packets, switch.stats.ports[1].queues[0].tx_bytes), (10, 600));
+        assert_eq!((switch.stats.ports[1].tx_packets, switch.stats.ports[1].tx_bytes), (10, 600));
         assert_eq!(switch.stats.ports[1].queues[0].max_depth_bytes, 600);
+        switch.refresh_depth_gauges();
+        assert_eq!(switch.stats.ports[1].queues[0].depth_bytes, 0);
         assert!(conserved(&switch));
     }
 
@@ -899,8 +907,15 @@ port = "p0"
         assert_eq!(switch2.queue_bytes(1, 1), 9 * 1000);
         // Lossy traffic never moves the lossless XOFF point.
         assert_eq!(switch.pfc_thresholds(), Switch::<HeapPacket>::new(&config, 0).pfc_thresholds());
+        switch.transmit(1, 0).unwrap();
+        assert_eq!(switch.pool_used(), (0, 79 * 1024));
         while switch.transmit(1, 0).is_some() {}
         assert_eq!(switch.pool_used(), (0, 0));
+        // Emptied, the queue takes as much again.
+        for _ in 0..85 {
+            switch.receive(0, frame(0, 1000), 0);
+        }
+        assert_eq!(switch.queued_packets(), 80);
         assert!(conserved(&switch));
     }
 
@@ -915,8 +930,11 @@ port = "p0"
         assert!(!switch.has_control(0));
         switch.receive(0, frame(26, 1000), 0);
         assert!(switch.has_control(0));
+        assert_eq!(switch.take_control(1, 1_000), None, "p1 has nothing to send");
+        assert_eq!(switch.link_free_ps(1), 0);
         let xoff = switch.take_control(0, 1_000).unwrap();
         assert_eq!((xoff.class_enable, xoff.times[3]), (0x08, 0xffff));
+        assert_eq!(switch.link_free_ps(0), 1_000 + 6_720, "the PFC frame takes the link");
         assert_eq!(switch.stats.ports[0].pfc_xoff_tx[3], 1);
         // Headroom holds four cells-worth of 1024: three more frames, then overflow.
         for _ in 0..3 {
@@ -924,8 +942,11 @@ port = "p0"
         }
         assert_eq!(switch.receive(0, frame(26, 1000), 0), Received::Dropped(DropReason::HeadroomOverflow));
         assert_eq!(switch.stats.ports[0].priority_groups[3].max_headroom_bytes, 4096);
+        assert_eq!(switch.stats.ports[0].priority_groups[3].max_bytes, 14 * 1024, "pool and headroom");
         // Refresh at half of 0xffff quanta at 100G.
         assert_eq!(switch.next_deadline(), 1_000 + 335_539_200 / 2);
+        switch.advance(switch.next_deadline() - 1);
+        assert!(!switch.has_control(0), "not refreshed early");
         switch.advance(switch.next_deadline());
         assert_eq!(switch.take_control(0, 200_000_000).unwrap().times[3], 0xffff);
         // 14 frames queued; XON when 5120 bytes (5 frames) are left, after the ninth. The
@@ -994,6 +1015,277 @@ port = "p0"
         assert!((share - 0.5).abs() < 0.01, "TC 0 had {share} of the link time");
     }
 
+    #[test]
+    fn group_members_cost_what_is_on_the_wire_and_queued_and_down_ones_are_unusable() {
+        let config = config("", "");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        for _ in 0..5 {
+            switch.receive(0, frame(0, 1000), 0);
+        }
+        let view = |switch: &Switch<HeapPacket>, now| {
+            Ports { ports: &switch.ports, now, watchdog_action: WatchdogAction::Drop }.drain_cost(1, 0)
+        };
+        // 5,000 frame bytes queued at 100G: 400 ns.
+        assert_eq!(view(&switch, 0), 400_000);
+        // One leaves: 1,024 wire bytes on the wire (81.92 ns) and 4,000 bytes queued (320 ns).
+        switch.transmit(1, 0).unwrap();
+        assert_eq!(switch.link_free_ps(1), 81_920);
+        assert_eq!(view(&switch, 0), 81_920 + 320_000);
+        assert_eq!(view(&switch, 40_000), 41_920 + 320_000, "the frame on the wire is partly sent");
+        assert_eq!(view(&switch, 100_000), 320_000, "and then gone");
+        // A class paused by PFC costs everything.
+        let mut paused = Switch::<HeapPacket>::new(&config, 0);
+        assert_eq!(Ports { ports: &paused.ports, now: 0, watchdog_action: WatchdogAction::Drop }.drain_cost(1, 3), 0);
+        let mut times = [0u16; 8];
+        times[3] = 100;
+        paused.receive(1, pfc_frame(0x08, times), 0);
+        assert_eq!(
+            Ports { ports: &paused.ports, now: 1, watchdog_action: WatchdogAction::Drop }.drain_cost(1, 3),
+            u64::MAX
+        );
+        // A port whose link is down is not usable.
+        assert!(Ports { ports: &paused.ports, now: 0, watchdog_action: WatchdogAction::Drop }.usable(1));
+        paused.set_link_up(1, false);
+        assert!(!Ports { ports: &paused.ports, now: 0, watchdog_action: WatchdogAction::Drop }.usable(1));
+    }
+
+    #[test]
+    fn dropped_frames_count_as_received_and_peers_see_each_frame_s_priority() {
+        let config = config("", "");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        let mut unrouted = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.9.9.9".parse().unwrap(), 7);
+        unrouted.frame_len = 300;
+        assert_eq!(switch.receive(0, HeapPacket::new(unrouted.build()), 0), Received::Dropped(DropReason::NoRoute));
+        assert_eq!((switch.stats.ports[0].rx_packets, switch.stats.ports[0].rx_bytes), (1, 300));
+        assert_eq!(switch.stats.ports[0].drops[DropReason::NoRoute.index()], 1);
+        assert_eq!(switch.priority_of(&frame(26, 100).bytes), Some(3));
+        assert_eq!(switch.priority_of(&frame(0, 100).bytes), Some(0));
+        assert_eq!(switch.priority_of(&pfc_frame(0x08, [0; 8]).bytes), None, "PFC is never held back");
+    }
+
+    #[test]
+    fn a_lossy_non_ect_frame_the_profile_would_mark_is_a_wred_drop() {
+        let config = config("", "[qos.ecn.0]\nkmin_bytes = 0\nkmax_bytes = 0\npmax = 1.0");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        // The first frame finds an empty queue (depth 0, not above kmax 0); the next ones do not.
+        let mut not_ect = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
+        (not_ect.dscp, not_ect.ecn, not_ect.frame_len) = (0, 0, 100);
+        for _ in 0..3 {
+            switch.receive(0, HeapPacket::new(not_ect.build()), 0);
+        }
+        assert_eq!(switch.queued_packets(), 1);
+        assert_eq!(switch.stats.ports[0].drops[DropReason::Wred.index()], 2);
+        assert_eq!(switch.stats.ports[1].queues[0].dropped, 2);
+        assert!(conserved(&switch));
+    }
+
+    #[test]
+    fn a_group_with_every_member_down_drops_as_no_route() {
+        let text = "[switch]\nname = \"g\"\nmac = \"02:00:00:00:00:aa\"\n\
+                    [[port]]\nname = \"p0\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:10:00\"\n\
+                    [[port]]\nname = \"u1\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:11:00\"\n\
+                    [[port]]\nname = \"u2\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:12:00\"\n\
+                    [[port]]\nname = \"u3\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:13:00\"\nenabled = false\n\
+                    [[route]]\nprefix = \"0.0.0.0/0\"\ngroup = \"up\"\n\
+                    [[group]]\nname = \"up\"\nports = [\"u1\", \"u2\", \"u3\"]\nmode = \"spray\"\n";
+        let mut switch: Switch<HeapPacket> = Switch::new(&Config::parse(text, "g.toml").unwrap(), 0);
+        assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 1, tc: 0 });
+        switch.set_link_up(1, false);
+        assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 2, tc: 0 });
+        switch.set_link_up(2, false);
+        assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Dropped(DropReason::NoRoute));
+        assert_eq!(switch.stats.ports[0].drops[DropReason::NoRoute.index()], 1);
+        assert_eq!(switch.stats.groups[0], [1, 1, 0]);
+        switch.set_link_up(2, true);
+        assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 2, tc: 0 });
+        // A member disabled in the config stays out when its link comes up.
+        switch.set_link_up(3, true);
+        for _ in 0..4 {
+            assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 2, tc: 0 });
+        }
+        assert!(conserved(&switch));
+    }
+
+    #[test]
+    fn timers_follow_pauses_and_queued_frames() {
+        // A pause of 100 quanta at 100G (512 ns) on an empty queue: its end is the deadline,
+        // and stays so when the timers run before it.
+        let config = config("", "[qos.pfc_watchdog]\ndetection_ms = 1\naction = \"alert\"");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        let mut times = [0u16; 8];
+        times[3] = 100;
+        switch.receive(1, pfc_frame(0x08, times), 0);
+        assert_eq!(switch.next_deadline(), 512_000);
+        switch.advance(512_000);
+        assert_eq!(switch.next_deadline(), NEVER);
+        // A pause of 0xffff quanta at 1G (33.5 ms) received with frames queued: the watchdog
+        // must look at 1 ms, and after timers run early the pause's end is still due.
+        let mut config = config;
+        config.ports[1].speed_mbps = 1_000;
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        switch.receive(0, frame(26, 100), 0);
+        times[3] = 0xffff;
+        switch.receive(1, pfc_frame(0x08, times), 0);
+        assert_eq!(switch.next_deadline(), 1_000_000_000);
+        switch.advance(1_000_000_000);
+        assert_eq!(switch.stats.ports[1].watchdog_storms[3], 1);
+        assert_eq!(switch.next_deadline(), 33_553_920_000);
+    }
+
+    #[test]
+    fn a_refresh_keeps_pausing_while_the_group_holds_more_than_xon() {
+        // XON at XOFF (10 frames), headroom for 4: 13 frames, 3 in headroom. At the refresh the
+        // group holds 13 > 10: XOFF again.
+        let config = config("", "[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 10240\nheadroom_bytes = 4096");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        for _ in 0..13 {
+            switch.receive(0, frame(26, 1000), 0);
+        }
+        switch.take_control(0, 0).unwrap();
+        switch.advance(switch.next_deadline());
+        assert_eq!(switch.take_control(0, 1).map(|r| r.times[3]), Some(0xffff));
+    }
+
+    #[test]
+    fn a_queue_that_was_paused_once_is_not_a_storm() {
+        let config = config("", "[qos.pfc_watchdog]\ndetection_ms = 1\naction = \"alert\"");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        let mut times = [0u16; 8];
+        times[3] = 100;
+        switch.receive(1, pfc_frame(0x08, times), 0);
+        switch.receive(0, frame(26, 100), 1_000);
+        // Long after the 512 ns pause ended, the frame still queued: not paused, no storm.
+        switch.advance(2_000_000_000);
+        assert_eq!(switch.stats.ports[1].watchdog_storms[3], 0);
+        assert_eq!(switch.queued_packets(), 1);
+    }
+
+    #[test]
+    fn a_frame_into_a_paused_queue_arms_the_watchdog() {
+        // p1 at 1 Gb/s: an XOFF of 0xffff quanta lasts 33.5 ms, past the 1 ms detection time.
+        let mut config = config("", "[qos.pfc_watchdog]\ndetection_ms = 1\naction = \"alert\"");
+        config.ports[1].speed_mbps = 1_000;
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        // Into a queue nobody paused: nothing to watch.
+        switch.receive(0, frame(26, 100), 0);
+        assert_eq!(switch.next_deadline(), NEVER);
+        switch.transmit(1, 0).unwrap();
+        let mut times = [0u16; 8];
+        times[3] = 0xffff;
+        switch.receive(1, pfc_frame(0x08, times), 0);
+        assert_eq!(switch.next_deadline(), 33_553_920_000, "the pause ends; the queue is empty");
+        // Lossy frames into the unpaused TC 0 arm nothing.
+        switch.receive(0, frame(0, 100), 50_000_000);
+        assert_eq!(switch.next_deadline(), 33_553_920_000);
+        // A lossless frame into the paused queue: the watchdog must look at 1 ms.
+        switch.receive(0, frame(26, 100), 100_000_000);
+        assert_eq!(switch.next_deadline(), 1_000_000_000);
+        switch.advance(1_000_000_000);
+        assert_eq!(switch.stats.ports[1].watchdog_storms[3], 1);
+    }
+
+    #[test]
+    fn lossy_admission_takes_a_frame_that_fits_exactly() {
+        // Alpha 1, a 3,072-byte pool: the second 1,024-byte frame brings the queue to exactly
+        // what is then free (2,048): admitted. The third is not.
+        let config = config("", "[qos.buffer]\nlossy_pool_bytes = 3072\nlossy_alpha = 1");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        for _ in 0..3 {
+            switch.receive(0, frame(0, 1000), 0);
+        }
+        assert_eq!(switch.queued_packets(), 2);
+        // Alpha 64, a 2,048-byte pool: the second frame takes exactly the free rest.
+        let config = super::tests::config("", "[qos.buffer]\nlossy_pool_bytes = 2048\nlossy_alpha = 64");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        for _ in 0..3 {
+            switch.receive(0, frame(0, 1000), 0);
+        }
+        assert_eq!(switch.queued_packets(), 2);
+        assert_eq!(switch.pool_used(), (0, 2048));
+    }
+
+    #[test]
+    fn ce_frames_stay_ce_uncounted_and_lossless_non_ect_frames_pass_unmarked() {
+        let config = config("", "[qos.ecn.3]\nkmin_bytes = 0\nkmax_bytes = 0\npmax = 1.0");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        let with_ecn = |ecn: u8| {
+            let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
+            spec.ecn = ecn;
+            spec.frame_len = 100;
+            HeapPacket::new(spec.build())
+        };
+        // Behind a first frame, every one is above kmax 0: marking is due for all of them.
+        switch.receive(0, with_ecn(0b10), 0);
+        for ecn in [0b11, 0b00, 0b11, 0b00] {
+            assert!(matches!(switch.receive(0, with_ecn(ecn), 0), Received::Queued { .. }));
+        }
+        let ecn_out: Vec<u8> = std::iter::from_fn(|| switch.transmit(1, 0)).map(|p| p.bytes[15] & 0b11).collect();
+        assert_eq!(ecn_out, [0b10, 0b11, 0b00, 0b11, 0b00], "CE stays CE; non-ECT lossless frames pass as they are");
+        assert_eq!(switch.stats.ports[1].queues[3].ecn_marked, 0, "nothing was marked by the switch");
+        assert_eq!(switch.stats.ports[0].drops.iter().sum::<u64>(), 0);
+    }
+
+    #[test]
+    fn the_dynamic_xoff_point_is_alpha_times_the_free_lossless_pool() {
+        let config = config("", "[qos.pfc]\nalpha = 0.5");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        let pool = switch.plan.lossless_pool;
+        assert_eq!(switch.pfc_thresholds(), (pool / 2, pool / 2 - 2 * 9216));
+        for _ in 0..10 {
+            switch.receive(0, frame(26, 1000), 0);
+        }
+        assert_eq!(switch.pool_used(), (10 * 1024, 0));
+        assert_eq!(switch.pfc_thresholds().0, (pool - 10 * 1024) / 2);
+    }
+
+    #[test]
+    fn a_big_headroom_drains_first_without_an_early_xon() {
+        // XOFF at 5 frames, XON at 2, headroom for 8: 5 in the pool, 8 in headroom. The first
+        // frames to leave give back headroom; XON waits until the group is down to 2.
+        let config = config("", "[qos.pfc]\nxoff_bytes = 5120\nxon_bytes = 2048\nheadroom_bytes = 8192");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        for _ in 0..13 {
+            assert!(matches!(switch.receive(0, frame(26, 1000), 0), Received::Queued { .. }));
+        }
+        switch.take_control(0, 0).unwrap();
+        for sent in 1..=11 {
+            switch.transmit(1, 0).unwrap();
+            assert_eq!(switch.has_control(0), sent == 11, "after {sent}");
+        }
+    }
+
+    #[test]
+    fn dequeue_marking_counts_what_it_marks_and_latency_is_recorded_in_ns() {
+        let config = config("", "[qos.ecn.0]\nkmin_bytes = 0\nkmax_bytes = 0\npmax = 1.0\nmark_on = \"dequeue\"");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
+        spec.dscp = 0;
+        spec.ecn = 0b01;
+        for _ in 0..3 {
+            switch.receive(0, HeapPacket::new(spec.build()), 0);
+        }
+        // What each leaves behind: 2 frames, 1 frame (both above kmax 0: marked), then none.
+        let ecn: Vec<u8> = (0..3).map(|_| switch.transmit(1, 5_000_000).unwrap().bytes[15] & 0b11).collect();
+        assert_eq!(ecn, [0b11, 0b11, 0b01]);
+        assert_eq!(switch.stats.ports[1].queues[0].ecn_marked, 2);
+        assert_eq!((switch.stats.latency.samples, switch.stats.latency.max_ns), (3, 5_000));
+    }
+
+    #[test]
+    fn drain_counts_what_was_still_queued_as_buffer_full() {
+        let config = config("", "");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        for dscp in [0, 0, 26] {
+            switch.receive(0, frame(dscp, 100), 0);
+        }
+        assert_eq!(switch.drain(), 3);
+        assert_eq!(switch.queued_packets(), 0);
+        assert_eq!(switch.stats.ports[0].drops[DropReason::BufferFull.index()], 3);
+        assert_eq!((switch.stats.ports[1].queues[0].dropped, switch.stats.ports[1].queues[3].dropped), (2, 1));
+        assert_eq!(switch.shared_used(), 0);
+        assert!(conserved(&switch));
+    }
+
     fn pfc_frame(class_enable: u8, times: [u16; 8]) -> HeapPacket {
         let mut bytes = vec![0; 60];
         Repr { class_enable, times }.emit(crate::wire::ethernet::MacAddress([2, 0, 0, 0, 0x11, 0]), &mut bytes);
@@ -1052,6 +1344,7 @@ port = "p0"
         assert_eq!(switch.stats.ports[1].watchdog_storms[3], 1);
         assert_eq!(switch.queued_packets(), 0, "flushed");
         assert_eq!(switch.stats.ports[0].drops[DropReason::PfcWatchdog.index()], 5);
+        assert_eq!(switch.stats.ports[1].queues[3].dropped, 5);
         // Last XOFF at 1.5 ms: restored at 3.5 ms.
         // Arrivals for the stormed queue, from any port, are dropped.
         assert_eq!(switch.receive(1, frame(26, 100), now), Received::Dropped(DropReason::PfcWatchdog));
