@@ -319,10 +319,10 @@ mod tests {
             "qos.buffer.lossless_pool_bytes"
         );
         let sixty = available * 6 / 10;
-        assert_eq!(
-            field(format!("[qos.buffer]\nlossless_pool_bytes = {sixty}\nlossy_pool_bytes = {sixty}")),
-            "qos.buffer.lossy_pool_bytes"
-        );
+        let err =
+            parse(format!("[qos.buffer]\nlossless_pool_bytes = {sixty}\nlossy_pool_bytes = {sixty}")).unwrap_err();
+        assert_eq!(err.field, "qos.buffer.lossy_pool_bytes");
+        assert!(err.problem.starts_with(&format!("{} bytes do not fit in the {available}", 2 * sixty)), "{err}");
     }
 
     #[test]

@@ -266,6 +266,23 @@ mod tests {
     }
 
     #[test]
+    fn adaptive_leaves_a_last_choice_that_became_costly() {
+        // The last choice, member 2, is now the costliest; any cheap candidate beats it. It is
+        // kept only when both draws are costly too (3/16 x 1/2 + 1/16 = 5/32 of the time).
+        let mut s = selector("adaptive");
+        let mut rng = Rng::new(8);
+        let mut view = ports();
+        view.cost = vec![0, 0, 9, 9];
+        let mut stayed = 0;
+        for _ in 0..4000 {
+            s.groups[0].last_choice = 2;
+            stayed += u32::from(s.select(0, 1, 3, 0, &mut rng, &view).unwrap().1 == 2);
+        }
+        let rate = f64::from(stayed) / 4000.0;
+        assert!((0.12..0.20).contains(&rate), "kept the costly last choice {rate} of the time");
+    }
+
+    #[test]
     fn adaptive_never_picks_its_last_choice_once_it_is_down() {
         let mut s = selector("adaptive");
         let mut rng = Rng::new(6);
