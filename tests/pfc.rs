@@ -195,8 +195,10 @@ fn a_lossy_incast_never_pauses_an_unrelated_lossless_sender() {
 /// The worst case the headroom formula is written for: minimum-size frames (one 256-byte cell
 /// each for 60 bytes) at line rate over a long cable. Four hosts send 60-byte lossless frames
 /// back to back into one port over 100 m: what arrives after each XOFF is the cable's round
-/// trip at 100G (1 us, 149 frames, 149 cells) and must fit the headroom. The automatic headroom
-/// holds it with nothing lost; a headroom smaller than the round trip overflows.
+/// trip at 100G (1 us, 149 frames, 149 cells), less what the congested port sends of that
+/// sender's frames meanwhile (a quarter: their cells go back to the headroom first), about 112
+/// cells, and it must fit the headroom. The automatic headroom holds it with nothing lost; a
+/// headroom of 100 cells overflows.
 #[test]
 fn minimum_size_frames_at_line_rate_fill_the_headroom_as_computed() {
     let incast = |headroom: &str| {
@@ -224,11 +226,11 @@ fn minimum_size_frames_at_line_rate_fill_the_headroom_as_computed() {
         let port = format!("h{sender}");
         assert_eq!(total_drops(&stats, &port), 0, "{port}");
         let used = u64_at(&stats["ports"][&port]["priority_groups"][0]["max_headroom_bytes"]);
-        // At least the round trip of one-cell frames arrived after XOFF, and it fit.
-        assert!((149 * 256..=headroom).contains(&used), "{port}: {used} bytes of headroom used");
+        // About the round trip of one-cell frames arrived after XOFF, and it fit.
+        assert!((105 * 256..=headroom).contains(&used), "{port}: {used} bytes of headroom used");
     }
     assert_eq!(u64_at(&stats["ports"]["h0"]["tx_packets"]), 80_000);
-    // 100 cells of headroom (25,600 bytes) cannot hold a 149-frame round trip.
+    // 100 cells of headroom (25,600 bytes) cannot hold it.
     let stats = incast("[qos.pfc]\nheadroom_bytes = 25600");
     let overflow: u64 = (1..=4).map(|s| u64_at(&stats["ports"][format!("h{s}")]["drops"]["headroom_overflow"])).sum();
     assert!(overflow > 0, "a headroom below the cable's round trip must overflow");
