@@ -366,6 +366,24 @@ impl KillOnDrop {
 }
 
 /// Waits (up to 30 s) until `log` contains `text`.
+/// Starts `raceway run` on `config` (stats JSON at exit, log to `log`) and returns once its
+/// worker runs: memif sockets may be abstract, so there is no file to watch.
+fn start_switch(config: &std::path::Path, stats: &std::path::Path, log: &std::path::Path, prefix: &str) -> KillOnDrop {
+    let switch = KillOnDrop(
+        raceway()
+            .args(["run", "-c"])
+            .arg(config)
+            .arg("--stats-json")
+            .arg(stats)
+            .args(["--", "--file-prefix", prefix])
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_log(log, "worker on lcore");
+    switch
+}
+
 fn wait_for_log(log: &std::path::Path, text: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !std::fs::read_to_string(log).unwrap_or_default().contains(text) {
@@ -404,23 +422,8 @@ fn blast_feeds_raceway_over_memif_and_every_frame_is_accounted() {
     let config = dir.join("leaf.toml");
     std::fs::write(&config, four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)).unwrap();
     let stats_path = dir.join("stats.json");
-    let mut switch = KillOnDrop(
-        raceway()
-            .args(["run", "-c"])
-            .arg(&config)
-            .arg("--stats-json")
-            .arg(&stats_path)
-            .args(["--", "--file-prefix", &format!("raceway-blast-rw-{}", std::process::id())])
-            .stderr(std::fs::File::create(dir.join("raceway.log")).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    // Ready once its worker runs (the memif socket is abstract: there is no file to watch).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !std::fs::read_to_string(dir.join("raceway.log")).unwrap_or_default().contains("worker on lcore") {
-        assert!(std::time::Instant::now() < deadline, "raceway did not start its worker");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let prefix = format!("raceway-blast-rw-{}", std::process::id());
+    let mut switch = start_switch(&config, &stats_path, &dir.join("raceway.log"), &prefix);
     let blast = run_ok(
         raceway()
             .args(["--log-level", "error", "blast", "--trace"])
@@ -987,22 +990,7 @@ fn a_live_lossless_incast_with_pfc_honouring_hosts_loses_nothing() {
     std::fs::write(&config, text).unwrap();
     let stats_path = dir.join("stats.json");
     let id = std::process::id();
-    let mut switch = KillOnDrop(
-        raceway()
-            .args(["run", "-c"])
-            .arg(&config)
-            .arg("--stats-json")
-            .arg(&stats_path)
-            .args(["--", "--file-prefix", &format!("raceway-pfc-hosts-{id}")])
-            .stderr(std::fs::File::create(dir.join("raceway.log")).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !std::fs::read_to_string(dir.join("raceway.log")).unwrap_or_default().contains("worker on lcore") {
-        assert!(std::time::Instant::now() < deadline, "raceway did not start its worker");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let mut switch = start_switch(&config, &stats_path, &dir.join("raceway.log"), &format!("raceway-pfc-hosts-{id}"));
     let hosts: Vec<KillOnDrop> = ["host0", "up0"]
         .iter()
         .enumerate()
