@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Live PFC response: how long after raceway reads a PFC XOFF does the last frame of the paused
 # priority leave its port? Frames the shaper handed to the NIC before the pause cannot be
-# recalled; raceway bounds them to half of 394 pause quanta at the port's speed.
+# recalled; raceway bounds them to one tx burst of maximum standard frames (32 x 1542 wire
+# bytes), the peer response its auto headroom allows for.
 #   perf/pfc-response.sh [SPEED_GBPS] [SECONDS]     (default 1 Gb/s: see below)
 # Set-up: port `in` replays lossless TC3 RoCEv2 frames as fast as net_pcap can (infinite_rx),
 # all routed to port `out` (SPEED_GBPS, default 1), whose peer is `raceway blast` sending an

@@ -59,10 +59,11 @@ fn check_prints_derived_values() {
         " bytes per priority, xoff ",
         "xoff dynamic: 1 x free lossless pool",
         "xon xoff - 2 x mtu",
-        // 16 MiB less 4 x 133,632 of headroom (0 m cables), split evenly between the pools;
-        // a lone queue stops at 8/9 of its pool.
-        "buffer: headroom 534528 bytes, lossless pool 8121344 bytes, lossy pool 8121344 bytes",
-        "lossy queue limit: 8 x free lossy pool (8121344 bytes into an empty pool; one congested queue alone stops at 7218972)",
+        // 16 MiB less 4 x 207,104 of headroom (0 m cables, raceway's 3.95 us response), split
+        // evenly between the pools; a lone queue stops at 8/9 of its pool.
+        "buffer: headroom 828416 bytes, lossless pool 7974400 bytes, lossy pool 7974400 bytes",
+        "lossy queue limit: 8 x free lossy pool (7974400 bytes into an empty pool; one congested queue alone stops at 7088355)",
+        "pause answered within 3.95 us (live tx lookahead)",
     ] {
         assert!(text.contains(expect), "check output lacks '{expect}':\n{text}");
     }

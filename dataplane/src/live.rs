@@ -14,12 +14,14 @@
 //! SIGINT/SIGTERM or the end of `--duration`, and tears down.
 //!
 //! Each egress port is shaped to its configured speed: a frame may leave when the port's
-//! virtual link is free, allowing a lookahead window so the loop can fill tx bursts. Frames
-//! handed to the NIC cannot be recalled by a PFC pause that arrives later, so the window is
-//! bounded by half the response time peers' headroom assumes (`pfc::PEER_RESPONSE_QUANTA`,
-//! 394 quanta at the port's speed: a window of 1.01 us at 100G, 101 us at 1G): raceway answers
-//! a pause as fast as the NICs the headroom formula is written for. (A window of 32 maximum
-//! frames, 3.95 us at 100G, did not.)
+//! virtual link is free, allowing a lookahead window of one tx burst of maximum standard frames
+//! (`pfc::lookahead_ps`: 3.95 us at 100G) so each loop can fill a tx burst. The window must
+//! cover a poll loop: time the link idles between loops is lost, and with a 1.01 us window one
+//! core forwarded 1 KB frames at 1.8 Mpps instead of 8.0. Frames handed to the NIC cannot be
+//! recalled by a PFC pause that arrives later, so raceway answers a pause within the window
+//! (plus the loop that reads it), longer than a NIC's 394 quanta (2.02 us at 100G); the auto
+//! headroom counts raceway's response (`pfc::peer_response_wire_bytes`), so raceways facing
+//! each other stay lossless.
 //! PFC frames leave in a tx burst of their own, ahead of data already pending for the queue.
 //!
 //! Invariant: at exit every mbuf is back in the pool. Queued frames drain (shaped) for up to
@@ -447,12 +449,12 @@ impl RatePrinter {
     }
 }
 
-/// How far ahead of its wire time the shaper hands frames to a port's NIC: enough for a tx
-/// burst of maximum frames, but at most half the PFC response time peers are assumed to have
-/// (what is handed over cannot be recalled by a pause; see the module notes).
+/// How far ahead of its wire time the shaper hands frames to a port's NIC: a tx burst of
+/// maximum standard frames (what is handed over cannot be recalled by a pause, so the auto
+/// headroom counts it; see the module notes).
 pub fn shaper_window_ps(port: &crate::config::PortConfig) -> u64 {
-    let response_ps = crate::pfc::quanta_ps(crate::pfc::PEER_RESPONSE_QUANTA, port.speed_mbps);
-    (port.wire_time_ps(1518) * BURST as u64).min(response_ps / 2)
+    const _: () = assert!(crate::pfc::LOOKAHEAD_FRAMES == BURST as u64, "the lookahead is one tx burst");
+    crate::pfc::lookahead_ps(port)
 }
 
 /// The per-lcore forwarding state: the switch, tx bursts and shapers for every port.
@@ -767,18 +769,25 @@ mod tests {
     }
 
     #[test]
-    fn the_shaper_never_commits_more_than_half_the_peer_response_time() {
+    fn the_shaper_commits_one_tx_burst_of_maximum_frames_as_the_headroom_assumes() {
         let text = "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n\
                     [[port]]\nname = \"a\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n\
                     [[port]]\nname = \"b\"\nspeed_gbps = 1\npeer_mac = \"02:00:00:00:00:03\"\n\
                     [[port]]\nname = \"c\"\nspeed_gbps = 800\npeer_mac = \"02:00:00:00:00:04\"\n";
         let config = Config::parse(text, "t.toml").unwrap();
-        // 394 quanta at 100G = 2.017 us: half of it. At 1G, 201.7 us: half of it, 13 frames of
-        // 1518 bytes.
-        assert_eq!(shaper_window_ps(&config.ports[0]), 1_008_640);
-        assert_eq!(shaper_window_ps(&config.ports[1]), 100_864_000);
-        // At 800G the response is 252 ns: half of it is 126 ns, 8 maximum frames.
-        assert_eq!(shaper_window_ps(&config.ports[2]), 126_080);
+        // 32 x 1542 wire bytes: 3.95 us at 100G, 394.8 us at 1G, 493 ns at 800G.
+        assert_eq!(shaper_window_ps(&config.ports[0]), 3_947_520);
+        assert_eq!(shaper_window_ps(&config.ports[1]), 394_752_000);
+        assert_eq!(shaper_window_ps(&config.ports[2]), 493_440);
+        // Exactly the response the auto headroom allows for, at every speed.
+        for port in &config.ports {
+            assert_eq!(
+                shaper_window_ps(port),
+                crate::pfc::peer_response_wire_bytes() * 8_000_000 / port.speed_mbps,
+                "{}",
+                port.name
+            );
+        }
     }
 
     #[test]

@@ -653,10 +653,11 @@ fn print_buffer(config: &Config) {
     );
     for (port, headroom) in config.ports.iter().zip(&plan.headroom) {
         println!(
-            "  PFC {:<10} headroom {headroom} bytes per priority, xoff {idle_xoff} (idle), xon {} (idle), XOFF lasts {:.1} us",
+            "  PFC {:<10} headroom {headroom} bytes per priority, xoff {idle_xoff} (idle), xon {} (idle), XOFF lasts {:.1} us, pause answered within {:.2} us (live tx lookahead)",
             port.name,
             plan.xon(idle_xoff),
-            raceway::pfc::quanta_ps(0xffff, port.speed_mbps) as f64 / 1e6
+            raceway::pfc::quanta_ps(0xffff, port.speed_mbps) as f64 / 1e6,
+            raceway::pfc::lookahead_ps(port) as f64 / 1e6
         );
     }
     for &tc in &lossless {

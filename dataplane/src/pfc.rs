@@ -21,15 +21,22 @@
 //!   XOFF frame itself takes 84 bytes of wire time;
 //! - the XOFF travels the cable, and data the peer already sent travels back: 2 x cable_m x
 //!   5 ns/m (light in fibre);
-//! - the peer answers within its response time, 394 pause quanta at the port's speed (IEEE's
-//!   allowance at 100 Gb/s, 2.017 us; 20.2 us at 10 Gb/s). raceway's own answer fits it: its
-//!   live shaper commits at most half of it to the NIC (`live::shaper_window_ps`);
+//! - the peer answers within its response time, whichever is longer of a NIC's and raceway's:
+//!   - 394 pause quanta at the port's speed (IEEE's allowance at 100 Gb/s, 2.017 us): 394 x 64
+//!     = 25,216 wire bytes at any speed;
+//!   - raceway's own: its live shaper hands the NIC up to `LOOKAHEAD_FRAMES` maximum standard
+//!     frames (1518 bytes) ahead of their wire time (`lookahead_ps`), and a pause cannot recall
+//!     them: 32 x 1542 = 49,344 wire bytes (3.95 us at 100 Gb/s). So two raceways face each
+//!     other losslessly. A shorter lookahead starves the link whenever one poll loop takes
+//!     longer than it (measured: 1.01 us cut 1 KB forwarding on one core from 8.0 to 1.8 Mpps);
 //! - the peer may have just started a maximum frame, which it finishes.
 //!
-//! In wire bytes: W = 2 x (mtu + 18 + 24) + 84 + (2 x cable_m x 5 ns) x speed / 8 + 394 x 64.
+//! In wire bytes: W = 2 x (mtu + 18 + 24) + 84 + (2 x cable_m x 5 ns) x speed / 8 + 49,344.
 //! Converted to cells at the worst case, minimum-size frames (84 wire bytes each, one cell
 //! each): headroom = ceil(W / 84) x CELL_BYTES. A 100 Gb/s port with 3 m of cable and a 9216
-//! MTU needs 527 cells, 134,912 bytes; with a 1500 MTU, 159 cells.
+//! MTU needs 814 cells, 208,384 bytes; with a 1500 MTU, 630 cells.
+//! Not counted: the time between a PFC frame reaching raceway's port and the poll loop reading
+//! it (one loop iteration, a few us on a busy core).
 //!
 //! XOFF ("auto") is SONiC's dynamic threshold: alpha x the free lossless pool. XON ("auto")
 //! is XOFF - 2 x mtu.
@@ -43,8 +50,13 @@ use crate::config::{BufferConfig, Config, PortConfig, Threshold};
 
 /// Bytes per buffer cell.
 pub const CELL_BYTES: u64 = 256;
-/// The peer's PFC response time, in pause quanta (512 bit times) at the link's speed.
+/// A NIC peer's PFC response time, in pause quanta (512 bit times) at the link's speed.
 pub const PEER_RESPONSE_QUANTA: u16 = 394;
+/// Maximum standard frames raceway's live shaper may hand a port's NIC ahead of their wire
+/// time: one tx burst.
+pub const LOOKAHEAD_FRAMES: u64 = 32;
+/// The frame size the lookahead is counted in.
+const LOOKAHEAD_FRAME_BYTES: usize = 1518;
 /// Propagation delay of light in fibre, per metre.
 pub const PROPAGATION_PS_PER_M: f64 = 5_000.0;
 /// Pause time sent in XOFF frames, in quanta.
@@ -63,6 +75,18 @@ pub fn quanta_ps(quanta: u16, speed_mbps: u64) -> u64 {
     (u64::from(quanta) * 512_000_000).div_ceil(speed_mbps)
 }
 
+/// How far ahead of their wire time raceway's live shaper hands a port's frames to its NIC,
+/// in ps: `LOOKAHEAD_FRAMES` maximum standard frames at the port's speed.
+pub fn lookahead_ps(port: &PortConfig) -> u64 {
+    port.wire_time_ps(LOOKAHEAD_FRAME_BYTES) * LOOKAHEAD_FRAMES
+}
+
+/// The peer's response in wire bytes: the longer of a NIC's 394 quanta and raceway's lookahead.
+pub fn peer_response_wire_bytes() -> u64 {
+    let nic = u64::from(PEER_RESPONSE_QUANTA) * 64; // 512 bit times = 64 bytes per quantum
+    nic.max(LOOKAHEAD_FRAMES * crate::config::wire_bytes(LOOKAHEAD_FRAME_BYTES))
+}
+
 /// Propagation delay of a port's cable, one way, in ps.
 pub fn propagation_ps(port: &PortConfig) -> u64 {
     (port.cable_m * PROPAGATION_PS_PER_M).round() as u64
@@ -73,8 +97,7 @@ pub fn auto_headroom(port: &PortConfig, mtu: u32) -> u64 {
     let bytes_per_ps = port.speed_mbps as f64 / 8e6;
     let max_frame_wire = f64::from(mtu) + 18.0 + 24.0;
     let cable_bytes = 2.0 * port.cable_m * PROPAGATION_PS_PER_M * bytes_per_ps;
-    // 512 bit times = 64 bytes per quantum, whatever the speed.
-    let response_bytes = f64::from(PEER_RESPONSE_QUANTA) * 64.0;
+    let response_bytes = peer_response_wire_bytes() as f64;
     let wire = 2.0 * max_frame_wire + MIN_WIRE_BYTES as f64 + cable_bytes + response_bytes;
     (wire / MIN_WIRE_BYTES as f64).ceil() as u64 * CELL_BYTES
 }
@@ -228,11 +251,14 @@ mod tests {
     #[test]
     fn auto_headroom_follows_the_documented_formula() {
         let config = config("", "");
-        // 100G, 3 m, MTU 9216: W = 2 x 9258 + 84 + (30 ns + 2017.28 ns) x 12.5 B/ns = 44191.
-        assert_eq!(auto_headroom(&config.ports[0], 9216), 527 * CELL_BYTES);
-        // 10G, 100 m: W = 18516 + 84 + 1000 x 1.25 + 394 x 64 = 45066 -> 537 cells (the
-        // response is 394 quanta at 10G, 20.2 us).
-        assert_eq!(auto_headroom(&config.ports[1], 9216), 537 * CELL_BYTES);
+        // The response: raceway's lookahead, 32 x 1542 wire bytes, longer than 394 x 64.
+        assert_eq!(peer_response_wire_bytes(), 49_344);
+        // 100G, 3 m, MTU 9216: W = 2 x 9258 + 84 + 30 ns x 12.5 B/ns + 49344 = 68319 -> 814 cells.
+        assert_eq!(auto_headroom(&config.ports[0], 9216), 814 * CELL_BYTES);
+        // MTU 1500: W = 2 x 1542 + 84 + 375 + 49344 = 52887 -> 630 cells.
+        assert_eq!(auto_headroom(&config.ports[0], 1500), 630 * CELL_BYTES);
+        // 10G, 100 m: W = 18516 + 84 + 1000 ns x 1.25 B/ns + 49344 = 69194 -> 824 cells.
+        assert_eq!(auto_headroom(&config.ports[1], 9216), 824 * CELL_BYTES);
         // Longer cables and faster links need more.
         assert!(auto_headroom(&config.ports[0], 1500) < auto_headroom(&config.ports[0], 9216));
     }
@@ -240,7 +266,7 @@ mod tests {
     #[test]
     fn plan_reserves_headroom_per_lossless_group() {
         let plan = BufferPlan::new(&config("", "")).unwrap();
-        assert_eq!(plan.reserved_headroom, 2 * (527 + 537) * CELL_BYTES);
+        assert_eq!(plan.reserved_headroom, 2 * (814 + 824) * CELL_BYTES);
         // The rest split evenly between the pools, in whole cells.
         let available = 16 * 1024 * 1024 - plan.reserved_headroom;
         assert_eq!(plan.lossless_pool, available / 2 / CELL_BYTES * CELL_BYTES);
@@ -259,12 +285,12 @@ mod tests {
         assert_eq!(plan.xon(100_000), 50_000);
         let err = Config::parse(&config_text("", "buffer_bytes = 300000"), "t.toml").unwrap_err();
         assert_eq!(err.field, "qos.pfc.headroom_bytes");
-        assert!(err.problem.contains("544768"), "{err}");
+        assert!(err.problem.contains("838656"), "{err}");
     }
 
     #[test]
     fn pools_as_configured_or_the_rest_and_never_more_than_the_buffer() {
-        let available = 16 * 1024 * 1024 - 2 * (527 + 537) * CELL_BYTES;
+        let available = 16 * 1024 * 1024 - 2 * (814 + 824) * CELL_BYTES;
         let plan = BufferPlan::new(&config("[qos.buffer]\nlossy_pool_bytes = 1000000", "")).unwrap();
         assert_eq!(plan.lossy_pool, 1_000_000 / CELL_BYTES * CELL_BYTES);
         assert_eq!(plan.lossless_pool, (available - 1_000_000) / CELL_BYTES * CELL_BYTES);
@@ -296,7 +322,7 @@ mod tests {
 
     #[test]
     fn pools_may_fill_the_buffer_exactly_but_not_more() {
-        let available = 16 * 1024 * 1024 - 2 * (527 + 537) * CELL_BYTES;
+        let available = 16 * 1024 * 1024 - 2 * (814 + 824) * CELL_BYTES;
         let parse = |buffer: String| Config::parse(&config_text(&buffer, ""), "t.toml");
         // Exactly what headroom leaves: together, or the lossless pool alone.
         let half = available / 2 / CELL_BYTES * CELL_BYTES;
