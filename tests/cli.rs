@@ -70,6 +70,29 @@ fn check_prints_derived_values() {
 }
 
 #[test]
+fn check_prints_the_control_plane() {
+    let dir = temp_dir("cli-check-control");
+    let path = dir.join("leaf.toml");
+    let text = four_port_config("", ["", "", "", ""], "").replacen(
+        "name = \"host0\"",
+        "name = \"host0\"\naddresses = [\"10.0.0.1/24\", \"fd00::1/64\"]",
+        1,
+    );
+    std::fs::write(&path, format!("{text}\n[control]\npunt_pps = 500\npunt_ethertypes = [\"0x8809\"]\n")).unwrap();
+    let output = run_ok(raceway().args(["check", "-c"]).arg(&path));
+    let text = String::from_utf8_lossy(&output.stdout);
+    for expect in [
+        "addresses 10.0.0.1/24, fd00::1/64",
+        "control: host interfaces in netns raceway-test-leaf; punt ARP, ND, LLDP, local and link-local IP, TTL <= 1, EtherTypes 0x8809; 500 frames/s per port, burst 500; control frames leave in TC7; multipath routes ecmp",
+    ] {
+        assert!(text.contains(expect), "check output lacks '{expect}':\n{text}");
+    }
+    std::fs::write(&path, four_port_config("", ["", "", "", ""], "")).unwrap();
+    let output = run_ok(raceway().args(["check", "-c"]).arg(&path));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("control: none"));
+}
+
+#[test]
 fn check_warns_when_ecn_would_act_after_pfc() {
     let dir = temp_dir("cli-check-ecn");
     let path = dir.join("leaf.toml");

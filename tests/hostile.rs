@@ -271,6 +271,53 @@ fn hostile_configs_are_one_clear_error() {
         ("a lossless priority above 7", base.replace("lossless = [3]", "lossless = [9]"), vec!["bad.toml", "lossless"]),
         ("a MAC that is not one", base.replace("02:00:00:00:00:01", "02:00:00:00:01"), vec!["bad.toml", "mac"]),
         (
+            "an address without [control]",
+            base.replacen("name = \"h0\"", "name = \"h0\"\naddresses = [\"10.0.0.1/24\"]", 1),
+            vec!["bad.toml", "port[0].addresses", "[control]"],
+        ),
+        (
+            "an address that is not one",
+            format!(
+                "{}\n[control]\n",
+                base.replacen("name = \"h0\"", "name = \"h0\"\naddresses = [\"10.0.0.300/24\"]", 1)
+            ),
+            vec!["bad.toml", "port[0].addresses", "10.0.0.300"],
+        ),
+        (
+            "one address on two ports",
+            format!(
+                "{}\n[control]\n",
+                base.replacen("name = \"h0\"", "name = \"h0\"\naddresses = [\"10.0.0.1/24\"]", 1).replacen(
+                    "name = \"h1\"",
+                    "name = \"h1\"\naddresses = [\"10.0.0.1/31\"]",
+                    1
+                )
+            ),
+            vec!["bad.toml", "port[1].addresses", "two interfaces"],
+        ),
+        ("a punt rate of 0", format!("{base}\n[control]\npunt_pps = 0\n"), vec!["bad.toml", "control.punt_pps"]),
+        (
+            "a control class of 8",
+            format!("{base}\n[control]\ncontrol_tc = 8\n"),
+            vec!["bad.toml", "control.control_tc"],
+        ),
+        (
+            "an unknown multipath mode",
+            format!("{base}\n[control]\nmultipath_mode = \"fastest\"\n"),
+            vec!["bad.toml", "control.multipath_mode", "fastest"],
+        ),
+        (
+            "punting IPv4 whole",
+            format!("{base}\n[control]\npunt_ethertypes = [\"0x0800\"]\n"),
+            vec!["bad.toml", "control.punt_ethertypes", "0x0800"],
+        ),
+        (
+            "an EtherType that is a length",
+            format!("{base}\n[control]\npunt_ethertypes = [\"0x05dc\"]\n"),
+            vec!["bad.toml", "control.punt_ethertypes", "0x05dc"],
+        ),
+        ("a namespace path", format!("{base}\n[control]\nnetns = \"a/b\"\n"), vec!["bad.toml", "control.netns"]),
+        (
             "more lossless headroom than the buffer",
             base.replacen("[switch]", "[switch]\nbuffer_bytes = 65536", 1),
             vec!["bad.toml", "headroom"],

@@ -312,3 +312,48 @@ fn strict_priority_first_then_dwrr_by_weight() {
     let share = tc0 / (tc0 + tc3);
     assert!((share - 0.75).abs() < 0.02, "TC0 share {share}");
 }
+
+/// With `[control]`, frames for the control plane are punted as received, policed per port in
+/// virtual time, and counted by reason; a flood of them costs the data plane nothing.
+#[test]
+fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
+    let dir = temp_dir("replay-punt");
+    let config = leaf(2, "", "", "3").replacen("name = \"h0\"", "name = \"h0\"\naddresses = [\"10.0.0.1/24\"]", 1)
+        + "[control]\npunt_pps = 1000\npunt_burst = 10\n";
+    let mut arp = vec![0u8; 42];
+    arp[0..6].copy_from_slice(&[0xff; 6]);
+    arp[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0x10, 0]);
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    let data = FrameSpec::rocev2(ip("10.0.0.7"), ip("10.0.1.5"), 0x42).build();
+    let mut trace: Vec<(u64, Vec<u8>)> = Vec::new();
+    // 100 ARP frames and 100 data frames, alternating every 1 us: 200 us of flood, within which
+    // a 1,000 pps bucket of 10 passes its burst alone.
+    for i in 0..100u64 {
+        trace.push((i * 2_000, arp.clone()));
+        trace.push((i * 2_000 + 1_000, data.clone()));
+    }
+    // At 5 ms, five tokens are back: a ping to the switch, and a packet whose TTL expires.
+    let mut ping = FrameSpec::rocev2(ip("10.0.0.7"), ip("10.0.0.1"), 0);
+    ping.transport = Transport::Udp { source: 1, destination: 7 };
+    trace.push((5_000_000, ping.build()));
+    let mut expiring = FrameSpec::rocev2(ip("10.0.0.7"), ip("10.0.1.5"), 0x42);
+    expiring.ttl = 1;
+    trace.push((5_001_000, expiring.build()));
+    let out = replay_in(&dir, &config, &[("h0", &trace)], &[]);
+    let sent = read_pcap(&out.join("h1.pcap"));
+    assert_eq!(sent.len(), 100, "every data frame forwarded");
+    let expected = routed(&data, SWITCH_MAC, [0x02, 0, 0, 0, 0x10, 0x01]);
+    assert!(sent.iter().all(|(_, frame)| *frame == expected));
+    let stats = stats(&out);
+    let h0 = &stats["ports"]["h0"];
+    assert_eq!(h0["rx_packets"], 202);
+    assert_eq!(
+        h0["punted"],
+        serde_json::json!({"arp": 10, "nd": 0, "local": 1, "ttl": 1, "glean": 0, "lldp": 0, "other": 0})
+    );
+    assert_eq!(h0["drops"]["punt_policed"], 90);
+    assert_eq!(h0["drops"]["punt_queue_full"], 0);
+    let dropped: u64 = h0["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(dropped, 90, "nothing else dropped");
+    assert_eq!(stats["ports"]["h1"]["tx_packets"], 100);
+}

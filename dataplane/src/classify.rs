@@ -1,15 +1,23 @@
 //! The classify stage: from a parsed frame to a decision (forward to a route target in a
-//! traffic class, consume a PFC frame, or drop with a reason), and the routing rewrites of a
+//! traffic class, consume a PFC frame, punt to the control plane, or drop with a reason), and
+//! the routing rewrites of a
 //! forwarded frame: TTL/hop limit with the IPv4 checksum (RFC 1624 incremental) here, the MACs
 //! in `rewrite_macs` once the switch has chosen the egress port (a group's member).
 //!
-//! Invariant: a frame is rewritten only when the verdict is `Forward`, so a dropped frame
-//! leaves the stage byte-for-byte as it came in; every other outcome carries its reason.
+//! With `[control]`, frames for the control plane are punted as received: ARP, LLDP and listed
+//! EtherTypes; IP to one of the ports' addresses (a /32 or /128 route of its own, so the check
+//! costs no extra lookup), to IPv6 link-local or link-scope multicast, or to IPv4 broadcast or
+//! link-local multicast (224.0.0.0/24); routed packets whose TTL would expire. Without it,
+//! these are dropped as before (`unsupported`, `ttl_expired`).
+//!
+//! Invariant: a frame is rewritten only when the verdict is `Forward`, so a dropped or punted
+//! frame leaves the stage byte-for-byte as it came in; every other outcome carries its reason.
 
 #![forbid(unsafe_code)]
 
 use crate::config::{Config, RouteTarget, Trust};
 use crate::drops::DropReason;
+use crate::punt::PuntReason;
 use crate::route::RouteTable;
 use crate::wire::ethernet::{self, MacAddress};
 use crate::wire::parse::{self, Destination, Payload};
@@ -29,7 +37,22 @@ pub enum Verdict {
     },
     /// A PFC frame for the receiving port's egress.
     FlowControl(pfc::Repr),
+    /// For the control plane, unchanged.
+    Punt(PuntReason),
     Drop(DropReason),
+}
+
+/// What a route leads to, in the classifier's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Forward(RouteTarget),
+    /// One of the switch's own addresses.
+    Local,
+}
+
+/// What the classifier punts, with `[control]`.
+struct Punting {
+    ethertypes: Vec<u16>,
 }
 
 /// Where a forwarded frame's IP header is, and its ECN bits on arrival.
@@ -41,7 +64,8 @@ pub struct IpHeader {
 }
 
 pub struct Classifier {
-    routes: RouteTable,
+    routes: RouteTable<Route>,
+    punting: Option<Punting>,
     trust: Trust,
     dscp_to_tc: [u8; 64],
     pcp_to_tc: [u8; 8],
@@ -54,8 +78,17 @@ pub struct Classifier {
 
 impl Classifier {
     pub fn new(config: &Config) -> Self {
+        let mut routes = RouteTable::empty();
+        for route in &config.routes {
+            routes.insert(route.prefix.address, route.prefix.len, Route::Forward(route.target));
+        }
+        // The ports' own addresses, as host routes: longer than any subnet route to them.
+        for address in config.ports.iter().flat_map(|port| &port.addresses) {
+            routes.insert(address.address, if address.address.is_ipv4() { 32 } else { 128 }, Route::Local);
+        }
         Self {
-            routes: RouteTable::new(&config.routes),
+            routes,
+            punting: config.control.as_ref().map(|control| Punting { ethertypes: control.punt_ethertypes.clone() }),
             trust: config.qos.trust,
             dscp_to_tc: config.qos.dscp_to_tc,
             pcp_to_tc: config.qos.pcp_to_tc,
@@ -77,15 +110,26 @@ impl Classifier {
             Payload::Ip(ip) => ip,
             Payload::FlowControl(repr) => return Verdict::FlowControl(repr),
             Payload::LinkPause(_) => return Verdict::Drop(DropReason::PauseIgnored),
-            Payload::NotRoutable(_) => return Verdict::Drop(DropReason::Unsupported),
+            Payload::NotRoutable(ethertype) => return self.not_routable(ethertype),
         };
-        let target = match self.routes.lookup(ip.destination) {
-            Some(RouteTarget::Port(port)) if !self.port_enabled[port] => return Verdict::Drop(DropReason::NoRoute),
-            Some(target) => target,
-            None => return Verdict::Drop(DropReason::NoRoute),
+        let route = self.routes.lookup(ip.destination);
+        if self.punting.is_some() && (route == Some(Route::Local) || stays_on_link(ip.destination)) {
+            return Verdict::Punt(local_reason(frame, ip.l3_offset, ip.destination));
+        }
+        let target = match route {
+            Some(Route::Forward(RouteTarget::Port(port))) if !self.port_enabled[port] => {
+                return Verdict::Drop(DropReason::NoRoute)
+            }
+            Some(Route::Forward(target)) => target,
+            // Without a control plane, nothing consumes frames to the switch's addresses
+            // (config validation keeps addresses for `[control]`).
+            Some(Route::Local) | None => return Verdict::Drop(DropReason::NoRoute),
         };
         if ip.ttl <= 1 {
-            return Verdict::Drop(DropReason::TtlExpired);
+            return match self.punting {
+                Some(_) => Verdict::Punt(PuntReason::Ttl),
+                None => Verdict::Drop(DropReason::TtlExpired),
+            };
         }
         // The IP packet with any Ethernet padding: padding only follows packets far below
         // any MTU (frames under 60 bytes), so this never misjudges a legal packet.
@@ -107,6 +151,19 @@ impl Classifier {
             ecn: ip.ecn,
         };
         Verdict::Forward { target, tc, flow_hash: ip.flow_hash, ip: header }
+    }
+
+    /// A frame that is not IP, PFC or PAUSE: punted when the control plane takes it.
+    fn not_routable(&self, ethertype: ethernet::EtherType) -> Verdict {
+        let Some(punting) = &self.punting else { return Verdict::Drop(DropReason::Unsupported) };
+        match u16::from(ethertype) {
+            ETHERTYPE_ARP => Verdict::Punt(PuntReason::Arp),
+            ETHERTYPE_LLDP => Verdict::Punt(PuntReason::Lldp),
+            value if value != ETHERTYPE_MAC_CONTROL && punting.ethertypes.contains(&value) => {
+                Verdict::Punt(PuntReason::Other)
+            }
+            _ => Verdict::Drop(DropReason::Unsupported),
+        }
     }
 
     /// Sets the MACs of a frame routed out of `egress`: its peer's as destination, the
@@ -133,6 +190,35 @@ impl Classifier {
             },
             Err(_) => Some(0),
         }
+    }
+}
+
+const ETHERTYPE_ARP: u16 = 0x0806;
+const ETHERTYPE_LLDP: u16 = 0x88cc;
+const ETHERTYPE_MAC_CONTROL: u16 = 0x8808;
+/// ICMPv6 router solicitation .. redirect (RFC 4861).
+const ND_TYPES: std::ops::RangeInclusive<u8> = 133..=137;
+
+/// Whether a destination never leaves the link: IPv6 link-local (fe80::/10) or link-scope
+/// multicast (ff02::/16); IPv4 limited broadcast or link-local multicast (224.0.0.0/24).
+#[inline]
+fn stays_on_link(destination: Destination) -> bool {
+    match destination {
+        Destination::V4(address) => address == u32::MAX || address >> 8 == 0x00e0_0000,
+        Destination::V6(address) => address >> 118 == 0x3fa || address >> 112 == 0xff02,
+    }
+}
+
+/// Why an IP packet for the switch is punted: `nd` for neighbour discovery (ICMPv6 straight
+/// after the IPv6 header, types 133-137), else `local`.
+fn local_reason(frame: &[u8], l3_offset: usize, destination: Destination) -> PuntReason {
+    let is_nd = matches!(destination, Destination::V6(_))
+        && frame.get(l3_offset + 6) == Some(&58)
+        && frame.get(l3_offset + 40).is_some_and(|kind| ND_TYPES.contains(kind));
+    if is_nd {
+        PuntReason::Nd
+    } else {
+        PuntReason::Local
     }
 }
 
@@ -256,5 +342,110 @@ ports = ["p1", "p2"]
         let classifier = classifier(&text);
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::NoRoute));
+    }
+
+    const CONTROL: &str = "[control]\npunt_ethertypes = [\"0x8809\"]\n";
+
+    /// CONFIG with `[control]` and addresses on p0 (10.0.0.1/31, fd00::1/127).
+    fn with_control() -> Classifier {
+        let text = CONFIG.replace("name = \"p0\"\n", "name = \"p0\"\naddresses = [\"10.0.0.1/31\", \"fd00::1/127\"]\n");
+        classifier(&format!("{text}{CONTROL}"))
+    }
+
+    fn ethernet(ethertype: u16, len: usize) -> Vec<u8> {
+        let mut frame = vec![0u8; len];
+        frame[0..6].copy_from_slice(&[0xff; 6]);
+        frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0x10, 0x01]);
+        frame[12..14].copy_from_slice(&ethertype.to_be_bytes());
+        frame
+    }
+
+    fn ip_frame(source: &str, destination: &str, ttl: u8) -> Vec<u8> {
+        let mut spec = crate::frames::FrameSpec::rocev2(source.parse().unwrap(), destination.parse().unwrap(), 1);
+        spec.transport = crate::frames::Transport::Udp { source: 1000, destination: 2000 };
+        spec.ttl = ttl;
+        spec.build()
+    }
+
+    /// An IPv6 frame whose next header is ICMPv6 of `kind` (the UDP bytes stand in for it).
+    fn icmpv6(destination: &str, kind: u8) -> Vec<u8> {
+        let mut frame = ip_frame("fd00::2", destination, 255);
+        frame[14 + 6] = 58;
+        frame[14 + 40] = kind;
+        frame
+    }
+
+    fn verdict(classifier: &Classifier, mut frame: Vec<u8>) -> Verdict {
+        let before = frame.clone();
+        let verdict = classifier.classify(&mut frame);
+        if !matches!(verdict, Verdict::Forward { .. }) {
+            assert_eq!(frame, before, "only forwarded frames are rewritten");
+        }
+        verdict
+    }
+
+    #[test]
+    fn with_control_the_control_plane_gets_its_frames_unchanged() {
+        let classifier = with_control();
+        let punt = |reason| Verdict::Punt(reason);
+        assert_eq!(verdict(&classifier, ethernet(0x0806, 42)), punt(PuntReason::Arp));
+        assert_eq!(verdict(&classifier, ethernet(0x88cc, 60)), punt(PuntReason::Lldp));
+        assert_eq!(verdict(&classifier, ethernet(0x8809, 60)), punt(PuntReason::Other), "listed");
+        assert_eq!(verdict(&classifier, ethernet(0x88b5, 60)), Verdict::Drop(DropReason::Unsupported));
+        // To our addresses, whatever routes cover them.
+        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "10.0.0.1", 64)), punt(PuntReason::Local));
+        assert_eq!(verdict(&classifier, icmpv6("fd00::1", 128)), punt(PuntReason::Local), "ping");
+        assert_eq!(verdict(&classifier, icmpv6("fd00::1", 135)), punt(PuntReason::Nd), "unicast NS");
+        // Neighbour discovery to solicited-node and all-routers multicast, and link-local.
+        assert_eq!(verdict(&classifier, icmpv6("ff02::1:ff00:1", 135)), punt(PuntReason::Nd));
+        assert_eq!(verdict(&classifier, icmpv6("ff02::2", 133)), punt(PuntReason::Nd));
+        assert_eq!(verdict(&classifier, icmpv6("fe80::1", 136)), punt(PuntReason::Nd));
+        assert_eq!(verdict(&classifier, icmpv6("ff02::16", 143)), punt(PuntReason::Local), "MLD");
+        assert_eq!(verdict(&classifier, ip_frame("fe80::2", "ff02::1:2", 1)), punt(PuntReason::Local));
+        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "224.0.0.5", 1)), punt(PuntReason::Local));
+        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "255.255.255.255", 1)), punt(PuntReason::Local));
+        // A routed packet that would expire: the kernel sends time-exceeded.
+        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "10.0.1.2", 1)), punt(PuntReason::Ttl));
+        // No route stays a drop; the rest is forwarded as before.
+        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "10.0.9.2", 64)), Verdict::Drop(DropReason::NoRoute));
+        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "224.0.1.5", 64)), Verdict::Drop(DropReason::NoRoute));
+        assert!(matches!(verdict(&classifier, ip_frame("10.0.0.0", "10.0.1.2", 64)), Verdict::Forward { .. }));
+        // Neighbouring addresses are not ours: 10.0.0.0 is the peer's end of the /31.
+        assert_eq!(verdict(&classifier, ip_frame("10.0.0.1", "10.0.0.0", 64)), Verdict::Drop(DropReason::NoRoute));
+        // PFC and PAUSE are still the data plane's.
+        let mut pause = ethernet(0x8808, 60);
+        pause[0..6].copy_from_slice(&[0x01, 0x80, 0xc2, 0, 0, 0x01]);
+        pause[14..18].copy_from_slice(&[0x00, 0x01, 0x00, 0x64]);
+        assert_eq!(verdict(&classifier, pause.clone()), Verdict::Drop(DropReason::PauseIgnored));
+        // Other MAC control stays unsupported: the control plane never sees it.
+        pause[15] = 0x02;
+        assert_eq!(verdict(&classifier, pause), Verdict::Drop(DropReason::Unsupported));
+    }
+
+    #[test]
+    fn without_control_nothing_is_punted() {
+        let classifier = classifier(CONFIG);
+        assert_eq!(verdict(&classifier, ethernet(0x0806, 42)), Verdict::Drop(DropReason::Unsupported));
+        assert_eq!(verdict(&classifier, ethernet(0x88cc, 60)), Verdict::Drop(DropReason::Unsupported));
+        assert_eq!(verdict(&classifier, icmpv6("ff02::2", 133)), Verdict::Drop(DropReason::NoRoute));
+        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "10.0.1.2", 1)), Verdict::Drop(DropReason::TtlExpired));
+    }
+
+    #[test]
+    fn on_link_destinations_are_exactly_the_link_scoped_ones() {
+        let v4 = |text: &str| Destination::V4(u32::from(text.parse::<std::net::Ipv4Addr>().unwrap()));
+        let v6 = |text: &str| Destination::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()));
+        for on_link in ["255.255.255.255", "224.0.0.0", "224.0.0.255"] {
+            assert!(stays_on_link(v4(on_link)), "{on_link}");
+        }
+        for off_link in ["224.0.1.0", "223.255.255.255", "255.255.255.254", "10.0.0.1"] {
+            assert!(!stays_on_link(v4(off_link)), "{off_link}");
+        }
+        for on_link in ["fe80::1", "febf:ffff::1", "ff02::1", "ff02::1:ff00:1"] {
+            assert!(stays_on_link(v6(on_link)), "{on_link}");
+        }
+        for off_link in ["fec0::1", "fe7f::1", "ff05::2", "ff0e::1", "2001:db8::1"] {
+            assert!(!stays_on_link(v6(off_link)), "{off_link}");
+        }
     }
 }

@@ -34,6 +34,10 @@ pub const TRAFFIC_CLASSES: usize = 8;
 const DEFAULT_BUFFER_BYTES: u64 = 16 * 1024 * 1024;
 const DEFAULT_MTU: u32 = 9216;
 const DEFAULT_FLOWLET_GAP_US: u32 = 100;
+/// Punted frames per second per port (SONiC's CoPP allows a few thousand per trap group).
+const DEFAULT_PUNT_PPS: u64 = 2_000;
+/// The traffic class the control plane's own frames leave in.
+const DEFAULT_CONTROL_TC: u8 = 7;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,6 +53,19 @@ struct RawConfig {
     route: Vec<RawRoute>,
     #[serde(default)]
     group: Vec<RawGroup>,
+    control: Option<RawControl>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawControl {
+    netns: Option<String>,
+    punt_pps: Option<u64>,
+    punt_burst: Option<u64>,
+    control_tc: Option<i64>,
+    multipath_mode: Option<String>,
+    #[serde(default)]
+    punt_ethertypes: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -144,6 +161,8 @@ struct RawPort {
     cable_m: f64,
     peer_mac: String,
     enabled: Option<bool>,
+    #[serde(default)]
+    addresses: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -252,6 +271,54 @@ pub struct PortConfig {
     pub cable_m: f64,
     pub peer_mac: MacAddress,
     pub enabled: bool,
+    /// The port's own addresses (on its host interface, with `[control]`).
+    pub addresses: Vec<InterfaceAddress>,
+}
+
+/// An address on an interface, with the length of the subnet it is on (host bits allowed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InterfaceAddress {
+    pub address: IpAddr,
+    pub len: u8,
+}
+
+impl InterfaceAddress {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (address, len) = text.split_once('/').ok_or_else(|| format!("'{text}' is not ADDRESS/LENGTH"))?;
+        let address: IpAddr = address.parse().map_err(|_| format!("'{address}' is not an IP address"))?;
+        let len: u8 = len.parse().map_err(|_| format!("'{len}' is not a prefix length"))?;
+        let max = if address.is_ipv4() { 32 } else { 128 };
+        if len > max {
+            return Err(format!("prefix length {len} is longer than {max}"));
+        }
+        if address.is_unspecified() || address.is_multicast() {
+            return Err(format!("'{address}' cannot be an interface address"));
+        }
+        Ok(Self { address, len })
+    }
+}
+
+impl fmt::Display for InterfaceAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.address, self.len)
+    }
+}
+
+/// The control plane (`[control]`): a Linux interface per port in a namespace of the switch's
+/// own, and the frames punted to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControlConfig {
+    /// The network namespace of the host interfaces.
+    pub netns: String,
+    /// Each port's punt policer: frames per second, and bucket depth in frames.
+    pub punt_pps: u64,
+    pub punt_burst: u64,
+    /// The traffic class frames from the control plane leave in.
+    pub control_tc: u8,
+    /// The load-balancing mode of the kernel's multipath routes.
+    pub multipath_mode: GroupMode,
+    /// EtherTypes punted besides ARP and LLDP (reason `other`).
+    pub punt_ethertypes: Vec<u16>,
 }
 
 impl PortConfig {
@@ -397,6 +464,7 @@ pub struct Config {
     pub ports: Vec<PortConfig>,
     pub routes: Vec<RouteConfig>,
     pub groups: Vec<GroupConfig>,
+    pub control: Option<ControlConfig>,
 }
 
 impl Config {
@@ -471,6 +539,18 @@ impl Validator<'_> {
         let groups = self.groups(raw.group, &ports)?;
         let routes = self.routes(raw.route, &ports, &groups)?;
         let qos = self.qos(raw.qos)?;
+        let control = match raw.control {
+            Some(control) => Some(self.control(control, &raw.switch.name)?),
+            None => None,
+        };
+        if control.is_none() {
+            if let Some(index) = ports.iter().position(|port| !port.addresses.is_empty()) {
+                return Err(self.error(
+                    format!("port[{index}].addresses"),
+                    "addresses need a [control] section (the kernel in the switch's namespace owns them)",
+                ));
+            }
+        }
         let model = match raw.dpdk.model.as_deref().unwrap_or("run-to-completion") {
             "run-to-completion" => WorkerModel::RunToCompletion,
             "pipelined" => WorkerModel::Pipelined,
@@ -488,6 +568,7 @@ impl Validator<'_> {
             ports,
             routes,
             groups,
+            control,
         };
         crate::pfc::BufferPlan::new(&config).map_err(|(field, problem)| self.error(field, problem))?;
         Ok(config)
@@ -519,6 +600,16 @@ impl Validator<'_> {
             }
             let peer_mac = MacAddress::parse(&port.peer_mac)
                 .ok_or_else(|| self.error(field("peer_mac"), format!("'{}' is not a MAC address", port.peer_mac)))?;
+            let mut addresses: Vec<InterfaceAddress> = Vec::with_capacity(port.addresses.len());
+            for text in &port.addresses {
+                let address =
+                    InterfaceAddress::parse(text).map_err(|problem| self.error(field("addresses"), problem))?;
+                let taken = ports.iter().flat_map(|other| &other.addresses).chain(&addresses);
+                if taken.clone().any(|other| other.address == address.address) {
+                    return Err(self.error(field("addresses"), format!("{} is on two interfaces", address.address)));
+                }
+                addresses.push(address);
+            }
             ports.push(PortConfig {
                 name: port.name,
                 device: port.device,
@@ -526,6 +617,7 @@ impl Validator<'_> {
                 cable_m: port.cable_m,
                 peer_mac,
                 enabled: port.enabled.unwrap_or(true),
+                addresses,
             });
         }
         Ok(ports)
@@ -597,6 +689,48 @@ impl Validator<'_> {
             routes.push(RouteConfig { prefix, target });
         }
         Ok(routes)
+    }
+
+    fn control(&self, raw: RawControl, switch_name: &str) -> Result<ControlConfig, ConfigError> {
+        let netns = raw.netns.unwrap_or_else(|| format!("raceway-{switch_name}"));
+        if netns.is_empty() || netns.len() > 64 || netns.contains(['/', ' ', '\0']) || netns == "." || netns == ".." {
+            return Err(self.error(
+                "control.netns",
+                format!("'{netns}' is not a namespace name (1-64 characters, no '/' or spaces)"),
+            ));
+        }
+        let punt_pps = raw.punt_pps.unwrap_or(DEFAULT_PUNT_PPS);
+        if !(1..=10_000_000).contains(&punt_pps) {
+            return Err(self.error("control.punt_pps", format!("{punt_pps} is not 1-10000000")));
+        }
+        let punt_burst = raw.punt_burst.unwrap_or(punt_pps);
+        if !(1..=10_000_000).contains(&punt_burst) {
+            return Err(self.error("control.punt_burst", format!("{punt_burst} is not 1-10000000")));
+        }
+        let control_tc = match raw.control_tc {
+            Some(tc) => self.traffic_class("control.control_tc", tc)?,
+            None => DEFAULT_CONTROL_TC,
+        };
+        let name = raw.multipath_mode.as_deref().unwrap_or("ecmp");
+        let multipath_mode = GroupMode::parse(name).ok_or_else(|| {
+            self.error("control.multipath_mode", format!("'{name}' is not ecmp, spray, random, adaptive or flowlet"))
+        })?;
+        let mut punt_ethertypes = Vec::with_capacity(raw.punt_ethertypes.len());
+        for text in &raw.punt_ethertypes {
+            let digits = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X"));
+            let value = digits.and_then(|digits| u16::from_str_radix(digits, 16).ok()).filter(|v| *v >= 0x0600);
+            let value = value.ok_or_else(|| {
+                self.error("control.punt_ethertypes", format!("'{text}' is not an EtherType (0x0600-0xffff, in hex)"))
+            })?;
+            if matches!(value, 0x0800 | 0x86dd | 0x8100 | 0x88a8 | 0x8808) {
+                return Err(self.error(
+                    "control.punt_ethertypes",
+                    format!("{text} is routed or handled by the data plane; it cannot be punted whole"),
+                ));
+            }
+            punt_ethertypes.push(value);
+        }
+        Ok(ControlConfig { netns, punt_pps, punt_burst, control_tc, multipath_mode, punt_ethertypes })
     }
 
     fn qos(&self, raw: RawQos) -> Result<Qos, ConfigError> {

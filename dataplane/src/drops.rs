@@ -1,7 +1,7 @@
 //! Why the switch dropped a packet: one `Copy` enum shared by counters, logs and stats JSON.
 //!
-//! Invariant: every packet the switch receives is forwarded, consumed (PFC) or counted under
-//! exactly one of these reasons; `ALL` lists each reason once, in stats JSON order.
+//! Invariant: every packet the switch receives is forwarded, consumed (PFC), punted to the
+//! control plane (counted by `punt::PuntReason`) or counted under exactly one of these reasons; `ALL` lists each reason once, in stats JSON order.
 
 #![forbid(unsafe_code)]
 
@@ -31,10 +31,14 @@ pub enum DropReason {
     /// An 802.3x PAUSE frame. raceway's ports run PFC, and PFC and link-level PAUSE are
     /// exclusive on a port (as on switches that refuse to enable both): counted, never obeyed.
     PauseIgnored,
+    /// A frame for the control plane over its port's punt rate (`[control] punt_pps`).
+    PuntPoliced,
+    /// A frame for the control plane that found the queue to it full.
+    PuntQueueFull,
 }
 
 impl DropReason {
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 12;
     pub const ALL: [DropReason; Self::COUNT] = [
         Self::Malformed,
         Self::Unsupported,
@@ -46,6 +50,8 @@ impl DropReason {
         Self::Wred,
         Self::Oversize,
         Self::PauseIgnored,
+        Self::PuntPoliced,
+        Self::PuntQueueFull,
     ];
 
     /// The name used in stats JSON and logs.
@@ -61,6 +67,8 @@ impl DropReason {
             Self::Wred => "wred",
             Self::Oversize => "oversize",
             Self::PauseIgnored => "pause_ignored",
+            Self::PuntPoliced => "punt_policed",
+            Self::PuntQueueFull => "punt_queue_full",
         }
     }
 

@@ -22,6 +22,7 @@ pub mod latency;
 pub mod live;
 pub mod metrics;
 pub mod pfc;
+pub mod punt;
 pub mod replay;
 pub mod report;
 pub mod rng;

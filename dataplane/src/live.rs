@@ -81,6 +81,11 @@ const DRAIN_FOR: Duration = Duration::from_secs(1);
 
 /// The EAL arguments: the config's, the lcores, one `--vdev`/`-a` per port, then the extras.
 pub fn eal_arguments(config: &Config, extra: &[String]) -> Result<Vec<String>, String> {
+    if config.control.is_some() {
+        // Punted frames would wait in the switch's outbox for a control thread that does not
+        // exist yet: refuse rather than lose them.
+        return Err("control: live host interfaces are not built yet; [control] works in replay only".into());
+    }
     let mut args = config.eal.clone();
     if let Some(lcores) = &config.lcores {
         // "0-1" is a core list (-l); "0@0,1@1,2@0" maps lcores to CPUs (--lcores).

@@ -695,6 +695,26 @@ fn print_check(config: &Config) {
             port.wire_time_ps(config.mtu as usize + 14) as f64 / 1000.0,
             if port.enabled { "" } else { "  DISABLED" }
         );
+        if !port.addresses.is_empty() {
+            let addresses: Vec<String> = port.addresses.iter().map(ToString::to_string).collect();
+            println!("  {:<10} addresses {}", "", addresses.join(", "));
+        }
+    }
+    match &config.control {
+        Some(control) => {
+            let extra: Vec<String> = control.punt_ethertypes.iter().map(|e| format!("0x{e:04x}")).collect();
+            println!(
+                "control: host interfaces in netns {}; punt ARP, ND, LLDP, local and link-local IP, TTL <= 1{}; \
+                 {} frames/s per port, burst {}; control frames leave in TC{}; multipath routes {}",
+                control.netns,
+                if extra.is_empty() { String::new() } else { format!(", EtherTypes {}", extra.join(" ")) },
+                control.punt_pps,
+                control.punt_burst,
+                control.control_tc,
+                control.multipath_mode.name()
+            );
+        }
+        None => println!("control: none (no host interfaces; ARP, ND, LLDP are unsupported, TTL expiry is dropped)"),
     }
     println!("routes (longest prefix wins):");
     for route in &config.routes {

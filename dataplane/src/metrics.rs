@@ -11,6 +11,7 @@
 
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
+use crate::punt::PuntReason;
 use crate::stats::SwitchStats;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -68,6 +69,17 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
             DropReason::ALL
                 .iter()
                 .map(move |reason| (format!("{labels},reason=\"{}\"", reason.name()), s.drops[reason.index()]))
+        }),
+    );
+    family(
+        &mut out,
+        "raceway_port_punted_total",
+        "counter",
+        "Frames handed to the control plane, by the port they came in on and reason.",
+        ports.iter().flat_map(|(labels, s)| {
+            PuntReason::ALL
+                .iter()
+                .map(move |reason| (format!("{labels},reason=\"{}\"", reason.name()), s.punted[reason.index()]))
         }),
     );
     let per_priority = |get: fn(&crate::stats::PortStats) -> &[u64; 8]| -> Vec<(String, u64)> {

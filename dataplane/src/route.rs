@@ -56,10 +56,11 @@ impl Hasher for AddressHasher {
 
 type HashMap<K, V> = hashbrown::HashMap<K, V, BuildHasherDefault<AddressHasher>>;
 
-pub struct RouteTable {
+/// Prefixes to targets of type `T` (a config route's target, or the classifier's own).
+pub struct RouteTable<T = RouteTarget> {
     /// (length, masked prefix -> target), longest length first.
-    v4: Vec<(u8, HashMap<u32, RouteTarget>)>,
-    v6: Vec<(u8, HashMap<u128, RouteTarget>)>,
+    v4: Vec<(u8, HashMap<u32, T>)>,
+    v6: Vec<(u8, HashMap<u128, T>)>,
 }
 
 fn mask_v4(address: u32, len: u8) -> u32 {
@@ -79,12 +80,7 @@ fn mask_v6(address: u128, len: u8) -> u128 {
 }
 
 /// Adds a masked prefix to the table of its length, keeping tables longest first.
-fn insert<K: std::hash::Hash + Eq>(
-    tables: &mut Vec<(u8, HashMap<K, RouteTarget>)>,
-    len: u8,
-    key: K,
-    target: RouteTarget,
-) {
+fn insert<K: std::hash::Hash + Eq, T>(tables: &mut Vec<(u8, HashMap<K, T>)>, len: u8, key: K, target: T) {
     let index = match tables.iter().position(|(l, _)| *l == len) {
         Some(index) => index,
         None => {
@@ -96,22 +92,31 @@ fn insert<K: std::hash::Hash + Eq>(
     tables[index].1.insert(key, target);
 }
 
-impl RouteTable {
+impl RouteTable<RouteTarget> {
     pub fn new(routes: &[RouteConfig]) -> Self {
-        let mut v4: Vec<(u8, HashMap<u32, RouteTarget>)> = Vec::new();
-        let mut v6: Vec<(u8, HashMap<u128, RouteTarget>)> = Vec::new();
+        let mut table = Self::empty();
         for route in routes {
-            let len = route.prefix.len;
-            match route.prefix.address {
-                IpAddr::V4(address) => insert(&mut v4, len, mask_v4(u32::from(address), len), route.target),
-                IpAddr::V6(address) => insert(&mut v6, len, mask_v6(u128::from(address), len), route.target),
-            }
+            table.insert(route.prefix.address, route.prefix.len, route.target);
         }
-        Self { v4, v6 }
+        table
+    }
+}
+
+impl<T: Copy> RouteTable<T> {
+    pub fn empty() -> Self {
+        Self { v4: Vec::new(), v6: Vec::new() }
+    }
+
+    /// Adds (or replaces) the route for `address`/`len`; host bits are masked off.
+    pub fn insert(&mut self, address: IpAddr, len: u8, target: T) {
+        match address {
+            IpAddr::V4(address) => insert(&mut self.v4, len, mask_v4(u32::from(address), len), target),
+            IpAddr::V6(address) => insert(&mut self.v6, len, mask_v6(u128::from(address), len), target),
+        }
     }
 
     #[inline]
-    pub fn lookup(&self, destination: Destination) -> Option<RouteTarget> {
+    pub fn lookup(&self, destination: Destination) -> Option<T> {
         match destination {
             Destination::V4(address) => {
                 self.v4.iter().find_map(|(len, table)| table.get(&mask_v4(address, *len)).copied())
@@ -142,6 +147,17 @@ mod tests {
 
     fn v6(text: &str) -> Destination {
         Destination::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()))
+    }
+
+    #[test]
+    fn inserted_routes_are_masked_and_replace_their_prefix() {
+        let mut routes: RouteTable<u8> = RouteTable::empty();
+        routes.insert("10.0.1.7".parse().unwrap(), 24, 1);
+        routes.insert("10.0.1.0".parse().unwrap(), 24, 2);
+        routes.insert("10.0.1.7".parse().unwrap(), 32, 3);
+        assert_eq!(routes.lookup(v4("10.0.1.9")), Some(2));
+        assert_eq!(routes.lookup(v4("10.0.1.7")), Some(3));
+        assert_eq!(routes.lookup(v4("10.0.2.7")), None);
     }
 
     #[test]

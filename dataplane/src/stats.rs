@@ -3,7 +3,7 @@
 //! Invariant: rx/tx counters count data frames only; PFC frames are counted in
 //! `pfc_rx` (once per enabled priority) and `pfc_xoff_tx`/`pfc_xon_tx` (an ignored PAUSE is a
 //! received frame dropped as `pause_ignored`). So, summed over ports,
-//! rx_packets = tx_packets + drops + packets still queued. Port `drops` are charged to the
+//! rx_packets = tx_packets + drops + punted + packets still queued. Port `drops` are charged to the
 //! port the packet came in on; a queue's `dropped` to the egress queue that refused it.
 //! `priority_groups` (lossless priorities only) give each ingress group's peak occupancy and
 //! peak headroom use, in buffer cell bytes; `pfc_watchdog` counts storms and restorations per
@@ -15,6 +15,7 @@
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::latency::LatencyHistogram;
+use crate::punt::PuntReason;
 use serde_json::{json, Map, Value};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,6 +47,8 @@ pub struct PortStats {
     pub pfc_xon_tx: [u64; 8],
     pub pfc_rx: [u64; 8],
     pub drops: [u64; DropReason::COUNT],
+    /// Frames handed to the control plane, per `PuntReason`.
+    pub punted: [u64; PuntReason::COUNT],
     pub queues: [QueueStats; TRAFFIC_CLASSES],
     pub priority_groups: [GroupStats; 8],
     pub watchdog_storms: [u64; 8],
@@ -129,6 +132,9 @@ impl SwitchStats {
             for (a, b) in mine.drops.iter_mut().zip(&theirs.drops) {
                 *a += b;
             }
+            for (a, b) in mine.punted.iter_mut().zip(&theirs.punted) {
+                *a += b;
+            }
             for (a, b) in mine.queues.iter_mut().zip(&theirs.queues) {
                 a.tx_packets += b.tx_packets;
                 a.tx_bytes += b.tx_bytes;
@@ -167,6 +173,10 @@ impl SwitchStats {
             for reason in DropReason::ALL {
                 drops.insert(reason.name().into(), json!(stats.drops[reason.index()]));
             }
+            let mut punted = Map::new();
+            for reason in PuntReason::ALL {
+                punted.insert(reason.name().into(), json!(stats.punted[reason.index()]));
+            }
             let queues: Vec<Value> = stats
                 .queues
                 .iter()
@@ -194,6 +204,7 @@ impl SwitchStats {
                     "pfc_xon_tx": stats.pfc_xon_tx,
                     "pfc_rx": stats.pfc_rx,
                     "drops": drops,
+                    "punted": punted,
                     "queues": queues,
                     "pfc_watchdog": {
                         "storms": stats.watchdog_storms,

@@ -28,7 +28,13 @@
 //! sends to healthy ports flows as before; forward: ignore received PFC; alert: count and
 //! log) until `restoration_ms` pass with no PFC frame (XOFF or XON) for that priority.
 //!
-//! Invariant: every frame handed to `receive` is queued, consumed (PFC) or dropped and counted;
+//! Punting (with `[control]`): a frame the classifier says is for the control plane passes its
+//! ingress port's policer (`punt::Policer`, in the frame's arrival time) into a bounded outbox
+//! the engine drains with `take_punted`; over the rate it is `punt_policed`, into a full
+//! outbox `punt_queue_full`.
+//!
+//! Invariant: every frame handed to `receive` is queued, consumed (PFC), punted or dropped and
+//! counted;
 //! every queued frame leaves through `transmit`, a watchdog flush or `drain`, counted; the
 //! pool, per-queue and per-group cell counts are exactly the charges of the frames queued.
 
@@ -40,6 +46,7 @@ use crate::config::{wire_bytes, Config, EcnProfile, MarkOn, PortConfig, RouteTar
 use crate::drops::DropReason;
 use crate::ecn;
 use crate::pfc::{self, BufferPlan, XOFF_QUANTA};
+use crate::punt::{Outbox, Policer, PuntReason, Punted};
 use crate::rng::Rng;
 use crate::schedule::Scheduler;
 use crate::spray::{PortView, Selector};
@@ -55,8 +62,13 @@ pub enum Received {
     },
     /// A PFC frame, consumed by the switch.
     FlowControl,
+    /// For the control plane: waiting in the punt outbox (`take_punted`).
+    Punted(PuntReason),
     Dropped(DropReason),
 }
+
+/// Punted frames the outbox holds between the engine's drains: two bursts.
+pub const PUNT_OUTBOX: usize = 64;
 
 const NIL: u32 = u32::MAX;
 /// "Never", for deadlines.
@@ -229,6 +241,9 @@ pub struct Switch<P: PacketBuf> {
     rng: Rng,
     /// Earliest time `advance` has work to do.
     deadline: u64,
+    /// Per ingress port, with `[control]` (else empty: nothing is punted).
+    punt_policers: Vec<Policer>,
+    punted: Outbox<P>,
     pub stats: SwitchStats,
 }
 
@@ -276,6 +291,11 @@ impl<P: PacketBuf> Switch<P> {
             ecn: config.qos.ecn.clone(),
             rng: Rng::new(seed),
             deadline: NEVER,
+            punt_policers: match &config.control {
+                Some(control) => vec![Policer::new(control.punt_pps, control.punt_burst); config.ports.len()],
+                None => Vec::new(),
+            },
+            punted: Outbox::new(if config.control.is_some() { PUNT_OUTBOX } else { 0 }),
             stats: SwitchStats::new(config),
         }
     }
@@ -322,6 +342,7 @@ impl<P: PacketBuf> Switch<P> {
                 rx.drops[reason.index()] += 1;
                 return Received::Dropped(reason);
             }
+            Verdict::Punt(reason) => return self.punt(ingress, packet, reason, now),
             Verdict::Forward { target, tc, flow_hash, ip } => (target, usize::from(tc), flow_hash, ip),
         };
         let rx = &mut self.stats.ports[ingress];
@@ -403,6 +424,38 @@ impl<P: PacketBuf> Switch<P> {
             self.deadline = self.deadline.min(self.ports[egress].paused_since[tc].saturating_add(self.detection_ps));
         }
         Received::Queued { egress, tc }
+    }
+
+    /// Polices a frame for the control plane and puts it in the outbox.
+    fn punt(&mut self, ingress: usize, packet: P, reason: PuntReason, now: u64) -> Received {
+        let rx = &mut self.stats.ports[ingress];
+        rx.rx_packets += 1;
+        rx.rx_bytes += packet.len() as u64;
+        let Some(policer) = self.punt_policers.get_mut(ingress) else {
+            // The classifier punts only with `[control]`, which gives every port a policer.
+            rx.drops[DropReason::Unsupported.index()] += 1;
+            return Received::Dropped(DropReason::Unsupported);
+        };
+        if !policer.admit(now) {
+            rx.drops[DropReason::PuntPoliced.index()] += 1;
+            return Received::Dropped(DropReason::PuntPoliced);
+        }
+        match self.punted.push(Punted { port: ingress, reason, packet }) {
+            Ok(()) => {
+                rx.punted[reason.index()] += 1;
+                Received::Punted(reason)
+            }
+            Err(_) => {
+                rx.drops[DropReason::PuntQueueFull.index()] += 1;
+                Received::Dropped(DropReason::PuntQueueFull)
+            }
+        }
+    }
+
+    /// The next frame for the control plane, oldest first.
+    #[inline]
+    pub fn take_punted(&mut self) -> Option<Punted<P>> {
+        self.punted.pop()
     }
 
     /// Applies the class's ECN profile at `depth`: marks ECT frames CE (returning true), says
@@ -841,6 +894,61 @@ port = "p0"
 "#
         );
         Config::parse(&text, "t.toml").unwrap()
+    }
+
+    fn arp() -> HeapPacket {
+        let mut frame = vec![0u8; 42];
+        frame[0..6].copy_from_slice(&[0xff; 6]);
+        frame[12..14].copy_from_slice(&[0x08, 0x06]);
+        HeapPacket::new(frame)
+    }
+
+    #[test]
+    fn punted_frames_are_policed_per_port_then_wait_in_the_outbox() {
+        // 1,000 pps, burst 3.
+        let mut switch: Switch<HeapPacket> = Switch::new(&config("", "[control]\npunt_pps = 1000\npunt_burst = 3"), 1);
+        let now = 1_000_000_000; // 1 ms
+        let mut outcomes = Vec::new();
+        for _ in 0..4 {
+            outcomes.push(switch.receive(0, arp(), now));
+        }
+        let punted = Received::Punted(PuntReason::Arp);
+        assert_eq!(outcomes, [punted, punted, punted, Received::Dropped(DropReason::PuntPoliced)]);
+        // Another port has its own bucket.
+        assert_eq!(switch.receive(1, arp(), now), punted);
+        // A TTL-expiring routed frame, a millisecond later when a token is back.
+        let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
+        spec.ttl = 1;
+        let expiring = spec.build();
+        assert_eq!(
+            switch.receive(0, HeapPacket::new(expiring.clone()), now + 1_000_000_000),
+            Received::Punted(PuntReason::Ttl)
+        );
+        let stats = &switch.stats.ports[0];
+        assert_eq!(
+            (stats.rx_packets, stats.punted[PuntReason::Arp.index()], stats.punted[PuntReason::Ttl.index()]),
+            (5, 3, 1)
+        );
+        assert_eq!(stats.drops[DropReason::PuntPoliced.index()], 1);
+        assert_eq!(switch.stats.ports[1].punted[PuntReason::Arp.index()], 1);
+        // The engine takes them oldest first, as received (the TTL untouched).
+        let ports: Vec<usize> = std::iter::from_fn(|| switch.take_punted()).map(|p| p.port).collect();
+        assert_eq!(ports, [0, 0, 0, 1, 0]);
+        let mut switch: Switch<HeapPacket> = Switch::new(&config("", "[control]\npunt_pps = 1000\npunt_burst = 3"), 1);
+        switch.receive(0, HeapPacket::new(expiring.clone()), now);
+        assert_eq!(switch.take_punted().unwrap().packet.data(), &expiring[..]);
+    }
+
+    #[test]
+    fn a_full_punt_outbox_drops_and_counts() {
+        let mut switch: Switch<HeapPacket> = Switch::new(&config("", "[control]\npunt_burst = 1000"), 1);
+        for _ in 0..PUNT_OUTBOX {
+            assert_eq!(switch.receive(0, arp(), 0), Received::Punted(PuntReason::Arp));
+        }
+        assert_eq!(switch.receive(0, arp(), 0), Received::Dropped(DropReason::PuntQueueFull));
+        assert_eq!(switch.stats.ports[0].drops[DropReason::PuntQueueFull.index()], 1);
+        assert!(switch.take_punted().is_some());
+        assert_eq!(switch.receive(0, arp(), 0), Received::Punted(PuntReason::Arp), "room again");
     }
 
     fn frame(dscp: u8, len: usize) -> HeapPacket {

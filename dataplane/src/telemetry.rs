@@ -11,12 +11,13 @@
 
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
+use crate::punt::PuntReason;
 use crate::stats::SwitchStats;
 use std::ffi::CStr;
 
 /// The commands and their help lines.
 pub const COMMANDS: [(&CStr, &CStr); 4] = [
-    (c"/raceway/ports", c"Per port: rx/tx packets and bytes, drops by reason."),
+    (c"/raceway/ports", c"Per port: rx/tx packets and bytes, drops and punts by reason."),
     (c"/raceway/queues", c"Per port: each traffic class's depth, peak depth, tx, drops and ECN marks."),
     (c"/raceway/pfc", c"Per port: PFC frames sent and received, watchdog events, lossless group peaks, per priority."),
     (c"/raceway/groups", c"Per port group: frames queued to each member."),
@@ -38,6 +39,7 @@ pub fn reply(command: &str, stats: &SwitchStats, config: &Config) -> Option<Repl
                     ("tx_bytes".to_string(), s.tx_bytes),
                 ];
                 values.extend(DropReason::ALL.iter().map(|r| (format!("drops_{}", r.name()), s.drops[r.index()])));
+                values.extend(PuntReason::ALL.iter().map(|r| (format!("punted_{}", r.name()), s.punted[r.index()])));
                 (port.name.clone(), values)
             })
             .collect(),

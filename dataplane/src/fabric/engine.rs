@@ -169,6 +169,9 @@ impl Engine<'_> {
         match self.switches[switch].receive(port, HeapPacket::new(bytes), now) {
             Received::Queued { egress, .. } => self.switch_transmit(switch, egress, now),
             Received::FlowControl => self.switch_transmit(switch, port, now),
+            // Fabric switches have no control plane (no `[control]`), so nothing is punted;
+            // were anything, it would end here, counted.
+            Received::Punted(_) => drop(self.switches[switch].take_punted()),
             Received::Dropped(_) => {}
         }
     }

@@ -17,9 +17,12 @@
 //!   scheduler among the classes not paused. Output captures timestamp a frame at the start
 //!   of its transmission, in nanoseconds.
 //!
+//! - With `[control]`, frames for the control plane are policed and counted (`punted`) as live;
+//!   there is no kernel in a replay, so they go no further.
+//!
 //! Invariant: events are ordered by (time, sequence number) and nothing else (no wall clock,
 //! no hash order, no thread) feeds the outputs, so the same inputs and seed give the same
-//! bytes. At the end every queue is empty, so rx = tx + drops.
+//! bytes. At the end every queue is empty, so rx = tx + drops + punted.
 
 #![forbid(unsafe_code)]
 
@@ -295,6 +298,8 @@ impl Engine<'_> {
             Received::Queued { egress, .. } => self.start_transmit(egress, now)?,
             // A pause or resume for this port's egress.
             Received::FlowControl => self.start_transmit(port, now)?,
+            // Replay has no kernel: a punted frame ends here, counted and policed as live.
+            Received::Punted(_) => drop(self.switch.take_punted()),
             Received::Dropped(_) => {}
         }
         // An XOFF decided on this frame leaves as soon as the link is free.
