@@ -295,6 +295,44 @@ fn hostile_configs_are_one_clear_error() {
             ),
             vec!["bad.toml", "port[1].addresses", "two interfaces"],
         ),
+        (
+            "a next hop nothing resolves",
+            base.replacen("port = \"h1\"", "via = \"10.255.0.1\"", 1),
+            vec!["bad.toml", "route[", ".via", "10.255.0.1", "[[neighbor]]"],
+        ),
+        (
+            "a route with a port and a next hop",
+            base.replacen("port = \"h1\"", "port = \"h1\"\nvia = \"10.255.0.1\"", 1),
+            vec!["bad.toml", "route[", "port, group or via"],
+        ),
+        (
+            "a next hop that is not an address",
+            format!("{}\n[control]\n", base.replacen("port = \"h1\"", "via = [\"10.255.0.1\", \"ten\"]", 1)),
+            vec!["bad.toml", ".via", "'ten'"],
+        ),
+        (
+            "an empty next-hop list",
+            format!("{}\n[control]\n", base.replacen("port = \"h1\"", "via = []", 1)),
+            vec!["bad.toml", ".via", "at least one"],
+        ),
+        (
+            "a neighbour on an unknown port",
+            format!("{base}\n[[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00:00:00:00:09\"\nport = \"h7\"\n"),
+            vec!["bad.toml", "neighbor[0].port", "h7"],
+        ),
+        (
+            "a neighbour listed twice",
+            format!(
+                "{base}\n[[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00:00:00:00:09\"\nport = \"h0\"\n\
+                 [[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00:00:00:00:0a\"\nport = \"h1\"\n"
+            ),
+            vec!["bad.toml", "neighbor[1].ip", "twice"],
+        ),
+        (
+            "a neighbour with a bad MAC",
+            format!("{base}\n[[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00\"\nport = \"h0\"\n"),
+            vec!["bad.toml", "neighbor[0].mac"],
+        ),
         ("a punt rate of 0", format!("{base}\n[control]\npunt_pps = 0\n"), vec!["bad.toml", "control.punt_pps"]),
         (
             "a control class of 8",

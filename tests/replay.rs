@@ -357,3 +357,48 @@ fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
     assert_eq!(dropped, 90, "nothing else dropped");
     assert_eq!(stats["ports"]["h1"]["tx_packets"], 100);
 }
+
+/// Routes over next-hop addresses: resolved by `[[neighbor]]` to a port and MAC; several next
+/// hops make an ECMP group whose frames carry the chosen neighbour's MAC.
+#[test]
+fn next_hop_routes_leave_with_their_neighbours_macs() {
+    let dir = temp_dir("replay-via");
+    let mut config = leaf(1, "", "", "3");
+    for (index, name) in ["u0", "u1"].iter().enumerate() {
+        config.push_str(&format!(
+            "[[port]]\nname = \"{name}\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:2{index}:00\"\n\n\
+             [[neighbor]]\nip = \"10.255.{index}.1\"\nmac = \"02:00:00:00:2{index}:01\"\nport = \"{name}\"\n\n"
+        ));
+    }
+    config.push_str("[[route]]\nprefix = \"192.0.2.0/24\"\nvia = [\"10.255.0.1\", \"10.255.1.1\"]\n\n");
+    config.push_str("[[route]]\nprefix = \"198.51.100.0/24\"\nvia = \"10.255.1.1\"\n");
+    let mut trace: Vec<(u64, Vec<u8>)> = Vec::new();
+    for flow in 0..32u64 {
+        let destination = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, flow as u8));
+        let frame = FrameSpec::rocev2(ip("10.0.0.7"), destination, flow as u32).build();
+        trace.push((flow * 1_000, frame.clone()));
+        trace.push((flow * 1_000 + 500, frame));
+    }
+    let single = FrameSpec::rocev2(ip("10.0.0.7"), ip("198.51.100.9"), 1).build();
+    trace.push((40_000, single.clone()));
+    let out = replay_in(&dir, &config, &[("h0", &trace)], &[]);
+    let u0 = read_pcap(&out.join("u0.pcap"));
+    let u1 = read_pcap(&out.join("u1.pcap"));
+    assert_eq!(u0.len() + u1.len(), 65);
+    assert!(u0.len() >= 16 && u1.len() >= 16, "ECMP uses both next hops: {} / {}", u0.len(), u1.len());
+    for (frames, index) in [(&u0, 0u8), (&u1, 1u8)] {
+        for (_, frame) in frames.iter() {
+            assert_eq!(
+                frame[0..6],
+                [0x02, 0, 0, 0, 0x20 + index, 0x01],
+                "the neighbour's MAC, not the port's peer_mac"
+            );
+            assert_eq!(frame[6..12], SWITCH_MAC);
+        }
+    }
+    // One flow, one next hop: both copies of each flow left by the same port.
+    for (_, frame) in &u0 {
+        assert!(!u1.iter().any(|(_, other)| other[14..] == frame[14..]), "a flow split over next hops");
+    }
+    assert_eq!(u1.last().unwrap().1, routed(&single, SWITCH_MAC, [0x02, 0, 0, 0, 0x21, 0x01]));
+}

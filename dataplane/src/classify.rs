@@ -15,22 +15,23 @@
 
 #![forbid(unsafe_code)]
 
-use crate::config::{Config, RouteTarget, Trust};
+use crate::config::{Config, Trust};
 use crate::drops::DropReason;
+use crate::fib::{Adjacency, Fib, Learned, Target};
 use crate::punt::PuntReason;
-use crate::route::RouteTable;
 use crate::wire::ethernet::{self, MacAddress};
 use crate::wire::parse::{self, Destination, Payload};
 use crate::wire::{ipv4, ipv6, pfc};
+use std::sync::Arc;
 
 /// What to do with one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// Queue towards `target` (a port, or a group whose member the switch picks) in traffic
-    /// class `tc`; `flow_hash` identifies the flow (5-tuple plus RoCEv2 destination QP); `ip`
+    /// Queue towards `next` (an adjacency, or a group whose member the switch picks) in
+    /// traffic class `tc`; `flow_hash` identifies the flow (5-tuple plus RoCEv2 destination QP); `ip`
     /// says where the IP header is and its ECN bits, for marking.
     Forward {
-        target: RouteTarget,
+        next: Next,
         tc: u8,
         flow_hash: u32,
         ip: IpHeader,
@@ -42,12 +43,12 @@ pub enum Verdict {
     Drop(DropReason),
 }
 
-/// What a route leads to, in the classifier's table.
+/// Where a forwarded frame goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Route {
-    Forward(RouteTarget),
-    /// One of the switch's own addresses.
-    Local,
+pub enum Next {
+    Adjacency(Adjacency),
+    /// A group of the FIB (`Fib::groups`): the switch picks the member.
+    Group(u32),
 }
 
 /// What the classifier punts, with `[control]`.
@@ -64,13 +65,12 @@ pub struct IpHeader {
 }
 
 pub struct Classifier {
-    routes: RouteTable<Route>,
+    fib: Arc<Fib>,
     punting: Option<Punting>,
     trust: Trust,
     dscp_to_tc: [u8; 64],
     pcp_to_tc: [u8; 8],
     switch_mac: MacAddress,
-    peer_macs: Vec<MacAddress>,
     port_enabled: Vec<bool>,
     /// Largest IP packet forwarded (`switch.mtu`); longer ones are `oversize`.
     mtu: usize,
@@ -78,22 +78,18 @@ pub struct Classifier {
 
 impl Classifier {
     pub fn new(config: &Config) -> Self {
-        let mut routes = RouteTable::empty();
-        for route in &config.routes {
-            routes.insert(route.prefix.address, route.prefix.len, Route::Forward(route.target));
-        }
-        // The ports' own addresses, as host routes: longer than any subnet route to them.
-        for address in config.ports.iter().flat_map(|port| &port.addresses) {
-            routes.insert(address.address, if address.address.is_ipv4() { 32 } else { 128 }, Route::Local);
-        }
+        Self::with_fib(config, Arc::new(Fib::new(config, &Learned::default(), 1)))
+    }
+
+    /// A classifier that looks up `fib` (which `config` and the control plane built).
+    pub fn with_fib(config: &Config, fib: Arc<Fib>) -> Self {
         Self {
-            routes,
+            fib,
             punting: config.control.as_ref().map(|control| Punting { ethertypes: control.punt_ethertypes.clone() }),
             trust: config.qos.trust,
             dscp_to_tc: config.qos.dscp_to_tc,
             pcp_to_tc: config.qos.pcp_to_tc,
             switch_mac: config.mac,
-            peer_macs: config.ports.iter().map(|port| port.peer_mac).collect(),
             port_enabled: config.ports.iter().map(|port| port.enabled).collect(),
             mtu: config.mtu as usize,
         }
@@ -112,19 +108,25 @@ impl Classifier {
             Payload::LinkPause(_) => return Verdict::Drop(DropReason::PauseIgnored),
             Payload::NotRoutable(ethertype) => return self.not_routable(ethertype),
         };
-        let route = self.routes.lookup(ip.destination);
-        if self.punting.is_some() && (route == Some(Route::Local) || stays_on_link(ip.destination)) {
+        let route = self.fib.lookup(ip.destination);
+        if self.punting.is_some() && (route == Some(Target::Local) || stays_on_link(ip.destination)) {
             return Verdict::Punt(local_reason(frame, ip.l3_offset, ip.destination));
         }
-        let target = match route {
-            Some(Route::Forward(RouteTarget::Port(port))) if !self.port_enabled[port] => {
-                return Verdict::Drop(DropReason::NoRoute)
-            }
-            Some(Route::Forward(target)) => target,
+        // `None`: the next hop is not resolved (glean).
+        let next = match route {
+            Some(Target::Adjacency(adjacency)) => Some(Next::Adjacency(adjacency)),
+            Some(Target::Group(group)) => Some(Next::Group(group)),
+            Some(Target::Connected(_)) => self.fib.neighbor(ip.destination).map(Next::Adjacency),
+            Some(Target::Glean) => None,
             // Without a control plane, nothing consumes frames to the switch's addresses
             // (config validation keeps addresses for `[control]`).
-            Some(Route::Local) | None => return Verdict::Drop(DropReason::NoRoute),
+            Some(Target::Local) | None => return Verdict::Drop(DropReason::NoRoute),
         };
+        if let Some(Next::Adjacency(adjacency)) = next {
+            if !self.port_enabled[usize::from(adjacency.port)] {
+                return Verdict::Drop(DropReason::NoRoute);
+            }
+        }
         if ip.ttl <= 1 {
             return match self.punting {
                 Some(_) => Verdict::Punt(PuntReason::Ttl),
@@ -136,6 +138,13 @@ impl Classifier {
         if frame.len() - ip.l3_offset > self.mtu {
             return Verdict::Drop(DropReason::Oversize);
         }
+        let Some(next) = next else {
+            // The kernel resolves the neighbour and forwards these first frames itself.
+            return match self.punting {
+                Some(_) => Verdict::Punt(PuntReason::Glean),
+                None => Verdict::Drop(DropReason::NoRoute),
+            };
+        };
         let tc = match self.trust {
             Trust::Dscp => self.dscp_to_tc[usize::from(ip.dscp)],
             Trust::Pcp => self.pcp_to_tc[usize::from(parsed.pcp.unwrap_or(0))],
@@ -150,7 +159,7 @@ impl Classifier {
             is_ipv6: matches!(ip.destination, Destination::V6(_)),
             ecn: ip.ecn,
         };
-        Verdict::Forward { target, tc, flow_hash: ip.flow_hash, ip: header }
+        Verdict::Forward { next, tc, flow_hash: ip.flow_hash, ip: header }
     }
 
     /// A frame that is not IP, PFC or PAUSE: punted when the control plane takes it.
@@ -166,13 +175,19 @@ impl Classifier {
         }
     }
 
-    /// Sets the MACs of a frame routed out of `egress`: its peer's as destination, the
-    /// switch's as source.
+    /// Sets the MACs of a routed frame: its next hop's as destination, the switch's as
+    /// source.
     #[inline]
-    pub fn rewrite_macs(&self, frame: &mut [u8], egress: usize) {
+    pub fn rewrite_macs(&self, frame: &mut [u8], next_hop: MacAddress) {
         let mut ethernet = ethernet::Frame::new_unchecked(frame);
-        ethernet.set_destination(self.peer_macs[egress]);
+        ethernet.set_destination(next_hop);
         ethernet.set_source(self.switch_mac);
+    }
+
+    /// The forwarding tables this classifier reads.
+    #[inline]
+    pub fn fib(&self) -> &Fib {
+        &self.fib
     }
 
     /// The priority (traffic class) a frame travels in, as its sender's NIC would queue it;
@@ -268,9 +283,10 @@ ports = ["p1", "p2"]
         let original = frame.clone();
         let verdict = classifier.classify(&mut frame);
         let ip = IpHeader { l3_offset: 14, is_ipv6: false, ecn: 0b10 };
-        let Verdict::Forward { target, tc, ip: header, .. } = verdict else { panic!("{verdict:?}") };
-        assert_eq!((target, tc, header), (RouteTarget::Port(1), 3, ip));
-        classifier.rewrite_macs(&mut frame, 1);
+        let Verdict::Forward { next, tc, ip: header, .. } = verdict else { panic!("{verdict:?}") };
+        let peer = MacAddress([0x02, 0, 0, 0, 0x11, 0x00]);
+        assert_eq!((next, tc, header), (Next::Adjacency(Adjacency { port: 1, mac: peer }), 3, ip));
+        classifier.rewrite_macs(&mut frame, peer);
         assert_eq!(&frame[0..6], &[0x02, 0, 0, 0, 0x11, 0x00]);
         assert_eq!(&frame[6..12], &[0x02, 0, 0, 0, 0, 0xaa]);
         assert_eq!(frame[14 + 8], 63);
@@ -316,7 +332,7 @@ ports = ["p1", "p2"]
         crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
         let first = classifier.classify(&mut frame.clone());
         assert_eq!(first, classifier.classify(&mut frame.clone()), "one flow, one hash");
-        assert!(matches!(first, Verdict::Forward { target: RouteTarget::Group(0), .. }), "{first:?}");
+        assert!(matches!(first, Verdict::Forward { next: Next::Group(0), .. }), "{first:?}");
     }
 
     #[test]
@@ -410,8 +426,9 @@ ports = ["p1", "p2"]
         assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "10.0.9.2", 64)), Verdict::Drop(DropReason::NoRoute));
         assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "224.0.1.5", 64)), Verdict::Drop(DropReason::NoRoute));
         assert!(matches!(verdict(&classifier, ip_frame("10.0.0.0", "10.0.1.2", 64)), Verdict::Forward { .. }));
-        // Neighbouring addresses are not ours: 10.0.0.0 is the peer's end of the /31.
-        assert_eq!(verdict(&classifier, ip_frame("10.0.0.1", "10.0.0.0", 64)), Verdict::Drop(DropReason::NoRoute));
+        // The peer's end of the /31 is on the connected subnet, not ours: with no neighbour
+        // entry yet, the kernel resolves it (glean).
+        assert_eq!(verdict(&classifier, ip_frame("10.0.1.2", "10.0.0.0", 64)), punt(PuntReason::Glean));
         // PFC and PAUSE are still the data plane's.
         let mut pause = ethernet(0x8808, 60);
         pause[0..6].copy_from_slice(&[0x01, 0x80, 0xc2, 0, 0, 0x01]);
@@ -447,5 +464,39 @@ ports = ["p1", "p2"]
         for off_link in ["fec0::1", "fe7f::1", "ff05::2", "ff0e::1", "2001:db8::1"] {
             assert!(!stays_on_link(v6(off_link)), "{off_link}");
         }
+    }
+
+    #[test]
+    fn connected_subnets_forward_to_known_neighbours_and_glean_the_rest() {
+        let text = CONFIG.replace("name = \"p0\"\n", "name = \"p0\"\naddresses = [\"10.0.0.1/24\", \"fd00::1/64\"]\n");
+        let neighbor = "[[neighbor]]\nip = \"10.0.0.7\"\nmac = \"02:00:00:00:10:07\"\nport = \"p0\"\n\
+                        [[neighbor]]\nip = \"fd00::7\"\nmac = \"02:00:00:00:10:17\"\nport = \"p0\"\n";
+        let classifier = classifier(&format!("{text}{neighbor}{CONTROL}"));
+        let to = |destination: &str| verdict(&classifier, ip_frame("10.0.1.2", destination, 64));
+        let adjacency = |last: u8| Next::Adjacency(Adjacency { port: 0, mac: MacAddress([0x02, 0, 0, 0, 0x10, last]) });
+        assert!(matches!(to("10.0.0.7"), Verdict::Forward { next, .. } if next == adjacency(0x07)));
+        assert_eq!(to("10.0.0.8"), Verdict::Punt(PuntReason::Glean));
+        let v6 = verdict(&classifier, ip_frame("fd00:1::2", "fd00::7", 64));
+        assert!(matches!(v6, Verdict::Forward { next, .. } if next == adjacency(0x17)), "{v6:?}");
+        // An expiring packet to an unresolved neighbour is a TTL punt (the kernel answers it).
+        assert_eq!(verdict(&classifier, ip_frame("10.0.1.2", "10.0.0.8", 1)), Verdict::Punt(PuntReason::Ttl));
+    }
+
+    #[test]
+    fn via_routes_forward_to_their_neighbours_mac() {
+        let text = CONFIG.replace(
+            "[[route]]\nprefix = \"10.0.1.0/24\"\nport = \"p1\"",
+            "[[route]]\nprefix = \"10.0.1.0/24\"\nvia = \"10.255.0.1\"\n\
+             [[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00:00:00:12:01\"\nport = \"p2\"",
+        );
+        let classifier = classifier(&text);
+        let mut frame = crate::wire::parse::tests::rocev2_frame(false);
+        let Verdict::Forward { next, .. } = classifier.classify(&mut frame) else { panic!() };
+        let mac = MacAddress([0x02, 0, 0, 0, 0x12, 0x01]);
+        assert_eq!(next, Next::Adjacency(Adjacency { port: 2, mac }));
+        // A neighbour on a disabled port is no route.
+        let classifier = super::tests::classifier(&text.replace("name = \"p2\"\n", "name = \"p2\"\nenabled = false\n"));
+        let mut frame = crate::wire::parse::tests::rocev2_frame(false);
+        assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::NoRoute));
     }
 }

@@ -33,7 +33,7 @@ impl std::error::Error for ConfigError {}
 pub const TRAFFIC_CLASSES: usize = 8;
 const DEFAULT_BUFFER_BYTES: u64 = 16 * 1024 * 1024;
 const DEFAULT_MTU: u32 = 9216;
-const DEFAULT_FLOWLET_GAP_US: u32 = 100;
+pub const DEFAULT_FLOWLET_GAP_US: u32 = 100;
 /// Punted frames per second per port (SONiC's CoPP allows a few thousand per trap group).
 const DEFAULT_PUNT_PPS: u64 = 2_000;
 /// The traffic class the control plane's own frames leave in.
@@ -54,6 +54,24 @@ struct RawConfig {
     #[serde(default)]
     group: Vec<RawGroup>,
     control: Option<RawControl>,
+    #[serde(default)]
+    neighbor: Vec<RawNeighbor>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNeighbor {
+    ip: String,
+    mac: String,
+    port: String,
+}
+
+/// One next hop or a list of them.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawVia {
+    One(String),
+    Many(Vec<String>),
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -171,6 +189,7 @@ struct RawRoute {
     prefix: String,
     port: Option<String>,
     group: Option<String>,
+    via: Option<RawVia>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -364,10 +383,12 @@ pub enum WorkerModel {
     Pipelined,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RouteTarget {
     Port(usize),
     Group(usize),
+    /// Next-hop addresses, resolved to ports and MACs by the neighbour table.
+    Via(Vec<IpAddr>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -465,6 +486,8 @@ pub struct Config {
     pub routes: Vec<RouteConfig>,
     pub groups: Vec<GroupConfig>,
     pub control: Option<ControlConfig>,
+    /// Static neighbours (`[[neighbor]]`).
+    pub neighbors: Vec<crate::fib::Neighbor>,
 }
 
 impl Config {
@@ -537,12 +560,13 @@ impl Validator<'_> {
         }
         let ports = self.ports(raw.port)?;
         let groups = self.groups(raw.group, &ports)?;
-        let routes = self.routes(raw.route, &ports, &groups)?;
         let qos = self.qos(raw.qos)?;
         let control = match raw.control {
             Some(control) => Some(self.control(control, &raw.switch.name)?),
             None => None,
         };
+        let neighbors = self.neighbors(raw.neighbor, &ports)?;
+        let routes = self.routes(raw.route, &ports, &groups, &neighbors, control.is_some())?;
         if control.is_none() {
             if let Some(index) = ports.iter().position(|port| !port.addresses.is_empty()) {
                 return Err(self.error(
@@ -569,6 +593,7 @@ impl Validator<'_> {
             routes,
             groups,
             control,
+            neighbors,
         };
         crate::pfc::BufferPlan::new(&config).map_err(|(field, problem)| self.error(field, problem))?;
         Ok(config)
@@ -658,11 +683,38 @@ impl Validator<'_> {
         Ok(groups)
     }
 
+    fn neighbors(&self, raw: Vec<RawNeighbor>, ports: &[PortConfig]) -> Result<Vec<crate::fib::Neighbor>, ConfigError> {
+        let mut neighbors: Vec<crate::fib::Neighbor> = Vec::with_capacity(raw.len());
+        for (index, neighbor) in raw.into_iter().enumerate() {
+            let field = |name: &str| format!("neighbor[{index}].{name}");
+            let ip: IpAddr = neighbor
+                .ip
+                .parse()
+                .map_err(|_| self.error(field("ip"), format!("'{}' is not an IP address", neighbor.ip)))?;
+            if ip.is_unspecified() || ip.is_multicast() {
+                return Err(self.error(field("ip"), format!("'{ip}' cannot be a neighbour")));
+            }
+            if neighbors.iter().any(|other| other.ip == ip) {
+                return Err(self.error(field("ip"), format!("{ip} is listed twice")));
+            }
+            let mac = MacAddress::parse(&neighbor.mac)
+                .ok_or_else(|| self.error(field("mac"), format!("'{}' is not a MAC address", neighbor.mac)))?;
+            let port = ports
+                .iter()
+                .position(|port| port.name == neighbor.port)
+                .ok_or_else(|| self.error(field("port"), format!("unknown port '{}'", neighbor.port)))?;
+            neighbors.push(crate::fib::Neighbor { ip, mac, port });
+        }
+        Ok(neighbors)
+    }
+
     fn routes(
         &self,
         raw: Vec<RawRoute>,
         ports: &[PortConfig],
         groups: &[GroupConfig],
+        neighbors: &[crate::fib::Neighbor],
+        control: bool,
     ) -> Result<Vec<RouteConfig>, ConfigError> {
         let mut routes: Vec<RouteConfig> = Vec::with_capacity(raw.len());
         for (index, route) in raw.into_iter().enumerate() {
@@ -671,24 +723,57 @@ impl Validator<'_> {
             if routes.iter().any(|other| other.prefix == prefix) {
                 return Err(self.error(field("prefix"), format!("duplicate route for {prefix}")));
             }
-            let target = match (route.port, route.group) {
-                (Some(name), None) => RouteTarget::Port(
+            let target = match (route.port, route.group, route.via) {
+                (None, None, Some(via)) => RouteTarget::Via(self.next_hops(&field("via"), via, neighbors, control)?),
+                (Some(name), None, None) => RouteTarget::Port(
                     ports
                         .iter()
                         .position(|port| port.name == name)
                         .ok_or_else(|| self.error(field("port"), format!("unknown port '{name}'")))?,
                 ),
-                (None, Some(name)) => RouteTarget::Group(
+                (None, Some(name), None) => RouteTarget::Group(
                     groups
                         .iter()
                         .position(|group| group.name == name)
                         .ok_or_else(|| self.error(field("group"), format!("unknown group '{name}'")))?,
                 ),
-                _ => return Err(self.error(field("port"), "a route needs exactly one of port or group")),
+                _ => return Err(self.error(field("port"), "a route needs exactly one of port, group or via")),
             };
             routes.push(RouteConfig { prefix, target });
         }
         Ok(routes)
+    }
+
+    /// A route's next hops: addresses, each with a static neighbour unless the control plane
+    /// resolves them.
+    fn next_hops(
+        &self,
+        field: &str,
+        raw: RawVia,
+        neighbors: &[crate::fib::Neighbor],
+        control: bool,
+    ) -> Result<Vec<IpAddr>, ConfigError> {
+        let texts = match raw {
+            RawVia::One(text) => vec![text],
+            RawVia::Many(texts) => texts,
+        };
+        if texts.is_empty() {
+            return Err(self.error(field, "a route needs at least one next hop"));
+        }
+        let mut next_hops: Vec<IpAddr> = Vec::with_capacity(texts.len());
+        for text in &texts {
+            let ip: IpAddr = text.parse().map_err(|_| self.error(field, format!("'{text}' is not an IP address")))?;
+            if next_hops.contains(&ip) {
+                return Err(self.error(field, format!("{ip} is listed twice")));
+            }
+            if !control && !neighbors.iter().any(|neighbor| neighbor.ip == ip) {
+                return Err(
+                    self.error(field, format!("{ip} has no [[neighbor]], and without [control] nothing resolves it"))
+                );
+            }
+            next_hops.push(ip);
+        }
+        Ok(next_hops)
     }
 
     fn control(&self, raw: RawControl, switch_name: &str) -> Result<ControlConfig, ConfigError> {

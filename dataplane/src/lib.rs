@@ -16,6 +16,7 @@ pub mod dpdk;
 pub mod drops;
 pub mod ecn;
 pub mod fabric;
+pub mod fib;
 pub mod frames;
 pub mod gen;
 pub mod latency;

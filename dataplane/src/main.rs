@@ -672,6 +672,21 @@ fn print_buffer(config: &Config) {
     }
 }
 
+/// The subnet an interface address is on, as text (10.0.0.1/24 -> 10.0.0.0/24).
+fn network(address: &raceway::config::InterfaceAddress) -> String {
+    let network: std::net::IpAddr = match address.address {
+        std::net::IpAddr::V4(ip) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(address.len)).unwrap_or(0);
+            std::net::Ipv4Addr::from(u32::from(ip) & mask).into()
+        }
+        std::net::IpAddr::V6(ip) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(address.len)).unwrap_or(0);
+            std::net::Ipv6Addr::from(u128::from(ip) & mask).into()
+        }
+    };
+    format!("{network}/{}", address.len)
+}
+
 fn print_check(config: &Config) {
     println!(
         "switch {} mac {} buffer {} bytes ({} cells of {}) mtu {}",
@@ -718,11 +733,34 @@ fn print_check(config: &Config) {
     }
     println!("routes (longest prefix wins):");
     for route in &config.routes {
-        let target = match route.target {
-            RouteTarget::Port(port) => format!("port {}", config.ports[port].name),
-            RouteTarget::Group(group) => format!("group {}", config.groups[group].name),
+        let target = match &route.target {
+            RouteTarget::Port(port) => format!("port {}", config.ports[*port].name),
+            RouteTarget::Group(group) => format!("group {}", config.groups[*group].name),
+            RouteTarget::Via(next_hops) => {
+                let next_hops: Vec<String> = next_hops
+                    .iter()
+                    .map(|ip| match config.neighbors.iter().find(|neighbor| neighbor.ip == *ip) {
+                        Some(neighbor) => format!("{ip} ({} {})", config.ports[neighbor.port].name, neighbor.mac),
+                        None => format!("{ip} (resolved by the control plane)"),
+                    })
+                    .collect();
+                format!("via {}", next_hops.join(", "))
+            }
         };
         println!("  {:<24} -> {target}", route.prefix.to_string());
+    }
+    for port in &config.ports {
+        for address in &port.addresses {
+            println!(
+                "  {:<24} -> connected, port {} (address {} is local)",
+                network(address),
+                port.name,
+                address.address
+            );
+        }
+    }
+    for neighbor in &config.neighbors {
+        println!("neighbor {} is {} on port {}", neighbor.ip, neighbor.mac, config.ports[neighbor.port].name);
     }
     for group in &config.groups {
         let members: Vec<&str> = group.members.iter().map(|&p| config.ports[p].name.as_str()).collect();

@@ -9,7 +9,6 @@
 
 #![forbid(unsafe_code)]
 
-use crate::config::{RouteConfig, RouteTarget};
 use crate::wire::parse::Destination;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
@@ -18,7 +17,7 @@ use std::net::IpAddr;
 /// the switch's operator configured, not attacker-chosen map contents, so no keyed hash is
 /// needed; hashbrown's default (aHash) measured ~20 cycles of a 190-cycle frame in `perf`.
 #[derive(Default, Clone, Copy)]
-struct AddressHasher(u64);
+pub struct AddressHasher(u64);
 
 impl Hasher for AddressHasher {
     #[inline]
@@ -54,10 +53,12 @@ impl Hasher for AddressHasher {
     }
 }
 
-type HashMap<K, V> = hashbrown::HashMap<K, V, BuildHasherDefault<AddressHasher>>;
+/// A hash map keyed by addresses (route prefixes, neighbour IPs), with the cheap hasher above.
+pub type AddressMap<K, V> = hashbrown::HashMap<K, V, BuildHasherDefault<AddressHasher>>;
+type HashMap<K, V> = AddressMap<K, V>;
 
 /// Prefixes to targets of type `T` (a config route's target, or the classifier's own).
-pub struct RouteTable<T = RouteTarget> {
+pub struct RouteTable<T> {
     /// (length, masked prefix -> target), longest length first.
     v4: Vec<(u8, HashMap<u32, T>)>,
     v6: Vec<(u8, HashMap<u128, T>)>,
@@ -92,16 +93,6 @@ fn insert<K: std::hash::Hash + Eq, T>(tables: &mut Vec<(u8, HashMap<K, T>)>, len
     tables[index].1.insert(key, target);
 }
 
-impl RouteTable<RouteTarget> {
-    pub fn new(routes: &[RouteConfig]) -> Self {
-        let mut table = Self::empty();
-        for route in routes {
-            table.insert(route.prefix.address, route.prefix.len, route.target);
-        }
-        table
-    }
-}
-
 impl<T: Copy> RouteTable<T> {
     pub fn empty() -> Self {
         Self { v4: Vec::new(), v6: Vec::new() }
@@ -133,12 +124,14 @@ mod tests {
     use super::*;
     use crate::config::Prefix;
 
-    fn table(routes: &[(&str, RouteTarget)]) -> RouteTable {
-        let routes: Vec<RouteConfig> = routes
-            .iter()
-            .map(|(prefix, target)| RouteConfig { prefix: Prefix::parse(prefix).unwrap(), target: *target })
-            .collect();
-        RouteTable::new(&routes)
+    /// Targets are port numbers here: the table does not care what they are.
+    fn table(routes: &[(&str, u8)]) -> RouteTable<u8> {
+        let mut table = RouteTable::empty();
+        for (text, target) in routes {
+            let prefix = Prefix::parse(text).unwrap();
+            table.insert(prefix.address, prefix.len, *target);
+        }
+        table
     }
 
     fn v4(text: &str) -> Destination {
@@ -162,37 +155,27 @@ mod tests {
 
     #[test]
     fn longest_prefix_wins() {
-        let routes = table(&[
-            ("0.0.0.0/0", RouteTarget::Group(0)),
-            ("10.0.0.0/8", RouteTarget::Port(1)),
-            ("10.0.1.0/24", RouteTarget::Port(2)),
-            ("10.0.1.7/32", RouteTarget::Port(3)),
-        ]);
-        assert_eq!(routes.lookup(v4("10.0.1.7")), Some(RouteTarget::Port(3)));
-        assert_eq!(routes.lookup(v4("10.0.1.8")), Some(RouteTarget::Port(2)));
-        assert_eq!(routes.lookup(v4("10.9.9.9")), Some(RouteTarget::Port(1)));
-        assert_eq!(routes.lookup(v4("192.0.2.1")), Some(RouteTarget::Group(0)));
+        let routes = table(&[("0.0.0.0/0", 100), ("10.0.0.0/8", 1), ("10.0.1.0/24", 2), ("10.0.1.7/32", 3)]);
+        assert_eq!(routes.lookup(v4("10.0.1.7")), Some(3));
+        assert_eq!(routes.lookup(v4("10.0.1.8")), Some(2));
+        assert_eq!(routes.lookup(v4("10.9.9.9")), Some(1));
+        assert_eq!(routes.lookup(v4("192.0.2.1")), Some(100));
     }
 
     #[test]
     fn no_default_means_no_route() {
-        let routes = table(&[("10.0.0.0/24", RouteTarget::Port(0)), ("2001:db8::/32", RouteTarget::Port(1))]);
+        let routes = table(&[("10.0.0.0/24", 0), ("2001:db8::/32", 1)]);
         assert_eq!(routes.lookup(v4("10.0.1.1")), None);
         assert_eq!(routes.lookup(v6("2001:db9::1")), None);
     }
 
     #[test]
     fn ipv6_longest_prefix_wins() {
-        let routes = table(&[
-            ("::/0", RouteTarget::Port(0)),
-            ("2001:db8::/32", RouteTarget::Port(1)),
-            ("2001:db8:0:1::/64", RouteTarget::Port(2)),
-            ("2001:db8:0:1::42/128", RouteTarget::Port(3)),
-        ]);
-        assert_eq!(routes.lookup(v6("2001:db8:0:1::42")), Some(RouteTarget::Port(3)));
-        assert_eq!(routes.lookup(v6("2001:db8:0:1::43")), Some(RouteTarget::Port(2)));
-        assert_eq!(routes.lookup(v6("2001:db8:ffff::1")), Some(RouteTarget::Port(1)));
-        assert_eq!(routes.lookup(v6("fe80::1")), Some(RouteTarget::Port(0)));
+        let routes = table(&[("::/0", 0), ("2001:db8::/32", 1), ("2001:db8:0:1::/64", 2), ("2001:db8:0:1::42/128", 3)]);
+        assert_eq!(routes.lookup(v6("2001:db8:0:1::42")), Some(3));
+        assert_eq!(routes.lookup(v6("2001:db8:0:1::43")), Some(2));
+        assert_eq!(routes.lookup(v6("2001:db8:ffff::1")), Some(1));
+        assert_eq!(routes.lookup(v6("fe80::1")), Some(0));
         // Families never match each other.
         assert_eq!(routes.lookup(v4("10.0.0.1")), None);
     }

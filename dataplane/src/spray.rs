@@ -28,7 +28,8 @@
 
 #![forbid(unsafe_code)]
 
-use crate::config::{Config, GroupMode};
+use crate::config::GroupMode;
+use crate::fib;
 use crate::rng::Rng;
 use hashbrown::HashMap;
 
@@ -65,13 +66,13 @@ pub struct Selector {
 }
 
 impl Selector {
-    pub fn new(config: &Config) -> Self {
-        let groups = config
-            .groups
+    /// A selector for the FIB's groups, slot for slot.
+    pub fn new(groups: &[fib::Group]) -> Self {
+        let groups = groups
             .iter()
             .map(|group| Group {
                 mode: group.mode,
-                members: group.members.iter().map(|&port| port as u16).collect(),
+                members: group.members.iter().map(|adjacency| adjacency.port).collect(),
                 cursor: 0,
                 last_choice: 0,
                 gap_ps: u64::from(group.flowlet_gap_us) * 1_000_000,
@@ -220,7 +221,8 @@ mod tests {
             "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n{}\n[[group]]\nname = \"g\"\nports = [\"p0\", \"p1\", \"p2\", \"p3\"]\nmode = \"{mode}\"\nflowlet_gap_us = 10\n",
             (0..4).map(|i| format!("[[port]]\nname = \"p{i}\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:1{i}\"\n")).collect::<String>()
         );
-        Selector::new(&Config::parse(&text, "t.toml").unwrap())
+        let config = crate::config::Config::parse(&text, "t.toml").unwrap();
+        Selector::new(&crate::fib::Fib::new(&config, &crate::fib::Learned::default(), 1).groups)
     }
 
     fn ports() -> Ports {

@@ -41,8 +41,8 @@
 #![forbid(unsafe_code)]
 
 use crate::buffer::PacketBuf;
-use crate::classify::{Classifier, IpHeader, Verdict};
-use crate::config::{wire_bytes, Config, EcnProfile, MarkOn, PortConfig, RouteTarget, WatchdogAction, TRAFFIC_CLASSES};
+use crate::classify::{Classifier, IpHeader, Next, Verdict};
+use crate::config::{wire_bytes, Config, EcnProfile, MarkOn, PortConfig, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::ecn;
 use crate::pfc::{self, BufferPlan, XOFF_QUANTA};
@@ -276,9 +276,11 @@ impl<P: PacketBuf> Switch<P> {
             })
             .collect();
         let watchdog = &config.qos.watchdog;
+        let classifier = Classifier::new(config);
+        let selector = Selector::new(&classifier.fib().groups);
         Self {
-            classifier: Classifier::new(config),
-            selector: Selector::new(config),
+            classifier,
+            selector,
             arena: Arena::new(Self::arena_capacity(config)),
             ports,
             plan,
@@ -343,17 +345,21 @@ impl<P: PacketBuf> Switch<P> {
                 return Received::Dropped(reason);
             }
             Verdict::Punt(reason) => return self.punt(ingress, packet, reason, now),
-            Verdict::Forward { target, tc, flow_hash, ip } => (target, usize::from(tc), flow_hash, ip),
+            Verdict::Forward { next, tc, flow_hash, ip } => (next, usize::from(tc), flow_hash, ip),
         };
         let rx = &mut self.stats.ports[ingress];
         rx.rx_packets += 1;
         rx.rx_bytes += len as u64;
-        let (egress, member) = match target {
-            RouteTarget::Port(port) => (port, None),
-            RouteTarget::Group(group) => {
+        let (egress, next_hop, member) = match target {
+            Next::Adjacency(adjacency) => (usize::from(adjacency.port), adjacency.mac, None),
+            Next::Group(group) => {
+                let group = group as usize;
                 let view = Ports { ports: &self.ports, now, watchdog_action: self.watchdog_action };
                 match self.selector.select(group, flow_hash, tc, now, &mut self.rng, &view) {
-                    Some((slot, port)) => (usize::from(port), Some((group, slot))),
+                    Some((slot, port)) => {
+                        let mac = self.classifier.fib().groups[group].members[usize::from(slot)].mac;
+                        (usize::from(port), mac, Some((group, slot)))
+                    }
                     None => {
                         self.stats.ports[ingress].drops[DropReason::NoRoute.index()] += 1;
                         return Received::Dropped(DropReason::NoRoute);
@@ -361,7 +367,7 @@ impl<P: PacketBuf> Switch<P> {
                 }
             }
         };
-        self.classifier.rewrite_macs(packet.data_mut(), egress);
+        self.classifier.rewrite_macs(packet.data_mut(), next_hop);
         let mut marked = false;
         if self.ecn[tc].as_ref().is_some_and(|profile| profile.mark_on == MarkOn::Enqueue) {
             let depth = self.ports[egress].queues[tc].bytes;
@@ -416,8 +422,11 @@ impl<P: PacketBuf> Switch<P> {
         let depth = queue.bytes;
         let stats = &mut self.stats.ports[egress].queues[tc];
         stats.max_depth_bytes = stats.max_depth_bytes.max(depth);
+        // Counted for the config's groups; groups of next hops come and go with routes.
         if let Some((group, slot)) = member {
-            self.stats.groups[group][usize::from(slot)] += 1;
+            if let Some(counts) = self.stats.groups.get_mut(group) {
+                counts[usize::from(slot)] += 1;
+            }
         }
         if self.lossless(tc) && self.ports[egress].paused_until[tc] > now && !self.ports[egress].storm[tc] {
             // A paused queue now holds frames: the watchdog's clock matters.

@@ -2,36 +2,31 @@
 //! a default) and a larger one (4,096 /24s plus 1,024 /32s), IPv4 and IPv6.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use raceway::config::{Prefix, RouteConfig, RouteTarget};
+use raceway::config::Prefix;
 use raceway::route::RouteTable;
 use raceway::wire::parse::Destination;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-fn table(racks: u32, hosts: u32) -> RouteTable {
-    let mut routes = vec![
-        RouteConfig { prefix: Prefix::parse("0.0.0.0/0").unwrap(), target: RouteTarget::Group(0) },
-        RouteConfig { prefix: Prefix::parse("::/0").unwrap(), target: RouteTarget::Group(0) },
-    ];
+/// A route's target: a port number (the table does not care what targets are).
+fn table(racks: u32, hosts: u32) -> RouteTable<u32> {
+    let mut table = RouteTable::empty();
+    let mut add = |text: &str, target: u32| {
+        let prefix = Prefix::parse(text).unwrap();
+        table.insert(prefix.address, prefix.len, target);
+    };
+    add("0.0.0.0/0", 100);
+    add("::/0", 100);
     for rack in 0..racks {
         let prefix = format!("10.{}.{}.0/24", rack >> 8, rack & 0xff);
-        routes.push(RouteConfig {
-            prefix: Prefix::parse(&prefix).unwrap(),
-            target: RouteTarget::Port(rack as usize % 8),
-        });
+        add(&prefix, rack % 8);
         let prefix = format!("2001:db8:{rack:x}::/64");
-        routes.push(RouteConfig {
-            prefix: Prefix::parse(&prefix).unwrap(),
-            target: RouteTarget::Port(rack as usize % 8),
-        });
+        add(&prefix, rack % 8);
     }
     for host in 0..hosts {
         let prefix = format!("10.200.{}.{}/32", host >> 8, host & 0xff);
-        routes.push(RouteConfig {
-            prefix: Prefix::parse(&prefix).unwrap(),
-            target: RouteTarget::Port(host as usize % 8),
-        });
+        add(&prefix, host % 8);
     }
-    RouteTable::new(&routes)
+    table
 }
 
 fn lookups(c: &mut Criterion) {

@@ -1,0 +1,370 @@
+//! The forwarding information base: what the classifier looks up, as one immutable snapshot.
+//!
+//! A snapshot holds the routes (longest prefix match), the neighbour table (IP -> port and
+//! MAC) and the groups a route may spread over. It is built whole from the config and, with a
+//! control plane, what the kernel knows (its neighbours and routes), and never changes after:
+//! a new generation replaces it, so a worker sees one consistent table for a whole burst.
+//!
+//! What a route leads to is resolved when the snapshot is built, so a lookup is one route
+//! probe (and one neighbour probe for a connected subnet):
+//! - `port = "p"` routes go to p's `peer_mac`; `[[group]]`s spread over their ports' peers;
+//! - `via = "ip"` (or a list) goes to the neighbours of those next hops: one resolved next hop
+//!   is an adjacency, several are a group in `[control] multipath_mode` (ecmp without
+//!   `[control]`); when none is resolved the route gleans: its frames go to the control plane,
+//!   whose kernel resolves the neighbour (and forwards those first frames itself);
+//! - a port's address makes its subnet connected: the destination itself is the neighbour,
+//!   looked up per frame, gleaned when unknown; the address itself is local (punted).
+//!
+//! Config routes and kernel routes coexist; on the same prefix the config's wins (it is the
+//! operator's static intent, as a static route's lower distance wins in a router).
+//!
+//! Invariant: every adjacency in a snapshot names an existing port, every group has at least
+//! one member, and a group index below `config.groups.len()` is that config group.
+
+#![forbid(unsafe_code)]
+
+use crate::config::{Config, GroupMode, RouteTarget, DEFAULT_FLOWLET_GAP_US};
+use crate::route::{AddressMap, RouteTable};
+use crate::wire::ethernet::MacAddress;
+use crate::wire::parse::Destination;
+use std::net::IpAddr;
+
+/// Where a frame leaves: a port and the MAC of the neighbour it goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Adjacency {
+    pub port: u16,
+    pub mac: MacAddress,
+}
+
+/// What a route leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Adjacency(Adjacency),
+    /// A group of adjacencies, one chosen per frame (or flow).
+    Group(u32),
+    /// The port's connected subnet: the destination is the neighbour.
+    Connected(u16),
+    /// One of the switch's own addresses.
+    Local,
+    /// A next hop without a resolved neighbour.
+    Glean,
+}
+
+/// A group of adjacencies and how to spread over them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    pub mode: GroupMode,
+    pub flowlet_gap_us: u32,
+    pub members: Vec<Adjacency>,
+}
+
+/// A neighbour the kernel (or the config) knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Neighbor {
+    pub ip: IpAddr,
+    pub mac: MacAddress,
+    pub port: usize,
+}
+
+/// A route the kernel knows: a prefix and its next hops (an IP on a port, or none for a
+/// connected route out of the port).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelRoute {
+    pub address: IpAddr,
+    pub len: u8,
+    pub next_hops: Vec<(Option<IpAddr>, usize)>,
+}
+
+/// What the control plane adds to the config: the kernel's neighbours and routes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Learned {
+    pub neighbors: Vec<Neighbor>,
+    pub routes: Vec<KernelRoute>,
+}
+
+/// One generation of the forwarding tables.
+pub struct Fib {
+    routes: RouteTable<Target>,
+    neighbors_v4: AddressMap<u32, Adjacency>,
+    neighbors_v6: AddressMap<u128, Adjacency>,
+    pub groups: Vec<Group>,
+    /// Counts up from 1 with each snapshot built by one control plane.
+    pub generation: u64,
+}
+
+/// The host route length of an address: 32 or 128.
+fn host_len(address: IpAddr) -> u8 {
+    if address.is_ipv4() {
+        32
+    } else {
+        128
+    }
+}
+
+impl Fib {
+    /// The snapshot of `config` plus what the kernel knows.
+    pub fn new(config: &Config, learned: &Learned, generation: u64) -> Self {
+        let mut fib = Self {
+            routes: RouteTable::empty(),
+            neighbors_v4: AddressMap::default(),
+            neighbors_v6: AddressMap::default(),
+            groups: config
+                .groups
+                .iter()
+                .map(|group| Group {
+                    mode: group.mode,
+                    flowlet_gap_us: group.flowlet_gap_us,
+                    members: group
+                        .members
+                        .iter()
+                        .map(|&port| Adjacency { port: port as u16, mac: config.ports[port].peer_mac })
+                        .collect(),
+                })
+                .collect(),
+            generation,
+        };
+        // Learned neighbours first: a static [[neighbor]] of the config replaces one the kernel
+        // learned for the same address.
+        let neighbors = learned.neighbors.iter().chain(&config.neighbors);
+        for neighbor in neighbors.filter(|neighbor| neighbor.port < config.ports.len()) {
+            let adjacency = Adjacency { port: neighbor.port as u16, mac: neighbor.mac };
+            match neighbor.ip {
+                IpAddr::V4(ip) => fib.neighbors_v4.insert(u32::from(ip), adjacency),
+                IpAddr::V6(ip) => fib.neighbors_v6.insert(u128::from(ip), adjacency),
+            };
+        }
+        let multipath_mode = config.control.as_ref().map_or(GroupMode::Ecmp, |control| control.multipath_mode);
+        // Connected subnets, then kernel routes, then the config's: later inserts replace
+        // earlier ones on the same prefix.
+        for (port, config_port) in config.ports.iter().enumerate() {
+            for address in &config_port.addresses {
+                fib.routes.insert(address.address, address.len, Target::Connected(port as u16));
+            }
+        }
+        for route in &learned.routes {
+            let target = fib.resolve_kernel_route(route, multipath_mode, config.ports.len());
+            fib.routes.insert(route.address, route.len, target);
+        }
+        for route in &config.routes {
+            let target = match &route.target {
+                RouteTarget::Port(port) => {
+                    Target::Adjacency(Adjacency { port: *port as u16, mac: config.ports[*port].peer_mac })
+                }
+                RouteTarget::Group(group) => Target::Group(*group as u32),
+                RouteTarget::Via(next_hops) => fib.resolve_via(next_hops, multipath_mode),
+            };
+            fib.routes.insert(route.prefix.address, route.prefix.len, target);
+        }
+        // The ports' own addresses last: nothing routes them elsewhere.
+        for address in config.ports.iter().flat_map(|port| &port.addresses) {
+            fib.routes.insert(address.address, host_len(address.address), Target::Local);
+        }
+        fib
+    }
+
+    /// The neighbour entry of `destination`, if resolved.
+    #[inline]
+    pub fn neighbor(&self, destination: Destination) -> Option<Adjacency> {
+        match destination {
+            Destination::V4(ip) => self.neighbors_v4.get(&ip).copied(),
+            Destination::V6(ip) => self.neighbors_v6.get(&ip).copied(),
+        }
+    }
+
+    #[inline]
+    pub fn lookup(&self, destination: Destination) -> Option<Target> {
+        self.routes.lookup(destination)
+    }
+
+    fn neighbor_of(&self, ip: IpAddr) -> Option<Adjacency> {
+        self.neighbor(match ip {
+            IpAddr::V4(ip) => Destination::V4(u32::from(ip)),
+            IpAddr::V6(ip) => Destination::V6(u128::from(ip)),
+        })
+    }
+
+    /// A route over next hops: their resolved neighbours, as one adjacency or a group.
+    fn resolve_via(&mut self, next_hops: &[IpAddr], mode: GroupMode) -> Target {
+        let mut members: Vec<Adjacency> = Vec::with_capacity(next_hops.len());
+        for adjacency in next_hops.iter().filter_map(|&ip| self.neighbor_of(ip)) {
+            if !members.contains(&adjacency) {
+                members.push(adjacency);
+            }
+        }
+        self.target_of(members, mode)
+    }
+
+    fn target_of(&mut self, members: Vec<Adjacency>, mode: GroupMode) -> Target {
+        match members.len() {
+            0 => Target::Glean,
+            1 => Target::Adjacency(members[0]),
+            _ => {
+                // Routes over the same next hops share a group (and its flowlet table).
+                let existing = self.groups.iter().position(|group| group.mode == mode && group.members == members);
+                let index = existing.unwrap_or_else(|| {
+                    self.groups.push(Group { mode, flowlet_gap_us: DEFAULT_FLOWLET_GAP_US, members });
+                    self.groups.len() - 1
+                });
+                Target::Group(index as u32)
+            }
+        }
+    }
+
+    fn resolve_kernel_route(&mut self, route: &KernelRoute, mode: GroupMode, ports: usize) -> Target {
+        let next_hops: Vec<&(Option<IpAddr>, usize)> =
+            route.next_hops.iter().filter(|(_, port)| *port < ports).collect();
+        match next_hops.as_slice() {
+            [] => Target::Glean,
+            // A connected route: out of the port, to the destination itself.
+            [(None, port)] => Target::Connected(*port as u16),
+            _ => {
+                let mut members: Vec<Adjacency> = Vec::with_capacity(next_hops.len());
+                for &&(ip, _) in &next_hops {
+                    if let Some(adjacency) = ip.and_then(|ip| self.neighbor_of(ip)) {
+                        if !members.contains(&adjacency) {
+                            members.push(adjacency);
+                        }
+                    }
+                }
+                self.target_of(members, mode)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"
+[switch]
+name = "t"
+mac = "02:00:00:00:00:aa"
+[[port]]
+name = "host0"
+speed_gbps = 100
+peer_mac = "02:00:00:00:10:00"
+addresses = ["10.0.0.1/24", "fd00::1/64"]
+[[port]]
+name = "up0"
+speed_gbps = 100
+peer_mac = "02:00:00:00:20:00"
+[[port]]
+name = "up1"
+speed_gbps = 100
+peer_mac = "02:00:00:00:21:00"
+[[neighbor]]
+ip = "10.255.0.0"
+mac = "02:00:00:00:20:01"
+port = "up0"
+[[neighbor]]
+ip = "10.255.0.2"
+mac = "02:00:00:00:21:01"
+port = "up1"
+[[route]]
+prefix = "0.0.0.0/0"
+via = ["10.255.0.0", "10.255.0.2"]
+[[route]]
+prefix = "192.0.2.0/24"
+via = "10.255.0.2"
+[[route]]
+prefix = "198.51.100.0/24"
+via = ["10.255.0.0", "10.255.0.9"]
+[[route]]
+prefix = "203.0.113.0/24"
+via = "10.255.0.9"
+[[route]]
+prefix = "10.9.0.0/16"
+port = "up1"
+[control]
+multipath_mode = "spray"
+"#;
+
+    fn v4(text: &str) -> Destination {
+        Destination::V4(u32::from(text.parse::<std::net::Ipv4Addr>().unwrap()))
+    }
+
+    fn mac(last: u8, port: u8) -> MacAddress {
+        MacAddress([0x02, 0, 0, 0, port, last])
+    }
+
+    #[test]
+    fn routes_resolve_to_adjacencies_groups_connected_local_or_glean() {
+        let config = Config::parse(CONFIG, "t.toml").unwrap();
+        let fib = Fib::new(&config, &Learned::default(), 1);
+        let up0 = Adjacency { port: 1, mac: mac(0x01, 0x20) };
+        let up1 = Adjacency { port: 2, mac: mac(0x01, 0x21) };
+        // Two resolved next hops: a group in the control's multipath mode.
+        let Some(Target::Group(group)) = fib.lookup(v4("8.8.8.8")) else { panic!() };
+        assert_eq!(
+            fib.groups[group as usize],
+            Group { mode: GroupMode::Spray, flowlet_gap_us: 100, members: vec![up0, up1] }
+        );
+        assert_eq!(fib.lookup(v4("192.0.2.7")), Some(Target::Adjacency(up1)));
+        // One of two resolved: that one alone; none resolved: glean.
+        assert_eq!(fib.lookup(v4("198.51.100.7")), Some(Target::Adjacency(up0)));
+        assert_eq!(fib.lookup(v4("203.0.113.7")), Some(Target::Glean));
+        // A port route: its peer.
+        assert_eq!(fib.lookup(v4("10.9.1.1")), Some(Target::Adjacency(Adjacency { port: 2, mac: mac(0, 0x21) })));
+        // The port's subnet is connected; its own address is local, in both families.
+        assert_eq!(fib.lookup(v4("10.0.0.7")), Some(Target::Connected(0)));
+        assert_eq!(fib.lookup(v4("10.0.0.1")), Some(Target::Local));
+        let v6 = |text: &str| Destination::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()));
+        assert_eq!(fib.lookup(v6("fd00::1")), Some(Target::Local));
+        assert_eq!(fib.lookup(v6("fd00::7")), Some(Target::Connected(0)));
+        assert_eq!(fib.neighbor(v4("10.255.0.2")), Some(up1));
+        assert_eq!(fib.neighbor(v4("10.0.0.7")), None);
+    }
+
+    #[test]
+    fn learned_state_fills_in_and_the_config_wins_on_the_same_prefix() {
+        let config = Config::parse(CONFIG, "t.toml").unwrap();
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        let learned = Learned {
+            neighbors: vec![
+                Neighbor { ip: ip("10.0.0.7"), mac: mac(0x07, 0x10), port: 0 },
+                Neighbor { ip: ip("10.255.0.9"), mac: mac(0x09, 0x20), port: 1 },
+                // A static neighbour of the config replaces a learned one.
+                Neighbor { ip: ip("10.255.0.2"), mac: mac(0xee, 0xee), port: 1 },
+                // An unknown port is ignored.
+                Neighbor { ip: ip("10.255.0.99"), mac: mac(0x99, 0x99), port: 9 },
+            ],
+            routes: vec![
+                KernelRoute { address: ip("172.16.0.0"), len: 12, next_hops: vec![(Some(ip("10.255.0.9")), 1)] },
+                KernelRoute { address: ip("172.17.0.0"), len: 16, next_hops: vec![(None, 2)] },
+                KernelRoute {
+                    address: ip("172.18.0.0"),
+                    len: 16,
+                    next_hops: vec![(Some(ip("10.255.0.9")), 1), (Some(ip("10.255.0.2")), 2)],
+                },
+                // The config routes 192.0.2.0/24 via 10.255.0.2: the kernel's route loses.
+                KernelRoute { address: ip("192.0.2.0"), len: 24, next_hops: vec![(Some(ip("10.255.0.9")), 1)] },
+            ],
+        };
+        let fib = Fib::new(&config, &learned, 7);
+        assert_eq!(fib.generation, 7);
+        let learned_up0 = Adjacency { port: 1, mac: mac(0x09, 0x20) };
+        let static_up1 = Adjacency { port: 2, mac: mac(0x01, 0x21) };
+        assert_eq!(fib.neighbor(v4("10.0.0.7")), Some(Adjacency { port: 0, mac: mac(0x07, 0x10) }));
+        assert_eq!(fib.neighbor(v4("10.255.0.2")), Some(static_up1));
+        assert_eq!(fib.neighbor(v4("10.255.0.99")), None);
+        assert_eq!(fib.lookup(v4("172.16.1.1")), Some(Target::Adjacency(learned_up0)));
+        assert_eq!(fib.lookup(v4("172.17.1.1")), Some(Target::Connected(2)));
+        let Some(Target::Group(group)) = fib.lookup(v4("172.18.1.1")) else { panic!() };
+        assert_eq!(fib.groups[group as usize].members, vec![learned_up0, static_up1]);
+        assert_eq!(fib.lookup(v4("192.0.2.1")), Some(Target::Adjacency(static_up1)));
+        // A next hop resolved now turns the config's glean route into an adjacency.
+        assert_eq!(fib.lookup(v4("203.0.113.7")), Some(Target::Adjacency(learned_up0)));
+    }
+
+    #[test]
+    fn routes_over_the_same_next_hops_share_a_group() {
+        let text = CONFIG.replace(
+            "[[route]]\nprefix = \"10.9.0.0/16\"\nport = \"up1\"",
+            "[[route]]\nprefix = \"10.9.0.0/16\"\nvia = [\"10.255.0.0\", \"10.255.0.2\"]",
+        );
+        let fib = Fib::new(&Config::parse(&text, "t.toml").unwrap(), &Learned::default(), 1);
+        assert_eq!(fib.lookup(v4("10.9.1.1")), fib.lookup(v4("8.8.8.8")));
+        assert_eq!(fib.groups.len(), 1);
+    }
+}
