@@ -17,7 +17,7 @@
 
 use crate::config::{Config, Trust};
 use crate::drops::DropReason;
-use crate::fib::{Adjacency, Fib, Learned, Target};
+use crate::fib::{Adjacency, Fib, FibHandle, Learned, Target};
 use crate::punt::PuntReason;
 use crate::wire::ethernet::{self, MacAddress};
 use crate::wire::parse::{self, Destination, Payload};
@@ -182,6 +182,17 @@ impl Classifier {
         let mut ethernet = ethernet::Frame::new_unchecked(frame);
         ethernet.set_destination(next_hop);
         ethernet.set_source(self.switch_mac);
+    }
+
+    /// Takes the handle's snapshot if it is newer (one atomic load when it is not); true when
+    /// it changed.
+    #[inline]
+    pub fn refresh(&mut self, handle: &FibHandle) -> bool {
+        if handle.generation() == self.fib.generation {
+            return false;
+        }
+        self.fib = handle.load();
+        true
     }
 
     /// The forwarding tables this classifier reads.

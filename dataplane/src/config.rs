@@ -565,6 +565,14 @@ impl Validator<'_> {
             Some(control) => Some(self.control(control, &raw.switch.name)?),
             None => None,
         };
+        if let Some(control) = &control {
+            if qos.lossless_mask & (1 << control.control_tc) != 0 {
+                return Err(self.error(
+                    "control.control_tc",
+                    format!("TC {} is lossless; the control plane's frames need a lossy class (nothing can pause the kernel)", control.control_tc),
+                ));
+            }
+        }
         let neighbors = self.neighbors(raw.neighbor, &ports)?;
         let routes = self.routes(raw.route, &ports, &groups, &neighbors, control.is_some())?;
         if control.is_none() {

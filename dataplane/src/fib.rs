@@ -18,6 +18,11 @@
 //! Config routes and kernel routes coexist; on the same prefix the config's wins (it is the
 //! operator's static intent, as a static route's lower distance wins in a router).
 //!
+//! Generations: the control plane publishes each new snapshot through a `FibHandle` (an
+//! atomic pointer swap, then the generation number); a worker compares the generation once
+//! per burst and takes the new snapshot only when it changed. No lock, no pause of forwarding;
+//! a snapshot is freed when its last reader lets it go.
+//!
 //! Invariant: every adjacency in a snapshot names an existing port, every group has at least
 //! one member, and a group index below `config.groups.len()` is that config group.
 
@@ -27,7 +32,10 @@ use crate::config::{Config, GroupMode, RouteTarget, DEFAULT_FLOWLET_GAP_US};
 use crate::route::{AddressMap, RouteTable};
 use crate::wire::ethernet::MacAddress;
 use crate::wire::parse::Destination;
+use arc_swap::ArcSwap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Where a frame leaves: a port and the MAC of the neighbour it goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +88,8 @@ pub struct KernelRoute {
 pub struct Learned {
     pub neighbors: Vec<Neighbor>,
     pub routes: Vec<KernelRoute>,
+    /// Addresses on the host interfaces (the config's and those added with `ip addr`).
+    pub addresses: Vec<IpAddr>,
 }
 
 /// One generation of the forwarding tables.
@@ -90,6 +100,37 @@ pub struct Fib {
     pub groups: Vec<Group>,
     /// Counts up from 1 with each snapshot built by one control plane.
     pub generation: u64,
+}
+
+/// Where the current snapshot is published: the control plane stores, workers load.
+pub struct FibHandle {
+    current: ArcSwap<Fib>,
+    generation: AtomicU64,
+}
+
+impl FibHandle {
+    pub fn new(fib: Fib) -> Self {
+        let generation = AtomicU64::new(fib.generation);
+        Self { current: ArcSwap::from_pointee(fib), generation }
+    }
+
+    /// Makes `fib` the current snapshot; readers pick it up at their next burst.
+    pub fn publish(&self, fib: Fib) {
+        let generation = fib.generation;
+        self.current.store(Arc::new(fib));
+        // After the pointer: a reader that sees the new number loads the new snapshot.
+        self.generation.store(generation, Ordering::Release);
+    }
+
+    /// The generation readers should have (one atomic load: the per-burst check).
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub fn load(&self) -> Arc<Fib> {
+        self.current.load_full()
+    }
 }
 
 /// The host route length of an address: 32 or 128.
@@ -155,9 +196,10 @@ impl Fib {
             };
             fib.routes.insert(route.prefix.address, route.prefix.len, target);
         }
-        // The ports' own addresses last: nothing routes them elsewhere.
-        for address in config.ports.iter().flat_map(|port| &port.addresses) {
-            fib.routes.insert(address.address, host_len(address.address), Target::Local);
+        // The switch's own addresses last: nothing routes them elsewhere.
+        let configured = config.ports.iter().flat_map(|port| &port.addresses).map(|address| address.address);
+        for address in configured.chain(learned.addresses.iter().copied()) {
+            fib.routes.insert(address, host_len(address), Target::Local);
         }
         fib
     }
@@ -340,6 +382,7 @@ multipath_mode = "spray"
                 // The config routes 192.0.2.0/24 via 10.255.0.2: the kernel's route loses.
                 KernelRoute { address: ip("192.0.2.0"), len: 24, next_hops: vec![(Some(ip("10.255.0.9")), 1)] },
             ],
+            addresses: Vec::new(),
         };
         let fib = Fib::new(&config, &learned, 7);
         assert_eq!(fib.generation, 7);
@@ -355,6 +398,28 @@ multipath_mode = "spray"
         assert_eq!(fib.lookup(v4("192.0.2.1")), Some(Target::Adjacency(static_up1)));
         // A next hop resolved now turns the config's glean route into an adjacency.
         assert_eq!(fib.lookup(v4("203.0.113.7")), Some(Target::Adjacency(learned_up0)));
+    }
+
+    #[test]
+    fn a_published_snapshot_is_what_readers_load_next() {
+        let config = Config::parse(CONFIG, "t.toml").unwrap();
+        let handle = FibHandle::new(Fib::new(&config, &Learned::default(), 1));
+        let reader = handle.load();
+        assert_eq!(handle.generation(), 1);
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        let learned = Learned {
+            routes: vec![KernelRoute { address: ip("172.16.0.0"), len: 12, next_hops: vec![(None, 1)] }],
+            addresses: vec![ip("10.255.0.1")],
+            ..Learned::default()
+        };
+        handle.publish(Fib::new(&config, &learned, 2));
+        assert_eq!(handle.generation(), 2);
+        let next = handle.load();
+        assert_eq!(next.lookup(v4("172.16.0.1")), Some(Target::Connected(1)));
+        assert_eq!(next.lookup(v4("10.255.0.1")), Some(Target::Local), "an address added with ip addr");
+        // The old snapshot stays whole for whoever still reads it: the default route's group.
+        assert_eq!(reader.generation, 1);
+        assert!(matches!(reader.lookup(v4("172.16.0.1")), Some(Target::Group(_))));
     }
 
     #[test]

@@ -52,6 +52,27 @@ struct Group {
     flows: HashMap<u32, Flowlet>,
 }
 
+impl Group {
+    fn new(group: &fib::Group) -> Self {
+        Self {
+            mode: group.mode,
+            members: group.members.iter().map(|adjacency| adjacency.port).collect(),
+            cursor: 0,
+            last_choice: 0,
+            gap_ps: u64::from(group.flowlet_gap_us) * 1_000_000,
+            flows: if group.mode == GroupMode::Flowlet {
+                HashMap::with_capacity(2 * FLOWLET_TABLE)
+            } else {
+                HashMap::new()
+            },
+        }
+    }
+
+    fn same_as(&self, other: &Group) -> bool {
+        self.mode == other.mode && self.members == other.members && self.gap_ps == other.gap_ps
+    }
+}
+
 /// What the selector needs to know about ports at decision time.
 pub trait PortView {
     /// Whether the port may carry traffic (enabled and link up).
@@ -68,26 +89,26 @@ pub struct Selector {
 impl Selector {
     /// A selector for the FIB's groups, slot for slot.
     pub fn new(groups: &[fib::Group]) -> Self {
-        let groups = groups
-            .iter()
-            .map(|group| Group {
-                mode: group.mode,
-                members: group.members.iter().map(|adjacency| adjacency.port).collect(),
-                cursor: 0,
-                last_choice: 0,
-                gap_ps: u64::from(group.flowlet_gap_us) * 1_000_000,
-                flows: if group.mode == GroupMode::Flowlet {
-                    HashMap::with_capacity(2 * FLOWLET_TABLE)
-                } else {
-                    HashMap::new()
-                },
-            })
-            .collect();
-        Self { groups }
+        Self { groups: groups.iter().map(Group::new).collect() }
+    }
+
+    /// Follows a new FIB generation: a group whose mode and members did not change keeps its
+    /// state (cursor, last choice, flowlet table); a changed or new one starts afresh. Runs
+    /// only when the FIB changes, never per packet.
+    pub fn sync(&mut self, groups: &[fib::Group]) {
+        self.groups.truncate(groups.len());
+        for (index, group) in groups.iter().enumerate() {
+            let fresh = Group::new(group);
+            match self.groups.get_mut(index) {
+                Some(state) if state.same_as(&fresh) => {}
+                Some(state) => *state = fresh,
+                None => self.groups.push(fresh),
+            }
+        }
     }
 
     /// Picks a member of `group` for a packet: (member slot, port), or `None` when no member is
-    /// usable.
+    /// usable (or the group is gone: a frame classified under an older FIB generation).
     #[inline]
     pub fn select(
         &mut self,
@@ -98,7 +119,7 @@ impl Selector {
         rng: &mut Rng,
         ports: &impl PortView,
     ) -> Option<(u16, u16)> {
-        let state = &mut self.groups[group];
+        let state = self.groups.get_mut(group)?;
         let members = &state.members;
         let usable_count = members.iter().filter(|&&port| ports.usable(usize::from(port))).count();
         if usable_count == 0 {
@@ -227,6 +248,34 @@ mod tests {
 
     fn ports() -> Ports {
         Ports { up: vec![true; 4], cost: vec![0; 4] }
+    }
+
+    #[test]
+    fn sync_keeps_unchanged_groups_state_and_restarts_changed_ones() {
+        let mut s = selector("spray");
+        let mut rng = Rng::new(0);
+        let view = ports();
+        let group = |ports: &[u16]| fib::Group {
+            mode: GroupMode::Spray,
+            flowlet_gap_us: 10,
+            members: ports
+                .iter()
+                .map(|&port| fib::Adjacency {
+                    port,
+                    mac: crate::wire::ethernet::MacAddress([2, 0, 0, 0, 0, 0x10 + port as u8]),
+                })
+                .collect(),
+        };
+        assert_eq!(s.select(0, 7, 0, 0, &mut rng, &view).unwrap().1, 0);
+        // The same group, and a new one: the cursor goes on where it was.
+        s.sync(&[group(&[0, 1, 2, 3]), group(&[2, 3])]);
+        assert_eq!(s.select(0, 7, 0, 0, &mut rng, &view).unwrap().1, 1);
+        assert_eq!(s.select(1, 7, 0, 0, &mut rng, &view).unwrap().1, 2);
+        // Changed members: it starts from its first member again.
+        s.sync(&[group(&[3, 2, 1, 0])]);
+        assert_eq!(s.select(0, 7, 0, 0, &mut rng, &view).unwrap().1, 3);
+        // A group that no longer exists has no member (an older generation's frame).
+        assert_eq!(s.select(1, 7, 0, 0, &mut rng, &view), None);
     }
 
     #[test]

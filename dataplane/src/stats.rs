@@ -3,7 +3,7 @@
 //! Invariant: rx/tx counters count data frames only; PFC frames are counted in
 //! `pfc_rx` (once per enabled priority) and `pfc_xoff_tx`/`pfc_xon_tx` (an ignored PAUSE is a
 //! received frame dropped as `pause_ignored`). So, summed over ports,
-//! rx_packets = tx_packets + drops + punted + packets still queued. Port `drops` are charged to the
+//! rx_packets + injected = tx_packets + drops + punted + packets still queued. Port `drops` are charged to the
 //! port the packet came in on; a queue's `dropped` to the egress queue that refused it.
 //! `priority_groups` (lossless priorities only) give each ingress group's peak occupancy and
 //! peak headroom use, in buffer cell bytes; `pfc_watchdog` counts storms and restorations per
@@ -49,6 +49,8 @@ pub struct PortStats {
     pub drops: [u64; DropReason::COUNT],
     /// Frames handed to the control plane, per `PuntReason`.
     pub punted: [u64; PuntReason::COUNT],
+    /// Frames the control plane sent out of this port (its host interface).
+    pub injected: u64,
     pub queues: [QueueStats; TRAFFIC_CLASSES],
     pub priority_groups: [GroupStats; 8],
     pub watchdog_storms: [u64; 8],
@@ -135,6 +137,7 @@ impl SwitchStats {
             for (a, b) in mine.punted.iter_mut().zip(&theirs.punted) {
                 *a += b;
             }
+            mine.injected += theirs.injected;
             for (a, b) in mine.queues.iter_mut().zip(&theirs.queues) {
                 a.tx_packets += b.tx_packets;
                 a.tx_bytes += b.tx_bytes;
@@ -205,6 +208,7 @@ impl SwitchStats {
                     "pfc_rx": stats.pfc_rx,
                     "drops": drops,
                     "punted": punted,
+                    "injected": stats.injected,
                     "queues": queues,
                     "pfc_watchdog": {
                         "storms": stats.watchdog_storms,

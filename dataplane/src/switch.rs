@@ -45,6 +45,7 @@ use crate::classify::{Classifier, IpHeader, Next, Verdict};
 use crate::config::{wire_bytes, Config, EcnProfile, MarkOn, PortConfig, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::ecn;
+use crate::fib::FibHandle;
 use crate::pfc::{self, BufferPlan, XOFF_QUANTA};
 use crate::punt::{Outbox, Policer, PuntReason, Punted};
 use crate::rng::Rng;
@@ -244,6 +245,8 @@ pub struct Switch<P: PacketBuf> {
     /// Per ingress port, with `[control]` (else empty: nothing is punted).
     punt_policers: Vec<Policer>,
     punted: Outbox<P>,
+    /// The class frames from the control plane leave in.
+    control_tc: u8,
     pub stats: SwitchStats,
 }
 
@@ -298,6 +301,7 @@ impl<P: PacketBuf> Switch<P> {
                 None => Vec::new(),
             },
             punted: Outbox::new(if config.control.is_some() { PUNT_OUTBOX } else { 0 }),
+            control_tc: config.control.as_ref().map_or(7, |control| control.control_tc),
             stats: SwitchStats::new(config),
         }
     }
@@ -332,7 +336,7 @@ impl<P: PacketBuf> Switch<P> {
     #[inline(always)]
     pub fn receive_classified(&mut self, ingress: usize, mut packet: P, verdict: Verdict, now: u64) -> Received {
         let len = packet.len();
-        let (target, tc, flow_hash, mut ip) = match verdict {
+        let (target, tc, flow_hash, ip) = match verdict {
             Verdict::FlowControl(repr) => {
                 self.pause_received(ingress, &repr, now);
                 return Received::FlowControl;
@@ -355,11 +359,15 @@ impl<P: PacketBuf> Switch<P> {
             Next::Group(group) => {
                 let group = group as usize;
                 let view = Ports { ports: &self.ports, now, watchdog_action: self.watchdog_action };
-                match self.selector.select(group, flow_hash, tc, now, &mut self.rng, &view) {
-                    Some((slot, port)) => {
-                        let mac = self.classifier.fib().groups[group].members[usize::from(slot)].mac;
-                        (usize::from(port), mac, Some((group, slot)))
-                    }
+                let chosen =
+                    self.selector.select(group, flow_hash, tc, now, &mut self.rng, &view).and_then(|(slot, port)| {
+                        // A frame classified under an older FIB generation (pipelined) may name a
+                        // group that has changed since: no member, no route.
+                        let member = self.classifier.fib().groups.get(group)?.members.get(usize::from(slot))?;
+                        Some((usize::from(port), member.mac, Some((group, slot))))
+                    });
+                match chosen {
+                    Some(chosen) => chosen,
                     None => {
                         self.stats.ports[ingress].drops[DropReason::NoRoute.index()] += 1;
                         return Received::Dropped(DropReason::NoRoute);
@@ -368,6 +376,47 @@ impl<P: PacketBuf> Switch<P> {
             }
         };
         self.classifier.rewrite_macs(packet.data_mut(), next_hop);
+        let received = self.enqueue(ingress, egress, tc, packet, ip, now);
+        if let (Received::Queued { .. }, Some((group, slot))) = (received, member) {
+            // Counted for the config's groups; groups of next hops come and go with routes.
+            if let Some(counts) = self.stats.groups.get_mut(group) {
+                counts[usize::from(slot)] += 1;
+            }
+        }
+        received
+    }
+
+    /// Queues a frame the control plane sends out of `egress` (the kernel wrote it on the
+    /// port's host interface) in the control class: as written (its MACs and TTL are the
+    /// kernel's), through admission, ECN and the scheduler like any frame, so it never
+    /// bypasses PFC or the shaper. Its drops are charged to `egress`, the port whose host
+    /// interface it came from.
+    pub fn inject(&mut self, egress: usize, packet: P, now: u64) -> Received {
+        self.stats.ports[egress].injected += 1;
+        let ip = match crate::wire::parse::parse(packet.data()).map(|parsed| parsed.payload) {
+            Ok(crate::wire::parse::Payload::Ip(ip)) => IpHeader {
+                l3_offset: ip.l3_offset as u16,
+                is_ipv6: matches!(ip.destination, crate::wire::parse::Destination::V6(_)),
+                ecn: ip.ecn,
+            },
+            // Not IP (ARP, ND's link layer is IP; LLDP): never marked.
+            _ => IpHeader { l3_offset: 0, is_ipv6: false, ecn: ecn::NOT_ECT },
+        };
+        self.enqueue(egress, egress, usize::from(self.control_tc), packet, ip, now)
+    }
+
+    /// Admits a frame to `egress`'s queue `tc` (ECN at enqueue, the pools), charging drops to
+    /// `ingress`.
+    fn enqueue(
+        &mut self,
+        ingress: usize,
+        egress: usize,
+        tc: usize,
+        mut packet: P,
+        mut ip: IpHeader,
+        now: u64,
+    ) -> Received {
+        let len = packet.len();
         let mut marked = false;
         if self.ecn[tc].as_ref().is_some_and(|profile| profile.mark_on == MarkOn::Enqueue) {
             let depth = self.ports[egress].queues[tc].bytes;
@@ -423,16 +472,19 @@ impl<P: PacketBuf> Switch<P> {
         let stats = &mut self.stats.ports[egress].queues[tc];
         stats.max_depth_bytes = stats.max_depth_bytes.max(depth);
         // Counted for the config's groups; groups of next hops come and go with routes.
-        if let Some((group, slot)) = member {
-            if let Some(counts) = self.stats.groups.get_mut(group) {
-                counts[usize::from(slot)] += 1;
-            }
-        }
         if self.lossless(tc) && self.ports[egress].paused_until[tc] > now && !self.ports[egress].storm[tc] {
             // A paused queue now holds frames: the watchdog's clock matters.
             self.deadline = self.deadline.min(self.ports[egress].paused_since[tc].saturating_add(self.detection_ps));
         }
         Received::Queued { egress, tc }
+    }
+
+    /// Takes the control plane's newest FIB snapshot, if there is one (once per burst).
+    #[inline]
+    pub fn refresh_fib(&mut self, handle: &FibHandle) {
+        if self.classifier.refresh(handle) {
+            self.selector.sync(&self.classifier.fib().groups);
+        }
     }
 
     /// Polices a frame for the control plane and puts it in the outbox.
@@ -958,6 +1010,66 @@ port = "p0"
         assert_eq!(switch.stats.ports[0].drops[DropReason::PuntQueueFull.index()], 1);
         assert!(switch.take_punted().is_some());
         assert_eq!(switch.receive(0, arp(), 0), Received::Punted(PuntReason::Arp), "room again");
+    }
+
+    #[test]
+    fn a_new_fib_generation_takes_effect_at_the_next_refresh() {
+        let text = "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:aa\"\n\
+                    [[port]]\nname = \"p0\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:10:00\"\n\
+                    [[port]]\nname = \"p1\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:11:00\"\n\
+                    [[port]]\nname = \"p2\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:12:00\"\n\
+                    [control]\n";
+        let config = Config::parse(text, "t.toml").unwrap();
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 1);
+        let handle = crate::fib::FibHandle::new(crate::fib::Fib::new(&config, &crate::fib::Learned::default(), 1));
+        let to = |switch: &mut Switch<HeapPacket>| switch.receive(0, frame(0, 60), 0);
+        switch.refresh_fib(&handle);
+        assert_eq!(to(&mut switch), Received::Dropped(DropReason::NoRoute), "no route to 10.0.1.2 yet");
+        // The kernel learns a multipath route to 10.0.1.0/24 and both next hops.
+        let ip = |text: &str| text.parse::<std::net::IpAddr>().unwrap();
+        let mac = |last: u8| crate::wire::ethernet::MacAddress([0x02, 0, 0, 0, 0x20, last]);
+        let learned = crate::fib::Learned {
+            neighbors: vec![
+                crate::fib::Neighbor { ip: ip("10.255.0.1"), mac: mac(1), port: 1 },
+                crate::fib::Neighbor { ip: ip("10.255.0.3"), mac: mac(3), port: 2 },
+            ],
+            routes: vec![crate::fib::KernelRoute {
+                address: ip("10.0.1.0"),
+                len: 24,
+                next_hops: vec![(Some(ip("10.255.0.1")), 1), (Some(ip("10.255.0.3")), 2)],
+            }],
+            addresses: Vec::new(),
+        };
+        handle.publish(crate::fib::Fib::new(&config, &learned, 2));
+        assert_eq!(to(&mut switch), Received::Dropped(DropReason::NoRoute), "until the next refresh");
+        switch.refresh_fib(&handle);
+        let Received::Queued { egress, .. } = to(&mut switch) else { panic!() };
+        let sent = switch.transmit(egress, 0).unwrap();
+        assert_eq!(sent.data()[0..6], mac(egress as u8 * 2 - 1).0, "the chosen next hop's MAC");
+        // A frame classified under generation 2 (an RX worker's) reaches a switch on generation
+        // 3, where that group is gone: no route, no panic.
+        let verdict = Classifier::with_fib(&config, handle.load()).classify(frame(0, 60).data_mut());
+        handle.publish(crate::fib::Fib::new(&config, &crate::fib::Learned::default(), 3));
+        switch.refresh_fib(&handle);
+        assert!(matches!(verdict, Verdict::Forward { next: Next::Group(0), .. }));
+        assert_eq!(switch.receive_classified(0, frame(0, 60), verdict, 0), Received::Dropped(DropReason::NoRoute));
+    }
+
+    #[test]
+    fn injected_frames_queue_in_the_control_class_unchanged_and_are_counted() {
+        let mut switch: Switch<HeapPacket> = Switch::new(&config("", "[control]\ncontrol_tc = 6"), 1);
+        // What the kernel wrote: an ARP reply, and a TCP segment with TTL 64.
+        let reply = arp().data().to_vec();
+        let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), 7);
+        spec.transport = crate::frames::Transport::Tcp { source: 179, destination: 40000 };
+        let segment = spec.build();
+        assert_eq!(switch.inject(1, HeapPacket::new(reply.clone()), 0), Received::Queued { egress: 1, tc: 6 });
+        assert_eq!(switch.inject(1, HeapPacket::new(segment.clone()), 0), Received::Queued { egress: 1, tc: 6 });
+        assert_eq!(switch.stats.ports[1].injected, 2);
+        assert_eq!(switch.stats.ports[1].rx_packets, 0, "not received from the wire");
+        assert_eq!(switch.transmit(1, 0).unwrap().data(), &reply[..]);
+        assert_eq!(switch.transmit(1, 0).unwrap().data(), &segment[..], "MACs and TTL as the kernel wrote them");
+        assert_eq!(switch.stats.ports[1].queues[6].tx_packets, 2);
     }
 
     fn frame(dscp: u8, len: usize) -> HeapPacket {
