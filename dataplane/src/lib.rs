@@ -12,6 +12,7 @@ pub mod buffer;
 pub mod capture;
 pub mod classify;
 pub mod config;
+pub mod control;
 pub mod dpdk;
 pub mod drops;
 pub mod ecn;

@@ -32,6 +32,7 @@
 
 use crate::classify::{Classifier, Verdict};
 use crate::config::{Config, WorkerModel};
+use crate::control::{ControlLink, ControlPlane};
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
 use crate::stats::{CoreStats, SwitchStats};
 use crate::switch::Switch;
@@ -72,6 +73,8 @@ pub struct LiveReport {
     pub elapsed: Duration,
     /// What `--capture` wrote, when asked.
     pub capture: Option<crate::capture::CaptureSummary>,
+    /// The control thread's counters, with `[control]`.
+    pub control: Option<crate::control::ControlStats>,
 }
 
 /// How often the worker publishes its counters for the main lcore.
@@ -81,11 +84,6 @@ const DRAIN_FOR: Duration = Duration::from_secs(1);
 
 /// The EAL arguments: the config's, the lcores, one `--vdev`/`-a` per port, then the extras.
 pub fn eal_arguments(config: &Config, extra: &[String]) -> Result<Vec<String>, String> {
-    if config.control.is_some() {
-        // Punted frames would wait in the switch's outbox for a control thread that does not
-        // exist yet: refuse rather than lose them.
-        return Err("control: live host interfaces are not built yet; [control] works in replay only".into());
-    }
     let mut args = config.eal.clone();
     if let Some(lcores) = &config.lcores {
         // "0-1" is a core list (-l); "0@0,1@1,2@0" maps lcores to CPUs (--lcores).
@@ -274,6 +272,24 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         ports.push(started);
     }
     let ports = Arc::new(ports);
+    let mut control = match &config.control {
+        Some(control_config) => {
+            let link = Arc::new(ControlLink {
+                punt: ArrayQueue::new(crate::control::RING_FRAMES),
+                inject: ArrayQueue::new(crate::control::RING_FRAMES),
+                fib: crate::fib::FibHandle::new(crate::fib::Fib::new(config, &crate::fib::Learned::default(), 1)),
+            });
+            let plane = ControlPlane::start(config, Arc::clone(&ports), Arc::clone(&pool), link)
+                .map_err(|problem| DpdkError { context: "control".into(), problem })?;
+            tracing::info!(
+                "control: a host interface per port in network namespace {} (ip -n {} link)",
+                control_config.netns,
+                control_config.netns
+            );
+            Some(plane)
+        }
+        None => None,
+    };
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         stats: (0..=rx_lcores.len()).map(|_| CacheAligned(Mutex::new(SwitchStats::new(config)))).collect(),
@@ -319,6 +335,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     };
     let mut worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool), worker_seed(options.seed, 0));
     worker.tap = capture.as_ref().map(crate::capture::Capture::tap);
+    worker.control = control.as_ref().map(|plane| Arc::clone(&plane.link));
     let started = Instant::now();
     let mut launched = Vec::new();
     let input = if rx_lcores.is_empty() {
@@ -333,6 +350,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
             let owned = dealt[index].clone();
             let mut rx = RxWorker::new(config, owned, ring, index + 1, eal.tsc_hz());
             rx.tap = capture.as_ref().map(crate::capture::Capture::tap);
+            rx.control = control.as_ref().map(|plane| Arc::clone(&plane.link));
             let (task_ports, task_shared) = (Arc::clone(&ports), Arc::clone(&shared));
             let polled: Vec<String> =
                 rx.queues.iter().map(|&(port, queue)| format!("{}/{queue}", config.ports[port].name)).collect();
@@ -406,6 +424,13 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         tracing::info!("port '{}': device counters rx {rx} tx {tx} missed/errors {missed} no-mbuf {nombuf}", port.name);
     }
     let unsent = *shared.unsent.lock().expect("unsent lock");
+    // The control thread stops after the workers: it frees what they punted last, and the
+    // rings are emptied before the pool is counted.
+    let control_stats = control.as_mut().map(|plane| {
+        plane.stop();
+        plane.stats.lock().expect("control stats").clone()
+    });
+    drop(control);
     // Ports close (flushing capture files, returning driver-held mbufs) before we count.
     match Arc::try_unwrap(ports) {
         Ok(ports) => drop(ports),
@@ -422,6 +447,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         unsent_at_exit: unsent,
         elapsed,
         capture,
+        control: control_stats,
     })
 }
 
@@ -471,6 +497,8 @@ struct Worker {
     pool: Arc<Mempool>,
     /// Copies captured ports' frames for `--capture`.
     tap: Option<crate::capture::Tap>,
+    /// The rings to and from the control thread, and the FIB it publishes (`[control]`).
+    control: Option<Arc<ControlLink>>,
 }
 
 /// Per-port transmit state on the worker. When the port's virtual link is next free is the
@@ -485,7 +513,7 @@ struct Egress {
 
 impl Worker {
     fn new(config: &Config, tsc_hz: u64, pool: Arc<Mempool>, seed: u64) -> Self {
-        Self { switch: Switch::new(config, seed), config: config.clone(), tsc_hz, pool, tap: None }
+        Self { switch: Switch::new(config, seed), config: config.clone(), tsc_hz, pool, tap: None, control: None }
     }
 
     fn run(self, ports: &[Port], shared: &Shared, input: &Input) {
@@ -532,6 +560,10 @@ impl Worker {
                 }
             }
             let now = now_ps();
+            if let Some(link) = &self.control {
+                // One atomic load unless the control plane published a new FIB.
+                self.switch.refresh_fib(&link.fib);
+            }
             let mut received = 0;
             match input {
                 Input::Ports => {
@@ -561,6 +593,9 @@ impl Worker {
                         }
                     }
                 }
+            }
+            if let Some(link) = &self.control {
+                received += exchange_with_control(&mut self.switch, link, now);
             }
             // A fresh clock for the transmit half, so that latency (rx to tx hand-off) counts
             // the time the burst spent in classify and queue, not zero.
@@ -658,6 +693,24 @@ impl Worker {
     }
 }
 
+/// Hands what the switch punted to the control thread and injects up to a burst of what the
+/// kernel sent; returns how many frames were injected.
+fn exchange_with_control(switch: &mut Switch<Mbuf>, link: &ControlLink, now: u64) -> u64 {
+    while let Some(punted) = switch.take_punted() {
+        if link.punt.push((punted.port as u16, punted.packet)).is_err() {
+            // The control thread is behind: the frame is freed (dropping the pair) and counted.
+            switch.punt_refused(punted.port, punted.reason);
+        }
+    }
+    let mut injected = 0;
+    while injected < BURST as u64 {
+        let Some((port, mbuf)) = link.inject.pop() else { break };
+        switch.inject(usize::from(port), mbuf, now);
+        injected += 1;
+    }
+    injected
+}
+
 /// A pipelined RX worker: polls its ports, classifies, hands frames to the scheduler worker.
 struct RxWorker {
     classifier: Classifier,
@@ -671,6 +724,8 @@ struct RxWorker {
     tsc_hz: u64,
     /// Copies captured ports' received frames for `--capture`.
     tap: Option<crate::capture::Tap>,
+    /// Where the control plane publishes the FIB (`[control]`).
+    control: Option<Arc<ControlLink>>,
 }
 
 impl RxWorker {
@@ -689,6 +744,7 @@ impl RxWorker {
             slot,
             tsc_hz,
             tap: None,
+            control: None,
         }
     }
 
@@ -699,6 +755,9 @@ impl RxWorker {
         let mut rx = Burst::default();
         let mut iteration_start = dpdk::rdtsc();
         while !shared.stop.load(Ordering::Relaxed) {
+            if let Some(link) = &self.control {
+                self.classifier.refresh(&link.fib);
+            }
             let mut received = 0;
             for &(index, queue) in &self.queues {
                 if ports[index].rx_burst(queue, &mut rx) == 0 {

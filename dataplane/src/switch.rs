@@ -513,6 +513,14 @@ impl<P: PacketBuf> Switch<P> {
         }
     }
 
+    /// Recounts a frame `take_punted` gave out that the engine could not hand to the control
+    /// plane (its queue was full): no longer punted, dropped as `punt_queue_full`.
+    pub fn punt_refused(&mut self, port: usize, reason: PuntReason) {
+        let stats = &mut self.stats.ports[port];
+        stats.punted[reason.index()] -= 1;
+        stats.drops[DropReason::PuntQueueFull.index()] += 1;
+    }
+
     /// The next frame for the control plane, oldest first.
     #[inline]
     pub fn take_punted(&mut self) -> Option<Punted<P>> {

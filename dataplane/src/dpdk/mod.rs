@@ -8,6 +8,8 @@
 
 #![allow(unsafe_code)]
 
+pub mod host;
+
 use crate::buffer::PacketBuf;
 use dpdk_sys as sys;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};

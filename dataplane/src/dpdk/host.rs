@@ -1,0 +1,125 @@
+//! The host side of the exception path: a thread entering the switch's network namespace, and
+//! TAP interfaces, one per port, through which punted frames reach the kernel and the
+//! kernel's frames come back.
+//!
+//! Part of the DPDK glue because it is the other place raceway talks to the operating system
+//! below std (ioctl, setns). Invariant: a `Tap` owns its file descriptor; closing it (on drop)
+//! removes the interface, so nothing outlives the switch but the namespace.
+
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// Linux's interface name limit, with the terminating NUL.
+const IFNAMSIZ: usize = 16;
+
+/// The part of `struct ifreq` that TUNSETIFF reads: the name and the flags (`ifr_flags`), in a
+/// struct of the kernel's full size (40 bytes on 64-bit Linux).
+#[repr(C)]
+struct InterfaceRequest {
+    name: [u8; IFNAMSIZ],
+    flags: libc::c_short,
+    _rest: [u8; 22],
+}
+
+/// Moves the calling thread into the network namespace `/run/netns/<name>` (as `ip netns`
+/// names them). Only this thread changes namespace; sockets and TAPs it opens afterwards live
+/// in the namespace.
+pub fn enter_netns(name: &str) -> io::Result<()> {
+    let file = File::open(format!("/run/netns/{name}"))?;
+    // SAFETY: setns takes a namespace file descriptor that stays open for the call (owned by
+    // `file`) and a namespace type constant; it touches no memory of ours.
+    let result = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A TAP interface: Ethernet frames in and out, without the packet-information header.
+pub struct Tap {
+    file: File,
+    pub name: String,
+}
+
+impl Tap {
+    /// Creates the TAP `name` in the calling thread's namespace, non-blocking.
+    pub fn create(name: &str) -> io::Result<Self> {
+        if name.is_empty() || name.len() >= IFNAMSIZ {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("'{name}' is not 1-15 bytes")));
+        }
+        let path = CString::new("/dev/net/tun").expect("no NUL");
+        // SAFETY: `path` is a valid NUL-terminated string for the call; the returned
+        // descriptor, if any, is ours alone and is wrapped in an OwnedFd at once.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened, is valid, and nothing else owns it.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut request = InterfaceRequest { name: [0; IFNAMSIZ], flags: 0, _rest: [0; 22] };
+        request.name[..name.len()].copy_from_slice(name.as_bytes());
+        request.flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
+        // SAFETY: TUNSETIFF reads (and writes back the name into) an ifreq; `request` has the
+        // kernel's layout and size and lives across the call.
+        let result = unsafe { libc::ioctl(owned.as_raw_fd(), libc::TUNSETIFF, &mut request as *mut InterfaceRequest) };
+        if result < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self { file: File::from(owned), name: name.to_string() })
+    }
+
+    /// Sets the interface's carrier (link up or down, as `ip link` shows it).
+    pub fn set_carrier(&self, up: bool) -> io::Result<()> {
+        let value: libc::c_int = i32::from(up);
+        // SAFETY: TUNSETCARRIER reads one int through the pointer, which points at `value`
+        // for the duration of the call; the descriptor is our open TAP.
+        let result = unsafe { libc::ioctl(self.file.as_raw_fd(), libc::TUNSETCARRIER, &value as *const libc::c_int) };
+        if result < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Reads one frame the kernel sent; `WouldBlock` when there is none.
+    pub fn read(&self, buffer: &mut [u8]) -> io::Result<usize> {
+        (&self.file).read(buffer)
+    }
+
+    /// Hands one frame to the kernel, as if it arrived on the interface.
+    pub fn write(&self, frame: &[u8]) -> io::Result<usize> {
+        (&self.file).write(frame)
+    }
+
+    /// The descriptor, for poll(2).
+    pub fn raw_fd(&self) -> i32 {
+        self.file.as_raw_fd()
+    }
+}
+
+/// The kernel's index of interface `name` in the calling thread's namespace.
+pub fn interface_index(name: &str) -> io::Result<u32> {
+    let name = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a name"))?;
+    // SAFETY: `name` is a valid NUL-terminated string for the call.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if index == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(index)
+}
+
+/// Waits until one of `fds` is readable or `timeout_ms` passes; returns whether any is.
+pub fn wait_readable(fds: &[i32], timeout_ms: i32) -> io::Result<bool> {
+    let mut polled: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    // SAFETY: `polled` is a valid array of `polled.len()` pollfd structs for the call.
+    let result = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, timeout_ms) };
+    if result < 0 {
+        let err = io::Error::last_os_error();
+        return if err.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(err) };
+    }
+    Ok(result > 0)
+}
