@@ -120,17 +120,30 @@ impl ControlPlane {
             std::thread::Builder::new()
                 .name("raceway-control".into())
                 .spawn(move || {
-                    let taps = match open_interfaces(&config, &control) {
-                        Ok(taps) => {
+                    let opened = open_interfaces(&config, &control).and_then(|taps| {
+                        let sync = crate::kernel::Sync::open().map_err(|err| {
+                            format!("control: cannot open a netlink socket in {}: {err}", control.netns)
+                        })?;
+                        let mut interfaces = Vec::with_capacity(taps.len());
+                        for tap in &taps {
+                            interfaces.push(
+                                host::interface_index(&tap.name)
+                                    .map_err(|err| format!("control: index of '{}': {err}", tap.name))?,
+                            );
+                        }
+                        Ok((taps, sync, interfaces))
+                    });
+                    let (taps, sync, interfaces) = match opened {
+                        Ok(opened) => {
                             let _ = ready_tx.send(Ok(()));
-                            taps
+                            opened
                         }
                         Err(err) => {
                             let _ = ready_tx.send(Err(err));
                             return;
                         }
                     };
-                    ControlThread { taps, ports, pool, link, stop, stats, config }.run();
+                    ControlThread { taps, sync, interfaces, ports, pool, link, stop, stats, config }.run();
                 })
                 .map_err(|err| format!("cannot start the control thread: {err}"))?
         };
@@ -222,6 +235,9 @@ fn open_interfaces(config: &Config, control: &ControlConfig) -> Result<Vec<Tap>,
 
 struct ControlThread {
     taps: Vec<Tap>,
+    sync: crate::kernel::Sync,
+    /// The kernel's interface index of each port's TAP.
+    interfaces: Vec<u32>,
     ports: Arc<Vec<Port>>,
     pool: Arc<Mempool>,
     link: Arc<ControlLink>,
@@ -231,7 +247,7 @@ struct ControlThread {
 }
 
 impl ControlThread {
-    fn run(self) {
+    fn run(mut self) {
         let mut counters = self.stats.lock().expect("control stats").clone();
         let mut carrier: Vec<Option<bool>> = vec![None; self.taps.len()];
         let mut buffer = vec![0u8; 65_536];
@@ -268,6 +284,15 @@ impl ControlThread {
                     }
                 }
             }
+            let started = Instant::now();
+            match self.sync.poll() {
+                Ok(true) => {
+                    busy = true;
+                    self.publish_fib(&mut counters, started);
+                }
+                Ok(false) => {}
+                Err(err) => tracing::warn!("control: netlink: {err}"),
+            }
             if Instant::now() >= next_housekeeping {
                 next_housekeeping = Instant::now() + HOUSEKEEPING;
                 for (index, (tap, port)) in self.taps.iter().zip(self.ports.iter()).enumerate() {
@@ -283,10 +308,24 @@ impl ControlThread {
             }
             if !busy {
                 // Idle: the kernel's frames wake the poll; punted ones wait at most this long.
-                let fds: Vec<i32> = self.taps.iter().map(Tap::raw_fd).collect();
+                let mut fds: Vec<i32> = self.taps.iter().map(Tap::raw_fd).collect();
+                fds.push(self.sync.raw_fd());
                 let _ = host::wait_readable(&fds, 1);
             }
         }
         self.stats.lock().expect("control stats").clone_from(&counters);
+    }
+
+    /// Builds the FIB from the config and the kernel's tables and publishes it; the latency
+    /// counted runs from reading the kernel's messages to the snapshot being published.
+    fn publish_fib(&self, counters: &mut ControlStats, started: Instant) {
+        let interfaces = &self.interfaces;
+        let learned = self.sync.tables.learned(|index| interfaces.iter().position(|&i| i == index));
+        let generation = counters.fib_generation.max(1) + 1;
+        counters.fib_routes = (learned.routes.len() + self.config.routes.len()) as u64;
+        counters.fib_neighbors = (learned.neighbors.len() + self.config.neighbors.len()) as u64;
+        self.link.fib.publish(crate::fib::Fib::new(&self.config, &learned, generation));
+        counters.fib_generation = generation;
+        counters.last_update_ns = started.elapsed().as_nanos() as u64;
     }
 }

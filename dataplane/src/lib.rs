@@ -20,6 +20,7 @@ pub mod fabric;
 pub mod fib;
 pub mod frames;
 pub mod gen;
+pub mod kernel;
 pub mod latency;
 pub mod live;
 pub mod metrics;

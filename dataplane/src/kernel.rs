@@ -1,0 +1,631 @@
+//! What the kernel in the switch's namespace knows, kept in sync over rtnetlink: addresses,
+//! neighbours, routes (multipath included) and nexthop objects, turned into `fib::Learned`.
+//!
+//! The control thread opens a route netlink socket in the namespace, subscribes to address,
+//! neighbour, route and nexthop changes, and dumps each table once (again after the kernel
+//! reports that messages were lost). Each message is the full state of one object, so dumps
+//! and live changes are applied alike. Route, neighbour and address messages are decoded by
+//! `netlink-packet-route`; nexthop objects (`RTM_NEWNEXTHOP`, which FRR's zebra uses for its
+//! routes when the kernel has them) are not in that crate and are decoded here.
+//!
+//! What is taken: the main table's unicast routes whose next hops leave through a host
+//! interface (others are the kernel's own business); neighbours on host interfaces in a
+//! usable state (reachable, stale, delay, probe, permanent, noarp) with a MAC; every address
+//! except loopback ones (an address on `lo`, such as a router id, is the switch's too).
+//!
+//! Invariant: `KernelTables` holds exactly the last state the kernel reported for each object;
+//! `learned` is a pure function of it.
+
+#![forbid(unsafe_code)]
+
+use crate::fib::{KernelRoute, Learned, Neighbor};
+use crate::wire::ethernet::MacAddress;
+use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
+use netlink_packet_route::address::AddressAttribute;
+use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourState};
+use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteType};
+use netlink_packet_route::RouteNetlinkMessage;
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// How a route's next hops are given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NextHops {
+    /// (gateway, interface index) pairs: one, or RTA_MULTIPATH's list.
+    Direct(Vec<(Option<IpAddr>, u32)>),
+    /// A nexthop object (RTA_NH_ID).
+    Object(u32),
+}
+
+/// A nexthop object: one next hop, or a group of other objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Nexthop {
+    Single {
+        gateway: Option<IpAddr>,
+        interface: u32,
+    },
+    Group(Vec<u32>),
+    /// Blackhole or something raceway does not forward through.
+    Unusable,
+}
+
+/// One object's new state, or its removal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Address { add: bool, interface: u32, ip: IpAddr },
+    Neighbor { interface: u32, ip: IpAddr, mac: Option<MacAddress> },
+    Route { add: bool, address: IpAddr, len: u8, next_hops: NextHops },
+    Nexthop { id: u32, nexthop: Option<Nexthop> },
+}
+
+/// The kernel's tables as last reported.
+#[derive(Debug, Default, Clone)]
+pub struct KernelTables {
+    addresses: HashMap<(u32, IpAddr), ()>,
+    neighbors: HashMap<IpAddr, (u32, MacAddress)>,
+    routes: HashMap<(IpAddr, u8), NextHops>,
+    nexthops: HashMap<u32, Nexthop>,
+}
+
+impl KernelTables {
+    /// Applies one event; true when anything the FIB depends on changed.
+    pub fn apply(&mut self, event: Event) -> bool {
+        match event {
+            Event::Address { add: true, interface, ip } => self.addresses.insert((interface, ip), ()).is_none(),
+            Event::Address { add: false, interface, ip } => self.addresses.remove(&(interface, ip)).is_some(),
+            Event::Neighbor { interface, ip, mac: Some(mac) } => {
+                self.neighbors.insert(ip, (interface, mac)) != Some((interface, mac))
+            }
+            Event::Neighbor { ip, mac: None, .. } => self.neighbors.remove(&ip).is_some(),
+            Event::Route { add: true, address, len, next_hops } => {
+                self.routes.insert((address, len), next_hops.clone()) != Some(next_hops)
+            }
+            Event::Route { add: false, address, len, .. } => self.routes.remove(&(address, len)).is_some(),
+            Event::Nexthop { id, nexthop: Some(nexthop) } => self.nexthops.insert(id, nexthop.clone()) != Some(nexthop),
+            Event::Nexthop { id, nexthop: None } => self.nexthops.remove(&id).is_some(),
+        }
+    }
+
+    /// Forgets everything (before a fresh dump).
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    pub fn routes(&self) -> usize {
+        self.routes.len()
+    }
+
+    /// What the FIB takes from the kernel; `port_of` maps an interface index to a port (host
+    /// interfaces only). Sorted, so the same tables always give the same FIB.
+    pub fn learned(&self, port_of: impl Fn(u32) -> Option<usize>) -> Learned {
+        let mut neighbors: Vec<Neighbor> = self
+            .neighbors
+            .iter()
+            .filter_map(|(&ip, &(interface, mac))| Some(Neighbor { ip, mac, port: port_of(interface)? }))
+            .collect();
+        neighbors.sort_by_key(|neighbor| neighbor.ip);
+        let mut routes: Vec<KernelRoute> = Vec::with_capacity(self.routes.len());
+        for (&(address, len), next_hops) in &self.routes {
+            let mut resolved: Vec<(Option<IpAddr>, usize)> = Vec::new();
+            for (gateway, interface) in self.expand(next_hops) {
+                if let Some(port) = port_of(interface) {
+                    if !resolved.contains(&(gateway, port)) {
+                        resolved.push((gateway, port));
+                    }
+                }
+            }
+            if !resolved.is_empty() {
+                routes.push(KernelRoute { address, len, next_hops: resolved });
+            }
+        }
+        routes.sort_by_key(|route| (route.address, route.len));
+        let mut addresses: Vec<IpAddr> =
+            self.addresses.keys().map(|&(_, ip)| ip).filter(|ip| !ip.is_loopback()).collect();
+        addresses.sort_unstable();
+        addresses.dedup();
+        Learned { neighbors, routes, addresses }
+    }
+
+    /// A route's (gateway, interface) next hops, nexthop objects resolved (groups one level
+    /// deep, as the kernel allows).
+    fn expand(&self, next_hops: &NextHops) -> Vec<(Option<IpAddr>, u32)> {
+        match next_hops {
+            NextHops::Direct(list) => list.clone(),
+            NextHops::Object(id) => match self.nexthops.get(id) {
+                Some(Nexthop::Single { gateway, interface }) => vec![(*gateway, *interface)],
+                Some(Nexthop::Group(members)) => members
+                    .iter()
+                    .filter_map(|member| match self.nexthops.get(member) {
+                        Some(Nexthop::Single { gateway, interface }) => Some((*gateway, *interface)),
+                        _ => None,
+                    })
+                    .collect(),
+                Some(Nexthop::Unusable) | None => Vec::new(),
+            },
+        }
+    }
+}
+
+/// Netlink message types this module reads beyond the crate's.
+const RTM_NEWNEXTHOP: u16 = 104;
+const RTM_DELNEXTHOP: u16 = 105;
+const RTM_GETNEXTHOP: u16 = 106;
+const RTM_GETADDR: u16 = 22;
+const RTM_GETROUTE: u16 = 26;
+const RTM_GETNEIGH: u16 = 30;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const NLMSG_OVERRUN: u16 = 4;
+/// The route netlink groups subscribed to.
+const GROUPS: [u32; 6] = [
+    3,  // RTNLGRP_NEIGH
+    5,  // RTNLGRP_IPV4_IFADDR
+    7,  // RTNLGRP_IPV4_ROUTE
+    9,  // RTNLGRP_IPV6_IFADDR
+    11, // RTNLGRP_IPV6_ROUTE
+    32, // RTNLGRP_NEXTHOP
+];
+/// The dumps, in the order that lets each resolve against the previous: nexthop objects and
+/// neighbours before the routes that use them.
+const DUMPS: [(u16, usize); 4] = [(RTM_GETADDR, 8), (RTM_GETNEIGH, 12), (RTM_GETNEXTHOP, 8), (RTM_GETROUTE, 12)];
+
+/// What one netlink message says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    Event(Event),
+    /// The end of a dump (or its error).
+    Done,
+    /// Messages were lost: the tables must be dumped again.
+    Lost,
+    Other,
+}
+
+/// Splits a datagram into netlink messages and decodes each one.
+pub fn decode(datagram: &[u8]) -> Vec<Message> {
+    let mut messages = Vec::new();
+    let mut offset = 0;
+    while offset + 16 <= datagram.len() {
+        let len = u32::from_ne_bytes(datagram[offset..offset + 4].try_into().expect("4 bytes")) as usize;
+        if len < 16 || offset + len > datagram.len() {
+            break;
+        }
+        let message = &datagram[offset..offset + len];
+        let kind = u16::from_ne_bytes([message[4], message[5]]);
+        messages.push(match kind {
+            NLMSG_DONE => Message::Done,
+            // A failed dump request (e.g. no nexthop objects in an old kernel) ends that dump.
+            NLMSG_ERROR => Message::Done,
+            NLMSG_OVERRUN => Message::Lost,
+            RTM_NEWNEXTHOP | RTM_DELNEXTHOP => decode_nexthop(kind == RTM_NEWNEXTHOP, &message[16..]),
+            _ => match NetlinkMessage::<RouteNetlinkMessage>::deserialize(message) {
+                Ok(NetlinkMessage { payload: NetlinkPayload::InnerMessage(inner), .. }) => decode_route_message(inner),
+                _ => Message::Other,
+            },
+        });
+        offset += len.div_ceil(4) * 4;
+    }
+    messages
+}
+
+fn route_address(address: &RouteAddress) -> Option<IpAddr> {
+    match address {
+        RouteAddress::Inet(ip) => Some(IpAddr::V4(*ip)),
+        RouteAddress::Inet6(ip) => Some(IpAddr::V6(*ip)),
+        _ => None,
+    }
+}
+
+fn decode_route_message(message: RouteNetlinkMessage) -> Message {
+    match message {
+        RouteNetlinkMessage::NewAddress(message) => address_event(true, &message),
+        RouteNetlinkMessage::DelAddress(message) => address_event(false, &message),
+        RouteNetlinkMessage::NewNeighbour(message) => neighbor_event(true, &message),
+        RouteNetlinkMessage::DelNeighbour(message) => neighbor_event(false, &message),
+        RouteNetlinkMessage::NewRoute(message) => route_event(true, &message),
+        RouteNetlinkMessage::DelRoute(message) => route_event(false, &message),
+        _ => Message::Other,
+    }
+}
+
+fn address_event(add: bool, message: &netlink_packet_route::address::AddressMessage) -> Message {
+    // IFA_LOCAL is the interface's own address where IFA_ADDRESS is a peer's (point-to-point).
+    let local = message.attributes.iter().find_map(|attribute| match attribute {
+        AddressAttribute::Local(ip) => Some(*ip),
+        _ => None,
+    });
+    let address = message.attributes.iter().find_map(|attribute| match attribute {
+        AddressAttribute::Address(ip) => Some(*ip),
+        _ => None,
+    });
+    match local.or(address) {
+        Some(ip) => Message::Event(Event::Address { add, interface: message.header.index, ip }),
+        None => Message::Other,
+    }
+}
+
+fn neighbor_event(add: bool, message: &netlink_packet_route::neighbour::NeighbourMessage) -> Message {
+    let ip = message.attributes.iter().find_map(|attribute| match attribute {
+        NeighbourAttribute::Destination(NeighbourAddress::Inet(ip)) => Some(IpAddr::V4(*ip)),
+        NeighbourAttribute::Destination(NeighbourAddress::Inet6(ip)) => Some(IpAddr::V6(*ip)),
+        _ => None,
+    });
+    let Some(ip) = ip else { return Message::Other };
+    let mac = message.attributes.iter().find_map(|attribute| match attribute {
+        NeighbourAttribute::LinkLayerAddress(bytes) => <[u8; 6]>::try_from(bytes.as_slice()).ok().map(MacAddress),
+        _ => None,
+    });
+    let usable = matches!(
+        message.header.state,
+        NeighbourState::Reachable
+            | NeighbourState::Stale
+            | NeighbourState::Delay
+            | NeighbourState::Probe
+            | NeighbourState::Permanent
+            | NeighbourState::Noarp
+    );
+    let mac = if add && usable { mac } else { None };
+    Message::Event(Event::Neighbor { interface: message.header.ifindex, ip, mac })
+}
+
+fn route_event(add: bool, message: &netlink_packet_route::route::RouteMessage) -> Message {
+    let header = &message.header;
+    let table = message
+        .attributes
+        .iter()
+        .find_map(|attribute| match attribute {
+            RouteAttribute::Table(table) => Some(*table),
+            _ => None,
+        })
+        .unwrap_or(u32::from(header.table));
+    if table != u32::from(RouteHeader::RT_TABLE_MAIN) || header.kind != RouteType::Unicast {
+        return Message::Other;
+    }
+    let destination = message.attributes.iter().find_map(|attribute| match attribute {
+        RouteAttribute::Destination(address) => route_address(address),
+        _ => None,
+    });
+    let address = match destination {
+        Some(address) => address,
+        // A default route carries no destination.
+        None => match header.address_family {
+            netlink_packet_route::AddressFamily::Inet => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            netlink_packet_route::AddressFamily::Inet6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            _ => return Message::Other,
+        },
+    };
+    let len = header.destination_prefix_length;
+    let gateway = message.attributes.iter().find_map(|attribute| match attribute {
+        RouteAttribute::Gateway(address) => route_address(address),
+        _ => None,
+    });
+    let mut next_hops = None;
+    for attribute in &message.attributes {
+        match attribute {
+            RouteAttribute::NhId(id) => next_hops = Some(NextHops::Object(*id)),
+            RouteAttribute::Oif(interface) if next_hops.is_none() => {
+                next_hops = Some(NextHops::Direct(vec![(gateway, *interface)]));
+            }
+            RouteAttribute::MultiPath(list) => {
+                next_hops = Some(NextHops::Direct(
+                    list.iter()
+                        .map(|hop| {
+                            let gateway = hop.attributes.iter().find_map(|attribute| match attribute {
+                                RouteAttribute::Gateway(address) => route_address(address),
+                                _ => None,
+                            });
+                            (gateway, hop.interface_index)
+                        })
+                        .collect(),
+                ));
+            }
+            _ => {}
+        }
+    }
+    Message::Event(Event::Route { add, address, len, next_hops: next_hops.unwrap_or(NextHops::Direct(Vec::new())) })
+}
+
+/// RTM_NEWNEXTHOP/RTM_DELNEXTHOP: `struct nhmsg` (8 bytes) then attributes.
+fn decode_nexthop(add: bool, body: &[u8]) -> Message {
+    const NHA_ID: u16 = 1;
+    const NHA_GROUP: u16 = 2;
+    const NHA_BLACKHOLE: u16 = 4;
+    const NHA_OIF: u16 = 5;
+    const NHA_GATEWAY: u16 = 6;
+    let (mut id, mut group, mut blackhole, mut interface, mut gateway) = (None, None, false, None, None);
+    let mut offset = 8;
+    while offset + 4 <= body.len() {
+        let len = usize::from(u16::from_ne_bytes([body[offset], body[offset + 1]]));
+        let kind = u16::from_ne_bytes([body[offset + 2], body[offset + 3]]) & 0x3fff;
+        if len < 4 || offset + len > body.len() {
+            break;
+        }
+        let value = &body[offset + 4..offset + len];
+        match (kind, value.len()) {
+            (NHA_ID, 4) => id = Some(u32::from_ne_bytes(value.try_into().expect("4 bytes"))),
+            (NHA_OIF, 4) => interface = Some(u32::from_ne_bytes(value.try_into().expect("4 bytes"))),
+            (NHA_GATEWAY, 4) => gateway = Some(IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(value).expect("4")))),
+            (NHA_GATEWAY, 16) => gateway = Some(IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(value).expect("16")))),
+            (NHA_BLACKHOLE, _) => blackhole = true,
+            // struct nexthop_grp { u32 id; u8 weight; u8 resvd1; u16 resvd2; }
+            (NHA_GROUP, _) => {
+                group = Some(
+                    value
+                        .chunks_exact(8)
+                        .map(|entry| u32::from_ne_bytes(entry[0..4].try_into().expect("4 bytes")))
+                        .collect(),
+                );
+            }
+            _ => {}
+        }
+        offset += len.div_ceil(4) * 4;
+    }
+    let Some(id) = id else { return Message::Other };
+    if !add {
+        return Message::Event(Event::Nexthop { id, nexthop: None });
+    }
+    let nexthop = match (group, interface) {
+        _ if blackhole => Nexthop::Unusable,
+        (Some(members), _) => Nexthop::Group(members),
+        (None, Some(interface)) => Nexthop::Single { gateway, interface },
+        (None, None) => Nexthop::Unusable,
+    };
+    Message::Event(Event::Nexthop { id, nexthop: Some(nexthop) })
+}
+
+/// A dump request: the netlink header and a zeroed family header of `header_len` bytes.
+fn dump_request(kind: u16, header_len: usize, sequence: u32) -> Vec<u8> {
+    let len = 16 + header_len;
+    let mut request = vec![0u8; len];
+    request[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
+    request[4..6].copy_from_slice(&kind.to_ne_bytes());
+    let flags = netlink_packet_core::NLM_F_REQUEST | netlink_packet_core::NLM_F_DUMP;
+    request[6..8].copy_from_slice(&flags.to_ne_bytes());
+    request[8..12].copy_from_slice(&sequence.to_ne_bytes());
+    request
+}
+
+/// The netlink side of the control thread: subscribed, dumping in turn, applying changes.
+pub struct Sync {
+    socket: netlink_sys::Socket,
+    pub tables: KernelTables,
+    /// The next dump to send once the current one is done (`DUMPS.len()`: all done).
+    next_dump: usize,
+    dumping: bool,
+    sequence: u32,
+    buffer: Vec<u8>,
+}
+
+impl Sync {
+    /// Opens the socket in the calling thread's namespace and starts the first dumps.
+    pub fn open() -> io::Result<Self> {
+        let mut socket = netlink_sys::Socket::new(netlink_sys::protocols::NETLINK_ROUTE)?;
+        socket.bind_auto()?;
+        for group in GROUPS {
+            socket.add_membership(group)?;
+        }
+        // Route churn comes in bursts; a large buffer keeps the kernel from dropping them.
+        let _ = socket.set_rx_buf_sz(8 << 20);
+        socket.set_non_blocking(true)?;
+        let mut sync = Self {
+            socket,
+            tables: KernelTables::default(),
+            next_dump: 0,
+            dumping: false,
+            sequence: 0,
+            buffer: vec![0; 1 << 16],
+        };
+        sync.resync()?;
+        Ok(sync)
+    }
+
+    pub fn raw_fd(&self) -> i32 {
+        std::os::fd::AsRawFd::as_raw_fd(&self.socket)
+    }
+
+    /// Forgets the tables and dumps them all again.
+    fn resync(&mut self) -> io::Result<()> {
+        self.tables.clear();
+        self.next_dump = 0;
+        self.dumping = false;
+        self.send_next_dump()
+    }
+
+    fn send_next_dump(&mut self) -> io::Result<()> {
+        if self.dumping || self.next_dump >= DUMPS.len() {
+            return Ok(());
+        }
+        let (kind, header_len) = DUMPS[self.next_dump];
+        self.sequence = self.sequence.wrapping_add(1);
+        self.socket.send(&dump_request(kind, header_len, self.sequence), 0)?;
+        self.next_dump += 1;
+        self.dumping = true;
+        Ok(())
+    }
+
+    /// Whether the first full dump has been applied.
+    pub fn synced(&self) -> bool {
+        self.next_dump >= DUMPS.len() && !self.dumping
+    }
+
+    /// Reads and applies what the kernel sent; true when the tables changed.
+    pub fn poll(&mut self) -> io::Result<bool> {
+        let mut changed = false;
+        loop {
+            let received = match self.socket.recv(&mut &mut self.buffer[..], 0) {
+                Ok(received) => received,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
+                // ENOBUFS: the kernel dropped messages; only a fresh dump is certain.
+                Err(err) if err.raw_os_error() == Some(105) => {
+                    tracing::warn!("control: netlink messages were lost; dumping the kernel's tables again");
+                    self.resync()?;
+                    changed = true;
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            for message in decode(&self.buffer[..received.min(self.buffer.len())]) {
+                match message {
+                    Message::Event(event) => changed |= self.tables.apply(event),
+                    Message::Done => {
+                        self.dumping = false;
+                        self.send_next_dump()?;
+                    }
+                    Message::Lost => {
+                        self.resync()?;
+                        changed = true;
+                    }
+                    Message::Other => {}
+                }
+            }
+        }
+        Ok(changed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    fn mac(last: u8) -> MacAddress {
+        MacAddress([0x02, 0, 0, 0, 0, last])
+    }
+
+    /// Interfaces 10 and 11 are host interfaces (ports 0 and 1); 1 is lo.
+    fn port_of(interface: u32) -> Option<usize> {
+        match interface {
+            10 => Some(0),
+            11 => Some(1),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn tables_follow_the_kernels_changes_into_what_the_fib_learns() {
+        let mut tables = KernelTables::default();
+        assert!(tables.apply(Event::Address { add: true, interface: 10, ip: ip("10.0.0.1") }));
+        assert!(tables.apply(Event::Address { add: true, interface: 1, ip: ip("10.255.255.1") }));
+        assert!(tables.apply(Event::Address { add: true, interface: 1, ip: ip("127.0.0.1") }));
+        assert!(tables.apply(Event::Neighbor { interface: 10, ip: ip("10.0.0.2"), mac: Some(mac(2)) }));
+        assert!(!tables.apply(Event::Neighbor { interface: 10, ip: ip("10.0.0.2"), mac: Some(mac(2)) }), "no change");
+        assert!(tables.apply(Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: Some(mac(3)) }));
+        assert!(tables.apply(Event::Neighbor { interface: 11, ip: ip("10.255.0.3"), mac: Some(mac(4)) }));
+        // A multipath route, a connected one, one through a nexthop group, and one via lo only.
+        let multipath = NextHops::Direct(vec![(Some(ip("10.255.0.1")), 11), (Some(ip("10.255.0.3")), 11)]);
+        assert!(tables.apply(Event::Route { add: true, address: ip("0.0.0.0"), len: 0, next_hops: multipath }));
+        let connected = NextHops::Direct(vec![(None, 10)]);
+        assert!(tables.apply(Event::Route { add: true, address: ip("10.0.0.0"), len: 24, next_hops: connected }));
+        assert!(tables.apply(Event::Nexthop {
+            id: 7,
+            nexthop: Some(Nexthop::Single { gateway: Some(ip("10.255.0.1")), interface: 11 })
+        }));
+        assert!(tables.apply(Event::Nexthop {
+            id: 8,
+            nexthop: Some(Nexthop::Single { gateway: Some(ip("10.255.0.3")), interface: 11 })
+        }));
+        assert!(tables.apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![7, 8])) }));
+        assert!(tables.apply(Event::Route {
+            add: true,
+            address: ip("192.0.2.0"),
+            len: 24,
+            next_hops: NextHops::Object(9)
+        }));
+        let via_lo = NextHops::Direct(vec![(None, 1)]);
+        assert!(tables.apply(Event::Route { add: true, address: ip("198.51.100.0"), len: 24, next_hops: via_lo }));
+        let learned = tables.learned(port_of);
+        assert_eq!(learned.addresses, vec![ip("10.0.0.1"), ip("10.255.255.1")], "loopback addresses are not taken");
+        assert_eq!(learned.neighbors.len(), 3);
+        assert_eq!(learned.neighbors[0], Neighbor { ip: ip("10.0.0.2"), mac: mac(2), port: 0 });
+        let route = |address: &str| learned.routes.iter().find(|route| route.address == ip(address)).cloned();
+        let both = vec![(Some(ip("10.255.0.1")), 1), (Some(ip("10.255.0.3")), 1)];
+        assert_eq!(route("0.0.0.0").unwrap().next_hops, both);
+        assert_eq!(route("10.0.0.0").unwrap().next_hops, vec![(None, 0)]);
+        assert_eq!(route("192.0.2.0").unwrap().next_hops, both, "a nexthop group, expanded");
+        assert_eq!(route("198.51.100.0"), None, "leaves through no host interface");
+        // Withdrawals: one member of the group, the neighbour, the multipath route.
+        assert!(tables.apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![8])) }));
+        assert!(tables.apply(Event::Neighbor { interface: 10, ip: ip("10.0.0.2"), mac: None }));
+        assert!(tables.apply(Event::Route {
+            add: false,
+            address: ip("0.0.0.0"),
+            len: 0,
+            next_hops: NextHops::Direct(Vec::new())
+        }));
+        let learned = tables.learned(port_of);
+        assert_eq!(learned.neighbors.len(), 2);
+        assert_eq!(learned.routes.len(), 2);
+        assert_eq!(
+            learned.routes.iter().find(|route| route.address == ip("192.0.2.0")).unwrap().next_hops,
+            vec![(Some(ip("10.255.0.3")), 1)]
+        );
+    }
+
+    /// A datagram of netlink messages as the kernel writes them (native byte order).
+    fn message(kind: u16, body: &[u8]) -> Vec<u8> {
+        let len = 16 + body.len();
+        let mut bytes = vec![0u8; len.div_ceil(4) * 4];
+        bytes[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
+        bytes[4..6].copy_from_slice(&kind.to_ne_bytes());
+        bytes[16..len].copy_from_slice(body);
+        bytes
+    }
+
+    fn attribute(kind: u16, value: &[u8]) -> Vec<u8> {
+        let len = 4 + value.len();
+        let mut bytes = vec![0u8; len.div_ceil(4) * 4];
+        bytes[0..2].copy_from_slice(&(len as u16).to_ne_bytes());
+        bytes[2..4].copy_from_slice(&kind.to_ne_bytes());
+        bytes[4..len].copy_from_slice(value);
+        bytes
+    }
+
+    #[test]
+    fn nexthop_objects_and_dump_ends_decode() {
+        let mut single = vec![2u8, 0, 3, 0, 0, 0, 0, 0]; // nhmsg: AF_INET, scope, protocol
+        single.extend(attribute(1, &7u32.to_ne_bytes()));
+        single.extend(attribute(5, &11u32.to_ne_bytes()));
+        single.extend(attribute(6, &[10, 255, 0, 1]));
+        let mut group = vec![0u8; 8];
+        group.extend(attribute(1, &9u32.to_ne_bytes()));
+        let entries: Vec<u8> =
+            [7u32, 8].iter().flat_map(|id| [id.to_ne_bytes().to_vec(), vec![1, 0, 0, 0]].concat()).collect();
+        group.extend(attribute(2, &entries));
+        let mut deleted = vec![0u8; 8];
+        deleted.extend(attribute(1, &8u32.to_ne_bytes()));
+        let mut blackhole = vec![0u8; 8];
+        blackhole.extend(attribute(1, &3u32.to_ne_bytes()));
+        blackhole.extend(attribute(4, &[]));
+        let datagram = [
+            message(RTM_NEWNEXTHOP, &single),
+            message(RTM_NEWNEXTHOP, &group),
+            message(RTM_DELNEXTHOP, &deleted),
+            message(RTM_NEWNEXTHOP, &blackhole),
+            message(NLMSG_DONE, &[0; 4]),
+            message(NLMSG_OVERRUN, &[]),
+        ]
+        .concat();
+        assert_eq!(
+            decode(&datagram),
+            vec![
+                Message::Event(Event::Nexthop {
+                    id: 7,
+                    nexthop: Some(Nexthop::Single { gateway: Some(ip("10.255.0.1")), interface: 11 })
+                }),
+                Message::Event(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![7, 8])) }),
+                Message::Event(Event::Nexthop { id: 8, nexthop: None }),
+                Message::Event(Event::Nexthop { id: 3, nexthop: Some(Nexthop::Unusable) }),
+                Message::Done,
+                Message::Lost,
+            ]
+        );
+        // Truncated or lying lengths end the walk without a panic.
+        assert_eq!(decode(&datagram[..10]), vec![]);
+        let mut lying = message(RTM_NEWNEXTHOP, &single);
+        lying[0..4].copy_from_slice(&1000u32.to_ne_bytes());
+        assert_eq!(decode(&lying), vec![]);
+    }
+}
