@@ -333,6 +333,11 @@ fn hostile_configs_are_one_clear_error() {
             format!("{base}\n[[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00\"\nport = \"h0\"\n"),
             vec!["bad.toml", "neighbor[0].mac"],
         ),
+        (
+            "a port route to a port without peer_mac",
+            base.replacen("peer_mac = \"02:00:00:00:10:01\"\n", "", 1),
+            vec!["bad.toml", "route[", ".port", "no peer_mac"],
+        ),
         ("a punt rate of 0", format!("{base}\n[control]\npunt_pps = 0\n"), vec!["bad.toml", "control.punt_pps"]),
         (
             "a control class of 8",

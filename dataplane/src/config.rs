@@ -177,7 +177,7 @@ struct RawPort {
     speed_gbps: f64,
     #[serde(default)]
     cable_m: f64,
-    peer_mac: String,
+    peer_mac: Option<String>,
     enabled: Option<bool>,
     #[serde(default)]
     addresses: Vec<String>,
@@ -288,7 +288,9 @@ pub struct PortConfig {
     /// Link speed in Mb/s (integer, so wire times are exact integer arithmetic).
     pub speed_mbps: u64,
     pub cable_m: f64,
-    pub peer_mac: MacAddress,
+    /// The MAC of the port's one neighbour, for `port = ...` routes and groups; optional when
+    /// neighbours are learned (`[control]`) or listed (`[[neighbor]]`).
+    pub peer_mac: Option<MacAddress>,
     pub enabled: bool,
     /// The port's own addresses (on its host interface, with `[control]`).
     pub addresses: Vec<InterfaceAddress>,
@@ -631,8 +633,13 @@ impl Validator<'_> {
                     self.error(field("cable_m"), format!("{} is not a length between 0 and 100000", port.cable_m))
                 );
             }
-            let peer_mac = MacAddress::parse(&port.peer_mac)
-                .ok_or_else(|| self.error(field("peer_mac"), format!("'{}' is not a MAC address", port.peer_mac)))?;
+            let peer_mac = match &port.peer_mac {
+                Some(text) => Some(
+                    MacAddress::parse(text)
+                        .ok_or_else(|| self.error(field("peer_mac"), format!("'{text}' is not a MAC address")))?,
+                ),
+                None => None,
+            };
             let mut addresses: Vec<InterfaceAddress> = Vec::with_capacity(port.addresses.len());
             for text in &port.addresses {
                 let address =
@@ -672,6 +679,9 @@ impl Validator<'_> {
                     .iter()
                     .position(|port| &port.name == name)
                     .ok_or_else(|| self.error(field("ports"), format!("unknown port '{name}'")))?;
+                if ports[port].peer_mac.is_none() {
+                    return Err(self.error(field("ports"), format!("port '{name}' has no peer_mac to send to")));
+                }
                 if members.contains(&port) {
                     return Err(self.error(field("ports"), format!("port '{name}' is listed twice")));
                 }
@@ -733,12 +743,19 @@ impl Validator<'_> {
             }
             let target = match (route.port, route.group, route.via) {
                 (None, None, Some(via)) => RouteTarget::Via(self.next_hops(&field("via"), via, neighbors, control)?),
-                (Some(name), None, None) => RouteTarget::Port(
-                    ports
+                (Some(name), None, None) => {
+                    let port = ports
                         .iter()
                         .position(|port| port.name == name)
-                        .ok_or_else(|| self.error(field("port"), format!("unknown port '{name}'")))?,
-                ),
+                        .ok_or_else(|| self.error(field("port"), format!("unknown port '{name}'")))?;
+                    if ports[port].peer_mac.is_none() {
+                        return Err(self.error(
+                            field("port"),
+                            format!("port '{name}' has no peer_mac to send to (or route via a next-hop address)"),
+                        ));
+                    }
+                    RouteTarget::Port(port)
+                }
                 (None, Some(name), None) => RouteTarget::Group(
                     groups
                         .iter()

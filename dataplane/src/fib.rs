@@ -155,10 +155,11 @@ impl Fib {
                 .map(|group| Group {
                     mode: group.mode,
                     flowlet_gap_us: group.flowlet_gap_us,
+                    // Config validation gives every member a peer_mac.
                     members: group
                         .members
                         .iter()
-                        .map(|&port| Adjacency { port: port as u16, mac: config.ports[port].peer_mac })
+                        .filter_map(|&port| Some(Adjacency { port: port as u16, mac: config.ports[port].peer_mac? }))
                         .collect(),
                 })
                 .collect(),
@@ -188,9 +189,11 @@ impl Fib {
         }
         for route in &config.routes {
             let target = match &route.target {
-                RouteTarget::Port(port) => {
-                    Target::Adjacency(Adjacency { port: *port as u16, mac: config.ports[*port].peer_mac })
-                }
+                // Config validation gives every port a route names a peer_mac.
+                RouteTarget::Port(port) => match config.ports[*port].peer_mac {
+                    Some(mac) => Target::Adjacency(Adjacency { port: *port as u16, mac }),
+                    None => Target::Glean,
+                },
                 RouteTarget::Group(group) => Target::Group(*group as u32),
                 RouteTarget::Via(next_hops) => fib.resolve_via(next_hops, multipath_mode),
             };

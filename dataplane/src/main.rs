@@ -722,7 +722,7 @@ fn print_check(config: &Config) {
             port.name,
             port.speed_mbps as f64 / 1000.0,
             port.cable_m,
-            port.peer_mac,
+            port.peer_mac.map_or("-".to_string(), |mac| mac.to_string()),
             port.device.as_deref().unwrap_or("(no device: replay only)"),
             port.wire_time_ps(60) as f64 / 1000.0,
             port.wire_time_ps(config.mtu as usize + 14) as f64 / 1000.0,

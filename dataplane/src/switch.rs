@@ -1119,6 +1119,45 @@ port = "p0"
     }
 
     #[test]
+    fn the_lossy_pool_gives_back_each_frames_cells_as_it_leaves() {
+        let mut switch: Switch<HeapPacket> = Switch::new(&config("", ""), 0);
+        for _ in 0..3 {
+            switch.receive(0, frame(0, 1000), 0);
+        }
+        assert_eq!(switch.pool_used(), (0, 3 * 1024));
+        for left in (0..3).rev() {
+            assert!(switch.transmit(1, 0).is_some());
+            assert_eq!(switch.pool_used(), (0, left * 1024));
+        }
+    }
+
+    #[test]
+    fn dequeue_marking_drops_a_non_ect_lossy_frame_and_charges_its_ingress_and_queue() {
+        let config = config("", "[qos.ecn.0]\nkmin_bytes = 0\nkmax_bytes = 0\npmax = 1.0\nmark_on = \"dequeue\"");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
+        spec.dscp = 0;
+        spec.ecn = 0;
+        let not_ect = spec.build();
+        spec.ecn = 0b10;
+        let ect = spec.build();
+        for frame in [&ect, &not_ect, &not_ect, &ect] {
+            assert!(matches!(switch.receive(0, HeapPacket::new(frame.clone()), 0), Received::Queued { .. }));
+        }
+        // Marking looks at the depth behind a leaving frame: the first ECT frame leaves CE,
+        // both non-ECT frames are dropped, the last frame leaves an empty queue unmarked.
+        let sent = switch.transmit(1, 0).expect("the first ECT frame");
+        assert_eq!(sent.data()[15] & 0b11, 0b11);
+        let sent = switch.transmit(1, 0).expect("the last frame");
+        assert_eq!(sent.data()[15] & 0b11, 0b10);
+        assert!(switch.transmit(1, 0).is_none());
+        assert_eq!(switch.stats.ports[0].drops[DropReason::Wred.index()], 2);
+        assert_eq!(switch.stats.ports[1].queues[0].dropped, 2);
+        assert_eq!(switch.stats.ports[1].queues[0].ecn_marked, 1);
+        assert_eq!(switch.pool_used(), (0, 0));
+    }
+
+    #[test]
     fn a_lossy_queue_stops_at_its_dynamic_limit_and_leaves_room_for_others() {
         // A lossy pool of 90 frames of 1000 bytes (1024 in cells), alpha 8: one queue alone
         // takes frames while its cells stay within 8 x what is free, so 80 (8/9 of the pool).

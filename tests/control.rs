@@ -1,0 +1,257 @@
+//! raceway joining a real network: Linux hosts in network namespaces, on veth pairs whose
+//! other ends are raceway's `net_af_packet` ports, and the kernel in raceway's own namespace
+//! as its control plane. The hosts have an address and a default gateway, nothing more.
+//!
+//! Every test names its namespaces and interfaces after itself and the process, and a `Lab`
+//! removes them when dropped, so a failing test leaves nothing behind. Needs root,
+//! /dev/net/tun, iproute2, ping and ethtool (the Makefile installs them).
+
+mod common;
+
+use common::*;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Namespaces, links and the switch process of one test; all removed on drop.
+struct Lab {
+    /// A short prefix unique to the test and process: interface names have 15 bytes.
+    prefix: String,
+    namespaces: Vec<String>,
+    links: Vec<String>,
+    switch: Option<Child>,
+    dir: std::path::PathBuf,
+}
+
+fn run(program: &str, args: &[&str]) -> Output {
+    Command::new(program).args(args).output().unwrap_or_else(|err| panic!("{program}: {err}"))
+}
+
+fn ok(program: &str, args: &[&str]) -> String {
+    let output = run(program, args);
+    assert!(output.status.success(), "{program} {}: {}", args.join(" "), String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Polls `ready` every 50 ms until it holds or `within` passes.
+fn wait_for(what: &str, within: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Lab {
+    fn new(tag: &str) -> Self {
+        let prefix = format!("{tag}{}", std::process::id() % 100_000);
+        let lab = Self { prefix, namespaces: Vec::new(), links: Vec::new(), switch: None, dir: temp_dir(tag) };
+        lab.clean();
+        lab
+    }
+
+    fn netns(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    /// The control namespace raceway creates.
+    fn control(&self) -> String {
+        self.netns("ctl")
+    }
+
+    /// A host namespace with `eth0` on a veth pair whose other end (`<prefix>p<index>`) is a
+    /// switch port; its addresses are 10.0.<index>.2/24 and fd00:<index>::2/64, the gateway .1.
+    fn host(&mut self, index: usize) {
+        let (ns, link) = (self.netns(&format!("h{index}")), format!("{}p{index}", self.prefix));
+        ok("ip", &["netns", "add", &ns]);
+        self.namespaces.push(ns.clone());
+        ok("ip", &["link", "add", &link, "type", "veth", "peer", "name", "eth0", "netns", &ns]);
+        self.links.push(link.clone());
+        ok("ip", &["link", "set", &link, "up"]);
+        // Frames with partial checksums or GSO sizes would reach the wire through af_packet.
+        for (netns, dev) in [(None, link.as_str()), (Some(ns.as_str()), "eth0")] {
+            let mut args = vec!["ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off"];
+            if let Some(netns) = netns {
+                args.splice(0..0, ["ip", "netns", "exec", netns]);
+            }
+            let output = run(args[0], &args[1..]);
+            assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        }
+        let v4 = format!("10.0.{index}.2/24");
+        let v6 = format!("fd00:{index}::2/64");
+        ok("ip", &["-n", &ns, "addr", "add", &v4, "dev", "eth0"]);
+        ok("ip", &["-n", &ns, "addr", "add", &v6, "dev", "eth0", "nodad"]);
+        ok("ip", &["-n", &ns, "link", "set", "eth0", "up"]);
+        ok("ip", &["-n", &ns, "link", "set", "lo", "up"]);
+        ok("ip", &["-n", &ns, "route", "add", "default", "via", &format!("10.0.{index}.1")]);
+        ok("ip", &["-n", &ns, "-6", "route", "add", "default", "via", &format!("fd00:{index}::1")]);
+    }
+
+    /// The switch's config: a port per host, each with the gateway addresses, and `extra`.
+    fn config(&self, hosts: usize, extra: &str) -> String {
+        let mut text = format!(
+            "[switch]\nname = \"lab\"\nmac = \"02:00:00:00:00:01\"\n\
+             [dpdk]\neal = [\"--no-huge\", \"-m\", \"512\", \"--no-pci\", \"--no-shconf\", \"--file-prefix\", \"{0}sw\", \"--log-level\", \"*:error\"]\n\
+             lcores = \"0-1\"\n",
+            self.prefix
+        );
+        for index in 0..hosts {
+            text.push_str(&format!(
+                "[[port]]\nname = \"host{index}\"\ndevice = \"net_af_packet{index},iface={}p{index}\"\nspeed_gbps = 1\n\
+                 addresses = [\"10.0.{index}.1/24\", \"fd00:{index}::1/64\"]\n",
+                self.prefix
+            ));
+        }
+        text.push_str(&format!("[control]\nnetns = \"{}\"\n{extra}\n", self.control()));
+        text
+    }
+
+    /// Starts raceway and waits until its host interfaces have carrier.
+    fn start(&mut self, config: &str, ports: usize) {
+        let path = self.dir.join("leaf.toml");
+        std::fs::write(&path, config).unwrap();
+        let log = std::fs::File::create(self.dir.join("raceway.log")).unwrap();
+        let child = raceway()
+            .args(["run", "-c"])
+            .arg(&path)
+            .arg("--stats-json")
+            .arg(self.dir.join("stats.json"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.switch = Some(child);
+        let control = self.control();
+        wait_for("the host interfaces", Duration::from_secs(30), || {
+            if let Some(status) = self.switch.as_mut().and_then(|child| child.try_wait().unwrap()) {
+                let log = std::fs::read_to_string(self.dir.join("raceway.log")).unwrap_or_default();
+                panic!("raceway exited ({status}): {log}");
+            }
+            (0..ports).all(|index| {
+                let output = run("ip", &["-n", &control, "link", "show", &format!("host{index}")]);
+                output.status.success() && String::from_utf8_lossy(&output.stdout).contains("LOWER_UP")
+            })
+        });
+    }
+
+    /// Stops raceway (SIGINT, as an operator would) and returns its stats JSON.
+    fn stop(&mut self) -> serde_json::Value {
+        let mut child = self.switch.take().expect("started");
+        ok("kill", &["-INT", &child.id().to_string()]);
+        let status = child.wait().unwrap();
+        let log = std::fs::read_to_string(self.dir.join("raceway.log")).unwrap_or_default();
+        assert!(status.success(), "raceway: {status}\n{log}");
+        serde_json::from_str(&std::fs::read_to_string(self.dir.join("stats.json")).unwrap()).unwrap()
+    }
+
+    /// Runs `command` in host `index`'s namespace.
+    fn in_host(&self, index: usize, command: &[&str]) -> Output {
+        let ns = self.netns(&format!("h{index}"));
+        let mut args = vec!["netns", "exec", ns.as_str()];
+        args.extend_from_slice(command);
+        run("ip", &args)
+    }
+
+    fn clean(&self) {
+        for suffix in ["h0", "h1", "h2", "h3", "ctl"] {
+            let _ = run("ip", &["netns", "del", &self.netns(suffix)]);
+        }
+        for index in 0..4 {
+            let _ = run("ip", &["link", "del", &format!("{}p{index}", self.prefix)]);
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.switch.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for link in &self.links {
+            let _ = run("ip", &["link", "del", link]);
+        }
+        for ns in &self.namespaces {
+            let _ = run("ip", &["netns", "del", ns]);
+        }
+        let _ = run("ip", &["netns", "del", &self.control()]);
+    }
+}
+
+fn ping(lab: &Lab, host: usize, args: &[&str]) -> Output {
+    let mut command = vec!["ping"];
+    command.extend_from_slice(args);
+    lab.in_host(host, &command)
+}
+
+/// Hosts with only an address and a default gateway reach the gateway and each other, in
+/// IPv4 and IPv6; they learn the switch's MAC and the switch learns theirs; `ping -t 1` gets
+/// time-exceeded from the gateway; after the first packets the data plane forwards alone.
+#[test]
+fn hosts_with_only_a_gateway_reach_each_other_through_the_kernels_control_plane() {
+    let mut lab = Lab::new("rwa");
+    lab.host(0);
+    lab.host(1);
+    lab.start(&lab.config(2, ""), 2);
+    let gateway = ping(&lab, 0, &["-c", "2", "-W", "2", "10.0.0.1"]);
+    assert!(gateway.status.success(), "ping the gateway: {}", String::from_utf8_lossy(&gateway.stdout));
+    for (destination, family) in [("10.0.1.2", "-4"), ("fd00:1::2", "-6")] {
+        let across = ping(&lab, 0, &[family, "-c", "5", "-i", "0.2", "-W", "2", destination]);
+        let text = String::from_utf8_lossy(&across.stdout);
+        assert!(across.status.success() && text.contains(" 0% packet loss"), "ping {destination}: {text}");
+    }
+    let neighbors = String::from_utf8_lossy(&lab.in_host(0, &["ip", "neigh"]).stdout).into_owned();
+    assert!(neighbors.contains("10.0.0.1 dev eth0 lladdr 02:00:00:00:00:01"), "host0's neighbours: {neighbors}");
+    let host1_mac = ok("ip", &["-n", &lab.netns("h1"), "-br", "link", "show", "eth0"]);
+    let host1_mac = host1_mac.split_whitespace().nth(2).expect("a MAC").to_string();
+    let learned = ok("ip", &["-n", &lab.control(), "neigh", "show", "dev", "host1"]);
+    assert!(learned.contains(&format!("10.0.1.2 lladdr {host1_mac}")), "the switch's neighbours: {learned}");
+    // Time-exceeded from the gateway's address, as traceroute needs.
+    let expired = ping(&lab, 0, &["-c", "1", "-t", "1", "-W", "2", "10.0.1.2"]);
+    let text = String::from_utf8_lossy(&expired.stdout);
+    assert!(text.contains("From 10.0.0.1") && text.contains("Time to live exceeded"), "ping -t 1: {text}");
+    let stats = lab.stop();
+    let host0 = &stats["ports"]["host0"];
+    assert!(host0["punted"]["arp"].as_u64().unwrap() >= 1, "{host0}");
+    assert!(host0["punted"]["nd"].as_u64().unwrap() >= 1, "{host0}");
+    assert!(host0["punted"]["local"].as_u64().unwrap() >= 2, "the pings to the gateway: {host0}");
+    assert_eq!(host0["punted"]["ttl"], 1);
+    // 10 echo requests crossed host0 -> host1; at most the first of each family went through
+    // the kernel (glean), the rest through the data plane.
+    assert!(host0["punted"]["glean"].as_u64().unwrap() <= 2, "{host0}");
+    assert!(stats["ports"]["host1"]["tx_packets"].as_u64().unwrap() >= 8, "{}", stats["ports"]["host1"]);
+    assert!(host0["injected"].as_u64().unwrap() >= 3, "the kernel's replies: {host0}");
+    assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"], "every mbuf back");
+    assert!(stats["control"]["fib_generation"].as_u64().unwrap() >= 2, "{}", stats["control"]);
+    assert!(!ok("ip", &["netns", "list"]).contains(&lab.control()), "raceway removes the namespace it created");
+}
+
+/// A flood of pings at the switch's own address is policed per port; forwarding between the
+/// hosts goes on untouched, and the counters show what the policer dropped.
+#[test]
+fn a_flood_at_the_switch_is_policed_and_forwarding_goes_on() {
+    let mut lab = Lab::new("rwb");
+    lab.host(0);
+    lab.host(1);
+    lab.start(&lab.config(2, "punt_pps = 200\npunt_burst = 50"), 2);
+    // Resolve both ways first, then flood the gateway while host1 pings host0 across.
+    assert!(ping(&lab, 1, &["-c", "1", "-W", "2", "10.0.0.2"]).status.success());
+    let ns0 = lab.netns("h0");
+    let mut flood = Command::new("ip")
+        .args(["netns", "exec", &ns0, "ping", "-f", "-c", "20000", "-W", "1", "10.0.0.1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let across = ping(&lab, 1, &["-c", "20", "-i", "0.05", "-W", "2", "10.0.0.2"]);
+    let _ = flood.kill();
+    let _ = flood.wait();
+    let text = String::from_utf8_lossy(&across.stdout);
+    assert!(across.status.success() && text.contains(" 0% packet loss"), "forwarding during the flood: {text}");
+    let stats = lab.stop();
+    let host0 = &stats["ports"]["host0"];
+    let policed = host0["drops"]["punt_policed"].as_u64().unwrap();
+    let local = host0["punted"]["local"].as_u64().unwrap();
+    assert!(policed > 0, "the flood was policed: {host0}");
+    assert!(local > 0, "some pings still reached the kernel: {host0}");
+    assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
+}
