@@ -20,6 +20,8 @@ struct Lab {
     links: Vec<String>,
     switch: Option<Child>,
     dir: std::path::PathBuf,
+    /// Directories of FRR daemons started (pid files inside), stopped on drop.
+    frr: Vec<std::path::PathBuf>,
 }
 
 fn run(program: &str, args: &[&str]) -> Output {
@@ -44,7 +46,14 @@ fn wait_for(what: &str, within: Duration, mut ready: impl FnMut() -> bool) {
 impl Lab {
     fn new(tag: &str) -> Self {
         let prefix = format!("{tag}{}", std::process::id() % 100_000);
-        let lab = Self { prefix, namespaces: Vec::new(), links: Vec::new(), switch: None, dir: temp_dir(tag) };
+        let lab = Self {
+            prefix,
+            namespaces: Vec::new(),
+            links: Vec::new(),
+            switch: None,
+            dir: temp_dir(tag),
+            frr: Vec::new(),
+        };
         lab.clean();
         lab
     }
@@ -61,7 +70,19 @@ impl Lab {
     /// A host namespace with `eth0` on a veth pair whose other end (`<prefix>p<index>`) is a
     /// switch port; its addresses are 10.0.<index>.2/24 and fd00:<index>::2/64, the gateway .1.
     fn host(&mut self, index: usize) {
-        let (ns, link) = (self.netns(&format!("h{index}")), format!("{}p{index}", self.prefix));
+        let ns = self.attach(&format!("h{index}"), &format!("p{index}"));
+        let v4 = format!("10.0.{index}.2/24");
+        let v6 = format!("fd00:{index}::2/64");
+        ok("ip", &["-n", &ns, "addr", "add", &v4, "dev", "eth0"]);
+        ok("ip", &["-n", &ns, "addr", "add", &v6, "dev", "eth0", "nodad"]);
+        ok("ip", &["-n", &ns, "route", "add", "default", "via", &format!("10.0.{index}.1")]);
+        ok("ip", &["-n", &ns, "-6", "route", "add", "default", "via", &format!("fd00:{index}::1")]);
+    }
+
+    /// A namespace `<prefix><name>` whose `eth0` (up, offloads off) is a veth pair with the
+    /// switch's link `<prefix><link>`.
+    fn attach(&mut self, name: &str, link: &str) -> String {
+        let (ns, link) = (self.netns(name), format!("{}{link}", self.prefix));
         ok("ip", &["netns", "add", &ns]);
         self.namespaces.push(ns.clone());
         ok("ip", &["link", "add", &link, "type", "veth", "peer", "name", "eth0", "netns", &ns]);
@@ -76,14 +97,61 @@ impl Lab {
             let output = run(args[0], &args[1..]);
             assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
         }
-        let v4 = format!("10.0.{index}.2/24");
-        let v6 = format!("fd00:{index}::2/64");
-        ok("ip", &["-n", &ns, "addr", "add", &v4, "dev", "eth0"]);
-        ok("ip", &["-n", &ns, "addr", "add", &v6, "dev", "eth0", "nodad"]);
         ok("ip", &["-n", &ns, "link", "set", "eth0", "up"]);
         ok("ip", &["-n", &ns, "link", "set", "lo", "up"]);
-        ok("ip", &["-n", &ns, "route", "add", "default", "via", &format!("10.0.{index}.1")]);
-        ok("ip", &["-n", &ns, "-6", "route", "add", "default", "via", &format!("fd00:{index}::1")]);
+        ns
+    }
+
+    /// Starts FRR's zebra and bgpd in namespace `ns` with `config`, their sockets and pid
+    /// files in a directory of their own (readable by the frr user).
+    fn frr(&mut self, ns: &str, config: &str) -> std::path::PathBuf {
+        let dir = std::path::PathBuf::from(format!("/tmp/{}-frr-{ns}", self.prefix));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("frr.conf"), config).unwrap();
+        ok("chown", &["-R", "frr:frr", dir.to_str().unwrap()]);
+        self.frr.push(dir.clone());
+        let path = |file: &str| dir.join(file).display().to_string();
+        for daemon in ["zebra", "bgpd"] {
+            ok(
+                "ip",
+                &[
+                    "netns",
+                    "exec",
+                    ns,
+                    &format!("/usr/lib/frr/{daemon}"),
+                    "-d",
+                    "-u",
+                    "frr",
+                    "-g",
+                    "frr",
+                    "-f",
+                    &path("frr.conf"),
+                    "-i",
+                    &path(&format!("{daemon}.pid")),
+                    "-z",
+                    &path("zserv.api"),
+                    "--vty_socket",
+                    dir.to_str().unwrap(),
+                    "-P",
+                    "0",
+                    "--log",
+                    &format!("file:{}", path(&format!("{daemon}.log"))),
+                ],
+            );
+        }
+        dir
+    }
+
+    fn stop_frr(&mut self) {
+        for dir in self.frr.drain(..) {
+            for daemon in ["bgpd", "zebra"] {
+                if let Ok(pid) = std::fs::read_to_string(dir.join(format!("{daemon}.pid"))) {
+                    let _ = run("kill", &[pid.trim()]);
+                }
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 
     /// The switch's config: a port per host, each with the gateway addresses, and `extra`.
@@ -105,8 +173,8 @@ impl Lab {
         text
     }
 
-    /// Starts raceway and waits until its host interfaces have carrier.
-    fn start(&mut self, config: &str, ports: usize) {
+    /// Starts raceway and waits until the host interfaces of `ports` have carrier.
+    fn start(&mut self, config: &str, ports: &[&str]) {
         let path = self.dir.join("leaf.toml");
         std::fs::write(&path, config).unwrap();
         let log = std::fs::File::create(self.dir.join("raceway.log")).unwrap();
@@ -126,8 +194,8 @@ impl Lab {
                 let log = std::fs::read_to_string(self.dir.join("raceway.log")).unwrap_or_default();
                 panic!("raceway exited ({status}): {log}");
             }
-            (0..ports).all(|index| {
-                let output = run("ip", &["-n", &control, "link", "show", &format!("host{index}")]);
+            ports.iter().all(|port| {
+                let output = run("ip", &["-n", &control, "link", "show", port]);
                 output.status.success() && String::from_utf8_lossy(&output.stdout).contains("LOWER_UP")
             })
         });
@@ -152,17 +220,18 @@ impl Lab {
     }
 
     fn clean(&self) {
-        for suffix in ["h0", "h1", "h2", "h3", "ctl"] {
+        for suffix in ["h0", "h1", "h2", "h3", "s0", "s1", "ctl"] {
             let _ = run("ip", &["netns", "del", &self.netns(suffix)]);
         }
-        for index in 0..4 {
-            let _ = run("ip", &["link", "del", &format!("{}p{index}", self.prefix)]);
+        for link in ["p0", "p1", "p2", "p3", "u0", "u1"] {
+            let _ = run("ip", &["link", "del", &format!("{}{link}", self.prefix)]);
         }
     }
 }
 
 impl Drop for Lab {
     fn drop(&mut self) {
+        self.stop_frr();
         if let Some(mut child) = self.switch.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -191,7 +260,7 @@ fn hosts_with_only_a_gateway_reach_each_other_through_the_kernels_control_plane(
     let mut lab = Lab::new("rwa");
     lab.host(0);
     lab.host(1);
-    lab.start(&lab.config(2, ""), 2);
+    lab.start(&lab.config(2, ""), &["host0", "host1"]);
     let gateway = ping(&lab, 0, &["-c", "2", "-W", "2", "10.0.0.1"]);
     assert!(gateway.status.success(), "ping the gateway: {}", String::from_utf8_lossy(&gateway.stdout));
     for (destination, family) in [("10.0.1.2", "-4"), ("fd00:1::2", "-6")] {
@@ -232,7 +301,7 @@ fn a_flood_at_the_switch_is_policed_and_forwarding_goes_on() {
     let mut lab = Lab::new("rwb");
     lab.host(0);
     lab.host(1);
-    lab.start(&lab.config(2, "punt_pps = 200\npunt_burst = 50"), 2);
+    lab.start(&lab.config(2, "punt_pps = 200\npunt_burst = 50"), &["host0", "host1"]);
     // Resolve both ways first, then flood the gateway while host1 pings host0 across.
     assert!(ping(&lab, 1, &["-c", "1", "-W", "2", "10.0.0.2"]).status.success());
     let ns0 = lab.netns("h0");
@@ -254,4 +323,103 @@ fn a_flood_at_the_switch_is_policed_and_forwarding_goes_on() {
     assert!(policed > 0, "the flood was policed: {host0}");
     assert!(local > 0, "some pings still reached the kernel: {host0}");
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
+}
+
+/// A spine's BGP: AS 65001, one session to the leaf, announcing 192.0.2.0/24 (on its lo, so
+/// that it answers every address in it). Timers of 1 s / 3 s keep the test short.
+fn spine_bgp(index: usize) -> String {
+    format!(
+        "hostname s{index}\nrouter bgp 65001\n bgp router-id 10.255.0.{me}\n no bgp ebgp-requires-policy\n \
+         no bgp network import-check\n neighbor 10.255.0.{leaf} remote-as 65000\n neighbor 10.255.0.{leaf} timers 1 3\n \
+         neighbor 10.255.0.{leaf} timers connect 1\n address-family ipv4 unicast\n  network 192.0.2.0/24\n \
+         exit-address-family\n",
+        me = 2 * index + 1,
+        leaf = 2 * index
+    )
+}
+
+/// The leaf's BGP in raceway's namespace: both spines, ECMP over them.
+const LEAF_BGP: &str = "hostname leaf\nrouter bgp 65000\n bgp router-id 10.255.0.0\n no bgp ebgp-requires-policy\n \
+    neighbor 10.255.0.1 remote-as 65001\n neighbor 10.255.0.1 timers 1 3\n neighbor 10.255.0.1 timers connect 1\n \
+    neighbor 10.255.0.3 remote-as 65001\n neighbor 10.255.0.3 timers 1 3\n neighbor 10.255.0.3 timers connect 1\n \
+    address-family ipv4 unicast\n  redistribute connected\n  maximum-paths 2\n exit-address-family\n";
+
+/// RFC 7938 in miniature: two spines announce 192.0.2.0/24 by BGP to FRR in raceway's
+/// namespace; raceway installs it as a two-member group and spreads flows over both uplinks.
+/// When one spine's link goes down, BGP withdraws it and traffic moves to the other, while
+/// traffic between the hosts never stops.
+#[test]
+fn bgp_multipath_from_two_spines_spreads_and_fails_over() {
+    let mut lab = Lab::new("rwc");
+    lab.host(0);
+    lab.host(1);
+    for index in 0..2 {
+        let ns = lab.attach(&format!("s{index}"), &format!("u{index}"));
+        ok("ip", &["-n", &ns, "addr", "add", &format!("10.255.0.{}/31", 2 * index + 1), "dev", "eth0"]);
+        ok("ip", &["-n", &ns, "addr", "add", "192.0.2.1/24", "dev", "lo"]);
+    }
+    let mut config = lab.config(2, "");
+    for index in 0..2 {
+        config = config.replace(
+            "[control]",
+            &format!(
+                "[[port]]\nname = \"up{index}\"\ndevice = \"net_af_packet{},iface={}u{index}\"\nspeed_gbps = 1\n\
+                 addresses = [\"10.255.0.{}/31\"]\n[control]",
+                index + 2,
+                lab.prefix,
+                2 * index
+            ),
+        );
+    }
+    lab.start(&config, &["host0", "host1", "up0", "up1"]);
+    for index in 0..2 {
+        let ns = lab.netns(&format!("s{index}"));
+        lab.frr(&ns, &spine_bgp(index));
+    }
+    let control = lab.control();
+    lab.frr(&control, LEAF_BGP);
+    let route = || ok("ip", &["-n", &control, "route", "show", "192.0.2.0/24"]);
+    wait_for("the ECMP route from both spines", Duration::from_secs(60), || {
+        route().matches("nexthop via").count() == 2
+    });
+    // 32 destinations: ECMP hashes each flow onto one uplink, and both get some.
+    let ping_all = |lab: &Lab| {
+        for last in 1..=32 {
+            let reply = ping(lab, 0, &["-c", "1", "-W", "2", &format!("192.0.2.{last}")]);
+            assert!(reply.status.success(), "ping 192.0.2.{last}: {}", String::from_utf8_lossy(&reply.stdout));
+        }
+    };
+    let start = [echoes(&lab, "s0"), echoes(&lab, "s1")];
+    ping_all(&lab);
+    let before = [echoes(&lab, "s0") - start[0], echoes(&lab, "s1") - start[1]];
+    assert_eq!(before[0] + before[1], 32, "each echo reached one spine: {before:?}");
+    assert!(before[0] >= 4 && before[1] >= 4, "ECMP spread the flows over both uplinks: {before:?}");
+    // A steady ping between the hosts across the failover: other routes never stall.
+    let ns1 = lab.netns("h1");
+    let steady = Command::new("ip")
+        .args(["netns", "exec", &ns1, "ping", "-c", "60", "-i", "0.1", "-W", "1", "10.0.0.2"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    ok("ip", &["-n", &lab.netns("s0"), "link", "set", "eth0", "down"]);
+    wait_for("BGP to withdraw spine 0", Duration::from_secs(30), || !route().contains("10.255.0.1"));
+    let withdrawn = [echoes(&lab, "s0"), echoes(&lab, "s1")];
+    ping_all(&lab);
+    assert_eq!(echoes(&lab, "s0"), withdrawn[0], "nothing more to the withdrawn spine");
+    assert_eq!(echoes(&lab, "s1"), withdrawn[1] + 32, "every flow to the remaining one");
+    let steady = steady.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&steady.stdout);
+    assert!(text.contains(" 0% packet loss"), "host traffic during the failover: {text}");
+    lab.stop_frr();
+    let stats = lab.stop();
+    assert!(stats["ports"]["host0"]["punted"]["glean"].as_u64().unwrap() <= 2, "{}", stats["ports"]["host0"]);
+    assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
+}
+
+/// ICMP echo requests namespace `<prefix><name>` has received (its /proc/net/snmp).
+fn echoes(lab: &Lab, name: &str) -> u64 {
+    let snmp = ok("ip", &["netns", "exec", &lab.netns(name), "cat", "/proc/net/snmp"]);
+    let lines: Vec<&str> = snmp.lines().filter(|line| line.starts_with("Icmp:")).collect();
+    let (names, values) = (lines[0].split_whitespace(), lines[1].split_whitespace());
+    names.zip(values).find(|(name, _)| *name == "InEchos").map(|(_, value)| value.parse().unwrap()).expect("InEchos")
 }
