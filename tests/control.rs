@@ -10,7 +10,16 @@ mod common;
 
 use common::*;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// The goodput test measures a rate on a shared two-CPU machine: it runs alone among these
+/// tests (the others hold this lock too).
+static ALONE: Mutex<()> = Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ALONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Namespaces, links and the switch process of one test; all removed on drop.
 struct Lab {
@@ -257,6 +266,7 @@ fn ping(lab: &Lab, host: usize, args: &[&str]) -> Output {
 /// time-exceeded from the gateway; after the first packets the data plane forwards alone.
 #[test]
 fn hosts_with_only_a_gateway_reach_each_other_through_the_kernels_control_plane() {
+    let _alone = alone();
     let mut lab = Lab::new("rwa");
     lab.host(0);
     lab.host(1);
@@ -298,6 +308,7 @@ fn hosts_with_only_a_gateway_reach_each_other_through_the_kernels_control_plane(
 /// hosts goes on untouched, and the counters show what the policer dropped.
 #[test]
 fn a_flood_at_the_switch_is_policed_and_forwarding_goes_on() {
+    let _alone = alone();
     let mut lab = Lab::new("rwb");
     lab.host(0);
     lab.host(1);
@@ -350,6 +361,7 @@ const LEAF_BGP: &str = "hostname leaf\nrouter bgp 65000\n bgp router-id 10.255.0
 /// traffic between the hosts never stops.
 #[test]
 fn bgp_multipath_from_two_spines_spreads_and_fails_over() {
+    let _alone = alone();
     let mut lab = Lab::new("rwc");
     lab.host(0);
     lab.host(1);
@@ -422,4 +434,76 @@ fn echoes(lab: &Lab, name: &str) -> u64 {
     let lines: Vec<&str> = snmp.lines().filter(|line| line.starts_with("Icmp:")).collect();
     let (names, values) = (lines[0].split_whitespace(), lines[1].split_whitespace());
     names.zip(values).find(|(name, _)| *name == "InEchos").map(|(_, value)| value.parse().unwrap()).expect("InEchos")
+}
+
+/// Linux TCP with ECN through a port shaped below the veth's rate, in a lossless class with
+/// an ECN profile: raceway marks CE, the receiver echoes ECE, the sender backs off, goodput
+/// stays within 10% of the shaped rate, and nothing is dropped.
+#[test]
+fn tcp_with_ecn_through_a_shaped_port_gets_its_rate_and_marks_not_drops() {
+    let _alone = alone();
+    let mut lab = Lab::new("rwd");
+    lab.host(0);
+    lab.host(1);
+    for host in ["h0", "h1"] {
+        ok("ip", &["netns", "exec", &lab.netns(host), "sysctl", "-q", "-w", "net.ipv4.tcp_ecn=1"]);
+    }
+    // host1 is shaped to 100 Mb/s; TCP in DSCP 26 is lossless TC3, marked from 20 KB.
+    let config = lab
+        .config(2, "")
+        .replacen("speed_gbps = 1\naddresses = [\"10.0.1.1/24\"", "speed_gbps = 0.1\naddresses = [\"10.0.1.1/24\"", 1)
+        .replacen(
+            "[[port]]",
+            "[qos]\ndscp_to_tc = { 26 = 3, default = 0 }\nlossless = [3]\n\
+             [qos.ecn.3]\nkmin_bytes = 20000\nkmax_bytes = 100000\npmax = 0.1\n[[port]]",
+            1,
+        );
+    assert!(config.contains("speed_gbps = 0.1"), "{config}");
+    lab.start(&config, &["host0", "host1"]);
+    let (ns0, ns1) = (lab.netns("h0"), lab.netns("h1"));
+    let mut server =
+        Command::new("ip").args(["netns", "exec", &ns1, "iperf3", "-s", "-1"]).stdout(Stdio::null()).spawn().unwrap();
+    wait_for("iperf3 to listen", Duration::from_secs(10), || {
+        ok("ip", &["netns", "exec", &ns1, "ss", "-ltn"]).contains(":5201")
+    });
+    // The ACKs coming back to the sender, captured for ECE.
+    let acks = lab.dir.join("acks.pcap");
+    let mut capture = Command::new("ip")
+        .args(["netns", "exec", &ns0, "tcpdump", "-i", "eth0", "-U", "-w", acks.to_str().unwrap(), "tcp src port 5201"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // tcpdump says "listening on" once it captures.
+    let mut stderr = std::io::BufReader::new(capture.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+    assert!(line.contains("listening"), "tcpdump: {line}");
+    let client = lab.in_host(0, &["iperf3", "-c", "10.0.1.2", "-t", "4", "-J", "--tos", "104"]);
+    let _ = server.wait();
+    ok("kill", &["-INT", &capture.id().to_string()]);
+    let _ = capture.wait();
+    assert!(client.status.success(), "iperf3: {}", String::from_utf8_lossy(&client.stdout));
+    let report: serde_json::Value = serde_json::from_slice(&client.stdout).unwrap();
+    let goodput = report["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
+    let ece = ok("tcpdump", &["-r", acks.to_str().unwrap(), "-n", "tcp[13] & 0x40 != 0"]);
+    let stats = lab.stop();
+    let queue = &stats["ports"]["host1"]["queues"][3];
+    eprintln!(
+        "goodput {:.1} Mb/s through 100 Mb/s; {} frames marked CE; {} ACKs with ECE; max queue {} bytes",
+        goodput / 1e6,
+        queue["ecn_marked"],
+        ece.lines().count(),
+        queue["max_depth_bytes"]
+    );
+    assert!(queue["ecn_marked"].as_u64().unwrap() > 0, "raceway marked CE: {queue}");
+    assert!(ece.lines().count() > 0, "the receiver echoed ECE");
+    assert!(goodput >= 90e6, "goodput {:.1} Mb/s through a 100 Mb/s port", goodput / 1e6);
+    let drops: u64 = ["host0", "host1"]
+        .iter()
+        .flat_map(|port| stats["ports"][port]["drops"].as_object().unwrap().values())
+        .map(|value| value.as_u64().unwrap())
+        .sum();
+    assert_eq!(drops, 0, "nothing dropped: {}", stats["ports"]);
+    assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
 }
