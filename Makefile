@@ -7,7 +7,7 @@ CARGO ?= cargo
 APT_PACKAGES := build-essential pkg-config libdpdk-dev dpdk dpdk-dev clang libclang-dev libpcap-dev tshark iproute2 iputils-ping ethtool iperf3 frr tcpdump
 RACEWAY := target/release/raceway
 
-.PHONY: all deps build test run report demo-traces bench fuzz-build fuzz-smoke fuzz mutants fmt clean
+.PHONY: all deps build test run lab report demo-traces bench fuzz-build fuzz-smoke fuzz mutants fmt clean
 
 all: build
 
@@ -58,6 +58,11 @@ report: demo-traces
 # The live demo: raceway and four PFC-honouring hosts (raceway blast --pfc) over net_memif.
 run: demo-traces
 	config/demo-live.sh $(RACEWAY) out/demo
+
+# A leaf in a real network (root): hosts and FRR spines in namespaces, FRR in raceway's own
+# namespace learning an ECMP route by BGP; leaves nothing behind.
+lab: build
+	examples/lab.sh $(RACEWAY)
 
 # Fuzzing with libFuzzer on stable Rust: the coverage flags cargo-fuzz passes with
 # `--sanitizer none` (the fuzzed code has no unsafe), plus debug assertions and overflow

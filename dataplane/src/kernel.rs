@@ -23,7 +23,7 @@ use crate::wire::ethernet::MacAddress;
 use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
 use netlink_packet_route::address::AddressAttribute;
 use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourState};
-use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteType};
+use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteType, RouteVia};
 use netlink_packet_route::RouteNetlinkMessage;
 use std::collections::HashMap;
 use std::io;
@@ -208,6 +208,17 @@ pub fn decode(datagram: &[u8]) -> Vec<Message> {
     messages
 }
 
+/// A next hop's address: RTA_GATEWAY, or RTA_VIA for an IPv4 route over an IPv6 next hop
+/// (RFC 5549, as BGP unnumbered installs them).
+fn gateway_of(attributes: &[RouteAttribute]) -> Option<IpAddr> {
+    attributes.iter().find_map(|attribute| match attribute {
+        RouteAttribute::Gateway(address) => route_address(address),
+        RouteAttribute::Via(RouteVia::Inet(ip)) => Some(IpAddr::V4(*ip)),
+        RouteAttribute::Via(RouteVia::Inet6(ip)) => Some(IpAddr::V6(*ip)),
+        _ => None,
+    })
+}
+
 fn route_address(address: &RouteAddress) -> Option<IpAddr> {
     match address {
         RouteAddress::Inet(ip) => Some(IpAddr::V4(*ip)),
@@ -295,10 +306,7 @@ fn route_event(add: bool, message: &netlink_packet_route::route::RouteMessage) -
         },
     };
     let len = header.destination_prefix_length;
-    let gateway = message.attributes.iter().find_map(|attribute| match attribute {
-        RouteAttribute::Gateway(address) => route_address(address),
-        _ => None,
-    });
+    let gateway = gateway_of(&message.attributes);
     let mut next_hops = None;
     for attribute in &message.attributes {
         match attribute {
@@ -308,15 +316,7 @@ fn route_event(add: bool, message: &netlink_packet_route::route::RouteMessage) -
             }
             RouteAttribute::MultiPath(list) => {
                 next_hops = Some(NextHops::Direct(
-                    list.iter()
-                        .map(|hop| {
-                            let gateway = hop.attributes.iter().find_map(|attribute| match attribute {
-                                RouteAttribute::Gateway(address) => route_address(address),
-                                _ => None,
-                            });
-                            (gateway, hop.interface_index)
-                        })
-                        .collect(),
+                    list.iter().map(|hop| (gateway_of(&hop.attributes), hop.interface_index)).collect(),
                 ));
             }
             _ => {}
@@ -627,5 +627,72 @@ mod tests {
         let mut lying = message(RTM_NEWNEXTHOP, &single);
         lying[0..4].copy_from_slice(&1000u32.to_ne_bytes());
         assert_eq!(decode(&lying), vec![]);
+    }
+
+    #[test]
+    fn route_neighbour_and_address_messages_decode() {
+        use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload};
+        use netlink_packet_route::route::{RouteMessage, RouteNextHop};
+        let emit = |inner: RouteNetlinkMessage| {
+            let mut message = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::InnerMessage(inner));
+            message.finalize();
+            let mut bytes = vec![0u8; message.buffer_len()];
+            message.serialize(&mut bytes);
+            bytes
+        };
+        // 0.0.0.0/0 over two next hops: one IPv4 gateway, one IPv6 link-local via (RFC 5549).
+        let mut route = RouteMessage::default();
+        route.header.address_family = netlink_packet_route::AddressFamily::Inet;
+        route.header.table = RouteHeader::RT_TABLE_MAIN;
+        route.header.kind = RouteType::Unicast;
+        let hop = |attribute: RouteAttribute, interface_index: u32| {
+            let mut hop = RouteNextHop::default();
+            hop.interface_index = interface_index;
+            hop.attributes = vec![attribute];
+            hop
+        };
+        route.attributes = vec![RouteAttribute::MultiPath(vec![
+            hop(RouteAttribute::Gateway(RouteAddress::Inet("10.255.0.1".parse().unwrap())), 11),
+            hop(RouteAttribute::Via(RouteVia::Inet6("fe80::1".parse().unwrap())), 12),
+        ])];
+        let mut local_table = route.clone();
+        local_table.header.table = 255;
+        let mut neighbour = netlink_packet_route::neighbour::NeighbourMessage::default();
+        neighbour.header.family = netlink_packet_route::AddressFamily::Inet;
+        neighbour.header.ifindex = 11;
+        neighbour.header.state = NeighbourState::Stale;
+        neighbour.attributes = vec![
+            NeighbourAttribute::Destination(NeighbourAddress::Inet("10.255.0.1".parse().unwrap())),
+            NeighbourAttribute::LinkLayerAddress(vec![2, 0, 0, 0, 0, 9]),
+        ];
+        let mut failed = neighbour.clone();
+        failed.header.state = NeighbourState::Failed;
+        let mut address = netlink_packet_route::address::AddressMessage::default();
+        address.header.family = netlink_packet_route::AddressFamily::Inet;
+        address.header.index = 10;
+        address.attributes = vec![AddressAttribute::Address("10.0.0.1".parse().unwrap())];
+        let datagram = [
+            emit(RouteNetlinkMessage::NewRoute(route)),
+            emit(RouteNetlinkMessage::NewRoute(local_table)),
+            emit(RouteNetlinkMessage::NewNeighbour(neighbour)),
+            emit(RouteNetlinkMessage::NewNeighbour(failed)),
+            emit(RouteNetlinkMessage::DelAddress(address)),
+        ]
+        .concat();
+        assert_eq!(
+            decode(&datagram),
+            vec![
+                Message::Event(Event::Route {
+                    add: true,
+                    address: ip("0.0.0.0"),
+                    len: 0,
+                    next_hops: NextHops::Direct(vec![(Some(ip("10.255.0.1")), 11), (Some(ip("fe80::1")), 12)]),
+                }),
+                Message::Other,
+                Message::Event(Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: Some(mac(9)) }),
+                Message::Event(Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: None }),
+                Message::Event(Event::Address { add: false, interface: 10, ip: ip("10.0.0.1") }),
+            ]
+        );
     }
 }
