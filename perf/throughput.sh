@@ -13,6 +13,8 @@
 #
 #   perf/throughput.sh                 # 6 s per measurement
 #   DURATION=10 perf/throughput.sh
+#   CONTROL=1 perf/throughput.sh       # also raceway with [control] on and idle (root: it
+#                                      # makes a namespace and TAPs), and its ratio to without
 #
 # Machine notes: on a 2-vCPU machine "two cores" puts the second forwarding lcore on the CPU
 # of the (mostly idle) main lcore. raceway's two-core rows use the pipelined model.
@@ -80,7 +82,8 @@ l3fwd_mpps() {
 }
 
 raceway_mpps() {
-  local size=$1 cores=$2 config="$OUT/raceway-$1-$2.toml" stats="$OUT/raceway-$1-$2.json"
+  local size=$1 cores=$2 control=${3:-}
+  local config="$OUT/raceway-$1-$2$control.toml" stats="$OUT/raceway-$1-$2$control.json"
   # One core: run-to-completion. Two: pipelined, an RX/classify worker on CPU 1 and the
   # scheduler/TX worker on CPU 0 beside the (sleeping) main lcore.
   local lcores="0-1" model="run-to-completion"
@@ -117,14 +120,20 @@ peer_mac = "02:00:00:00:11:00"
 prefix = "10.0.1.0/24"
 port = "out"
 TOML
+  if [ -n "$control" ]; then printf '[control]\nnetns = "rw-bench-%s"\n' "$$" >>"$config"; fi
   "$RACEWAY" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \
     -- --file-prefix "rw-$$" >"$OUT/raceway-$size-$cores.log" 2>&1
   python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print('%.2f' % (s['ports']['out']['tx_packets'] / s['elapsed_s'] / 1e6))" "$stats"
 }
 
 build_l3fwd
-echo "| frame | cores | testpmd io Mpps | testpmd 5tswap Mpps | l3fwd-lpm Mpps | raceway Mpps | raceway / io | raceway / l3fwd |"
-echo "|---|---|---|---|---|---|---|---|"
+if [ -n "${CONTROL:-}" ]; then
+  echo "| frame | cores | testpmd io Mpps | testpmd 5tswap Mpps | l3fwd-lpm Mpps | raceway Mpps | raceway / io | raceway / l3fwd | raceway [control] Mpps | [control] / without |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+else
+  echo "| frame | cores | testpmd io Mpps | testpmd 5tswap Mpps | l3fwd-lpm Mpps | raceway Mpps | raceway / io | raceway / l3fwd |"
+  echo "|---|---|---|---|---|---|---|---|"
+fi
 for size in 60 1020; do
   for cores in 1 2; do
     io=$(testpmd_mpps io "$size" "$cores")
@@ -132,7 +141,12 @@ for size in 60 1020; do
     l3=$(l3fwd_mpps "$size" "$cores")
     rw=$(raceway_mpps "$size" "$cores")
     ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/float(b)) if a!='n/a' and b!='n/a' and float(b)>0 else 'n/a')" "$1" "$2"; }
-    echo "| $((size + 4)) B | $cores | $io | $swap | $l3 | $rw | $(ratio "$rw" "$io") | $(ratio "$rw" "$l3") |"
+    row="| $((size + 4)) B | $cores | $io | $swap | $l3 | $rw | $(ratio "$rw" "$io") | $(ratio "$rw" "$l3") |"
+    if [ -n "${CONTROL:-}" ]; then
+      rwc=$(raceway_mpps "$size" "$cores" -control)
+      row="$row $rwc | $(ratio "$rwc" "$rw") |"
+    fi
+    echo "$row"
   done
 done
 echo

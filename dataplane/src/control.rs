@@ -24,6 +24,7 @@ use crate::config::{Config, ControlConfig};
 use crate::dpdk::host::{self, Tap};
 use crate::dpdk::{Mbuf, Mempool, Port};
 use crate::fib::FibHandle;
+use crate::stats::ControlStats;
 use crossbeam_queue::ArrayQueue;
 use std::io;
 use std::process::Command;
@@ -49,22 +50,6 @@ pub struct ControlLink {
     /// (port, frame) from the kernel, to send out of that port.
     pub inject: ArrayQueue<(u16, Mbuf)>,
     pub fib: FibHandle,
-}
-
-/// The control thread's counters, published every housekeeping period.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ControlStats {
-    /// Per port: punted frames the TAP refused (the kernel's queue was full).
-    pub punt_tap_errors: Vec<u64>,
-    /// Per port: frames the kernel sent that could not be injected (no mbuf, too long for one,
-    /// or the ring to the worker full).
-    pub inject_dropped: Vec<u64>,
-    /// The FIB generation published last, and its routes and neighbours.
-    pub fib_generation: u64,
-    pub fib_routes: u64,
-    pub fib_neighbors: u64,
-    /// Time from the kernel's netlink message to the snapshot being published, last update.
-    pub last_update_ns: u64,
 }
 
 /// A running control thread.
@@ -295,6 +280,8 @@ impl ControlThread {
             }
             if Instant::now() >= next_housekeeping {
                 next_housekeeping = Instant::now() + HOUSEKEEPING;
+                // Snapshots the workers have let go of are freed here, off the packet path.
+                self.link.fib.reclaim();
                 for (index, (tap, port)) in self.taps.iter().zip(self.ports.iter()).enumerate() {
                     let up = port.link_up() && self.config.ports[index].enabled;
                     if carrier[index] != Some(up) {
@@ -327,5 +314,7 @@ impl ControlThread {
         self.link.fib.publish(crate::fib::Fib::new(&self.config, &learned, generation));
         counters.fib_generation = generation;
         counters.last_update_ns = started.elapsed().as_nanos() as u64;
+        // Published at once (not at the next housekeeping): readers time updates by it.
+        self.stats.lock().expect("control stats").clone_from(counters);
     }
 }

@@ -103,23 +103,39 @@ pub struct Fib {
 }
 
 /// Where the current snapshot is published: the control plane stores, workers load.
+///
+/// A replaced snapshot is kept here until no worker holds it, and then freed by the control
+/// plane (`reclaim`): a worker letting go of one only decrements a count. (Freeing a 10,000-route
+/// snapshot on the worker cost forwarding 11% during route churn.)
 pub struct FibHandle {
     current: ArcSwap<Fib>,
     generation: AtomicU64,
+    /// Replaced snapshots some worker may still read; only the publisher touches it.
+    retired: std::sync::Mutex<Vec<Arc<Fib>>>,
 }
 
 impl FibHandle {
     pub fn new(fib: Fib) -> Self {
         let generation = AtomicU64::new(fib.generation);
-        Self { current: ArcSwap::from_pointee(fib), generation }
+        Self { current: ArcSwap::from_pointee(fib), generation, retired: std::sync::Mutex::new(Vec::new()) }
     }
 
     /// Makes `fib` the current snapshot; readers pick it up at their next burst.
     pub fn publish(&self, fib: Fib) {
         let generation = fib.generation;
-        self.current.store(Arc::new(fib));
+        let old = self.current.swap(Arc::new(fib));
         // After the pointer: a reader that sees the new number loads the new snapshot.
         self.generation.store(generation, Ordering::Release);
+        let mut retired = self.retired.lock().expect("retired snapshots");
+        retired.push(old);
+        retired.retain(|fib| Arc::strong_count(fib) > 1);
+    }
+
+    /// Frees replaced snapshots no reader holds any more; returns how many are still held.
+    pub fn reclaim(&self) -> usize {
+        let mut retired = self.retired.lock().expect("retired snapshots");
+        retired.retain(|fib| Arc::strong_count(fib) > 1);
+        retired.len()
     }
 
     /// The generation readers should have (one atomic load: the per-burst check).
@@ -423,6 +439,13 @@ multipath_mode = "spray"
         // The old snapshot stays whole for whoever still reads it: the default route's group.
         assert_eq!(reader.generation, 1);
         assert!(matches!(reader.lookup(v4("172.16.0.1")), Some(Target::Group(_))));
+        // It is freed by the publisher once its last reader lets go, not by that reader.
+        assert_eq!(handle.reclaim(), 1);
+        let weak = Arc::downgrade(&reader);
+        drop(reader);
+        assert!(weak.upgrade().is_some(), "still retired, not freed by the reader's drop");
+        assert_eq!(handle.reclaim(), 0);
+        assert!(weak.upgrade().is_none());
     }
 
     #[test]

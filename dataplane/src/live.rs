@@ -73,8 +73,6 @@ pub struct LiveReport {
     pub elapsed: Duration,
     /// What `--capture` wrote, when asked.
     pub capture: Option<crate::capture::CaptureSummary>,
-    /// The control thread's counters, with `[control]`.
-    pub control: Option<crate::control::ControlStats>,
 }
 
 /// How often the worker publishes its counters for the main lcore.
@@ -174,6 +172,8 @@ struct Shared {
     /// RX workers still running (the scheduler drains their rings until none is).
     rx_running: AtomicUsize,
     unsent: Mutex<u64>,
+    /// The control thread's counters (`[control]`).
+    control: Option<Arc<Mutex<crate::stats::ControlStats>>>,
 }
 
 impl Shared {
@@ -182,6 +182,9 @@ impl Shared {
         let mut total = self.stats[0].0.lock().expect("stats lock").clone();
         for stats in &self.stats[1..] {
             total.add(&stats.0.lock().expect("stats lock"));
+        }
+        if let Some(control) = &self.control {
+            total.control = Some(control.lock().expect("control stats").clone());
         }
         total
     }
@@ -295,6 +298,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         stats: (0..=rx_lcores.len()).map(|_| CacheAligned(Mutex::new(SwitchStats::new(config)))).collect(),
         rx_running: AtomicUsize::new(rx_lcores.len()),
         unsent: Mutex::new(0),
+        control: control.as_ref().map(|plane| Arc::clone(&plane.stats)),
     });
     // DPDK telemetry: dpdk-telemetry.py reads /raceway/* from the published counters.
     let telemetry_shared = Arc::clone(&shared);
@@ -303,7 +307,9 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         crate::telemetry::reply(command, &telemetry_shared.snapshot(), &telemetry_config)
     };
     match dpdk::register_telemetry(&crate::telemetry::COMMANDS, Box::new(answer)) {
-        Ok(()) => tracing::info!("telemetry: /raceway/ports, /raceway/queues, /raceway/pfc, /raceway/groups"),
+        Ok(()) => tracing::info!(
+            "telemetry: /raceway/ports, /raceway/queues, /raceway/pfc, /raceway/groups, /raceway/control"
+        ),
         Err(err) => tracing::warn!("telemetry commands not registered: {err}"),
     }
     let metrics_stop = Arc::new(AtomicBool::new(false));
@@ -426,10 +432,11 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let unsent = *shared.unsent.lock().expect("unsent lock");
     // The control thread stops after the workers: it frees what they punted last, and the
     // rings are emptied before the pool is counted.
-    let control_stats = control.as_mut().map(|plane| {
+    let mut final_stats = final_stats;
+    if let Some(plane) = control.as_mut() {
         plane.stop();
-        plane.stats.lock().expect("control stats").clone()
-    });
+        final_stats.control = Some(plane.stats.lock().expect("control stats").clone());
+    }
     drop(control);
     // Ports close (flushing capture files, returning driver-held mbufs) before we count.
     match Arc::try_unwrap(ports) {
@@ -447,7 +454,6 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         unsent_at_exit: unsent,
         elapsed,
         capture,
-        control: control_stats,
     })
 }
 

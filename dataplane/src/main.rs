@@ -434,24 +434,6 @@ fn execute(command: Command) -> Result<(), Failure> {
                     "available_at_exit": report.mbufs_available_at_exit,
                     "unsent_at_exit": report.unsent_at_exit,
                 });
-                if let Some(control) = &report.control {
-                    let per_port = |values: &[u64]| -> serde_json::Map<String, serde_json::Value> {
-                        config
-                            .ports
-                            .iter()
-                            .zip(values)
-                            .map(|(port, v)| (port.name.clone(), serde_json::json!(v)))
-                            .collect()
-                    };
-                    json["control"] = serde_json::json!({
-                        "punt_tap_errors": per_port(&control.punt_tap_errors),
-                        "inject_dropped": per_port(&control.inject_dropped),
-                        "fib_generation": control.fib_generation,
-                        "fib_routes": control.fib_routes,
-                        "fib_neighbors": control.fib_neighbors,
-                        "last_update_ns": control.last_update_ns,
-                    });
-                }
                 if let Some(summary) = &report.capture {
                     let files: serde_json::Map<String, serde_json::Value> = summary
                         .written

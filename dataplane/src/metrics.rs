@@ -203,6 +203,55 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
             })
         }),
     );
+    family(
+        &mut out,
+        "raceway_port_injected_total",
+        "counter",
+        "Frames the control plane sent out of the port.",
+        per_port(|s| s.injected),
+    );
+    if let Some(control) = &stats.control {
+        let per_control_port = |values: &[u64]| -> Vec<(String, u64)> {
+            config.ports.iter().zip(values).map(|(port, &v)| (format!("port=\"{}\"", label(&port.name)), v)).collect()
+        };
+        family(
+            &mut out,
+            "raceway_control_punt_tap_errors_total",
+            "counter",
+            "Punted frames the port's host interface refused.",
+            per_control_port(&control.punt_tap_errors),
+        );
+        family(
+            &mut out,
+            "raceway_control_inject_dropped_total",
+            "counter",
+            "Frames from the kernel that could not be injected.",
+            per_control_port(&control.inject_dropped),
+        );
+        let one = |value: u64| [(String::new(), value)];
+        family(
+            &mut out,
+            "raceway_fib_generation",
+            "gauge",
+            "The FIB snapshot the workers read.",
+            one(control.fib_generation),
+        );
+        family(
+            &mut out,
+            "raceway_fib_routes",
+            "gauge",
+            "Routes in the FIB (config and kernel).",
+            one(control.fib_routes),
+        );
+        family(&mut out, "raceway_fib_neighbors", "gauge", "Neighbours in the FIB.", one(control.fib_neighbors));
+        family(
+            &mut out,
+            "raceway_fib_last_update_ns",
+            "gauge",
+            "Time from reading the kernel's messages to publishing the last snapshot.",
+            one(control.last_update_ns),
+        );
+    }
     let cores = |get: fn(&crate::stats::CoreStats) -> u64| -> Vec<(String, u64)> {
         stats.cores.iter().map(|core| (format!("lcore=\"{}\"", core.lcore), get(core))).collect()
     };

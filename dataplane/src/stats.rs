@@ -73,6 +73,25 @@ pub struct SwitchStats {
     pub latency: LatencyHistogram,
     /// Per forwarding core (live only).
     pub cores: Vec<CoreStats>,
+    /// The control plane's (live, with `[control]`).
+    pub control: Option<ControlStats>,
+}
+
+/// The control thread's counters (live, with `[control]`), published every housekeeping
+/// period.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ControlStats {
+    /// Per port: punted frames the TAP refused (the kernel's queue was full).
+    pub punt_tap_errors: Vec<u64>,
+    /// Per port: frames the kernel sent that could not be injected (no mbuf, too long for one,
+    /// or the ring to the worker full).
+    pub inject_dropped: Vec<u64>,
+    /// The FIB generation published last, and its routes and neighbours.
+    pub fib_generation: u64,
+    pub fib_routes: u64,
+    pub fib_neighbors: u64,
+    /// Time from the kernel's netlink message to the snapshot being published, last update.
+    pub last_update_ns: u64,
 }
 
 /// How a forwarding core spends its cycles: iterations of its loop that moved frames count as
@@ -111,6 +130,7 @@ impl SwitchStats {
             groups: config.groups.iter().map(|group| vec![0; group.members.len()]).collect(),
             latency: LatencyHistogram::default(),
             cores: Vec::new(),
+            control: None,
         }
     }
 
@@ -149,6 +169,10 @@ impl SwitchStats {
         }
         self.latency.add(&other.latency);
         self.cores.extend(other.cores.iter().copied());
+        if other.control.is_some() {
+            // One control thread: its counters are whoever carries them.
+            self.control.clone_from(&other.control);
+        }
         for (mine, theirs) in self.groups.iter_mut().zip(&other.groups) {
             for (a, b) in mine.iter_mut().zip(theirs) {
                 *a += b;
@@ -248,7 +272,7 @@ impl SwitchStats {
                 })
             })
             .collect();
-        json!({
+        let mut document = json!({
             "ports": ports,
             "groups": groups,
             "latency_ns": {
@@ -259,7 +283,21 @@ impl SwitchStats {
                 "max": latency.max_ns,
             },
             "cores": cores,
-        })
+        });
+        if let Some(control) = &self.control {
+            let per_port = |values: &[u64]| -> Map<String, Value> {
+                config.ports.iter().zip(values).map(|(port, value)| (port.name.clone(), json!(value))).collect()
+            };
+            document["control"] = json!({
+                "punt_tap_errors": per_port(&control.punt_tap_errors),
+                "inject_dropped": per_port(&control.inject_dropped),
+                "fib_generation": control.fib_generation,
+                "fib_routes": control.fib_routes,
+                "fib_neighbors": control.fib_neighbors,
+                "last_update_ns": control.last_update_ns,
+            });
+        }
+        document
     }
 
     /// One line of totals for periodic logs.

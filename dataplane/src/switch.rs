@@ -1423,6 +1423,42 @@ port = "p0"
     }
 
     #[test]
+    fn a_refresh_looks_at_the_pool_too_when_the_headroom_is_empty() {
+        // XOFF 10 frames, XON 5: 11 frames (one in headroom), then one leaves and gives the
+        // headroom back. At the refresh the group holds 10 frames, all in the pool: above XON,
+        // so XOFF again, not XON.
+        let config = config("", "[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 4096");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        for _ in 0..11 {
+            switch.receive(0, frame(26, 1000), 0);
+        }
+        switch.take_control(0, 0).unwrap();
+        switch.transmit(1, 0).unwrap();
+        assert_eq!((switch.ports[0].groups[3].headroom, switch.ports[0].groups[3].shared), (0, 10 * 1024));
+        switch.advance(switch.next_deadline());
+        assert_eq!(switch.take_control(0, 1).map(|r| r.times[3]), Some(0xffff));
+    }
+
+    #[test]
+    fn another_timer_does_not_refresh_an_xoff_early() {
+        let config = config("", "[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 4096");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        for _ in 0..11 {
+            switch.receive(0, frame(26, 1000), 0);
+        }
+        switch.take_control(0, 0).unwrap();
+        // p1 is paused for 100 quanta (512 ns): its end is a deadline long before the refresh.
+        let mut times = [0u16; 8];
+        times[3] = 100;
+        switch.receive(1, pfc_frame(0x08, times), 0);
+        assert_eq!(switch.next_deadline(), 512_000);
+        switch.advance(512_000);
+        assert!(!switch.has_control(0), "the XOFF is refreshed at half its pause, not before");
+        switch.advance(switch.next_deadline());
+        assert!(switch.has_control(0));
+    }
+
+    #[test]
     fn a_queue_that_was_paused_once_is_not_a_storm() {
         let config = config("", "[qos.pfc_watchdog]\ndetection_ms = 1\naction = \"alert\"");
         let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);

@@ -16,11 +16,15 @@ use crate::stats::SwitchStats;
 use std::ffi::CStr;
 
 /// The commands and their help lines.
-pub const COMMANDS: [(&CStr, &CStr); 4] = [
+pub const COMMANDS: [(&CStr, &CStr); 5] = [
     (c"/raceway/ports", c"Per port: rx/tx packets and bytes, drops and punts by reason."),
     (c"/raceway/queues", c"Per port: each traffic class's depth, peak depth, tx, drops and ECN marks."),
     (c"/raceway/pfc", c"Per port: PFC frames sent and received, watchdog events, lossless group peaks, per priority."),
     (c"/raceway/groups", c"Per port group: frames queued to each member."),
+    (
+        c"/raceway/control",
+        c"The control plane: FIB generation, routes, neighbours, last update; per port injected frames and errors.",
+    ),
 ];
 
 /// A reply: (section, [(name, value)]).
@@ -95,6 +99,36 @@ pub fn reply(command: &str, stats: &SwitchStats, config: &Config) -> Option<Repl
                 (group.name.clone(), members)
             })
             .collect(),
+        "/raceway/control" => {
+            let mut reply: Reply = config
+                .ports
+                .iter()
+                .zip(&stats.ports)
+                .enumerate()
+                .map(|(index, (port, s))| {
+                    let control = stats.control.as_ref();
+                    let at = |values: Option<&Vec<u64>>| values.and_then(|v| v.get(index).copied()).unwrap_or(0);
+                    let values = vec![
+                        ("injected".to_string(), s.injected),
+                        ("punt_tap_errors".to_string(), at(control.map(|c| &c.punt_tap_errors))),
+                        ("inject_dropped".to_string(), at(control.map(|c| &c.inject_dropped))),
+                    ];
+                    (port.name.clone(), values)
+                })
+                .collect();
+            if let Some(control) = &stats.control {
+                reply.push((
+                    "fib".to_string(),
+                    vec![
+                        ("generation".to_string(), control.fib_generation),
+                        ("routes".to_string(), control.fib_routes),
+                        ("neighbors".to_string(), control.fib_neighbors),
+                        ("last_update_ns".to_string(), control.last_update_ns),
+                    ],
+                ));
+            }
+            reply
+        }
         _ => return None,
     };
     Some(reply)
