@@ -87,6 +87,15 @@ fn check_prints_the_control_plane() {
     ] {
         assert!(text.contains(expect), "check output lacks '{expect}':\n{text}");
     }
+    assert!(!text.contains("warning: control.control_tc"), "TC7 is strict in this config:\n{text}");
+    let text = four_port_config("", ["", "", "", ""], "");
+    // Another class is made strict too; one the operator weighted stays DWRR, with a warning.
+    std::fs::write(&path, format!("{text}\n[control]\ncontrol_tc = 5\n")).unwrap();
+    let output = String::from_utf8_lossy(&run_ok(raceway().args(["check", "-c"]).arg(&path)).stdout).into_owned();
+    assert!(output.contains("strict [5, 6, 7]") && !output.contains("warning: control.control_tc"), "{output}");
+    std::fs::write(&path, format!("{text}\n[control]\ncontrol_tc = 0\n")).unwrap();
+    let output = run_ok(raceway().args(["check", "-c"]).arg(&path));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("warning: control.control_tc 0 is not strict"));
     std::fs::write(&path, four_port_config("", ["", "", "", ""], "")).unwrap();
     let output = run_ok(raceway().args(["check", "-c"]).arg(&path));
     assert!(String::from_utf8_lossy(&output.stdout).contains("control: none"));

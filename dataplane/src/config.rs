@@ -562,12 +562,18 @@ impl Validator<'_> {
         }
         let ports = self.ports(raw.port)?;
         let groups = self.groups(raw.group, &ports)?;
-        let qos = self.qos(raw.qos)?;
+        let weighted: Vec<String> = raw.qos.scheduler.dwrr.keys().cloned().collect();
+        let mut qos = self.qos(raw.qos)?;
         let control = match raw.control {
             Some(control) => Some(self.control(control, &raw.switch.name)?),
             None => None,
         };
         if let Some(control) = &control {
+            // The control class is strict unless the operator gave it a DWRR weight: BGP
+            // keepalives and ARP replies must not wait behind data.
+            if !weighted.contains(&control.control_tc.to_string()) {
+                qos.strict_mask |= 1 << control.control_tc;
+            }
             if qos.lossless_mask & (1 << control.control_tc) != 0 {
                 return Err(self.error(
                     "control.control_tc",

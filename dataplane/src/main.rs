@@ -728,6 +728,12 @@ fn print_check(config: &Config) {
                 control.control_tc,
                 control.multipath_mode.name()
             );
+            if config.qos.strict_mask & (1 << control.control_tc) == 0 {
+                println!(
+                    "warning: control.control_tc {} is not strict (qos.scheduler.strict): data can delay BGP keepalives and ARP replies",
+                    control.control_tc
+                );
+            }
         }
         None => println!("control: none (no host interfaces; ARP, ND, LLDP are unsupported, TTL expiry is dropped)"),
     }
