@@ -1,10 +1,11 @@
 //! The whole pipeline on arbitrary frames at arbitrary times: frames arrive on any port, time
 //! moves by arbitrary steps, ports transmit when the fuzzer says. Checked after every step:
-//! every frame received is queued, consumed or dropped (counted), and at the end, after the
-//! queues drain, every buffer cell and group charge is returned.
+//! every frame received or injected is queued, consumed, punted or dropped (counted), and at
+//! the end, after the queues drain, every buffer cell and group charge is returned. The switch
+//! has a control plane: it punts (policed) and takes frames from the kernel.
 //!
-//! Input: records of [op: u8][port: u8][step_ns: u16 LE][len: u16 LE][len bytes]; op's low bit
-//! picks receive (0) or transmit (1).
+//! Input: records of [op: u8][port: u8][step_ns: u16 LE][len: u16 LE][len bytes]; op's low two
+//! bits pick receive (0 or 2), transmit (1) or inject the bytes as the kernel's (3).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -72,13 +73,23 @@ mode = "adaptive"
 name = "spray"
 ports = ["u0", "u1", "h1"]
 mode = "flowlet"
+[[neighbor]]
+ip = "10.255.0.1"
+mac = "02:00:00:00:20:01"
+port = "u0"
+[[route]]
+prefix = "198.51.100.0/24"
+via = ["10.255.0.1", "10.255.0.3"]
+[control]
+punt_pps = 100000
+punt_burst = 100
 "#;
 
 fuzz_target!(|data: &[u8]| {
     let config = Config::parse(CONFIG, "fuzz.toml").expect("fuzz config");
     let ports = config.ports.len();
     let mut switch: Switch<HeapPacket> = Switch::new(&config, 7);
-    let (mut now, mut received, mut sent, mut consumed) = (0u64, 0u64, 0u64, 0u64);
+    let (mut now, mut received, mut sent, mut consumed, mut injected) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut rest = data;
     while rest.len() >= 6 {
         let (op, port) = (rest[0], usize::from(rest[1]) % ports);
@@ -87,11 +98,16 @@ fuzz_target!(|data: &[u8]| {
         let frame = rest[6..6 + len].to_vec();
         rest = &rest[6 + len..];
         switch.advance(now);
-        if op & 1 == 0 {
+        if op & 3 == 3 {
+            injected += 1;
+            let _ = switch.inject(port, HeapPacket::new(frame), now);
+        } else if op & 1 == 0 {
             match switch.receive(port, HeapPacket::new(frame), now) {
                 Received::FlowControl => consumed += 1,
-                Received::Queued { .. } | Received::Dropped(_) => received += 1,
+                Received::Queued { .. } | Received::Dropped(_) | Received::Punted(_) => received += 1,
             }
+            // The engine hands punted frames on after every burst.
+            while switch.take_punted().is_some() {}
         } else {
             while switch.take_control(port, now).is_some() {}
             if switch.transmit(port, now).is_some() {
@@ -100,8 +116,10 @@ fuzz_target!(|data: &[u8]| {
         }
         let stats = &switch.stats;
         let dropped: u64 = stats.ports.iter().map(|p| p.dropped()).sum();
+        let punted: u64 = stats.ports.iter().flat_map(|p| p.punted).sum();
         assert_eq!(stats.rx_packets(), received, "rx counts data frames");
-        assert_eq!(received, sent + dropped + switch.queued_packets(), "conservation");
+        assert_eq!(stats.ports.iter().map(|p| p.injected).sum::<u64>(), injected);
+        assert_eq!(received + injected, sent + dropped + punted + switch.queued_packets(), "conservation");
     }
     let _ = consumed;
     // Let every pause lapse and send everything still queued.
@@ -115,7 +133,12 @@ fuzz_target!(|data: &[u8]| {
     }
     let leftover = switch.drain();
     let dropped: u64 = switch.stats.ports.iter().map(|p| p.dropped()).sum();
-    assert_eq!(received, sent + dropped, "everything left or was dropped ({leftover} drained)");
+    let punted: u64 = switch.stats.ports.iter().flat_map(|p| p.punted).sum();
+    assert_eq!(
+        received + injected,
+        sent + dropped + punted,
+        "everything left, was punted or dropped ({leftover} drained)"
+    );
     assert_eq!(switch.queued_packets(), 0);
     assert_eq!(switch.shared_used(), 0, "buffer cells leaked");
 });

@@ -1,5 +1,6 @@
-//! Any bytes through the frame parser and the classifier: never a panic, and a frame the
-//! classifier does not forward is left byte for byte as it came.
+//! Any bytes through the frame parser and the classifier (without and with a control plane,
+//! which punts): never a panic, and a frame the classifier does not forward is left byte for
+//! byte as it came.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -9,17 +10,29 @@ use std::sync::OnceLock;
 
 const CONFIG: &str = include_str!("../../config/demo.toml");
 
+/// The demo's switch with a control plane: punts ARP, LLDP, an extra EtherType, link-local
+/// and expiring packets, and routes over a next hop.
+const CONTROL: &str = "\n[control]\npunt_ethertypes = [\"0x8809\"]\n\
+    [[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00:00:00:20:01\"\nport = \"up0\"\n\
+    [[route]]\nprefix = \"198.51.100.0/24\"\nvia = [\"10.255.0.1\", \"10.255.0.3\"]\n";
+
 fuzz_target!(|data: &[u8]| {
-    static CLASSIFIER: OnceLock<Classifier> = OnceLock::new();
-    let classifier = CLASSIFIER.get_or_init(|| Classifier::new(&Config::parse(CONFIG, "demo.toml").expect("demo config")));
+    static CLASSIFIERS: OnceLock<[Classifier; 2]> = OnceLock::new();
+    let classifiers = CLASSIFIERS.get_or_init(|| {
+        let plain = Config::parse(CONFIG, "demo.toml").expect("demo config");
+        let control = Config::parse(&format!("{CONFIG}{CONTROL}"), "demo.toml").expect("demo config with control");
+        [Classifier::new(&plain), Classifier::new(&control)]
+    });
     let _ = raceway::wire::parse::parse(data);
-    let _ = classifier.priority(data);
-    let mut frame = data.to_vec();
-    match classifier.classify(&mut frame) {
-        Verdict::Forward { .. } => {
-            // Only TTL/hop limit (and the IPv4 checksum) may change.
-            assert_eq!(frame.len(), data.len());
+    for classifier in classifiers {
+        let _ = classifier.priority(data);
+        let mut frame = data.to_vec();
+        match classifier.classify(&mut frame) {
+            Verdict::Forward { .. } => {
+                // Only TTL/hop limit (and the IPv4 checksum) may change.
+                assert_eq!(frame.len(), data.len());
+            }
+            _ => assert_eq!(frame, data, "a frame not forwarded was changed"),
         }
-        _ => assert_eq!(frame, data, "a frame not forwarded was changed"),
     }
 });
