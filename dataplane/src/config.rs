@@ -303,15 +303,21 @@ pub struct InterfaceAddress {
     pub len: u8,
 }
 
+/// `ADDRESS/LENGTH`, with the length checked against the address family.
+fn address_and_length(text: &str) -> Result<(IpAddr, u8), String> {
+    let (address, len) = text.split_once('/').ok_or_else(|| format!("'{text}' is not ADDRESS/LENGTH"))?;
+    let address: IpAddr = address.parse().map_err(|_| format!("'{address}' is not an IP address"))?;
+    let len: u8 = len.parse().map_err(|_| format!("'{len}' is not a prefix length"))?;
+    let max = if address.is_ipv4() { 32 } else { 128 };
+    if len > max {
+        return Err(format!("prefix length {len} is longer than {max}"));
+    }
+    Ok((address, len))
+}
+
 impl InterfaceAddress {
     pub fn parse(text: &str) -> Result<Self, String> {
-        let (address, len) = text.split_once('/').ok_or_else(|| format!("'{text}' is not ADDRESS/LENGTH"))?;
-        let address: IpAddr = address.parse().map_err(|_| format!("'{address}' is not an IP address"))?;
-        let len: u8 = len.parse().map_err(|_| format!("'{len}' is not a prefix length"))?;
-        let max = if address.is_ipv4() { 32 } else { 128 };
-        if len > max {
-            return Err(format!("prefix length {len} is longer than {max}"));
-        }
+        let (address, len) = address_and_length(text)?;
         if address.is_unspecified() || address.is_multicast() {
             return Err(format!("'{address}' cannot be an interface address"));
         }
@@ -401,13 +407,7 @@ pub struct Prefix {
 
 impl Prefix {
     pub fn parse(text: &str) -> Result<Self, String> {
-        let (address, len) = text.split_once('/').ok_or_else(|| format!("'{text}' is not ADDRESS/LENGTH"))?;
-        let address: IpAddr = address.parse().map_err(|_| format!("'{address}' is not an IP address"))?;
-        let len: u8 = len.parse().map_err(|_| format!("'{len}' is not a prefix length"))?;
-        let max = if address.is_ipv4() { 32 } else { 128 };
-        if len > max {
-            return Err(format!("prefix length {len} is longer than {max}"));
-        }
+        let (address, len) = address_and_length(text)?;
         let host_bits_set = match address {
             IpAddr::V4(v4) => len < 32 && u32::from(v4) & (u32::MAX >> len) != 0,
             IpAddr::V6(v6) => len < 128 && u128::from(v6) & (u128::MAX >> len) != 0,

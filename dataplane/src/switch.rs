@@ -1158,6 +1158,25 @@ port = "p0"
     }
 
     #[test]
+    fn a_lossy_queue_at_its_limit_takes_as_many_frames_as_have_left() {
+        // The pool of 90 cells-worth of 1024 as below: one queue stops at 80. Ten leave; ten
+        // more fit, and no more.
+        let config = config("", "[qos.buffer]\nlossy_pool_bytes = 92160");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        for _ in 0..85 {
+            switch.receive(0, frame(0, 1000), 0);
+        }
+        assert_eq!(switch.queued_packets(), 80);
+        for _ in 0..10 {
+            switch.transmit(1, 0).unwrap();
+        }
+        assert_eq!(switch.ports[1].queues[0].lossy_cells, 70 * 1024);
+        let admitted =
+            (0..20).filter(|_| matches!(switch.receive(0, frame(0, 1000), 0), Received::Queued { .. })).count();
+        assert_eq!(admitted, 10);
+    }
+
+    #[test]
     fn a_lossy_queue_stops_at_its_dynamic_limit_and_leaves_room_for_others() {
         // A lossy pool of 90 frames of 1000 bytes (1024 in cells), alpha 8: one queue alone
         // takes frames while its cells stay within 8 x what is free, so 80 (8/9 of the pool).
