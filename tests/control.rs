@@ -286,6 +286,11 @@ fn hosts_with_only_a_gateway_reach_each_other_through_the_kernels_control_plane(
     let host1_mac = host1_mac.split_whitespace().nth(2).expect("a MAC").to_string();
     let learned = ok("ip", &["-n", &lab.control(), "neigh", "show", "dev", "host1"]);
     assert!(learned.contains(&format!("10.0.1.2 lladdr {host1_mac}")), "the switch's neighbours: {learned}");
+    // An address added with plain `ip addr` in raceway's namespace is the switch's too.
+    ok("ip", &["-n", &lab.control(), "addr", "add", "10.0.0.100/24", "dev", "host0"]);
+    wait_for("the added address to answer", Duration::from_secs(10), || {
+        ping(&lab, 0, &["-c", "1", "-W", "1", "10.0.0.100"]).status.success()
+    });
     // Time-exceeded from the gateway's address, as traceroute needs.
     let expired = ping(&lab, 0, &["-c", "1", "-t", "1", "-W", "2", "10.0.1.2"]);
     let text = String::from_utf8_lossy(&expired.stdout);
@@ -294,7 +299,7 @@ fn hosts_with_only_a_gateway_reach_each_other_through_the_kernels_control_plane(
     let host0 = &stats["ports"]["host0"];
     assert!(host0["punted"]["arp"].as_u64().unwrap() >= 1, "{host0}");
     assert!(host0["punted"]["nd"].as_u64().unwrap() >= 1, "{host0}");
-    assert!(host0["punted"]["local"].as_u64().unwrap() >= 4, "the pings to the gateway: {host0}");
+    assert!(host0["punted"]["local"].as_u64().unwrap() >= 5, "the pings to the gateway: {host0}");
     assert_eq!(host0["punted"]["ttl"], 1);
     // 10 echo requests crossed host0 -> host1; at most the first of each family went through
     // the kernel (glean), the rest through the data plane.
