@@ -275,7 +275,6 @@ impl Fib {
         let next_hops: Vec<&(Option<IpAddr>, usize)> =
             route.next_hops.iter().filter(|(_, port)| *port < ports).collect();
         match next_hops.as_slice() {
-            [] => Target::Glean,
             // A connected route: out of the port, to the destination itself.
             [(None, port)] => Target::Connected(*port as u16),
             _ => {
@@ -436,6 +435,11 @@ multipath_mode = "spray"
         let next = handle.load();
         assert_eq!(next.lookup(v4("172.16.0.1")), Some(Target::Connected(1)));
         assert_eq!(next.lookup(v4("10.255.0.1")), Some(Target::Local), "an address added with ip addr");
+        // A snapshot nobody holds is freed as soon as it is replaced.
+        drop(next);
+        let unheld = Arc::downgrade(&handle.load());
+        handle.publish(Fib::new(&config, &learned, 3));
+        assert!(unheld.upgrade().is_none(), "generation 2, held by no reader, is freed at once");
         // The old snapshot stays whole for whoever still reads it: the default route's group.
         assert_eq!(reader.generation, 1);
         assert!(matches!(reader.lookup(v4("172.16.0.1")), Some(Target::Group(_))));
@@ -457,5 +461,31 @@ multipath_mode = "spray"
         let fib = Fib::new(&Config::parse(&text, "t.toml").unwrap(), &Learned::default(), 1);
         assert_eq!(fib.lookup(v4("10.9.1.1")), fib.lookup(v4("8.8.8.8")));
         assert_eq!(fib.groups.len(), 1);
+        // Other next hops in the same mode: a group of their own.
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        let learned = Learned {
+            neighbors: vec![Neighbor { ip: ip("10.255.0.5"), mac: mac(0x05, 0x21), port: 2 }],
+            routes: vec![KernelRoute {
+                address: ip("172.20.0.0"),
+                len: 16,
+                next_hops: vec![(Some(ip("10.255.0.0")), 1), (Some(ip("10.255.0.5")), 2)],
+            }],
+            addresses: Vec::new(),
+        };
+        let fib = Fib::new(&Config::parse(&text, "t.toml").unwrap(), &learned, 2);
+        let (Some(Target::Group(one)), Some(Target::Group(other))) =
+            (fib.lookup(v4("8.8.8.8")), fib.lookup(v4("172.20.1.1")))
+        else {
+            panic!()
+        };
+        assert_ne!(one, other);
+        assert_eq!(fib.groups[other as usize].members[1], Adjacency { port: 2, mac: mac(0x05, 0x21) });
+        // A next hop on a port that does not exist is ignored (glean), never an index past the ports.
+        let stray = Learned {
+            routes: vec![KernelRoute { address: ip("172.21.0.0"), len: 16, next_hops: vec![(None, 3)] }],
+            ..Learned::default()
+        };
+        let fib = Fib::new(&Config::parse(&text, "t.toml").unwrap(), &stray, 3);
+        assert_eq!(fib.lookup(v4("172.21.1.1")), Some(Target::Glean));
     }
 }

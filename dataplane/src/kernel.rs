@@ -92,10 +92,6 @@ impl KernelTables {
         *self = Self::default();
     }
 
-    pub fn routes(&self) -> usize {
-        self.routes.len()
-    }
-
     /// What the FIB takes from the kernel; `port_of` maps an interface index to a port (host
     /// interfaces only). Sorted, so the same tables always give the same FIB.
     pub fn learned(&self, port_of: impl Fn(u32) -> Option<usize>) -> Learned {
@@ -558,6 +554,9 @@ mod tests {
         let learned = tables.learned(port_of);
         assert_eq!(learned.neighbors.len(), 2);
         assert_eq!(learned.routes.len(), 2);
+        // Before a fresh dump everything is forgotten.
+        tables.clear();
+        assert_eq!(tables.learned(port_of), Learned::default());
         assert_eq!(
             learned.routes.iter().find(|route| route.address == ip("192.0.2.0")).unwrap().next_hops,
             vec![(Some(ip("10.255.0.3")), 1)]
@@ -605,6 +604,8 @@ mod tests {
             message(RTM_DELNEXTHOP, &deleted),
             message(RTM_NEWNEXTHOP, &blackhole),
             message(NLMSG_DONE, &[0; 4]),
+            // A failed dump request (errno, then the request's header) ends that dump too.
+            message(NLMSG_ERROR, &[[0xa1, 0xff, 0xff, 0xff].as_slice(), &[0u8; 16]].concat()),
             message(NLMSG_OVERRUN, &[]),
         ]
         .concat();
@@ -618,6 +619,7 @@ mod tests {
                 Message::Event(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![7, 8])) }),
                 Message::Event(Event::Nexthop { id: 8, nexthop: None }),
                 Message::Event(Event::Nexthop { id: 3, nexthop: Some(Nexthop::Unusable) }),
+                Message::Done,
                 Message::Done,
                 Message::Lost,
             ]
@@ -676,6 +678,7 @@ mod tests {
             emit(RouteNetlinkMessage::NewRoute(local_table)),
             emit(RouteNetlinkMessage::NewNeighbour(neighbour)),
             emit(RouteNetlinkMessage::NewNeighbour(failed)),
+            emit(RouteNetlinkMessage::NewAddress(address.clone())),
             emit(RouteNetlinkMessage::DelAddress(address)),
         ]
         .concat();
@@ -691,6 +694,7 @@ mod tests {
                 Message::Other,
                 Message::Event(Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: Some(mac(9)) }),
                 Message::Event(Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: None }),
+                Message::Event(Event::Address { add: true, interface: 10, ip: ip("10.0.0.1") }),
                 Message::Event(Event::Address { add: false, interface: 10, ip: ip("10.0.0.1") }),
             ]
         );

@@ -52,6 +52,8 @@ use crate::config::{BufferConfig, Config, PortConfig, Threshold};
 pub const CELL_BYTES: u64 = 256;
 /// A NIC peer's PFC response time, in pause quanta (512 bit times) at the link's speed.
 pub const PEER_RESPONSE_QUANTA: u16 = 394;
+/// That response in wire bytes, whatever the speed: 512 bit times = 64 bytes per quantum.
+pub const NIC_RESPONSE_WIRE_BYTES: u64 = PEER_RESPONSE_QUANTA as u64 * 64;
 /// Maximum standard frames raceway's live shaper may hand a port's NIC ahead of their wire
 /// time: one tx burst.
 pub const LOOKAHEAD_FRAMES: u64 = 32;
@@ -83,8 +85,7 @@ pub fn lookahead_ps(port: &PortConfig) -> u64 {
 
 /// The peer's response in wire bytes: the longer of a NIC's 394 quanta and raceway's lookahead.
 pub fn peer_response_wire_bytes() -> u64 {
-    let nic = u64::from(PEER_RESPONSE_QUANTA) * 64; // 512 bit times = 64 bytes per quantum
-    nic.max(LOOKAHEAD_FRAMES * crate::config::wire_bytes(LOOKAHEAD_FRAME_BYTES))
+    NIC_RESPONSE_WIRE_BYTES.max(LOOKAHEAD_FRAMES * crate::config::wire_bytes(LOOKAHEAD_FRAME_BYTES))
 }
 
 /// Propagation delay of a port's cable, one way, in ps.

@@ -196,7 +196,9 @@ mod tests {
     fn the_outbox_is_bounded_and_first_in_first_out() {
         let mut outbox = Outbox::new(2);
         let punted = |packet: u32| Punted { port: 1, reason: PuntReason::Arp, packet };
+        assert!(outbox.is_empty());
         assert!(outbox.push(punted(1)).is_ok());
+        assert!(!outbox.is_empty());
         assert!(outbox.push(punted(2)).is_ok());
         assert_eq!(outbox.push(punted(3)).unwrap_err().packet, 3);
         assert_eq!(outbox.len(), 2);
