@@ -118,6 +118,7 @@ impl Classifier {
             Some(Target::Group(group)) => Some(Next::Group(group)),
             Some(Target::Connected(_)) => self.fib.neighbor(ip.destination).map(Next::Adjacency),
             Some(Target::Glean) => None,
+            Some(Target::Discard) => return Verdict::Drop(DropReason::NoRoute),
             // Without a control plane, nothing consumes frames to the switch's addresses
             // (config validation keeps addresses for `[control]`).
             Some(Target::Local) | None => return Verdict::Drop(DropReason::NoRoute),

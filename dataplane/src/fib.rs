@@ -56,6 +56,8 @@ pub enum Target {
     Local,
     /// A next hop without a resolved neighbour.
     Glean,
+    /// A blackhole (or unreachable, prohibit) route: dropped as `no_route`.
+    Discard,
 }
 
 /// A group of adjacencies and how to spread over them.
@@ -75,7 +77,7 @@ pub struct Neighbor {
 }
 
 /// A route the kernel knows: a prefix and its next hops (an IP on a port, or none for a
-/// connected route out of the port).
+/// connected route out of the port); no next hop at all is a discard route.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelRoute {
     pub address: IpAddr,
@@ -274,6 +276,9 @@ impl Fib {
     fn resolve_kernel_route(&mut self, route: &KernelRoute, mode: GroupMode, ports: usize) -> Target {
         let next_hops: Vec<&(Option<IpAddr>, usize)> =
             route.next_hops.iter().filter(|(_, port)| *port < ports).collect();
+        if route.next_hops.is_empty() {
+            return Target::Discard;
+        }
         match next_hops.as_slice() {
             // A connected route: out of the port, to the destination itself.
             [(None, port)] => Target::Connected(*port as u16),
@@ -480,6 +485,13 @@ multipath_mode = "spray"
         };
         assert_ne!(one, other);
         assert_eq!(fib.groups[other as usize].members[1], Adjacency { port: 2, mac: mac(0x05, 0x21) });
+        // A discard route (blackhole) drops what it matches.
+        let blackhole = Learned {
+            routes: vec![KernelRoute { address: ip("172.22.0.0"), len: 16, next_hops: Vec::new() }],
+            ..Learned::default()
+        };
+        let fib = Fib::new(&Config::parse(&text, "t.toml").unwrap(), &blackhole, 3);
+        assert_eq!(fib.lookup(v4("172.22.1.1")), Some(Target::Discard));
         // A next hop on a port that does not exist is ignored (glean), never an index past the ports.
         let stray = Learned {
             routes: vec![KernelRoute { address: ip("172.21.0.0"), len: 16, next_hops: vec![(None, 3)] }],

@@ -9,7 +9,9 @@
 //! routes when the kernel has them) are not in that crate and are decoded here.
 //!
 //! What is taken: the main table's unicast routes whose next hops leave through a host
-//! interface (others are the kernel's own business); neighbours on host interfaces in a
+//! interface (others are the kernel's own business), and its blackhole, unreachable and
+//! prohibit routes (as routes with no next hop: dropped, `no_route`, so a less specific route
+//! never catches what they discard); neighbours on host interfaces in a
 //! usable state (reachable, stale, delay, probe, permanent, noarp) with a MAC; every address
 //! except loopback ones (an address on `lo`, such as a router id, is the switch's too).
 //!
@@ -36,6 +38,8 @@ pub enum NextHops {
     Direct(Vec<(Option<IpAddr>, u32)>),
     /// A nexthop object (RTA_NH_ID).
     Object(u32),
+    /// A blackhole, unreachable or prohibit route: matching packets are dropped.
+    Discard,
 }
 
 /// A nexthop object: one next hop, or a group of other objects.
@@ -103,6 +107,10 @@ impl KernelTables {
         neighbors.sort_by_key(|neighbor| neighbor.ip);
         let mut routes: Vec<KernelRoute> = Vec::with_capacity(self.routes.len());
         for (&(address, len), next_hops) in &self.routes {
+            if *next_hops == NextHops::Discard {
+                routes.push(KernelRoute { address, len, next_hops: Vec::new() });
+                continue;
+            }
             let mut resolved: Vec<(Option<IpAddr>, usize)> = Vec::new();
             for (gateway, interface) in self.expand(next_hops) {
                 if let Some(port) = port_of(interface) {
@@ -128,6 +136,7 @@ impl KernelTables {
     fn expand(&self, next_hops: &NextHops) -> Vec<(Option<IpAddr>, u32)> {
         match next_hops {
             NextHops::Direct(list) => list.clone(),
+            NextHops::Discard => Vec::new(),
             NextHops::Object(id) => match self.nexthops.get(id) {
                 Some(Nexthop::Single { gateway, interface }) => vec![(*gateway, *interface)],
                 Some(Nexthop::Group(members)) => members
@@ -285,7 +294,8 @@ fn route_event(add: bool, message: &netlink_packet_route::route::RouteMessage) -
             _ => None,
         })
         .unwrap_or(u32::from(header.table));
-    if table != u32::from(RouteHeader::RT_TABLE_MAIN) || header.kind != RouteType::Unicast {
+    let discard = matches!(header.kind, RouteType::BlackHole | RouteType::Unreachable | RouteType::Prohibit);
+    if table != u32::from(RouteHeader::RT_TABLE_MAIN) || !(header.kind == RouteType::Unicast || discard) {
         return Message::Other;
     }
     let destination = message.attributes.iter().find_map(|attribute| match attribute {
@@ -318,7 +328,8 @@ fn route_event(add: bool, message: &netlink_packet_route::route::RouteMessage) -
             _ => {}
         }
     }
-    Message::Event(Event::Route { add, address, len, next_hops: next_hops.unwrap_or(NextHops::Direct(Vec::new())) })
+    let next_hops = if discard { NextHops::Discard } else { next_hops.unwrap_or(NextHops::Direct(Vec::new())) };
+    Message::Event(Event::Route { add, address, len, next_hops })
 }
 
 /// RTM_NEWNEXTHOP/RTM_DELNEXTHOP: `struct nhmsg` (8 bytes) then attributes.
@@ -532,6 +543,12 @@ mod tests {
         }));
         let via_lo = NextHops::Direct(vec![(None, 1)]);
         assert!(tables.apply(Event::Route { add: true, address: ip("198.51.100.0"), len: 24, next_hops: via_lo }));
+        assert!(tables.apply(Event::Route {
+            add: true,
+            address: ip("203.0.113.0"),
+            len: 24,
+            next_hops: NextHops::Discard
+        }));
         let learned = tables.learned(port_of);
         assert_eq!(learned.addresses, vec![ip("10.0.0.1"), ip("10.255.255.1")], "loopback addresses are not taken");
         assert_eq!(learned.neighbors.len(), 3);
@@ -542,6 +559,7 @@ mod tests {
         assert_eq!(route("10.0.0.0").unwrap().next_hops, vec![(None, 0)]);
         assert_eq!(route("192.0.2.0").unwrap().next_hops, both, "a nexthop group, expanded");
         assert_eq!(route("198.51.100.0"), None, "leaves through no host interface");
+        assert_eq!(route("203.0.113.0").unwrap().next_hops, vec![], "a blackhole: no next hop");
         // Withdrawals: one member of the group, the neighbour, the multipath route.
         assert!(tables.apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![8])) }));
         assert!(tables.apply(Event::Neighbor { interface: 10, ip: ip("10.0.0.2"), mac: None }));
@@ -553,7 +571,7 @@ mod tests {
         }));
         let learned = tables.learned(port_of);
         assert_eq!(learned.neighbors.len(), 2);
-        assert_eq!(learned.routes.len(), 2);
+        assert_eq!(learned.routes.len(), 3);
         // Before a fresh dump everything is forgotten.
         tables.clear();
         assert_eq!(tables.learned(port_of), Learned::default());
