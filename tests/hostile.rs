@@ -338,6 +338,15 @@ fn hostile_configs_are_one_clear_error() {
             base.replacen("peer_mac = \"02:00:00:00:10:01\"\n", "", 1),
             vec!["bad.toml", "route[", ".port", "no peer_mac"],
         ),
+        (
+            "a port name too long for a Linux interface",
+            format!(
+                "{}\n[control]\n",
+                base.replacen("name = \"h0\"", "name = \"a-very-long-port-name\"", 1)
+                    .replace("port = \"h0\"", "port = \"a-very-long-port-name\"")
+            ),
+            vec!["bad.toml", "port[0].name", "15 bytes"],
+        ),
         ("a punt rate of 0", format!("{base}\n[control]\npunt_pps = 0\n"), vec!["bad.toml", "control.punt_pps"]),
         (
             "a control class of 8",

@@ -1,4 +1,4 @@
-//! The switch configuration: TOML (INTERFACE.md) read into raw serde structs, then validated
+//! The switch configuration: TOML (docs/CONFIG.md is its contract) read into raw serde structs, then validated
 //! into `Config`, whose fields the pipeline can use without further checks.
 //!
 //! Invariant: a `Config` that exists is consistent: names are unique, every route and group
@@ -568,6 +568,18 @@ impl Validator<'_> {
             Some(control) => Some(self.control(control, &raw.switch.name)?),
             None => None,
         };
+        if control.is_some() {
+            // Each port names a Linux interface in the control namespace.
+            if let Some(index) = ports.iter().position(|port| port.name.len() > 15) {
+                return Err(self.error(
+                    format!("port[{index}].name"),
+                    format!(
+                        "'{}' is longer than the 15 bytes of a Linux interface name ([control])",
+                        ports[index].name
+                    ),
+                ));
+            }
+        }
         if let Some(control) = &control {
             // The control class is strict unless the operator gave it a DWRR weight: BGP
             // keepalives and ARP replies must not wait behind data.

@@ -1,4 +1,4 @@
-//! Counters and the stats JSON of INTERFACE.md.
+//! Counters and the stats JSON (docs/STATS.md is its contract).
 //!
 //! Invariant: rx/tx counters count data frames only; PFC frames are counted in
 //! `pfc_rx` (once per enabled priority) and `pfc_xoff_tx`/`pfc_xon_tx` (an ignored PAUSE is a
@@ -192,7 +192,7 @@ impl SwitchStats {
         self.ports.iter().map(PortStats::dropped).sum()
     }
 
-    /// The stats JSON document (INTERFACE.md), keyed by the config's port and group names.
+    /// The stats JSON document (docs/STATS.md), keyed by the config's port and group names.
     pub fn to_json(&self, config: &Config) -> Value {
         let mut ports = Map::new();
         for (port, stats) in config.ports.iter().zip(&self.ports) {
