@@ -717,4 +717,163 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn every_route_shape_the_kernel_sends_decodes() {
+        use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload};
+        use netlink_packet_route::route::RouteMessage;
+        use netlink_packet_route::AddressFamily;
+        let emit = |inner: RouteNetlinkMessage| {
+            let mut message = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::InnerMessage(inner));
+            message.finalize();
+            let mut bytes = vec![0u8; message.buffer_len()];
+            message.serialize(&mut bytes);
+            bytes
+        };
+        let route = |family: AddressFamily, table: u8, len: u8, attributes: Vec<RouteAttribute>| {
+            let mut route = RouteMessage::default();
+            route.header.address_family = family;
+            route.header.table = table;
+            route.header.kind = RouteType::Unicast;
+            route.header.destination_prefix_length = len;
+            route.attributes = attributes;
+            route
+        };
+        let v6 = |text: &str| RouteAddress::Inet6(text.parse().unwrap());
+        // Table given by RTA_TABLE (header says unspec); a single gateway and interface.
+        let single = route(
+            AddressFamily::Inet,
+            0,
+            24,
+            vec![
+                RouteAttribute::Table(254),
+                RouteAttribute::Destination(RouteAddress::Inet("192.0.2.0".parse().unwrap())),
+                RouteAttribute::Gateway(RouteAddress::Inet("10.255.0.1".parse().unwrap())),
+                RouteAttribute::Oif(11),
+            ],
+        );
+        let other_table = route(AddressFamily::Inet, 0, 24, vec![RouteAttribute::Table(100)]);
+        // IPv6 default route (no destination) through a nexthop object, an Oif after it ignored.
+        let object = route(AddressFamily::Inet6, 254, 0, vec![RouteAttribute::NhId(9), RouteAttribute::Oif(12)]);
+        // An IPv6 prefix via an IPv4 next hop (RTA_VIA).
+        let via_v4 = route(
+            AddressFamily::Inet6,
+            254,
+            64,
+            vec![
+                RouteAttribute::Destination(v6("2001:db8::")),
+                RouteAttribute::Via(RouteVia::Inet("10.255.0.3".parse().unwrap())),
+                RouteAttribute::Oif(12),
+            ],
+        );
+        let mut blackhole = route(
+            AddressFamily::Inet,
+            254,
+            16,
+            vec![RouteAttribute::Destination(RouteAddress::Inet("172.16.0.0".parse().unwrap()))],
+        );
+        blackhole.header.kind = RouteType::BlackHole;
+        let mut neighbour = netlink_packet_route::neighbour::NeighbourMessage::default();
+        neighbour.header.family = AddressFamily::Inet6;
+        neighbour.header.ifindex = 12;
+        neighbour.header.state = NeighbourState::Reachable;
+        neighbour.attributes = vec![
+            NeighbourAttribute::Destination(NeighbourAddress::Inet6("fe80::1".parse().unwrap())),
+            NeighbourAttribute::LinkLayerAddress(vec![2, 0, 0, 0, 0, 7]),
+        ];
+        let mut address = netlink_packet_route::address::AddressMessage::default();
+        address.header.family = AddressFamily::Inet;
+        address.header.index = 11;
+        // Point-to-point: IFA_LOCAL is ours, IFA_ADDRESS the peer's.
+        address.attributes = vec![
+            AddressAttribute::Address("10.255.0.1".parse().unwrap()),
+            AddressAttribute::Local("10.255.0.0".parse().unwrap()),
+        ];
+        let datagram = [
+            emit(RouteNetlinkMessage::NewRoute(single.clone())),
+            emit(RouteNetlinkMessage::DelRoute(single)),
+            emit(RouteNetlinkMessage::NewRoute(other_table)),
+            emit(RouteNetlinkMessage::NewRoute(object)),
+            emit(RouteNetlinkMessage::NewRoute(via_v4)),
+            emit(RouteNetlinkMessage::NewRoute(blackhole)),
+            emit(RouteNetlinkMessage::NewNeighbour(neighbour.clone())),
+            emit(RouteNetlinkMessage::DelNeighbour(neighbour)),
+            emit(RouteNetlinkMessage::NewAddress(address)),
+        ]
+        .concat();
+        let gateway = NextHops::Direct(vec![(Some(ip("10.255.0.1")), 11)]);
+        assert_eq!(
+            decode(&datagram),
+            vec![
+                Message::Event(Event::Route {
+                    add: true,
+                    address: ip("192.0.2.0"),
+                    len: 24,
+                    next_hops: gateway.clone()
+                }),
+                Message::Event(Event::Route { add: false, address: ip("192.0.2.0"), len: 24, next_hops: gateway }),
+                Message::Other,
+                Message::Event(Event::Route { add: true, address: ip("::"), len: 0, next_hops: NextHops::Object(9) }),
+                Message::Event(Event::Route {
+                    add: true,
+                    address: ip("2001:db8::"),
+                    len: 64,
+                    next_hops: NextHops::Direct(vec![(Some(ip("10.255.0.3")), 12)]),
+                }),
+                Message::Event(Event::Route {
+                    add: true,
+                    address: ip("172.16.0.0"),
+                    len: 16,
+                    next_hops: NextHops::Discard
+                }),
+                Message::Event(Event::Neighbor { interface: 12, ip: ip("fe80::1"), mac: Some(mac(7)) }),
+                Message::Event(Event::Neighbor { interface: 12, ip: ip("fe80::1"), mac: None }),
+                Message::Event(Event::Address { add: true, interface: 11, ip: ip("10.255.0.0") }),
+            ]
+        );
+    }
+
+    #[test]
+    fn nexthop_attributes_are_walked_by_their_lengths() {
+        // Values whose last byte is not zero, an IPv6 gateway, and a blackhole flag after the
+        // interface: each attribute is found where its length says.
+        let mut single = vec![10u8, 0, 3, 0, 0, 0, 0, 0]; // AF_INET6
+        single.extend(attribute(1, &0x0100_0007u32.to_ne_bytes()));
+        single.extend(attribute(5, &0x0100_000bu32.to_ne_bytes()));
+        single.extend(attribute(6, &"fe80::1".parse::<Ipv6Addr>().unwrap().octets()));
+        let mut blackhole = vec![0u8; 8];
+        blackhole.extend(attribute(1, &0x0100_0003u32.to_ne_bytes()));
+        blackhole.extend(attribute(5, &11u32.to_ne_bytes()));
+        blackhole.extend(attribute(4, &[]));
+        // An attribute claiming 2 bytes ends the walk (what follows is not read).
+        let mut short = vec![0u8; 8];
+        short.extend(attribute(1, &5u32.to_ne_bytes()));
+        short.extend([2u8, 0, 5, 0]);
+        short.extend(attribute(5, &11u32.to_ne_bytes()));
+        let datagram =
+            [message(RTM_NEWNEXTHOP, &single), message(RTM_NEWNEXTHOP, &blackhole), message(RTM_NEWNEXTHOP, &short)]
+                .concat();
+        assert_eq!(
+            decode(&datagram),
+            vec![
+                Message::Event(Event::Nexthop {
+                    id: 0x0100_0007,
+                    nexthop: Some(Nexthop::Single { gateway: Some(ip("fe80::1")), interface: 0x0100_000b }),
+                }),
+                Message::Event(Event::Nexthop { id: 0x0100_0003, nexthop: Some(Nexthop::Unusable) }),
+                Message::Event(Event::Nexthop { id: 5, nexthop: Some(Nexthop::Unusable) }),
+            ]
+        );
+    }
+
+    #[test]
+    fn dump_requests_are_well_formed() {
+        let request = dump_request(RTM_GETROUTE, 12, 7);
+        assert_eq!(request.len(), 28);
+        assert_eq!(u32::from_ne_bytes(request[0..4].try_into().unwrap()), 28);
+        assert_eq!(u16::from_ne_bytes([request[4], request[5]]), RTM_GETROUTE);
+        assert_eq!(u16::from_ne_bytes([request[6], request[7]]), 0x301, "NLM_F_REQUEST | NLM_F_DUMP");
+        assert_eq!(u32::from_ne_bytes(request[8..12].try_into().unwrap()), 7);
+        assert!(request[12..].iter().all(|&byte| byte == 0), "pid 0 and a zeroed family header");
+    }
 }
