@@ -876,4 +876,20 @@ mod tests {
         assert_eq!(u32::from_ne_bytes(request[8..12].try_into().unwrap()), 7);
         assert!(request[12..].iter().all(|&byte| byte == 0), "pid 0 and a zeroed family header");
     }
+
+    /// Against the real kernel (of the namespace the tests run in, read only): the four dumps
+    /// go out one after the other and end.
+    #[test]
+    fn sync_dumps_the_kernels_tables_in_turn() {
+        let mut sync = Sync::open().expect("a route netlink socket");
+        assert!(sync.raw_fd() > 2, "a descriptor of its own");
+        assert!(!sync.synced(), "the dumps have only begun");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !sync.synced() {
+            assert!(std::time::Instant::now() < deadline, "the dumps never ended");
+            sync.poll().expect("netlink");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(sync.next_dump, DUMPS.len());
+    }
 }
