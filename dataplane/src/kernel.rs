@@ -581,6 +581,16 @@ mod tests {
         );
     }
 
+    /// One message as the kernel would write it, serialised by netlink-packet-route.
+    fn emit(inner: RouteNetlinkMessage) -> Vec<u8> {
+        use netlink_packet_core::NetlinkHeader;
+        let mut message = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::InnerMessage(inner));
+        message.finalize();
+        let mut bytes = vec![0u8; message.buffer_len()];
+        message.serialize(&mut bytes);
+        bytes
+    }
+
     /// A datagram of netlink messages as the kernel writes them (native byte order).
     fn message(kind: u16, body: &[u8]) -> Vec<u8> {
         let len = 16 + body.len();
@@ -651,15 +661,7 @@ mod tests {
 
     #[test]
     fn route_neighbour_and_address_messages_decode() {
-        use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload};
         use netlink_packet_route::route::{RouteMessage, RouteNextHop};
-        let emit = |inner: RouteNetlinkMessage| {
-            let mut message = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::InnerMessage(inner));
-            message.finalize();
-            let mut bytes = vec![0u8; message.buffer_len()];
-            message.serialize(&mut bytes);
-            bytes
-        };
         // 0.0.0.0/0 over two next hops: one IPv4 gateway, one IPv6 link-local via (RFC 5549).
         let mut route = RouteMessage::default();
         route.header.address_family = netlink_packet_route::AddressFamily::Inet;
@@ -720,16 +722,8 @@ mod tests {
 
     #[test]
     fn every_route_shape_the_kernel_sends_decodes() {
-        use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload};
         use netlink_packet_route::route::RouteMessage;
         use netlink_packet_route::AddressFamily;
-        let emit = |inner: RouteNetlinkMessage| {
-            let mut message = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::InnerMessage(inner));
-            message.finalize();
-            let mut bytes = vec![0u8; message.buffer_len()];
-            message.serialize(&mut bytes);
-            bytes
-        };
         let route = |family: AddressFamily, table: u8, len: u8, attributes: Vec<RouteAttribute>| {
             let mut route = RouteMessage::default();
             route.header.address_family = family;
