@@ -416,6 +416,20 @@ fn bgp_multipath_from_two_spines_spreads_and_fails_over() {
     wait_for("the ECMP route from both spines", Duration::from_secs(60), || {
         route().matches("nexthop via").count() == 2
     });
+    // The replies need the way back: each spine learns the hosts' subnet from the leaf's
+    // `redistribute connected`, on its own schedule.
+    for index in 0..2 {
+        let spine = lab.netns(&format!("s{index}"));
+        wait_for("the spine's route back to the hosts", Duration::from_secs(60), || {
+            ok("ip", &["-n", &spine, "route", "show", "10.0.0.0/24"]).contains("via 10.255.0.")
+        });
+    }
+    // raceway's own FIB follows the kernel's by netlink, a moment later: every destination
+    // answers once before the echoes are counted.
+    let all_answer = |lab: &Lab| {
+        (1..=32).all(|last| ping(lab, 0, &["-c", "1", "-W", "1", &format!("192.0.2.{last}")]).status.success())
+    };
+    wait_for("every destination through the leaf", Duration::from_secs(30), || all_answer(&lab));
     // 32 destinations: ECMP hashes each flow onto one uplink, and both get some.
     let ping_all = |lab: &Lab| {
         for last in 1..=32 {
@@ -437,6 +451,7 @@ fn bgp_multipath_from_two_spines_spreads_and_fails_over() {
         .unwrap();
     ok("ip", &["-n", &lab.netns("s0"), "link", "set", "eth0", "down"]);
     wait_for("BGP to withdraw spine 0", Duration::from_secs(30), || !route().contains("10.255.0.1"));
+    wait_for("every destination through spine 1", Duration::from_secs(30), || all_answer(&lab));
     let withdrawn = [echoes(&lab, "s0"), echoes(&lab, "s1")];
     ping_all(&lab);
     assert_eq!(echoes(&lab, "s0"), withdrawn[0], "nothing more to the withdrawn spine");
