@@ -5,10 +5,10 @@
 //! harness thread reaching its first blocking wait during the measurement, on a loaded
 //! machine, once counted 4 allocations that were not the switch's).
 
-use raceway::buffer::HeapPacket;
 use raceway::config::Config;
-use raceway::frames::{FrameSpec, Transport};
+use raceway::packet::HeapPacket;
 use raceway::switch::Switch;
+use raceway::traffic::frames::{FrameSpec, Transport};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};

@@ -130,7 +130,8 @@ fn replay_input_mistakes() {
     fails_with_one_line(&mut replay(&["--in", &format!("host0={}", junk.display())]), &["junk.pcap", "header"]);
 
     let truncated = dir.join("truncated.pcap");
-    let frames = raceway::gen::mixed(&raceway::gen::MixedOptions { packets: 3, ..Default::default() });
+    let frames =
+        raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions { packets: 3, ..Default::default() });
     write_pcap(&truncated, &frames);
     let bytes = std::fs::read(&truncated).unwrap();
     std::fs::write(&truncated, &bytes[..bytes.len() - 7]).unwrap();

@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use raceway::frames::{FrameSpec, Transport};
+use raceway::traffic::frames::{FrameSpec, Transport};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use raceway::frames::{FrameSpec, Transport};
+use raceway::traffic::frames::{FrameSpec, Transport};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 fn v4_frame(len: usize) -> Vec<u8> {

@@ -44,13 +44,13 @@ fn two_rx_workers_poll_a_queue_each_of_a_multi_queue_port() {
 fn live_matches_replay(name: &str, dpdk_extra: &str) {
     let two_rx_workers = dpdk_extra.contains("#two-rx-workers");
     let dir = temp_dir(name);
-    let host0 = raceway::gen::mixed(&raceway::gen::MixedOptions {
+    let host0 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
         packets: 600,
         seed: 11,
         rate_gbps: 20.0,
         ..Default::default()
     });
-    let host1 = raceway::gen::mixed(&raceway::gen::MixedOptions {
+    let host1 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
         packets: 600,
         seed: 12,
         host: 1,
@@ -181,7 +181,11 @@ fn live_config_without_devices_is_a_clear_error() {
 fn sigterm_stops_cleanly_with_stats_written() {
     let _cpus = cpus_shared();
     let dir = temp_dir("live-sigterm");
-    let frames = raceway::gen::mixed(&raceway::gen::MixedOptions { packets: 200, seed: 5, ..Default::default() });
+    let frames = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
+        packets: 200,
+        seed: 5,
+        ..Default::default()
+    });
     write_pcap(&dir.join("in.pcap"), &frames);
     // infinite_rx replays the trace forever: the switch is under load when the signal comes.
     let devices = [
@@ -246,7 +250,7 @@ fn sigterm_stops_cleanly_with_stats_written() {
 /// received on the egress port is counted.
 /// 2,000 lossless RoCEv2 frames of 1000 bytes from 10.0.1.<host> to 10.0.0.2.
 fn flood_to_host0(host: u8) -> Vec<(u64, Vec<u8>)> {
-    let mut spec = raceway::frames::FrameSpec::rocev2(
+    let mut spec = raceway::traffic::frames::FrameSpec::rocev2(
         std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, host)),
         "10.0.0.2".parse().unwrap(),
         u32::from(host),
@@ -546,7 +550,11 @@ fn sample(body: &str, series: &str) -> u64 {
 fn metrics_and_telemetry_match_the_stats_json() {
     let _cpus = cpus_shared();
     let dir = temp_dir("live-metrics");
-    let frames = raceway::gen::mixed(&raceway::gen::MixedOptions { packets: 500, seed: 8, ..Default::default() });
+    let frames = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
+        packets: 500,
+        seed: 8,
+        ..Default::default()
+    });
     write_pcap(&dir.join("in.pcap"), &frames);
     let devices = [
         format!("net_pcap40,rx_pcap={}/in.pcap", dir.display()),
@@ -820,11 +828,12 @@ fn live_memif_leaf_spine_forwards_sprays_and_propagates_pfc() {
     let id = std::process::id();
     // File sockets in the test's directory (unique per run, cleaned with it).
     let socket = |a: &str, b: &str| format!("{}/{a}-{b}.sock,socket-abstract=no", dir.display());
-    let mut spec = raceway::frames::FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.1.0.1".parse().unwrap(), 7);
+    let mut spec =
+        raceway::traffic::frames::FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.1.0.1".parse().unwrap(), 7);
     spec.frame_len = 1000;
     let frames: Vec<(u64, Vec<u8>)> = (0..30_000u32)
         .map(|psn| {
-            spec.transport = raceway::frames::Transport::Roce { source: 0xc000, opcode: 4, dest_qp: 7, psn };
+            spec.transport = raceway::traffic::frames::Transport::Roce { source: 0xc000, opcode: 4, dest_qp: 7, psn };
             (u64::from(psn) * 100, spec.build())
         })
         .collect();

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use raceway::frames::{FrameSpec, Transport};
+use raceway::traffic::frames::{FrameSpec, Transport};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
@@ -181,7 +181,8 @@ fn a_lossy_incast_never_pauses_an_unrelated_lossless_sender() {
     assert!(peak(&both) > 1_000_000, "h4's queue grows at 25G: {}", peak(&both));
     // The incast is tail-dropped at h0's dynamic limit: a frame joins a lone queue q while
     // q + frame <= 8 x (pool - q), so the queue peaks within a frame of 8/9 of the pool.
-    let plan = raceway::pfc::BufferPlan::new(&raceway::config::Config::parse(&config, "leaf.toml").unwrap()).unwrap();
+    let plan =
+        raceway::tm::pfc::BufferPlan::new(&raceway::config::Config::parse(&config, "leaf.toml").unwrap()).unwrap();
     let frame = FRAME_LEN as u64; // one frame takes exactly four cells
     let depth = u64_at(&both["ports"]["h0"]["queues"][0]["max_depth_bytes"]);
     let (lowest, highest) = (plan.lossy_pool * 8 / 9 - frame, (plan.lossy_pool + frame) * 8 / 9);

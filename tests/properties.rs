@@ -12,11 +12,11 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use raceway::buffer::HeapPacket;
 use raceway::config::Config;
-use raceway::frames::{FrameSpec, Transport};
-use raceway::schedule::Scheduler;
+use raceway::packet::HeapPacket;
 use raceway::switch::{Received, Switch};
+use raceway::tm::schedule::Scheduler;
+use raceway::traffic::frames::{FrameSpec, Transport};
 use std::net::{IpAddr, Ipv4Addr};
 
 /// A random frame: mostly routable RoCEv2/UDP to one of the leaf's hosts in a random class,
@@ -268,13 +268,13 @@ proptest! {
              [qos.ecn.3]\nkmin_bytes = 50000\nkmax_bytes = 200000\npmax = 0.2\n\
              [dcqcn]\nenabled = {dcqcn}\n"
         );
-        let fabric = raceway::fabric::Fabric::parse(&text, "prop.toml", Some(mode)).unwrap();
+        let fabric = raceway::engine::fabric::Fabric::parse(&text, "prop.toml", Some(mode)).unwrap();
         let collective = [
-            raceway::fabric::workload::Collective::Incast { target: 0 },
-            raceway::fabric::workload::Collective::AllToAll,
-            raceway::fabric::workload::Collective::AllReduce,
+            raceway::engine::fabric::workload::Collective::Incast { target: 0 },
+            raceway::engine::fabric::workload::Collective::AllToAll,
+            raceway::engine::fabric::workload::Collective::AllReduce,
         ][workload];
-        let options = raceway::fabric::engine::FabricOptions {
+        let options = raceway::engine::fabric::engine::FabricOptions {
             collective,
             message_bytes: kib * 1024,
             messages: 2,
@@ -282,7 +282,7 @@ proptest! {
             seed,
             horizon_ms: 1000.0,
         };
-        let result = raceway::fabric::engine::run(&fabric, &options, None).unwrap();
+        let result = raceway::engine::fabric::engine::run(&fabric, &options, None).unwrap();
         prop_assert_eq!(&result["drops"], &serde_json::json!(0), "{}", result["drops_by_reason"]);
         prop_assert_eq!(&result["incomplete_messages"], &serde_json::json!(0));
         prop_assert_eq!(&result["timed_out"], &serde_json::json!(false));

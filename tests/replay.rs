@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use raceway::frames::{FrameSpec, Transport};
+use raceway::traffic::frames::{FrameSpec, Transport};
 use std::net::IpAddr;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -188,7 +188,11 @@ fn reason_static(reason: &str) -> &'static str {
 
 #[test]
 fn tshark_agrees_that_every_ipv4_checksum_is_valid() {
-    let frames = raceway::gen::mixed(&raceway::gen::MixedOptions { packets: 400, seed: 9, ..Default::default() });
+    let frames = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
+        packets: 400,
+        seed: 9,
+        ..Default::default()
+    });
     let out = replay(&four_port_config("", ["", "", "", ""], ""), &[("host0", &frames)], "tshark", 0);
     let mut checked = 0;
     for port in PORTS {
@@ -209,13 +213,13 @@ fn tshark_agrees_that_every_ipv4_checksum_is_valid() {
 
 #[test]
 fn same_inputs_give_the_same_bytes() {
-    let host0 = raceway::gen::mixed(&raceway::gen::MixedOptions {
+    let host0 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
         packets: 500,
         seed: 1,
         rate_gbps: 90.0,
         ..Default::default()
     });
-    let host1 = raceway::gen::mixed(&raceway::gen::MixedOptions {
+    let host1 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
         packets: 500,
         seed: 2,
         host: 1,

@@ -489,7 +489,7 @@ pub struct Config {
     pub groups: Vec<GroupConfig>,
     pub control: Option<ControlConfig>,
     /// Static neighbours (`[[neighbor]]`).
-    pub neighbors: Vec<crate::fib::Neighbor>,
+    pub neighbors: Vec<crate::pipeline::fib::Neighbor>,
 }
 
 impl Config {
@@ -623,7 +623,7 @@ impl Validator<'_> {
             control,
             neighbors,
         };
-        crate::pfc::BufferPlan::new(&config).map_err(|(field, problem)| self.error(field, problem))?;
+        crate::tm::pfc::BufferPlan::new(&config).map_err(|(field, problem)| self.error(field, problem))?;
         Ok(config)
     }
 
@@ -719,8 +719,12 @@ impl Validator<'_> {
         Ok(groups)
     }
 
-    fn neighbors(&self, raw: Vec<RawNeighbor>, ports: &[PortConfig]) -> Result<Vec<crate::fib::Neighbor>, ConfigError> {
-        let mut neighbors: Vec<crate::fib::Neighbor> = Vec::with_capacity(raw.len());
+    fn neighbors(
+        &self,
+        raw: Vec<RawNeighbor>,
+        ports: &[PortConfig],
+    ) -> Result<Vec<crate::pipeline::fib::Neighbor>, ConfigError> {
+        let mut neighbors: Vec<crate::pipeline::fib::Neighbor> = Vec::with_capacity(raw.len());
         for (index, neighbor) in raw.into_iter().enumerate() {
             let field = |name: &str| format!("neighbor[{index}].{name}");
             let ip: IpAddr = neighbor
@@ -739,7 +743,7 @@ impl Validator<'_> {
                 .iter()
                 .position(|port| port.name == neighbor.port)
                 .ok_or_else(|| self.error(field("port"), format!("unknown port '{}'", neighbor.port)))?;
-            neighbors.push(crate::fib::Neighbor { ip, mac, port });
+            neighbors.push(crate::pipeline::fib::Neighbor { ip, mac, port });
         }
         Ok(neighbors)
     }
@@ -749,7 +753,7 @@ impl Validator<'_> {
         raw: Vec<RawRoute>,
         ports: &[PortConfig],
         groups: &[GroupConfig],
-        neighbors: &[crate::fib::Neighbor],
+        neighbors: &[crate::pipeline::fib::Neighbor],
         control: bool,
     ) -> Result<Vec<RouteConfig>, ConfigError> {
         let mut routes: Vec<RouteConfig> = Vec::with_capacity(raw.len());
@@ -793,7 +797,7 @@ impl Validator<'_> {
         &self,
         field: &str,
         raw: RawVia,
-        neighbors: &[crate::fib::Neighbor],
+        neighbors: &[crate::pipeline::fib::Neighbor],
         control: bool,
     ) -> Result<Vec<IpAddr>, ConfigError> {
         let texts = match raw {

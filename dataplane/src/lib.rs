@@ -1,38 +1,33 @@
 //! raceway: a software leaf switch for AI backend networks.
 //!
-//! The pipeline (wire → classify → queue → schedule) knows nothing of DPDK: it works on the
-//! `PacketBuf` trait, which the DPDK mbuf wrapper and the in-memory buffer both implement, so
-//! unit tests, benchmarks, the replay engine and the live switch all run the same code.
-//! `unsafe` lives only in the `dpdk` module (and the `dpdk-sys` crate).
+//! The tree follows a frame (docs/ARCHITECTURE.md has the picture):
+//! - `wire`: zero-copy views of the headers raceway reads and writes;
+//! - `pipeline`: what happens to a frame on arrival: classify (parse, trust, traffic class),
+//!   route (the FIB), balance (pick a group member), punt (to the control plane);
+//! - `tm`: traffic management: the shared buffer and its pools, PFC, ECN, the scheduler;
+//! - `switch`: `Switch`, the composition of the pipeline and traffic management;
+//! - `engine`: what drives a `Switch`: live on DPDK, replay and fabric in virtual time;
+//! - `observe`: stats, metrics, telemetry, capture, latency, the replay report;
+//! - `traffic`: frames, trace generators and the load generator;
+//! - `control`: the Linux kernel as control plane (host interfaces, netlink);
+//! - `config`, `drops`, `packet`, `rng`, `dpdk` (the only unsafe outside `dpdk-sys`).
+//!
+//! The pipeline knows nothing of DPDK: it works on the `PacketBuf` trait, which the DPDK mbuf
+//! wrapper and the in-memory buffer both implement, so unit tests, benchmarks, the replay
+//! engine and the live switch all run the same code.
 
 #![deny(unsafe_code)]
 
-pub mod blast;
-pub mod buffer;
-pub mod capture;
-pub mod classify;
 pub mod config;
 pub mod control;
 pub mod dpdk;
 pub mod drops;
-pub mod ecn;
-pub mod fabric;
-pub mod fib;
-pub mod frames;
-pub mod gen;
-pub mod kernel;
-pub mod latency;
-pub mod live;
-pub mod metrics;
-pub mod pfc;
-pub mod punt;
-pub mod replay;
-pub mod report;
+pub mod engine;
+pub mod observe;
+pub mod packet;
+pub mod pipeline;
 pub mod rng;
-pub mod route;
-pub mod schedule;
-pub mod spray;
-pub mod stats;
 pub mod switch;
-pub mod telemetry;
+pub mod tm;
+pub mod traffic;
 pub mod wire;

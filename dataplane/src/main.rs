@@ -8,8 +8,9 @@
 
 use clap::{Args, Parser, Subcommand};
 use raceway::config::{Config, RouteTarget, Trust};
-use raceway::live::{self, LiveOptions};
-use raceway::{gen, replay};
+use raceway::engine::live::{self, LiveOptions};
+use raceway::engine::replay;
+use raceway::traffic::gen;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -388,13 +389,13 @@ fn execute(command: Command) -> Result<(), Failure> {
                 let index = config.port_index(port).ok_or_else(|| {
                     Failure(format!("--capture: '{port}' is not a port of {}", config_path.display()))
                 })?;
-                if capture.iter().any(|c: &raceway::capture::CaptureRequest| c.port == index) {
+                if capture.iter().any(|c: &raceway::observe::capture::CaptureRequest| c.port == index) {
                     return Err(Failure(format!("--capture: port '{port}' is given twice")));
                 }
                 // Fail before the EAL starts if the file cannot be written.
                 std::fs::File::create(file)
                     .map_err(|err| Failure(format!("--capture: {file}: cannot create: {err}")))?;
-                capture.push(raceway::capture::CaptureRequest {
+                capture.push(raceway::observe::capture::CaptureRequest {
                     port: index,
                     port_name: port.to_string(),
                     file: PathBuf::from(file),
@@ -402,7 +403,7 @@ fn execute(command: Command) -> Result<(), Failure> {
             }
             let metrics = match metrics {
                 Some(text) => {
-                    let address = raceway::metrics::parse_address(&text).map_err(Failure)?;
+                    let address = raceway::observe::metrics::parse_address(&text).map_err(Failure)?;
                     let listener = std::net::TcpListener::bind(address)
                         .map_err(|err| Failure(format!("--metrics {address}: cannot listen: {err}")))?;
                     Some(std::sync::Arc::new(listener))
@@ -489,11 +490,12 @@ fn execute(command: Command) -> Result<(), Failure> {
             horizon_ms,
             out,
         } => {
-            let mut fabric = raceway::fabric::Fabric::load(&config, mode.as_deref()).map_err(Failure)?;
+            let mut fabric = raceway::engine::fabric::Fabric::load(&config, mode.as_deref()).map_err(Failure)?;
             if no_dcqcn {
                 fabric.dcqcn.enabled = false;
             }
-            let collective = raceway::fabric::workload::Collective::parse(&workload, target).map_err(Failure)?;
+            let collective =
+                raceway::engine::fabric::workload::Collective::parse(&workload, target).map_err(Failure)?;
             if target >= fabric.hosts.len() {
                 return Err(Failure(format!(
                     "--target: {target} is not a host (the fabric has {})",
@@ -504,7 +506,7 @@ fn execute(command: Command) -> Result<(), Failure> {
                 return Err(Failure("--message-bytes and --messages must be at least 1".into()));
             }
             if !(64..=9000).contains(&roce_mtu)
-                || roce_mtu + raceway::fabric::host::ROCE_OVERHEAD > fabric.mtu() as usize + 14
+                || roce_mtu + raceway::engine::fabric::host::ROCE_OVERHEAD > fabric.mtu() as usize + 14
             {
                 return Err(Failure(format!(
                     "--roce-mtu: {roce_mtu} is not 64-9000 or does not fit the switches' mtu {}",
@@ -514,7 +516,7 @@ fn execute(command: Command) -> Result<(), Failure> {
             if !(horizon_ms.is_finite() && horizon_ms > 0.0) {
                 return Err(Failure(format!("--horizon-ms: {horizon_ms} is not positive")));
             }
-            let options = raceway::fabric::engine::FabricOptions {
+            let options = raceway::engine::fabric::engine::FabricOptions {
                 collective,
                 message_bytes,
                 messages,
@@ -522,7 +524,7 @@ fn execute(command: Command) -> Result<(), Failure> {
                 seed,
                 horizon_ms,
             };
-            let result = raceway::fabric::engine::run(&fabric, &options, Some(&out)).map_err(Failure)?;
+            let result = raceway::engine::fabric::engine::run(&fabric, &options, Some(&out)).map_err(Failure)?;
             println!(
                 "{} {} mode {} dcqcn {}: completion {} us, FCT p50 {:.1} us p99 {:.1} us, PFC pause {:.1} us, CNPs {}, drops {}, incomplete {}",
                 fabric.name,
@@ -553,14 +555,14 @@ fn execute(command: Command) -> Result<(), Failure> {
             if let Some(index) = frames.iter().position(|frame| frame.len() > 2048) {
                 return Err(Failure(format!("{}: record {index}: longer than an mbuf (2048 bytes)", trace.display())));
             }
-            let options = raceway::blast::BlastOptions {
+            let options = raceway::traffic::blast::BlastOptions {
                 device,
                 rate_gbps,
                 duration: seconds("--duration", duration)?,
                 eal,
                 pfc_link_gbps: pfc,
             };
-            let report = raceway::blast::run(&frames, &options)?;
+            let report = raceway::traffic::blast::run(&frames, &options)?;
             let seconds = report.elapsed.as_secs_f64();
             println!(
                 "{}",
@@ -617,7 +619,7 @@ fn execute(command: Command) -> Result<(), Failure> {
 /// The buffer's pools, the lossy queue limit, the PFC thresholds of every port, and warnings
 /// where ECN would act after PFC.
 fn print_buffer(config: &Config) {
-    use raceway::pfc::{BufferPlan, Xoff};
+    use raceway::tm::pfc::{BufferPlan, Xoff};
     let qos = &config.qos;
     let plan = BufferPlan::new(config).expect("validated");
     let alpha = qos.buffer.lossy_alpha;
@@ -656,8 +658,8 @@ fn print_buffer(config: &Config) {
             "  PFC {:<10} headroom {headroom} bytes per priority, xoff {idle_xoff} (idle), xon {} (idle), XOFF lasts {:.1} us, pause answered within {:.2} us (live tx lookahead)",
             port.name,
             plan.xon(idle_xoff),
-            raceway::pfc::quanta_ps(0xffff, port.speed_mbps) as f64 / 1e6,
-            raceway::pfc::lookahead_ps(port) as f64 / 1e6
+            raceway::tm::pfc::quanta_ps(0xffff, port.speed_mbps) as f64 / 1e6,
+            raceway::tm::pfc::lookahead_ps(port) as f64 / 1e6
         );
     }
     for &tc in &lossless {
@@ -693,8 +695,8 @@ fn print_check(config: &Config) {
         config.name,
         config.mac,
         config.buffer_bytes,
-        config.buffer_bytes / raceway::pfc::CELL_BYTES,
-        raceway::pfc::CELL_BYTES,
+        config.buffer_bytes / raceway::tm::pfc::CELL_BYTES,
+        raceway::tm::pfc::CELL_BYTES,
         config.mtu
     );
     println!("ports:");

@@ -40,18 +40,18 @@
 
 #![forbid(unsafe_code)]
 
-use crate::buffer::PacketBuf;
-use crate::classify::{Classifier, IpHeader, Next, Verdict};
 use crate::config::{wire_bytes, Config, EcnProfile, MarkOn, PortConfig, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
-use crate::ecn;
-use crate::fib::FibHandle;
-use crate::pfc::{self, BufferPlan, XOFF_QUANTA};
-use crate::punt::{Outbox, Policer, PuntReason, Punted};
+use crate::observe::stats::SwitchStats;
+use crate::packet::PacketBuf;
+use crate::pipeline::balance::{PortView, Selector};
+use crate::pipeline::classify::{Classifier, IpHeader, Next, Verdict};
+use crate::pipeline::fib::FibHandle;
+use crate::pipeline::punt::{Outbox, Policer, PuntReason, Punted};
 use crate::rng::Rng;
-use crate::schedule::Scheduler;
-use crate::spray::{PortView, Selector};
-use crate::stats::SwitchStats;
+use crate::tm::ecn;
+use crate::tm::pfc::{self, BufferPlan, XOFF_QUANTA};
+use crate::tm::schedule::Scheduler;
 use crate::wire::pfc::Repr;
 
 /// What became of a received frame.
@@ -932,8 +932,8 @@ impl<P: PacketBuf> Switch<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::buffer::HeapPacket;
-    use crate::frames::FrameSpec;
+    use crate::packet::HeapPacket;
+    use crate::traffic::frames::FrameSpec;
 
     fn config(extra_switch: &str, extra_qos: &str) -> Config {
         let text = format!(
@@ -1029,26 +1029,30 @@ port = "p0"
                     [control]\n";
         let config = Config::parse(text, "t.toml").unwrap();
         let mut switch: Switch<HeapPacket> = Switch::new(&config, 1);
-        let handle = crate::fib::FibHandle::new(crate::fib::Fib::new(&config, &crate::fib::Learned::default(), 1));
+        let handle = crate::pipeline::fib::FibHandle::new(crate::pipeline::fib::Fib::new(
+            &config,
+            &crate::pipeline::fib::Learned::default(),
+            1,
+        ));
         let to = |switch: &mut Switch<HeapPacket>| switch.receive(0, frame(0, 60), 0);
         switch.refresh_fib(&handle);
         assert_eq!(to(&mut switch), Received::Dropped(DropReason::NoRoute), "no route to 10.0.1.2 yet");
         // The kernel learns a multipath route to 10.0.1.0/24 and both next hops.
         let ip = |text: &str| text.parse::<std::net::IpAddr>().unwrap();
         let mac = |last: u8| crate::wire::ethernet::MacAddress([0x02, 0, 0, 0, 0x20, last]);
-        let learned = crate::fib::Learned {
+        let learned = crate::pipeline::fib::Learned {
             neighbors: vec![
-                crate::fib::Neighbor { ip: ip("10.255.0.1"), mac: mac(1), port: 1 },
-                crate::fib::Neighbor { ip: ip("10.255.0.3"), mac: mac(3), port: 2 },
+                crate::pipeline::fib::Neighbor { ip: ip("10.255.0.1"), mac: mac(1), port: 1 },
+                crate::pipeline::fib::Neighbor { ip: ip("10.255.0.3"), mac: mac(3), port: 2 },
             ],
-            routes: vec![crate::fib::KernelRoute {
+            routes: vec![crate::pipeline::fib::KernelRoute {
                 address: ip("10.0.1.0"),
                 len: 24,
                 next_hops: vec![(Some(ip("10.255.0.1")), 1), (Some(ip("10.255.0.3")), 2)],
             }],
             addresses: Vec::new(),
         };
-        handle.publish(crate::fib::Fib::new(&config, &learned, 2));
+        handle.publish(crate::pipeline::fib::Fib::new(&config, &learned, 2));
         assert_eq!(to(&mut switch), Received::Dropped(DropReason::NoRoute), "until the next refresh");
         switch.refresh_fib(&handle);
         let Received::Queued { egress, .. } = to(&mut switch) else { panic!() };
@@ -1057,7 +1061,7 @@ port = "p0"
         // A frame classified under generation 2 (an RX worker's) reaches a switch on generation
         // 3, where that group is gone: no route, no panic.
         let verdict = Classifier::with_fib(&config, handle.load()).classify(frame(0, 60).data_mut());
-        handle.publish(crate::fib::Fib::new(&config, &crate::fib::Learned::default(), 3));
+        handle.publish(crate::pipeline::fib::Fib::new(&config, &crate::pipeline::fib::Learned::default(), 3));
         switch.refresh_fib(&handle);
         assert!(matches!(verdict, Verdict::Forward { next: Next::Group(0), .. }));
         assert_eq!(switch.receive_classified(0, frame(0, 60), verdict, 0), Received::Dropped(DropReason::NoRoute));
@@ -1069,7 +1073,7 @@ port = "p0"
         // What the kernel wrote: an ARP reply, and a TCP segment with TTL 64.
         let reply = arp().data().to_vec();
         let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), 7);
-        spec.transport = crate::frames::Transport::Tcp { source: 179, destination: 40000 };
+        spec.transport = crate::traffic::frames::Transport::Tcp { source: 179, destination: 40000 };
         let segment = spec.build();
         assert_eq!(switch.inject(1, HeapPacket::new(reply.clone()), 0), Received::Queued { egress: 1, tc: 6 });
         assert_eq!(switch.inject(1, HeapPacket::new(segment.clone()), 0), Received::Queued { egress: 1, tc: 6 });

@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use raceway::buffer::HeapPacket;
+use raceway::packet::HeapPacket;
 use raceway::config::Config;
 use raceway::switch::{Received, Switch};
 

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use raceway::classify::{Classifier, Verdict};
+use raceway::pipeline::classify::{Classifier, Verdict};
 use raceway::config::Config;
 use std::sync::OnceLock;
 

@@ -4,10 +4,10 @@
 //! frame are asserted to be zero in tests/alloc.rs.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use raceway::buffer::HeapPacket;
 use raceway::config::Config;
-use raceway::frames::{FrameSpec, Transport};
+use raceway::packet::HeapPacket;
 use raceway::switch::Switch;
+use raceway::traffic::frames::{FrameSpec, Transport};
 use std::net::{IpAddr, Ipv4Addr};
 
 const CONFIG: &str = r#"

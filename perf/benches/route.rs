@@ -3,7 +3,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use raceway::config::Prefix;
-use raceway::route::RouteTable;
+use raceway::pipeline::route::RouteTable;
 use raceway::wire::parse::Destination;
 use std::net::{Ipv4Addr, Ipv6Addr};
 

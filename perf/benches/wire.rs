@@ -2,9 +2,9 @@
 //! the whole classify stage (parse + route + rewrites), in bursts of 32.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use raceway::classify::Classifier;
 use raceway::config::Config;
-use raceway::frames::{FrameSpec, Transport};
+use raceway::pipeline::classify::Classifier;
+use raceway::traffic::frames::{FrameSpec, Transport};
 use raceway::wire::parse::parse;
 
 fn frames() -> Vec<(&'static str, Vec<u8>)> {

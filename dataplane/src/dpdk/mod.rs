@@ -10,7 +10,7 @@
 
 pub mod host;
 
-use crate::buffer::PacketBuf;
+use crate::packet::PacketBuf;
 use dpdk_sys as sys;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::fmt;

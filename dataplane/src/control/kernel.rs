@@ -20,7 +20,7 @@
 
 #![forbid(unsafe_code)]
 
-use crate::fib::{KernelRoute, Learned, Neighbor};
+use crate::pipeline::fib::{KernelRoute, Learned, Neighbor};
 use crate::wire::ethernet::MacAddress;
 use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
 use netlink_packet_route::address::AddressAttribute;

@@ -22,8 +22,8 @@
 
 #![forbid(unsafe_code)]
 
-use crate::buffer::PacketBuf;
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mempool, Port};
+use crate::packet::PacketBuf;
 use crate::wire::parse::{parse, Payload};
 use std::time::{Duration, Instant};
 
@@ -172,7 +172,7 @@ pub fn run(frames: &[Vec<u8>], options: &BlastOptions) -> Result<BlastReport, Dp
 
 fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result<BlastReport, DpdkError> {
     let pool = Mempool::new("blast_mbufs", 8191, 256, dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16, -1)?;
-    let name = crate::live::device_name(&options.device);
+    let name = crate::engine::live::device_name(&options.device);
     let id = Port::find(name)?;
     let port = Port::start(id, "blast", &pool, 1)?;
     // Settle before the trial: the receiver may still be starting its other ports after our
@@ -278,7 +278,7 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frames::FrameSpec;
+    use crate::traffic::frames::FrameSpec;
 
     fn frame(dscp: u8, vlan_pcp: Option<u8>) -> Vec<u8> {
         let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.1".parse().unwrap(), 1);

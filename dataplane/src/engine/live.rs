@@ -30,11 +30,11 @@
 
 #![forbid(unsafe_code)]
 
-use crate::classify::{Classifier, Verdict};
 use crate::config::{Config, WorkerModel};
 use crate::control::{ControlLink, ControlPlane};
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
-use crate::stats::{CoreStats, SwitchStats};
+use crate::observe::stats::{CoreStats, SwitchStats};
+use crate::pipeline::classify::{Classifier, Verdict};
 use crate::switch::Switch;
 use crossbeam_queue::ArrayQueue;
 use std::path::PathBuf;
@@ -54,7 +54,7 @@ pub struct LiveOptions {
     /// Serve Prometheus metrics on this (already bound) socket while running.
     pub metrics: Option<Arc<std::net::TcpListener>>,
     /// Ports to capture into pcapng files.
-    pub capture: Vec<crate::capture::CaptureRequest>,
+    pub capture: Vec<crate::observe::capture::CaptureRequest>,
 }
 
 /// The seed of worker `index`: distinct per worker, reproducible per run seed.
@@ -72,7 +72,7 @@ pub struct LiveReport {
     pub unsent_at_exit: u64,
     pub elapsed: Duration,
     /// What `--capture` wrote, when asked.
-    pub capture: Option<crate::capture::CaptureSummary>,
+    pub capture: Option<crate::observe::capture::CaptureSummary>,
 }
 
 /// How often the worker publishes its counters for the main lcore.
@@ -173,7 +173,7 @@ struct Shared {
     rx_running: AtomicUsize,
     unsent: Mutex<u64>,
     /// The control thread's counters (`[control]`).
-    control: Option<Arc<Mutex<crate::stats::ControlStats>>>,
+    control: Option<Arc<Mutex<crate::observe::stats::ControlStats>>>,
 }
 
 impl Shared {
@@ -280,7 +280,11 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
             let link = Arc::new(ControlLink {
                 punt: ArrayQueue::new(crate::control::RING_FRAMES),
                 inject: ArrayQueue::new(crate::control::RING_FRAMES),
-                fib: crate::fib::FibHandle::new(crate::fib::Fib::new(config, &crate::fib::Learned::default(), 1)),
+                fib: crate::pipeline::fib::FibHandle::new(crate::pipeline::fib::Fib::new(
+                    config,
+                    &crate::pipeline::fib::Learned::default(),
+                    1,
+                )),
             });
             let plane = ControlPlane::start(config, Arc::clone(&ports), Arc::clone(&pool), link)
                 .map_err(|problem| DpdkError { context: "control".into(), problem })?;
@@ -304,9 +308,9 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let telemetry_shared = Arc::clone(&shared);
     let telemetry_config = config.clone();
     let answer = move |command: &str, _params: &str| {
-        crate::telemetry::reply(command, &telemetry_shared.snapshot(), &telemetry_config)
+        crate::observe::telemetry::reply(command, &telemetry_shared.snapshot(), &telemetry_config)
     };
-    match dpdk::register_telemetry(&crate::telemetry::COMMANDS, Box::new(answer)) {
+    match dpdk::register_telemetry(&crate::observe::telemetry::COMMANDS, Box::new(answer)) {
         Ok(()) => tracing::info!(
             "telemetry: /raceway/ports, /raceway/queues, /raceway/pfc, /raceway/groups, /raceway/control"
         ),
@@ -320,8 +324,11 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
             if let Ok(address) = listener.local_addr() {
                 tracing::info!("metrics on http://{address}/metrics");
             }
-            let serve =
-                move || crate::metrics::serve(&listener, &stop, || crate::metrics::render(&shared.snapshot(), &config));
+            let serve = move || {
+                crate::observe::metrics::serve(&listener, &stop, || {
+                    crate::observe::metrics::render(&shared.snapshot(), &config)
+                })
+            };
             let thread = std::thread::Builder::new().name("raceway-metrics".into()).spawn(serve).map_err(|err| {
                 DpdkError { context: "--metrics".into(), problem: format!("cannot start the metrics thread: {err}") }
             })?;
@@ -332,7 +339,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let capture = if options.capture.is_empty() {
         None
     } else {
-        let capture = crate::capture::Capture::start(&options.capture, eal.tsc_hz(), dpdk::rdtsc())
+        let capture = crate::observe::capture::Capture::start(&options.capture, eal.tsc_hz(), dpdk::rdtsc())
             .map_err(|problem| DpdkError { context: "--capture".into(), problem })?;
         for request in &options.capture {
             tracing::info!("capturing port '{}' into {}", request.port_name, request.file.display());
@@ -340,7 +347,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         Some(capture)
     };
     let mut worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool), worker_seed(options.seed, 0));
-    worker.tap = capture.as_ref().map(crate::capture::Capture::tap);
+    worker.tap = capture.as_ref().map(crate::observe::capture::Capture::tap);
     worker.control = control.as_ref().map(|plane| Arc::clone(&plane.link));
     let started = Instant::now();
     let mut launched = Vec::new();
@@ -355,7 +362,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
             rings.push(Arc::clone(&ring));
             let owned = dealt[index].clone();
             let mut rx = RxWorker::new(config, owned, ring, index + 1, eal.tsc_hz());
-            rx.tap = capture.as_ref().map(crate::capture::Capture::tap);
+            rx.tap = capture.as_ref().map(crate::observe::capture::Capture::tap);
             rx.control = control.as_ref().map(|plane| Arc::clone(&plane.link));
             let (task_ports, task_shared) = (Arc::clone(&ports), Arc::clone(&shared));
             let polled: Vec<String> =
@@ -409,7 +416,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     if let Some(thread) = metrics_thread {
         let _ = thread.join();
     }
-    let capture = match capture.map(crate::capture::Capture::finish).transpose() {
+    let capture = match capture.map(crate::observe::capture::Capture::finish).transpose() {
         Ok(summary) => summary,
         Err(problem) => return Err(DpdkError { context: "--capture".into(), problem }),
     };
@@ -490,8 +497,8 @@ impl RatePrinter {
 /// maximum standard frames (what is handed over cannot be recalled by a pause, so the auto
 /// headroom counts it; see the module notes).
 pub fn shaper_window_ps(port: &crate::config::PortConfig) -> u64 {
-    const _: () = assert!(crate::pfc::LOOKAHEAD_FRAMES == BURST as u64, "the lookahead is one tx burst");
-    crate::pfc::lookahead_ps(port)
+    const _: () = assert!(crate::tm::pfc::LOOKAHEAD_FRAMES == BURST as u64, "the lookahead is one tx burst");
+    crate::tm::pfc::lookahead_ps(port)
 }
 
 /// The per-lcore forwarding state: the switch, tx bursts and shapers for every port.
@@ -502,7 +509,7 @@ struct Worker {
     /// For the PFC frames the switch sends.
     pool: Arc<Mempool>,
     /// Copies captured ports' frames for `--capture`.
-    tap: Option<crate::capture::Tap>,
+    tap: Option<crate::observe::capture::Tap>,
     /// The rings to and from the control thread, and the FIB it publishes (`[control]`).
     control: Option<Arc<ControlLink>>,
 }
@@ -583,7 +590,7 @@ impl Worker {
                             for mbuf in rx.drain() {
                                 received += 1;
                                 if let Some(tap) = tap {
-                                    tap.copy(index, false, tsc, crate::buffer::PacketBuf::data(&mbuf));
+                                    tap.copy(index, false, tsc, crate::packet::PacketBuf::data(&mbuf));
                                 }
                                 self.switch.receive(index, mbuf, now);
                             }
@@ -687,7 +694,7 @@ impl Worker {
             while !state.pending.is_full() && self.switch.link_free_ps(index) <= now + state.window_ps {
                 let Some(mbuf) = self.switch.transmit(index, now) else { break };
                 if let Some(tap) = tap {
-                    tap.copy(index, true, tsc, crate::buffer::PacketBuf::data(&mbuf));
+                    tap.copy(index, true, tsc, crate::packet::PacketBuf::data(&mbuf));
                 }
                 state.pending.push(mbuf);
             }
@@ -729,7 +736,7 @@ struct RxWorker {
     slot: usize,
     tsc_hz: u64,
     /// Copies captured ports' received frames for `--capture`.
-    tap: Option<crate::capture::Tap>,
+    tap: Option<crate::observe::capture::Tap>,
     /// Where the control plane publishes the FIB (`[control]`).
     control: Option<Arc<ControlLink>>,
 }
@@ -776,10 +783,10 @@ impl RxWorker {
                 for mut mbuf in rx.drain() {
                     received += 1;
                     if let Some(tap) = tap {
-                        tap.copy(index, false, tsc, crate::buffer::PacketBuf::data(&mbuf));
+                        tap.copy(index, false, tsc, crate::packet::PacketBuf::data(&mbuf));
                     }
-                    let len = crate::buffer::PacketBuf::len(&mbuf) as u64;
-                    let verdict = self.classifier.classify(crate::buffer::PacketBuf::data_mut(&mut mbuf));
+                    let len = crate::packet::PacketBuf::len(&mbuf) as u64;
+                    let verdict = self.classifier.classify(crate::packet::PacketBuf::data_mut(&mut mbuf));
                     if let Verdict::Drop(reason) = verdict {
                         let port = &mut self.stats.ports[index];
                         port.rx_packets += 1;
@@ -853,7 +860,7 @@ mod tests {
         for port in &config.ports {
             assert_eq!(
                 shaper_window_ps(port),
-                crate::pfc::peer_response_wire_bytes() * 8_000_000 / port.speed_mbps,
+                crate::tm::pfc::peer_response_wire_bytes() * 8_000_000 / port.speed_mbps,
                 "{}",
                 port.name
             );

@@ -20,11 +20,13 @@
 
 #![forbid(unsafe_code)]
 
+pub mod kernel;
+
 use crate::config::{Config, ControlConfig};
 use crate::dpdk::host::{self, Tap};
 use crate::dpdk::{Mbuf, Mempool, Port};
-use crate::fib::FibHandle;
-use crate::stats::ControlStats;
+use crate::observe::stats::ControlStats;
+use crate::pipeline::fib::FibHandle;
 use crossbeam_queue::ArrayQueue;
 use std::io;
 use std::process::Command;
@@ -106,7 +108,7 @@ impl ControlPlane {
                 .name("raceway-control".into())
                 .spawn(move || {
                     let opened = open_interfaces(&config, &control).and_then(|taps| {
-                        let sync = crate::kernel::Sync::open().map_err(|err| {
+                        let sync = crate::control::kernel::Sync::open().map_err(|err| {
                             format!("control: cannot open a netlink socket in {}: {err}", control.netns)
                         })?;
                         let mut interfaces = Vec::with_capacity(taps.len());
@@ -220,7 +222,7 @@ fn open_interfaces(config: &Config, control: &ControlConfig) -> Result<Vec<Tap>,
 
 struct ControlThread {
     taps: Vec<Tap>,
-    sync: crate::kernel::Sync,
+    sync: crate::control::kernel::Sync,
     /// The kernel's interface index of each port's TAP.
     interfaces: Vec<u32>,
     ports: Arc<Vec<Port>>,
@@ -243,7 +245,7 @@ impl ControlThread {
             while let Some((port, mbuf)) = self.link.punt.pop() {
                 busy = true;
                 let port = usize::from(port);
-                if self.taps[port].write(crate::buffer::PacketBuf::data(&mbuf)).is_err() {
+                if self.taps[port].write(crate::packet::PacketBuf::data(&mbuf)).is_err() {
                     counters.punt_tap_errors[port] += 1;
                 }
             }
@@ -311,7 +313,7 @@ impl ControlThread {
         let generation = counters.fib_generation.max(1) + 1;
         counters.fib_routes = (learned.routes.len() + self.config.routes.len()) as u64;
         counters.fib_neighbors = (learned.neighbors.len() + self.config.neighbors.len()) as u64;
-        self.link.fib.publish(crate::fib::Fib::new(&self.config, &learned, generation));
+        self.link.fib.publish(crate::pipeline::fib::Fib::new(&self.config, &learned, generation));
         counters.fib_generation = generation;
         counters.last_update_ns = started.elapsed().as_nanos() as u64;
         // Published at once (not at the next housekeeping): readers time updates by it.

@@ -29,7 +29,7 @@
 #![forbid(unsafe_code)]
 
 use crate::config::{Config, GroupMode, RouteTarget, DEFAULT_FLOWLET_GAP_US};
-use crate::route::{AddressMap, RouteTable};
+use crate::pipeline::route::{AddressMap, RouteTable};
 use crate::wire::ethernet::MacAddress;
 use crate::wire::parse::Destination;
 use arc_swap::ArcSwap;

@@ -8,8 +8,8 @@
 
 #![forbid(unsafe_code)]
 
-use crate::frames::{FrameSpec, Transport};
 use crate::rng::Rng;
+use crate::traffic::frames::{FrameSpec, Transport};
 use crate::wire::ethernet::MacAddress;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -29,7 +29,7 @@
 #![forbid(unsafe_code)]
 
 use crate::config::GroupMode;
-use crate::fib;
+use crate::pipeline::fib;
 use crate::rng::Rng;
 use hashbrown::HashMap;
 
@@ -243,7 +243,7 @@ mod tests {
             (0..4).map(|i| format!("[[port]]\nname = \"p{i}\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:1{i}\"\n")).collect::<String>()
         );
         let config = crate::config::Config::parse(&text, "t.toml").unwrap();
-        Selector::new(&crate::fib::Fib::new(&config, &crate::fib::Learned::default(), 1).groups)
+        Selector::new(&crate::pipeline::fib::Fib::new(&config, &crate::pipeline::fib::Learned::default(), 1).groups)
     }
 
     fn ports() -> Ports {

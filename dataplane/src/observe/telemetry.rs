@@ -11,8 +11,8 @@
 
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
-use crate::punt::PuntReason;
-use crate::stats::SwitchStats;
+use crate::observe::stats::SwitchStats;
+use crate::pipeline::punt::PuntReason;
 use std::ffi::CStr;
 
 /// The commands and their help lines.

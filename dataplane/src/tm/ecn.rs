@@ -57,7 +57,7 @@ pub fn set_ce(frame: &mut [u8], l3_offset: usize, is_ipv6: bool) {
 mod tests {
     use super::*;
     use crate::config::MarkOn;
-    use crate::frames::FrameSpec;
+    use crate::traffic::frames::FrameSpec;
     use crate::wire::parse::{parse, Payload};
 
     fn profile(kmin: u64, kmax: u64, pmax: f64) -> EcnProfile {

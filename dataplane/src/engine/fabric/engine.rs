@@ -20,10 +20,10 @@
 use super::host::{self, Nic, QueuePair};
 use super::workload::{self, Collective, Message};
 use super::{Endpoint, Fabric};
-use crate::buffer::HeapPacket;
-use crate::pfc;
-use crate::report::{Intervals, Recorder};
+use crate::observe::report::{Intervals, Recorder};
+use crate::packet::HeapPacket;
 use crate::switch::{Received, Switch, NEVER};
+use crate::tm::pfc;
 use serde_json::{json, Value};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -378,7 +378,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
     }
     let mut wires = HashMap::new();
     for link in &fabric.links {
-        let propagation_ps = (link.cable_m * crate::pfc::PROPAGATION_PS_PER_M).round() as u64;
+        let propagation_ps = (link.cable_m * crate::tm::pfc::PROPAGATION_PS_PER_M).round() as u64;
         wires.insert(link.a, Wire { to: link.b, speed_mbps: link.speed_mbps, propagation_ps });
         wires.insert(link.b, Wire { to: link.a, speed_mbps: link.speed_mbps, propagation_ps });
     }
@@ -583,7 +583,7 @@ fn results(
             let dir = out.join(&config.name);
             let switch = &engine.switches[index];
             recorder.finish(end, switch);
-            crate::report::write(&dir, config, &switch.stats, recorder)?;
+            crate::observe::report::write(&dir, config, &switch.stats, recorder)?;
             let stats = serde_json::to_string_pretty(&switch.stats.to_json(config)).expect("json") + "\n";
             std::fs::write(dir.join("stats.json"), stats).map_err(|err| format!("{}: {err}", dir.display()))?;
         }

@@ -28,12 +28,12 @@
 
 pub mod pcap;
 
-use crate::buffer::HeapPacket;
 use crate::config::Config;
-use crate::pfc;
-use crate::report::Recorder;
-use crate::stats::SwitchStats;
+use crate::observe::report::Recorder;
+use crate::observe::stats::SwitchStats;
+use crate::packet::HeapPacket;
 use crate::switch::{Received, Switch, NEVER};
+use crate::tm::pfc;
 use crate::wire::parse::{parse, Payload};
 use crate::wire::pfc::Repr;
 use pcap::{read_trace, CaptureWriter, TraceError, TraceFrame};
@@ -208,7 +208,7 @@ pub fn run(
     let stats = engine.switch.stats.clone();
     if let (Some(mut recorder), Some(dir)) = (engine.recorder.take(), &options.report) {
         recorder.finish(last_event_ps, &engine.switch);
-        crate::report::write(dir, config, &stats, recorder).map_err(|problem| TraceError {
+        crate::observe::report::write(dir, config, &stats, recorder).map_err(|problem| TraceError {
             file: dir.clone(),
             field: "--report".into(),
             problem,

@@ -9,7 +9,7 @@
 #![forbid(unsafe_code)]
 
 use super::dcqcn::RateControl;
-use crate::frames::{FrameSpec, Transport};
+use crate::traffic::frames::{FrameSpec, Transport};
 use crate::wire::ethernet::MacAddress;
 use crate::wire::parse::{parse, Payload};
 use std::collections::VecDeque;
@@ -186,7 +186,7 @@ mod tests {
         assert_eq!(data.len(), 4096 + ROCE_OVERHEAD);
         assert_eq!(read(&data), Received::Data { qp: 6, psn: 0x12345, congestion: false });
         let mut marked = data.clone();
-        crate::ecn::set_ce(&mut marked, 14, false);
+        crate::tm::ecn::set_ce(&mut marked, 14, false);
         assert!(matches!(read(&marked), Received::Data { congestion: true, .. }));
         assert_eq!(read(&cnp_frame(&nic, Ipv4Addr::new(10, 1, 0, 1), 6)), Received::Cnp { qp: 6 });
         assert_eq!((send_opcode(0, 1), send_opcode(0, 3), send_opcode(1, 3), send_opcode(2, 3)), (4, 0, 1, 2));

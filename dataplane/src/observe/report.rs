@@ -9,11 +9,11 @@
 
 #![forbid(unsafe_code)]
 
-use crate::buffer::PacketBuf;
 use crate::config::{Config, TRAFFIC_CLASSES};
-use crate::pfc;
-use crate::stats::SwitchStats;
+use crate::observe::stats::SwitchStats;
+use crate::packet::PacketBuf;
 use crate::switch::Switch;
+use crate::tm::pfc;
 use crate::wire::pfc::Repr;
 use plotters::prelude::*;
 use serde_json::{json, Value};

@@ -14,8 +14,8 @@
 
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
-use crate::latency::LatencyHistogram;
-use crate::punt::PuntReason;
+use crate::observe::latency::LatencyHistogram;
+use crate::pipeline::punt::PuntReason;
 use serde_json::{json, Map, Value};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

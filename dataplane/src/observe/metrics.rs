@@ -11,8 +11,8 @@
 
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
-use crate::punt::PuntReason;
-use crate::stats::SwitchStats;
+use crate::observe::stats::SwitchStats;
+use crate::pipeline::punt::PuntReason;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -45,9 +45,9 @@ fn label(value: &str) -> String {
 /// The exposition of `stats` (names from `config`).
 pub fn render(stats: &SwitchStats, config: &Config) -> String {
     let mut out = String::new();
-    let ports: Vec<(String, &crate::stats::PortStats)> =
+    let ports: Vec<(String, &crate::observe::stats::PortStats)> =
         config.ports.iter().zip(&stats.ports).map(|(port, s)| (format!("port=\"{}\"", label(&port.name)), s)).collect();
-    let per_port = |get: fn(&crate::stats::PortStats) -> u64| -> Vec<(String, u64)> {
+    let per_port = |get: fn(&crate::observe::stats::PortStats) -> u64| -> Vec<(String, u64)> {
         ports.iter().map(|(labels, s)| (labels.clone(), get(s))).collect()
     };
     family(&mut out, "raceway_port_rx_packets_total", "counter", "Data frames received.", per_port(|s| s.rx_packets));
@@ -82,7 +82,7 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
                 .map(move |reason| (format!("{labels},reason=\"{}\"", reason.name()), s.punted[reason.index()]))
         }),
     );
-    let per_priority = |get: fn(&crate::stats::PortStats) -> &[u64; 8]| -> Vec<(String, u64)> {
+    let per_priority = |get: fn(&crate::observe::stats::PortStats) -> &[u64; 8]| -> Vec<(String, u64)> {
         ports
             .iter()
             .flat_map(|(labels, s)| {
@@ -126,7 +126,7 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
         per_priority(|s| &s.watchdog_restorations),
     );
     let lossless: Vec<usize> = (0..8).filter(|p| config.qos.lossless_mask & (1 << p) != 0).collect();
-    let per_group = |get: fn(&crate::stats::GroupStats) -> u64| -> Vec<(String, u64)> {
+    let per_group = |get: fn(&crate::observe::stats::GroupStats) -> u64| -> Vec<(String, u64)> {
         ports
             .iter()
             .flat_map(|(labels, s)| {
@@ -148,7 +148,7 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
         "Peak headroom use of the (ingress port, lossless priority) group, in buffer cell bytes.",
         per_group(|g| g.max_headroom_bytes),
     );
-    let per_queue = |get: fn(&crate::stats::QueueStats) -> u64| -> Vec<(String, u64)> {
+    let per_queue = |get: fn(&crate::observe::stats::QueueStats) -> u64| -> Vec<(String, u64)> {
         ports
             .iter()
             .flat_map(|(labels, s)| {
@@ -252,7 +252,7 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
             one(control.last_update_ns),
         );
     }
-    let cores = |get: fn(&crate::stats::CoreStats) -> u64| -> Vec<(String, u64)> {
+    let cores = |get: fn(&crate::observe::stats::CoreStats) -> u64| -> Vec<(String, u64)> {
         stats.cores.iter().map(|core| (format!("lcore=\"{}\"", core.lcore), get(core))).collect()
     };
     family(

@@ -17,8 +17,8 @@
 
 use crate::config::{Config, Trust};
 use crate::drops::DropReason;
-use crate::fib::{Adjacency, Fib, FibHandle, Learned, Target};
-use crate::punt::PuntReason;
+use crate::pipeline::fib::{Adjacency, Fib, FibHandle, Learned, Target};
+use crate::pipeline::punt::PuntReason;
 use crate::wire::ethernet::{self, MacAddress};
 use crate::wire::parse::{self, Destination, Payload};
 use crate::wire::{ipv4, ipv6, pfc};
@@ -353,7 +353,7 @@ ports = ["p1", "p2"]
             classifier(&CONFIG.replace("mac = \"02:00:00:00:00:aa\"", "mac = \"02:00:00:00:00:aa\"\nmtu = 1500"));
         let build = |ip_len: usize| {
             let mut spec =
-                crate::frames::FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 1);
+                crate::traffic::frames::FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 1);
             spec.frame_len = 14 + ip_len;
             spec.build()
         };
@@ -389,8 +389,9 @@ ports = ["p1", "p2"]
     }
 
     fn ip_frame(source: &str, destination: &str, ttl: u8) -> Vec<u8> {
-        let mut spec = crate::frames::FrameSpec::rocev2(source.parse().unwrap(), destination.parse().unwrap(), 1);
-        spec.transport = crate::frames::Transport::Udp { source: 1000, destination: 2000 };
+        let mut spec =
+            crate::traffic::frames::FrameSpec::rocev2(source.parse().unwrap(), destination.parse().unwrap(), 1);
+        spec.transport = crate::traffic::frames::Transport::Udp { source: 1000, destination: 2000 };
         spec.ttl = ttl;
         spec.build()
     }

@@ -1,0 +1,12 @@
+//! What raceway tells its operator: counters (`stats`) and their views (the stats JSON,
+//! Prometheus `metrics`, DPDK `telemetry`), the `latency` histogram, live `capture`, and the
+//! replay `report`.
+//!
+//! Invariant: observing never changes what the switch does.
+
+pub mod capture;
+pub mod latency;
+pub mod metrics;
+pub mod report;
+pub mod stats;
+pub mod telemetry;

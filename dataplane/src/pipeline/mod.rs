@@ -1,0 +1,12 @@
+//! What happens to a frame on arrival, before any queue: `classify` parses it and decides
+//! its traffic class and verdict, `route` and `fib` say where it goes, `balance` picks a
+//! member of a next-hop group, `punt` polices what goes to the control plane.
+//!
+//! Invariant: these stages keep no queue; each frame leaves with exactly one verdict
+//! (forward, flow control, punt, or a drop reason).
+
+pub mod balance;
+pub mod classify;
+pub mod fib;
+pub mod punt;
+pub mod route;

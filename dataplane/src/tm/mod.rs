@@ -1,0 +1,9 @@
+//! Traffic management: the shared buffer and its pools (`pfc::BufferPlan`), PFC, ECN and the
+//! egress scheduler. `Switch` composes them.
+//!
+//! Invariant: nothing here parses a frame or knows a route; these types see cells, classes
+//! and times.
+
+pub mod ecn;
+pub mod pfc;
+pub mod schedule;
