@@ -623,7 +623,7 @@ impl Validator<'_> {
             control,
             neighbors,
         };
-        crate::tm::pfc::BufferPlan::new(&config).map_err(|(field, problem)| self.error(field, problem))?;
+        crate::tm::plan::BufferPlan::new(&config).map_err(|(field, problem)| self.error(field, problem))?;
         Ok(config)
     }
 

@@ -619,7 +619,7 @@ fn execute(command: Command) -> Result<(), Failure> {
 /// The buffer's pools, the lossy queue limit, the PFC thresholds of every port, and warnings
 /// where ECN would act after PFC.
 fn print_buffer(config: &Config) {
-    use raceway::tm::pfc::{BufferPlan, Xoff};
+    use raceway::tm::plan::{BufferPlan, Xoff};
     let qos = &config.qos;
     let plan = BufferPlan::new(config).expect("validated");
     let alpha = qos.buffer.lossy_alpha;
@@ -658,8 +658,8 @@ fn print_buffer(config: &Config) {
             "  PFC {:<10} headroom {headroom} bytes per priority, xoff {idle_xoff} (idle), xon {} (idle), XOFF lasts {:.1} us, pause answered within {:.2} us (live tx lookahead)",
             port.name,
             plan.xon(idle_xoff),
-            raceway::tm::pfc::quanta_ps(0xffff, port.speed_mbps) as f64 / 1e6,
-            raceway::tm::pfc::lookahead_ps(port) as f64 / 1e6
+            raceway::tm::plan::quanta_ps(0xffff, port.speed_mbps) as f64 / 1e6,
+            raceway::tm::plan::lookahead_ps(port) as f64 / 1e6
         );
     }
     for &tc in &lossless {
@@ -695,8 +695,8 @@ fn print_check(config: &Config) {
         config.name,
         config.mac,
         config.buffer_bytes,
-        config.buffer_bytes / raceway::tm::pfc::CELL_BYTES,
-        raceway::tm::pfc::CELL_BYTES,
+        config.buffer_bytes / raceway::tm::plan::CELL_BYTES,
+        raceway::tm::plan::CELL_BYTES,
         config.mtu
     );
     println!("ports:");

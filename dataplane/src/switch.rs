@@ -1,32 +1,14 @@
-//! The switch: classify → queue (shared-buffer admission, PFC) → schedule, for any `PacketBuf`.
-//! Both engines drive it with the current time: the replay engine in virtual time, the DPDK
-//! workers in TSC time. It never allocates after `new`.
+//! The switch: classify → queue → schedule, for any `PacketBuf`, composed of the pipeline
+//! (`pipeline::classify`, `pipeline::balance`, `pipeline::punt`) and traffic management
+//! (`tm::buffer` for the shared buffer and its pools, `tm::pfc` for PFC both ways and the
+//! watchdog, `tm::ecn`, `tm::schedule`). Every engine drives it with the current time: the
+//! replay and fabric engines in virtual time, the DPDK workers in TSC time. It never
+//! allocates after `new`.
 //!
-//! Buffer (`pfc::BufferPlan`): every queued frame occupies cells (`pfc::CELL_BYTES`) of one
-//! pool; its descriptor lives in one arena of slots shared by all queues, sized so that a full
-//! buffer of minimum-size frames fits. Lossy frames are charged to their egress queue in the
-//! lossy pool, up to the queue's dynamic limit (lossy_alpha x the free lossy pool), or are
-//! tail-dropped (`buffer_full`). Lossless frames are charged to their (ingress port, priority)
-//! group: to the lossless pool up to the group's XOFF point, then to the group's reserved
-//! headroom, and are dropped only when that overflows (`headroom_overflow`). A group's
-//! occupancy is two counters, not a mark on each frame: a leaving frame gives its cells back
-//! to the group's headroom first, then to the pool, as ASICs account priority groups. (Marking
-//! frames kept headroom in use until the very frames that took it left, behind a deep queue,
-//! and each XOFF/XON cycle meanwhile added its in-flight frames: headroom overflowed live with
-//! hosts that honoured every pause.) Lossy traffic never touches the lossless pool, so it
-//! cannot move an XOFF point.
-//!
-//! PFC: a packet's priority is its traffic class. When a lossless group goes past XOFF, an
-//! XOFF frame (pause 0xFFFF) is queued for its ingress port ahead of all data and refreshed at
-//! half its duration while the group stays above XON; at or below XON, an XON frame (time 0)
-//! follows. Received PFC frames pause the port's egress for the lossless priorities they
-//! name, for quanta x 512 bit times; time 0 resumes.
-//!
-//! Watchdog, per (egress port, lossless priority), as SONiC's since 2022: a queue that holds
-//! frames and has been paused continuously for `detection_ms` is in a storm; the action
-//! applies (drop: flush the queue and drop its arrivals, while traffic the storming port
-//! sends to healthy ports flows as before; forward: ignore received PFC; alert: count and
-//! log) until `restoration_ms` pass with no PFC frame (XOFF or XON) for that priority.
+//! One frame's way: `receive` → classify (verdict) → balance (a group's member) → `enqueue`
+//! (ECN at enqueue, pool admission, PFC's XOFF decision) → ... → `transmit` (the scheduler
+//! among the classes PFC does not pause, ECN at dequeue, cells back, XON decision). A port
+//! sends its PFC frame (`take_control`) before any data.
 //!
 //! Punting (with `[control]`): a frame the classifier says is for the control plane passes its
 //! ingress port's policer (`punt::Policer`, in the frame's arrival time) into a bounded outbox
@@ -34,13 +16,11 @@
 //! outbox `punt_queue_full`.
 //!
 //! Invariant: every frame handed to `receive` is queued, consumed (PFC), punted or dropped and
-//! counted;
-//! every queued frame leaves through `transmit`, a watchdog flush or `drain`, counted; the
-//! pool, per-queue and per-group cell counts are exactly the charges of the frames queued.
+//! counted; every queued frame leaves through `transmit`, a watchdog flush or `drain`, counted.
 
 #![forbid(unsafe_code)]
 
-use crate::config::{wire_bytes, Config, EcnProfile, MarkOn, PortConfig, WatchdogAction, TRAFFIC_CLASSES};
+use crate::config::{wire_bytes, Config, MarkOn, PortConfig, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::observe::stats::SwitchStats;
 use crate::packet::PacketBuf;
@@ -49,10 +29,15 @@ use crate::pipeline::classify::{Classifier, IpHeader, Next, Verdict};
 use crate::pipeline::fib::FibHandle;
 use crate::pipeline::punt::{Outbox, Policer, PuntReason, Punted};
 use crate::rng::Rng;
-use crate::tm::ecn;
-use crate::tm::pfc::{self, BufferPlan, XOFF_QUANTA};
+use crate::tm::buffer::{Entry, Popped, SharedBuffer};
+use crate::tm::ecn::{self, EcnMarker};
+use crate::tm::pfc::{PfcPort, Watchdog};
+use crate::tm::plan;
 use crate::tm::schedule::Scheduler;
+use crate::wire::ethernet::MacAddress;
 use crate::wire::pfc::Repr;
+
+pub use crate::tm::pfc::NEVER;
 
 /// What became of a received frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,114 +56,9 @@ pub enum Received {
 /// Punted frames the outbox holds between the engine's drains: two bursts.
 pub const PUNT_OUTBOX: usize = 64;
 
-const NIL: u32 = u32::MAX;
-/// "Never", for deadlines.
-pub const NEVER: u64 = u64::MAX;
-
-struct Slot<P> {
-    packet: Option<P>,
-    next: u32,
-    ingress: u16,
-    /// Marked CE at enqueue; counted in `ecn_marked` only when it leaves, so the counter
-    /// equals the CE frames sent, whatever is dropped or flushed after marking.
-    marked: bool,
-    /// Frame bytes, kept here so the scheduler and release never touch the packet's buffer
-    /// (reading an mbuf's length at dequeue cost ~10% of transmit in `perf`). Its cell charge
-    /// is `pfc::charge(len)`; a queued frame's length never changes.
-    len: u32,
-    ip: IpHeader,
-    /// When the frame was received (ps), for the latency histogram.
-    arrival_ps: u64,
-}
-
-/// A frame unlinked from its queue, with what its slot knew of it.
-struct Popped<P> {
-    packet: P,
-    ingress: usize,
-    marked: bool,
-    ip: IpHeader,
-    arrival_ps: u64,
-    len: u64,
-}
-
-/// Frame descriptors of every queue, linked in per-queue FIFOs, with a free list.
-struct Arena<P> {
-    slots: Vec<Slot<P>>,
-    free: u32,
-}
-
-impl<P> Arena<P> {
-    fn new(capacity: usize) -> Self {
-        let slots = (0..capacity)
-            .map(|i| Slot {
-                packet: None,
-                next: if i + 1 < capacity { i as u32 + 1 } else { NIL },
-                ingress: 0,
-                marked: false,
-                len: 0,
-                ip: IpHeader { l3_offset: 0, is_ipv6: false, ecn: 0 },
-                arrival_ps: 0,
-            })
-            .collect();
-        Self { slots, free: if capacity > 0 { 0 } else { NIL } }
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Fifo {
-    head: u32,
-    tail: u32,
-    len: u32,
-    /// Frame bytes (not cells): what queue depths and ECN look at.
-    bytes: u64,
-    /// Cell bytes this queue holds in the lossy pool (0 for a lossless class): what its
-    /// dynamic limit applies to.
-    lossy_cells: u64,
-}
-
-impl Default for Fifo {
-    fn default() -> Self {
-        Self { head: NIL, tail: NIL, len: 0, bytes: 0, lossy_cells: 0 }
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct PriorityGroup {
-    /// Cell bytes charged to the shared buffer.
-    shared: u64,
-    /// Cell bytes charged to the group's headroom.
-    headroom: u64,
-    /// An XOFF was decided and no XON since.
-    xoff_sent: bool,
-    /// When to refresh the XOFF (NEVER while none is outstanding or it is not yet sent).
-    refresh_at: u64,
-}
-
-impl Default for PriorityGroup {
-    fn default() -> Self {
-        Self { shared: 0, headroom: 0, xoff_sent: false, refresh_at: NEVER }
-    }
-}
-
-struct PortState {
-    queues: [Fifo; TRAFFIC_CLASSES],
-    /// Bit n set while queue n holds frames.
-    backlog: u8,
-    /// The latest `paused_until` of any priority: at or after it nothing is paused, so
-    /// eligibility is one compare in the common case.
-    pause_horizon: u64,
+/// A port's transmitter: its scheduler and its link.
+struct EgressPort {
     scheduler: Scheduler,
-    groups: [PriorityGroup; 8],
-    /// Egress paused by received PFC until then (ps).
-    paused_until: [u64; 8],
-    /// Start of the current continuous pause.
-    paused_since: [u64; 8],
-    storm: [bool; 8],
-    /// When the last PFC frame naming the priority arrived (XOFF or XON): restoration waits
-    /// for `restoration_ms` of silence.
-    last_pfc_rx: [u64; 8],
-    /// PFC times to send on this port, per priority.
-    outbox: [Option<u16>; 8],
     speed_mbps: u64,
     /// When the frames already handed to the link will have left it (ps): the frame on the
     /// wire in replay, and in live also those the shaper has queued to the NIC ahead of their
@@ -187,58 +67,53 @@ struct PortState {
     /// Enabled in the config and link up (live).
     usable: bool,
     enabled: bool,
+    /// The port's reserved headroom per lossless group, in cell bytes.
     headroom: u64,
-    /// Half of an XOFF's pause time: the refresh period.
-    refresh_ps: u64,
 }
 
-impl PortState {
-    /// Whether class `priority` is held by a received pause at `now` (and the watchdog does
-    /// not ignore it).
+impl EgressPort {
+    /// Puts `len` bytes on the link from `now` (or when it is free).
     #[inline]
-    fn paused(&self, priority: usize, now: u64, action: WatchdogAction) -> bool {
-        self.paused_until[priority] > now && !(self.storm[priority] && action != WatchdogAction::Alert)
+    fn occupy(&mut self, now: u64, len: usize) {
+        self.link_free_ps = self.link_free_ps.max(now) + PortConfig::wire_time_for(self.speed_mbps, len);
     }
 }
 
 /// The group selector's view of the ports.
-struct Ports<'a> {
-    ports: &'a [PortState],
+struct Ports<'a, P> {
+    egress: &'a [EgressPort],
+    pfc: &'a [PfcPort],
+    buffer: &'a SharedBuffer<P>,
     now: u64,
     watchdog_action: WatchdogAction,
 }
 
-impl PortView for Ports<'_> {
+impl<P> PortView for Ports<'_, P> {
     fn usable(&self, port: usize) -> bool {
-        self.ports[port].usable
+        self.egress[port].usable
     }
 
     fn drain_cost(&self, port: usize, tc: usize) -> u64 {
-        let state = &self.ports[port];
-        if state.paused(tc, self.now, self.watchdog_action) {
+        if self.pfc[port].paused(tc, self.now, self.watchdog_action) {
             return u64::MAX;
         }
         // What is still to leave the link, then the queued frame bytes at the port's speed
         // (bytes x 8e6 / Mb/s ps): a busy link with an empty queue costs more than an idle one.
-        state.link_free_ps.saturating_sub(self.now) + state.queues[tc].bytes * 8_000_000 / state.speed_mbps
+        let egress = &self.egress[port];
+        egress.link_free_ps.saturating_sub(self.now) + self.buffer.queue_bytes(port, tc) * 8_000_000 / egress.speed_mbps
     }
 }
 
 pub struct Switch<P: PacketBuf> {
     classifier: Classifier,
     selector: Selector,
-    arena: Arena<P>,
-    ports: Vec<PortState>,
-    plan: BufferPlan,
-    /// Cell bytes in use in each pool (headroom apart).
-    lossless_used: u64,
-    lossy_used: u64,
-    queued_packets: u64,
-    detection_ps: u64,
-    restoration_ps: u64,
-    watchdog_action: WatchdogAction,
-    ecn: [Option<EcnProfile>; TRAFFIC_CLASSES],
-    /// Every random choice (ECN marking) draws from this, seeded per replay or per worker.
+    buffer: SharedBuffer<P>,
+    egress: Vec<EgressPort>,
+    pfc: Vec<PfcPort>,
+    watchdog: Watchdog,
+    ecn: EcnMarker,
+    /// Every random choice (ECN marking, random spraying) draws from this, seeded per replay
+    /// or per worker.
     rng: Rng,
     /// Earliest time `advance` has work to do.
     deadline: u64,
@@ -247,35 +122,27 @@ pub struct Switch<P: PacketBuf> {
     punted: Outbox<P>,
     /// The class frames from the control plane leave in.
     control_tc: u8,
+    /// The source of the PFC frames the switch sends.
+    mac: MacAddress,
     pub stats: SwitchStats,
 }
 
 impl<P: PacketBuf> Switch<P> {
     /// Builds the switch; `seed` seeds its random choices. The config was validated
-    /// (`Config::parse`), so the PFC plan exists.
+    /// (`Config::parse`), so the buffer plan exists.
     pub fn new(config: &Config, seed: u64) -> Self {
-        let plan = BufferPlan::new(config).expect("a validated config has a buffer plan");
-        let ports = config
+        let buffer = SharedBuffer::new(config);
+        let egress = config
             .ports
             .iter()
-            .zip(&plan.headroom)
-            .map(|(port, &headroom)| PortState {
-                queues: [Fifo::default(); TRAFFIC_CLASSES],
-                backlog: 0,
-                pause_horizon: 0,
+            .zip(&buffer.plan().headroom)
+            .map(|(port, &headroom)| EgressPort {
                 scheduler: Scheduler::new(&config.qos),
-                groups: [PriorityGroup::default(); 8],
-                paused_until: [0; 8],
-                paused_since: [0; 8],
-                storm: [false; 8],
-                last_pfc_rx: [0; 8],
-                outbox: [None; 8],
                 speed_mbps: port.speed_mbps,
                 link_free_ps: 0,
                 usable: port.enabled,
                 enabled: port.enabled,
                 headroom,
-                refresh_ps: pfc::quanta_ps(XOFF_QUANTA, port.speed_mbps) / 2,
             })
             .collect();
         let watchdog = &config.qos.watchdog;
@@ -284,16 +151,15 @@ impl<P: PacketBuf> Switch<P> {
         Self {
             classifier,
             selector,
-            arena: Arena::new(Self::arena_capacity(config)),
-            ports,
-            plan,
-            lossless_used: 0,
-            lossy_used: 0,
-            queued_packets: 0,
-            detection_ps: u64::from(watchdog.detection_ms) * 1_000_000_000,
-            restoration_ps: u64::from(watchdog.restoration_ms) * 1_000_000_000,
-            watchdog_action: watchdog.action,
-            ecn: config.qos.ecn.clone(),
+            ecn: EcnMarker::new(config.qos.ecn.clone(), buffer.plan().lossless_mask),
+            buffer,
+            egress,
+            pfc: config.ports.iter().map(|port| PfcPort::new(port.speed_mbps)).collect(),
+            watchdog: Watchdog {
+                detection_ps: u64::from(watchdog.detection_ms) * 1_000_000_000,
+                restoration_ps: u64::from(watchdog.restoration_ms) * 1_000_000_000,
+                action: watchdog.action,
+            },
             rng: Rng::new(seed),
             deadline: NEVER,
             punt_policers: match &config.control {
@@ -302,21 +168,14 @@ impl<P: PacketBuf> Switch<P> {
             },
             punted: Outbox::new(if config.control.is_some() { PUNT_OUTBOX } else { 0 }),
             control_tc: config.control.as_ref().map_or(7, |control| control.control_tc),
+            mac: config.mac,
             stats: SwitchStats::new(config),
         }
     }
 
     /// Frames the buffer can hold at most: one per cell.
     pub fn arena_capacity(config: &Config) -> usize {
-        (config.buffer_bytes / pfc::CELL_BYTES) as usize + 1
-    }
-
-    fn lossless(&self, priority: usize) -> bool {
-        self.plan.lossless_mask & (1 << priority) != 0
-    }
-
-    fn storm_drops(&self, port: usize, priority: usize) -> bool {
-        self.ports[port].storm[priority] && self.watchdog_action == WatchdogAction::Drop
+        SharedBuffer::<P>::capacity(config)
     }
 
     /// The priority a peer would give `frame` (its traffic class), or `None` for MAC control.
@@ -358,7 +217,13 @@ impl<P: PacketBuf> Switch<P> {
             Next::Adjacency(adjacency) => (usize::from(adjacency.port), adjacency.mac, None),
             Next::Group(group) => {
                 let group = group as usize;
-                let view = Ports { ports: &self.ports, now, watchdog_action: self.watchdog_action };
+                let view = Ports {
+                    egress: &self.egress,
+                    pfc: &self.pfc,
+                    buffer: &self.buffer,
+                    now,
+                    watchdog_action: self.watchdog.action,
+                };
                 let chosen =
                     self.selector.select(group, flow_hash, tc, now, &mut self.rng, &view).and_then(|(slot, port)| {
                         // A frame classified under an older FIB generation (pipelined) may name a
@@ -405,8 +270,8 @@ impl<P: PacketBuf> Switch<P> {
         self.enqueue(egress, egress, usize::from(self.control_tc), packet, ip, now)
     }
 
-    /// Admits a frame to `egress`'s queue `tc` (ECN at enqueue, the pools), charging drops to
-    /// `ingress`.
+    /// Admits a frame to `egress`'s queue `tc` (ECN at enqueue, the pools, PFC's XOFF
+    /// decision), charging drops to `ingress`.
     fn enqueue(
         &mut self,
         ingress: usize,
@@ -418,65 +283,50 @@ impl<P: PacketBuf> Switch<P> {
     ) -> Received {
         let len = packet.len();
         let mut marked = false;
-        if self.ecn[tc].as_ref().is_some_and(|profile| profile.mark_on == MarkOn::Enqueue) {
-            let depth = self.ports[egress].queues[tc].bytes;
-            match self.apply_ecn(tc, depth, &mut packet, &mut ip) {
+        if self.ecn.marks_on(tc, MarkOn::Enqueue) {
+            let depth = self.buffer.queue_bytes(egress, tc);
+            match self.ecn.apply(tc, depth, &mut packet, &mut ip, &mut self.rng) {
                 Ok(ce) => marked = ce,
-                Err(reason) => {
-                    self.stats.ports[ingress].drops[reason.index()] += 1;
-                    self.stats.ports[egress].queues[tc].dropped += 1;
-                    return Received::Dropped(reason);
+                Err(reason) => return self.refuse(ingress, egress, tc, reason),
+            }
+        }
+        let charge = plan::charge(len);
+        let lossless = self.buffer.lossless(tc);
+        if lossless {
+            if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
+                return self.refuse(ingress, egress, tc, DropReason::PfcWatchdog);
+            }
+            match self.buffer.admit_lossless(ingress, tc, charge, self.egress[ingress].headroom) {
+                Ok(group) => {
+                    if group.past_xoff {
+                        self.pfc[ingress].decide_xoff(tc);
+                    }
+                    let pg_stats = &mut self.stats.ports[ingress].priority_groups[tc];
+                    pg_stats.max_bytes = pg_stats.max_bytes.max(group.occupancy);
+                    pg_stats.max_headroom_bytes = pg_stats.max_headroom_bytes.max(group.headroom);
                 }
+                Err(reason) => return self.refuse(ingress, egress, tc, reason),
             }
+        } else if let Err(reason) = self.buffer.admit_lossy(egress, tc, charge) {
+            return self.refuse(ingress, egress, tc, reason);
         }
-        let charge = pfc::charge(len);
-        let admitted = if self.lossless(tc) {
-            self.admit_lossless(ingress, egress, tc, charge)
-        } else {
-            self.admit_lossy(egress, tc, charge)
-        };
-        match admitted {
-            Ok(()) => {}
-            Err(reason) => {
-                self.stats.ports[ingress].drops[reason.index()] += 1;
-                self.stats.ports[egress].queues[tc].dropped += 1;
-                return Received::Dropped(reason);
-            }
-        };
-        let slot = self.arena.free;
-        debug_assert_ne!(slot, NIL, "the arena holds one slot per cell");
-        let entry = &mut self.arena.slots[slot as usize];
-        self.arena.free = entry.next;
-        *entry = Slot {
-            packet: Some(packet),
-            next: NIL,
-            ingress: ingress as u16,
-            marked,
-            len: len as u32,
-            ip,
-            arrival_ps: now,
-        };
-        let state = &mut self.ports[egress];
-        state.backlog |= 1 << tc;
-        let queue = &mut state.queues[tc];
-        if queue.tail == NIL {
-            queue.head = slot;
-        } else {
-            self.arena.slots[queue.tail as usize].next = slot;
-        }
-        queue.tail = slot;
-        queue.len += 1;
-        queue.bytes += len as u64;
-        self.queued_packets += 1;
-        let depth = queue.bytes;
+        let depth = self.buffer.push(egress, tc, len, Entry { packet, ingress, marked, ip, arrival_ps: now });
         let stats = &mut self.stats.ports[egress].queues[tc];
         stats.max_depth_bytes = stats.max_depth_bytes.max(depth);
-        // Counted for the config's groups; groups of next hops come and go with routes.
-        if self.lossless(tc) && self.ports[egress].paused_until[tc] > now && !self.ports[egress].storm[tc] {
+        if lossless && self.pfc[egress].pause_may_storm(tc, now) {
             // A paused queue now holds frames: the watchdog's clock matters.
-            self.deadline = self.deadline.min(self.ports[egress].paused_since[tc].saturating_add(self.detection_ps));
+            self.deadline =
+                self.deadline.min(self.pfc[egress].paused_since(tc).saturating_add(self.watchdog.detection_ps));
         }
         Received::Queued { egress, tc }
+    }
+
+    /// Counts a frame refused on its way into `egress`'s queue `tc` (on its ingress port's
+    /// drops and the queue's).
+    fn refuse(&mut self, ingress: usize, egress: usize, tc: usize, reason: DropReason) -> Received {
+        self.stats.ports[ingress].drops[reason.index()] += 1;
+        self.stats.ports[egress].queues[tc].dropped += 1;
+        Received::Dropped(reason)
     }
 
     /// Takes the control plane's newest FIB snapshot, if there is one (once per burst).
@@ -527,158 +377,22 @@ impl<P: PacketBuf> Switch<P> {
         self.punted.pop()
     }
 
-    /// Applies the class's ECN profile at `depth`: marks ECT frames CE (returning true), says
-    /// to drop a lossy non-ECT frame (`wred`), leaves everything else alone.
-    fn apply_ecn(&mut self, tc: usize, depth: u64, packet: &mut P, ip: &mut IpHeader) -> Result<bool, DropReason> {
-        let Some(profile) = &self.ecn[tc] else { return Ok(false) };
-        if !ecn::should_mark(profile, depth, &mut self.rng) {
-            return Ok(false);
-        }
-        match ip.ecn {
-            ecn::CE => Ok(false),
-            ecn::NOT_ECT if self.lossless(tc) => Ok(false),
-            ecn::NOT_ECT => Err(DropReason::Wred),
-            _ => {
-                ecn::set_ce(packet.data_mut(), usize::from(ip.l3_offset), ip.is_ipv6);
-                ip.ecn = ecn::CE;
-                Ok(true)
-            }
-        }
-    }
-
-    /// Charges a lossy frame to its egress queue in the lossy pool, within the queue's dynamic
-    /// limit (lossy_alpha x the free lossy pool).
-    fn admit_lossy(&mut self, egress: usize, tc: usize, charge: u64) -> Result<(), DropReason> {
-        let free = self.plan.lossy_pool - self.lossy_used;
-        let queue = &mut self.ports[egress].queues[tc];
-        if charge > free || queue.lossy_cells + charge > self.plan.lossy_limit(free) || self.arena.free == NIL {
-            return Err(DropReason::BufferFull);
-        }
-        queue.lossy_cells += charge;
-        self.lossy_used += charge;
-        Ok(())
-    }
-
-    /// The XOFF point of every lossless group now (it moves with the free lossless pool).
+    /// Unlinks the head of a queue, giving back its cells; a lossless group that falls to
+    /// XON withdraws its XOFF.
     #[inline]
-    fn lossless_xoff(&self) -> u64 {
-        self.plan.xoff(self.plan.lossless_pool - self.lossless_used)
-    }
-
-    /// Charges a lossless frame to its group: shared up to XOFF, then headroom; decides XOFF
-    /// when the group passes its XOFF point.
-    fn admit_lossless(
-        &mut self,
-        ingress: usize,
-        egress: usize,
-        priority: usize,
-        charge: u64,
-    ) -> Result<(), DropReason> {
-        if self.storm_drops(egress, priority) {
-            return Err(DropReason::PfcWatchdog);
-        }
-        if self.arena.free == NIL {
-            return Err(DropReason::HeadroomOverflow);
-        }
-        let xoff = self.lossless_xoff();
-        let port = &mut self.ports[ingress];
-        let group = &mut port.groups[priority];
-        let in_headroom = if group.shared + charge <= xoff && self.lossless_used + charge <= self.plan.lossless_pool {
-            group.shared += charge;
-            self.lossless_used += charge;
-            false
-        } else if group.headroom + charge <= port.headroom {
-            group.headroom += charge;
-            true
-        } else {
-            return Err(DropReason::HeadroomOverflow);
-        };
-        let occupancy = group.shared + group.headroom;
-        if (in_headroom || occupancy > xoff) && !group.xoff_sent {
-            group.xoff_sent = true;
-            port.outbox[priority] = Some(XOFF_QUANTA);
-        }
-        let pg_stats = &mut self.stats.ports[ingress].priority_groups[priority];
-        pg_stats.max_bytes = pg_stats.max_bytes.max(occupancy);
-        pg_stats.max_headroom_bytes = pg_stats.max_headroom_bytes.max(group.headroom);
-        Ok(())
-    }
-
-    /// Unlinks the head of a queue and releases its buffer.
     fn pop(&mut self, port: usize, tc: usize) -> Option<Popped<P>> {
-        let state = &mut self.ports[port];
-        let queue = &mut state.queues[tc];
-        let slot = queue.head;
-        if slot == NIL {
-            return None;
-        }
-        let entry = &mut self.arena.slots[slot as usize];
-        let packet = entry.packet.take().expect("a linked slot holds a frame");
-        let (ingress, marked, len, ip) = (usize::from(entry.ingress), entry.marked, u64::from(entry.len), entry.ip);
-        let charge = pfc::charge(len as usize);
-        let arrival_ps = entry.arrival_ps;
-        queue.head = entry.next;
-        if queue.head == NIL {
-            queue.tail = NIL;
-            state.backlog &= !(1 << tc);
-        }
-        entry.next = self.arena.free;
-        self.arena.free = slot;
-        queue.len -= 1;
-        queue.bytes -= len;
-        self.queued_packets -= 1;
-        if self.lossless(tc) {
-            // Headroom first, then the pool (see the module notes).
-            let group = &mut self.ports[ingress].groups[tc];
-            let from_headroom = charge.min(group.headroom);
-            group.headroom -= from_headroom;
-            group.shared -= charge - from_headroom;
-            self.lossless_used -= charge - from_headroom;
-        } else {
-            self.ports[port].queues[tc].lossy_cells -= charge;
-            self.lossy_used -= charge;
-        }
-        if self.lossless(tc) {
-            self.maybe_xon(ingress, tc);
-        }
-        Some(Popped { packet, ingress, marked, ip, arrival_ps, len })
-    }
-
-    /// Sends XON for a group that dropped to its XON point.
-    fn maybe_xon(&mut self, port: usize, priority: usize) {
+        let popped = self.buffer.pop(port, tc)?;
         // Most groups never sent XOFF: check that before computing thresholds.
-        if !self.ports[port].groups[priority].xoff_sent {
-            return;
+        if self.buffer.lossless(tc) && self.pfc[popped.ingress].xoff_outstanding(tc) {
+            let occupancy = self.buffer.group_occupancy(popped.ingress, tc);
+            self.pfc[popped.ingress].decide_xon(tc, occupancy, self.buffer.xon());
         }
-        let xoff = self.lossless_xoff();
-        let xon = self.plan.xon(xoff);
-        let state = &mut self.ports[port];
-        let group = &mut state.groups[priority];
-        if group.xoff_sent && group.shared + group.headroom <= xon {
-            group.xoff_sent = false;
-            group.refresh_at = NEVER;
-            state.outbox[priority] = Some(0);
-        }
-    }
-
-    /// Which TCs of `port` may send at `now`: not paused, or paused but ignored by the watchdog.
-    fn eligible(&self, port: usize, now: u64) -> u8 {
-        let state = &self.ports[port];
-        if now >= state.pause_horizon {
-            return 0xff;
-        }
-        let mut mask = 0xffu8;
-        for priority in 0..8 {
-            if state.paused(priority, now, self.watchdog_action) {
-                mask &= !(1 << priority);
-            }
-        }
-        mask
+        Some(popped)
     }
 
     /// Marks a port's link up or down (live); a disabled port stays unusable.
     pub fn set_link_up(&mut self, port: usize, up: bool) {
-        let state = &mut self.ports[port];
+        let state = &mut self.egress[port];
         state.usable = state.enabled && up;
     }
 
@@ -686,24 +400,22 @@ impl<P: PacketBuf> Switch<P> {
     /// classes not paused.
     #[inline]
     pub fn transmit(&mut self, egress: usize, now: u64) -> Option<P> {
-        let eligible = self.eligible(egress, now);
+        let eligible = self.pfc[egress].eligible(now, self.watchdog.action);
         let (tc, packet, len, marked) = loop {
-            let state = &mut self.ports[egress];
-            let (queues, slots) = (&state.queues, &self.arena.slots);
+            let buffer = &self.buffer;
             // DWRR shares link time: each frame costs what it takes on the wire, padding,
             // preamble and gap included (64-byte frames against 1500-byte ones at equal
             // weights shared 58.5/41.5 when counted in frame bytes).
-            let head_cost = |tc: usize| wire_bytes(slots[queues[tc].head as usize].len as usize) as usize;
-            let tc = state.scheduler.select(eligible, state.backlog, head_cost)?;
+            let head_cost = |tc: usize| wire_bytes(buffer.head_len(egress, tc)) as usize;
+            let tc = self.egress[egress].scheduler.select(eligible, buffer.backlog(egress), head_cost)?;
             let Popped { mut packet, ingress, mut marked, mut ip, arrival_ps, len } =
                 self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
-            if self.ecn[tc].as_ref().is_some_and(|profile| profile.mark_on == MarkOn::Dequeue) {
-                let depth = self.ports[egress].queues[tc].bytes;
-                match self.apply_ecn(tc, depth, &mut packet, &mut ip) {
+            if self.ecn.marks_on(tc, MarkOn::Dequeue) {
+                let depth = self.buffer.queue_bytes(egress, tc);
+                match self.ecn.apply(tc, depth, &mut packet, &mut ip, &mut self.rng) {
                     Ok(ce) => marked |= ce,
                     Err(reason) => {
-                        self.stats.ports[ingress].drops[reason.index()] += 1;
-                        self.stats.ports[egress].queues[tc].dropped += 1;
+                        self.refuse(ingress, egress, tc, reason);
                         continue;
                     }
                 }
@@ -711,8 +423,7 @@ impl<P: PacketBuf> Switch<P> {
             self.stats.latency.record(now.saturating_sub(arrival_ps) / 1000);
             break (tc, packet, len, marked);
         };
-        let state = &mut self.ports[egress];
-        state.link_free_ps = state.link_free_ps.max(now) + PortConfig::wire_time_for(state.speed_mbps, len as usize);
+        self.egress[egress].occupy(now, len as usize);
         let stats = &mut self.stats.ports[egress];
         stats.tx_packets += 1;
         stats.tx_bytes += len;
@@ -725,65 +436,46 @@ impl<P: PacketBuf> Switch<P> {
     /// Whether `port` has a PFC frame to send (it goes before any data).
     #[inline]
     pub fn has_control(&self, port: usize) -> bool {
-        self.ports[port].outbox.iter().any(Option::is_some)
+        self.pfc[port].has_frame()
     }
 
-    /// When `port`'s link will have sent every frame handed to it (see `PortState`).
+    /// When `port`'s link will have sent every frame handed to it (see `EgressPort`).
     #[inline]
     pub fn link_free_ps(&self, port: usize) -> u64 {
-        self.ports[port].link_free_ps
+        self.egress[port].link_free_ps
+    }
+
+    /// Sends `port`'s pending PFC frame at `now`, if it has one: `emit` gets the frame's
+    /// bytes (from the switch's MAC) and says whether it took them. Only a frame taken
+    /// counts (sent, refreshes armed, link time used); one refused stays pending. Returns the
+    /// frame's meaning when taken.
+    pub fn send_control(&mut self, port: usize, now: u64, emit: impl FnOnce(&[u8]) -> bool) -> Option<Repr> {
+        if !self.pfc[port].has_frame() {
+            return None;
+        }
+        let repr = self.pfc[port].frame();
+        let mut frame = [0u8; crate::wire::pfc::FRAME_LEN];
+        repr.emit(self.mac, &mut frame);
+        if !emit(&frame) {
+            return None;
+        }
+        let refresh = self.pfc[port].frame_sent(now, &mut self.stats.ports[port]);
+        self.deadline = self.deadline.min(refresh);
+        self.egress[port].occupy(now, crate::wire::pfc::FRAME_LEN);
+        Some(repr)
     }
 
     /// The PFC frame `port` sends now, combining every pending priority; counts it.
     pub fn take_control(&mut self, port: usize, now: u64) -> Option<Repr> {
-        let state = &mut self.ports[port];
-        let mut repr = Repr::default();
-        for priority in 0..8 {
-            let Some(time) = state.outbox[priority].take() else { continue };
-            repr.class_enable |= 1 << priority;
-            repr.times[priority] = time;
-            if time > 0 {
-                self.stats.ports[port].pfc_xoff_tx[priority] += 1;
-                state.groups[priority].refresh_at = now + state.refresh_ps;
-                self.deadline = self.deadline.min(now + state.refresh_ps);
-            } else {
-                self.stats.ports[port].pfc_xon_tx[priority] += 1;
-            }
-        }
-        if repr.class_enable != 0 {
-            state.link_free_ps =
-                state.link_free_ps.max(now) + PortConfig::wire_time_for(state.speed_mbps, crate::wire::pfc::FRAME_LEN);
-        }
-        (repr.class_enable != 0).then_some(repr)
+        self.send_control(port, now, |_| true)
     }
 
     fn pause_received(&mut self, port: usize, repr: &Repr, now: u64) {
-        let lossless = self.plan.lossless_mask;
-        let state = &mut self.ports[port];
-        for priority in 0..8 {
-            if repr.class_enable & (1 << priority) == 0 {
-                continue;
-            }
-            self.stats.ports[port].pfc_rx[priority] += 1;
-            if lossless & (1 << priority) == 0 {
-                continue; // PFC is not enabled for this priority: counted, not obeyed
-            }
-            state.last_pfc_rx[priority] = now;
-            let time = repr.times[priority];
-            if time == 0 {
-                state.paused_until[priority] = now;
-                continue;
-            }
-            if state.paused_until[priority] <= now {
-                state.paused_since[priority] = now;
-            }
-            state.paused_until[priority] = now + pfc::quanta_ps(time, state.speed_mbps);
-            state.pause_horizon = state.pause_horizon.max(state.paused_until[priority]);
-            self.deadline = self.deadline.min(state.paused_until[priority]);
-            if state.queues[priority].len > 0 || state.storm[priority] {
-                self.deadline = self.deadline.min(state.paused_since[priority].saturating_add(self.detection_ps));
-            }
-        }
+        let lossless = self.buffer.plan().lossless_mask;
+        let backlog = self.buffer.backlog(port);
+        let deadline =
+            self.pfc[port].receive(repr, now, lossless, backlog, &self.watchdog, &mut self.stats.ports[port]);
+        self.deadline = self.deadline.min(deadline);
     }
 
     /// Earliest time at which `advance` has work (a pause ends, an XOFF needs refreshing, the
@@ -800,14 +492,27 @@ impl<P: PacketBuf> Switch<P> {
             return;
         }
         let mut next = NEVER;
-        for port in 0..self.ports.len() {
+        for port in 0..self.pfc.len() {
             for priority in 0..8 {
-                if !self.lossless(priority) {
+                if !self.buffer.lossless(priority) {
                     continue;
                 }
-                next = next.min(self.advance_group(port, priority, now));
-                next = next.min(self.advance_watchdog(port, priority, now));
-                let paused_until = self.ports[port].paused_until[priority];
+                let occupancy = self.buffer.group_occupancy(port, priority);
+                next = next.min(self.pfc[port].refresh(priority, now, occupancy, self.buffer.xon()));
+                let queued = self.buffer.queue_len(port, priority);
+                let step =
+                    self.pfc[port].watch(port, priority, now, queued, &self.watchdog, &mut self.stats.ports[port]);
+                if step.flush {
+                    // The stormed egress queue only: the port's ingress group (what its peer
+                    // sends us) keeps its PFC, since that traffic drains to other, healthy ports.
+                    while let Some(Popped { packet, ingress, .. }) = self.pop(port, priority) {
+                        drop(packet);
+                        self.stats.ports[ingress].drops[DropReason::PfcWatchdog.index()] += 1;
+                        self.stats.ports[port].queues[priority].dropped += 1;
+                    }
+                }
+                next = next.min(step.next);
+                let paused_until = self.pfc[port].paused_until(priority);
                 if paused_until > now {
                     next = next.min(paused_until);
                 }
@@ -816,106 +521,47 @@ impl<P: PacketBuf> Switch<P> {
         self.deadline = next;
     }
 
-    /// Refreshes or withdraws an outstanding XOFF; returns the group's next deadline.
-    fn advance_group(&mut self, port: usize, priority: usize, now: u64) -> u64 {
-        let group = self.ports[port].groups[priority];
-        if !group.xoff_sent {
-            return NEVER;
-        }
-        if group.refresh_at > now {
-            return group.refresh_at;
-        }
-        let xoff = self.lossless_xoff();
-        if group.shared + group.headroom > self.plan.xon(xoff) {
-            self.ports[port].outbox[priority] = Some(XOFF_QUANTA);
-            self.ports[port].groups[priority].refresh_at = NEVER; // set again when sent
-        } else {
-            self.maybe_xon(port, priority);
-        }
-        NEVER
-    }
-
-    /// Detects and restores storms; returns the watchdog's next deadline for the queue.
-    fn advance_watchdog(&mut self, port: usize, priority: usize, now: u64) -> u64 {
-        let state = &self.ports[port];
-        if state.storm[priority] {
-            let restore_at = state.last_pfc_rx[priority].saturating_add(self.restoration_ps);
-            if now < restore_at {
-                return restore_at;
-            }
-            self.ports[port].storm[priority] = false;
-            self.stats.ports[port].watchdog_restorations[priority] += 1;
-            tracing::warn!("PFC watchdog: port {port} priority {priority} restored");
-            return NEVER;
-        }
-        if state.paused_until[priority] <= now || state.queues[priority].len == 0 {
-            return NEVER;
-        }
-        let detect_at = state.paused_since[priority].saturating_add(self.detection_ps);
-        if now < detect_at {
-            return detect_at;
-        }
-        let (paused_for, queued) = (now - state.paused_since[priority], state.queues[priority].len);
-        self.ports[port].storm[priority] = true;
-        self.stats.ports[port].watchdog_storms[priority] += 1;
-        tracing::warn!(
-            "PFC watchdog: port {port} priority {priority} paused for {:.3} ms with {queued} frames queued: storm, action {:?}",
-            paused_for as f64 / 1e9,
-            self.watchdog_action
-        );
-        if self.watchdog_action == WatchdogAction::Drop {
-            // The stormed egress queue only: the port's ingress group (what its peer sends us)
-            // keeps its PFC, since that traffic drains to other, healthy ports.
-            while let Some(Popped { packet, ingress, .. }) = self.pop(port, priority) {
-                drop(packet);
-                self.stats.ports[ingress].drops[DropReason::PfcWatchdog.index()] += 1;
-                self.stats.ports[port].queues[priority].dropped += 1;
-            }
-        }
-        self.ports[port].last_pfc_rx[priority].saturating_add(self.restoration_ps)
-    }
-
     /// Frames queued on all ports.
     pub fn queued_packets(&self) -> u64 {
-        self.queued_packets
+        self.buffer.queued_packets()
     }
 
     /// Cell bytes in use in both pools (headroom excluded).
     pub fn shared_used(&self) -> u64 {
-        self.lossless_used + self.lossy_used
+        let (lossless, lossy) = self.buffer.pool_used();
+        lossless + lossy
     }
 
     /// Cell bytes in use in the lossless and the lossy pool.
     pub fn pool_used(&self) -> (u64, u64) {
-        (self.lossless_used, self.lossy_used)
+        self.buffer.pool_used()
     }
 
     /// Copies every queue's current depth into its `depth_bytes` gauge (before publishing).
     pub fn refresh_depth_gauges(&mut self) {
-        for (state, stats) in self.ports.iter().zip(self.stats.ports.iter_mut()) {
-            for (queue, gauge) in state.queues.iter().zip(stats.queues.iter_mut()) {
-                gauge.depth_bytes = queue.bytes;
+        for (port, stats) in self.stats.ports.iter_mut().enumerate() {
+            for (tc, gauge) in stats.queues.iter_mut().enumerate() {
+                gauge.depth_bytes = self.buffer.queue_bytes(port, tc);
             }
         }
     }
 
     /// Frame bytes queued on `port` in class `tc` (what ECN compares with kmin/kmax).
     pub fn queue_bytes(&self, port: usize, tc: usize) -> u64 {
-        self.ports[port].queues[tc].bytes
+        self.buffer.queue_bytes(port, tc)
     }
 
     /// The XOFF and XON points of a lossless group right now, in cell bytes (with dynamic
     /// thresholds they move with the free lossless pool).
     pub fn pfc_thresholds(&self) -> (u64, u64) {
-        let xoff = self.lossless_xoff();
-        (xoff, self.plan.xon(xoff))
+        (self.buffer.xoff(), self.buffer.xon())
     }
 
     /// Empties every queue at shutdown when ports can no longer send; the frames are counted
     /// as `buffer_full` drops (on the port they came in on, and the queue) and released.
     pub fn drain(&mut self) -> u64 {
         let mut drained = 0;
-        for port in 0..self.ports.len() {
+        for port in 0..self.egress.len() {
             for tc in 0..TRAFFIC_CLASSES {
                 while let Some(Popped { packet, ingress, .. }) = self.pop(port, tc) {
                     drop(packet);
@@ -926,6 +572,14 @@ impl<P: PacketBuf> Switch<P> {
             }
         }
         drained
+    }
+}
+
+#[cfg(test)]
+impl<P: PacketBuf> Switch<P> {
+    /// The group selector's view of the ports at `now`.
+    fn view(&self, now: u64, watchdog_action: WatchdogAction) -> Ports<'_, P> {
+        Ports { egress: &self.egress, pfc: &self.pfc, buffer: &self.buffer, now, watchdog_action }
     }
 }
 
@@ -1174,7 +828,7 @@ port = "p0"
         for _ in 0..10 {
             switch.transmit(1, 0).unwrap();
         }
-        assert_eq!(switch.ports[1].queues[0].lossy_cells, 70 * 1024);
+        assert_eq!(switch.buffer.lossy_cells(1, 0), 70 * 1024);
         let admitted =
             (0..20).filter(|_| matches!(switch.receive(0, frame(0, 1000), 0), Received::Queued { .. })).count();
         assert_eq!(admitted, 10);
@@ -1254,10 +908,10 @@ port = "p0"
         for sent in 1..=8u64 {
             switch.transmit(1, 0).unwrap();
             assert!(!switch.has_control(0));
-            let group = switch.ports[0].groups[3];
-            assert_eq!(group.headroom, 4096u64.saturating_sub(sent * 1024), "after {sent}");
-            assert_eq!(group.shared, (14 - sent).min(10) * 1024, "after {sent}");
-            assert_eq!(switch.pool_used().0, group.shared);
+            let (shared, headroom) = switch.buffer.group_cells(0, 3);
+            assert_eq!(headroom, 4096u64.saturating_sub(sent * 1024), "after {sent}");
+            assert_eq!(shared, (14 - sent).min(10) * 1024, "after {sent}");
+            assert_eq!(switch.pool_used().0, shared);
         }
         switch.transmit(1, 0).unwrap();
         let xon = switch.take_control(0, 300_000_000).unwrap();
@@ -1279,7 +933,7 @@ port = "p0"
             spec.frame_len = len;
             HeapPacket::new(spec.build())
         };
-        let offered = 2 * switch.plan.lossy_pool / 1024;
+        let offered = 2 * switch.buffer.plan().lossy_pool / 1024;
         for _ in 0..offered {
             switch.receive(0, ect(1000), 0);
         }
@@ -1321,9 +975,7 @@ port = "p0"
         for _ in 0..5 {
             switch.receive(0, frame(0, 1000), 0);
         }
-        let view = |switch: &Switch<HeapPacket>, now| {
-            Ports { ports: &switch.ports, now, watchdog_action: WatchdogAction::Drop }.drain_cost(1, 0)
-        };
+        let view = |switch: &Switch<HeapPacket>, now| switch.view(now, WatchdogAction::Drop).drain_cost(1, 0);
         // 5,000 frame bytes queued at 100G: 400 ns.
         assert_eq!(view(&switch, 0), 400_000);
         // One leaves: 1,024 wire bytes on the wire (81.92 ns) and 4,000 bytes queued (320 ns).
@@ -1334,18 +986,15 @@ port = "p0"
         assert_eq!(view(&switch, 100_000), 320_000, "and then gone");
         // A class paused by PFC costs everything.
         let mut paused = Switch::<HeapPacket>::new(&config, 0);
-        assert_eq!(Ports { ports: &paused.ports, now: 0, watchdog_action: WatchdogAction::Drop }.drain_cost(1, 3), 0);
+        assert_eq!(paused.view(0, WatchdogAction::Drop).drain_cost(1, 3), 0);
         let mut times = [0u16; 8];
         times[3] = 100;
         paused.receive(1, pfc_frame(0x08, times), 0);
-        assert_eq!(
-            Ports { ports: &paused.ports, now: 1, watchdog_action: WatchdogAction::Drop }.drain_cost(1, 3),
-            u64::MAX
-        );
+        assert_eq!(paused.view(1, WatchdogAction::Drop).drain_cost(1, 3), u64::MAX);
         // A port whose link is down is not usable.
-        assert!(Ports { ports: &paused.ports, now: 0, watchdog_action: WatchdogAction::Drop }.usable(1));
+        assert!(paused.view(0, WatchdogAction::Drop).usable(1));
         paused.set_link_up(1, false);
-        assert!(!Ports { ports: &paused.ports, now: 0, watchdog_action: WatchdogAction::Drop }.usable(1));
+        assert!(!paused.view(0, WatchdogAction::Drop).usable(1));
     }
 
     #[test]
@@ -1457,7 +1106,7 @@ port = "p0"
         }
         switch.take_control(0, 0).unwrap();
         switch.transmit(1, 0).unwrap();
-        assert_eq!((switch.ports[0].groups[3].headroom, switch.ports[0].groups[3].shared), (0, 10 * 1024));
+        assert_eq!(switch.buffer.group_cells(0, 3), (10 * 1024, 0));
         switch.advance(switch.next_deadline());
         assert_eq!(switch.take_control(0, 1).map(|r| r.times[3]), Some(0xffff));
     }
@@ -1564,7 +1213,7 @@ port = "p0"
     fn the_dynamic_xoff_point_is_alpha_times_the_free_lossless_pool() {
         let config = config("", "[qos.pfc]\nalpha = 0.5");
         let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
-        let pool = switch.plan.lossless_pool;
+        let pool = switch.buffer.plan().lossless_pool;
         assert_eq!(switch.pfc_thresholds(), (pool / 2, pool / 2 - 2 * 9216));
         for _ in 0..10 {
             switch.receive(0, frame(26, 1000), 0);

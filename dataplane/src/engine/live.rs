@@ -33,6 +33,7 @@
 use crate::config::{Config, WorkerModel};
 use crate::control::{ControlLink, ControlPlane};
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
+use crate::engine::port_tx;
 use crate::observe::stats::{CoreStats, SwitchStats};
 use crate::pipeline::classify::{Classifier, Verdict};
 use crate::switch::Switch;
@@ -497,8 +498,8 @@ impl RatePrinter {
 /// maximum standard frames (what is handed over cannot be recalled by a pause, so the auto
 /// headroom counts it; see the module notes).
 pub fn shaper_window_ps(port: &crate::config::PortConfig) -> u64 {
-    const _: () = assert!(crate::tm::pfc::LOOKAHEAD_FRAMES == BURST as u64, "the lookahead is one tx burst");
-    crate::tm::pfc::lookahead_ps(port)
+    const _: () = assert!(crate::tm::plan::LOOKAHEAD_FRAMES == BURST as u64, "the lookahead is one tx burst");
+    crate::tm::plan::lookahead_ps(port)
 }
 
 /// The per-lcore forwarding state: the switch, tx bursts and shapers for every port.
@@ -658,27 +659,13 @@ impl Worker {
         shared.stats[0].0.lock().expect("stats lock").clone_from(&self.switch.stats);
     }
 
-    #[inline]
     /// Hands every port's due frames to its tx queue; returns how many the queues took.
+    #[inline]
     fn transmit_all(&mut self, ports: &[Port], egress: &mut [Egress], now: u64) -> u64 {
         let mut sent = 0;
         for (index, port) in ports.iter().enumerate() {
             let state = &mut egress[index];
-            // PFC frames first, in a burst of their own: never behind data already pending.
-            if state.control.is_empty() && self.switch.has_control(index) {
-                if let Some(mut mbuf) = self.pool.alloc() {
-                    let repr = self.switch.take_control(index, now).expect("has_control");
-                    let mut frame = [0u8; crate::wire::pfc::FRAME_LEN];
-                    repr.emit(self.config.mac, &mut frame);
-                    if mbuf.append(&frame) {
-                        if let Some(tap) = self.tap.as_ref().filter(|tap| tap.wants(index)) {
-                            tap.copy(index, true, dpdk::rdtsc(), &frame);
-                        }
-                        state.control.push(mbuf);
-                    }
-                }
-                // Without an mbuf the frame stays pending and goes on a later turn.
-            }
+            // What an earlier turn left: the PFC frame first, never behind data.
             if !state.control.is_empty() {
                 sent += port.tx_burst(&mut state.control) as u64;
                 if !state.control.is_empty() {
@@ -688,21 +675,62 @@ impl Worker {
             if !state.pending.is_empty() {
                 sent += port.tx_burst(&mut state.pending) as u64;
             }
-            // Captured frames are those handed to the tx queue (as a NIC's tx capture sees them).
             let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
+            let window_ps = state.window_ps;
             let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
-            while !state.pending.is_full() && self.switch.link_free_ps(index) <= now + state.window_ps {
-                let Some(mbuf) = self.switch.transmit(index, now) else { break };
-                if let Some(tap) = tap {
-                    tap.copy(index, true, tsc, crate::packet::PacketBuf::data(&mbuf));
+            let mut bursts = TxBursts { egress: state, pool: &self.pool, tap, port: index, tsc };
+            port_tx::serve(&mut self.switch, index, now, window_ps, &mut bursts);
+            if !state.control.is_empty() {
+                sent += port.tx_burst(&mut state.control) as u64;
+                if !state.control.is_empty() {
+                    continue;
                 }
-                state.pending.push(mbuf);
             }
             if !state.pending.is_empty() {
                 sent += port.tx_burst(&mut state.pending) as u64;
             }
         }
         sent
+    }
+}
+
+/// A port's tx bursts as `port_tx` fills them: a PFC frame in a burst of its own (one at a
+/// time, in an mbuf from the pool), data in the pending burst. Captured frames are those
+/// handed to the tx queue (as a NIC's tx capture sees them).
+struct TxBursts<'a> {
+    egress: &'a mut Egress,
+    pool: &'a Mempool,
+    tap: Option<&'a crate::observe::capture::Tap>,
+    port: usize,
+    tsc: u64,
+}
+
+impl port_tx::TxQueue<Mbuf> for TxBursts<'_> {
+    fn pfc(&mut self, frame: &[u8]) -> bool {
+        if !self.egress.control.is_empty() {
+            return false;
+        }
+        // Without an mbuf the frame stays pending and goes on a later turn.
+        let Some(mut mbuf) = self.pool.alloc() else { return false };
+        if !mbuf.append(frame) {
+            return false;
+        }
+        if let Some(tap) = self.tap {
+            tap.copy(self.port, true, dpdk::rdtsc(), frame);
+        }
+        self.egress.control.push(mbuf);
+        true
+    }
+
+    fn data(&mut self, mbuf: Mbuf) {
+        if let Some(tap) = self.tap {
+            tap.copy(self.port, true, self.tsc, crate::packet::PacketBuf::data(&mbuf));
+        }
+        self.egress.pending.push(mbuf);
+    }
+
+    fn has_room(&self) -> bool {
+        !self.egress.pending.is_full()
     }
 }
 
@@ -860,7 +888,7 @@ mod tests {
         for port in &config.ports {
             assert_eq!(
                 shaper_window_ps(port),
-                crate::tm::pfc::peer_response_wire_bytes() * 8_000_000 / port.speed_mbps,
+                crate::tm::plan::peer_response_wire_bytes() * 8_000_000 / port.speed_mbps,
                 "{}",
                 port.name
             );

@@ -5,4 +5,5 @@
 
 pub mod fabric;
 pub mod live;
+pub mod port_tx;
 pub mod replay;

@@ -13,7 +13,7 @@ use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::observe::stats::SwitchStats;
 use crate::packet::PacketBuf;
 use crate::switch::Switch;
-use crate::tm::pfc;
+use crate::tm::plan;
 use crate::wire::pfc::Repr;
 use plotters::prelude::*;
 use serde_json::{json, Value};
@@ -160,12 +160,12 @@ impl Recorder {
 
     /// The switch sent `repr` on `port` at `now` (its peer's pause starts then, as drawn).
     pub fn pfc_sent(&mut self, port: usize, repr: &Repr, now: u64, speed_mbps: u64) {
-        apply(&mut self.xoff_sent[port], repr, now, speed_mbps);
+        record_pfc(&mut self.xoff_sent[port], repr, now, speed_mbps);
     }
 
     /// A PFC frame arrived on `port` at `now`: its egress pauses for the priorities it names.
     pub fn pfc_received(&mut self, port: usize, repr: &Repr, now: u64, speed_mbps: u64) {
-        apply(&mut self.paused_by_peer[port], repr, now, speed_mbps);
+        record_pfc(&mut self.paused_by_peer[port], repr, now, speed_mbps);
     }
 
     /// Closes the last sample at `end_ps` (the replay's last event).
@@ -175,14 +175,12 @@ impl Recorder {
     }
 }
 
-fn apply(intervals: &mut [Intervals; 8], repr: &Repr, now: u64, speed_mbps: u64) {
-    for (priority, slot) in intervals.iter_mut().enumerate() {
-        if repr.class_enable & (1 << priority) == 0 {
-            continue;
-        }
-        match repr.times[priority] {
-            0 => slot.resume(now),
-            quanta => slot.pause(now, now + pfc::quanta_ps(quanta, speed_mbps)),
+/// Records a PFC frame taking effect at `now` in per-priority pause intervals.
+pub(crate) fn record_pfc(intervals: &mut [Intervals; 8], repr: &Repr, now: u64, speed_mbps: u64) {
+    for (priority, time) in repr.named() {
+        match time {
+            0 => intervals[priority].resume(now),
+            quanta => intervals[priority].pause(now, now + plan::quanta_ps(quanta, speed_mbps)),
         }
     }
 }

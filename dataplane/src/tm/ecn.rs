@@ -18,7 +18,10 @@
 
 #![forbid(unsafe_code)]
 
-use crate::config::EcnProfile;
+use crate::config::{EcnProfile, MarkOn, TRAFFIC_CLASSES};
+use crate::drops::DropReason;
+use crate::packet::PacketBuf;
+use crate::pipeline::classify::IpHeader;
 use crate::rng::Rng;
 use crate::wire::{ipv4, ipv6};
 
@@ -50,6 +53,52 @@ pub fn set_ce(frame: &mut [u8], l3_offset: usize, is_ipv6: bool) {
         ipv6::Packet::new_unchecked(l3).set_ecn(CE);
     } else {
         ipv4::Packet::new_unchecked(l3).set_ecn(CE);
+    }
+}
+
+/// The switch's ECN profiles per class, and what they do to a frame.
+#[derive(Debug, Clone)]
+pub struct EcnMarker {
+    profiles: [Option<EcnProfile>; TRAFFIC_CLASSES],
+    lossless_mask: u8,
+}
+
+impl EcnMarker {
+    pub fn new(profiles: [Option<EcnProfile>; TRAFFIC_CLASSES], lossless_mask: u8) -> Self {
+        Self { profiles, lossless_mask }
+    }
+
+    /// Whether class `tc` marks at `when` (enqueue or dequeue).
+    #[inline]
+    pub fn marks_on(&self, tc: usize, when: MarkOn) -> bool {
+        self.profiles[tc].as_ref().is_some_and(|profile| profile.mark_on == when)
+    }
+
+    /// Applies class `tc`'s profile at `depth`: marks an ECT frame CE (true), says to drop a
+    /// lossy non-ECT frame (`wred`), leaves everything else alone (false).
+    #[inline]
+    pub fn apply<P: PacketBuf>(
+        &self,
+        tc: usize,
+        depth: u64,
+        packet: &mut P,
+        ip: &mut IpHeader,
+        rng: &mut Rng,
+    ) -> Result<bool, DropReason> {
+        let Some(profile) = &self.profiles[tc] else { return Ok(false) };
+        if !should_mark(profile, depth, rng) {
+            return Ok(false);
+        }
+        match ip.ecn {
+            CE => Ok(false),
+            NOT_ECT if self.lossless_mask & (1 << tc) != 0 => Ok(false),
+            NOT_ECT => Err(DropReason::Wred),
+            _ => {
+                set_ce(packet.data_mut(), usize::from(ip.l3_offset), ip.is_ipv6);
+                ip.ecn = CE;
+                Ok(true)
+            }
+        }
     }
 }
 

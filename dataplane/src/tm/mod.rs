@@ -4,6 +4,8 @@
 //! Invariant: nothing here parses a frame or knows a route; these types see cells, classes
 //! and times.
 
+pub mod buffer;
 pub mod ecn;
 pub mod pfc;
+pub mod plan;
 pub mod schedule;

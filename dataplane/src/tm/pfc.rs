@@ -1,234 +1,313 @@
-//! The buffer plan: the shared buffer's pools (SONiC's buffer model on Broadcom), and the PFC
-//! thresholds of each lossless (ingress port, priority) group: headroom, XOFF and XON.
+//! Priority flow control on one port, both directions, as one type (`PfcPort`):
+//! - sending: the XOFF/XON decisions of the port's ingress priority groups, the PFC frame that
+//!   carries them (one frame for every pending priority, ahead of all data), and the refresh of
+//!   an outstanding XOFF at half its pause time;
+//! - receiving: the pauses the peer sent (`Pauses`), which hold the port's egress classes;
+//! - the watchdog over those pauses (SONiC's since 2022): a queue that holds frames and has
+//!   been paused continuously for `detection_ms` is in a storm; the action applies (drop: the
+//!   switch flushes the queue and drops its arrivals; forward: received PFC is ignored; alert:
+//!   counted and logged) until `restoration_ms` pass with no PFC frame (XOFF or XON) for that
+//!   priority.
 //!
-//! Buffer is accounted in cells of `CELL_BYTES`, as switch ASICs do: a frame occupies
-//! ceil(len / CELL_BYTES) cells. Every threshold here is in cell bytes.
+//! How full a group is, and where XOFF and XON are, is the shared buffer's business
+//! (`tm::buffer`, `tm::plan`): this type is told the occupancy and the thresholds.
 //!
-//! `switch.buffer_bytes` is carved into three parts that never lend to each other:
-//! - the headroom reserved for every (enabled port, lossless priority);
-//! - the ingress lossless pool (`qos.buffer.lossless_pool_bytes`), which lossless groups share
-//!   up to their XOFF points;
-//! - the egress lossy pool (`qos.buffer.lossy_pool_bytes`), where each lossy (egress port,
-//!   class) queue may hold up to `lossy_alpha` x the free lossy pool (SONiC's dynamic_th: 3
-//!   is alpha 8), so one congested queue stops at 8/9 of the pool and leaves room for others.
-//!
-//! By default the two pools split what headroom leaves evenly (all of it lossy without
-//! lossless priorities). So a lossy incast fills only the lossy pool and never moves a
-//! lossless group's XOFF point: PFC acts only on congestion of lossless traffic.
-//!
-//! Headroom ("auto") is what can still arrive after the switch decides to send XOFF:
-//! - the switch may be sending a maximum frame when it decides (the XOFF waits for it), and the
-//!   XOFF frame itself takes 84 bytes of wire time;
-//! - the XOFF travels the cable, and data the peer already sent travels back: 2 x cable_m x
-//!   5 ns/m (light in fibre);
-//! - the peer answers within its response time, whichever is longer of a NIC's and raceway's:
-//!   - 394 pause quanta at the port's speed (IEEE's allowance at 100 Gb/s, 2.017 us): 394 x 64
-//!     = 25,216 wire bytes at any speed;
-//!   - raceway's own: its live shaper hands the NIC up to `LOOKAHEAD_FRAMES` maximum standard
-//!     frames (1518 bytes) ahead of their wire time (`lookahead_ps`), and a pause cannot recall
-//!     them: 32 x 1542 = 49,344 wire bytes (3.95 us at 100 Gb/s). So two raceways face each
-//!     other losslessly. A shorter lookahead starves the link whenever one poll loop takes
-//!     longer than it (measured: 1.01 us cut 1 KB forwarding on one core from 8.0 to 1.8 Mpps);
-//! - the peer may have just started a maximum frame, which it finishes.
-//!
-//! In wire bytes: W = 2 x (mtu + 18 + 24) + 84 + (2 x cable_m x 5 ns) x speed / 8 + 49,344.
-//! Converted to cells at the worst case, minimum-size frames (84 wire bytes each, one cell
-//! each): headroom = ceil(W / 84) x CELL_BYTES. A 100 Gb/s port with 3 m of cable and a 9216
-//! MTU needs 814 cells, 208,384 bytes; with a 1500 MTU, 630 cells.
-//! Not counted: the time between a PFC frame reaching raceway's port and the poll loop reading
-//! it (one loop iteration, a few us on a busy core).
-//!
-//! XOFF ("auto") is SONiC's dynamic threshold: alpha x the free lossless pool. XON ("auto")
-//! is XOFF - 2 x mtu.
-//!
-//! Invariant: headroom and both pools fit in the buffer (`BufferPlan::new` refuses
-//! otherwise), and the pools are whole cells.
+//! Invariant: a group that decided XOFF either is refreshed while it stays above XON or sends
+//! XON once at or below it; every deadline this type creates is reported to the caller, so no
+//! timer is lost.
 
 #![forbid(unsafe_code)]
 
-use crate::config::{BufferConfig, Config, PortConfig, Threshold};
+use crate::config::WatchdogAction;
+use crate::observe::stats::PortStats;
+use crate::tm::plan::{quanta_ps, XOFF_QUANTA};
+use crate::wire::pfc::Repr;
 
-/// Bytes per buffer cell.
-pub const CELL_BYTES: u64 = 256;
-/// A NIC peer's PFC response time, in pause quanta (512 bit times) at the link's speed.
-pub const PEER_RESPONSE_QUANTA: u16 = 394;
-/// That response in wire bytes, whatever the speed: 512 bit times = 64 bytes per quantum.
-pub const NIC_RESPONSE_WIRE_BYTES: u64 = PEER_RESPONSE_QUANTA as u64 * 64;
-/// Maximum standard frames raceway's live shaper may hand a port's NIC ahead of their wire
-/// time: one tx burst.
-pub const LOOKAHEAD_FRAMES: u64 = 32;
-/// The frame size the lookahead is counted in.
-const LOOKAHEAD_FRAME_BYTES: usize = 1518;
-/// Propagation delay of light in fibre, per metre.
-pub const PROPAGATION_PS_PER_M: f64 = 5_000.0;
-/// Pause time sent in XOFF frames, in quanta.
-pub const XOFF_QUANTA: u16 = 0xffff;
-/// Wire bytes of a minimum frame (60 + FCS 4 + preamble/SFD 8 + IFG 12).
-const MIN_WIRE_BYTES: u64 = 84;
+/// "Never", for deadlines.
+pub const NEVER: u64 = u64::MAX;
 
-/// Cells a frame of `len` bytes occupies, in bytes.
-#[inline]
-pub fn charge(len: usize) -> u64 {
-    (len as u64).div_ceil(CELL_BYTES) * CELL_BYTES
+/// Pauses received per priority: when the current pause began and when it ends (ps). The
+/// switch keeps one per port for what its peers send; the engines' NIC models keep one for
+/// what the switch sends them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pauses {
+    pub since: [u64; 8],
+    pub until: [u64; 8],
 }
 
-/// One pause quantum (512 bit times) at `speed_mbps`, in ps, rounded up.
-pub fn quanta_ps(quanta: u16, speed_mbps: u64) -> u64 {
-    (u64::from(quanta) * 512_000_000).div_ceil(speed_mbps)
-}
-
-/// How far ahead of their wire time raceway's live shaper hands a port's frames to its NIC,
-/// in ps: `LOOKAHEAD_FRAMES` maximum standard frames at the port's speed.
-pub fn lookahead_ps(port: &PortConfig) -> u64 {
-    port.wire_time_ps(LOOKAHEAD_FRAME_BYTES) * LOOKAHEAD_FRAMES
-}
-
-/// The peer's response in wire bytes: the longer of a NIC's 394 quanta and raceway's lookahead.
-pub fn peer_response_wire_bytes() -> u64 {
-    NIC_RESPONSE_WIRE_BYTES.max(LOOKAHEAD_FRAMES * crate::config::wire_bytes(LOOKAHEAD_FRAME_BYTES))
-}
-
-/// Propagation delay of a port's cable, one way, in ps.
-pub fn propagation_ps(port: &PortConfig) -> u64 {
-    (port.cable_m * PROPAGATION_PS_PER_M).round() as u64
-}
-
-/// The "auto" headroom of a port, in cell bytes (see the module notes).
-pub fn auto_headroom(port: &PortConfig, mtu: u32) -> u64 {
-    let bytes_per_ps = port.speed_mbps as f64 / 8e6;
-    let max_frame_wire = f64::from(mtu) + 18.0 + 24.0;
-    let cable_bytes = 2.0 * port.cable_m * PROPAGATION_PS_PER_M * bytes_per_ps;
-    let response_bytes = peer_response_wire_bytes() as f64;
-    let wire = 2.0 * max_frame_wire + MIN_WIRE_BYTES as f64 + cable_bytes + response_bytes;
-    (wire / MIN_WIRE_BYTES as f64).ceil() as u64 * CELL_BYTES
-}
-
-/// XOFF of a group, static or dynamic.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Xoff {
-    Static(u64),
-    /// alpha x free shared buffer, alpha in 16.16 fixed point
-    Dynamic(u64),
-}
-
-/// The pools and the thresholds of every port's lossless groups and lossy queues.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BufferPlan {
-    pub headroom: Vec<u64>,
-    pub xoff: Xoff,
-    pub xon: Threshold,
-    pub mtu: u64,
-    pub lossless_mask: u8,
-    /// Headroom reserved for every (enabled port, lossless priority).
-    pub reserved_headroom: u64,
-    /// The ingress pool lossless groups share below their XOFF points.
-    pub lossless_pool: u64,
-    /// The egress pool lossy queues share.
-    pub lossy_pool: u64,
-    /// A lossy queue's limit: this x the free lossy pool, 16.16 fixed point.
-    pub lossy_alpha: u64,
-}
-
-/// Rounds down to whole cells.
-fn cells_floor(bytes: u64) -> u64 {
-    bytes / CELL_BYTES * CELL_BYTES
-}
-
-impl BufferPlan {
-    /// Derives pools and thresholds; the error names the field and the problem.
-    pub fn new(config: &Config) -> Result<Self, (&'static str, String)> {
-        let qos = &config.qos;
-        let headroom: Vec<u64> = config
-            .ports
-            .iter()
-            .map(|port| match qos.pfc.headroom_bytes {
-                Threshold::Auto => auto_headroom(port, config.mtu),
-                Threshold::Bytes(bytes) => charge(bytes as usize),
-            })
-            .collect();
-        let groups = u64::from(qos.lossless_mask.count_ones());
-        let reserved_headroom: u64 =
-            config.ports.iter().zip(&headroom).filter(|(port, _)| port.enabled).map(|(_, h)| h * groups).sum();
-        if groups > 0 && reserved_headroom >= config.buffer_bytes {
-            return Err((
-                "qos.pfc.headroom_bytes",
-                format!(
-                    "headroom for {} lossless groups needs {reserved_headroom} bytes, more than switch.buffer_bytes {}",
-                    groups * config.ports.iter().filter(|p| p.enabled).count() as u64,
-                    config.buffer_bytes
-                ),
-            ));
+impl Pauses {
+    /// Applies a pause time for `priority` taking effect at `at`: 0 resumes (a pause already
+    /// over stays over), anything else pauses for that many quanta at `speed_mbps`, from `at`
+    /// or continuing the pause in force.
+    #[inline]
+    pub fn apply(&mut self, priority: usize, time: u16, at: u64, speed_mbps: u64) {
+        if time == 0 {
+            self.until[priority] = self.until[priority].min(at);
+            return;
         }
-        let (lossless_pool, lossy_pool) =
-            Self::pools(&qos.buffer, groups > 0, config.buffer_bytes - reserved_headroom)?;
-        let xoff = match qos.pfc.xoff_bytes {
-            Threshold::Auto => Xoff::Dynamic((qos.pfc.alpha * 65536.0).round() as u64),
-            Threshold::Bytes(bytes) => Xoff::Static(bytes),
-        };
-        Ok(Self {
-            headroom,
-            xoff,
-            xon: qos.pfc.xon_bytes,
-            mtu: u64::from(config.mtu),
-            lossless_mask: qos.lossless_mask,
-            reserved_headroom,
-            lossless_pool,
-            lossy_pool,
-            lossy_alpha: (qos.buffer.lossy_alpha * 65536.0).round() as u64,
-        })
+        if self.until[priority] <= at {
+            self.since[priority] = at;
+        }
+        self.until[priority] = at + quanta_ps(time, speed_mbps);
     }
 
-    /// The two pools' sizes out of `available` (the buffer less headroom): as configured, or
-    /// the rest of the buffer for the one not given, or an even split.
-    fn pools(buffer: &BufferConfig, lossless: bool, available: u64) -> Result<(u64, u64), (&'static str, String)> {
-        let too_big = |field: &'static str, bytes: u64| {
-            Err((
-                field,
-                format!("{bytes} bytes do not fit in the {available} bytes that headroom leaves of the buffer"),
-            ))
-        };
-        let (lossless_pool, lossy_pool) = match (buffer.lossless_pool_bytes, buffer.lossy_pool_bytes) {
-            (Some(bytes), _) if bytes > available => return too_big("qos.buffer.lossless_pool_bytes", bytes),
-            (_, Some(bytes)) if bytes > available => return too_big("qos.buffer.lossy_pool_bytes", bytes),
-            (Some(lossless), Some(lossy)) if lossless + lossy > available => {
-                return too_big("qos.buffer.lossy_pool_bytes", lossless + lossy)
+    /// Whether `priority` is held at `at`.
+    #[inline]
+    pub fn holds(&self, priority: usize, at: u64) -> bool {
+        self.since[priority] <= at && at < self.until[priority]
+    }
+}
+
+/// The watchdog's settings, the same for every port.
+#[derive(Debug, Clone, Copy)]
+pub struct Watchdog {
+    pub detection_ps: u64,
+    pub restoration_ps: u64,
+    pub action: WatchdogAction,
+}
+
+/// What the watchdog decided for one queue at a timer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchdogStep {
+    /// When the watchdog needs to look again.
+    pub next: u64,
+    /// A storm was just detected and its action is drop: flush the queue.
+    pub flush: bool,
+}
+
+/// PFC state of one port (see the module notes).
+#[derive(Debug, Clone)]
+pub struct PfcPort {
+    speed_mbps: u64,
+    /// Half of an XOFF's pause time: the refresh period.
+    refresh_ps: u64,
+    /// Per ingress group: an XOFF was decided and no XON since.
+    xoff_sent: [bool; 8],
+    /// When to refresh the XOFF (NEVER while none is outstanding or it is not yet sent).
+    refresh_at: [u64; 8],
+    /// PFC times to send on this port, per priority.
+    outbox: [Option<u16>; 8],
+    /// Pauses the peer sent: they hold this port's egress classes.
+    received: Pauses,
+    /// The latest end of any received pause: at or after it nothing is paused, so eligibility
+    /// is one compare in the common case.
+    pause_horizon: u64,
+    storm: [bool; 8],
+    /// When the last PFC frame naming the priority arrived (XOFF or XON): restoration waits
+    /// for `restoration_ps` of silence.
+    last_pfc_rx: [u64; 8],
+}
+
+impl PfcPort {
+    pub fn new(speed_mbps: u64) -> Self {
+        Self {
+            speed_mbps,
+            refresh_ps: quanta_ps(XOFF_QUANTA, speed_mbps) / 2,
+            xoff_sent: [false; 8],
+            refresh_at: [NEVER; 8],
+            outbox: [None; 8],
+            received: Pauses::default(),
+            pause_horizon: 0,
+            storm: [false; 8],
+            last_pfc_rx: [0; 8],
+        }
+    }
+
+    /// Whether egress class `priority` is held by a received pause at `now` (and the
+    /// watchdog does not ignore it).
+    #[inline]
+    pub fn paused(&self, priority: usize, now: u64, action: WatchdogAction) -> bool {
+        self.received.until[priority] > now && !(self.storm[priority] && action != WatchdogAction::Alert)
+    }
+
+    /// Which classes may send at `now`: not paused, or paused but ignored by the watchdog.
+    #[inline]
+    pub fn eligible(&self, now: u64, action: WatchdogAction) -> u8 {
+        if now >= self.pause_horizon {
+            return 0xff;
+        }
+        let mut mask = 0xffu8;
+        for priority in 0..8 {
+            if self.paused(priority, now, action) {
+                mask &= !(1 << priority);
             }
-            (Some(lossless), Some(lossy)) => (lossless, lossy),
-            (Some(lossless), None) => (lossless, available - lossless),
-            (None, Some(lossy)) => (available - lossy, lossy),
-            (None, None) if lossless => (available / 2, available - available / 2),
-            (None, None) => (0, available),
-        };
-        let (lossless_pool, lossy_pool) = (cells_floor(lossless_pool), cells_floor(lossy_pool));
-        if lossless && lossless_pool == 0 {
-            return Err(("qos.buffer.lossless_pool_bytes", "is empty, but qos.lossless names priorities".into()));
         }
-        Ok((lossless_pool, lossy_pool))
+        mask
     }
 
-    /// The XOFF point given the free lossless pool.
+    /// A received pause on `priority` is in force at `now`, with no storm declared yet: a
+    /// queue that starts holding frames now starts the watchdog's clock.
     #[inline]
-    pub fn xoff(&self, lossless_free: u64) -> u64 {
-        match self.xoff {
-            Xoff::Static(bytes) => bytes,
-            // alpha in 16.16 fixed point: an integer multiply per frame, not two float
-            // conversions.
-            Xoff::Dynamic(alpha) => ((u128::from(lossless_free) * u128::from(alpha)) >> 16) as u64,
+    pub fn pause_may_storm(&self, priority: usize, now: u64) -> bool {
+        self.received.until[priority] > now && !self.storm[priority]
+    }
+
+    /// When the current pause of `priority` began.
+    pub fn paused_since(&self, priority: usize) -> u64 {
+        self.received.since[priority]
+    }
+
+    /// The end of the current received pause of `priority` (in the past when none).
+    pub fn paused_until(&self, priority: usize) -> u64 {
+        self.received.until[priority]
+    }
+
+    /// Whether the watchdog drops what `priority`'s queue receives (a storm, action drop).
+    #[inline]
+    pub fn storm_drops(&self, priority: usize, action: WatchdogAction) -> bool {
+        self.storm[priority] && action == WatchdogAction::Drop
+    }
+
+    /// The group `priority` passed its XOFF point: XOFF, unless one is outstanding.
+    #[inline]
+    pub fn decide_xoff(&mut self, priority: usize) {
+        if !self.xoff_sent[priority] {
+            self.xoff_sent[priority] = true;
+            self.outbox[priority] = Some(XOFF_QUANTA);
         }
     }
 
-    /// What one lossy queue may hold given the free lossy pool: alpha x free.
+    /// Whether group `priority` has an XOFF outstanding.
     #[inline]
-    pub fn lossy_limit(&self, lossy_free: u64) -> u64 {
-        ((u128::from(lossy_free) * u128::from(self.lossy_alpha)) >> 16) as u64
+    pub fn xoff_outstanding(&self, priority: usize) -> bool {
+        self.xoff_sent[priority]
     }
 
-    /// The XON point for a given XOFF point.
+    /// XON for a group with an XOFF outstanding whose `occupancy` fell to `xon`.
     #[inline]
-    pub fn xon(&self, xoff: u64) -> u64 {
-        match self.xon {
-            Threshold::Bytes(bytes) => bytes.min(xoff),
-            Threshold::Auto => xoff.saturating_sub(2 * self.mtu),
+    pub fn decide_xon(&mut self, priority: usize, occupancy: u64, xon: u64) {
+        if self.xoff_sent[priority] && occupancy <= xon {
+            self.xoff_sent[priority] = false;
+            self.refresh_at[priority] = NEVER;
+            self.outbox[priority] = Some(0);
+        }
+    }
+
+    /// Whether a PFC frame waits to be sent (it goes before any data).
+    #[inline]
+    pub fn has_frame(&self) -> bool {
+        self.outbox.iter().any(Option::is_some)
+    }
+
+    /// The PFC frame to send: every pending priority in one frame.
+    pub fn frame(&self) -> Repr {
+        let mut repr = Repr::default();
+        for (priority, time) in self.outbox.iter().enumerate() {
+            if let Some(time) = time {
+                repr.class_enable |= 1 << priority;
+                repr.times[priority] = *time;
+            }
+        }
+        repr
+    }
+
+    /// The frame from `frame` was sent at `now`: empties the outbox, counts each priority and
+    /// arms the refresh of each XOFF. Returns the earliest refresh (or NEVER).
+    pub fn frame_sent(&mut self, now: u64, stats: &mut PortStats) -> u64 {
+        let mut deadline = NEVER;
+        for priority in 0..8 {
+            let Some(time) = self.outbox[priority].take() else { continue };
+            if time > 0 {
+                stats.pfc_xoff_tx[priority] += 1;
+                self.refresh_at[priority] = now + self.refresh_ps;
+                deadline = deadline.min(now + self.refresh_ps);
+            } else {
+                stats.pfc_xon_tx[priority] += 1;
+            }
+        }
+        deadline
+    }
+
+    /// A PFC frame from the peer at `now`: pauses or resumes the lossless priorities it names
+    /// (others are counted, not obeyed). `backlog` has bit n set while egress queue n holds
+    /// frames. Returns the earliest deadline it creates (a pause's end, the watchdog's
+    /// detection), or NEVER.
+    pub fn receive(
+        &mut self,
+        repr: &Repr,
+        now: u64,
+        lossless_mask: u8,
+        backlog: u8,
+        watchdog: &Watchdog,
+        stats: &mut PortStats,
+    ) -> u64 {
+        let mut deadline = NEVER;
+        for (priority, time) in repr.named() {
+            stats.pfc_rx[priority] += 1;
+            if lossless_mask & (1 << priority) == 0 {
+                continue; // PFC is not enabled for this priority: counted, not obeyed
+            }
+            self.last_pfc_rx[priority] = now;
+            self.received.apply(priority, time, now, self.speed_mbps);
+            if time == 0 {
+                continue;
+            }
+            self.pause_horizon = self.pause_horizon.max(self.received.until[priority]);
+            deadline = deadline.min(self.received.until[priority]);
+            if backlog & (1 << priority) != 0 || self.storm[priority] {
+                deadline = deadline.min(self.received.since[priority].saturating_add(watchdog.detection_ps));
+            }
+        }
+        deadline
+    }
+
+    /// At a timer: refreshes an outstanding XOFF that is due while the group (at `occupancy`)
+    /// holds more than `xon`, or withdraws it. Returns the group's next deadline.
+    pub fn refresh(&mut self, priority: usize, now: u64, occupancy: u64, xon: u64) -> u64 {
+        if !self.xoff_sent[priority] {
+            return NEVER;
+        }
+        if self.refresh_at[priority] > now {
+            return self.refresh_at[priority];
+        }
+        if occupancy > xon {
+            self.outbox[priority] = Some(XOFF_QUANTA);
+            self.refresh_at[priority] = NEVER; // set again when sent
+        } else {
+            self.decide_xon(priority, occupancy, xon);
+        }
+        NEVER
+    }
+
+    /// At a timer: detects and restores storms on egress class `priority`, which holds
+    /// `queued` frames. `port` names the port in log lines.
+    pub fn watch(
+        &mut self,
+        port: usize,
+        priority: usize,
+        now: u64,
+        queued: u32,
+        watchdog: &Watchdog,
+        stats: &mut PortStats,
+    ) -> WatchdogStep {
+        if self.storm[priority] {
+            let restore_at = self.last_pfc_rx[priority].saturating_add(watchdog.restoration_ps);
+            if now < restore_at {
+                return WatchdogStep { next: restore_at, flush: false };
+            }
+            self.storm[priority] = false;
+            stats.watchdog_restorations[priority] += 1;
+            tracing::warn!("PFC watchdog: port {port} priority {priority} restored");
+            return WatchdogStep { next: NEVER, flush: false };
+        }
+        if self.received.until[priority] <= now || queued == 0 {
+            return WatchdogStep { next: NEVER, flush: false };
+        }
+        let detect_at = self.received.since[priority].saturating_add(watchdog.detection_ps);
+        if now < detect_at {
+            return WatchdogStep { next: detect_at, flush: false };
+        }
+        let paused_for = now - self.received.since[priority];
+        self.storm[priority] = true;
+        stats.watchdog_storms[priority] += 1;
+        tracing::warn!(
+            "PFC watchdog: port {port} priority {priority} paused for {:.3} ms with {queued} frames queued: storm, action {:?}",
+            paused_for as f64 / 1e9,
+            watchdog.action
+        );
+        WatchdogStep {
+            next: self.last_pfc_rx[priority].saturating_add(watchdog.restoration_ps),
+            flush: watchdog.action == WatchdogAction::Drop,
         }
     }
 }
@@ -237,141 +316,44 @@ impl BufferPlan {
 mod tests {
     use super::*;
 
-    fn config_text(pfc: &str, extra_switch: &str) -> String {
-        format!(
-            "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n{extra_switch}\n[qos]\nlossless = [3, 4]\n{pfc}\n\
-             [[port]]\nname = \"a\"\nspeed_gbps = 100\ncable_m = 3\npeer_mac = \"02:00:00:00:00:02\"\n\
-             [[port]]\nname = \"b\"\nspeed_gbps = 10\ncable_m = 100\npeer_mac = \"02:00:00:00:00:03\"\n"
-        )
-    }
-
-    fn config(pfc: &str, extra_switch: &str) -> Config {
-        Config::parse(&config_text(pfc, extra_switch), "t.toml").unwrap()
+    #[test]
+    fn a_pause_holds_from_its_start_and_xon_ends_it_only_from_when_it_takes_effect() {
+        let mut pauses = Pauses::default();
+        // 100 quanta at 100 Gb/s: 512 ns.
+        pauses.apply(3, 100, 1_000, 100_000);
+        assert!(!pauses.holds(3, 999) && pauses.holds(3, 1_000) && pauses.holds(3, 512_999));
+        assert!(!pauses.holds(3, 513_000) && !pauses.holds(2, 1_000));
+        // A refresh while paused extends it without moving the start.
+        pauses.apply(3, 100, 2_000, 100_000);
+        assert_eq!((pauses.since[3], pauses.until[3]), (1_000, 514_000));
+        // XON at 3,000 ends it there; an XON after the end changes nothing.
+        pauses.apply(3, 0, 3_000, 100_000);
+        assert_eq!(pauses.until[3], 3_000);
+        pauses.apply(3, 0, 9_000, 100_000);
+        assert_eq!(pauses.until[3], 3_000);
     }
 
     #[test]
-    fn auto_headroom_follows_the_documented_formula() {
-        let config = config("", "");
-        // The response: raceway's lookahead, 32 x 1542 wire bytes, longer than 394 x 64.
-        assert_eq!(peer_response_wire_bytes(), 49_344);
-        // 100G, 3 m, MTU 9216: W = 2 x 9258 + 84 + 30 ns x 12.5 B/ns + 49344 = 68319 -> 814 cells.
-        assert_eq!(auto_headroom(&config.ports[0], 9216), 814 * CELL_BYTES);
-        // MTU 1500: W = 2 x 1542 + 84 + 375 + 49344 = 52887 -> 630 cells.
-        assert_eq!(auto_headroom(&config.ports[0], 1500), 630 * CELL_BYTES);
-        // 10G, 100 m: W = 18516 + 84 + 1000 ns x 1.25 B/ns + 49344 = 69194 -> 824 cells.
-        assert_eq!(auto_headroom(&config.ports[1], 9216), 824 * CELL_BYTES);
-        // Longer cables and faster links need more.
-        assert!(auto_headroom(&config.ports[0], 1500) < auto_headroom(&config.ports[0], 9216));
-    }
-
-    #[test]
-    fn plan_reserves_headroom_per_lossless_group() {
-        let plan = BufferPlan::new(&config("", "")).unwrap();
-        assert_eq!(plan.reserved_headroom, 2 * (814 + 824) * CELL_BYTES);
-        // The rest split evenly between the pools, in whole cells.
-        let available = 16 * 1024 * 1024 - plan.reserved_headroom;
-        assert_eq!(plan.lossless_pool, available / 2 / CELL_BYTES * CELL_BYTES);
-        assert_eq!(plan.lossy_pool, (available - available / 2) / CELL_BYTES * CELL_BYTES);
-        // Dynamic: alpha 1 x free; XON two MTUs below.
-        assert_eq!(plan.xoff(1_000_000), 1_000_000);
-        assert_eq!(plan.xon(1_000_000), 1_000_000 - 2 * 9216);
-        assert_eq!(plan.xon(10_000), 0);
-    }
-
-    #[test]
-    fn static_thresholds_and_too_much_headroom() {
-        let plan =
-            BufferPlan::new(&config("[qos.pfc]\nxoff_bytes = 100000\nxon_bytes = 50000\nalpha = 0.5", "")).unwrap();
-        assert_eq!(plan.xoff(0), 100_000);
-        assert_eq!(plan.xon(100_000), 50_000);
-        let err = Config::parse(&config_text("", "buffer_bytes = 300000"), "t.toml").unwrap_err();
-        assert_eq!(err.field, "qos.pfc.headroom_bytes");
-        assert!(err.problem.contains("838656"), "{err}");
-    }
-
-    #[test]
-    fn pools_as_configured_or_the_rest_and_never_more_than_the_buffer() {
-        let available = 16 * 1024 * 1024 - 2 * (814 + 824) * CELL_BYTES;
-        let plan = BufferPlan::new(&config("[qos.buffer]\nlossy_pool_bytes = 1000000", "")).unwrap();
-        assert_eq!(plan.lossy_pool, 1_000_000 / CELL_BYTES * CELL_BYTES);
-        assert_eq!(plan.lossless_pool, (available - 1_000_000) / CELL_BYTES * CELL_BYTES);
-        let plan = BufferPlan::new(&config("[qos.buffer]\nlossless_pool_bytes = 2560", "")).unwrap();
-        assert_eq!((plan.lossless_pool, plan.lossy_pool), (2560, available - 2560));
-        let plan = BufferPlan::new(&config(
-            "[qos.buffer]\nlossless_pool_bytes = 2560\nlossy_pool_bytes = 5120\nlossy_alpha = 0.5",
-            "",
-        ))
-        .unwrap();
-        assert_eq!((plan.lossless_pool, plan.lossy_pool), (2560, 5120));
-        // Alpha 0.5: a queue may hold half of what is free.
-        assert_eq!(plan.lossy_limit(4096), 2048);
-        // Default alpha 8.
-        assert_eq!(BufferPlan::new(&config("", "")).unwrap().lossy_limit(1000), 8000);
-        let err = Config::parse(
-            &config_text(&format!("[qos.buffer]\nlossless_pool_bytes = {available}\nlossy_pool_bytes = 1"), ""),
-            "t.toml",
-        )
-        .unwrap_err();
-        assert_eq!(err.field, "qos.buffer.lossy_pool_bytes");
-        let err = Config::parse(&config_text("[qos.buffer]\nlossy_pool_bytes = 99999999", ""), "t.toml").unwrap_err();
-        assert_eq!(err.field, "qos.buffer.lossy_pool_bytes");
-        let err = Config::parse(&config_text("[qos.buffer]\nlossless_pool_bytes = 0", ""), "t.toml").unwrap_err();
-        assert_eq!(err.field, "qos.buffer.lossless_pool_bytes");
-        let err = Config::parse(&config_text("[qos.buffer]\nlossy_alpha = 0", ""), "t.toml").unwrap_err();
-        assert_eq!(err.field, "qos.buffer.lossy_alpha");
-    }
-
-    #[test]
-    fn pools_may_fill_the_buffer_exactly_but_not_more() {
-        let available = 16 * 1024 * 1024 - 2 * (814 + 824) * CELL_BYTES;
-        let parse = |buffer: String| Config::parse(&config_text(&buffer, ""), "t.toml");
-        // Exactly what headroom leaves: together, or the lossless pool alone.
-        let half = available / 2 / CELL_BYTES * CELL_BYTES;
-        let plan = BufferPlan::new(
-            &parse(format!("[qos.buffer]\nlossless_pool_bytes = {half}\nlossy_pool_bytes = {}", available - half))
-                .unwrap(),
-        )
-        .unwrap();
-        assert_eq!((plan.lossless_pool, plan.lossy_pool), (half, available - half));
-        let plan = BufferPlan::new(&parse(format!("[qos.buffer]\nlossless_pool_bytes = {available}")).unwrap());
-        assert_eq!(plan.map(|p| (p.lossless_pool, p.lossy_pool)), Ok((available, 0)));
-        // Without lossless priorities the lossy pool may be the whole buffer.
-        let lossy_only =
-            config_text("[qos.buffer]\nlossy_pool_bytes = 16777216", "").replace("lossless = [3, 4]", "lossless = []");
-        assert_eq!(BufferPlan::new(&Config::parse(&lossy_only, "t.toml").unwrap()).unwrap().lossy_pool, 16_777_216);
-        // One byte more, alone or together, is an error naming the field.
-        let field = |buffer: String| parse(buffer).unwrap_err().field;
-        assert_eq!(
-            field(format!("[qos.buffer]\nlossless_pool_bytes = {}", available + 1)),
-            "qos.buffer.lossless_pool_bytes"
-        );
-        let sixty = available * 6 / 10;
-        let err =
-            parse(format!("[qos.buffer]\nlossless_pool_bytes = {sixty}\nlossy_pool_bytes = {sixty}")).unwrap_err();
-        assert_eq!(err.field, "qos.buffer.lossy_pool_bytes");
-        assert!(err.problem.starts_with(&format!("{} bytes do not fit in the {available}", 2 * sixty)), "{err}");
-    }
-
-    #[test]
-    fn without_lossless_priorities_the_lossy_pool_is_the_whole_buffer() {
-        let text = config_text("", "").replace("lossless = [3, 4]", "lossless = []");
-        let plan = BufferPlan::new(&Config::parse(&text, "t.toml").unwrap()).unwrap();
-        assert_eq!((plan.reserved_headroom, plan.lossless_pool, plan.lossy_pool), (0, 0, 16 * 1024 * 1024));
-    }
-
-    #[test]
-    fn propagation_is_five_ns_per_metre() {
-        let config = config("", "");
-        assert_eq!(propagation_ps(&config.ports[0]), 15_000, "3 m");
-        assert_eq!(propagation_ps(&config.ports[1]), 500_000, "100 m");
-    }
-
-    #[test]
-    fn cells_and_quanta() {
-        assert_eq!(charge(60), 256);
-        assert_eq!(charge(256), 256);
-        assert_eq!(charge(257), 512);
-        assert_eq!(quanta_ps(1, 100_000), 5_120);
-        assert_eq!(quanta_ps(0xffff, 100_000), 335_539_200);
+    fn one_frame_carries_every_pending_priority_and_counts_each() {
+        let mut port = PfcPort::new(100_000);
+        let mut stats = PortStats::default();
+        port.decide_xoff(3);
+        port.decide_xoff(4);
+        port.decide_xoff(3); // outstanding already
+        assert!(port.has_frame());
+        let repr = port.frame();
+        assert_eq!((repr.class_enable, repr.times[3], repr.times[4]), (0b1_1000, XOFF_QUANTA, XOFF_QUANTA));
+        let refresh = port.frame_sent(10, &mut stats);
+        assert_eq!(refresh, 10 + quanta_ps(XOFF_QUANTA, 100_000) / 2);
+        assert!(!port.has_frame());
+        assert_eq!((stats.pfc_xoff_tx[3], stats.pfc_xoff_tx[4]), (1, 1));
+        // Above XON nothing; at XON the withdrawal.
+        port.decide_xon(3, 1_000, 999);
+        assert!(!port.has_frame());
+        port.decide_xon(3, 999, 999);
+        assert_eq!(port.frame().times[3], 0);
+        port.frame_sent(20, &mut stats);
+        assert_eq!(stats.pfc_xon_tx[3], 1);
+        assert!(!port.xoff_outstanding(3) && port.xoff_outstanding(4));
     }
 }

@@ -199,10 +199,10 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
         for mbuf in rx.drain() {
             match parse(mbuf.data()).map(|parsed| parsed.payload) {
                 Ok(Payload::FlowControl(repr)) => {
-                    for priority in (0..8).filter(|p| repr.class_enable & (1 << p) != 0) {
+                    for (priority, time) in repr.named() {
                         report.pfc_rx[priority] += 1;
                         if let Some(pauses) = pauses.as_mut() {
-                            pauses.apply(priority, repr.times[priority], now);
+                            pauses.apply(priority, time, now);
                         }
                     }
                 }

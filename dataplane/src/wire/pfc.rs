@@ -94,6 +94,13 @@ impl Repr {
         Some(Self { class_enable: payload.class_enable() as u8, times })
     }
 
+    /// The priorities the frame names, each with its pause time (0 resumes), lowest first.
+    pub fn named(&self) -> impl Iterator<Item = (usize, u16)> + '_ {
+        (0..8)
+            .filter(|priority| self.class_enable & (1 << priority) != 0)
+            .map(|priority| (priority, self.times[priority]))
+    }
+
     /// Writes a complete 60-byte frame from `source` into `frame[..FRAME_LEN]`.
     pub fn emit(&self, source: MacAddress, frame: &mut [u8]) {
         let frame = &mut frame[..FRAME_LEN];
@@ -115,6 +122,13 @@ impl Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn named_lists_only_the_enabled_priorities_with_their_times() {
+        let repr = Repr { class_enable: 0b1000_1001, times: [5, 1, 1, 0, 1, 1, 1, 0xffff] };
+        assert_eq!(repr.named().collect::<Vec<_>>(), [(0, 5), (3, 0), (7, 0xffff)]);
+        assert_eq!(Repr::default().named().count(), 0);
+    }
 
     // XOFF for priority 3 (time 0xffff) from 02:00:00:00:00:01, as a switch sends it.
     fn xoff_priority_3() -> Vec<u8> {

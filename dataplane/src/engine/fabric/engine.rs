@@ -20,10 +20,10 @@
 use super::host::{self, Nic, QueuePair};
 use super::workload::{self, Collective, Message};
 use super::{Endpoint, Fabric};
-use crate::observe::report::{Intervals, Recorder};
+use crate::engine::port_tx;
+use crate::observe::report::{record_pfc, Intervals, Recorder};
 use crate::packet::HeapPacket;
 use crate::switch::{Received, Switch, NEVER};
-use crate::tm::pfc;
 use serde_json::{json, Value};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -130,16 +130,10 @@ impl Engine<'_> {
         if self.switch_busy[switch][port] {
             return;
         }
-        let bytes = if let Some(repr) = self.switches[switch].take_control(port, now) {
-            let mut frame = vec![0u8; crate::wire::pfc::FRAME_LEN];
-            repr.emit(self.fabric.switches[switch].mac, &mut frame);
+        let Some((bytes, pfc)) = port_tx::next_frame(&mut self.switches[switch], port, now) else { return };
+        if let Some(repr) = pfc {
             self.recorders[switch].pfc_sent(port, &repr, now, self.fabric.switches[switch].ports[port].speed_mbps);
-            frame
-        } else if let Some(packet) = self.switches[switch].transmit(port, now) {
-            packet.bytes
-        } else {
-            return;
-        };
+        }
         self.switch_busy[switch][port] = true;
         self.send(Endpoint::Switch { switch, port }, bytes, now);
     }
@@ -147,16 +141,7 @@ impl Engine<'_> {
     /// A PFC frame arrived at `at`: its transmitter pauses (or resumes) per priority.
     fn note_pause(&mut self, at: Endpoint, repr: &crate::wire::pfc::Repr, now: u64) {
         let speed = self.wires[&at].speed_mbps;
-        let slots = self.paused.entry(at).or_default();
-        for (priority, slot) in slots.iter_mut().enumerate() {
-            if repr.class_enable & (1 << priority) == 0 {
-                continue;
-            }
-            match repr.times[priority] {
-                0 => slot.resume(now),
-                quanta => slot.pause(now, now + pfc::quanta_ps(quanta, speed)),
-            }
-        }
+        record_pfc(self.paused.entry(at).or_default(), repr, now, speed);
     }
 
     fn arrive_at_switch(&mut self, switch: usize, port: usize, bytes: Vec<u8>, now: u64) {
@@ -206,7 +191,7 @@ impl Engine<'_> {
             self.send(nic_end, bytes, now);
             return;
         }
-        let paused_until = self.nics[host].paused_until[self.data_priority];
+        let paused_until = self.nics[host].pauses.until[self.data_priority];
         if paused_until > now {
             self.wake_host(host, paused_until);
             return;
@@ -275,15 +260,9 @@ impl Engine<'_> {
         match host::read(bytes) {
             host::Received::Pfc(repr) => {
                 self.note_pause(Endpoint::Host(host), &repr, now);
-                let speed = self.nics[host].speed_mbps;
-                for priority in 0..8 {
-                    if repr.class_enable & (1 << priority) == 0 {
-                        continue;
-                    }
-                    self.nics[host].paused_until[priority] = match repr.times[priority] {
-                        0 => now,
-                        quanta => now + pfc::quanta_ps(quanta, speed),
-                    };
+                let nic = &mut self.nics[host];
+                for (priority, time) in repr.named() {
+                    nic.pauses.apply(priority, time, now, nic.speed_mbps);
                 }
                 self.host_transmit(host, now);
             }
@@ -378,7 +357,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
     }
     let mut wires = HashMap::new();
     for link in &fabric.links {
-        let propagation_ps = (link.cable_m * crate::tm::pfc::PROPAGATION_PS_PER_M).round() as u64;
+        let propagation_ps = (link.cable_m * crate::tm::plan::PROPAGATION_PS_PER_M).round() as u64;
         wires.insert(link.a, Wire { to: link.b, speed_mbps: link.speed_mbps, propagation_ps });
         wires.insert(link.b, Wire { to: link.a, speed_mbps: link.speed_mbps, propagation_ps });
     }

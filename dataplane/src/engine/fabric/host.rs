@@ -82,7 +82,8 @@ pub struct Nic {
     /// CNPs to send: (queue pair, to address).
     pub cnps: VecDeque<(usize, Ipv4Addr)>,
     /// Its transmitter is paused per priority until (ps), by PFC from the leaf.
-    pub paused_until: [u64; 8],
+    /// What the leaf's PFC holds back, per priority.
+    pub pauses: crate::tm::pfc::Pauses,
     pub transmitting: bool,
     /// Time of the pending wake-up event, u64::MAX if none.
     pub wake_at: u64,
@@ -101,7 +102,7 @@ impl Nic {
             qps: Vec::new(),
             cursor: 0,
             cnps: VecDeque::new(),
-            paused_until: [0; 8],
+            pauses: crate::tm::pfc::Pauses::default(),
             transmitting: false,
             wake_at: u64::MAX,
             cnps_sent: 0,

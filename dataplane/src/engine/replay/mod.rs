@@ -29,11 +29,13 @@
 pub mod pcap;
 
 use crate::config::Config;
+use crate::engine::port_tx;
 use crate::observe::report::Recorder;
 use crate::observe::stats::SwitchStats;
 use crate::packet::HeapPacket;
 use crate::switch::{Received, Switch, NEVER};
-use crate::tm::pfc;
+use crate::tm::pfc::Pauses;
+use crate::tm::plan;
 use crate::wire::parse::{parse, Payload};
 use crate::wire::pfc::Repr;
 use pcap::{read_trace, CaptureWriter, TraceError, TraceFrame};
@@ -85,8 +87,8 @@ const CONTROL_QUEUE: usize = 8;
 /// The host NIC on a port: a FIFO per priority, and the pauses the switch asked for.
 struct Peer {
     queues: [VecDeque<Offered>; 9],
-    pause_from: [u64; 8],
-    pause_until: [u64; 8],
+    /// The pauses the switch sent, from when each takes effect at the peer.
+    pauses: Pauses,
     ignores_pfc: bool,
     /// A frame is on the wire towards the switch.
     sending: Option<Vec<u8>>,
@@ -96,7 +98,7 @@ struct Peer {
 
 impl Peer {
     fn may_send(&self, queue: usize, at: u64) -> bool {
-        queue == CONTROL_QUEUE || self.ignores_pfc || !(self.pause_from[queue] <= at && at < self.pause_until[queue])
+        queue == CONTROL_QUEUE || self.ignores_pfc || !self.pauses.holds(queue, at)
     }
 }
 
@@ -141,8 +143,7 @@ pub fn run(
     for (index, (port, trace)) in config.ports.iter().zip(traces).enumerate() {
         let mut peer = Peer {
             queues: Default::default(),
-            pause_from: [0; 8],
-            pause_until: [0; 8],
+            pauses: Pauses::default(),
             ignores_pfc: options.ignore_pfc.contains(&index),
             sending: None,
             wake_at: NEVER,
@@ -272,7 +273,7 @@ impl Engine<'_> {
                     best = Some(queue);
                 }
             } else {
-                next_try = next_try.min(peer.pause_until[queue]);
+                next_try = next_try.min(peer.pauses.until[queue]);
             }
         }
         match best {
@@ -315,15 +316,7 @@ impl Engine<'_> {
             return Ok(());
         }
         let port_config = &self.config.ports[port];
-        let (bytes, repr) = if let Some(repr) = self.switch.take_control(port, now) {
-            let mut frame = vec![0u8; crate::wire::pfc::FRAME_LEN];
-            repr.emit(self.config.mac, &mut frame);
-            (frame, Some(repr))
-        } else if let Some(packet) = self.switch.transmit(port, now) {
-            (packet.bytes, None)
-        } else {
-            return Ok(());
-        };
+        let Some((bytes, repr)) = port_tx::next_frame(&mut self.switch, port, now) else { return Ok(()) };
         let done = now + port_config.wire_time_ps(bytes.len());
         self.ports[port].capture.write(now, &bytes)?;
         self.ports[port].transmitting = true;
@@ -332,7 +325,7 @@ impl Engine<'_> {
             if let Some(recorder) = &mut self.recorder {
                 recorder.pfc_sent(port, &repr, now, port_config.speed_mbps);
             }
-            let takes_effect = done + 2 * pfc::propagation_ps(port_config);
+            let takes_effect = done + 2 * plan::propagation_ps(port_config);
             self.pause_peer(port, &repr, takes_effect);
         }
         Ok(())
@@ -345,19 +338,8 @@ impl Engine<'_> {
         if peer.ignores_pfc {
             return;
         }
-        for priority in 0..8 {
-            if repr.class_enable & (1 << priority) == 0 {
-                continue;
-            }
-            let time = repr.times[priority];
-            if time == 0 {
-                peer.pause_until[priority] = peer.pause_until[priority].min(at);
-            } else {
-                if peer.pause_until[priority] <= at {
-                    peer.pause_from[priority] = at;
-                }
-                peer.pause_until[priority] = at + pfc::quanta_ps(time, speed);
-            }
+        for (priority, time) in repr.named() {
+            peer.pauses.apply(priority, time, at, speed);
         }
         // Re-evaluate when the change takes effect (an XON may release a waiting frame).
         self.wake_peer(port, at);
