@@ -16,11 +16,13 @@ pub struct LatencyHistogram {
     buckets: Box<[u64; BUCKETS]>,
     pub samples: u64,
     pub max_ns: u64,
+    /// Sum of every sample (Prometheus's `_sum`).
+    pub sum_ns: u64,
 }
 
 impl Default for LatencyHistogram {
     fn default() -> Self {
-        Self { buckets: Box::new([0; BUCKETS]), samples: 0, max_ns: 0 }
+        Self { buckets: Box::new([0; BUCKETS]), samples: 0, max_ns: 0, sum_ns: 0 }
     }
 }
 
@@ -51,6 +53,7 @@ impl LatencyHistogram {
         self.buckets[bucket_of(ns)] += 1;
         self.samples += 1;
         self.max_ns = self.max_ns.max(ns);
+        self.sum_ns = self.sum_ns.wrapping_add(ns);
     }
 
     pub fn add(&mut self, other: &LatencyHistogram) {
@@ -59,6 +62,18 @@ impl LatencyHistogram {
         }
         self.samples += other.samples;
         self.max_ns = self.max_ns.max(other.max_ns);
+        self.sum_ns = self.sum_ns.wrapping_add(other.sum_ns);
+    }
+
+    /// Samples of at most `2^k - 1` ns for each k in `bits` (a bucket boundary, so the counts
+    /// are exact), cumulative: Prometheus's `_bucket{le=...}`.
+    pub fn cumulative_below_powers_of_two(&self, bits: std::ops::RangeInclusive<u32>) -> Vec<(u64, u64)> {
+        bits.map(|k| {
+            let bound = (1u64 << k) - 1;
+            let count = self.buckets.iter().enumerate().filter(|(b, _)| upper_bound(*b) <= bound).map(|(_, c)| c).sum();
+            (bound, count)
+        })
+        .collect()
     }
 
     /// The value at `quantile` (0-1), as the upper bound of its bucket, capped at the maximum.
@@ -106,5 +121,19 @@ mod tests {
         assert!((99_000..=100_000).contains(&p99), "{p99}");
         assert_eq!(histogram.quantile(1.0), 100_000);
         assert_eq!(LatencyHistogram::default().quantile(0.5), 0);
+    }
+
+    #[test]
+    fn cumulative_counts_at_powers_of_two_are_exact() {
+        let mut histogram = LatencyHistogram::default();
+        for ns in [0, 63, 64, 1_000, 1_023, 1_024, 5_000] {
+            histogram.record(ns);
+        }
+        let counts = histogram.cumulative_below_powers_of_two(6..=13);
+        assert_eq!(counts[0], (63, 2));
+        assert_eq!(counts[4], (1_023, 5));
+        assert_eq!(counts[5], (2_047, 6));
+        assert_eq!(counts[7], (8_191, 7));
+        assert_eq!(histogram.sum_ns, 63 + 64 + 1_000 + 1_023 + 1_024 + 5_000);
     }
 }

@@ -9,10 +9,11 @@
 
 #![forbid(unsafe_code)]
 
-use crate::config::{Config, TRAFFIC_CLASSES};
-use crate::drops::DropReason;
-use crate::observe::stats::SwitchStats;
-use crate::pipeline::punt::PuntReason;
+use crate::config::Config;
+use crate::observe::stats::{
+    ControlValue, Counter, PortStats, SwitchStats, CONTROL_COUNTERS, CORE_COUNTERS, GROUP_COUNTERS, PORT_COUNTERS,
+    QUEUE_COUNTERS,
+};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -29,11 +30,21 @@ pub fn parse_address(text: &str) -> Result<SocketAddr, String> {
 }
 
 /// Writes one metric family: its HELP and TYPE lines, then one sample per (labels, value).
-fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: impl IntoIterator<Item = (String, u64)>) {
+fn family<V: std::fmt::Display>(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (String, V)>,
+) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
     for (labels, value) in samples {
-        let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {value}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
     }
 }
 
@@ -42,156 +53,49 @@ fn label(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// The exposition of `stats` (names from `config`).
+/// The samples of one schema row for an owner labelled `owner` (e.g. `port="p0",tc="3"`).
+fn row_samples<S>(row: &Counter<S>, owner: &str, stats: &S) -> Vec<(String, u64)> {
+    let values = (row.get)(stats);
+    match row.labels.each() {
+        None => vec![(owner.to_string(), values[0])],
+        Some((name, labels)) => labels
+            .iter()
+            .zip(values)
+            .map(|(value_label, &value)| (format!("{owner},{name}=\"{value_label}\""), value))
+            .collect(),
+    }
+}
+
+/// Bounds of the latency histogram's buckets: 2^k - 1 ns for k = 6..=30 (63 ns to ~1.07 s).
+const LATENCY_BUCKET_BITS: std::ops::RangeInclusive<u32> = 6..=30;
+
+/// The exposition of `stats` (names from `config`), every family from the schema in `stats`.
 pub fn render(stats: &SwitchStats, config: &Config) -> String {
     let mut out = String::new();
-    let ports: Vec<(String, &crate::observe::stats::PortStats)> =
+    let ports: Vec<(String, &PortStats)> =
         config.ports.iter().zip(&stats.ports).map(|(port, s)| (format!("port=\"{}\"", label(&port.name)), s)).collect();
-    let per_port = |get: fn(&crate::observe::stats::PortStats) -> u64| -> Vec<(String, u64)> {
-        ports.iter().map(|(labels, s)| (labels.clone(), get(s))).collect()
-    };
-    family(&mut out, "raceway_port_rx_packets_total", "counter", "Data frames received.", per_port(|s| s.rx_packets));
-    family(
-        &mut out,
-        "raceway_port_rx_bytes_total",
-        "counter",
-        "Bytes of data frames received.",
-        per_port(|s| s.rx_bytes),
-    );
-    family(&mut out, "raceway_port_tx_packets_total", "counter", "Data frames sent.", per_port(|s| s.tx_packets));
-    family(&mut out, "raceway_port_tx_bytes_total", "counter", "Bytes of data frames sent.", per_port(|s| s.tx_bytes));
-    family(
-        &mut out,
-        "raceway_port_drops_total",
-        "counter",
-        "Frames dropped, charged to the port they came in on, by reason.",
-        ports.iter().flat_map(|(labels, s)| {
-            DropReason::ALL
+    for row in &PORT_COUNTERS {
+        let samples = ports.iter().flat_map(|(owner, s)| row_samples(row, owner, s));
+        family(&mut out, row.metric, row.kind.prometheus(), row.help, samples);
+    }
+    for row in &QUEUE_COUNTERS {
+        let samples = ports.iter().flat_map(|(owner, s)| {
+            s.queues
                 .iter()
-                .map(move |reason| (format!("{labels},reason=\"{}\"", reason.name()), s.drops[reason.index()]))
-        }),
-    );
-    family(
-        &mut out,
-        "raceway_port_punted_total",
-        "counter",
-        "Frames handed to the control plane, by the port they came in on and reason.",
-        ports.iter().flat_map(|(labels, s)| {
-            PuntReason::ALL
-                .iter()
-                .map(move |reason| (format!("{labels},reason=\"{}\"", reason.name()), s.punted[reason.index()]))
-        }),
-    );
-    let per_priority = |get: fn(&crate::observe::stats::PortStats) -> &[u64; 8]| -> Vec<(String, u64)> {
-        ports
-            .iter()
-            .flat_map(|(labels, s)| {
-                get(s).iter().enumerate().map(move |(p, &v)| (format!("{labels},priority=\"{p}\""), v))
-            })
-            .collect()
-    };
-    family(
-        &mut out,
-        "raceway_pfc_xoff_sent_total",
-        "counter",
-        "PFC XOFF frames sent, per priority.",
-        per_priority(|s| &s.pfc_xoff_tx),
-    );
-    family(
-        &mut out,
-        "raceway_pfc_xon_sent_total",
-        "counter",
-        "PFC XON frames sent, per priority.",
-        per_priority(|s| &s.pfc_xon_tx),
-    );
-    family(
-        &mut out,
-        "raceway_pfc_received_total",
-        "counter",
-        "PFC frames received, once per enabled priority.",
-        per_priority(|s| &s.pfc_rx),
-    );
-    family(
-        &mut out,
-        "raceway_pfc_watchdog_storms_total",
-        "counter",
-        "PFC storms the watchdog detected on the egress port, per priority.",
-        per_priority(|s| &s.watchdog_storms),
-    );
-    family(
-        &mut out,
-        "raceway_pfc_watchdog_restorations_total",
-        "counter",
-        "PFC watchdog restorations, per priority.",
-        per_priority(|s| &s.watchdog_restorations),
-    );
+                .enumerate()
+                .flat_map(move |(tc, queue)| row_samples(row, &format!("{owner},tc=\"{tc}\""), queue))
+        });
+        family(&mut out, row.metric, row.kind.prometheus(), row.help, samples);
+    }
     let lossless: Vec<usize> = (0..8).filter(|p| config.qos.lossless_mask & (1 << p) != 0).collect();
-    let per_group = |get: fn(&crate::observe::stats::GroupStats) -> u64| -> Vec<(String, u64)> {
-        ports
-            .iter()
-            .flat_map(|(labels, s)| {
-                lossless.iter().map(move |&p| (format!("{labels},priority=\"{p}\""), get(&s.priority_groups[p])))
-            })
-            .collect()
-    };
-    family(
-        &mut out,
-        "raceway_priority_group_max_bytes",
-        "gauge",
-        "Peak occupancy of the (ingress port, lossless priority) group, in buffer cell bytes.",
-        per_group(|g| g.max_bytes),
-    );
-    family(
-        &mut out,
-        "raceway_priority_group_max_headroom_bytes",
-        "gauge",
-        "Peak headroom use of the (ingress port, lossless priority) group, in buffer cell bytes.",
-        per_group(|g| g.max_headroom_bytes),
-    );
-    let per_queue = |get: fn(&crate::observe::stats::QueueStats) -> u64| -> Vec<(String, u64)> {
-        ports
-            .iter()
-            .flat_map(|(labels, s)| {
-                (0..TRAFFIC_CLASSES).map(move |tc| (format!("{labels},tc=\"{tc}\""), get(&s.queues[tc])))
-            })
-            .collect()
-    };
-    family(
-        &mut out,
-        "raceway_queue_tx_packets_total",
-        "counter",
-        "Frames sent from the queue.",
-        per_queue(|q| q.tx_packets),
-    );
-    family(
-        &mut out,
-        "raceway_queue_tx_bytes_total",
-        "counter",
-        "Bytes sent from the queue.",
-        per_queue(|q| q.tx_bytes),
-    );
-    family(
-        &mut out,
-        "raceway_queue_dropped_total",
-        "counter",
-        "Frames the queue refused or lost.",
-        per_queue(|q| q.dropped),
-    );
-    family(
-        &mut out,
-        "raceway_queue_ecn_marked_total",
-        "counter",
-        "Frames marked CE in the queue.",
-        per_queue(|q| q.ecn_marked),
-    );
-    family(&mut out, "raceway_queue_depth_bytes", "gauge", "Frame bytes queued now.", per_queue(|q| q.depth_bytes));
-    family(
-        &mut out,
-        "raceway_queue_max_depth_bytes",
-        "gauge",
-        "Peak frame bytes queued.",
-        per_queue(|q| q.max_depth_bytes),
-    );
+    for row in &GROUP_COUNTERS {
+        let samples = ports.iter().flat_map(|(owner, s)| {
+            lossless
+                .iter()
+                .flat_map(move |&p| row_samples(row, &format!("{owner},priority=\"{p}\""), &s.priority_groups[p]))
+        });
+        family(&mut out, row.metric, row.kind.prometheus(), row.help, samples);
+    }
     family(
         &mut out,
         "raceway_group_member_packets_total",
@@ -203,91 +107,33 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
             })
         }),
     );
-    family(
-        &mut out,
-        "raceway_port_injected_total",
-        "counter",
-        "Frames the control plane sent out of the port.",
-        per_port(|s| s.injected),
-    );
     if let Some(control) = &stats.control {
-        let per_control_port = |values: &[u64]| -> Vec<(String, u64)> {
-            config.ports.iter().zip(values).map(|(port, &v)| (format!("port=\"{}\"", label(&port.name)), v)).collect()
-        };
-        family(
-            &mut out,
-            "raceway_control_punt_tap_errors_total",
-            "counter",
-            "Punted frames the port's host interface refused.",
-            per_control_port(&control.punt_tap_errors),
-        );
-        family(
-            &mut out,
-            "raceway_control_inject_dropped_total",
-            "counter",
-            "Frames from the kernel that could not be injected.",
-            per_control_port(&control.inject_dropped),
-        );
-        let one = |value: u64| [(String::new(), value)];
-        family(
-            &mut out,
-            "raceway_fib_generation",
-            "gauge",
-            "The FIB snapshot the workers read.",
-            one(control.fib_generation),
-        );
-        family(
-            &mut out,
-            "raceway_fib_routes",
-            "gauge",
-            "Routes in the FIB (config and kernel).",
-            one(control.fib_routes),
-        );
-        family(&mut out, "raceway_fib_neighbors", "gauge", "Neighbours in the FIB.", one(control.fib_neighbors));
-        family(
-            &mut out,
-            "raceway_fib_last_update_ns",
-            "gauge",
-            "Time from reading the kernel's messages to publishing the last snapshot.",
-            one(control.last_update_ns),
-        );
+        for row in &CONTROL_COUNTERS {
+            let samples: Vec<(String, f64)> = match row.value {
+                ControlValue::PerPort(get) => {
+                    ports.iter().zip(get(control)).map(|((owner, _), &value)| (owner.clone(), value as f64)).collect()
+                }
+                ControlValue::One(get) => vec![(String::new(), get(control) as f64)],
+                ControlValue::Nanoseconds(get) => vec![(String::new(), get(control) as f64 / 1e9)],
+            };
+            family(&mut out, row.metric, row.kind.prometheus(), row.help, samples);
+        }
     }
-    let cores = |get: fn(&crate::observe::stats::CoreStats) -> u64| -> Vec<(String, u64)> {
-        stats.cores.iter().map(|core| (format!("lcore=\"{}\"", core.lcore), get(core))).collect()
-    };
-    family(
-        &mut out,
-        "raceway_core_packets_total",
-        "counter",
-        "Frames the forwarding core received.",
-        cores(|c| c.packets),
-    );
-    family(
-        &mut out,
-        "raceway_core_busy_cycles_total",
-        "counter",
-        "TSC cycles of loops that moved frames.",
-        cores(|c| c.busy_cycles),
-    );
-    family(
-        &mut out,
-        "raceway_core_idle_cycles_total",
-        "counter",
-        "TSC cycles of empty polls.",
-        cores(|c| c.idle_cycles),
-    );
-    family(
-        &mut out,
-        "raceway_latency_ns",
-        "gauge",
-        "Switch latency (rx to tx hand-off) quantiles since start, upper bounds of histogram buckets.",
-        [("0.5", 0.5), ("0.99", 0.99), ("0.999", 0.999)]
-            .into_iter()
-            .map(|(name, q)| (format!("quantile=\"{name}\""), stats.latency.quantile(q))),
-    );
-    let _ = writeln!(out, "# HELP raceway_latency_samples_total Frames in the latency histogram.");
-    let _ = writeln!(out, "# TYPE raceway_latency_samples_total counter");
-    let _ = writeln!(out, "raceway_latency_samples_total {}", stats.latency.samples);
+    for row in &CORE_COUNTERS {
+        let samples = stats.cores.iter().flat_map(|core| row_samples(row, &format!("lcore=\"{}\"", core.lcore), core));
+        family(&mut out, row.metric, row.kind.prometheus(), row.help, samples);
+    }
+    // Latency as a Prometheus histogram in seconds: cumulative buckets at exact bucket
+    // boundaries of the switch's own histogram, then +Inf, the sum and the count.
+    let name = "raceway_latency_seconds";
+    let _ = writeln!(out, "# HELP {name} Switch latency, from a frame's arrival to its hand-off to transmit.");
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    for (bound_ns, count) in stats.latency.cumulative_below_powers_of_two(LATENCY_BUCKET_BITS) {
+        let _ = writeln!(out, "{name}_bucket{{le=\"{}\"}} {count}", bound_ns as f64 / 1e9);
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", stats.latency.samples);
+    let _ = writeln!(out, "{name}_sum {}", stats.latency.sum_ns as f64 / 1e9);
+    let _ = writeln!(out, "{name}_count {}", stats.latency.samples);
     out
 }
 
@@ -346,6 +192,8 @@ pub fn serve(listener: &TcpListener, stop: &AtomicBool, body: impl Fn() -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::drops::DropReason;
+    use crate::observe::stats::{ControlStats, CoreStats};
 
     const CONFIG: &str = "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n[qos]\nlossless = [3]\n\
         [[port]]\nname = \"p0\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n\
@@ -375,11 +223,58 @@ mod tests {
         }
         // Lossy priorities have no priority-group series.
         assert!(!text.contains("raceway_priority_group_max_bytes{port=\"p0\",priority=\"0\"}"));
-        // Every sample line is `name{labels} value` with an integer value.
+        // Every sample line is `name{labels} value` with a number.
         for sample in text.lines().filter(|l| !l.starts_with('#')) {
             let (_, value) = sample.rsplit_once(' ').unwrap();
-            assert!(value.parse::<u64>().is_ok(), "{sample}");
+            assert!(value.parse::<f64>().is_ok(), "{sample}");
         }
+    }
+
+    /// Every counter, the control plane's and the cores' included, with latency samples:
+    /// Prometheus's own linter accepts the exposition (base units, a real histogram, `_total`
+    /// on counters only).
+    #[test]
+    fn promtool_accepts_the_whole_exposition() {
+        let config = Config::parse(CONFIG, "t.toml").unwrap();
+        let mut stats = SwitchStats::new(&config);
+        stats.cores.push(CoreStats { lcore: 1, packets: 10, busy_cycles: 2_000, idle_cycles: 50 });
+        stats.control = Some(ControlStats {
+            punt_tap_errors: vec![0, 1],
+            inject_dropped: vec![2, 0],
+            fib_generation: 3,
+            fib_routes: 4,
+            fib_neighbors: 5,
+            last_update_ns: 30_000,
+        });
+        for ns in [70, 900, 1_500, 40_000] {
+            stats.latency.record(ns);
+        }
+        let text = render(&stats, &config);
+        for line in [
+            "raceway_latency_seconds_bucket{le=\"0.000001023\"} 2",
+            "raceway_latency_seconds_bucket{le=\"+Inf\"} 4",
+            "raceway_latency_seconds_count 4",
+            "raceway_fib_last_update_seconds 0.00003",
+            "raceway_control_inject_dropped_total{port=\"p0\"} 2",
+            "raceway_core_busy_cycles_total{lcore=\"1\"} 2000",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing: {line}\n{text}");
+        }
+        let mut promtool = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("promtool (Debian's prometheus package; make deps installs it)");
+        promtool.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let output = promtool.wait_with_output().unwrap();
+        assert!(
+            output.status.success() && output.stdout.is_empty() && output.stderr.is_empty(),
+            "promtool: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
 
     #[test]

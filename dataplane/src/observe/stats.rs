@@ -9,6 +9,13 @@
 //! peak headroom use, in buffer cell bytes; `pfc_watchdog` counts storms and restorations per
 //! priority of the egress port.
 //! Workers own their counters; the main core sums them with `add`.
+//!
+//! The schema: every counter is one row of `PORT_COUNTERS`, `QUEUE_COUNTERS`,
+//! `GROUP_COUNTERS`, `CORE_COUNTERS` or `CONTROL_COUNTERS` (its JSON key, its Prometheus name
+//! and type, its DPDK telemetry name, its help line and where it lives). The stats JSON,
+//! the Prometheus exposition (`metrics`), DPDK telemetry (`telemetry`) and the merging of
+//! workers' counters (`add`) are all generated from these rows: a new counter is its field
+//! and one row.
 
 #![forbid(unsafe_code)]
 
@@ -123,6 +130,241 @@ impl CoreStats {
     }
 }
 
+/// How a counter merges across workers, and its Prometheus type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only grows: summed; Prometheus `counter` (its name ends in `_total`).
+    Counter,
+    /// A level now: summed over workers; Prometheus `gauge`.
+    Gauge,
+    /// A peak: the maximum over workers; Prometheus `gauge`.
+    Peak,
+}
+
+impl Kind {
+    pub fn prometheus(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge | Kind::Peak => "gauge",
+        }
+    }
+
+    /// Merges another worker's `theirs` into `mine`.
+    fn merge(self, mine: &mut [u64], theirs: &[u64]) {
+        for (a, b) in mine.iter_mut().zip(theirs) {
+            *a = match self {
+                Kind::Counter | Kind::Gauge => *a + b,
+                Kind::Peak => (*a).max(*b),
+            };
+        }
+    }
+}
+
+/// What one value of a row stands for: the row's values are one (`One`), or one per
+/// priority, drop reason or punt reason, in index order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Labels {
+    One,
+    Priority,
+    DropReason,
+    PuntReason,
+}
+
+impl Labels {
+    /// The label name and values of each element (`One`: none).
+    pub fn each(self) -> Option<(&'static str, Vec<String>)> {
+        match self {
+            Labels::One => None,
+            Labels::Priority => Some(("priority", (0..8).map(|p| p.to_string()).collect())),
+            Labels::DropReason => Some(("reason", DropReason::ALL.iter().map(|r| r.name().to_string()).collect())),
+            Labels::PuntReason => Some(("reason", PuntReason::ALL.iter().map(|r| r.name().to_string()).collect())),
+        }
+    }
+
+    /// The DPDK telemetry name of element `index` of a row named `stem`.
+    pub fn telemetry_name(self, stem: &str, index: usize) -> String {
+        match self {
+            Labels::One => stem.to_string(),
+            Labels::Priority => format!("{stem}_p{index}"),
+            Labels::DropReason => format!("{stem}_{}", DropReason::ALL[index].name()),
+            Labels::PuntReason => format!("{stem}_{}", PuntReason::ALL[index].name()),
+        }
+    }
+}
+
+/// The DPDK telemetry command a row answers in (`telemetry::COMMANDS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Ports,
+    Queues,
+    Pfc,
+    Control,
+}
+
+/// One row of the schema, over the counters of `S` (a port's, a queue's, ...).
+pub struct Counter<S> {
+    /// Key in the stats JSON object of `S` (a dot nests: `pfc_watchdog.storms`).
+    pub json: &'static str,
+    /// Prometheus family name.
+    pub metric: &'static str,
+    pub kind: Kind,
+    pub labels: Labels,
+    /// DPDK telemetry command and name stem.
+    pub telemetry: (Section, &'static str),
+    pub help: &'static str,
+    pub get: fn(&S) -> &[u64],
+    pub get_mut: fn(&mut S) -> &mut [u64],
+}
+
+/// A row: `row!(Type, field, "json", "metric", Kind, Labels, Section, "telemetry", "help")`.
+macro_rules! row {
+    ($type:ty, $field:ident, $json:literal, $metric:literal, $kind:ident, $labels:ident, $section:ident, $telemetry:literal, $help:literal) => {
+        Counter::<$type> {
+            json: $json,
+            metric: $metric,
+            kind: Kind::$kind,
+            labels: Labels::$labels,
+            telemetry: (Section::$section, $telemetry),
+            help: $help,
+            get: |s| std::slice::from_ref(&s.$field).values(),
+            get_mut: |s| std::slice::from_mut(&mut s.$field).values_mut(),
+        }
+    };
+}
+
+/// A field as a slice of its values: a `u64` is one, an array its elements.
+trait Values {
+    fn values(&self) -> &[u64];
+    fn values_mut(&mut self) -> &mut [u64];
+}
+
+impl Values for [u64] {
+    fn values(&self) -> &[u64] {
+        self
+    }
+    fn values_mut(&mut self) -> &mut [u64] {
+        self
+    }
+}
+
+impl<const N: usize> Values for [[u64; N]] {
+    fn values(&self) -> &[u64] {
+        self.as_flattened()
+    }
+    fn values_mut(&mut self) -> &mut [u64] {
+        self.as_flattened_mut()
+    }
+}
+
+#[rustfmt::skip]
+pub static PORT_COUNTERS: [Counter<PortStats>; 12] = [
+    row!(PortStats, rx_packets, "rx_packets", "raceway_port_rx_packets_total", Counter, One, Ports, "rx_packets", "Data frames received."),
+    row!(PortStats, rx_bytes, "rx_bytes", "raceway_port_rx_bytes_total", Counter, One, Ports, "rx_bytes", "Bytes of data frames received."),
+    row!(PortStats, tx_packets, "tx_packets", "raceway_port_tx_packets_total", Counter, One, Ports, "tx_packets", "Data frames sent."),
+    row!(PortStats, tx_bytes, "tx_bytes", "raceway_port_tx_bytes_total", Counter, One, Ports, "tx_bytes", "Bytes of data frames sent."),
+    row!(PortStats, drops, "drops", "raceway_port_drops_total", Counter, DropReason, Ports, "drops", "Frames dropped, charged to the port they came in on, by reason."),
+    row!(PortStats, punted, "punted", "raceway_port_punted_total", Counter, PuntReason, Ports, "punted", "Frames handed to the control plane, by the port they came in on and reason."),
+    row!(PortStats, injected, "injected", "raceway_port_injected_total", Counter, One, Control, "injected", "Frames the control plane sent out of the port."),
+    row!(PortStats, pfc_xoff_tx, "pfc_xoff_tx", "raceway_pfc_xoff_sent_total", Counter, Priority, Pfc, "xoff_sent", "PFC XOFF frames sent, per priority."),
+    row!(PortStats, pfc_xon_tx, "pfc_xon_tx", "raceway_pfc_xon_sent_total", Counter, Priority, Pfc, "xon_sent", "PFC XON frames sent, per priority."),
+    row!(PortStats, pfc_rx, "pfc_rx", "raceway_pfc_received_total", Counter, Priority, Pfc, "received", "PFC frames received, once per enabled priority."),
+    row!(PortStats, watchdog_storms, "pfc_watchdog.storms", "raceway_pfc_watchdog_storms_total", Counter, Priority, Pfc, "watchdog_storms", "PFC storms the watchdog detected on the egress port, per priority."),
+    row!(PortStats, watchdog_restorations, "pfc_watchdog.restorations", "raceway_pfc_watchdog_restorations_total", Counter, Priority, Pfc, "watchdog_restorations", "PFC watchdog restorations, per priority."),
+];
+#[rustfmt::skip]
+pub static QUEUE_COUNTERS: [Counter<QueueStats>; 6] = [
+    row!(QueueStats, tx_packets, "tx_packets", "raceway_queue_tx_packets_total", Counter, One, Queues, "tx_packets", "Frames sent from the queue."),
+    row!(QueueStats, tx_bytes, "tx_bytes", "raceway_queue_tx_bytes_total", Counter, One, Queues, "tx_bytes", "Bytes sent from the queue."),
+    row!(QueueStats, ecn_marked, "ecn_marked", "raceway_queue_ecn_marked_total", Counter, One, Queues, "ecn_marked", "Frames that left the queue with CE set by the switch."),
+    row!(QueueStats, dropped, "dropped", "raceway_queue_dropped_total", Counter, One, Queues, "dropped", "Frames the queue refused or lost."),
+    row!(QueueStats, max_depth_bytes, "max_depth_bytes", "raceway_queue_max_depth_bytes", Peak, One, Queues, "max_depth_bytes", "Peak frame bytes queued."),
+    row!(QueueStats, depth_bytes, "depth_bytes", "raceway_queue_depth_bytes", Gauge, One, Queues, "depth_bytes", "Frame bytes queued when the counters were published."),
+];
+
+/// Rows of each lossless (ingress port, priority) group (telemetry: `<stem>_p<priority>`).
+#[rustfmt::skip]
+pub static GROUP_COUNTERS: [Counter<GroupStats>; 2] = [
+    row!(GroupStats, max_bytes, "max_bytes", "raceway_priority_group_max_bytes", Peak, One, Pfc, "group_max_bytes", "Peak occupancy of the (ingress port, lossless priority) group, in buffer cell bytes."),
+    row!(GroupStats, max_headroom_bytes, "max_headroom_bytes", "raceway_priority_group_max_headroom_bytes", Peak, One, Pfc, "group_max_headroom_bytes", "Peak headroom use of the (ingress port, lossless priority) group, in buffer cell bytes."),
+];
+
+/// Rows of each forwarding core (not in telemetry: the section is unused).
+#[rustfmt::skip]
+pub static CORE_COUNTERS: [Counter<CoreStats>; 3] = [
+    row!(CoreStats, packets, "packets", "raceway_core_packets_total", Counter, One, Ports, "-", "Frames the forwarding core received."),
+    row!(CoreStats, busy_cycles, "busy_cycles", "raceway_core_busy_cycles_total", Counter, One, Ports, "-", "TSC cycles of loops that moved frames."),
+    row!(CoreStats, idle_cycles, "idle_cycles", "raceway_core_idle_cycles_total", Counter, One, Ports, "-", "TSC cycles of empty polls."),
+];
+
+/// The control plane's values: per port (JSON: an object by port name) or one.
+pub struct ControlCounter {
+    pub json: &'static str,
+    pub metric: &'static str,
+    pub kind: Kind,
+    /// DPDK telemetry name (per port in the port's section, else in `fib`).
+    pub telemetry: &'static str,
+    pub help: &'static str,
+    pub value: ControlValue,
+}
+
+pub enum ControlValue {
+    PerPort(fn(&ControlStats) -> &[u64]),
+    One(fn(&ControlStats) -> u64),
+    /// Nanoseconds: Prometheus gets seconds.
+    Nanoseconds(fn(&ControlStats) -> u64),
+}
+
+#[rustfmt::skip]
+pub static CONTROL_COUNTERS: [ControlCounter; 6] = [
+    ControlCounter { json: "punt_tap_errors", metric: "raceway_control_punt_tap_errors_total", kind: Kind::Counter, telemetry: "punt_tap_errors", help: "Punted frames the port's host interface refused.", value: ControlValue::PerPort(|c| &c.punt_tap_errors) },
+    ControlCounter { json: "inject_dropped", metric: "raceway_control_inject_dropped_total", kind: Kind::Counter, telemetry: "inject_dropped", help: "Frames from the kernel that could not be injected.", value: ControlValue::PerPort(|c| &c.inject_dropped) },
+    ControlCounter { json: "fib_generation", metric: "raceway_fib_generation", kind: Kind::Gauge, telemetry: "generation", help: "The FIB snapshot the workers read.", value: ControlValue::One(|c| c.fib_generation) },
+    ControlCounter { json: "fib_routes", metric: "raceway_fib_routes", kind: Kind::Gauge, telemetry: "routes", help: "Routes in the FIB (config and kernel).", value: ControlValue::One(|c| c.fib_routes) },
+    ControlCounter { json: "fib_neighbors", metric: "raceway_fib_neighbors", kind: Kind::Gauge, telemetry: "neighbors", help: "Neighbours in the FIB.", value: ControlValue::One(|c| c.fib_neighbors) },
+    ControlCounter { json: "last_update_ns", metric: "raceway_fib_last_update_seconds", kind: Kind::Gauge, telemetry: "last_update_ns", help: "Time from reading the kernel's messages to publishing the last snapshot.", value: ControlValue::Nanoseconds(|c| c.last_update_ns) },
+];
+
+/// Puts `value` at `path` (dots nest objects) in `object`.
+fn insert_at(object: &mut Map<String, Value>, path: &str, value: Value) {
+    match path.split_once('.') {
+        None => {
+            object.insert(path.to_string(), value);
+        }
+        Some((head, rest)) => {
+            let inner = object.entry(head).or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(inner) = inner {
+                insert_at(inner, rest, value);
+            }
+        }
+    }
+}
+
+/// The JSON object of one `S` from its rows: a value, an array per priority, or an object
+/// by reason name.
+fn rows_json<S>(rows: &[Counter<S>], stats: &S) -> Map<String, Value> {
+    let mut object = Map::new();
+    for row in rows {
+        let values = (row.get)(stats);
+        let value = match row.labels {
+            Labels::One => json!(values[0]),
+            Labels::Priority => json!(values),
+            Labels::DropReason | Labels::PuntReason => {
+                let (_, names) = row.labels.each().expect("labelled");
+                Value::Object(names.into_iter().zip(values).map(|(name, value)| (name, json!(value))).collect())
+            }
+        };
+        insert_at(&mut object, row.json, value);
+    }
+    object
+}
+
+/// Merges `theirs` into `mine`, row by row.
+fn merge_rows<S>(rows: &[Counter<S>], mine: &mut S, theirs: &S) {
+    for row in rows {
+        row.kind.merge((row.get_mut)(mine), (row.get)(theirs));
+    }
+}
+
 impl SwitchStats {
     pub fn new(config: &Config) -> Self {
         Self {
@@ -134,37 +376,16 @@ impl SwitchStats {
         }
     }
 
-    /// Adds another worker's counters; depths take the maximum.
+    /// Adds another worker's counters (each row by its kind: counters and gauges sum, peaks
+    /// take the maximum).
     pub fn add(&mut self, other: &SwitchStats) {
         for (mine, theirs) in self.ports.iter_mut().zip(&other.ports) {
-            mine.rx_packets += theirs.rx_packets;
-            mine.rx_bytes += theirs.rx_bytes;
-            mine.tx_packets += theirs.tx_packets;
-            mine.tx_bytes += theirs.tx_bytes;
-            for p in 0..8 {
-                mine.pfc_xoff_tx[p] += theirs.pfc_xoff_tx[p];
-                mine.pfc_xon_tx[p] += theirs.pfc_xon_tx[p];
-                mine.pfc_rx[p] += theirs.pfc_rx[p];
-                mine.watchdog_storms[p] += theirs.watchdog_storms[p];
-                mine.watchdog_restorations[p] += theirs.watchdog_restorations[p];
-                let (a, b) = (&mut mine.priority_groups[p], &theirs.priority_groups[p]);
-                a.max_bytes = a.max_bytes.max(b.max_bytes);
-                a.max_headroom_bytes = a.max_headroom_bytes.max(b.max_headroom_bytes);
-            }
-            for (a, b) in mine.drops.iter_mut().zip(&theirs.drops) {
-                *a += b;
-            }
-            for (a, b) in mine.punted.iter_mut().zip(&theirs.punted) {
-                *a += b;
-            }
-            mine.injected += theirs.injected;
+            merge_rows(&PORT_COUNTERS, mine, theirs);
             for (a, b) in mine.queues.iter_mut().zip(&theirs.queues) {
-                a.tx_packets += b.tx_packets;
-                a.tx_bytes += b.tx_bytes;
-                a.ecn_marked += b.ecn_marked;
-                a.dropped += b.dropped;
-                a.max_depth_bytes = a.max_depth_bytes.max(b.max_depth_bytes);
-                a.depth_bytes += b.depth_bytes;
+                merge_rows(&QUEUE_COUNTERS, a, b);
+            }
+            for (a, b) in mine.priority_groups.iter_mut().zip(&theirs.priority_groups) {
+                merge_rows(&GROUP_COUNTERS, a, b);
             }
         }
         self.latency.add(&other.latency);
@@ -196,58 +417,31 @@ impl SwitchStats {
     pub fn to_json(&self, config: &Config) -> Value {
         let mut ports = Map::new();
         for (port, stats) in config.ports.iter().zip(&self.ports) {
-            let mut drops = Map::new();
-            for reason in DropReason::ALL {
-                drops.insert(reason.name().into(), json!(stats.drops[reason.index()]));
-            }
-            let mut punted = Map::new();
-            for reason in PuntReason::ALL {
-                punted.insert(reason.name().into(), json!(stats.punted[reason.index()]));
-            }
+            let mut object = rows_json(&PORT_COUNTERS, stats);
             let queues: Vec<Value> = stats
                 .queues
                 .iter()
                 .enumerate()
                 .map(|(tc, queue)| {
-                    json!({
-                        "tc": tc,
-                        "tx_packets": queue.tx_packets,
-                        "tx_bytes": queue.tx_bytes,
-                        "ecn_marked": queue.ecn_marked,
-                        "dropped": queue.dropped,
-                        "max_depth_bytes": queue.max_depth_bytes,
-                        "depth_bytes": queue.depth_bytes,
-                    })
+                    let mut queue = rows_json(&QUEUE_COUNTERS, queue);
+                    queue.insert("tc".into(), json!(tc));
+                    Value::Object(queue)
                 })
                 .collect();
-            ports.insert(
-                port.name.clone(),
-                json!({
-                    "rx_packets": stats.rx_packets,
-                    "rx_bytes": stats.rx_bytes,
-                    "tx_packets": stats.tx_packets,
-                    "tx_bytes": stats.tx_bytes,
-                    "pfc_xoff_tx": stats.pfc_xoff_tx,
-                    "pfc_xon_tx": stats.pfc_xon_tx,
-                    "pfc_rx": stats.pfc_rx,
-                    "drops": drops,
-                    "punted": punted,
-                    "injected": stats.injected,
-                    "queues": queues,
-                    "pfc_watchdog": {
-                        "storms": stats.watchdog_storms,
-                        "restorations": stats.watchdog_restorations,
-                    },
-                    "priority_groups": stats.priority_groups.iter().enumerate()
-                        .filter(|(priority, _)| config.qos.lossless_mask & (1 << priority) != 0)
-                        .map(|(priority, group)| json!({
-                            "priority": priority,
-                            "max_bytes": group.max_bytes,
-                            "max_headroom_bytes": group.max_headroom_bytes,
-                        }))
-                        .collect::<Vec<Value>>(),
-                }),
-            );
+            object.insert("queues".into(), Value::Array(queues));
+            let groups: Vec<Value> = stats
+                .priority_groups
+                .iter()
+                .enumerate()
+                .filter(|(priority, _)| config.qos.lossless_mask & (1 << priority) != 0)
+                .map(|(priority, group)| {
+                    let mut group = rows_json(&GROUP_COUNTERS, group);
+                    group.insert("priority".into(), json!(priority));
+                    Value::Object(group)
+                })
+                .collect();
+            object.insert("priority_groups".into(), Value::Array(groups));
+            ports.insert(port.name.clone(), Value::Object(object));
         }
         let mut groups = Map::new();
         for (group, counts) in config.groups.iter().zip(&self.groups) {
@@ -262,14 +456,11 @@ impl SwitchStats {
             .cores
             .iter()
             .map(|core| {
-                json!({
-                    "lcore": core.lcore,
-                    "packets": core.packets,
-                    "busy_cycles": core.busy_cycles,
-                    "idle_cycles": core.idle_cycles,
-                    "cycles_per_packet": (core.cycles_per_packet() * 10.0).round() / 10.0,
-                    "busy_percent": (core.busy_percent() * 10.0).round() / 10.0,
-                })
+                let mut object = rows_json(&CORE_COUNTERS, core);
+                object.insert("lcore".into(), json!(core.lcore));
+                object.insert("cycles_per_packet".into(), json!((core.cycles_per_packet() * 10.0).round() / 10.0));
+                object.insert("busy_percent".into(), json!((core.busy_percent() * 10.0).round() / 10.0));
+                Value::Object(object)
             })
             .collect();
         let mut document = json!({
@@ -285,22 +476,26 @@ impl SwitchStats {
             "cores": cores,
         });
         if let Some(control) = &self.control {
-            let per_port = |values: &[u64]| -> Map<String, Value> {
-                config.ports.iter().zip(values).map(|(port, value)| (port.name.clone(), json!(value))).collect()
-            };
-            document["control"] = json!({
-                "punt_tap_errors": per_port(&control.punt_tap_errors),
-                "inject_dropped": per_port(&control.inject_dropped),
-                "fib_generation": control.fib_generation,
-                "fib_routes": control.fib_routes,
-                "fib_neighbors": control.fib_neighbors,
-                "last_update_ns": control.last_update_ns,
-            });
+            let mut object = Map::new();
+            for row in &CONTROL_COUNTERS {
+                let value = match row.value {
+                    ControlValue::PerPort(get) => Value::Object(
+                        config
+                            .ports
+                            .iter()
+                            .zip(get(control))
+                            .map(|(port, value)| (port.name.clone(), json!(value)))
+                            .collect(),
+                    ),
+                    ControlValue::One(get) | ControlValue::Nanoseconds(get) => json!(get(control)),
+                };
+                object.insert(row.json.into(), value);
+            }
+            document["control"] = Value::Object(object);
         }
         document
     }
 
-    /// One line of totals for periodic logs.
     /// The live counter table, like testpmd's `--stats-period`: per port, packet and bit rates
     /// and the drops, PFC frames and ECN marks since `previous`, `seconds` ago; then per core
     /// cycles per packet and busy share, and the latency percentiles so far. Bit rates count
@@ -349,6 +544,7 @@ impl SwitchStats {
         table
     }
 
+    /// One line of totals for periodic logs.
     pub fn summary_line(&self, config: &Config) -> String {
         let mut line = format!("rx {} tx {} drop {}", self.rx_packets(), self.tx_packets(), self.dropped());
         for core in &self.cores {
@@ -382,6 +578,44 @@ impl SwitchStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/STATS.md is the contract: it names every row's JSON field, metric and telemetry
+    /// name, so a new counter cannot go undocumented.
+    #[test]
+    fn the_contract_page_names_every_counter() {
+        let page = include_str!("../../../docs/STATS.md");
+        let mut names: Vec<String> = Vec::new();
+        let mut add = |json: &str, metric: &str, stem: &str, labels: Labels| {
+            names.push(format!("`{metric}`"));
+            let leaf = json.rsplit('.').next().unwrap();
+            names.push(format!("{leaf}`"));
+            if stem != "-" {
+                names.push(match labels {
+                    Labels::One => format!("{stem}`"),
+                    Labels::Priority => format!("`{stem}_p<N>`"),
+                    Labels::DropReason | Labels::PuntReason => format!("`{stem}_<reason>`"),
+                });
+            }
+        };
+        for row in &PORT_COUNTERS {
+            add(row.json, row.metric, row.telemetry.1, row.labels);
+        }
+        for row in &QUEUE_COUNTERS {
+            add(row.json, row.metric, &format!("tc<N>_{}", row.telemetry.1), row.labels);
+        }
+        for row in &GROUP_COUNTERS {
+            add(row.json, row.metric, row.telemetry.1, Labels::Priority);
+        }
+        for row in &CORE_COUNTERS {
+            add(row.json, row.metric, "-", row.labels);
+        }
+        for row in &CONTROL_COUNTERS {
+            add(row.json, row.metric, row.telemetry, Labels::One);
+        }
+        for name in names {
+            assert!(page.contains(&name), "docs/STATS.md does not name {name}");
+        }
+    }
 
     #[test]
     fn rate_table_gives_rates_and_counts_since_the_previous_snapshot() {

@@ -10,9 +10,9 @@
 #![forbid(unsafe_code)]
 
 use crate::config::{Config, TRAFFIC_CLASSES};
-use crate::drops::DropReason;
-use crate::observe::stats::SwitchStats;
-use crate::pipeline::punt::PuntReason;
+use crate::observe::stats::{
+    ControlValue, Counter, Section, SwitchStats, CONTROL_COUNTERS, GROUP_COUNTERS, PORT_COUNTERS, QUEUE_COUNTERS,
+};
 use std::ffi::CStr;
 
 /// The commands and their help lines.
@@ -30,36 +30,39 @@ pub const COMMANDS: [(&CStr, &CStr); 5] = [
 /// A reply: (section, [(name, value)]).
 pub type Reply = Vec<(String, Vec<(String, u64)>)>;
 
-/// The reply to `command`, or `None` when it is not one of `COMMANDS`.
+/// The values of `rows` for one owner in `section`: `<stem>` per value, with the label
+/// appended (`_p3`, `_buffer_full`) or the queue prefixed (`tc3_`).
+fn section_values<S>(
+    rows: &[Counter<S>],
+    section: Section,
+    stats: &S,
+    prefix: &str,
+    suffix: &str,
+) -> Vec<(String, u64)> {
+    rows.iter()
+        .filter(|row| row.telemetry.0 == section)
+        .flat_map(|row| {
+            (row.get)(stats).iter().enumerate().map(move |(index, &value)| {
+                (format!("{prefix}{}{suffix}", row.labels.telemetry_name(row.telemetry.1, index)), value)
+            })
+        })
+        .collect()
+}
+
+/// The reply to `command`, or `None` when it is not one of `COMMANDS`; every value comes from
+/// the schema in `stats`.
 pub fn reply(command: &str, stats: &SwitchStats, config: &Config) -> Option<Reply> {
     let ports = config.ports.iter().zip(&stats.ports);
+    let lossless = |p: &usize| config.qos.lossless_mask & (1 << p) != 0;
     let reply = match command {
         "/raceway/ports" => ports
-            .map(|(port, s)| {
-                let mut values = vec![
-                    ("rx_packets".to_string(), s.rx_packets),
-                    ("rx_bytes".to_string(), s.rx_bytes),
-                    ("tx_packets".to_string(), s.tx_packets),
-                    ("tx_bytes".to_string(), s.tx_bytes),
-                ];
-                values.extend(DropReason::ALL.iter().map(|r| (format!("drops_{}", r.name()), s.drops[r.index()])));
-                values.extend(PuntReason::ALL.iter().map(|r| (format!("punted_{}", r.name()), s.punted[r.index()])));
-                (port.name.clone(), values)
-            })
+            .map(|(port, s)| (port.name.clone(), section_values(&PORT_COUNTERS, Section::Ports, s, "", "")))
             .collect(),
         "/raceway/queues" => ports
             .map(|(port, s)| {
                 let values = (0..TRAFFIC_CLASSES)
                     .flat_map(|tc| {
-                        let q = &s.queues[tc];
-                        [
-                            (format!("tc{tc}_depth_bytes"), q.depth_bytes),
-                            (format!("tc{tc}_max_depth_bytes"), q.max_depth_bytes),
-                            (format!("tc{tc}_tx_packets"), q.tx_packets),
-                            (format!("tc{tc}_tx_bytes"), q.tx_bytes),
-                            (format!("tc{tc}_dropped"), q.dropped),
-                            (format!("tc{tc}_ecn_marked"), q.ecn_marked),
-                        ]
+                        section_values(&QUEUE_COUNTERS, Section::Queues, &s.queues[tc], &format!("tc{tc}_"), "")
                     })
                     .collect();
                 (port.name.clone(), values)
@@ -67,20 +70,15 @@ pub fn reply(command: &str, stats: &SwitchStats, config: &Config) -> Option<Repl
             .collect(),
         "/raceway/pfc" => ports
             .map(|(port, s)| {
-                let mut values: Vec<(String, u64)> = (0..8)
-                    .flat_map(|p| {
-                        [
-                            (format!("xoff_sent_p{p}"), s.pfc_xoff_tx[p]),
-                            (format!("xon_sent_p{p}"), s.pfc_xon_tx[p]),
-                            (format!("received_p{p}"), s.pfc_rx[p]),
-                            (format!("watchdog_storms_p{p}"), s.watchdog_storms[p]),
-                            (format!("watchdog_restorations_p{p}"), s.watchdog_restorations[p]),
-                        ]
-                    })
-                    .collect();
-                for p in (0..8).filter(|p| config.qos.lossless_mask & (1 << p) != 0) {
-                    values.push((format!("group_max_bytes_p{p}"), s.priority_groups[p].max_bytes));
-                    values.push((format!("group_max_headroom_bytes_p{p}"), s.priority_groups[p].max_headroom_bytes));
+                let mut values = section_values(&PORT_COUNTERS, Section::Pfc, s, "", "");
+                for p in (0..8).filter(lossless) {
+                    values.extend(section_values(
+                        &GROUP_COUNTERS,
+                        Section::Pfc,
+                        &s.priority_groups[p],
+                        "",
+                        &format!("_p{p}"),
+                    ));
                 }
                 (port.name.clone(), values)
             })
@@ -100,32 +98,30 @@ pub fn reply(command: &str, stats: &SwitchStats, config: &Config) -> Option<Repl
             })
             .collect(),
         "/raceway/control" => {
-            let mut reply: Reply = config
-                .ports
-                .iter()
-                .zip(&stats.ports)
+            let mut reply: Reply = ports
                 .enumerate()
                 .map(|(index, (port, s))| {
-                    let control = stats.control.as_ref();
-                    let at = |values: Option<&Vec<u64>>| values.and_then(|v| v.get(index).copied()).unwrap_or(0);
-                    let values = vec![
-                        ("injected".to_string(), s.injected),
-                        ("punt_tap_errors".to_string(), at(control.map(|c| &c.punt_tap_errors))),
-                        ("inject_dropped".to_string(), at(control.map(|c| &c.inject_dropped))),
-                    ];
+                    let mut values = section_values(&PORT_COUNTERS, Section::Control, s, "", "");
+                    for row in &CONTROL_COUNTERS {
+                        if let ControlValue::PerPort(get) = row.value {
+                            let value = stats.control.as_ref().and_then(|c| get(c).get(index).copied()).unwrap_or(0);
+                            values.push((row.telemetry.to_string(), value));
+                        }
+                    }
                     (port.name.clone(), values)
                 })
                 .collect();
             if let Some(control) = &stats.control {
-                reply.push((
-                    "fib".to_string(),
-                    vec![
-                        ("generation".to_string(), control.fib_generation),
-                        ("routes".to_string(), control.fib_routes),
-                        ("neighbors".to_string(), control.fib_neighbors),
-                        ("last_update_ns".to_string(), control.last_update_ns),
-                    ],
-                ));
+                let fib = CONTROL_COUNTERS
+                    .iter()
+                    .filter_map(|row| match row.value {
+                        ControlValue::PerPort(_) => None,
+                        ControlValue::One(get) | ControlValue::Nanoseconds(get) => {
+                            Some((row.telemetry.to_string(), get(control)))
+                        }
+                    })
+                    .collect();
+                reply.push(("fib".to_string(), fib));
             }
             reply
         }
