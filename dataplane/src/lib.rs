@@ -23,6 +23,7 @@ pub mod control;
 pub mod dpdk;
 pub mod drops;
 pub mod engine;
+pub mod error;
 pub mod observe;
 pub mod packet;
 pub mod pipeline;

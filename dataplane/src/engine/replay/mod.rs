@@ -30,6 +30,7 @@ pub mod pcap;
 
 use crate::config::Config;
 use crate::engine::port_tx;
+use crate::error::InputError;
 use crate::observe::report::Recorder;
 use crate::observe::stats::SwitchStats;
 use crate::packet::HeapPacket;
@@ -38,7 +39,7 @@ use crate::tm::pfc::Pauses;
 use crate::tm::plan;
 use crate::wire::parse::{parse, Payload};
 use crate::wire::pfc::Repr;
-use pcap::{read_trace, CaptureWriter, TraceError, TraceFrame};
+use pcap::{read_trace, CaptureWriter, TraceFrame};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -126,13 +127,13 @@ pub fn run(
     inputs: &[(usize, PathBuf)],
     out_dir: &Path,
     options: &ReplayOptions,
-) -> Result<SwitchStats, TraceError> {
+) -> Result<SwitchStats, InputError> {
     let mut traces: Vec<Vec<TraceFrame>> = (0..config.ports.len()).map(|_| Vec::new()).collect();
     for (port, path) in inputs {
         traces[*port] = read_trace(path)?;
     }
-    std::fs::create_dir_all(out_dir).map_err(|err| TraceError {
-        file: out_dir.to_path_buf(),
+    std::fs::create_dir_all(out_dir).map_err(|err| InputError {
+        file: out_dir.display().to_string(),
         field: "-".into(),
         problem: format!("cannot create the output directory: {err}"),
     })?;
@@ -209,8 +210,8 @@ pub fn run(
     let stats = engine.switch.stats.clone();
     if let (Some(mut recorder), Some(dir)) = (engine.recorder.take(), &options.report) {
         recorder.finish(last_event_ps, &engine.switch);
-        crate::observe::report::write(dir, config, &stats, recorder).map_err(|problem| TraceError {
-            file: dir.clone(),
+        crate::observe::report::write(dir, config, &stats, recorder).map_err(|problem| InputError {
+            file: dir.display().to_string(),
             field: "--report".into(),
             problem,
         })?;
@@ -220,8 +221,8 @@ pub fn run(
     }
     let stats_path = out_dir.join("stats.json");
     let json = serde_json::to_string_pretty(&stats.to_json(config)).expect("stats serialise");
-    std::fs::write(&stats_path, json + "\n").map_err(|err| TraceError {
-        file: stats_path,
+    std::fs::write(&stats_path, json + "\n").map_err(|err| InputError {
+        file: stats_path.display().to_string(),
         field: "-".into(),
         problem: format!("cannot write: {err}"),
     })?;
@@ -288,7 +289,7 @@ impl Engine<'_> {
         }
     }
 
-    fn frame_arrived(&mut self, port: usize, now: u64) -> Result<(), TraceError> {
+    fn frame_arrived(&mut self, port: usize, now: u64) -> Result<(), InputError> {
         let bytes = self.ports[port].peer.sending.take().expect("an arrival event has a frame");
         if let Some(recorder) = &mut self.recorder {
             if let Ok(Payload::FlowControl(repr)) = parse(&bytes).map(|parsed| parsed.payload) {
@@ -311,7 +312,7 @@ impl Engine<'_> {
         Ok(())
     }
 
-    fn start_transmit(&mut self, port: usize, now: u64) -> Result<(), TraceError> {
+    fn start_transmit(&mut self, port: usize, now: u64) -> Result<(), InputError> {
         if self.ports[port].transmitting {
             return Ok(());
         }

@@ -1,11 +1,12 @@
 //! Reading input traces and writing output captures for replay.
 //!
 //! Invariant: a trace is either read whole, with timestamps in picoseconds, or rejected with
-//! one `TraceError` naming the file, the record and the problem; output captures are Ethernet
+//! one `InputError` naming the file, the record and the problem; output captures are Ethernet
 //! pcaps with nanosecond timestamps.
 
 #![forbid(unsafe_code)]
 
+use crate::error::InputError;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::{DataLink, TsResolution};
 use std::fmt;
@@ -13,22 +14,6 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// One line: file, where, what.
-#[derive(Debug)]
-pub struct TraceError {
-    pub file: PathBuf,
-    pub field: String,
-    pub problem: String,
-}
-
-impl fmt::Display for TraceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}: {}", self.file.display(), self.field, self.problem)
-    }
-}
-
-impl std::error::Error for TraceError {}
 
 /// A frame offered at `time_ps`.
 pub struct TraceFrame {
@@ -41,8 +26,8 @@ fn first_line(err: impl fmt::Display) -> String {
 }
 
 /// Reads a whole Ethernet pcap (micro- or nanosecond timestamps).
-pub fn read_trace(path: &Path) -> Result<Vec<TraceFrame>, TraceError> {
-    let error = |field: String, problem: String| TraceError { file: path.to_path_buf(), field, problem };
+pub fn read_trace(path: &Path) -> Result<Vec<TraceFrame>, InputError> {
+    let error = |field: String, problem: String| InputError { file: path.display().to_string(), field, problem };
     let file = File::open(path).map_err(|err| error("-".into(), format!("cannot open: {err}")))?;
     let mut reader = PcapReader::new(BufReader::new(file))
         .map_err(|err| error("header".into(), format!("not a pcap file: {}", first_line(err))))?;
@@ -70,8 +55,8 @@ pub struct CaptureWriter {
 }
 
 impl CaptureWriter {
-    pub fn create(path: &Path) -> Result<Self, TraceError> {
-        let error = |problem: String| TraceError { file: path.to_path_buf(), field: "-".into(), problem };
+    pub fn create(path: &Path) -> Result<Self, InputError> {
+        let error = |problem: String| InputError { file: path.display().to_string(), field: "-".into(), problem };
         let file = File::create(path).map_err(|err| error(format!("cannot create: {err}")))?;
         let header = PcapHeader {
             datalink: DataLink::ETHERNET,
@@ -83,20 +68,20 @@ impl CaptureWriter {
         Ok(Self { path: path.to_path_buf(), writer })
     }
 
-    pub fn write(&mut self, time_ps: u64, bytes: &[u8]) -> Result<(), TraceError> {
+    pub fn write(&mut self, time_ps: u64, bytes: &[u8]) -> Result<(), InputError> {
         let packet = PcapPacket::new(Duration::from_nanos(time_ps / 1000), bytes.len() as u32, bytes);
-        self.writer.write_packet(&packet).map(|_| ()).map_err(|err| TraceError {
-            file: self.path.clone(),
+        self.writer.write_packet(&packet).map(|_| ()).map_err(|err| InputError {
+            file: self.path.display().to_string(),
             field: "-".into(),
             problem: first_line(err),
         })
     }
 
-    pub fn finish(self) -> Result<(), TraceError> {
+    pub fn finish(self) -> Result<(), InputError> {
         let path = self.path;
         let mut inner = self.writer.into_writer();
-        std::io::Write::flush(&mut inner).map_err(|err| TraceError {
-            file: path,
+        std::io::Write::flush(&mut inner).map_err(|err| InputError {
+            file: path.display().to_string(),
             field: "-".into(),
             problem: err.to_string(),
         })

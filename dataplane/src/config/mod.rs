@@ -3,32 +3,19 @@
 //!
 //! Invariant: a `Config` that exists is consistent: names are unique, every route and group
 //! names a port or group that exists, TCs are 0-7, DSCPs 0-63, speeds positive, thresholds
-//! ordered. Every rejection is one `ConfigError` naming the file, the field and the problem.
+//! ordered. Every rejection is one `InputError` naming the file, the field and the problem.
 
 #![forbid(unsafe_code)]
 
+pub mod check;
+
+use crate::error::InputError;
 use crate::wire::ethernet::MacAddress;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::path::Path;
-
-/// One line: `file: field: problem`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    pub file: String,
-    pub field: String,
-    pub problem: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}: {}", self.file, self.field, self.problem)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 pub const TRAFFIC_CLASSES: usize = 8;
 const DEFAULT_BUFFER_BYTES: u64 = 16 * 1024 * 1024;
@@ -498,9 +485,9 @@ impl Config {
     }
 
     /// Reads and validates a config file.
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+    pub fn load(path: &Path) -> Result<Self, InputError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|err| ConfigError {
+        let text = std::fs::read_to_string(path).map_err(|err| InputError {
             file: file.clone(),
             field: "-".into(),
             problem: format!("cannot read: {err}"),
@@ -509,7 +496,7 @@ impl Config {
     }
 
     /// Parses and validates config text; `file` names it in errors.
-    pub fn parse(text: &str, file: &str) -> Result<Self, ConfigError> {
+    pub fn parse(text: &str, file: &str) -> Result<Self, InputError> {
         let raw: RawConfig = toml::from_str(text).map_err(|err| toml_error(text, file, &err))?;
         Validator { file }.validate(raw)
     }
@@ -517,7 +504,7 @@ impl Config {
 
 /// Turns a TOML/serde error into one line: the line number and key where it points, and the
 /// first line of the message.
-fn toml_error(text: &str, file: &str, err: &toml::de::Error) -> ConfigError {
+fn toml_error(text: &str, file: &str, err: &toml::de::Error) -> InputError {
     let message = err.message().lines().next().unwrap_or("invalid TOML").to_string();
     let field = match err.span() {
         Some(span) => {
@@ -530,7 +517,7 @@ fn toml_error(text: &str, file: &str, err: &toml::de::Error) -> ConfigError {
         }
         None => "-".to_string(),
     };
-    ConfigError { file: file.to_string(), field, problem: message }
+    InputError { file: file.to_string(), field, problem: message }
 }
 
 struct Validator<'a> {
@@ -538,18 +525,18 @@ struct Validator<'a> {
 }
 
 impl Validator<'_> {
-    fn error(&self, field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
-        ConfigError { file: self.file.to_string(), field: field.into(), problem: problem.into() }
+    fn error(&self, field: impl Into<String>, problem: impl Into<String>) -> InputError {
+        InputError { file: self.file.to_string(), field: field.into(), problem: problem.into() }
     }
 
-    fn traffic_class(&self, field: &str, value: i64) -> Result<u8, ConfigError> {
+    fn traffic_class(&self, field: &str, value: i64) -> Result<u8, InputError> {
         u8::try_from(value)
             .ok()
             .filter(|tc| usize::from(*tc) < TRAFFIC_CLASSES)
             .ok_or_else(|| self.error(field, format!("traffic class {value} is not 0-7")))
     }
 
-    fn validate(&self, raw: RawConfig) -> Result<Config, ConfigError> {
+    fn validate(&self, raw: RawConfig) -> Result<Config, InputError> {
         let mac = MacAddress::parse(&raw.switch.mac)
             .ok_or_else(|| self.error("switch.mac", format!("'{}' is not a MAC address", raw.switch.mac)))?;
         let buffer_bytes = raw.switch.buffer_bytes.unwrap_or(DEFAULT_BUFFER_BYTES);
@@ -627,7 +614,7 @@ impl Validator<'_> {
         Ok(config)
     }
 
-    fn ports(&self, raw: Vec<RawPort>) -> Result<Vec<PortConfig>, ConfigError> {
+    fn ports(&self, raw: Vec<RawPort>) -> Result<Vec<PortConfig>, InputError> {
         if raw.is_empty() {
             return Err(self.error("port", "at least one [[port]] is needed"));
         }
@@ -681,7 +668,7 @@ impl Validator<'_> {
         Ok(ports)
     }
 
-    fn groups(&self, raw: Vec<RawGroup>, ports: &[PortConfig]) -> Result<Vec<GroupConfig>, ConfigError> {
+    fn groups(&self, raw: Vec<RawGroup>, ports: &[PortConfig]) -> Result<Vec<GroupConfig>, InputError> {
         let mut groups: Vec<GroupConfig> = Vec::with_capacity(raw.len());
         for (index, group) in raw.into_iter().enumerate() {
             let field = |name: &str| format!("group[{index}].{name}");
@@ -723,7 +710,7 @@ impl Validator<'_> {
         &self,
         raw: Vec<RawNeighbor>,
         ports: &[PortConfig],
-    ) -> Result<Vec<crate::pipeline::fib::Neighbor>, ConfigError> {
+    ) -> Result<Vec<crate::pipeline::fib::Neighbor>, InputError> {
         let mut neighbors: Vec<crate::pipeline::fib::Neighbor> = Vec::with_capacity(raw.len());
         for (index, neighbor) in raw.into_iter().enumerate() {
             let field = |name: &str| format!("neighbor[{index}].{name}");
@@ -755,7 +742,7 @@ impl Validator<'_> {
         groups: &[GroupConfig],
         neighbors: &[crate::pipeline::fib::Neighbor],
         control: bool,
-    ) -> Result<Vec<RouteConfig>, ConfigError> {
+    ) -> Result<Vec<RouteConfig>, InputError> {
         let mut routes: Vec<RouteConfig> = Vec::with_capacity(raw.len());
         for (index, route) in raw.into_iter().enumerate() {
             let field = |name: &str| format!("route[{index}].{name}");
@@ -799,7 +786,7 @@ impl Validator<'_> {
         raw: RawVia,
         neighbors: &[crate::pipeline::fib::Neighbor],
         control: bool,
-    ) -> Result<Vec<IpAddr>, ConfigError> {
+    ) -> Result<Vec<IpAddr>, InputError> {
         let texts = match raw {
             RawVia::One(text) => vec![text],
             RawVia::Many(texts) => texts,
@@ -823,7 +810,7 @@ impl Validator<'_> {
         Ok(next_hops)
     }
 
-    fn control(&self, raw: RawControl, switch_name: &str) -> Result<ControlConfig, ConfigError> {
+    fn control(&self, raw: RawControl, switch_name: &str) -> Result<ControlConfig, InputError> {
         let netns = raw.netns.unwrap_or_else(|| format!("raceway-{switch_name}"));
         if netns.is_empty() || netns.len() > 64 || netns.contains(['/', ' ', '\0']) || netns == "." || netns == ".." {
             return Err(self.error(
@@ -865,7 +852,7 @@ impl Validator<'_> {
         Ok(ControlConfig { netns, punt_pps, punt_burst, control_tc, multipath_mode, punt_ethertypes })
     }
 
-    fn qos(&self, raw: RawQos) -> Result<Qos, ConfigError> {
+    fn qos(&self, raw: RawQos) -> Result<Qos, InputError> {
         let trust = match raw.trust.as_deref().unwrap_or("dscp") {
             "dscp" => Trust::Dscp,
             "pcp" => Trust::Pcp,
@@ -915,7 +902,7 @@ impl Validator<'_> {
         name: &str,
         what: &str,
         raw: &BTreeMap<String, i64>,
-    ) -> Result<[u8; N], ConfigError> {
+    ) -> Result<[u8; N], InputError> {
         let mut map = [0u8; N];
         if let Some(default) = raw.get("default") {
             map = [self.traffic_class(&format!("{name}.default"), *default)?; N];
@@ -932,7 +919,7 @@ impl Validator<'_> {
         Ok(map)
     }
 
-    fn threshold(&self, field: &str, value: Option<toml::Value>) -> Result<Threshold, ConfigError> {
+    fn threshold(&self, field: &str, value: Option<toml::Value>) -> Result<Threshold, InputError> {
         match value {
             None => Ok(Threshold::Auto),
             Some(toml::Value::String(text)) if text == "auto" => Ok(Threshold::Auto),
@@ -943,7 +930,7 @@ impl Validator<'_> {
         }
     }
 
-    fn buffer(&self, raw: RawBuffer) -> Result<BufferConfig, ConfigError> {
+    fn buffer(&self, raw: RawBuffer) -> Result<BufferConfig, InputError> {
         let lossy_alpha = raw.lossy_alpha.unwrap_or(8.0);
         if !(lossy_alpha.is_finite() && lossy_alpha > 0.0 && lossy_alpha <= 64.0) {
             return Err(
@@ -957,7 +944,7 @@ impl Validator<'_> {
         })
     }
 
-    fn pfc(&self, raw: RawPfc) -> Result<PfcConfig, ConfigError> {
+    fn pfc(&self, raw: RawPfc) -> Result<PfcConfig, InputError> {
         let alpha = raw.alpha.unwrap_or(1.0);
         if !(alpha.is_finite() && alpha > 0.0 && alpha <= 64.0) {
             return Err(self.error("qos.pfc.alpha", format!("{alpha} is not between 0 (exclusive) and 64")));
@@ -976,7 +963,7 @@ impl Validator<'_> {
         Ok(pfc)
     }
 
-    fn watchdog(&self, raw: RawWatchdog) -> Result<WatchdogConfig, ConfigError> {
+    fn watchdog(&self, raw: RawWatchdog) -> Result<WatchdogConfig, InputError> {
         let detection_ms = raw.detection_ms.unwrap_or(200);
         if detection_ms == 0 {
             return Err(self.error("qos.pfc_watchdog.detection_ms", "must be positive"));
@@ -997,7 +984,7 @@ impl Validator<'_> {
         Ok(WatchdogConfig { detection_ms, restoration_ms, action })
     }
 
-    fn ecn(&self, raw: BTreeMap<String, RawEcn>) -> Result<[Option<EcnProfile>; TRAFFIC_CLASSES], ConfigError> {
+    fn ecn(&self, raw: BTreeMap<String, RawEcn>) -> Result<[Option<EcnProfile>; TRAFFIC_CLASSES], InputError> {
         let mut profiles: [Option<EcnProfile>; TRAFFIC_CLASSES] = Default::default();
         for (key, profile) in raw {
             let field = format!("qos.ecn.{key}");
@@ -1096,7 +1083,7 @@ ports = ["up0"]
         assert_eq!(config.ports[0].wire_time_ps(61), 6_800);
     }
 
-    fn error_for(edit: (&str, &str)) -> ConfigError {
+    fn error_for(edit: (&str, &str)) -> InputError {
         let text = MINIMAL.replacen(edit.0, edit.1, 1);
         assert_ne!(text, MINIMAL, "edit {edit:?} did not apply");
         Config::parse(&text, "t.toml").unwrap_err()

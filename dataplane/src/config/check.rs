@@ -1,0 +1,297 @@
+//! `raceway check`: what a config means once derived: ports and their wire times, the control
+//! plane, routes, groups, QoS maps, the buffer's pools and every port's PFC thresholds and
+//! headroom, and warnings where settings work against each other (ECN acting after PFC, a
+//! control class that is not strict).
+//!
+//! Invariant: it only reads a validated config; everything it prints is computed by the same
+//! functions the switch uses (`tm::plan`), so what `check` says is what the switch does.
+
+#![forbid(unsafe_code)]
+
+use crate::config::{Config, RouteTarget, Trust};
+use std::fmt::Write as _;
+
+/// `writeln!` into a `String`, which cannot fail.
+macro_rules! say {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+/// The buffer's pools, the lossy queue limit, the PFC thresholds of every port, and warnings
+/// where ECN would act after PFC.
+fn buffer(out: &mut String, config: &Config) {
+    use crate::tm::plan::{BufferPlan, Xoff};
+    let qos = &config.qos;
+    let plan = BufferPlan::new(config).expect("validated");
+    let alpha = qos.buffer.lossy_alpha;
+    // A lone congested queue stops where q = alpha x (pool - q).
+    let alone = (plan.lossy_pool as f64 * alpha / (1.0 + alpha)) as u64;
+    say!(
+        out,
+        "  buffer: headroom {} bytes, lossless pool {} bytes, lossy pool {} bytes",
+        plan.reserved_headroom,
+        plan.lossless_pool,
+        plan.lossy_pool
+    );
+    say!(out,
+        "  lossy queue limit: {alpha} x free lossy pool ({} bytes into an empty pool; one congested queue alone stops at {alone})",
+        plan.lossy_limit(plan.lossy_pool).min(plan.lossy_pool)
+    );
+    let lossless: Vec<usize> = (0..8).filter(|p| qos.lossless_mask & (1 << p) != 0).collect();
+    if lossless.is_empty() {
+        say!(out, "  lossless priorities: none (no PFC)");
+        return;
+    }
+    let idle_xoff = plan.xoff(plan.lossless_pool);
+    let xoff_text = match plan.xoff {
+        Xoff::Static(bytes) => format!("xoff {bytes} bytes"),
+        Xoff::Dynamic(alpha) => format!("xoff dynamic: {} x free lossless pool", alpha as f64 / 65536.0),
+    };
+    say!(out,
+        "  lossless priorities {lossless:?}: {xoff_text}; xon {}; watchdog detection {} ms, restoration {} ms, action {:?}",
+        match qos.pfc.xon_bytes {
+            crate::config::Threshold::Auto => "xoff - 2 x mtu".to_string(),
+            crate::config::Threshold::Bytes(bytes) => format!("{bytes} bytes"),
+        },
+        qos.watchdog.detection_ms,
+        qos.watchdog.restoration_ms,
+        qos.watchdog.action
+    );
+    for (port, headroom) in config.ports.iter().zip(&plan.headroom) {
+        say!(out,
+            "  PFC {:<10} headroom {headroom} bytes per priority, xoff {idle_xoff} (idle), xon {} (idle), XOFF lasts {:.1} us, pause answered within {:.2} us (live tx lookahead)",
+            port.name,
+            plan.xon(idle_xoff),
+            crate::tm::plan::quanta_ps(0xffff, port.speed_mbps) as f64 / 1e6,
+            crate::tm::plan::lookahead_ps(port) as f64 / 1e6
+        );
+    }
+    for &tc in &lossless {
+        if let Some(profile) = &qos.ecn[tc] {
+            if profile.kmin_bytes > idle_xoff {
+                say!(out,
+                    "warning: qos.ecn.{tc}.kmin_bytes {} is above the XOFF point {idle_xoff}: PFC would pause before ECN marks",
+                    profile.kmin_bytes
+                );
+            }
+        }
+    }
+}
+
+/// The subnet an interface address is on, as text (10.0.0.1/24 -> 10.0.0.0/24).
+fn network(address: &crate::config::InterfaceAddress) -> String {
+    let network: std::net::IpAddr = match address.address {
+        std::net::IpAddr::V4(ip) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(address.len)).unwrap_or(0);
+            std::net::Ipv4Addr::from(u32::from(ip) & mask).into()
+        }
+        std::net::IpAddr::V6(ip) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(address.len)).unwrap_or(0);
+            std::net::Ipv6Addr::from(u128::from(ip) & mask).into()
+        }
+    };
+    format!("{network}/{}", address.len)
+}
+
+pub fn report(config: &Config) -> String {
+    let mut text = String::new();
+    let out = &mut text;
+    say!(
+        out,
+        "switch {} mac {} buffer {} bytes ({} cells of {}) mtu {}",
+        config.name,
+        config.mac,
+        config.buffer_bytes,
+        config.buffer_bytes / crate::tm::plan::CELL_BYTES,
+        crate::tm::plan::CELL_BYTES,
+        config.mtu
+    );
+    say!(out, "ports:");
+    for port in &config.ports {
+        say!(
+            out,
+            "  {:<10} {:>7} Gb/s  cable {:>5} m  peer {}  {}  64B frame {:.2} ns  MTU frame {:.1} ns{}",
+            port.name,
+            port.speed_mbps as f64 / 1000.0,
+            port.cable_m,
+            port.peer_mac.map_or("-".to_string(), |mac| mac.to_string()),
+            port.device.as_deref().unwrap_or("(no device: replay only)"),
+            port.wire_time_ps(60) as f64 / 1000.0,
+            port.wire_time_ps(config.mtu as usize + 14) as f64 / 1000.0,
+            if port.enabled { "" } else { "  DISABLED" }
+        );
+        if !port.addresses.is_empty() {
+            let addresses: Vec<String> = port.addresses.iter().map(ToString::to_string).collect();
+            say!(out, "  {:<10} addresses {}", "", addresses.join(", "));
+        }
+    }
+    match &config.control {
+        Some(control) => {
+            let extra: Vec<String> = control.punt_ethertypes.iter().map(|e| format!("0x{e:04x}")).collect();
+            say!(
+                out,
+                "control: host interfaces in netns {}; punt ARP, ND, LLDP, local and link-local IP, TTL <= 1{}; \
+                 {} frames/s per port, burst {}; control frames leave in TC{}; multipath routes {}",
+                control.netns,
+                if extra.is_empty() { String::new() } else { format!(", EtherTypes {}", extra.join(" ")) },
+                control.punt_pps,
+                control.punt_burst,
+                control.control_tc,
+                control.multipath_mode.name()
+            );
+            if config.qos.strict_mask & (1 << control.control_tc) == 0 {
+                say!(out,
+                    "warning: control.control_tc {} is not strict (qos.scheduler.strict): data can delay BGP keepalives and ARP replies",
+                    control.control_tc
+                );
+            }
+        }
+        None => say!(out, "control: none (no host interfaces; ARP, ND, LLDP are unsupported, TTL expiry is dropped)"),
+    }
+    say!(out, "routes (longest prefix wins):");
+    for route in &config.routes {
+        let target = match &route.target {
+            RouteTarget::Port(port) => format!("port {}", config.ports[*port].name),
+            RouteTarget::Group(group) => format!("group {}", config.groups[*group].name),
+            RouteTarget::Via(next_hops) => {
+                let next_hops: Vec<String> = next_hops
+                    .iter()
+                    .map(|ip| match config.neighbors.iter().find(|neighbor| neighbor.ip == *ip) {
+                        Some(neighbor) => format!("{ip} ({} {})", config.ports[neighbor.port].name, neighbor.mac),
+                        None => format!("{ip} (resolved by the control plane)"),
+                    })
+                    .collect();
+                format!("via {}", next_hops.join(", "))
+            }
+        };
+        say!(out, "  {:<24} -> {target}", route.prefix.to_string());
+    }
+    for port in &config.ports {
+        for address in &port.addresses {
+            say!(
+                out,
+                "  {:<24} -> connected, port {} (address {} is local)",
+                network(address),
+                port.name,
+                address.address
+            );
+        }
+    }
+    for neighbor in &config.neighbors {
+        say!(out, "neighbor {} is {} on port {}", neighbor.ip, neighbor.mac, config.ports[neighbor.port].name);
+    }
+    for group in &config.groups {
+        let members: Vec<&str> = group.members.iter().map(|&p| config.ports[p].name.as_str()).collect();
+        say!(out, "group {}: {} over [{}]", group.name, group.mode.name(), members.join(", "));
+    }
+    let qos = &config.qos;
+    let trust = match qos.trust {
+        Trust::Dscp => "dscp",
+        Trust::Pcp => "pcp",
+    };
+    say!(out, "qos: trust {trust}");
+    let mut dscp_lines = Vec::new();
+    for tc in 0..8u8 {
+        let dscps: Vec<String> = (0..64).filter(|&d| qos.dscp_to_tc[d] == tc).map(|d| d.to_string()).collect();
+        if !dscps.is_empty() && dscps.len() < 64 {
+            dscp_lines.push(format!("TC{tc} <- DSCP {}", dscps.join(",")));
+        } else if dscps.len() == 64 {
+            dscp_lines.push(format!("TC{tc} <- every DSCP"));
+        }
+    }
+    say!(out, "  dscp_to_tc: {}", dscp_lines.join("; "));
+    say!(out, "  pcp_to_tc: {:?}", qos.pcp_to_tc);
+    let strict: Vec<usize> = (0..8).filter(|tc| qos.strict_mask & (1 << tc) != 0).collect();
+    let dwrr: Vec<String> = (0..8)
+        .filter(|tc| qos.strict_mask & (1 << tc) == 0)
+        .map(|tc| format!("TC{tc}:{}", qos.dwrr_weights[tc]))
+        .collect();
+    say!(out, "  scheduler: strict {strict:?}, then DWRR {}", dwrr.join(" "));
+    buffer(out, config);
+    for (tc, profile) in qos.ecn.iter().enumerate() {
+        if let Some(profile) = profile {
+            say!(
+                out,
+                "  ECN TC{tc}: kmin {} kmax {} pmax {}, marked at {:?}",
+                profile.kmin_bytes,
+                profile.kmax_bytes,
+                profile.pmax,
+                profile.mark_on
+            );
+        }
+    }
+    if let Some(lcores) = &config.lcores {
+        say!(out, "dpdk: lcores {lcores}, EAL {}", config.eal.join(" "));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEAF: &str = r#"
+[switch]
+name = "leaf"
+mac = "02:00:00:00:00:01"
+[qos]
+lossless = [3]
+[[port]]
+name = "host0"
+speed_gbps = 100
+addresses = ["10.0.0.1/24", "fd00:0:0:1::1/64"]
+[[port]]
+name = "up0"
+speed_gbps = 25
+enabled = false
+[[neighbor]]
+ip = "10.255.0.1"
+mac = "02:00:00:00:10:01"
+port = "up0"
+[[route]]
+prefix = "0.0.0.0/0"
+via = ["10.255.0.1", "10.255.0.3"]
+[control]
+"#;
+
+    #[test]
+    fn routes_say_how_each_next_hop_resolves_and_addresses_make_connected_subnets() {
+        let config = Config::parse(LEAF, "leaf.toml").unwrap();
+        let text = report(&config);
+        for expect in [
+            "0.0.0.0/0                -> via 10.255.0.1 (up0 02:00:00:00:10:01), 10.255.0.3 (resolved by the control plane)",
+            "10.0.0.0/24              -> connected, port host0 (address 10.0.0.1 is local)",
+            "fd00:0:0:1::/64          -> connected, port host0 (address fd00:0:0:1::1 is local)",
+            "neighbor 10.255.0.1 is 02:00:00:00:10:01 on port up0",
+            "  DISABLED",
+            "peer -",
+            "(no device: replay only)",
+        ] {
+            assert!(text.contains(expect), "check lacks '{expect}':\n{text}");
+        }
+        // The numbers come from the switch's own plan.
+        let plan = crate::tm::plan::BufferPlan::new(&config).unwrap();
+        assert!(
+            text.contains(&format!("lossless pool {} bytes, lossy pool {} bytes", plan.lossless_pool, plan.lossy_pool))
+        );
+    }
+
+    #[test]
+    fn a_switch_without_lossless_priorities_has_no_pfc() {
+        let config = Config::parse(&LEAF.replace("lossless = [3]", "lossless = []"), "leaf.toml").unwrap();
+        let text = report(&config);
+        assert!(text.contains("lossless priorities: none (no PFC)"), "{text}");
+        assert!(!text.contains("PFC host0"), "{text}");
+    }
+
+    #[test]
+    fn subnets_mask_the_host_bits() {
+        let address = |text: &str| crate::config::InterfaceAddress::parse(text).unwrap();
+        assert_eq!(network(&address("10.1.2.3/8")), "10.0.0.0/8");
+        assert_eq!(network(&address("10.1.2.3/32")), "10.1.2.3/32");
+        assert_eq!(network(&address("10.1.2.3/0")), "0.0.0.0/0");
+        assert_eq!(network(&address("fd00::1:2/112")), "fd00::1:0/112");
+        assert_eq!(network(&address("fd00::1:2/64")), "fd00::/64");
+    }
+}
