@@ -283,8 +283,8 @@ proptest! {
             horizon_ms: 1000.0,
         };
         let result = raceway::engine::fabric::engine::run(&fabric, &options, None).unwrap();
-        prop_assert_eq!(&result["drops"], &serde_json::json!(0), "{}", result["drops_by_reason"]);
-        prop_assert_eq!(&result["incomplete_messages"], &serde_json::json!(0));
-        prop_assert_eq!(&result["timed_out"], &serde_json::json!(false));
+        prop_assert_eq!(result.drops, 0, "{:?}", result.drops_by_reason);
+        prop_assert_eq!(result.incomplete_messages, 0);
+        prop_assert!(!result.timed_out);
     }
 }

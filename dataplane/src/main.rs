@@ -9,9 +9,10 @@
 use clap::{Args, Parser, Subcommand};
 use raceway::config::Config;
 use raceway::engine::live::{self, LiveOptions};
-use raceway::engine::replay;
-use raceway::traffic::gen;
-use std::path::PathBuf;
+use raceway::engine::{fabric, replay};
+use raceway::observe::capture::CaptureRequest;
+use raceway::traffic::{blast, gen};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -296,49 +297,16 @@ fn main() -> ExitCode {
     }
 }
 
-fn check_gen_options(size: usize, rate_gbps: f64) -> Result<(), Failure> {
-    if !(60..=9216).contains(&size) {
-        return Err(Failure(format!("--size: {size} is not 60-9216")));
-    }
-    if !(rate_gbps.is_finite() && rate_gbps > 0.0) {
-        return Err(Failure(format!("--rate-gbps: {rate_gbps} is not positive")));
-    }
+/// Writes a generated trace and says so.
+fn write_trace(out: &Path, frames: &[(u64, Vec<u8>)]) -> Result<(), Failure> {
+    gen::write_trace(out, frames)?;
+    println!("wrote {} frames to {}", frames.len(), out.display());
     Ok(())
 }
 
 /// Validates the shared pattern flags and writes one trace per sending host.
 fn write_pattern(pattern: gen::Pattern, args: PatternArgs) -> Result<(), Failure> {
-    check_gen_options(args.size, args.rate_gbps)?;
-    let checks: [(bool, String); 7] = [
-        ((2..=250).contains(&args.hosts), format!("--hosts: {} is not 2-250", args.hosts)),
-        (args.dscp <= 63, format!("--dscp: {} is not 0-63", args.dscp)),
-        (args.ecn <= 3, format!("--ecn: {} is not 0-3", args.ecn)),
-        (args.pcp.is_none_or(|pcp| pcp <= 7), format!("--pcp: {} is not 0-7", args.pcp.unwrap_or(0))),
-        (
-            args.flows >= 1 && args.messages >= 1 && args.message_bytes >= 1,
-            "--flows, --messages and --message-bytes must be at least 1".into(),
-        ),
-        (
-            args.duration_us.is_none_or(|us| us.is_finite() && us > 0.0),
-            format!("--duration-us: {} is not positive", args.duration_us.unwrap_or(0.0)),
-        ),
-        (
-            match pattern {
-                gen::Pattern::Incast { target } => target < args.hosts,
-                gen::Pattern::PfcStorm { storm, priority, interval_us } => {
-                    storm < args.hosts && priority <= 7 && interval_us.is_finite() && interval_us > 0.0
-                }
-                _ => true,
-            },
-            "--target/--storm must be a host below --hosts, --priority 0-7, --interval-us positive".into(),
-        ),
-    ];
-    if let Some((_, problem)) = checks.iter().find(|(ok, _)| !ok) {
-        return Err(Failure(problem.clone()));
-    }
-    std::fs::create_dir_all(&args.out)
-        .map_err(|err| Failure(format!("{}: cannot create: {err}", args.out.display())))?;
-    let traces = gen::pattern(&gen::PatternOptions {
+    let options = gen::PatternOptions {
         pattern,
         hosts: args.hosts,
         message_bytes: args.message_bytes,
@@ -351,22 +319,15 @@ fn write_pattern(pattern: gen::Pattern, args: PatternArgs) -> Result<(), Failure
         pcp: args.pcp,
         duration_us: args.duration_us,
         seed: args.seed,
-    });
-    for (host, frames) in traces.iter().enumerate() {
+    };
+    options.validate()?;
+    std::fs::create_dir_all(&args.out)
+        .map_err(|err| Failure(format!("{}: cannot create: {err}", args.out.display())))?;
+    for (host, frames) in gen::pattern(&options).iter().enumerate() {
         if !frames.is_empty() {
             write_trace(&args.out.join(format!("host{host}.pcap")), frames)?;
         }
     }
-    Ok(())
-}
-
-fn write_trace(out: &std::path::Path, frames: &[(u64, Vec<u8>)]) -> Result<(), Failure> {
-    let mut writer = replay::pcap::CaptureWriter::create(out)?;
-    for (time_ns, bytes) in frames {
-        writer.write(time_ns * 1000, bytes)?;
-    }
-    writer.finish()?;
-    println!("wrote {} frames to {}", frames.len(), out.display());
     Ok(())
 }
 
@@ -383,23 +344,11 @@ fn execute(command: Command) -> Result<(), Failure> {
         Command::Run { config: config_path, duration, stats_json, stats_interval, seed, metrics, captures, eal } => {
             let config = Config::load(&config_path)?;
             let mut capture = Vec::new();
-            for text in &captures {
-                let (port, file) =
-                    text.split_once('=').ok_or_else(|| Failure(format!("--capture: '{text}' is not PORT=FILE")))?;
-                let index = config.port_index(port).ok_or_else(|| {
-                    Failure(format!("--capture: '{port}' is not a port of {}", config_path.display()))
-                })?;
-                if capture.iter().any(|c: &raceway::observe::capture::CaptureRequest| c.port == index) {
-                    return Err(Failure(format!("--capture: port '{port}' is given twice")));
-                }
+            for (port, file) in config.port_files("--capture", &captures, &config_path)? {
                 // Fail before the EAL starts if the file cannot be written.
-                std::fs::File::create(file)
-                    .map_err(|err| Failure(format!("--capture: {file}: cannot create: {err}")))?;
-                capture.push(raceway::observe::capture::CaptureRequest {
-                    port: index,
-                    port_name: port.to_string(),
-                    file: PathBuf::from(file),
-                });
+                std::fs::File::create(&file)
+                    .map_err(|err| Failure(format!("--capture: {}: cannot create: {err}", file.display())))?;
+                capture.push(CaptureRequest { port, port_name: config.ports[port].name.clone(), file });
             }
             let metrics = match metrics {
                 Some(text) => {
@@ -428,22 +377,7 @@ fn execute(command: Command) -> Result<(), Failure> {
                 report.mbufs_in_pool
             );
             if let Some(path) = stats_json {
-                let mut json = report.stats.to_json(&config);
-                json["elapsed_s"] = serde_json::json!(report.elapsed.as_secs_f64());
-                json["mbufs"] = serde_json::json!({
-                    "pool": report.mbufs_in_pool,
-                    "available_at_exit": report.mbufs_available_at_exit,
-                    "unsent_at_exit": report.unsent_at_exit,
-                });
-                if let Some(summary) = &report.capture {
-                    let files: serde_json::Map<String, serde_json::Value> = summary
-                        .written
-                        .iter()
-                        .map(|(file, frames)| (file.display().to_string(), serde_json::json!(frames)))
-                        .collect();
-                    json["capture"] = serde_json::json!({ "files": files, "not_captured": summary.not_captured });
-                }
-                let text = serde_json::to_string_pretty(&json).expect("stats serialise") + "\n";
+                let text = serde_json::to_string_pretty(&report.to_json(&config)).expect("stats serialise") + "\n";
                 std::fs::write(&path, text)
                     .map_err(|err| Failure(format!("{}: cannot write: {err}", path.display())))?;
             }
@@ -454,26 +388,12 @@ fn execute(command: Command) -> Result<(), Failure> {
             if inputs.is_empty() {
                 return Err(Failure("--in: give at least one PORT=FILE.pcap".into()));
             }
-            let mut parsed: Vec<(usize, PathBuf)> = Vec::new();
-            for input in &inputs {
-                let (port, file) =
-                    input.split_once('=').ok_or_else(|| Failure(format!("--in: '{input}' is not PORT=FILE")))?;
-                let index = config
-                    .port_index(port)
-                    .ok_or_else(|| Failure(format!("--in: '{port}' is not a port of {}", config_path.display())))?;
-                if parsed.iter().any(|(other, _)| *other == index) {
-                    return Err(Failure(format!("--in: port '{port}' is given twice")));
-                }
-                parsed.push((index, PathBuf::from(file)));
-            }
-            let mut options = replay::ReplayOptions { seed, ignore_pfc: Vec::new(), report };
-            for port in &ignore_pfc {
-                let index = config.port_index(port).ok_or_else(|| {
-                    Failure(format!("--peer-ignores-pfc: '{port}' is not a port of {}", config_path.display()))
-                })?;
-                options.ignore_pfc.push(index);
-            }
-            let stats = replay::run(&config, &parsed, &out, &options)?;
+            let inputs = config.port_files("--in", &inputs, &config_path)?;
+            let ignore_pfc = ignore_pfc
+                .iter()
+                .map(|port| config.port_for_flag("--peer-ignores-pfc", port, &config_path))
+                .collect::<Result<Vec<usize>, _>>()?;
+            let stats = replay::run(&config, &inputs, &out, &replay::ReplayOptions { seed, ignore_pfc, report })?;
             println!("{}", stats.summary_line(&config));
             Ok(())
         }
@@ -490,97 +410,30 @@ fn execute(command: Command) -> Result<(), Failure> {
             horizon_ms,
             out,
         } => {
-            let mut fabric = raceway::engine::fabric::Fabric::load(&config, mode.as_deref()).map_err(Failure)?;
+            let mut fabric = fabric::Fabric::load(&config, mode.as_deref())?;
             if no_dcqcn {
                 fabric.dcqcn.enabled = false;
             }
-            let collective =
-                raceway::engine::fabric::workload::Collective::parse(&workload, target).map_err(Failure)?;
-            if target >= fabric.hosts.len() {
-                return Err(Failure(format!(
-                    "--target: {target} is not a host (the fabric has {})",
-                    fabric.hosts.len()
-                )));
-            }
-            if message_bytes == 0 || messages == 0 {
-                return Err(Failure("--message-bytes and --messages must be at least 1".into()));
-            }
-            if !(64..=9000).contains(&roce_mtu)
-                || roce_mtu + raceway::engine::fabric::host::ROCE_OVERHEAD > fabric.mtu() as usize + 14
-            {
-                return Err(Failure(format!(
-                    "--roce-mtu: {roce_mtu} is not 64-9000 or does not fit the switches' mtu {}",
-                    fabric.mtu()
-                )));
-            }
-            if !(horizon_ms.is_finite() && horizon_ms > 0.0) {
-                return Err(Failure(format!("--horizon-ms: {horizon_ms} is not positive")));
-            }
-            let options = raceway::engine::fabric::engine::FabricOptions {
-                collective,
-                message_bytes,
-                messages,
-                roce_mtu,
-                seed,
-                horizon_ms,
-            };
-            let result = raceway::engine::fabric::engine::run(&fabric, &options, Some(&out)).map_err(Failure)?;
-            println!(
-                "{} {} mode {} dcqcn {}: completion {} us, FCT p50 {:.1} us p99 {:.1} us, PFC pause {:.1} us, CNPs {}, drops {}, incomplete {}",
-                fabric.name,
-                workload,
-                result["mode"].as_str().unwrap_or(""),
-                fabric.dcqcn.enabled,
-                result["completion_us"].as_f64().map_or("-".to_string(), |c| format!("{c:.1}")),
-                result["fct_us"]["p50"].as_f64().unwrap_or(0.0),
-                result["fct_us"]["p99"].as_f64().unwrap_or(0.0),
-                result["pfc_pause_total_us"].as_f64().unwrap_or(0.0),
-                result["cnps_sent"],
-                result["drops"],
-                result["incomplete_messages"],
-            );
+            let collective = fabric::workload::Collective::parse(&workload, target)?;
+            let options =
+                fabric::engine::FabricOptions { collective, message_bytes, messages, roce_mtu, seed, horizon_ms };
+            options.validate(&fabric)?;
+            let results = fabric::engine::run(&fabric, &options, Some(&out))?;
+            println!("{}", results.summary_line());
             Ok(())
         }
         Command::Blast { trace, device, rate_gbps, duration, pfc, eal } => {
-            if !(rate_gbps.is_finite() && rate_gbps > 0.0) {
-                return Err(Failure(format!("--rate-gbps: {rate_gbps} is not positive")));
-            }
-            if let Some(link) = pfc.filter(|link| !(link.is_finite() && *link > 0.0)) {
-                return Err(Failure(format!("--pfc: {link} is not a positive link speed in Gb/s")));
-            }
-            let frames: Vec<Vec<u8>> = replay::pcap::read_trace(&trace)?.into_iter().map(|frame| frame.bytes).collect();
-            if frames.is_empty() {
-                return Err(Failure(format!("{}: no frames to send", trace.display())));
-            }
-            if let Some(index) = frames.iter().position(|frame| frame.len() > 2048) {
-                return Err(Failure(format!("{}: record {index}: longer than an mbuf (2048 bytes)", trace.display())));
-            }
-            let options = raceway::traffic::blast::BlastOptions {
+            let options = blast::BlastOptions {
                 device,
                 rate_gbps,
                 duration: seconds("--duration", duration)?,
                 eal,
                 pfc_link_gbps: pfc,
             };
-            let report = raceway::traffic::blast::run(&frames, &options)?;
-            let seconds = report.elapsed.as_secs_f64();
-            println!(
-                "{}",
-                serde_json::json!({
-                    "sent": report.sent,
-                    "sent_bytes": report.sent_bytes,
-                    "refused": report.refused,
-                    "unsent": report.unsent,
-                    "received": report.received,
-                    "pfc_rx": report.pfc_rx,
-                    "paused_us": report.paused_ns.map(|ns| ns as f64 / 1000.0),
-                    "elapsed_s": seconds,
-                    "mpps": report.sent as f64 / seconds / 1e6,
-                    "gbps_on_wire": (report.sent_bytes + 24 * report.sent) as f64 * 8.0 / seconds / 1e9,
-                    "honours_pfc": pfc.is_some(),
-                    "mbufs": { "pool": report.mbufs_in_pool, "available_at_exit": report.mbufs_available_at_exit },
-                })
-            );
+            options.validate()?;
+            let frames = blast::load_frames(&trace)?;
+            let report = blast::run(&frames, &options)?;
+            println!("{}", report.to_json(pfc.is_some()));
             Ok(())
         }
         Command::Check { config: path } => {
@@ -589,21 +442,14 @@ fn execute(command: Command) -> Result<(), Failure> {
             Ok(())
         }
         Command::Gen { kind: GenKind::Flows { out, flows, packets, size, rate_gbps, dscp } } => {
-            check_gen_options(size, rate_gbps)?;
-            if dscp > 63 {
-                return Err(Failure(format!("--dscp: {dscp} is not 0-63")));
-            }
-            let frames = gen::flows(&gen::FlowsOptions { flows, packets, frame_len: size, rate_gbps, dscp });
-            write_trace(&out, &frames)
+            let options = gen::FlowsOptions { flows, packets, frame_len: size, rate_gbps, dscp };
+            options.validate()?;
+            write_trace(&out, &gen::flows(&options))
         }
         Command::Gen { kind: GenKind::Mixed { out, packets, seed, size, rate_gbps, host, bad_percent } } => {
-            check_gen_options(size, rate_gbps)?;
-            if bad_percent > 100 {
-                return Err(Failure(format!("--bad-percent: {bad_percent} is over 100")));
-            }
-            let frames =
-                gen::mixed(&gen::MixedOptions { packets, seed, frame_len: size, rate_gbps, host, bad_percent });
-            write_trace(&out, &frames)
+            let options = gen::MixedOptions { packets, seed, frame_len: size, rate_gbps, host, bad_percent };
+            options.validate()?;
+            write_trace(&out, &gen::mixed(&options))
         }
         Command::Gen { kind: GenKind::Incast { target, common } } => {
             write_pattern(gen::Pattern::Incast { target }, common)

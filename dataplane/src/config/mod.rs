@@ -484,6 +484,34 @@ impl Config {
         self.ports.iter().position(|port| port.name == name)
     }
 
+    /// The port a command-line `flag` names; the error says which config lacks it.
+    pub fn port_for_flag(&self, flag: &str, name: &str, config_path: &Path) -> Result<usize, InputError> {
+        self.port_index(name)
+            .ok_or_else(|| InputError::flag(flag, format!("'{name}' is not a port of {}", config_path.display())))
+    }
+
+    /// `PORT=FILE` arguments of a repeatable `flag` (`--in`, `--capture`): each port at most
+    /// once.
+    pub fn port_files(
+        &self,
+        flag: &str,
+        arguments: &[String],
+        config_path: &Path,
+    ) -> Result<Vec<(usize, std::path::PathBuf)>, InputError> {
+        let mut parsed: Vec<(usize, std::path::PathBuf)> = Vec::new();
+        for argument in arguments {
+            let (port, file) = argument
+                .split_once('=')
+                .ok_or_else(|| InputError::flag(flag, format!("'{argument}' is not PORT=FILE")))?;
+            let index = self.port_for_flag(flag, port, config_path)?;
+            if parsed.iter().any(|(other, _)| *other == index) {
+                return Err(InputError::flag(flag, format!("port '{port}' is given twice")));
+            }
+            parsed.push((index, std::path::PathBuf::from(file)));
+        }
+        Ok(parsed)
+    }
+
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Self, InputError> {
         let file = path.display().to_string();

@@ -76,6 +76,29 @@ pub struct LiveReport {
     pub capture: Option<crate::observe::capture::CaptureSummary>,
 }
 
+impl LiveReport {
+    /// The stats JSON of a live run (docs/STATS.md): the switch's counters, plus the run's
+    /// length, the mbuf pool at exit and what `--capture` wrote.
+    pub fn to_json(&self, config: &Config) -> serde_json::Value {
+        let mut json = self.stats.to_json(config);
+        json["elapsed_s"] = serde_json::json!(self.elapsed.as_secs_f64());
+        json["mbufs"] = serde_json::json!({
+            "pool": self.mbufs_in_pool,
+            "available_at_exit": self.mbufs_available_at_exit,
+            "unsent_at_exit": self.unsent_at_exit,
+        });
+        if let Some(summary) = &self.capture {
+            let files: serde_json::Map<String, serde_json::Value> = summary
+                .written
+                .iter()
+                .map(|(file, frames)| (file.display().to_string(), serde_json::json!(frames)))
+                .collect();
+            json["capture"] = serde_json::json!({ "files": files, "not_captured": summary.not_captured });
+        }
+        json
+    }
+}
+
 /// How often the worker publishes its counters for the main lcore.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 /// How long queued frames may drain at shutdown.

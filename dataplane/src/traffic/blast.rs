@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mempool, Port};
+use crate::error::InputError;
 use crate::packet::PacketBuf;
 use crate::wire::parse::{parse, Payload};
 use std::time::{Duration, Instant};
@@ -38,6 +39,52 @@ pub struct BlastOptions {
     pub eal: Vec<String>,
     /// Honour PFC as a NIC would, with pause quanta at this link speed (Gb/s).
     pub pfc_link_gbps: Option<f64>,
+}
+
+impl BlastOptions {
+    pub fn validate(&self) -> Result<(), InputError> {
+        if !(self.rate_gbps.is_finite() && self.rate_gbps > 0.0) {
+            return Err(InputError::flag("--rate-gbps", format!("{} is not positive", self.rate_gbps)));
+        }
+        if let Some(link) = self.pfc_link_gbps.filter(|link| !(link.is_finite() && *link > 0.0)) {
+            return Err(InputError::flag("--pfc", format!("{link} is not a positive link speed in Gb/s")));
+        }
+        Ok(())
+    }
+}
+
+/// The frames of `trace` to send in a loop: at least one, each fitting an mbuf.
+pub fn load_frames(trace: &std::path::Path) -> Result<Vec<Vec<u8>>, InputError> {
+    let frames: Vec<Vec<u8>> =
+        crate::engine::replay::pcap::read_trace(trace)?.into_iter().map(|frame| frame.bytes).collect();
+    if frames.is_empty() {
+        return Err(InputError::new(trace.display(), "", "no frames to send"));
+    }
+    if let Some(index) = frames.iter().position(|frame| frame.len() > 2048) {
+        return Err(InputError::new(trace.display(), format!("record {index}"), "longer than an mbuf (2048 bytes)"));
+    }
+    Ok(frames)
+}
+
+impl BlastReport {
+    /// The JSON line `raceway blast` prints.
+    pub fn to_json(&self, honours_pfc: bool) -> serde_json::Value {
+        let seconds = self.elapsed.as_secs_f64();
+        serde_json::json!({
+            "sent": self.sent,
+            "sent_bytes": self.sent_bytes,
+            "refused": self.refused,
+            "unsent": self.unsent,
+            "received": self.received,
+            "pfc_rx": self.pfc_rx,
+            "paused_us": self.paused_ns.map(|ns| ns as f64 / 1000.0),
+            "elapsed_s": seconds,
+            "mpps": self.sent as f64 / seconds / 1e6,
+            "gbps_on_wire": (self.sent_bytes + 24 * self.sent) as f64 * 8.0 / seconds / 1e9,
+            "honours_pfc": honours_pfc,
+            "mbufs": { "pool": self.mbufs_in_pool, "available_at_exit": self.mbufs_available_at_exit },
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]

@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+use crate::error::InputError;
 use crate::rng::Rng;
 use crate::traffic::frames::{FrameSpec, Transport};
 use crate::wire::ethernet::MacAddress;
@@ -25,6 +26,36 @@ pub struct MixedOptions {
     pub host: u8,
     /// Percent of frames that the switch must drop (TTL 1, truncated, ARP).
     pub bad_percent: u8,
+}
+
+impl MixedOptions {
+    pub fn validate(&self) -> Result<(), InputError> {
+        check_size_and_rate(self.frame_len, self.rate_gbps)?;
+        if self.bad_percent > 100 {
+            return Err(InputError::flag("--bad-percent", format!("{} is over 100", self.bad_percent)));
+        }
+        Ok(())
+    }
+}
+
+/// The frame size and rate every generator takes.
+fn check_size_and_rate(frame_len: usize, rate_gbps: f64) -> Result<(), InputError> {
+    if !(60..=9216).contains(&frame_len) {
+        return Err(InputError::flag("--size", format!("{frame_len} is not 60-9216")));
+    }
+    if !(rate_gbps.is_finite() && rate_gbps > 0.0) {
+        return Err(InputError::flag("--rate-gbps", format!("{rate_gbps} is not positive")));
+    }
+    Ok(())
+}
+
+/// Writes `(time ns, frame)` pairs as a pcap at `path`.
+pub fn write_trace(path: &std::path::Path, frames: &[(u64, Vec<u8>)]) -> Result<(), InputError> {
+    let mut writer = crate::engine::replay::pcap::CaptureWriter::create(path)?;
+    for (time_ns, bytes) in frames {
+        writer.write(time_ns * 1000, bytes)?;
+    }
+    writer.finish()
 }
 
 impl Default for MixedOptions {
@@ -134,6 +165,16 @@ pub struct FlowsOptions {
     pub frame_len: usize,
     pub rate_gbps: f64,
     pub dscp: u8,
+}
+
+impl FlowsOptions {
+    pub fn validate(&self) -> Result<(), InputError> {
+        check_size_and_rate(self.frame_len, self.rate_gbps)?;
+        if self.dscp > 63 {
+            return Err(InputError::flag("--dscp", format!("{} is not 0-63", self.dscp)));
+        }
+        Ok(())
+    }
 }
 
 /// `packets` RoCEv2 SEND frames of `flows` flows (distinct source ports and QPs, from
@@ -246,6 +287,44 @@ struct QueuePair {
 
 /// Per sending host, its trace (timestamp ns, frame), indexed by host; hosts that send
 /// nothing have an empty trace.
+impl PatternOptions {
+    /// Checks the options as the flags of `raceway gen` name them.
+    pub fn validate(&self) -> Result<(), InputError> {
+        check_size_and_rate(self.frame_len, self.rate_gbps)?;
+        let checks: [(bool, &str, String); 7] = [
+            ((2..=250).contains(&self.hosts), "--hosts", format!("{} is not 2-250", self.hosts)),
+            (self.dscp <= 63, "--dscp", format!("{} is not 0-63", self.dscp)),
+            (self.ecn <= 3, "--ecn", format!("{} is not 0-3", self.ecn)),
+            (self.pcp.is_none_or(|pcp| pcp <= 7), "--pcp", format!("{} is not 0-7", self.pcp.unwrap_or(0))),
+            (
+                self.flows >= 1 && self.messages >= 1 && self.message_bytes >= 1,
+                "--flows, --messages and --message-bytes",
+                "must be at least 1".into(),
+            ),
+            (
+                self.duration_us.is_none_or(|us| us.is_finite() && us > 0.0),
+                "--duration-us",
+                format!("{} is not positive", self.duration_us.unwrap_or(0.0)),
+            ),
+            (
+                match self.pattern {
+                    Pattern::Incast { target } => target < self.hosts,
+                    Pattern::PfcStorm { storm, priority, interval_us } => {
+                        storm < self.hosts && priority <= 7 && interval_us.is_finite() && interval_us > 0.0
+                    }
+                    _ => true,
+                },
+                "--target/--storm",
+                "must be a host below --hosts, --priority 0-7, --interval-us positive".into(),
+            ),
+        ];
+        match checks.into_iter().find(|(ok, _, _)| !ok) {
+            Some((_, flag, problem)) => Err(InputError::flag(flag, problem)),
+            None => Ok(()),
+        }
+    }
+}
+
 pub fn pattern(options: &PatternOptions) -> Vec<Vec<(u64, Vec<u8>)>> {
     let hosts = options.hosts.max(2);
     let mut rng = Rng::new(options.seed);

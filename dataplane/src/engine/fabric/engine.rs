@@ -21,11 +21,13 @@ use super::host::{self, Nic, QueuePair};
 use super::workload::{self, Collective, Message};
 use super::{Endpoint, Fabric};
 use crate::engine::port_tx;
+use crate::error::InputError;
 use crate::observe::report::{record_pfc, Intervals, Recorder};
 use crate::packet::HeapPacket;
 use crate::switch::{Received, Switch, NEVER};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::cmp::Reverse;
+use std::collections::BTreeMap;
 use std::collections::{BinaryHeap, HashMap};
 use std::path::Path;
 
@@ -314,6 +316,94 @@ impl Engine<'_> {
     }
 }
 
+/// What a fabric run measured (`results.json`; docs/STATS.md's fabric section).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FabricResults {
+    pub fabric: String,
+    pub workload: String,
+    /// The leaves' uplink group mode.
+    pub mode: String,
+    pub dcqcn: bool,
+    pub hosts: usize,
+    pub message_bytes: u64,
+    pub messages: usize,
+    pub incomplete_messages: usize,
+    /// The horizon passed before every message completed.
+    pub timed_out: bool,
+    /// When the last message completed (none when some did not).
+    pub completion_us: Option<f64>,
+    /// Flow completion times of the messages that completed.
+    pub fct_us: Percentiles,
+    /// Peak queue depth per `switch:port`.
+    pub max_queue_bytes: BTreeMap<String, u64>,
+    /// Time each link direction's transmitter was paused by PFC (any priority), `a -> b`.
+    pub pfc_pause_us: BTreeMap<String, f64>,
+    pub pfc_pause_total_us: f64,
+    pub cnps_sent: u64,
+    pub ecn_marked: u64,
+    pub drops: u64,
+    pub drops_by_reason: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl FabricResults {
+    /// The one line `raceway fabric` prints.
+    pub fn summary_line(&self) -> String {
+        format!(
+            "{} {} mode {} dcqcn {}: completion {} us, FCT p50 {:.1} us p99 {:.1} us, PFC pause {:.1} us, CNPs {}, drops {}, incomplete {}",
+            self.fabric,
+            self.workload,
+            self.mode,
+            self.dcqcn,
+            self.completion_us.map_or("-".to_string(), |c| format!("{c:.1}")),
+            self.fct_us.p50,
+            self.fct_us.p99,
+            self.pfc_pause_total_us,
+            self.cnps_sent,
+            self.drops,
+            self.incomplete_messages,
+        )
+    }
+
+    /// results.json: keys sorted, as every raceway JSON document.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("results serialise")
+    }
+}
+
+impl FabricOptions {
+    /// Checks the options against `fabric`; the error names the flag.
+    pub fn validate(&self, fabric: &Fabric) -> Result<(), InputError> {
+        if let Collective::Incast { target } = self.collective {
+            if target >= fabric.hosts.len() {
+                return Err(InputError::flag(
+                    "--target",
+                    format!("{target} is not a host (the fabric has {})", fabric.hosts.len()),
+                ));
+            }
+        }
+        if self.message_bytes == 0 || self.messages == 0 {
+            return Err(InputError::flag("--message-bytes and --messages", "must be at least 1"));
+        }
+        if !(64..=9000).contains(&self.roce_mtu) || self.roce_mtu + host::ROCE_OVERHEAD > fabric.mtu() as usize + 14 {
+            return Err(InputError::flag(
+                "--roce-mtu",
+                format!("{} is not 64-9000 or does not fit the switches' mtu {}", self.roce_mtu, fabric.mtu()),
+            ));
+        }
+        if !(self.horizon_ms.is_finite() && self.horizon_ms > 0.0) {
+            return Err(InputError::flag("--horizon-ms", format!("{} is not positive", self.horizon_ms)));
+        }
+        Ok(())
+    }
+}
+
 /// Percentile `q` (0-1) of sorted values.
 fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -325,7 +415,7 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 
 /// Runs `options` on `fabric`; writes per-switch stats and charts under `out` when given.
 /// Returns the results document (also written as `out/results.json`).
-pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Result<Value, String> {
+pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Result<FabricResults, InputError> {
     let leaf_of = |host: usize| usize::from(fabric.hosts[host].leaf);
     let (qp_specs, message_specs) =
         workload::build(options.collective, fabric.hosts.len(), &leaf_of, options.message_bytes, options.messages);
@@ -466,7 +556,7 @@ fn results(
     options: &FabricOptions,
     out: Option<&Path>,
     timed_out: bool,
-) -> Result<Value, String> {
+) -> Result<FabricResults, InputError> {
     let fabric = engine.fabric;
     let end = engine.now;
     let mut fcts: Vec<f64> = Vec::new();
@@ -482,29 +572,27 @@ fn results(
         }
     }
     fcts.sort_by(f64::total_cmp);
-    let mut drops = serde_json::Map::new();
+    let mut drops = BTreeMap::new();
     let mut total_drops = 0u64;
-    let mut max_queue = serde_json::Map::new();
+    let mut max_queue = BTreeMap::new();
     let mut marked = 0u64;
     for (index, config) in fabric.switches.iter().enumerate() {
         let stats = &engine.switches[index].stats;
         for (port, counters) in config.ports.iter().zip(&stats.ports) {
             total_drops += counters.dropped();
             let depth = counters.queues.iter().map(|q| q.max_depth_bytes).max().unwrap_or(0);
-            max_queue.insert(format!("{}:{}", config.name, port.name), json!(depth));
+            max_queue.insert(format!("{}:{}", config.name, port.name), depth);
             marked += counters.queues.iter().map(|q| q.ecn_marked).sum::<u64>();
             for reason in crate::drops::DropReason::ALL {
                 let count = counters.drops[reason.index()];
                 if count > 0 {
-                    let key = reason.name().to_string();
-                    let entry = drops.entry(key).or_insert(json!(0));
-                    *entry = json!(entry.as_u64().unwrap_or(0) + count);
+                    *drops.entry(reason.name().to_string()).or_insert(0) += count;
                 }
             }
         }
     }
     // PFC pause time per link direction: the time each transmitter was held (any priority).
-    let mut pauses = serde_json::Map::new();
+    let mut pauses = BTreeMap::new();
     let mut total_pause_ps = 0u64;
     let mut ends: Vec<Endpoint> = engine.paused.keys().copied().collect();
     ends.sort();
@@ -523,52 +611,53 @@ fn results(
         if paused > 0 {
             total_pause_ps += paused;
             let to = engine.wires[&at].to;
-            pauses.insert(
-                format!("{} -> {}", fabric.endpoint_name(at), fabric.endpoint_name(to)),
-                json!(paused as f64 / 1e6),
-            );
+            pauses.insert(format!("{} -> {}", fabric.endpoint_name(at), fabric.endpoint_name(to)), paused as f64 / 1e6);
         }
     }
     let cnps: u64 = engine.nics.iter().map(|n| n.cnps_sent).sum();
-    let result = json!({
-        "fabric": fabric.name,
-        "workload": options.collective.name(),
-        "mode": format!("{:?}", fabric.mode()).to_lowercase(),
-        "dcqcn": fabric.dcqcn.enabled,
-        "hosts": fabric.hosts.len(),
-        "message_bytes": options.message_bytes,
-        "messages": engine.messages.len(),
-        "incomplete_messages": incomplete,
-        "timed_out": timed_out,
-        "completion_us": if incomplete == 0 { json!(completion as f64 / 1e6) } else { Value::Null },
-        "fct_us": {
-            "p50": percentile(&fcts, 0.5),
-            "p99": percentile(&fcts, 0.99),
-            "max": fcts.last().copied().unwrap_or(0.0),
+    let result = FabricResults {
+        fabric: fabric.name.clone(),
+        workload: options.collective.name().to_string(),
+        mode: format!("{:?}", fabric.mode()).to_lowercase(),
+        dcqcn: fabric.dcqcn.enabled,
+        hosts: fabric.hosts.len(),
+        message_bytes: options.message_bytes,
+        messages: engine.messages.len(),
+        incomplete_messages: incomplete,
+        timed_out,
+        completion_us: (incomplete == 0).then_some(completion as f64 / 1e6),
+        fct_us: Percentiles {
+            p50: percentile(&fcts, 0.5),
+            p99: percentile(&fcts, 0.99),
+            max: fcts.last().copied().unwrap_or(0.0),
         },
-        "max_queue_bytes": max_queue,
-        "pfc_pause_us": pauses,
-        "pfc_pause_total_us": total_pause_ps as f64 / 1e6,
-        "cnps_sent": cnps,
-        "ecn_marked": marked,
-        "drops": total_drops,
-        "drops_by_reason": drops,
-    });
+        max_queue_bytes: max_queue,
+        pfc_pause_us: pauses,
+        pfc_pause_total_us: total_pause_ps as f64 / 1e6,
+        cnps_sent: cnps,
+        ecn_marked: marked,
+        drops: total_drops,
+        drops_by_reason: drops,
+    };
     if let Some(out) = out {
-        std::fs::create_dir_all(out).map_err(|err| format!("{}: cannot create: {err}", out.display()))?;
+        std::fs::create_dir_all(out)
+            .map_err(|err| InputError::new(out.display(), "", format!("cannot create: {err}")))?;
         let recorders = std::mem::take(&mut engine.recorders);
         for (index, mut recorder) in recorders.into_iter().enumerate() {
             let config = &fabric.switches[index];
             let dir = out.join(&config.name);
             let switch = &engine.switches[index];
             recorder.finish(end, switch);
-            crate::observe::report::write(&dir, config, &switch.stats, recorder)?;
+            crate::observe::report::write(&dir, config, &switch.stats, recorder)
+                .map_err(|problem| InputError::new(dir.display(), "", problem))?;
             let stats = serde_json::to_string_pretty(&switch.stats.to_json(config)).expect("json") + "\n";
-            std::fs::write(dir.join("stats.json"), stats).map_err(|err| format!("{}: {err}", dir.display()))?;
+            std::fs::write(dir.join("stats.json"), stats)
+                .map_err(|err| InputError::new(dir.display(), "stats.json", format!("cannot write: {err}")))?;
         }
-        let text = serde_json::to_string_pretty(&result).expect("json") + "\n";
+        let text = serde_json::to_string_pretty(&result.to_json()).expect("json") + "\n";
         let path = out.join("results.json");
-        std::fs::write(&path, text).map_err(|err| format!("{}: cannot write: {err}", path.display()))?;
+        std::fs::write(&path, text)
+            .map_err(|err| InputError::new(path.display(), "", format!("cannot write: {err}")))?;
     }
     Ok(result)
 }
@@ -591,9 +680,9 @@ mod tests {
         let fabric = small("", None);
         for collective in [Collective::Incast { target: 0 }, Collective::AllToAll, Collective::AllReduce] {
             let first = run(&fabric, &options(collective), None).unwrap();
-            assert_eq!(first["incomplete_messages"], 0, "{collective:?}: {first}");
-            assert_eq!(first["drops"], 0, "{collective:?}: {first}");
-            assert!(first["completion_us"].as_f64().unwrap() > 0.0);
+            assert_eq!(first.incomplete_messages, 0, "{collective:?}: {first:?}");
+            assert_eq!(first.drops, 0, "{collective:?}: {first:?}");
+            assert!(first.completion_us.unwrap() > 0.0);
             assert_eq!(first, run(&fabric, &options(collective), None).unwrap(), "{collective:?} not deterministic");
         }
     }
@@ -606,7 +695,7 @@ mod tests {
         let result =
             run(&fabric, &FabricOptions { messages: 1, ..options(Collective::Incast { target: 0 }) }, None).unwrap();
         // Three senders into one host: about 3 x 64 frames at line rate into h0.
-        let completion = result["completion_us"].as_f64().unwrap();
+        let completion = result.completion_us.unwrap();
         let line_rate_us = 3.0 * 64.0 * (4154.0 + 24.0) * 8.0 / 100_000.0;
         assert!(completion >= line_rate_us && completion < line_rate_us * 1.25, "{completion} vs {line_rate_us}");
     }

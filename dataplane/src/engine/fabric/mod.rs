@@ -26,6 +26,7 @@ pub mod host;
 pub mod workload;
 
 use crate::config::{Config, GroupMode};
+use crate::error::InputError;
 use dcqcn::DcqcnParams;
 use serde::Deserialize;
 use std::path::Path;
@@ -107,63 +108,70 @@ fn mac(kind: u8, a: u8, b: u8) -> String {
 
 impl Fabric {
     /// Reads a fabric file; `mode` overrides the uplink group mode.
-    pub fn load(path: &Path, mode: Option<&str>) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|err| format!("{}: cannot read: {err}", path.display()))?;
+    pub fn load(path: &Path, mode: Option<&str>) -> Result<Self, InputError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| InputError::new(path.display(), "", format!("cannot read: {err}")))?;
         let base = path.parent().unwrap_or(Path::new("."));
         Self::parse_in(&text, &path.display().to_string(), base, mode)
     }
 
     /// Parses a fabric whose switch configs (if listed) are relative to the working directory.
-    pub fn parse(text: &str, file: &str, mode: Option<&str>) -> Result<Self, String> {
+    pub fn parse(text: &str, file: &str, mode: Option<&str>) -> Result<Self, InputError> {
         Self::parse_in(text, file, Path::new("."), mode)
     }
 
     /// Parses a fabric; listed switch configs are read relative to `base`.
-    pub fn parse_in(text: &str, file: &str, base: &Path, mode: Option<&str>) -> Result<Self, String> {
+    pub fn parse_in(text: &str, file: &str, base: &Path, mode: Option<&str>) -> Result<Self, InputError> {
         let mut table: toml::Table = text.parse().map_err(|err: toml::de::Error| {
-            format!("{file}: {}", err.message().lines().next().unwrap_or("not TOML"))
+            InputError::new(file, "", err.message().lines().next().unwrap_or("not TOML").to_string())
         })?;
         let topology: RawTopology = table
             .remove("fabric")
-            .ok_or_else(|| format!("{file}: fabric: missing table"))?
+            .ok_or_else(|| InputError::new(file, "fabric", "missing table"))?
             .try_into()
-            .map_err(|err: toml::de::Error| format!("{file}: fabric: {}", err.message()))?;
+            .map_err(|err: toml::de::Error| InputError::new(file, "fabric", err.message().to_string()))?;
         let dcqcn: DcqcnParams = match table.remove("dcqcn") {
-            Some(value) => {
-                value.try_into().map_err(|err: toml::de::Error| format!("{file}: dcqcn: {}", err.message()))?
-            }
+            Some(value) => value
+                .try_into()
+                .map_err(|err: toml::de::Error| InputError::new(file, "dcqcn", err.message().to_string()))?,
             None => DcqcnParams::default(),
         };
-        dcqcn.validate().map_err(|problem| format!("{file}: {problem}"))?;
+        dcqcn.validate().map_err(|problem| InputError::new(file, "", problem))?;
         if table.get("switch").is_some_and(toml::Value::is_array) {
             return explicit(topology, table, dcqcn, file, base, mode);
         }
         let (Some(leaves), Some(spines), Some(hosts_per_leaf)) =
             (topology.leaves, topology.spines, topology.hosts_per_leaf)
         else {
-            return Err(format!(
-                "{file}: fabric: give leaves, spines and hosts_per_leaf, or list [[switch]], [[host]] and [[link]]"
+            return Err(InputError::new(
+                file,
+                "fabric",
+                "give leaves, spines and hosts_per_leaf, or list [[switch]], [[host]] and [[link]]",
             ));
         };
         for (field, value) in [("fabric.leaves", leaves), ("fabric.spines", spines)] {
             if value == 0 || value > 64 {
-                return Err(format!("{file}: {field}: {value} is not 1-64"));
+                return Err(InputError::new(file, field.to_string(), format!("{value} is not 1-64")));
             }
         }
         if hosts_per_leaf == 0 || hosts_per_leaf > 200 {
-            return Err(format!("{file}: fabric.hosts_per_leaf: {hosts_per_leaf} is not 1-200"));
+            return Err(InputError::new(file, "fabric.hosts_per_leaf", format!("{hosts_per_leaf} is not 1-200")));
         }
         for (field, value) in [
             ("fabric.host_speed_gbps", topology.host_speed_gbps),
             ("fabric.spine_speed_gbps", topology.spine_speed_gbps),
         ] {
             if !(value.is_finite() && value > 0.0) {
-                return Err(format!("{file}: {field}: {value} is not positive"));
+                return Err(InputError::new(file, field.to_string(), format!("{value} is not positive")));
             }
         }
         for key in ["port", "route", "group"] {
             if table.contains_key(key) {
-                return Err(format!("{file}: {key}: the fabric generates ports, routes and groups; remove it"));
+                return Err(InputError::new(
+                    file,
+                    key.to_string(),
+                    "the fabric generates ports, routes and groups; remove it",
+                ));
             }
         }
         let mode_name = mode.unwrap_or(&topology.mode).to_string();
@@ -309,14 +317,16 @@ fn explicit(
     file: &str,
     base: &Path,
     mode: Option<&str>,
-) -> Result<Fabric, String> {
+) -> Result<Fabric, InputError> {
     fn entries<T: serde::de::DeserializeOwned>(
         table: &mut toml::Table,
         key: &str,
         file: &str,
-    ) -> Result<Vec<T>, String> {
+    ) -> Result<Vec<T>, InputError> {
         match table.remove(key) {
-            Some(value) => value.try_into().map_err(|err: toml::de::Error| format!("{file}: {key}: {}", err.message())),
+            Some(value) => value
+                .try_into()
+                .map_err(|err: toml::de::Error| InputError::new(file, key.to_string(), err.message().to_string())),
             None => Ok(Vec::new()),
         }
     }
@@ -324,26 +334,30 @@ fn explicit(
     let host_entries: Vec<RawHostEntry> = entries(&mut table, "host", file)?;
     let link_entries: Vec<RawLink> = entries(&mut table, "link", file)?;
     if let Some(key) = table.keys().next() {
-        return Err(format!("{file}: {key}: not a fabric table (fabric, dcqcn, switch, host, link)"));
+        return Err(InputError::new(file, key.to_string(), "not a fabric table (fabric, dcqcn, switch, host, link)"));
     }
     let override_mode = match mode {
-        Some(name) => Some(
-            GroupMode::parse(name)
-                .ok_or_else(|| format!("--mode: '{name}' is not ecmp, spray, random, adaptive or flowlet"))?,
-        ),
+        Some(name) => Some(GroupMode::parse(name).ok_or_else(|| {
+            InputError::flag("--mode", format!("'{name}' is not ecmp, spray, random, adaptive or flowlet"))
+        })?),
         None => None,
     };
     let mut configs: Vec<Config> = Vec::new();
     for (index, entry) in switch_entries.iter().enumerate() {
-        let mut config = Config::load(&base.join(&entry.config)).map_err(|err| err.to_string())?;
+        let mut config = Config::load(&base.join(&entry.config))?;
         if config.name != entry.name {
-            return Err(format!(
-                "{file}: switch[{index}].name: '{}' but {} names it '{}'",
-                entry.name, entry.config, config.name
+            return Err(InputError::new(
+                file,
+                format!("switch[{index}].name"),
+                format!("'{}' but {} names it '{}'", entry.name, entry.config, config.name),
             ));
         }
         if configs.iter().any(|c| c.name == entry.name) {
-            return Err(format!("{file}: switch[{index}].name: '{}' is listed twice", entry.name));
+            return Err(InputError::new(
+                file,
+                format!("switch[{index}].name"),
+                format!("'{}' is listed twice", entry.name),
+            ));
         }
         if let Some(mode) = override_mode {
             for group in &mut config.groups {
@@ -353,12 +367,16 @@ fn explicit(
         configs.push(config);
     }
     if configs.is_empty() {
-        return Err(format!("{file}: switch: list at least one switch"));
+        return Err(InputError::new(file, "switch", "list at least one switch"));
     }
     let mut hosts: Vec<HostSpec> = Vec::new();
     for (index, entry) in host_entries.iter().enumerate() {
         if hosts.iter().any(|h| h.name == entry.name) || configs.iter().any(|c| c.name == entry.name) {
-            return Err(format!("{file}: host[{index}].name: '{}' is already a host or switch", entry.name));
+            return Err(InputError::new(
+                file,
+                format!("host[{index}].name"),
+                format!("'{}' is already a host or switch", entry.name),
+            ));
         }
         hosts.push(HostSpec {
             name: entry.name.clone(),
@@ -368,23 +386,22 @@ fn explicit(
             mac: crate::wire::ethernet::MacAddress([0x02, 0, 0, 0x10, (index >> 8) as u8, index as u8]),
         });
     }
-    let resolve = |text: &str, field: &str| -> Result<(Endpoint, Option<(u64, f64)>), String> {
+    let resolve = |text: &str, field: &str| -> Result<(Endpoint, Option<(u64, f64)>), InputError> {
         if let Some((switch, port)) = text.split_once(':') {
             let index = configs
                 .iter()
                 .position(|c| c.name == switch)
-                .ok_or_else(|| format!("{file}: {field}: no switch '{switch}'"))?;
+                .ok_or_else(|| InputError::new(file, field.to_string(), format!("no switch '{switch}'")))?;
             let config = &configs[index];
-            let port_index = config
-                .port_index(port)
-                .ok_or_else(|| format!("{file}: {field}: switch '{switch}' has no port '{port}'"))?;
+            let port_index = config.port_index(port).ok_or_else(|| {
+                InputError::new(file, field.to_string(), format!("switch '{switch}' has no port '{port}'"))
+            })?;
             let spec = &config.ports[port_index];
             Ok((Endpoint::Switch { switch: index, port: port_index }, Some((spec.speed_mbps, spec.cable_m))))
         } else {
-            let index = hosts
-                .iter()
-                .position(|h| h.name == text)
-                .ok_or_else(|| format!("{file}: {field}: no host '{text}' (a switch port is switch:port)"))?;
+            let index = hosts.iter().position(|h| h.name == text).ok_or_else(|| {
+                InputError::new(file, field.to_string(), format!("no host '{text}' (a switch port is switch:port)"))
+            })?;
             Ok((Endpoint::Host(index), None))
         }
     };
@@ -396,25 +413,33 @@ fn explicit(
         let (b, b_port) = resolve(&link.b, &format!("link[{index}].b"))?;
         for end in [a, b] {
             if used.contains(&end) {
-                return Err(format!("{file}: link[{index}]: an end is already linked"));
+                return Err(InputError::new(file, format!("link[{index}]"), "an end is already linked"));
             }
             used.push(end);
         }
         let ports: Vec<(u64, f64)> = [a_port, b_port].into_iter().flatten().collect();
         let Some(&(speed_mbps, cable_m)) = ports.first() else {
-            return Err(format!("{file}: link[{index}]: a link needs a switch port at one end at least"));
+            return Err(InputError::new(
+                file,
+                format!("link[{index}]"),
+                "a link needs a switch port at one end at least",
+            ));
         };
         if ports.iter().any(|&(speed, _)| speed != speed_mbps) {
-            return Err(format!("{file}: link[{index}]: the two ports' speed_gbps differ"));
+            return Err(InputError::new(file, format!("link[{index}]"), "the two ports' speed_gbps differ"));
         }
         if let Some(gbps) = link.speed_gbps {
             if (gbps * 1000.0).round() as u64 != speed_mbps {
-                return Err(format!("{file}: link[{index}].speed_gbps: {gbps} differs from the port's speed_gbps"));
+                return Err(InputError::new(
+                    file,
+                    format!("link[{index}].speed_gbps"),
+                    format!("{gbps} differs from the port's speed_gbps"),
+                ));
             }
         }
         let cable_m = link.cable_m.unwrap_or(cable_m);
         if !(cable_m.is_finite() && cable_m >= 0.0) {
-            return Err(format!("{file}: link[{index}].cable_m: {cable_m} is not a length"));
+            return Err(InputError::new(file, format!("link[{index}].cable_m"), format!("{cable_m} is not a length")));
         }
         for (end, other) in [(a, b), (b, a)] {
             if let (Endpoint::Host(host), Endpoint::Switch { switch, .. }) = (end, other) {
@@ -425,7 +450,7 @@ fn explicit(
     }
     for (host, switch) in host_switch.iter().enumerate() {
         let Some(switch) = switch else {
-            return Err(format!("{file}: host '{}' has no link to a switch", hosts[host].name));
+            return Err(InputError::new(file, "host", format!("'{}' has no link to a switch", hosts[host].name)));
         };
         hosts[host].leaf = *switch as u8;
     }
@@ -462,13 +487,13 @@ fn switch_config(
     routes: Vec<toml::Table>,
     groups: Vec<toml::Table>,
     file: &str,
-) -> Result<Config, String> {
+) -> Result<Config, InputError> {
     let mut table = template.clone();
     let switch = table.entry("switch").or_insert_with(|| toml::Value::Table(toml::Table::new()));
-    let Some(switch) = switch.as_table_mut() else { return Err(format!("{file}: switch: must be a table")) };
+    let Some(switch) = switch.as_table_mut() else { return Err(InputError::new(file, "switch", "must be a table")) };
     for key in ["name", "mac"] {
         if switch.contains_key(key) {
-            return Err(format!("{file}: switch.{key}: set per switch by the fabric; remove it"));
+            return Err(InputError::new(file, format!("switch.{key}"), "set per switch by the fabric; remove it"));
         }
     }
     switch.insert("name".into(), name.into());
@@ -479,8 +504,8 @@ fn switch_config(
     if !groups.is_empty() {
         table.insert("group".into(), array(groups));
     }
-    let text = toml::to_string(&table).map_err(|err| format!("{file}: {name}: {err}"))?;
-    Config::parse(&text, &format!("{file} ({name})")).map_err(|err| err.to_string())
+    let text = toml::to_string(&table).map_err(|err| InputError::new(file, name.to_string(), err.to_string()))?;
+    Config::parse(&text, &format!("{file} ({name})"))
 }
 
 #[cfg(test)]
@@ -530,12 +555,12 @@ pmax = 0.2
     #[test]
     fn mistakes_name_the_file_and_field() {
         let err = Fabric::parse(&SMALL.replace("leaves = 2", "leaves = 0"), "f.toml", None).unwrap_err();
-        assert!(err.contains("f.toml") && err.contains("fabric.leaves"), "{err}");
+        assert_eq!((err.file.as_str(), err.field.as_str()), ("f.toml", "fabric.leaves"), "{err}");
         let err = Fabric::parse(&SMALL.replace("[switch]", "[switch]\nname = \"x\""), "f.toml", None).unwrap_err();
-        assert!(err.contains("switch.name"), "{err}");
-        let err = Fabric::parse(SMALL, "f.toml", Some("teleport")).unwrap_err();
+        assert_eq!(err.field, "switch.name", "{err}");
+        let err = Fabric::parse(SMALL, "f.toml", Some("teleport")).unwrap_err().to_string();
         assert!(err.contains("f.toml (leaf0)") && err.contains("mode"), "{err}");
-        let err = Fabric::parse(&format!("{SMALL}\n[dcqcn]\ng = 2.0\n"), "f.toml", None).unwrap_err();
-        assert!(err.contains("dcqcn.g"), "{err}");
+        let err = Fabric::parse(&format!("{SMALL}\n[dcqcn]\ng = 2.0\n"), "f.toml", None).unwrap_err().to_string();
+        assert!(err.starts_with("f.toml: dcqcn.g: "), "{err}");
     }
 }

@@ -23,12 +23,15 @@ pub enum Collective {
 }
 
 impl Collective {
-    pub fn parse(name: &str, target: usize) -> Result<Self, String> {
+    pub fn parse(name: &str, target: usize) -> Result<Self, crate::error::InputError> {
         match name {
             "incast" => Ok(Self::Incast { target }),
             "alltoall" => Ok(Self::AllToAll),
             "allreduce" => Ok(Self::AllReduce),
-            other => Err(format!("--workload: '{other}' is not incast, alltoall or allreduce")),
+            other => Err(crate::error::InputError::flag(
+                "--workload",
+                format!("'{other}' is not incast, alltoall or allreduce"),
+            )),
         }
     }
 
