@@ -6,6 +6,16 @@
 
 #![forbid(unsafe_code)]
 
+/// 2^64 / the golden ratio: the increment of splitmix64, and the odd multiplier raceway's
+/// hashes and seed derivations use.
+pub const GOLDEN_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The seed of the `index`-th generator of a run (a worker, a switch of a fabric): distinct
+/// per index, reproducible per run seed.
+pub fn stream_seed(seed: u64, index: u64) -> u64 {
+    seed ^ index.wrapping_add(1).wrapping_mul(GOLDEN_GAMMA)
+}
+
 #[derive(Debug, Clone)]
 pub struct Rng {
     state: [u64; 4],
@@ -15,7 +25,7 @@ impl Rng {
     pub fn new(seed: u64) -> Self {
         let mut sm = seed;
         let mut next = || {
-            sm = sm.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            sm = sm.wrapping_add(GOLDEN_GAMMA);
             let mut z = sm;
             z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -58,11 +58,6 @@ pub struct LiveOptions {
     pub capture: Vec<crate::observe::capture::CaptureRequest>,
 }
 
-/// The seed of worker `index`: distinct per worker, reproducible per run seed.
-pub fn worker_seed(seed: u64, index: u64) -> u64 {
-    seed ^ index.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
 /// What a live run reports beyond the switch counters.
 #[derive(Debug, Clone, Default)]
 pub struct LiveReport {
@@ -370,7 +365,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         }
         Some(capture)
     };
-    let mut worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool), worker_seed(options.seed, 0));
+    let mut worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool), crate::rng::stream_seed(options.seed, 0));
     worker.tap = capture.as_ref().map(crate::observe::capture::Capture::tap);
     worker.control = control.as_ref().map(|plane| Arc::clone(&plane.link));
     let started = Instant::now();

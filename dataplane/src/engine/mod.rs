@@ -7,3 +7,4 @@ pub mod fabric;
 pub mod live;
 pub mod port_tx;
 pub mod replay;
+pub mod sim;

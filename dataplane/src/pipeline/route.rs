@@ -36,7 +36,7 @@ impl Hasher for AddressHasher {
 
     #[inline]
     fn write_u64(&mut self, value: u64) {
-        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(crate::rng::GOLDEN_GAMMA);
     }
 
     #[inline]

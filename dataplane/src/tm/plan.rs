@@ -90,7 +90,12 @@ pub fn peer_response_wire_bytes() -> u64 {
 
 /// Propagation delay of a port's cable, one way, in ps.
 pub fn propagation_ps(port: &PortConfig) -> u64 {
-    (port.cable_m * PROPAGATION_PS_PER_M).round() as u64
+    cable_delay_ps(port.cable_m)
+}
+
+/// Propagation delay of `cable_m` metres of cable, one way, in ps.
+pub fn cable_delay_ps(cable_m: f64) -> u64 {
+    (cable_m * PROPAGATION_PS_PER_M).round() as u64
 }
 
 /// The "auto" headroom of a port, in cell bytes (see the module notes).

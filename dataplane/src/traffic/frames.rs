@@ -11,6 +11,9 @@ use crate::wire::checksum::internet_checksum;
 use crate::wire::ethernet::MacAddress;
 use std::net::IpAddr;
 
+/// RoCEv2 headers around a payload: Ethernet 14, IPv4 20, UDP 8, BTH 12, ICRC 4.
+pub const ROCE_OVERHEAD: usize = 14 + 20 + 8 + 12 + 4;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
     Udp {

@@ -90,8 +90,12 @@ pub fn mixed(options: &MixedOptions) -> Vec<(u64, Vec<u8>)> {
             2 => {
                 spec.dscp = 48;
                 spec.ecn = 0;
-                spec.transport =
-                    Transport::Roce { source: 0xc000, opcode: 0x81, dest_qp: 0x200 + u32::from(flow), psn: 0 };
+                spec.transport = Transport::Roce {
+                    source: 0xc000,
+                    opcode: crate::wire::bth::OPCODE_CNP,
+                    dest_qp: 0x200 + u32::from(flow),
+                    psn: 0,
+                };
             }
             // TCP, best effort, across the uplinks.
             3 => {
@@ -265,9 +269,6 @@ impl Default for PatternOptions {
     }
 }
 
-/// Header bytes of a RoCEv2 frame without VLAN: Ethernet, IPv4, UDP, BTH, ICRC.
-const ROCE_OVERHEAD: usize = 14 + 20 + 8 + 12 + 4;
-
 /// RC SEND opcodes, by position of the frame in its message.
 const SEND_FIRST: u8 = 0x00;
 const SEND_MIDDLE: u8 = 0x01;
@@ -328,8 +329,10 @@ impl PatternOptions {
 pub fn pattern(options: &PatternOptions) -> Vec<Vec<(u64, Vec<u8>)>> {
     let hosts = options.hosts.max(2);
     let mut rng = Rng::new(options.seed);
-    let payload =
-        options.frame_len.saturating_sub(ROCE_OVERHEAD + if options.pcp.is_some() { 4 } else { 0 }).max(1) as u64;
+    let payload = options
+        .frame_len
+        .saturating_sub(crate::traffic::frames::ROCE_OVERHEAD + if options.pcp.is_some() { 4 } else { 0 })
+        .max(1) as u64;
     let frames_for = |bytes: u64| bytes.div_ceil(payload).max(1);
     let deadline_ps = options.duration_us.map(|us| (us * 1e6) as u64);
     let mut traces = Vec::with_capacity(usize::from(hosts));

@@ -237,7 +237,7 @@ fn fold128(value: u128) -> u32 {
 /// Murmur3's per-word mix, used before, cost ~6% of a 172-cycle live frame in `perf`.
 #[inline(always)]
 fn flow_hash(words: &[u32]) -> u32 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    const K: u64 = crate::rng::GOLDEN_GAMMA;
     let mut hash: u64 = K;
     for pair in words.chunks(2) {
         let word = u64::from(pair[0]) | u64::from(pair.get(1).copied().unwrap_or(0)) << 32;

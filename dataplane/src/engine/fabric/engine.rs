@@ -21,14 +21,13 @@ use super::host::{self, Nic, QueuePair};
 use super::workload::{self, Collective, Message};
 use super::{Endpoint, Fabric};
 use crate::engine::port_tx;
+use crate::engine::sim::{self, Alarm, EventQueue};
 use crate::error::InputError;
 use crate::observe::report::{record_pfc, Intervals, Recorder};
 use crate::packet::HeapPacket;
-use crate::switch::{Received, Switch, NEVER};
+use crate::switch::Switch;
 use serde_json::Value;
-use std::cmp::Reverse;
-use std::collections::BTreeMap;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 /// What to run on a fabric.
@@ -44,19 +43,12 @@ pub struct FabricOptions {
     pub horizon_ms: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Arrive { to: Endpoint, frame: usize },
     TxDone(Endpoint),
     Timer(usize),
     HostWake(usize),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Event {
-    time: u64,
-    sequence: u64,
-    kind: Kind,
 }
 
 /// Where a link end sends to: the other end, the link's speed and its propagation delay.
@@ -83,14 +75,13 @@ struct Engine<'a> {
     options: &'a FabricOptions,
     switches: Vec<Switch<HeapPacket>>,
     switch_busy: Vec<Vec<bool>>,
-    timer_at: Vec<u64>,
+    timers: Vec<Alarm>,
     recorders: Vec<Recorder>,
     nics: Vec<Nic>,
     qps: Vec<QueuePair>,
     messages: Vec<MessageState>,
     wires: HashMap<Endpoint, Wire>,
-    events: BinaryHeap<Reverse<Event>>,
-    sequence: u64,
+    events: EventQueue<Kind>,
     frames: Vec<Option<Vec<u8>>>,
     free_frames: Vec<usize>,
     /// PFC pauses each link end's transmitter received, per priority.
@@ -101,8 +92,7 @@ struct Engine<'a> {
 
 impl Engine<'_> {
     fn schedule(&mut self, time: u64, kind: Kind) {
-        self.sequence += 1;
-        self.events.push(Reverse(Event { time, sequence: self.sequence, kind }));
+        self.events.schedule(time, kind);
     }
 
     fn store(&mut self, bytes: Vec<u8>) -> usize {
@@ -147,25 +137,19 @@ impl Engine<'_> {
     }
 
     fn arrive_at_switch(&mut self, switch: usize, port: usize, bytes: Vec<u8>, now: u64) {
-        if let Ok(crate::wire::parse::Payload::FlowControl(repr)) =
-            crate::wire::parse::parse(&bytes).map(|parsed| parsed.payload)
-        {
-            self.note_pause(Endpoint::Switch { switch, port }, &repr, now);
-            self.recorders[switch].pfc_received(port, &repr, now, self.fabric.switches[switch].ports[port].speed_mbps);
+        let speed = self.fabric.switches[switch].ports[port].speed_mbps;
+        let recorder = Some(&mut self.recorders[switch]);
+        let arrival = sim::arrive(&mut self.switches[switch], recorder, port, bytes, now, speed);
+        if let Some(repr) = &arrival.pfc {
+            self.note_pause(Endpoint::Switch { switch, port }, repr, now);
         }
-        match self.switches[switch].receive(port, HeapPacket::new(bytes), now) {
-            Received::Queued { egress, .. } => self.switch_transmit(switch, egress, now),
-            Received::FlowControl => self.switch_transmit(switch, port, now),
-            // Fabric switches have no control plane (no `[control]`), so nothing is punted;
-            // were anything, it would end here, counted.
-            Received::Punted(_) => drop(self.switches[switch].take_punted()),
-            Received::Dropped(_) => {}
+        if let Some(ready) = arrival.ready {
+            self.switch_transmit(switch, ready, now);
         }
     }
 
     fn wake_host(&mut self, host: usize, at: u64) {
-        if at < self.nics[host].wake_at {
-            self.nics[host].wake_at = at;
+        if self.nics[host].wake.set(at) {
             self.schedule(at, Kind::HostWake(host));
         }
     }
@@ -306,10 +290,7 @@ impl Engine<'_> {
 
     fn sync_timers(&mut self, now: u64) {
         for switch in 0..self.switches.len() {
-            let deadline = self.switches[switch].next_deadline();
-            if deadline != NEVER && deadline < self.timer_at[switch] {
-                let at = deadline.max(now);
-                self.timer_at[switch] = at;
+            if let Some(at) = self.timers[switch].follow(&self.switches[switch], now) {
                 self.schedule(at, Kind::Timer(switch));
             }
         }
@@ -391,7 +372,9 @@ impl FabricOptions {
         if self.message_bytes == 0 || self.messages == 0 {
             return Err(InputError::flag("--message-bytes and --messages", "must be at least 1"));
         }
-        if !(64..=9000).contains(&self.roce_mtu) || self.roce_mtu + host::ROCE_OVERHEAD > fabric.mtu() as usize + 14 {
+        if !(64..=9000).contains(&self.roce_mtu)
+            || self.roce_mtu + crate::traffic::frames::ROCE_OVERHEAD > fabric.mtu() as usize + 14
+        {
             return Err(InputError::flag(
                 "--roce-mtu",
                 format!("{} is not 64-9000 or does not fit the switches' mtu {}", self.roce_mtu, fabric.mtu()),
@@ -447,7 +430,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
     }
     let mut wires = HashMap::new();
     for link in &fabric.links {
-        let propagation_ps = (link.cable_m * crate::tm::plan::PROPAGATION_PS_PER_M).round() as u64;
+        let propagation_ps = crate::tm::plan::cable_delay_ps(link.cable_m);
         wires.insert(link.a, Wire { to: link.b, speed_mbps: link.speed_mbps, propagation_ps });
         wires.insert(link.b, Wire { to: link.a, speed_mbps: link.speed_mbps, propagation_ps });
     }
@@ -457,22 +440,21 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         .switches
         .iter()
         .enumerate()
-        .map(|(i, config)| Switch::new(config, options.seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .map(|(i, config)| Switch::new(config, crate::rng::stream_seed(options.seed, i as u64)))
         .collect();
     let data_priority = usize::from(fabric.switches[0].qos.dscp_to_tc[usize::from(host::DATA_DSCP)]);
     let mut engine = Engine {
         fabric,
         options,
         switch_busy: fabric.switches.iter().map(|c| vec![false; c.ports.len()]).collect(),
-        timer_at: vec![NEVER; switches.len()],
+        timers: vec![Alarm::default(); switches.len()],
         recorders: fabric.switches.iter().map(|c| Recorder::new(c.ports.len(), span_ps)).collect(),
         switches,
         nics,
         qps,
         messages,
         wires,
-        events: BinaryHeap::new(),
-        sequence: 0,
+        events: EventQueue::default(),
         frames: Vec::new(),
         free_frames: Vec::new(),
         paused: HashMap::new(),
@@ -486,14 +468,13 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
     }
     let horizon = (options.horizon_ms * 1e9) as u64;
     let mut timed_out = false;
-    while let Some(Reverse(event)) = engine.events.pop() {
-        let now = event.time;
+    while let Some((now, kind)) = engine.events.pop() {
         if now > horizon {
             timed_out = true;
             break;
         }
         engine.now = now;
-        match event.kind {
+        match kind {
             Kind::Arrive { to, frame } => {
                 let bytes = engine.frames[frame].take().expect("a frame in flight");
                 engine.free_frames.push(frame);
@@ -511,18 +492,14 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
                 engine.host_transmit(host, now);
             }
             Kind::Timer(switch) => {
-                if engine.timer_at[switch] == now {
-                    engine.timer_at[switch] = NEVER;
-                }
+                engine.timers[switch].fired(now);
                 engine.switches[switch].advance(now);
                 for port in 0..engine.switch_busy[switch].len() {
                     engine.switch_transmit(switch, port, now);
                 }
             }
             Kind::HostWake(host) => {
-                if engine.nics[host].wake_at == now {
-                    engine.nics[host].wake_at = u64::MAX;
-                }
+                engine.nics[host].wake.fired(now);
                 engine.host_transmit(host, now);
             }
         }
@@ -537,7 +514,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         engine.sync_timers(now);
         // Only the switch this event acted on can have changed its queues: observing just it
         // keeps the charts' cost per event constant however large the fabric.
-        let touched = match event.kind {
+        let touched = match kind {
             Kind::Arrive { to: Endpoint::Switch { switch, .. }, .. }
             | Kind::TxDone(Endpoint::Switch { switch, .. }) => Some(switch),
             Kind::Timer(switch) => Some(switch),

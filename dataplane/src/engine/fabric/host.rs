@@ -10,15 +10,12 @@
 
 use super::dcqcn::RateControl;
 use crate::traffic::frames::{FrameSpec, Transport};
+use crate::wire::bth::OPCODE_CNP;
 use crate::wire::ethernet::MacAddress;
 use crate::wire::parse::{parse, Payload};
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr};
 
-/// RoCEv2 headers around a payload: Ethernet 14, IPv4 20, UDP 8, BTH 12, ICRC 4.
-pub const ROCE_OVERHEAD: usize = 58;
-/// BTH opcode of a CNP (RoCEv2 congestion notification).
-pub const CNP_OPCODE: u8 = 0x81;
 /// DSCP of data and of CNPs (what RoCE deployments use: lossless data, strict CNPs).
 pub const DATA_DSCP: u8 = 26;
 pub const CNP_DSCP: u8 = 48;
@@ -85,8 +82,8 @@ pub struct Nic {
     /// What the leaf's PFC holds back, per priority.
     pub pauses: crate::tm::pfc::Pauses,
     pub transmitting: bool,
-    /// Time of the pending wake-up event, u64::MAX if none.
-    pub wake_at: u64,
+    /// The pending wake-up event.
+    pub wake: crate::engine::sim::Alarm,
     pub cnps_sent: u64,
     pub cnps_received: u64,
     pub marked_received: u64,
@@ -104,7 +101,7 @@ impl Nic {
             cnps: VecDeque::new(),
             pauses: crate::tm::pfc::Pauses::default(),
             transmitting: false,
-            wake_at: u64::MAX,
+            wake: crate::engine::sim::Alarm::default(),
             cnps_sent: 0,
             cnps_received: 0,
             marked_received: 0,
@@ -129,7 +126,7 @@ pub fn data_frame(from: &Nic, to: Ipv4Addr, qp: usize, psn: u32, opcode: u8, pay
     spec.source_mac = from.mac;
     spec.dscp = DATA_DSCP;
     spec.ecn = 0b10;
-    spec.frame_len = payload + ROCE_OVERHEAD;
+    spec.frame_len = payload + crate::traffic::frames::ROCE_OVERHEAD;
     spec.transport =
         Transport::Roce { source: 0xc000 | (qp as u16 & 0x3fff), opcode, dest_qp: qp as u32 + 1, psn: psn & 0xff_ffff };
     spec.build()
@@ -141,7 +138,7 @@ pub fn cnp_frame(from: &Nic, to: Ipv4Addr, qp: usize) -> Vec<u8> {
     spec.source_mac = from.mac;
     spec.dscp = CNP_DSCP;
     spec.ecn = 0;
-    spec.transport = Transport::Roce { source: 0xc000, opcode: CNP_OPCODE, dest_qp: qp as u32 + 1, psn: 0 };
+    spec.transport = Transport::Roce { source: 0xc000, opcode: OPCODE_CNP, dest_qp: qp as u32 + 1, psn: 0 };
     spec.build()
 }
 
@@ -162,7 +159,7 @@ pub fn read(frame: &[u8]) -> Received {
         Payload::Ip(ip) => match ip.roce {
             Some(roce) if roce.dest_qp > 0 => {
                 let qp = roce.dest_qp as usize - 1;
-                if roce.opcode == CNP_OPCODE {
+                if roce.opcode == OPCODE_CNP {
                     return Received::Cnp { qp };
                 }
                 // The PSN: the BTH's last three bytes, after UDP.
@@ -184,7 +181,7 @@ mod tests {
     fn frames_read_back() {
         let nic = Nic::new(Ipv4Addr::new(10, 0, 0, 1), MacAddress([2, 0, 0, 0x10, 0, 0]), 100_000);
         let data = data_frame(&nic, Ipv4Addr::new(10, 1, 0, 1), 6, 0x12345, 0x02, 4096);
-        assert_eq!(data.len(), 4096 + ROCE_OVERHEAD);
+        assert_eq!(data.len(), 4096 + crate::traffic::frames::ROCE_OVERHEAD);
         assert_eq!(read(&data), Received::Data { qp: 6, psn: 0x12345, congestion: false });
         let mut marked = data.clone();
         crate::tm::ecn::set_ce(&mut marked, 14, false);

@@ -30,18 +30,17 @@ pub mod pcap;
 
 use crate::config::Config;
 use crate::engine::port_tx;
+use crate::engine::sim::{self, Alarm, EventQueue};
 use crate::error::InputError;
 use crate::observe::report::Recorder;
 use crate::observe::stats::SwitchStats;
 use crate::packet::HeapPacket;
-use crate::switch::{Received, Switch, NEVER};
+use crate::switch::{Switch, NEVER};
 use crate::tm::pfc::Pauses;
 use crate::tm::plan;
-use crate::wire::parse::{parse, Payload};
 use crate::wire::pfc::Repr;
 use pcap::{read_trace, CaptureWriter, TraceFrame};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 /// Options of a replay beyond the config and traces.
@@ -55,24 +54,16 @@ pub struct ReplayOptions {
     pub report: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum EventKind {
-    /// The last bit of the frame the peer is sending has arrived.
-    FrameArrived,
+#[derive(Debug, Clone, Copy)]
+enum Event {
+    /// The last bit of the frame the peer on the port is sending has arrived.
+    FrameArrived(usize),
     /// The port's transmitter finished a frame.
-    TransmitDone,
-    /// The peer may be able to send (a frame is offered, or a pause ends).
-    PeerReady,
+    TransmitDone(usize),
+    /// The port's peer may be able to send (a frame is offered, or a pause ends).
+    PeerReady(usize),
     /// The switch has a timer due (pause end, XOFF refresh, watchdog).
     Timer,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Event {
-    time_ps: u64,
-    sequence: u64,
-    kind: EventKind,
-    port: usize,
 }
 
 /// A frame the peer offers: when, in what order, and to which of its queues it belongs.
@@ -93,8 +84,8 @@ struct Peer {
     ignores_pfc: bool,
     /// A frame is on the wire towards the switch.
     sending: Option<Vec<u8>>,
-    /// Time of the pending PeerReady event, NEVER if none.
-    wake_at: u64,
+    /// The pending PeerReady event.
+    wake: Alarm,
 }
 
 impl Peer {
@@ -113,9 +104,8 @@ struct Engine<'a> {
     config: &'a Config,
     switch: Switch<HeapPacket>,
     ports: Vec<PortState>,
-    events: BinaryHeap<Reverse<Event>>,
-    sequence: u64,
-    timer_at: u64,
+    events: EventQueue<Event>,
+    timer: Alarm,
     /// Time series for `--report`; it only reads the switch.
     recorder: Option<Recorder>,
 }
@@ -147,7 +137,7 @@ pub fn run(
             pauses: Pauses::default(),
             ignores_pfc: options.ignore_pfc.contains(&index),
             sending: None,
-            wake_at: NEVER,
+            wake: Alarm::default(),
         };
         for (order, frame) in trace.into_iter().enumerate() {
             let queue = switch.priority_of(&frame.bytes).map_or(CONTROL_QUEUE, usize::from);
@@ -159,30 +149,24 @@ pub fn run(
             capture: CaptureWriter::create(&out_dir.join(format!("{}.pcap", port.name)))?,
         });
     }
-    let mut engine =
-        Engine { config, switch, ports, events: BinaryHeap::new(), sequence: 0, timer_at: NEVER, recorder };
+    let mut engine = Engine { config, switch, ports, events: EventQueue::default(), timer: Alarm::default(), recorder };
     let mut last_event_ps = 0;
     for port in 0..engine.ports.len() {
         engine.peer_ready(port, 0);
     }
-    while let Some(Reverse(event)) = engine.events.pop() {
-        let now = event.time_ps;
-        match event.kind {
-            EventKind::FrameArrived => engine.frame_arrived(event.port, now)?,
-            EventKind::TransmitDone => {
-                engine.ports[event.port].transmitting = false;
-                engine.start_transmit(event.port, now)?;
+    while let Some((now, event)) = engine.events.pop() {
+        match event {
+            Event::FrameArrived(port) => engine.frame_arrived(port, now)?,
+            Event::TransmitDone(port) => {
+                engine.ports[port].transmitting = false;
+                engine.start_transmit(port, now)?;
             }
-            EventKind::PeerReady => {
-                if engine.ports[event.port].peer.wake_at == now {
-                    engine.ports[event.port].peer.wake_at = NEVER;
-                }
-                engine.peer_ready(event.port, now);
+            Event::PeerReady(port) => {
+                engine.ports[port].peer.wake.fired(now);
+                engine.peer_ready(port, now);
             }
-            EventKind::Timer => {
-                if engine.timer_at == now {
-                    engine.timer_at = NEVER;
-                }
+            Event::Timer => {
+                engine.timer.fired(now);
                 engine.switch.advance(now);
                 for port in 0..engine.ports.len() {
                     engine.start_transmit(port, now)?;
@@ -197,7 +181,9 @@ pub fn run(
                 engine.start_transmit(port, now)?;
             }
         }
-        engine.sync_timer(now);
+        if let Some(at) = engine.timer.follow(&engine.switch, now) {
+            engine.events.schedule(at, Event::Timer);
+        }
         if let Some(recorder) = &mut engine.recorder {
             recorder.observe(now, &engine.switch);
         }
@@ -230,25 +216,9 @@ pub fn run(
 }
 
 impl Engine<'_> {
-    fn schedule(&mut self, time_ps: u64, kind: EventKind, port: usize) {
-        self.sequence += 1;
-        self.events.push(Reverse(Event { time_ps, sequence: self.sequence, kind, port }));
-    }
-
-    /// Keeps one Timer event at the switch's next deadline.
-    fn sync_timer(&mut self, now: u64) {
-        let deadline = self.switch.next_deadline();
-        if deadline != NEVER && deadline < self.timer_at {
-            let at = deadline.max(now);
-            self.timer_at = at;
-            self.schedule(at, EventKind::Timer, 0);
-        }
-    }
-
     fn wake_peer(&mut self, port: usize, at: u64) {
-        if at < self.ports[port].peer.wake_at {
-            self.ports[port].peer.wake_at = at;
-            self.schedule(at, EventKind::PeerReady, port);
+        if self.ports[port].peer.wake.set(at) {
+            self.events.schedule(at, Event::PeerReady(port));
         }
     }
 
@@ -282,7 +252,7 @@ impl Engine<'_> {
                 let frame = peer.queues[queue].pop_front().expect("chosen queue has a frame");
                 let arrived = now + self.config.ports[port].wire_time_ps(frame.bytes.len());
                 peer.sending = Some(frame.bytes);
-                self.schedule(arrived, EventKind::FrameArrived, port);
+                self.events.schedule(arrived, Event::FrameArrived(port));
             }
             None if next_try != NEVER => self.wake_peer(port, next_try),
             None => {}
@@ -291,18 +261,9 @@ impl Engine<'_> {
 
     fn frame_arrived(&mut self, port: usize, now: u64) -> Result<(), InputError> {
         let bytes = self.ports[port].peer.sending.take().expect("an arrival event has a frame");
-        if let Some(recorder) = &mut self.recorder {
-            if let Ok(Payload::FlowControl(repr)) = parse(&bytes).map(|parsed| parsed.payload) {
-                recorder.pfc_received(port, &repr, now, self.config.ports[port].speed_mbps);
-            }
-        }
-        match self.switch.receive(port, HeapPacket::new(bytes), now) {
-            Received::Queued { egress, .. } => self.start_transmit(egress, now)?,
-            // A pause or resume for this port's egress.
-            Received::FlowControl => self.start_transmit(port, now)?,
-            // Replay has no kernel: a punted frame ends here, counted and policed as live.
-            Received::Punted(_) => drop(self.switch.take_punted()),
-            Received::Dropped(_) => {}
+        let speed = self.config.ports[port].speed_mbps;
+        if let Some(ready) = sim::arrive(&mut self.switch, self.recorder.as_mut(), port, bytes, now, speed).ready {
+            self.start_transmit(ready, now)?;
         }
         // An XOFF decided on this frame leaves as soon as the link is free.
         if self.switch.has_control(port) {
@@ -321,7 +282,7 @@ impl Engine<'_> {
         let done = now + port_config.wire_time_ps(bytes.len());
         self.ports[port].capture.write(now, &bytes)?;
         self.ports[port].transmitting = true;
-        self.schedule(done, EventKind::TransmitDone, port);
+        self.events.schedule(done, Event::TransmitDone(port));
         if let Some(repr) = repr {
             if let Some(recorder) = &mut self.recorder {
                 recorder.pfc_sent(port, &repr, now, port_config.speed_mbps);
