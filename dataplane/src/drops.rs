@@ -3,8 +3,6 @@
 //! Invariant: every packet the switch receives is forwarded, consumed (PFC), punted to the
 //! control plane (counted by `punt::PuntReason`) or counted under exactly one of these reasons; `ALL` lists each reason once, in stats JSON order.
 
-#![forbid(unsafe_code)]
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum DropReason {

@@ -7,8 +7,6 @@
 //! Invariant: every message is one line that names where the problem is, so a user can fix
 //! it without a backtrace.
 
-#![forbid(unsafe_code)]
-
 use std::fmt;
 
 /// One line: `file: field: problem` (`file: problem` when there is no field).

@@ -16,8 +16,6 @@
 //! wrapper and the in-memory buffer both implement, so unit tests, benchmarks, the replay
 //! engine and the live switch all run the same code.
 
-#![deny(unsafe_code)]
-
 pub mod config;
 pub mod control;
 pub mod dpdk;

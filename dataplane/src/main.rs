@@ -4,8 +4,6 @@
 //! Invariant: a user's mistake (flag, file, config) ends with one line on stderr naming the
 //! file, the field and the problem, and exit status 2; never a panic or a backtrace.
 
-#![forbid(unsafe_code)]
-
 use clap::{Args, Parser, Subcommand};
 use raceway::config::Config;
 use raceway::engine::live::{self, LiveOptions};

@@ -4,8 +4,6 @@
 //! on DPDK mbufs (live) and on `HeapPacket`s (replay, tests, benchmarks). Dropping a buffer
 //! releases it (an mbuf goes back to its pool).
 
-#![forbid(unsafe_code)]
-
 /// A frame's bytes, owned by the pipeline while it holds the buffer.
 pub trait PacketBuf {
     fn data(&self) -> &[u8];

@@ -4,8 +4,6 @@
 //! Invariant: the sequence depends only on the seed, on every platform, so replays and
 //! generated traces are reproducible.
 
-#![forbid(unsafe_code)]
-
 /// 2^64 / the golden ratio: the increment of splitmix64, and the odd multiplier raceway's
 /// hashes and seed derivations use.
 pub const GOLDEN_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;

@@ -18,8 +18,6 @@
 //! Invariant: every frame handed to `receive` is queued, consumed (PFC), punted or dropped and
 //! counted; every queued frame leaves through `transmit`, a watchdog flush or `drain`, counted.
 
-#![forbid(unsafe_code)]
-
 use crate::config::{wire_bytes, Config, MarkOn, PortConfig, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::observe::stats::SwitchStats;

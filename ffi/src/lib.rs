@@ -4,7 +4,7 @@
 //! Invariant: nothing here is safe to call directly; the `dpdk` module of the dataplane crate
 //! is the only caller, and it documents each call's preconditions.
 
-#![allow(non_upper_case_globals, non_camel_case_types, non_snake_case, dead_code)]
+#![allow(unsafe_code, non_upper_case_globals, non_camel_case_types, non_snake_case, dead_code)]
 #![allow(clippy::all, clippy::undocumented_unsafe_blocks)]
 
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));

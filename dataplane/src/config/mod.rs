@@ -5,8 +5,6 @@
 //! names a port or group that exists, TCs are 0-7, DSCPs 0-63, speeds positive, thresholds
 //! ordered. Every rejection is one `InputError` naming the file, the field and the problem.
 
-#![forbid(unsafe_code)]
-
 pub mod check;
 
 use crate::error::InputError;

@@ -18,8 +18,6 @@
 //! Invariant: `KernelTables` holds exactly the last state the kernel reported for each object;
 //! `learned` is a pure function of it.
 
-#![forbid(unsafe_code)]
-
 use crate::pipeline::fib::{KernelRoute, Learned, Neighbor};
 use crate::wire::ethernet::MacAddress;
 use netlink_packet_core::{NetlinkMessage, NetlinkPayload};

@@ -18,8 +18,6 @@
 //! thread; every mbuf the control thread allocates is injected or freed; at exit both rings
 //! are emptied (dropping frees) before the pool is checked.
 
-#![forbid(unsafe_code)]
-
 pub mod kernel;
 
 use crate::config::{Config, ControlConfig};

@@ -28,8 +28,6 @@
 //! a second; whatever is still queued then is dropped and counted (`buffer_full`), frames the
 //! tx queue never took are freed and reported, and ports are closed before the pool is freed.
 
-#![forbid(unsafe_code)]
-
 use crate::config::{Config, WorkerModel};
 use crate::control::{ControlLink, ControlPlane};
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mbuf, Mempool, Port, BURST};

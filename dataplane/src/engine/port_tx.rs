@@ -6,8 +6,6 @@
 //! Invariant: a PFC frame the queue cannot take stays pending in the switch and no data passes
 //! it; every frame handed out is counted by the switch as sent.
 
-#![forbid(unsafe_code)]
-
 use crate::packet::{HeapPacket, PacketBuf};
 use crate::switch::Switch;
 use crate::wire::pfc::Repr;

@@ -5,8 +5,6 @@
 //! Invariant: events leave the queue in (time, order of scheduling) order and nothing else
 //! decides their order (no hash, no wall clock), so a run is the same every time.
 
-#![forbid(unsafe_code)]
-
 use crate::observe::report::Recorder;
 use crate::packet::HeapPacket;
 use crate::switch::{Received, Switch, NEVER};

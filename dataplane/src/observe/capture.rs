@@ -8,8 +8,6 @@
 //! uncaptured and counted in `not_captured`, never waited for. Every record goes back to the
 //! pool after it is written, so the pool never grows.
 
-#![forbid(unsafe_code)]
-
 use crossbeam_queue::ArrayQueue;
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};

@@ -4,8 +4,6 @@
 //! Invariant: recording never allocates (the buckets are a fixed array) and percentiles are
 //! reported as the upper bound of the bucket that holds them, so they never understate.
 
-#![forbid(unsafe_code)]
-
 const SUB_BUCKET_BITS: u32 = 3;
 const SUB_BUCKETS: usize = 1 << SUB_BUCKET_BITS;
 /// Up to 2^40 ns (18 minutes) before the last bucket saturates.

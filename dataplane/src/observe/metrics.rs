@@ -7,8 +7,6 @@
 //! priority, reason, group and member). The server never touches the workers: it only reads
 //! the snapshot, and a slow or broken client cannot stall anything but this thread.
 
-#![forbid(unsafe_code)]
-
 use crate::config::Config;
 use crate::observe::stats::{
     ControlValue, Counter, PortStats, SwitchStats, CONTROL_COUNTERS, CORE_COUNTERS, GROUP_COUNTERS, PORT_COUNTERS,

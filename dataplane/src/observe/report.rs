@@ -7,8 +7,6 @@
 //! one value per sample; a sample covers `interval_ps` and holds the interval's transmitted
 //! bytes and its maximum queue depths, so a short burst is never averaged away.
 
-#![forbid(unsafe_code)]
-
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::observe::stats::SwitchStats;
 use crate::packet::PacketBuf;

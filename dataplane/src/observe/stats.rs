@@ -17,8 +17,6 @@
 //! workers' counters (`add`) are all generated from these rows: a new counter is its field
 //! and one row.
 
-#![forbid(unsafe_code)]
-
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::observe::latency::LatencyHistogram;

@@ -26,8 +26,6 @@
 //! Invariant: selection never allocates (the flowlet table never grows past its capacity) and
 //! depends only on its inputs and the seeded PRNG, so replays are deterministic.
 
-#![forbid(unsafe_code)]
-
 use crate::config::GroupMode;
 use crate::pipeline::fib;
 use crate::rng::Rng;

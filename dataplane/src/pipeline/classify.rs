@@ -13,8 +13,6 @@
 //! Invariant: a frame is rewritten only when the verdict is `Forward`, so a dropped or punted
 //! frame leaves the stage byte-for-byte as it came in; every other outcome carries its reason.
 
-#![forbid(unsafe_code)]
-
 use crate::config::{Config, Trust};
 use crate::drops::DropReason;
 use crate::pipeline::fib::{Adjacency, Fib, FibHandle, Learned, Target};

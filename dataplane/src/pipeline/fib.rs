@@ -26,8 +26,6 @@
 //! Invariant: every adjacency in a snapshot names an existing port, every group has at least
 //! one member, and a group index below `config.groups.len()` is that config group.
 
-#![forbid(unsafe_code)]
-
 use crate::config::{Config, GroupMode, RouteTarget, DEFAULT_FLOWLET_GAP_US};
 use crate::pipeline::route::{AddressMap, RouteTable};
 use crate::wire::ethernet::MacAddress;

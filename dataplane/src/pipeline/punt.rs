@@ -11,8 +11,6 @@
 //! outbox takes it, or as a drop (`punt_policed` over the rate, `punt_queue_full` when the
 //! outbox is full). The policer and the outbox never allocate after construction.
 
-#![forbid(unsafe_code)]
-
 use std::collections::VecDeque;
 
 /// Why a frame goes to the control plane.

@@ -7,8 +7,6 @@
 //! Invariant: `lookup` returns the target of the longest prefix containing the address, or
 //! `None`; keys are stored masked to their length, so host bits never affect a match.
 
-#![forbid(unsafe_code)]
-
 use crate::wire::parse::Destination;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;

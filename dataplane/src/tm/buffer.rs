@@ -17,8 +17,6 @@
 //! Invariant: the pool, per-queue and per-group cell counts are exactly the charges of the
 //! frames queued, and it never allocates after `new`.
 
-#![forbid(unsafe_code)]
-
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::pipeline::classify::IpHeader;

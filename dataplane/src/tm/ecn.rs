@@ -16,8 +16,6 @@
 //! Invariant: a random draw happens only when kmin <= depth <= kmax and kmin < kmax, from the
 //! switch's seeded PRNG, so replays with one seed mark the same frames.
 
-#![forbid(unsafe_code)]
-
 use crate::config::{EcnProfile, MarkOn, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::packet::PacketBuf;

@@ -16,8 +16,6 @@
 //! XON once at or below it; every deadline this type creates is reported to the caller, so no
 //! timer is lost.
 
-#![forbid(unsafe_code)]
-
 use crate::config::WatchdogAction;
 use crate::observe::stats::PortStats;
 use crate::tm::plan::{quanta_ps, XOFF_QUANTA};

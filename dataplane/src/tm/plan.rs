@@ -44,8 +44,6 @@
 //! Invariant: headroom and both pools fit in the buffer (`BufferPlan::new` refuses
 //! otherwise), and the pools are whole cells.
 
-#![forbid(unsafe_code)]
-
 use crate::config::{BufferConfig, Config, PortConfig, Threshold};
 
 /// Bytes per buffer cell.

@@ -8,8 +8,6 @@
 //! dequeue exactly that packet. A DWRR TC that runs empty loses its deficit (classic DRR), so
 //! an idle TC cannot save up credit.
 
-#![forbid(unsafe_code)]
-
 use crate::config::{Qos, TRAFFIC_CLASSES};
 
 /// Bytes of credit per unit of weight per round. A weight-1 TC with a 9216-byte frame at its

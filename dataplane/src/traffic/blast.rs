@@ -20,8 +20,6 @@
 //! Invariant: every frame of the trace handed out is sent, refused and counted, or (with
 //! `pfc`) still waiting at exit and counted as `unsent`; every mbuf is back in the pool at exit.
 
-#![forbid(unsafe_code)]
-
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mempool, Port};
 use crate::error::InputError;
 use crate::packet::PacketBuf;

@@ -5,8 +5,6 @@
 //! Invariant: `build` always gives a frame that the parser accepts (valid lengths and IPv4
 //! checksum), at least 60 bytes (the Ethernet minimum without FCS), padded after the IP datagram.
 
-#![forbid(unsafe_code)]
-
 use crate::wire::checksum::internet_checksum;
 use crate::wire::ethernet::MacAddress;
 use std::net::IpAddr;

@@ -6,8 +6,6 @@
 //! Invariant: a trace depends only on the options (seed included); each host's frames are
 //! offered back to back at `rate_gbps`, never faster than its link can carry them.
 
-#![forbid(unsafe_code)]
-
 use crate::error::InputError;
 use crate::rng::Rng;
 use crate::traffic::frames::{FrameSpec, Transport};

@@ -3,8 +3,6 @@
 //! Invariant: after `check_len`, the 12 BTH bytes exist. RoCEv2 also ends in a 4-byte ICRC,
 //! which the parser requires after the BTH; the ICRC masks TOS/TTL, so routing rewrites keep it.
 
-#![forbid(unsafe_code)]
-
 use super::{read_u16, read_u24, Result, WireError};
 
 mod field {

@@ -4,8 +4,6 @@
 //! would give, including the ±0 corner that RFC 1624 fixed in RFC 1141's formula, so a router
 //! never has to sum a whole header per packet.
 
-#![forbid(unsafe_code)]
-
 /// One's-complement sum of 16-bit big-endian words, folded to 16 bits (not yet inverted).
 #[inline]
 pub fn ones_complement_sum(data: &[u8]) -> u16 {

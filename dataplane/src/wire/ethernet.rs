@@ -2,8 +2,6 @@
 //!
 //! Invariant: after `check_len`, the 14 header bytes exist; the payload may be empty.
 
-#![forbid(unsafe_code)]
-
 use super::{read_u16, write_u16, Result, WireError};
 
 mod field {

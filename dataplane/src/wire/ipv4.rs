@@ -4,8 +4,6 @@
 //! the total-length field declares lie inside the buffer, so every getter and the TTL/TOS
 //! setters are in bounds. Setters keep the header checksum valid by RFC 1624 incremental update.
 
-#![forbid(unsafe_code)]
-
 use super::checksum;
 use super::{read_u16, write_u16, Result, WireError};
 use std::net::Ipv4Addr;

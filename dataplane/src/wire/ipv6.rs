@@ -3,8 +3,6 @@
 //! Invariant: after `check_len`, the 40-byte header and the payload length it declares lie
 //! inside the buffer. Extension headers are not walked here; the parser does that.
 
-#![forbid(unsafe_code)]
-
 use super::{read_u16, Result, WireError};
 use std::net::Ipv6Addr;
 

@@ -5,8 +5,6 @@
 //! input, however hostile, makes it panic; every rejection is a `WireError`, which the pipeline
 //! counts as `malformed`. It never writes.
 
-#![forbid(unsafe_code)]
-
 use super::ethernet::{self, EtherType};
 use super::{bth, ipv4, ipv6, pfc, tcp, udp, vlan, Result, WireError};
 

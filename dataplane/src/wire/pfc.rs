@@ -6,8 +6,6 @@
 //! times exist. `Repr::emit` writes a complete minimum-size frame (60 bytes before the FCS that
 //! the NIC appends: 64 on the wire).
 
-#![forbid(unsafe_code)]
-
 use super::ethernet::{self, EtherType, MacAddress};
 use super::{read_u16, write_u16, Result, WireError};
 

@@ -2,8 +2,6 @@
 //!
 //! Invariant: after `check_len`, the header (data offset x 4 bytes, at least 20) exists.
 
-#![forbid(unsafe_code)]
-
 use super::{read_u16, Result, WireError};
 
 mod field {

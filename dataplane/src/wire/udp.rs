@@ -3,8 +3,6 @@
 //! Invariant: after `check_len`, the 8 header bytes exist and the length field lies between 8
 //! and the buffer's length.
 
-#![forbid(unsafe_code)]
-
 use super::{read_u16, Result, WireError};
 
 mod field {

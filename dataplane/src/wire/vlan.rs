@@ -3,8 +3,6 @@
 //!
 //! Invariant: after `check_len`, the 4 tag bytes exist.
 
-#![forbid(unsafe_code)]
-
 use super::ethernet::EtherType;
 use super::{read_u16, Result, WireError};
 

@@ -15,8 +15,6 @@
 //! through `on_cnp`, `on_bytes_sent` and `advance`, all in virtual time, so runs are
 //! deterministic.
 
-#![forbid(unsafe_code)]
-
 use serde::Deserialize;
 
 /// DCQCN parameters. Defaults: the authors' released settings (alpha gain g = 1/256, as

@@ -15,8 +15,6 @@
 //! Invariant: events are ordered by (time, sequence) only and every random choice draws from
 //! seeded generators, so a fabric, a workload and a seed give the same results every run.
 
-#![forbid(unsafe_code)]
-
 use super::host::{self, Nic, QueuePair};
 use super::workload::{self, Collective, Message};
 use super::{Endpoint, Fabric};

@@ -6,8 +6,6 @@
 //! receiver maps any frame to its message by PSN whatever order frames arrive in (spraying
 //! reorders; nothing is retransmitted).
 
-#![forbid(unsafe_code)]
-
 use super::dcqcn::RateControl;
 use crate::traffic::frames::{FrameSpec, Transport};
 use crate::wire::bth::OPCODE_CNP;

@@ -18,8 +18,6 @@
 //! switches a user could run alone; a link's speed equals its switch ports'; errors name the
 //! fabric file and the switch or link.
 
-#![forbid(unsafe_code)]
-
 pub mod dcqcn;
 pub mod engine;
 pub mod host;

@@ -4,8 +4,6 @@
 //! one `InputError` naming the file, the record and the problem; output captures are Ethernet
 //! pcaps with nanosecond timestamps.
 
-#![forbid(unsafe_code)]
-
 use crate::error::InputError;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::{DataLink, TsResolution};
