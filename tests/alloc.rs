@@ -8,10 +8,9 @@
 // A counting global allocator needs `unsafe impl GlobalAlloc`; the workspace denies unsafe elsewhere.
 #![allow(unsafe_code)]
 
-use raceway::config::Config;
 use raceway::packet::HeapPacket;
 use raceway::switch::Switch;
-use raceway::traffic::frames::{FrameSpec, Transport};
+use raceway::testing::{rocev2_burst, Leaf};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
@@ -54,64 +53,22 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-const CONFIG: &str = r#"
-[switch]
-name = "alloc"
-mac = "02:00:00:00:00:01"
-[qos]
-dscp_to_tc = { 26 = 3, default = 0 }
-lossless = [3]
-[qos.scheduler]
-dwrr = { 0 = 50, 3 = 50 }
-[qos.ecn.3]
-kmin_bytes = 0
-kmax_bytes = 100000
-pmax = 0.5
-[[port]]
-name = "host"
-speed_gbps = 100
-peer_mac = "02:00:00:00:10:00"
-[[port]]
-name = "u0"
-speed_gbps = 100
-peer_mac = "02:00:00:00:20:00"
-[[port]]
-name = "u1"
-speed_gbps = 100
-peer_mac = "02:00:00:00:21:00"
-[[route]]
-prefix = "10.0.0.0/24"
-port = "host"
-[[route]]
-prefix = "0.0.0.0/0"
-group = "up"
-[[group]]
-name = "up"
-ports = ["u0", "u1"]
-mode = "MODE"
-"#;
-
+/// 64 flows to the group; half of them lossless (DSCP 26), half lossy.
 fn frames() -> Vec<Vec<u8>> {
-    (0..64u8)
-        .map(|flow| {
-            let mut spec = FrameSpec::rocev2(
-                IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
-                IpAddr::V4(Ipv4Addr::new(198, 51, 100, flow)),
-                1,
-            );
-            spec.dscp = if flow % 2 == 0 { 26 } else { 0 };
-            spec.transport =
-                Transport::Roce { source: 0xc000 + u16::from(flow), opcode: 4, dest_qp: u32::from(flow), psn: 0 };
-            spec.build()
-        })
-        .collect()
+    rocev2_burst(64, |flow, spec| {
+        spec.destination = IpAddr::V4(Ipv4Addr::new(198, 51, 100, flow));
+        spec.dscp = if flow % 2 == 0 { 26 } else { 0 };
+    })
 }
 
 #[test]
 fn zero_allocations_per_packet_in_every_group_mode() {
     COUNTED.with(|counted| counted.set(true));
     for mode in ["ecmp", "spray", "random", "adaptive", "flowlet"] {
-        let config = Config::parse(&CONFIG.replace("MODE", mode), "alloc.toml").unwrap();
+        // ECN marks from the first byte queued, so marking runs on the measured path too.
+        let qos = "dscp_to_tc = { 26 = 3, default = 0 }\nlossless = [3]\n[qos.scheduler]\ndwrr = { 0 = 50, 3 = 50 }\n\
+                   [qos.ecn.3]\nkmin_bytes = 0\nkmax_bytes = 100000\npmax = 0.5";
+        let config = Leaf::two_uplinks("alloc", mode).qos(qos).config();
         let mut switch: Switch<HeapPacket> = Switch::new(&config, 1);
         let templates = frames();
         let mut packets: Vec<HeapPacket> = templates.iter().cloned().map(HeapPacket::new).collect();

@@ -536,23 +536,6 @@ fn scrape(address: &str) -> String {
     body.to_string()
 }
 
-/// Prometheus's own linter (`promtool check metrics`, Debian's prometheus package) accepts
-/// the exposition without a warning.
-fn promtool_accepts(body: &str) {
-    use std::io::Write;
-    let mut promtool = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool (make deps installs Debian's prometheus package)");
-    promtool.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    let output = promtool.wait_with_output().unwrap();
-    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success() && said.is_empty(), "promtool check metrics: {said}");
-}
-
 /// The value of one sample line `name{labels}` in an exposition.
 fn sample(body: &str, series: &str) -> u64 {
     let line = body.lines().find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '));
@@ -611,7 +594,7 @@ fn metrics_and_telemetry_match_the_stats_json() {
     // scrape what will be compared (idle cycles keep counting; the data counters do not).
     std::thread::sleep(std::time::Duration::from_millis(300));
     let body = scrape(&address);
-    promtool_accepts(&body);
+    raceway::testing::promtool_check(&body).unwrap_or_else(|said| panic!("promtool check metrics: {said}"));
     let telemetry = telemetry_query(&prefix, &["/raceway/ports", "/raceway/queues", "/raceway/pfc", "/raceway/groups"]);
     assert!(child.wait_for_exit().success(), "{}", std::fs::read_to_string(&log).unwrap());
     let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();

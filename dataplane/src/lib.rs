@@ -27,6 +27,7 @@ pub mod packet;
 pub mod pipeline;
 pub mod rng;
 pub mod switch;
+pub mod testing;
 pub mod tm;
 pub mod traffic;
 pub mod wire;

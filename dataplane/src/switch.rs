@@ -585,36 +585,19 @@ impl<P: PacketBuf> Switch<P> {
 mod tests {
     use super::*;
     use crate::packet::HeapPacket;
+    use crate::testing::Leaf;
     use crate::traffic::frames::FrameSpec;
 
+    /// Two 100G ports, p0 (10.0.0.0/24) and p1 (10.0.1.0/24); DSCP 26 in lossless TC3.
     fn config(extra_switch: &str, extra_qos: &str) -> Config {
-        let text = format!(
-            r#"
-[switch]
-name = "t"
-mac = "02:00:00:00:00:aa"
-{extra_switch}
-[qos]
-dscp_to_tc = {{ 26 = 3, default = 0 }}
-lossless = [3]
-{extra_qos}
-[[port]]
-name = "p0"
-speed_gbps = 100
-peer_mac = "02:00:00:00:10:00"
-[[port]]
-name = "p1"
-speed_gbps = 100
-peer_mac = "02:00:00:00:11:00"
-[[route]]
-prefix = "10.0.1.0/24"
-port = "p1"
-[[route]]
-prefix = "10.0.0.0/24"
-port = "p0"
-"#
-        );
-        Config::parse(&text, "t.toml").unwrap()
+        Leaf::new("t")
+            .switch(extra_switch)
+            .qos(&format!("dscp_to_tc = {{ 26 = 3, default = 0 }}\nlossless = [3]\n{extra_qos}"))
+            .port("p0", 100.0, "")
+            .port("p1", 100.0, "")
+            .route("10.0.1.0/24", "p1")
+            .route("10.0.0.0/24", "p0")
+            .config()
     }
 
     fn arp() -> HeapPacket {

@@ -12,81 +12,39 @@ use libfuzzer_sys::fuzz_target;
 use raceway::packet::HeapPacket;
 use raceway::config::Config;
 use raceway::switch::{Received, Switch};
+use raceway::testing::Leaf;
 
-const CONFIG: &str = r#"
-[switch]
-name = "fuzz"
-mac = "02:00:00:00:00:01"
-buffer_bytes = 1048576
-[qos]
-dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
-pcp_to_tc = { 3 = 3, default = 0 }
-lossless = [3]
-[qos.ecn.3]
-kmin_bytes = 20000
-kmax_bytes = 80000
-pmax = 0.5
-[qos.ecn.0]
-kmin_bytes = 10000
-kmax_bytes = 40000
-pmax = 0.5
-mark_on = "dequeue"
-[qos.pfc_watchdog]
-detection_ms = 1
-restoration_ms = 2
-[[port]]
-name = "h0"
-speed_gbps = 100
-peer_mac = "02:00:00:00:10:00"
-[[port]]
-name = "h1"
-speed_gbps = 25
-peer_mac = "02:00:00:00:11:00"
-[[port]]
-name = "u0"
-speed_gbps = 100
-peer_mac = "02:00:00:00:20:00"
-[[port]]
-name = "u1"
-speed_gbps = 100
-peer_mac = "02:00:00:00:21:00"
-[[route]]
-prefix = "10.0.0.0/24"
-port = "h0"
-[[route]]
-prefix = "10.0.1.0/24"
-port = "h1"
-[[route]]
-prefix = "2001:db8:1::/64"
-port = "h1"
-[[route]]
-prefix = "10.9.0.0/16"
-group = "spray"
-[[route]]
-prefix = "0.0.0.0/0"
-group = "up"
-[[group]]
-name = "up"
-ports = ["u0", "u1"]
-mode = "adaptive"
-[[group]]
-name = "spray"
-ports = ["u0", "u1", "h1"]
-mode = "flowlet"
-[[neighbor]]
-ip = "10.255.0.1"
-mac = "02:00:00:00:20:01"
-port = "u0"
-[[route]]
-prefix = "198.51.100.0/24"
-via = ["10.255.0.1", "10.255.0.3"]
-[control]
-punt_pps = 100000
-punt_burst = 100
-"#;
+/// Every feature at once: two pools, ECN at enqueue and dequeue, a fast watchdog, a port
+/// route per host (one 25G), groups in adaptive and flowlet mode, next hops by neighbour, and
+/// a control plane that punts.
+fn config() -> Config {
+    Leaf::new("fuzz")
+        .switch("buffer_bytes = 1048576")
+        .qos(
+            "dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }\npcp_to_tc = { 3 = 3, default = 0 }\nlossless = [3]\n\
+             [qos.ecn.3]\nkmin_bytes = 20000\nkmax_bytes = 80000\npmax = 0.5\n\
+             [qos.ecn.0]\nkmin_bytes = 10000\nkmax_bytes = 40000\npmax = 0.5\nmark_on = \"dequeue\"\n\
+             [qos.pfc_watchdog]\ndetection_ms = 1\nrestoration_ms = 2",
+        )
+        .port("h0", 100.0, "")
+        .port("h1", 25.0, "")
+        .port("u0", 100.0, "")
+        .port("u1", 100.0, "")
+        .route("10.0.0.0/24", "h0")
+        .route("10.0.1.0/24", "h1")
+        .route("2001:db8:1::/64", "h1")
+        .group_route("10.9.0.0/16", "spray")
+        .group_route("0.0.0.0/0", "up")
+        .group("up", &["u0", "u1"], "adaptive")
+        .group("spray", &["u0", "u1", "h1"], "flowlet")
+        .tables("[[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00:00:00:20:01\"\nport = \"u0\"")
+        .tables("[[route]]\nprefix = \"198.51.100.0/24\"\nvia = [\"10.255.0.1\", \"10.255.0.3\"]")
+        .tables("[control]\npunt_pps = 100000\npunt_burst = 100")
+        .config()
+}
 
 fuzz_target!(|data: &[u8]| {
-    let config = Config::parse(CONFIG, "fuzz.toml").expect("fuzz config");
+    let config = config();
     let ports = config.ports.len();
     let mut switch: Switch<HeapPacket> = Switch::new(&config, 7);
     let (mut now, mut received, mut sent, mut consumed, mut injected) = (0u64, 0u64, 0u64, 0u64, 0u64);

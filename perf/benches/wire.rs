@@ -2,8 +2,8 @@
 //! the whole classify stage (parse + route + rewrites), in bursts of 32.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use raceway::config::Config;
 use raceway::pipeline::classify::Classifier;
+use raceway::testing::Leaf;
 use raceway::traffic::frames::{FrameSpec, Transport};
 use raceway::wire::parse::parse;
 
@@ -34,33 +34,15 @@ fn parse_bench(c: &mut Criterion) {
     group.finish();
 }
 
-const CONFIG: &str = r#"
-[switch]
-name = "bench"
-mac = "02:00:00:00:00:01"
-[qos]
-dscp_to_tc = { 26 = 3, default = 0 }
-[[port]]
-name = "p0"
-speed_gbps = 100
-peer_mac = "02:00:00:00:10:00"
-[[port]]
-name = "p1"
-speed_gbps = 100
-peer_mac = "02:00:00:00:11:00"
-[[route]]
-prefix = "10.0.1.0/24"
-port = "p1"
-[[route]]
-prefix = "2001:db8:1::/64"
-port = "p1"
-[[route]]
-prefix = "0.0.0.0/0"
-port = "p0"
-"#;
-
 fn classify_bench(c: &mut Criterion) {
-    let classifier = Classifier::new(&Config::parse(CONFIG, "bench").unwrap());
+    let leaf = Leaf::new("bench")
+        .qos("dscp_to_tc = { 26 = 3, default = 0 }")
+        .port("p0", 100.0, "")
+        .port("p1", 100.0, "")
+        .route("10.0.1.0/24", "p1")
+        .route("2001:db8:1::/64", "p1")
+        .route("0.0.0.0/0", "p0");
+    let classifier = Classifier::new(&leaf.config());
     let mut group = c.benchmark_group("classify");
     group.throughput(Throughput::Elements(32));
     for (name, frame) in frames() {

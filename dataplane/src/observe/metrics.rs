@@ -258,21 +258,7 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "missing: {line}\n{text}");
         }
-        let mut promtool = std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("promtool (Debian's prometheus package; make deps installs it)");
-        promtool.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-        let output = promtool.wait_with_output().unwrap();
-        assert!(
-            output.status.success() && output.stdout.is_empty() && output.stderr.is_empty(),
-            "promtool: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        crate::testing::promtool_check(&text).unwrap_or_else(|said| panic!("promtool check metrics: {said}"));
     }
 
     #[test]
