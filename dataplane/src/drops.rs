@@ -1,7 +1,8 @@
 //! Why the switch dropped a packet: one `Copy` enum shared by counters, logs and stats JSON.
 //!
 //! Invariant: every packet the switch receives is forwarded, consumed (PFC), punted to the
-//! control plane (counted by `punt::PuntReason`) or counted under exactly one of these reasons; `ALL` lists each reason once, in stats JSON order.
+//! control plane (counted by `punt::PuntReason`) or counted under exactly one of these
+//! reasons; `ALL` lists each reason once, in stats JSON order.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -12,11 +13,13 @@ pub enum DropReason {
     /// control frame that is not PFC or PAUSE (another opcode, a destination other than
     /// 01:80:C2:00:00:01, or a VLAN tag). Never acted on.
     Unsupported,
-    /// No route matches the destination, or every port the route leads to is disabled.
+    /// No route matches the destination, the route discards, or every port it leads to is
+    /// disabled or down.
     NoRoute,
     /// TTL or hop limit would reach zero.
     TtlExpired,
-    /// The shared buffer or the egress queue's packet limit is full (lossy tail drop).
+    /// A lossy frame over its egress queue's dynamic limit (lossy_alpha x the free lossy pool)
+    /// or the lossy pool itself (tail drop), or a frame still queued at shutdown.
     BufferFull,
     /// A lossless priority overflowed its PFC headroom.
     HeadroomOverflow,

@@ -12,17 +12,10 @@ _Static_assert(offsetof(struct rte_mbuf, buf_addr) == 0, "rte_mbuf.buf_addr move
 _Static_assert(offsetof(struct rte_mbuf, data_off) == 16, "rte_mbuf.data_off moved: update mbuf_offsets");
 _Static_assert(offsetof(struct rte_mbuf, data_len) == 40, "rte_mbuf.data_len moved: update mbuf_offsets");
 
-uint8_t *shim_pktmbuf_mtod(struct rte_mbuf *m) { return rte_pktmbuf_mtod(m, uint8_t *); }
-uint16_t shim_pktmbuf_data_len(const struct rte_mbuf *m) { return m->data_len; }
-uint32_t shim_pktmbuf_pkt_len(const struct rte_mbuf *m) { return m->pkt_len; }
-uint16_t shim_pktmbuf_nb_segs(const struct rte_mbuf *m) { return m->nb_segs; }
-uint16_t shim_pktmbuf_tailroom(const struct rte_mbuf *m) { return rte_pktmbuf_tailroom(m); }
 uint8_t *shim_pktmbuf_append(struct rte_mbuf *m, uint16_t len) { return (uint8_t *)rte_pktmbuf_append(m, len); }
-void shim_prefetch0(const void *p) { rte_prefetch0(p); }
 int shim_errno(void) { return rte_errno; }
 unsigned int shim_lcore_id(void) { return rte_lcore_id(); }
 uint64_t shim_rdtsc(void) { return rte_rdtsc(); }
-void shim_pause(void) { rte_pause(); }
 
 int shim_eth_dev_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint64_t rss_hf)
 {

@@ -20,17 +20,10 @@ uint16_t shim_eth_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts
 struct rte_mbuf *shim_pktmbuf_alloc(struct rte_mempool *pool);
 void shim_pktmbuf_free(struct rte_mbuf *m);
 void shim_pktmbuf_free_bulk(struct rte_mbuf **mbufs, unsigned int count);
-uint8_t *shim_pktmbuf_mtod(struct rte_mbuf *m);
-uint16_t shim_pktmbuf_data_len(const struct rte_mbuf *m);
-uint32_t shim_pktmbuf_pkt_len(const struct rte_mbuf *m);
-uint16_t shim_pktmbuf_nb_segs(const struct rte_mbuf *m);
-uint16_t shim_pktmbuf_tailroom(const struct rte_mbuf *m);
 uint8_t *shim_pktmbuf_append(struct rte_mbuf *m, uint16_t len);
-void shim_prefetch0(const void *p);
 int shim_errno(void);
 unsigned int shim_lcore_id(void);
 uint64_t shim_rdtsc(void);
-void shim_pause(void);
 /* rte_eth_conf and rte_eth_dev_info are large unions; building them in C keeps the bindings
  * narrow. Configures nb_rx/nb_tx queues with defaults, plus RSS over the hash types rss_hf
  * when nb_rx > 1 and rss_hf != 0. Returns the negative errno from rte_eth_dev_configure. */

@@ -16,6 +16,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Packets per rx/tx burst.
 pub const BURST: usize = 32;
@@ -55,9 +56,18 @@ fn last_errno() -> c_int {
     unsafe { sys::shim_errno() }
 }
 
-/// The running EAL. Dropping it calls `rte_eal_cleanup`, so it must outlive every port,
-/// pool and mbuf (the live engine drops them first).
+/// The running EAL, a shared handle. Every `Mempool` holds one and every `Port` holds its
+/// pool, so the types keep the teardown order: a port closes before its pool is freed, and
+/// `rte_eal_cleanup` runs when the last handle goes, after every pool and port. (Mbufs carry
+/// no handle, to stay one pointer: the engines return them all before dropping their pool,
+/// and check `Mempool::available` to prove it.)
+#[derive(Clone)]
 pub struct Eal {
+    _running: Arc<RunningEal>,
+}
+
+/// Cleans the EAL up when the last handle drops.
+struct RunningEal {
     /// rte_pdump_init succeeded (shared memory): uninit before cleanup.
     pdump: bool,
 }
@@ -98,7 +108,7 @@ impl Eal {
                 tracing::warn!("pdump not enabled ({}): dpdk-dumpcap cannot attach", strerror(last_errno()));
             }
         }
-        Ok(Self { pdump })
+        Ok(Self { _running: Arc::new(RunningEal { pdump }) })
     }
 
     /// The lcore the calling thread runs on.
@@ -151,14 +161,14 @@ impl Eal {
     }
 }
 
-impl Drop for Eal {
+impl Drop for RunningEal {
     fn drop(&mut self) {
         if self.pdump {
             // SAFETY: pdump was initialised by `init` and is released once, before cleanup.
             unsafe { sys::rte_pdump_uninit() };
         }
-        // SAFETY: every DPDK object of this process was released before the Eal is dropped
-        // (the live engine owns them in an inner scope).
+        // SAFETY: this is the last EAL handle: every pool (each holds a handle) and so every
+        // port (each holds its pool) is gone.
         unsafe { sys::rte_eal_cleanup() };
     }
 }
@@ -189,10 +199,11 @@ pub fn rdtsc() -> u64 {
     unsafe { sys::shim_rdtsc() }
 }
 
-/// An mbuf pool.
+/// An mbuf pool; it keeps the EAL running while it exists.
 pub struct Mempool {
     pool: NonNull<sys::rte_mempool>,
     size: u32,
+    _eal: Eal,
 }
 
 // SAFETY: a mempool is designed for concurrent use from many lcores (lock-free ring plus
@@ -203,12 +214,12 @@ unsafe impl Sync for Mempool {}
 
 impl Mempool {
     /// Creates a pool of `size` mbufs with `data_room` bytes each (headroom included).
-    pub fn new(name: &str, size: u32, cache: u32, data_room: u16, socket: i32) -> Result<Self, DpdkError> {
+    pub fn new(eal: &Eal, name: &str, size: u32, cache: u32, data_room: u16, socket: i32) -> Result<Self, DpdkError> {
         let c_name = CString::new(name).expect("pool names have no NUL");
         // SAFETY: c_name is a valid C string for the duration of the call; DPDK copies it.
         let pool = unsafe { sys::rte_pktmbuf_pool_create(c_name.as_ptr(), size, cache, 0, data_room, socket) };
         match NonNull::new(pool) {
-            Some(pool) => Ok(Self { pool, size }),
+            Some(pool) => Ok(Self { pool, size, _eal: eal.clone() }),
             None => Err(DpdkError { context: format!("mbuf pool of {size} mbufs"), problem: strerror(last_errno()) }),
         }
     }
@@ -236,17 +247,17 @@ impl Mempool {
 
 impl Drop for Mempool {
     fn drop(&mut self) {
-        // SAFETY: ports using the pool were closed and all mbufs returned before the pool is
-        // dropped (the live engine's teardown order).
+        // SAFETY: every port using the pool holds it, so they are closed; the engines return
+        // all mbufs before dropping their last handle; the EAL handle is released after this.
         unsafe { sys::rte_mempool_free(self.pool.as_ptr()) };
     }
 }
 
 /// One mbuf, uniquely owned. Only the first segment's bytes are visible.
 ///
-/// The data pointer and length come from one-line shim calls. Reading the fields directly at
-/// offsets from C's offsetof measured slower in the live 64 B forwarding run (13.6-14.1 vs
-/// 14.85 Mpps, through a OnceLock or relaxed atomics), so the calls stay.
+/// The data pointer and length are read inline at the offsets `dpdk_sys::mbuf_offsets` gives
+/// (constants that `shim.c` checks against `offsetof` at build time): five shim calls per
+/// frame cost 14.61 vs 15.24 Mpps live at 64 B (perf/RESULTS.md).
 pub struct Mbuf(NonNull<sys::rte_mbuf>);
 
 // SAFETY: an mbuf belongs to whoever holds its pointer; moving the owner to another lcore is
@@ -388,6 +399,8 @@ pub struct Port {
     pub rss: bool,
     /// How many rx queues the device offers (net_pcap: one per rx_pcap file).
     pub max_rx_queues: u16,
+    /// The pool its rx queues fill: freed only after the port is closed.
+    _pool: Arc<Mempool>,
 }
 
 /// Descriptors asked for per queue (the driver may adjust them).
@@ -408,7 +421,7 @@ impl Port {
     /// Brings the port up: info, configure (with RSS when more than one rx queue is opened and
     /// the device hashes), descriptors, queues on the port's socket, start, promiscuous mode
     /// (where supported), link up (bounded wait). Opens up to `rx_queues` rx queues.
-    pub fn start(id: u16, name: &str, pool: &Mempool, rx_queues: u16) -> Result<Self, DpdkError> {
+    pub fn start(id: u16, name: &str, pool: &Arc<Mempool>, rx_queues: u16) -> Result<Self, DpdkError> {
         let context = |step: &str| format!("port '{name}' (ethdev {id}): {step}");
         let mut max_rx = 0u16;
         let mut max_tx = 0u16;
@@ -461,7 +474,8 @@ impl Port {
         if rc < 0 {
             tracing::debug!("{}: {}", context("promiscuous mode"), strerror(rc));
         }
-        let port = Self { id, name: name.to_string(), driver, rx_queues, rss, max_rx_queues: max_rx };
+        let port =
+            Self { id, name: name.to_string(), driver, rx_queues, rss, max_rx_queues: max_rx, _pool: Arc::clone(pool) };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
         while !port.link_up() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(10));

@@ -221,10 +221,8 @@ pub fn run(config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkErr
         eal_arguments(config, &options.extra_eal).map_err(|problem| DpdkError { context: "config".into(), problem })?;
     tracing::info!("EAL arguments: {}", args.join(" "));
     dpdk::install_stop_signals();
-    let eal = Eal::init(&args)?;
-    let report = run_with_eal(&eal, config, options);
-    drop(eal); // rte_eal_cleanup, after ports and pool are gone
-    report
+    // rte_eal_cleanup runs when the last handle goes: this one, the pool's or a port's.
+    run_with_eal(&Eal::init(&args)?, config, options)
 }
 
 fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkError> {
@@ -254,14 +252,15 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     };
     let pool_size = mempool_size(config, rx_lcores.len().max(1) as u64);
     let data_room = (dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE) as u16;
-    let pool = Arc::new(Mempool::new("raceway_mbufs", pool_size, 256, data_room, -1).map_err(|err| DpdkError {
-        context: err.context,
-        problem: format!(
-            "{} (about {} MiB): give the EAL more memory (-m) or lower switch.buffer_bytes",
-            err.problem,
-            (u64::from(pool_size) * (u64::from(data_room) + 192)) >> 20
-        ),
-    })?);
+    let pool =
+        Arc::new(Mempool::new(eal, "raceway_mbufs", pool_size, 256, data_room, -1).map_err(|err| DpdkError {
+            context: err.context,
+            problem: format!(
+                "{} (about {} MiB): give the EAL more memory (-m) or lower switch.buffer_bytes",
+                err.problem,
+                (u64::from(pool_size) * (u64::from(data_room) + 192)) >> 20
+            ),
+        })?);
     tracing::info!("mbuf pool: {pool_size} mbufs of {data_room} bytes");
     let mut ports = Vec::with_capacity(config.ports.len());
     for port in &config.ports {

@@ -209,14 +209,18 @@ pub fn run(frames: &[Vec<u8>], options: &BlastOptions) -> Result<BlastReport, Dp
     let mut args = options.eal.clone();
     args.push("--vdev".into());
     args.push(options.device.clone());
-    let eal = Eal::init(&args)?;
-    let report = run_with_eal(&eal, frames, options);
-    drop(eal);
-    report
+    run_with_eal(&Eal::init(&args)?, frames, options)
 }
 
 fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result<BlastReport, DpdkError> {
-    let pool = Mempool::new("blast_mbufs", 8191, 256, dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16, -1)?;
+    let pool = std::sync::Arc::new(Mempool::new(
+        eal,
+        "blast_mbufs",
+        8191,
+        256,
+        dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
+        -1,
+    )?);
     let name = crate::engine::live::device_name(&options.device);
     let id = Port::find(name)?;
     let port = Port::start(id, "blast", &pool, 1)?;
