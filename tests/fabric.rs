@@ -6,32 +6,14 @@ mod common;
 
 use common::*;
 
-const FABRIC: &str = r#"
-[fabric]
-name = "test-2x2"
-leaves = 2
-spines = 2
-hosts_per_leaf = 2
-spine_cable_m = 20
-
-[switch]
-buffer_bytes = 4194304
-
-[qos]
-dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
-lossless = [3]
-[qos.scheduler]
-strict = [6, 7]
-dwrr = { 0 = 50, 3 = 50 }
-[qos.ecn.3]
-kmin_bytes = 50000
-kmax_bytes = 200000
-pmax = 0.2
-"#;
+/// The test fabric: 2x2 leaf-spine with 20 m spine cables and ECN up to 200 KB.
+fn fabric_file() -> String {
+    raceway::testing::leaf_spine("test-2x2", "spine_cable_m = 20", 200_000)
+}
 
 /// Runs the fabric and returns results.json.
 fn fabric(name: &str, args: &[&str]) -> serde_json::Value {
-    fabric_of(FABRIC, name, args)
+    fabric_of(&fabric_file(), name, args)
 }
 
 fn fabric_of(text: &str, name: &str, args: &[&str]) -> serde_json::Value {
@@ -66,7 +48,7 @@ fn lossless_traffic_loses_nothing_across_the_fabric() {
 /// All-to-all among 8 hosts: ECMP collisions on the uplinks and 7:1 fan-in at every host.
 #[test]
 fn dcqcn_reduces_pfc_pauses() {
-    let eight_hosts = FABRIC.replace("hosts_per_leaf = 2", "hosts_per_leaf = 4");
+    let eight_hosts = fabric_file().replace("hosts_per_leaf = 2", "hosts_per_leaf = 4");
     let args = ["--workload", "alltoall", "--message-bytes", "1048576", "--messages", "2"];
     let with = fabric_of(&eight_hosts, "fabric-dcqcn-on", &args);
     let without = fabric_of(&eight_hosts, "fabric-dcqcn-off", &[&args[..], &["--no-dcqcn"]].concat());
@@ -94,7 +76,7 @@ fn results_are_deterministic_for_a_seed() {
 fn per_switch_outputs_are_written() {
     let dir = temp_dir("fabric-outputs");
     let config = dir.join("fabric.toml");
-    std::fs::write(&config, FABRIC).unwrap();
+    std::fs::write(&config, fabric_file()).unwrap();
     let out = dir.join("out");
     run_ok(raceway().args(["fabric", "-c"]).arg(&config).args(["--workload", "incast", "--out"]).arg(&out));
     for switch in ["leaf0", "leaf1", "spine0", "spine1"] {
@@ -120,7 +102,7 @@ fn per_switch_outputs_are_written() {
 fn fabric_mistakes_are_one_error_line() {
     let dir = temp_dir("fabric-mistakes");
     let config = dir.join("fabric.toml");
-    std::fs::write(&config, FABRIC).unwrap();
+    std::fs::write(&config, fabric_file()).unwrap();
     let out = dir.join("out");
     let run = |args: &[&str]| {
         raceway().args(["fabric", "-c"]).arg(&config).arg("--out").arg(&out).args(args).output().unwrap()
@@ -138,7 +120,7 @@ fn fabric_mistakes_are_one_error_line() {
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(lines[0].contains(word), "{}", lines[0]);
     }
-    std::fs::write(&config, FABRIC.replace("leaves = 2", "leaves = 0")).unwrap();
+    std::fs::write(&config, fabric_file().replace("leaves = 2", "leaves = 0")).unwrap();
     let output = run(&["--workload", "incast"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("fabric.leaves"));

@@ -18,6 +18,7 @@ pub const SWITCH_MAC: &str = "02:00:00:00:00:01";
 #[derive(Debug, Clone)]
 pub struct Leaf {
     name: String,
+    mac: String,
     switch: String,
     qos: String,
     ports: Vec<String>,
@@ -29,11 +30,18 @@ impl Leaf {
     pub fn new(name: &str) -> Self {
         Self {
             name: name.to_string(),
+            mac: SWITCH_MAC.to_string(),
             switch: String::new(),
             qos: "dscp_to_tc = { 26 = 3, default = 0 }\nlossless = [3]\n".to_string(),
             ports: Vec::new(),
             rest: String::new(),
         }
+    }
+
+    /// The switch's own MAC, in place of `SWITCH_MAC`.
+    pub fn mac(mut self, mac: &str) -> Self {
+        self.mac = mac.to_string();
+        self
     }
 
     /// More `[switch]` keys (`mtu = 1500`, ...).
@@ -48,13 +56,19 @@ impl Leaf {
         self
     }
 
-    /// Adds a port at `gbps` with the peer MAC of its index; `extra` adds keys to it.
-    pub fn port(mut self, name: &str, gbps: f64, extra: &str) -> Self {
-        let index = self.ports.len();
-        self.ports.push(format!(
-            "[[port]]\nname = \"{name}\"\nspeed_gbps = {gbps}\npeer_mac = \"02:00:00:00:{:02x}:00\"\n{extra}\n",
-            0x10 + index
-        ));
+    /// Adds a port at `gbps` whose peer has the MAC of the port's index; `extra` adds keys
+    /// to it.
+    pub fn port(self, name: &str, gbps: f64, extra: &str) -> Self {
+        let peer = format!("02:00:00:00:{:02x}:00", 0x10 + self.ports.len());
+        self.port_to(name, gbps, &peer, extra)
+    }
+
+    /// Adds a port at `gbps` whose peer has MAC `peer_mac`; `extra` adds keys to it. It reads
+    /// `name`, `extra`, `speed_gbps`, `peer_mac`, in that order.
+    pub fn port_to(mut self, name: &str, gbps: f64, peer_mac: &str, extra: &str) -> Self {
+        let extra = if extra.is_empty() || extra.ends_with('\n') { extra.to_string() } else { format!("{extra}\n") };
+        self.ports
+            .push(format!("[[port]]\nname = \"{name}\"\n{extra}speed_gbps = {gbps}\npeer_mac = \"{peer_mac}\"\n"));
         self
     }
 
@@ -83,8 +97,9 @@ impl Leaf {
     /// The config file.
     pub fn toml(&self) -> String {
         format!(
-            "[switch]\nname = \"{}\"\nmac = \"{SWITCH_MAC}\"\n{}[qos]\n{}{}{}",
+            "[switch]\nname = \"{}\"\nmac = \"{}\"\n{}[qos]\n{}{}{}",
             self.name,
+            self.mac,
             self.switch,
             self.qos,
             self.ports.concat(),
@@ -111,6 +126,18 @@ impl Leaf {
             .group_route("0.0.0.0/0", "up")
             .group("up", &["u0", "u1"], mode)
     }
+}
+
+/// A fabric file: 2 leaves, 2 spines, 2 hosts per leaf, 4 MB buffers, TC3 lossless with ECN
+/// from 50 KB to `kmax_bytes`, TC6 and TC7 strict; `fabric_extra` adds `[fabric]` keys.
+pub fn leaf_spine(name: &str, fabric_extra: &str, kmax_bytes: u64) -> String {
+    format!(
+        "[fabric]\nname = \"{name}\"\nleaves = 2\nspines = 2\nhosts_per_leaf = 2\n{fabric_extra}\n\
+         [switch]\nbuffer_bytes = 4194304\n\
+         [qos]\ndscp_to_tc = {{ 26 = 3, 48 = 6, default = 0 }}\nlossless = [3]\n\
+         [qos.scheduler]\nstrict = [6, 7]\ndwrr = {{ 0 = 50, 3 = 50 }}\n\
+         [qos.ecn.3]\nkmin_bytes = 50000\nkmax_bytes = {kmax_bytes}\npmax = 0.2\n"
+    )
 }
 
 /// `count` RoCEv2 frames, each its own flow (source port and queue pair), from 10.0.0.2 to

@@ -4,6 +4,7 @@
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::TsResolution;
+use raceway::testing::Leaf;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -134,73 +135,22 @@ pub fn routed(frame: &[u8], switch_mac: [u8; 6], peer_mac: [u8; 6]) -> Vec<u8> {
 
 /// The 4-port leaf used by the end-to-end tests; `eal` and `devices` are for live runs.
 pub fn four_port_config(extra_switch: &str, devices: [&str; 4], eal: &str) -> String {
-    let device =
-        |i: usize| if devices[i].is_empty() { String::new() } else { format!("device = \"{}\"\n", devices[i]) };
-    format!(
-        r#"
-[switch]
-name = "test-leaf"
-mac = "02:00:00:00:00:01"
-{extra_switch}
-
-[dpdk]
-eal = [{eal}]
-lcores = "0-1"
-
-[qos]
-trust = "dscp"
-dscp_to_tc = {{ 26 = 3, 48 = 6, default = 0 }}
-lossless = [3]
-
-[qos.scheduler]
-strict = [6, 7]
-dwrr = {{ 0 = 50, 3 = 50 }}
-
-[[port]]
-name = "host0"
-{d0}speed_gbps = 100
-peer_mac = "02:00:00:00:10:00"
-
-[[port]]
-name = "host1"
-{d1}speed_gbps = 100
-peer_mac = "02:00:00:00:11:00"
-
-[[port]]
-name = "up0"
-{d2}speed_gbps = 100
-peer_mac = "02:00:00:00:20:00"
-
-[[port]]
-name = "up1"
-{d3}speed_gbps = 100
-peer_mac = "02:00:00:00:21:00"
-
-[[route]]
-prefix = "10.0.0.0/24"
-port = "host0"
-
-[[route]]
-prefix = "10.0.1.0/24"
-port = "host1"
-
-[[route]]
-prefix = "2001:db8:1::/64"
-port = "host1"
-
-[[route]]
-prefix = "0.0.0.0/0"
-group = "uplinks"
-
-[[group]]
-name = "uplinks"
-ports = ["up0", "up1"]
-"#,
-        d0 = device(0),
-        d1 = device(1),
-        d2 = device(2),
-        d3 = device(3),
-    )
+    let mut leaf = Leaf::new("test-leaf").switch(extra_switch).qos(
+        "trust = \"dscp\"\ndscp_to_tc = { 26 = 3, 48 = 6, default = 0 }\nlossless = [3]\n\
+         [qos.scheduler]\nstrict = [6, 7]\ndwrr = { 0 = 50, 3 = 50 }",
+    );
+    for (index, name) in PORTS.iter().enumerate() {
+        let [.., a, b] = PEER_MACS[index];
+        let device = if devices[index].is_empty() { String::new() } else { format!("device = \"{}\"", devices[index]) };
+        leaf = leaf.port_to(name, 100.0, &format!("02:00:00:00:{a:02x}:{b:02x}"), &device);
+    }
+    leaf.route("10.0.0.0/24", "host0")
+        .route("10.0.1.0/24", "host1")
+        .route("2001:db8:1::/64", "host1")
+        .group_route("0.0.0.0/0", "uplinks")
+        .group("uplinks", &["up0", "up1"], "ecmp")
+        .tables(&format!("[dpdk]\neal = [{eal}]\nlcores = \"0-1\""))
+        .toml()
 }
 
 pub const SWITCH_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -208,18 +158,18 @@ pub const PEER_MACS: [[u8; 6]; 4] =
     [[0x02, 0, 0, 0, 0x10, 0], [0x02, 0, 0, 0, 0x11, 0], [0x02, 0, 0, 0, 0x20, 0], [0x02, 0, 0, 0, 0x21, 0]];
 pub const PORTS: [&str; 4] = ["host0", "host1", "up0", "up1"];
 
-/// A leaf with `hosts` ports at 100G, host k owning 10.0.k.0/24 and 2001:db8:k::/64.
+/// A leaf with `hosts` ports at 100G (3 m cables), host k owning 10.0.k.0/24 and
+/// 2001:db8:k::/64 behind peer MAC 02:00:00:00:10:<k>.
 pub fn leaf(hosts: usize, switch_extra: &str, qos_extra: &str, lossless: &str) -> String {
-    let mut text = format!(
-        "[switch]\nname = \"pfc-leaf\"\nmac = \"02:00:00:00:00:01\"\n{switch_extra}\n\
-         [qos]\ndscp_to_tc = {{ 26 = 3, 48 = 6, default = 0 }}\nlossless = [{lossless}]\n{qos_extra}\n"
-    );
+    let mut leaf = Leaf::new("pfc-leaf")
+        .switch(switch_extra)
+        .qos(&format!("dscp_to_tc = {{ 26 = 3, 48 = 6, default = 0 }}\nlossless = [{lossless}]\n{qos_extra}"));
     for host in 0..hosts {
-        text.push_str(&format!(
-            "[[port]]\nname = \"h{host}\"\nspeed_gbps = 100\ncable_m = 3\npeer_mac = \"02:00:00:00:10:{host:02x}\"\n\n\
-             [[route]]\nprefix = \"10.0.{host}.0/24\"\nport = \"h{host}\"\n\n\
-             [[route]]\nprefix = \"2001:db8:{host}::/64\"\nport = \"h{host}\"\n\n"
-        ));
+        let name = format!("h{host}");
+        leaf = leaf
+            .port_to(&name, 100.0, &format!("02:00:00:00:10:{host:02x}"), "cable_m = 3")
+            .route(&format!("10.0.{host}.0/24"), &name)
+            .route(&format!("2001:db8:{host}::/64"), &name);
     }
-    text
+    leaf.toml()
 }

@@ -252,35 +252,20 @@ mod tests {
     use super::*;
     use crate::wire::checksum::ones_complement_sum;
 
-    const CONFIG: &str = r#"
-[switch]
-name = "t"
-mac = "02:00:00:00:00:aa"
-[qos]
-dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
-pcp_to_tc = { 3 = 4, default = 1 }
-[[port]]
-name = "p0"
-speed_gbps = 100
-peer_mac = "02:00:00:00:10:00"
-[[port]]
-name = "p1"
-speed_gbps = 100
-peer_mac = "02:00:00:00:11:00"
-[[port]]
-name = "p2"
-speed_gbps = 100
-peer_mac = "02:00:00:00:12:00"
-[[route]]
-prefix = "10.0.1.0/24"
-port = "p1"
-[[route]]
-prefix = "10.0.2.0/24"
-group = "g"
-[[group]]
-name = "g"
-ports = ["p1", "p2"]
-"#;
+    /// p0, p1 (10.0.1.0/24) and p2 at 100G; group g over p1 and p2 for 10.0.2.0/24; DSCP 26
+    /// in TC3, 48 in TC6, PCP 3 in TC4.
+    static CONFIG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        crate::testing::Leaf::new("t")
+            .mac("02:00:00:00:00:aa")
+            .qos("dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }\npcp_to_tc = { 3 = 4, default = 1 }")
+            .port("p0", 100.0, "")
+            .port("p1", 100.0, "")
+            .port("p2", 100.0, "")
+            .route("10.0.1.0/24", "p1")
+            .group_route("10.0.2.0/24", "g")
+            .group("g", &["p1", "p2"], "ecmp")
+            .toml()
+    });
 
     fn classifier(text: &str) -> Classifier {
         Classifier::new(&Config::parse(text, "t.toml").unwrap())
@@ -288,7 +273,7 @@ ports = ["p1", "p2"]
 
     #[test]
     fn forward_rewrites_ttl_macs_and_checksum() {
-        let classifier = classifier(CONFIG);
+        let classifier = classifier(&CONFIG);
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         let original = frame.clone();
         let verdict = classifier.classify(&mut frame);
@@ -316,7 +301,7 @@ ports = ["p1", "p2"]
 
     #[test]
     fn drops_leave_the_frame_untouched() {
-        let classifier = classifier(CONFIG);
+        let classifier = classifier(&CONFIG);
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         frame[14 + 8] = 1; // TTL 1
         crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
@@ -336,7 +321,7 @@ ports = ["p1", "p2"]
 
     #[test]
     fn groups_are_targets_and_one_flow_hashes_alike() {
-        let classifier = classifier(CONFIG);
+        let classifier = classifier(&CONFIG);
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         frame[14 + 18] = 2; // 10.0.2.2: the group
         crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
@@ -452,7 +437,7 @@ ports = ["p1", "p2"]
 
     #[test]
     fn without_control_nothing_is_punted() {
-        let classifier = classifier(CONFIG);
+        let classifier = classifier(&CONFIG);
         assert_eq!(verdict(&classifier, ethernet(0x0806, 42)), Verdict::Drop(DropReason::Unsupported));
         assert_eq!(verdict(&classifier, ethernet(0x88cc, 60)), Verdict::Drop(DropReason::Unsupported));
         assert_eq!(verdict(&classifier, icmpv6("ff02::2", 133)), Verdict::Drop(DropReason::NoRoute));

@@ -299,49 +299,25 @@ impl Fib {
 mod tests {
     use super::*;
 
-    const CONFIG: &str = r#"
-[switch]
-name = "t"
-mac = "02:00:00:00:00:aa"
-[[port]]
-name = "host0"
-speed_gbps = 100
-peer_mac = "02:00:00:00:10:00"
-addresses = ["10.0.0.1/24", "fd00::1/64"]
-[[port]]
-name = "up0"
-speed_gbps = 100
-peer_mac = "02:00:00:00:20:00"
-[[port]]
-name = "up1"
-speed_gbps = 100
-peer_mac = "02:00:00:00:21:00"
-[[neighbor]]
-ip = "10.255.0.0"
-mac = "02:00:00:00:20:01"
-port = "up0"
-[[neighbor]]
-ip = "10.255.0.2"
-mac = "02:00:00:00:21:01"
-port = "up1"
-[[route]]
-prefix = "0.0.0.0/0"
-via = ["10.255.0.0", "10.255.0.2"]
-[[route]]
-prefix = "192.0.2.0/24"
-via = "10.255.0.2"
-[[route]]
-prefix = "198.51.100.0/24"
-via = ["10.255.0.0", "10.255.0.9"]
-[[route]]
-prefix = "203.0.113.0/24"
-via = "10.255.0.9"
-[[route]]
-prefix = "10.9.0.0/16"
-port = "up1"
-[control]
-multipath_mode = "spray"
-"#;
+    /// host0 (10.0.0.1/24, fd00::1/64) and uplinks up0, up1 with a neighbour each; routes
+    /// by next hop, to a missing neighbour, and to a port; `[control]` sprays multipath.
+    static CONFIG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        crate::testing::Leaf::new("t")
+            .mac("02:00:00:00:00:aa")
+            .qos("")
+            .port_to("host0", 100.0, "02:00:00:00:10:00", "addresses = [\"10.0.0.1/24\", \"fd00::1/64\"]")
+            .port_to("up0", 100.0, "02:00:00:00:20:00", "")
+            .port_to("up1", 100.0, "02:00:00:00:21:00", "")
+            .tables("[[neighbor]]\nip = \"10.255.0.0\"\nmac = \"02:00:00:00:20:01\"\nport = \"up0\"")
+            .tables("[[neighbor]]\nip = \"10.255.0.2\"\nmac = \"02:00:00:00:21:01\"\nport = \"up1\"")
+            .tables("[[route]]\nprefix = \"0.0.0.0/0\"\nvia = [\"10.255.0.0\", \"10.255.0.2\"]")
+            .tables("[[route]]\nprefix = \"192.0.2.0/24\"\nvia = \"10.255.0.2\"")
+            .tables("[[route]]\nprefix = \"198.51.100.0/24\"\nvia = [\"10.255.0.0\", \"10.255.0.9\"]")
+            .tables("[[route]]\nprefix = \"203.0.113.0/24\"\nvia = \"10.255.0.9\"")
+            .route("10.9.0.0/16", "up1")
+            .tables("[control]\nmultipath_mode = \"spray\"")
+            .toml()
+    });
 
     fn v4(text: &str) -> Destination {
         Destination::V4(u32::from(text.parse::<std::net::Ipv4Addr>().unwrap()))
@@ -353,7 +329,7 @@ multipath_mode = "spray"
 
     #[test]
     fn routes_resolve_to_adjacencies_groups_connected_local_or_glean() {
-        let config = Config::parse(CONFIG, "t.toml").unwrap();
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
         let fib = Fib::new(&config, &Learned::default(), 1);
         let up0 = Adjacency { port: 1, mac: mac(0x01, 0x20) };
         let up1 = Adjacency { port: 2, mac: mac(0x01, 0x21) };
@@ -381,7 +357,7 @@ multipath_mode = "spray"
 
     #[test]
     fn learned_state_fills_in_and_the_config_wins_on_the_same_prefix() {
-        let config = Config::parse(CONFIG, "t.toml").unwrap();
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
         let ip = |text: &str| text.parse::<IpAddr>().unwrap();
         let learned = Learned {
             neighbors: vec![
@@ -423,7 +399,7 @@ multipath_mode = "spray"
 
     #[test]
     fn a_published_snapshot_is_what_readers_load_next() {
-        let config = Config::parse(CONFIG, "t.toml").unwrap();
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
         let handle = FibHandle::new(Fib::new(&config, &Learned::default(), 1));
         let reader = handle.load();
         assert_eq!(handle.generation(), 1);

@@ -642,7 +642,7 @@ mod tests {
     use super::*;
 
     fn small(extra: &str, mode: Option<&str>) -> Fabric {
-        let text = format!("{}{extra}", super::super::tests::SMALL);
+        let text = format!("{}{extra}", super::super::tests::small());
         Fabric::parse(&text, "small.toml", mode).unwrap()
     }
 

@@ -510,31 +510,14 @@ fn switch_config(
 mod tests {
     use super::*;
 
-    pub(crate) const SMALL: &str = r#"
-[fabric]
-name = "small"
-leaves = 2
-spines = 2
-hosts_per_leaf = 2
-
-[switch]
-buffer_bytes = 4194304
-
-[qos]
-dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
-lossless = [3]
-[qos.scheduler]
-strict = [6, 7]
-dwrr = { 0 = 50, 3 = 50 }
-[qos.ecn.3]
-kmin_bytes = 50000
-kmax_bytes = 400000
-pmax = 0.2
-"#;
+    /// The 2x2 leaf-spine most fabric tests run.
+    pub(crate) fn small() -> String {
+        crate::testing::leaf_spine("small", "", 400_000)
+    }
 
     #[test]
     fn leaf_spine_is_generated_and_routes_reach_every_host() {
-        let fabric = Fabric::parse(SMALL, "small.toml", None).unwrap();
+        let fabric = Fabric::parse(&small(), "small.toml", None).unwrap();
         assert_eq!(fabric.switches.len(), 4);
         assert_eq!(fabric.hosts.len(), 4);
         // 4 host links + 2 x 2 uplinks.
@@ -547,18 +530,18 @@ pmax = 0.2
         assert_eq!(fabric.endpoint_name(fabric.links[4].a), "leaf1-h0");
         assert_eq!(fabric.endpoint_name(fabric.links[3].a), "leaf0:s1");
         assert_eq!(fabric.endpoint_name(fabric.links[3].b), "spine1:l0");
-        assert_eq!(Fabric::parse(SMALL, "small.toml", Some("spray")).unwrap().mode(), GroupMode::Spray);
+        assert_eq!(Fabric::parse(&small(), "small.toml", Some("spray")).unwrap().mode(), GroupMode::Spray);
     }
 
     #[test]
     fn mistakes_name_the_file_and_field() {
-        let err = Fabric::parse(&SMALL.replace("leaves = 2", "leaves = 0"), "f.toml", None).unwrap_err();
+        let err = Fabric::parse(&small().replace("leaves = 2", "leaves = 0"), "f.toml", None).unwrap_err();
         assert_eq!((err.file.as_str(), err.field.as_str()), ("f.toml", "fabric.leaves"), "{err}");
-        let err = Fabric::parse(&SMALL.replace("[switch]", "[switch]\nname = \"x\""), "f.toml", None).unwrap_err();
+        let err = Fabric::parse(&small().replace("[switch]", "[switch]\nname = \"x\""), "f.toml", None).unwrap_err();
         assert_eq!(err.field, "switch.name", "{err}");
-        let err = Fabric::parse(SMALL, "f.toml", Some("teleport")).unwrap_err().to_string();
+        let err = Fabric::parse(&small(), "f.toml", Some("teleport")).unwrap_err().to_string();
         assert!(err.contains("f.toml (leaf0)") && err.contains("mode"), "{err}");
-        let err = Fabric::parse(&format!("{SMALL}\n[dcqcn]\ng = 2.0\n"), "f.toml", None).unwrap_err().to_string();
+        let err = Fabric::parse(&format!("{}\n[dcqcn]\ng = 2.0\n", small()), "f.toml", None).unwrap_err().to_string();
         assert!(err.starts_with("f.toml: dcqcn.g: "), "{err}");
     }
 }
