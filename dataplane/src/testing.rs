@@ -63,12 +63,13 @@ impl Leaf {
         self.port_to(name, gbps, &peer, extra)
     }
 
-    /// Adds a port at `gbps` whose peer has MAC `peer_mac`; `extra` adds keys to it. It reads
-    /// `name`, `extra`, `speed_gbps`, `peer_mac`, in that order.
+    /// Adds a port at `gbps` whose peer has MAC `peer_mac` (none when empty: no port routes
+    /// or groups then); `extra` adds keys to it. It reads `name`, `extra`, `speed_gbps`,
+    /// `peer_mac`, in that order.
     pub fn port_to(mut self, name: &str, gbps: f64, peer_mac: &str, extra: &str) -> Self {
         let extra = if extra.is_empty() || extra.ends_with('\n') { extra.to_string() } else { format!("{extra}\n") };
-        self.ports
-            .push(format!("[[port]]\nname = \"{name}\"\n{extra}speed_gbps = {gbps}\npeer_mac = \"{peer_mac}\"\n"));
+        let peer = if peer_mac.is_empty() { String::new() } else { format!("peer_mac = \"{peer_mac}\"\n") };
+        self.ports.push(format!("[[port]]\nname = \"{name}\"\n{extra}speed_gbps = {gbps}\n{peer}"));
         self
     }
 

@@ -229,33 +229,22 @@ pub fn report(config: &Config) -> String {
 mod tests {
     use super::*;
 
-    const LEAF: &str = r#"
-[switch]
-name = "leaf"
-mac = "02:00:00:00:00:01"
-[qos]
-lossless = [3]
-[[port]]
-name = "host0"
-speed_gbps = 100
-addresses = ["10.0.0.1/24", "fd00:0:0:1::1/64"]
-[[port]]
-name = "up0"
-speed_gbps = 25
-enabled = false
-[[neighbor]]
-ip = "10.255.0.1"
-mac = "02:00:00:00:10:01"
-port = "up0"
-[[route]]
-prefix = "0.0.0.0/0"
-via = ["10.255.0.1", "10.255.0.3"]
-[control]
-"#;
+    /// host0 with addresses, up0 disabled with a neighbour, a default route over two next
+    /// hops of which one is static, and a control plane.
+    fn leaf(lossless: &str) -> Config {
+        crate::testing::Leaf::new("leaf")
+            .qos(&format!("lossless = [{lossless}]"))
+            .port_to("host0", 100.0, "", "addresses = [\"10.0.0.1/24\", \"fd00:0:0:1::1/64\"]")
+            .port("up0", 25.0, "enabled = false")
+            .tables("[[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00:00:00:10:01\"\nport = \"up0\"")
+            .tables("[[route]]\nprefix = \"0.0.0.0/0\"\nvia = [\"10.255.0.1\", \"10.255.0.3\"]")
+            .tables("[control]")
+            .config()
+    }
 
     #[test]
     fn routes_say_how_each_next_hop_resolves_and_addresses_make_connected_subnets() {
-        let config = Config::parse(LEAF, "leaf.toml").unwrap();
+        let config = leaf("3");
         let text = report(&config);
         for expect in [
             "0.0.0.0/0                -> via 10.255.0.1 (up0 02:00:00:00:10:01), 10.255.0.3 (resolved by the control plane)",
@@ -277,7 +266,7 @@ via = ["10.255.0.1", "10.255.0.3"]
 
     #[test]
     fn a_switch_without_lossless_priorities_has_no_pfc() {
-        let config = Config::parse(&LEAF.replace("lossless = [3]", "lossless = []"), "leaf.toml").unwrap();
+        let config = leaf("");
         let text = report(&config);
         assert!(text.contains("lossless priorities: none (no PFC)"), "{text}");
         assert!(!text.contains("PFC host0"), "{text}");

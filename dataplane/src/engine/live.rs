@@ -632,13 +632,7 @@ impl Worker {
             self.switch.advance(now);
             let sent = self.transmit_all(ports, &mut egress, now);
             let iteration_end = dpdk::rdtsc();
-            let core = &mut self.switch.stats.cores[0];
-            if received + sent > 0 {
-                core.busy_cycles += iteration_end - iteration_start;
-                core.packets += received;
-            } else {
-                core.idle_cycles += iteration_end - iteration_start;
-            }
+            self.switch.stats.cores[0].charge_iteration(iteration_end - iteration_start, received, received + sent > 0);
             iteration_start = iteration_end;
             if iteration_end >= next_publish {
                 next_publish = iteration_end + publish_ticks;
@@ -850,13 +844,7 @@ impl RxWorker {
                 }
             }
             let iteration_end = dpdk::rdtsc();
-            let core = &mut self.stats.cores[0];
-            if received > 0 {
-                core.busy_cycles += iteration_end - iteration_start;
-                core.packets += received;
-            } else {
-                core.idle_cycles += iteration_end - iteration_start;
-            }
+            self.stats.cores[0].charge_iteration(iteration_end - iteration_start, received, received > 0);
             iteration_start = iteration_end;
             if iteration_end >= next_publish {
                 next_publish = iteration_end + publish_ticks;

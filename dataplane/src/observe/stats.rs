@@ -110,6 +110,18 @@ pub struct CoreStats {
 }
 
 impl CoreStats {
+    /// Charges one loop iteration of `cycles`: busy when it moved frames (`received` of them
+    /// received), else idle.
+    #[inline]
+    pub fn charge_iteration(&mut self, cycles: u64, received: u64, moved: bool) {
+        if moved {
+            self.busy_cycles += cycles;
+            self.packets += received;
+        } else {
+            self.idle_cycles += cycles;
+        }
+    }
+
     pub fn cycles_per_packet(&self) -> f64 {
         if self.packets == 0 {
             0.0
