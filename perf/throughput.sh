@@ -15,6 +15,9 @@
 #   DURATION=10 perf/throughput.sh
 #   CONTROL=1 perf/throughput.sh       # also raceway with [control] on and idle (root: it
 #                                      # makes a namespace and TAPs), and its ratio to without
+#   BASELINE=/tmp/raceway-before perf/throughput.sh
+#                                      # also another raceway binary, measured right after this
+#                                      # one on each row, and this one's ratio to it (A/B)
 #
 # Machine notes: on a 2-vCPU machine "two cores" puts the second forwarding lcore on the CPU
 # of the (mostly idle) main lcore. raceway's two-core rows use the pipelined model.
@@ -82,7 +85,7 @@ l3fwd_mpps() {
 }
 
 raceway_mpps() {
-  local size=$1 cores=$2 control=${3:-}
+  local size=$1 cores=$2 control=${3:-} binary=${4:-$RACEWAY}
   local config="$OUT/raceway-$1-$2$control.toml" stats="$OUT/raceway-$1-$2$control.json"
   # One core: run-to-completion. Two: pipelined, an RX/classify worker on CPU 1 and the
   # scheduler/TX worker on CPU 0 beside the (sleeping) main lcore.
@@ -120,20 +123,19 @@ peer_mac = "02:00:00:00:11:00"
 prefix = "10.0.1.0/24"
 port = "out"
 TOML
-  if [ -n "$control" ]; then printf '[control]\nnetns = "rw-bench-%s"\n' "$$" >>"$config"; fi
-  "$RACEWAY" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \
+  if [ "$control" = -control ]; then printf '[control]\nnetns = "rw-bench-%s"\n' "$$" >>"$config"; fi
+  "$binary" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \
     -- --file-prefix "rw-$$" >"$OUT/raceway-$size-$cores.log" 2>&1
   python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print('%.2f' % (s['ports']['out']['tx_packets'] / s['elapsed_s'] / 1e6))" "$stats"
 }
 
 build_l3fwd
-if [ -n "${CONTROL:-}" ]; then
-  echo "| frame | cores | testpmd io Mpps | testpmd 5tswap Mpps | l3fwd-lpm Mpps | raceway Mpps | raceway / io | raceway / l3fwd | raceway [control] Mpps | [control] / without |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
-else
-  echo "| frame | cores | testpmd io Mpps | testpmd 5tswap Mpps | l3fwd-lpm Mpps | raceway Mpps | raceway / io | raceway / l3fwd |"
-  echo "|---|---|---|---|---|---|---|---|"
-fi
+header="| frame | cores | testpmd io Mpps | testpmd 5tswap Mpps | l3fwd-lpm Mpps | raceway Mpps | raceway / io | raceway / l3fwd |"
+rule="|---|---|---|---|---|---|---|---|"
+if [ -n "${CONTROL:-}" ]; then header="$header raceway [control] Mpps | [control] / without |"; rule="$rule---|---|"; fi
+if [ -n "${BASELINE:-}" ]; then header="$header baseline Mpps | raceway / baseline |"; rule="$rule---|---|"; fi
+echo "$header"
+echo "$rule"
 for size in 60 1020; do
   for cores in 1 2; do
     io=$(testpmd_mpps io "$size" "$cores")
@@ -145,6 +147,10 @@ for size in 60 1020; do
     if [ -n "${CONTROL:-}" ]; then
       rwc=$(raceway_mpps "$size" "$cores" -control)
       row="$row $rwc | $(ratio "$rwc" "$rw") |"
+    fi
+    if [ -n "${BASELINE:-}" ]; then
+      base=$(raceway_mpps "$size" "$cores" -baseline "$BASELINE")
+      row="$row $base | $(ratio "$rw" "$base") |"
     fi
     echo "$row"
   done

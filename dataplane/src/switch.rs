@@ -65,8 +65,6 @@ struct EgressPort {
     /// Enabled in the config and link up (live).
     usable: bool,
     enabled: bool,
-    /// The port's reserved headroom per lossless group, in cell bytes.
-    headroom: u64,
 }
 
 impl EgressPort {
@@ -133,14 +131,12 @@ impl<P: PacketBuf> Switch<P> {
         let egress = config
             .ports
             .iter()
-            .zip(&buffer.plan().headroom)
-            .map(|(port, &headroom)| EgressPort {
+            .map(|port| EgressPort {
                 scheduler: Scheduler::new(&config.qos),
                 speed_mbps: port.speed_mbps,
                 link_free_ps: 0,
                 usable: port.enabled,
                 enabled: port.enabled,
-                headroom,
             })
             .collect();
         let watchdog = &config.qos.watchdog;
@@ -294,7 +290,7 @@ impl<P: PacketBuf> Switch<P> {
             if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
                 return self.refuse(ingress, egress, tc, DropReason::PfcWatchdog);
             }
-            match self.buffer.admit_lossless(ingress, tc, charge, self.egress[ingress].headroom) {
+            match self.buffer.admit_lossless(ingress, tc, charge) {
                 Ok(group) => {
                     if group.past_xoff {
                         self.pfc[ingress].decide_xoff(tc);

@@ -176,15 +176,9 @@ impl<P> SharedBuffer<P> {
     }
 
     /// Charges a lossless frame to its group: the pool up to XOFF, then the group's headroom
-    /// (`headroom` bytes for the port).
+    /// (the plan's for its port).
     #[inline]
-    pub fn admit_lossless(
-        &mut self,
-        ingress: usize,
-        priority: usize,
-        charge: u64,
-        headroom: u64,
-    ) -> Result<GroupCharge, DropReason> {
+    pub fn admit_lossless(&mut self, ingress: usize, priority: usize, charge: u64) -> Result<GroupCharge, DropReason> {
         if self.free == NIL {
             return Err(DropReason::HeadroomOverflow);
         }
@@ -194,7 +188,7 @@ impl<P> SharedBuffer<P> {
             group.shared += charge;
             self.lossless_used += charge;
             false
-        } else if group.headroom + charge <= headroom {
+        } else if group.headroom + charge <= self.plan.headroom[ingress] {
             group.headroom += charge;
             true
         } else {
