@@ -396,12 +396,14 @@ impl<P: PacketBuf> Switch<P> {
     pub fn transmit(&mut self, egress: usize, now: u64) -> Option<P> {
         let eligible = self.pfc[egress].eligible(now, self.watchdog.action);
         let (tc, packet, len, marked) = loop {
-            let buffer = &self.buffer;
-            // DWRR shares link time: each frame costs what it takes on the wire, padding,
-            // preamble and gap included (64-byte frames against 1500-byte ones at equal
-            // weights shared 58.5/41.5 when counted in frame bytes).
-            let head_cost = |tc: usize| wire_bytes(buffer.head_len(egress, tc)) as usize;
-            let tc = self.egress[egress].scheduler.select(eligible, buffer.backlog(egress), head_cost)?;
+            let tc = {
+                let head_len = self.buffer.head_lens(egress);
+                // DWRR shares link time: each frame costs what it takes on the wire, padding,
+                // preamble and gap included (64-byte frames against 1500-byte ones at equal
+                // weights shared 58.5/41.5 when counted in frame bytes).
+                let head_cost = |tc: usize| wire_bytes(head_len(tc)) as usize;
+                self.egress[egress].scheduler.select(eligible, self.buffer.backlog(egress), head_cost)?
+            };
             let Popped { mut packet, ingress, mut marked, mut ip, arrival_ps, len } =
                 self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
             if self.ecn.marks_on(tc, MarkOn::Dequeue) {

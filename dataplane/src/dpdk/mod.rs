@@ -355,11 +355,13 @@ impl Burst {
         self.len == 0
     }
 
+    #[inline]
     pub fn is_full(&self) -> bool {
         self.len == BURST
     }
 
     /// Adds an mbuf; the caller checks `is_full` first.
+    #[inline]
     pub fn push(&mut self, mbuf: Mbuf) {
         assert!(self.len < BURST, "burst overflow");
         self.mbufs[self.len] = mbuf.into_raw();

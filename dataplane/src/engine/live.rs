@@ -715,6 +715,7 @@ struct TxBursts<'a> {
 }
 
 impl port_tx::TxQueue<Mbuf> for TxBursts<'_> {
+    #[inline]
     fn pfc(&mut self, frame: &[u8]) -> bool {
         if !self.egress.control.is_empty() {
             return false;
@@ -731,6 +732,7 @@ impl port_tx::TxQueue<Mbuf> for TxBursts<'_> {
         true
     }
 
+    #[inline(always)]
     fn data(&mut self, mbuf: Mbuf) {
         if let Some(tap) = self.tap {
             tap.copy(self.port, true, self.tsc, crate::packet::PacketBuf::data(&mbuf));
@@ -738,6 +740,7 @@ impl port_tx::TxQueue<Mbuf> for TxBursts<'_> {
         self.egress.pending.push(mbuf);
     }
 
+    #[inline(always)]
     fn has_room(&self) -> bool {
         !self.egress.pending.is_full()
     }

@@ -32,7 +32,7 @@ pub struct Served {
 /// Serves `port` at `now` into `queue`: its pending PFC frame, then data while the queue has
 /// room and the link is free before `now + lookahead_ps` (`u64::MAX`: no shaping, the queue's
 /// room alone decides).
-#[inline]
+#[inline(always)]
 pub fn serve<P: PacketBuf>(
     switch: &mut Switch<P>,
     port: usize,

@@ -269,10 +269,12 @@ impl<P> SharedBuffer<P> {
         Some(Popped { packet, ingress, marked, ip, arrival_ps, len })
     }
 
-    /// Bytes of the frame at the head of a queue that holds frames.
+    /// Bytes of the frame at the head of each of `port`'s queues (asked only of queues that
+    /// hold frames), for the scheduler: the port's queues are looked up once, not per class.
     #[inline]
-    pub fn head_len(&self, port: usize, tc: usize) -> usize {
-        self.slots[self.ports[port].fifos[tc].head as usize].len as usize
+    pub fn head_lens(&self, port: usize) -> impl Fn(usize) -> usize + '_ {
+        let (fifos, slots) = (&self.ports[port].fifos, &self.slots);
+        move |tc| slots[fifos[tc].head as usize].len as usize
     }
 
     /// Bit n set while `port`'s queue n holds frames.

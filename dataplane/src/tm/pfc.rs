@@ -83,8 +83,10 @@ pub struct PfcPort {
     xoff_sent: [bool; 8],
     /// When to refresh the XOFF (NEVER while none is outstanding or it is not yet sent).
     refresh_at: [u64; 8],
-    /// PFC times to send on this port, per priority.
-    outbox: [Option<u16>; 8],
+    /// PFC times to send on this port, per priority; bit n of `pending` says priority n has
+    /// one (one compare per poll loop when nothing is pending).
+    outbox: [u16; 8],
+    pending: u8,
     /// Pauses the peer sent: they hold this port's egress classes.
     received: Pauses,
     /// The latest end of any received pause: at or after it nothing is paused, so eligibility
@@ -103,7 +105,8 @@ impl PfcPort {
             refresh_ps: quanta_ps(XOFF_QUANTA, speed_mbps) / 2,
             xoff_sent: [false; 8],
             refresh_at: [NEVER; 8],
-            outbox: [None; 8],
+            outbox: [0; 8],
+            pending: 0,
             received: Pauses::default(),
             pause_horizon: 0,
             storm: [false; 8],
@@ -161,7 +164,7 @@ impl PfcPort {
     pub fn decide_xoff(&mut self, priority: usize) {
         if !self.xoff_sent[priority] {
             self.xoff_sent[priority] = true;
-            self.outbox[priority] = Some(XOFF_QUANTA);
+            self.queue(priority, XOFF_QUANTA);
         }
     }
 
@@ -177,24 +180,22 @@ impl PfcPort {
         if self.xoff_sent[priority] && occupancy <= xon {
             self.xoff_sent[priority] = false;
             self.refresh_at[priority] = NEVER;
-            self.outbox[priority] = Some(0);
+            self.queue(priority, 0);
         }
     }
 
     /// Whether a PFC frame waits to be sent (it goes before any data).
     #[inline]
     pub fn has_frame(&self) -> bool {
-        self.outbox.iter().any(Option::is_some)
+        self.pending != 0
     }
 
     /// The PFC frame to send: every pending priority in one frame.
     pub fn frame(&self) -> Repr {
         let mut repr = Repr::default();
-        for (priority, time) in self.outbox.iter().enumerate() {
-            if let Some(time) = time {
-                repr.class_enable |= 1 << priority;
-                repr.times[priority] = *time;
-            }
+        repr.class_enable = self.pending;
+        for priority in (0..8).filter(|priority| self.pending & (1 << priority) != 0) {
+            repr.times[priority] = self.outbox[priority];
         }
         repr
     }
@@ -204,7 +205,10 @@ impl PfcPort {
     pub fn frame_sent(&mut self, now: u64, stats: &mut PortStats) -> u64 {
         let mut deadline = NEVER;
         for priority in 0..8 {
-            let Some(time) = self.outbox[priority].take() else { continue };
+            if self.pending & (1 << priority) == 0 {
+                continue;
+            }
+            let time = self.outbox[priority];
             if time > 0 {
                 stats.pfc_xoff_tx[priority] += 1;
                 self.refresh_at[priority] = now + self.refresh_ps;
@@ -213,7 +217,15 @@ impl PfcPort {
                 stats.pfc_xon_tx[priority] += 1;
             }
         }
+        self.pending = 0;
         deadline
+    }
+
+    /// Puts `time` for `priority` in the next PFC frame (replacing one not yet sent).
+    #[inline]
+    fn queue(&mut self, priority: usize, time: u16) {
+        self.outbox[priority] = time;
+        self.pending |= 1 << priority;
     }
 
     /// A PFC frame from the peer at `now`: pauses or resumes the lossless priorities it names
@@ -259,7 +271,7 @@ impl PfcPort {
             return self.refresh_at[priority];
         }
         if occupancy > xon {
-            self.outbox[priority] = Some(XOFF_QUANTA);
+            self.queue(priority, XOFF_QUANTA);
             self.refresh_at[priority] = NEVER; // set again when sent
         } else {
             self.decide_xon(priority, occupancy, xon);
