@@ -192,12 +192,11 @@ impl PfcPort {
 
     /// The PFC frame to send: every pending priority in one frame.
     pub fn frame(&self) -> Repr {
-        let mut repr = Repr::default();
-        repr.class_enable = self.pending;
+        let mut times = [0u16; 8];
         for priority in (0..8).filter(|priority| self.pending & (1 << priority) != 0) {
-            repr.times[priority] = self.outbox[priority];
+            times[priority] = self.outbox[priority];
         }
-        repr
+        Repr { class_enable: self.pending, times }
     }
 
     /// The frame from `frame` was sent at `now`: empties the outbox, counts each priority and
