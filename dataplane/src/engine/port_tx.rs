@@ -83,3 +83,102 @@ pub fn next_frame(switch: &mut Switch<HeapPacket>, port: usize, now: u64) -> Opt
     let served = serve(switch, port, now, u64::MAX, &mut link);
     link.frame.map(|frame| (frame, served.pfc))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{rocev2_burst, Leaf};
+    use crate::wire::pfc::FRAME_LEN;
+
+    /// A tx queue that takes `room` data frames and, when `takes_pfc`, PFC frames.
+    struct Queue {
+        pfc: Vec<Vec<u8>>,
+        data: Vec<HeapPacket>,
+        room: usize,
+        takes_pfc: bool,
+    }
+
+    impl TxQueue<HeapPacket> for Queue {
+        fn pfc(&mut self, frame: &[u8]) -> bool {
+            if self.takes_pfc {
+                self.pfc.push(frame.to_vec());
+            }
+            self.takes_pfc
+        }
+        fn data(&mut self, packet: HeapPacket) {
+            self.data.push(packet);
+        }
+        fn has_room(&self) -> bool {
+            self.data.len() < self.room
+        }
+    }
+
+    /// A switch with `frames` 1000-byte lossless frames queued for `up0` (port 1), 100 Gb/s:
+    /// 80 ns of wire each.
+    fn queued(frames: u8, xoff_after: Option<u64>) -> Switch<HeapPacket> {
+        let mut leaf = Leaf::two_uplinks("tx", "ecmp");
+        if let Some(bytes) = xoff_after {
+            leaf = leaf.qos(&format!(
+                "dscp_to_tc = {{ 26 = 3, default = 0 }}\nlossless = [3]\n[qos.pfc]\nxoff_bytes = {bytes}\nxon_bytes = 0\nheadroom_bytes = 1000000"
+            ));
+        }
+        let mut switch = Switch::new(&leaf.config(), 1);
+        for frame in rocev2_burst(frames, |flow, spec| {
+            spec.destination = std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 9, flow));
+            spec.frame_len = 1000;
+        }) {
+            assert!(matches!(switch.receive(0, HeapPacket::new(frame), 0), crate::switch::Received::Queued { .. }));
+        }
+        switch
+    }
+
+    #[test]
+    fn data_goes_while_the_queue_has_room_and_the_link_is_within_the_lookahead() {
+        let mut switch = queued(10, None);
+        let mut queue = Queue { pfc: Vec::new(), data: Vec::new(), room: 32, takes_pfc: true };
+        // 1000 B + 24 B of preamble, gap and FCS at 100 Gb/s: 81.92 ns a frame. A lookahead
+        // of 200 ns lets frames go while the link is free within 200 ns: 3 of them.
+        let served = serve(&mut switch, 1, 0, 200_000, &mut queue);
+        assert_eq!((served.data, queue.data.len(), served.pfc), (3, 3, None));
+        assert_eq!(switch.link_free_ps(1), 3 * 81_920);
+        // No shaping: the queue's room decides.
+        queue.room = 5;
+        assert_eq!(serve(&mut switch, 1, 0, u64::MAX, &mut queue).data, 2);
+        assert_eq!(switch.stats.ports[1].tx_packets, 5);
+    }
+
+    #[test]
+    fn a_pfc_frame_goes_first_and_one_the_queue_refuses_holds_the_data_back() {
+        // XOFF past 2 KB: the host port's group pauses its peer after the third frame.
+        let mut switch = queued(4, Some(2048));
+        assert!(switch.has_control(0));
+        let mut refusing = Queue { pfc: Vec::new(), data: Vec::new(), room: 32, takes_pfc: false };
+        // Port 0 has nothing queued, but its PFC frame is pending: refused, it stays pending.
+        assert_eq!(serve(&mut switch, 0, 0, u64::MAX, &mut refusing), Served::default());
+        assert!(switch.has_control(0));
+        assert_eq!(switch.stats.ports[0].pfc_xoff_tx[3], 0, "a refused frame is not counted");
+        let mut queue = Queue { pfc: Vec::new(), data: Vec::new(), room: 32, takes_pfc: true };
+        let served = serve(&mut switch, 0, 0, u64::MAX, &mut queue);
+        let repr = served.pfc.expect("the XOFF");
+        assert_eq!((repr.class_enable, repr.times[3]), (1 << 3, 0xffff));
+        assert_eq!(queue.pfc.len(), 1);
+        assert_eq!(queue.pfc[0].len(), FRAME_LEN);
+        assert_eq!(switch.stats.ports[0].pfc_xoff_tx[3], 1);
+        assert!(!switch.has_control(0));
+        // The PFC frame took its wire time on port 0's link.
+        assert!(switch.link_free_ps(0) > 0);
+    }
+
+    #[test]
+    fn a_virtual_link_sends_one_frame_at_a_time() {
+        let mut switch = queued(3, None);
+        let (frame, pfc) = next_frame(&mut switch, 1, 0).expect("a frame");
+        assert_eq!((frame.len(), pfc), (1000, None));
+        assert!(next_frame(&mut switch, 1, 0).is_some());
+        assert!(next_frame(&mut switch, 1, 0).is_some());
+        assert!(next_frame(&mut switch, 1, 0).is_none());
+        let mut link = OneFrame::default();
+        assert!(link.has_room() && link.pfc(&[1, 2]) && !link.has_room());
+        assert_eq!(link.frame.as_deref(), Some(&[1u8, 2][..]));
+    }
+}

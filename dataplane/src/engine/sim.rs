@@ -147,6 +147,7 @@ pub fn arrive(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{rocev2_burst, Leaf};
 
     #[test]
     fn events_leave_by_time_then_by_order_of_scheduling() {
@@ -169,5 +170,45 @@ mod tests {
         assert!(!alarm.set(45));
         alarm.fired(40);
         assert!(alarm.set(45));
+    }
+
+    #[test]
+    fn an_arrival_says_which_transmitter_to_wake_and_what_pfc_it_carried() {
+        let config = Leaf::two_uplinks("sim", "ecmp").config();
+        let mut switch = Switch::new(&config, 1);
+        let mut recorder = Recorder::new(config.ports.len(), 1_000_000);
+        // Data for 10.0.9.0/24 wakes its egress, u0 (port 1).
+        let data = rocev2_burst(1, |_, spec| spec.destination = "10.0.9.1".parse().unwrap()).remove(0);
+        let arrival = arrive(&mut switch, Some(&mut recorder), 0, data, 0, 100_000);
+        assert_eq!(arrival, Arrival { ready: Some(1), pfc: None });
+        // A PFC frame pauses the port it came in on: that port's transmitter re-decides.
+        let repr = Repr { class_enable: 1 << 3, times: [0, 0, 0, 100, 0, 0, 0, 0] };
+        let mut frame = vec![0u8; crate::wire::pfc::FRAME_LEN];
+        repr.emit(crate::wire::ethernet::MacAddress([2, 0, 0, 0, 0x20, 0]), &mut frame);
+        let arrival = arrive(&mut switch, Some(&mut recorder), 2, frame, 10, 100_000);
+        assert_eq!(arrival, Arrival { ready: Some(2), pfc: Some(repr) });
+        assert_eq!(switch.stats.ports[2].pfc_rx[3], 1);
+        // A frame the switch drops wakes nobody.
+        let arrival = arrive(&mut switch, None, 0, vec![0u8; 10], 20, 100_000);
+        assert_eq!(arrival, Arrival { ready: None, pfc: None });
+    }
+
+    #[test]
+    fn an_alarm_follows_the_switch_deadline_not_before_now() {
+        let config = Leaf::two_uplinks("sim", "ecmp").config();
+        let mut switch = Switch::new(&config, 1);
+        let mut alarm = Alarm::default();
+        assert_eq!(alarm.follow(&switch, 0), None, "no deadline, no event");
+        // A pause of 100 quanta on u1 sets a deadline when it ends.
+        let repr = Repr { class_enable: 1 << 3, times: [0, 0, 0, 100, 0, 0, 0, 0] };
+        let mut frame = vec![0u8; crate::wire::pfc::FRAME_LEN];
+        repr.emit(crate::wire::ethernet::MacAddress([2, 0, 0, 0, 0x21, 0]), &mut frame);
+        arrive(&mut switch, None, 2, frame, 1_000, 100_000);
+        let end = switch.next_deadline();
+        assert!(end > 1_000 && end != NEVER);
+        assert_eq!(alarm.follow(&switch, 0), Some(end));
+        assert_eq!(alarm.follow(&switch, 0), None, "already armed for it");
+        alarm.fired(end);
+        assert_eq!(alarm.follow(&switch, end + 5), Some(end + 5), "late: at once");
     }
 }
