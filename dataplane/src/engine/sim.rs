@@ -158,6 +158,13 @@ mod tests {
         queue.schedule(10, 'd');
         let order: Vec<(u64, char)> = std::iter::from_fn(|| queue.pop()).collect();
         assert_eq!(order, [(10, 'b'), (10, 'd'), (20, 'a'), (20, 'c')]);
+        // Many at one time leave in the order they were scheduled, whatever the heap's shape.
+        let mut many = EventQueue::default();
+        for index in 0..64u32 {
+            many.schedule(7, index);
+        }
+        let order: Vec<u32> = std::iter::from_fn(|| many.pop()).map(|(_, index)| index).collect();
+        assert_eq!(order, (0..64).collect::<Vec<u32>>());
     }
 
     #[test]
