@@ -1135,15 +1135,18 @@ mod tests {
         switch.transmit(1, 0).unwrap();
         let mut times = [0u16; 8];
         times[3] = 0xffff;
-        switch.receive(1, pfc_frame(0x08, times), 0);
-        assert_eq!(switch.next_deadline(), 33_553_920_000, "the pause ends; the queue is empty");
+        // The pause starts 5 us in.
+        switch.receive(1, pfc_frame(0x08, times), 5_000_000);
+        let pause_end = 5_000_000 + 33_553_920_000;
+        assert_eq!(switch.next_deadline(), pause_end, "the pause ends; the queue is empty");
         // Lossy frames into the unpaused TC 0 arm nothing.
         switch.receive(0, frame(0, 100), 50_000_000);
-        assert_eq!(switch.next_deadline(), 33_553_920_000);
-        // A lossless frame into the paused queue: the watchdog must look at 1 ms.
+        assert_eq!(switch.next_deadline(), pause_end);
+        // A lossless frame into the paused queue: the watchdog must look 1 ms after the pause
+        // began.
         switch.receive(0, frame(26, 100), 100_000_000);
-        assert_eq!(switch.next_deadline(), 1_000_000_000);
-        switch.advance(1_000_000_000);
+        assert_eq!(switch.next_deadline(), 1_005_000_000);
+        switch.advance(1_005_000_000);
         assert_eq!(switch.stats.ports[1].watchdog_storms[3], 1);
     }
 
