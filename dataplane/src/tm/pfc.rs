@@ -364,5 +364,29 @@ mod tests {
         port.frame_sent(20, &mut stats);
         assert_eq!(stats.pfc_xon_tx[3], 1);
         assert!(!port.xoff_outstanding(3) && port.xoff_outstanding(4));
+        // Only what was pending is counted, and a frame names only what is pending: the XON
+        // of priority 3 sent before leaves no time behind in the next frame.
+        assert_eq!(stats.pfc_xoff_tx, [0, 0, 0, 1, 1, 0, 0, 0]);
+        assert_eq!(stats.pfc_xon_tx, [0, 0, 0, 1, 0, 0, 0, 0]);
+        port.decide_xon(4, 0, 999);
+        assert_eq!(port.frame(), Repr { class_enable: 1 << 4, times: [0; 8] });
+        port.frame_sent(30, &mut stats);
+        assert_eq!(stats.pfc_xon_tx, [0, 0, 0, 1, 1, 0, 0, 0]);
+        assert_eq!(stats.pfc_xoff_tx, [0, 0, 0, 1, 1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn a_frame_carries_no_time_for_a_priority_it_does_not_name() {
+        let mut port = PfcPort::new(100_000);
+        let mut stats = PortStats::default();
+        port.decide_xoff(3);
+        port.frame_sent(0, &mut stats);
+        // Priority 3's XOFF is outstanding (not pending); priority 5 pauses now.
+        port.decide_xoff(5);
+        let mut times = [0u16; 8];
+        times[5] = XOFF_QUANTA;
+        assert_eq!(port.frame(), Repr { class_enable: 1 << 5, times });
+        port.frame_sent(1, &mut stats);
+        assert_eq!(stats.pfc_xoff_tx, [0, 0, 0, 1, 0, 1, 0, 0], "priority 3 counted once");
     }
 }
