@@ -151,7 +151,11 @@ fn lossless_incast_with_dynamic_thresholds_loses_nothing() {
 #[test]
 fn a_lossy_incast_never_pauses_an_unrelated_lossless_sender() {
     let dir = temp_dir("incast-lossy-isolation");
-    let config = leaf(5, "", "", "3").replacen("name = \"h4\"\nspeed_gbps = 100", "name = \"h4\"\nspeed_gbps = 25", 1);
+    let config = leaf(5, "", "", "3").replacen(
+        "name = \"h4\"\ncable_m = 3\nspeed_gbps = 100",
+        "name = \"h4\"\ncable_m = 3\nspeed_gbps = 25",
+        1,
+    );
     assert!(config.contains("speed_gbps = 25"));
     let mut lossless = FrameSpec::rocev2("10.0.3.9".parse().unwrap(), "10.0.4.2".parse().unwrap(), 0x300);
     lossless.dscp = 26;
