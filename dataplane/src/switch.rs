@@ -15,8 +15,15 @@
 //! the engine drains with `take_punted`; over the rate it is `punt_policed`, into a full
 //! outbox `punt_queue_full`.
 //!
-//! Invariant: every frame handed to `receive` is queued, consumed (PFC), punted or dropped and
-//! counted; every queued frame leaves through `transmit`, a watchdog flush or `drain`, counted.
+//! Sharded (`Switch::sharded`, `tm::shard`): each worker's switch owns some ports. A frame for
+//! another worker's port is admitted to its ingress group here, then waits in `outgoing` for
+//! the engine to carry it over a ring to the owner's `accept`; `sync_shard`, once per loop,
+//! applies the credits other workers gave back, publishes this worker's, and refreshes the
+//! pools and the balance gauges.
+//!
+//! Invariant: every frame handed to `receive` is queued, transferred, consumed (PFC), punted
+//! or dropped and counted; every queued frame leaves through `transmit`, a watchdog flush or
+//! `drain`, counted.
 
 use crate::config::{wire_bytes, Config, MarkOn, PortConfig, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
@@ -32,6 +39,7 @@ use crate::tm::ecn::{self, EcnMarker};
 use crate::tm::pfc::{PfcPort, Watchdog};
 use crate::tm::plan;
 use crate::tm::schedule::Scheduler;
+use crate::tm::shard::{Batch, ShardBoard, Transfer};
 use crate::wire::ethernet::MacAddress;
 use crate::wire::pfc::Repr;
 
@@ -49,6 +57,11 @@ pub enum Received {
     /// For the control plane: waiting in the punt outbox (`take_punted`).
     Punted(PuntReason),
     Dropped(DropReason),
+    /// Admitted to its ingress group and waiting in `outgoing` for the worker owning `egress`.
+    Transferred {
+        egress: usize,
+        tc: usize,
+    },
 }
 
 /// Punted frames the outbox holds between the engine's drains: two bursts.
@@ -82,6 +95,8 @@ struct Ports<'a, P> {
     buffer: &'a SharedBuffer<P>,
     now: u64,
     watchdog_action: WatchdogAction,
+    /// Sharded: the board with the other workers' ports, and this worker's index.
+    shard: Option<(&'a ShardBoard, usize)>,
 }
 
 impl<P> PortView for Ports<'_, P> {
@@ -90,6 +105,11 @@ impl<P> PortView for Ports<'_, P> {
     }
 
     fn drain_cost(&self, port: usize, tc: usize) -> u64 {
+        if let Some((board, me)) = self.shard {
+            if board.owner(port) != me {
+                return board.drain_cost(port, tc, self.now, self.egress[port].speed_mbps);
+            }
+        }
         if self.pfc[port].paused(tc, self.now, self.watchdog_action) {
             return u64::MAX;
         }
@@ -120,14 +140,42 @@ pub struct Switch<P: PacketBuf> {
     control_tc: u8,
     /// The source of the PFC frames the switch sends.
     mac: MacAddress,
+    /// Sharded: this worker's seat; `None` when this switch owns every port.
+    shard: Option<Seat<P>>,
     pub stats: SwitchStats,
+}
+
+/// A worker's place in a sharded run.
+struct Seat<P> {
+    board: std::sync::Arc<ShardBoard>,
+    me: usize,
+    /// Per worker, the batch being filled for it (this worker's own stays empty).
+    outgoing: Vec<Batch<P>>,
+    /// Per ingress port and priority: the other workers' credits already applied (owned
+    /// ports only).
+    applied: Vec<[u64; TRAFFIC_CLASSES]>,
 }
 
 impl<P: PacketBuf> Switch<P> {
     /// Builds the switch; `seed` seeds its random choices. The config was validated
     /// (`Config::parse`), so the buffer plan exists.
     pub fn new(config: &Config, seed: u64) -> Self {
-        let buffer = SharedBuffer::new(config);
+        Self::build(config, seed, SharedBuffer::new(config), None)
+    }
+
+    /// Worker `me`'s switch of a sharded run: it owns the ports `board` gives it.
+    pub fn sharded(config: &Config, seed: u64, board: std::sync::Arc<ShardBoard>, me: usize) -> Self {
+        let buffer = SharedBuffer::sharded(config, |port| board.owner(port) == me, board.overcommit_frames());
+        let seat = Seat {
+            outgoing: (0..board.workers()).map(|_| Batch::default()).collect(),
+            applied: vec![[0; TRAFFIC_CLASSES]; config.ports.len()],
+            board,
+            me,
+        };
+        Self::build(config, seed, buffer, Some(seat))
+    }
+
+    fn build(config: &Config, seed: u64, buffer: SharedBuffer<P>, shard: Option<Seat<P>>) -> Self {
         let egress = config
             .ports
             .iter()
@@ -163,8 +211,15 @@ impl<P: PacketBuf> Switch<P> {
             punted: Outbox::new(if config.control.is_some() { PUNT_OUTBOX } else { 0 }),
             control_tc: config.control.as_ref().map_or(7, |control| control.control_tc),
             mac: config.mac,
+            shard,
             stats: SwitchStats::new(config),
         }
+    }
+
+    /// Whether this switch owns `port` (always, unsharded).
+    #[inline]
+    pub fn owns(&self, port: usize) -> bool {
+        self.shard.as_ref().is_none_or(|seat| seat.board.owner(port) == seat.me)
     }
 
     /// Frames the buffer can hold at most: one per cell.
@@ -217,6 +272,7 @@ impl<P: PacketBuf> Switch<P> {
                     buffer: &self.buffer,
                     now,
                     watchdog_action: self.watchdog.action,
+                    shard: self.shard.as_ref().map(|seat| (&*seat.board, seat.me)),
                 };
                 let chosen =
                     self.selector.select(group, flow_hash, tc, now, &mut self.rng, &view).and_then(|(slot, port)| {
@@ -235,14 +291,135 @@ impl<P: PacketBuf> Switch<P> {
             }
         };
         self.classifier.rewrite_macs(packet.data_mut(), next_hop);
-        let received = self.enqueue(ingress, egress, tc, packet, ip, now);
-        if let (Received::Queued { .. }, Some((group, slot))) = (received, member) {
-            // Counted for the config's groups; groups of next hops come and go with routes.
+        if !self.owns(egress) {
+            return self.hand_off(ingress, egress, tc, packet, ip, now, member);
+        }
+        let received = self.enqueue(ingress, egress, tc, packet, ip, now, false);
+        if let Received::Queued { .. } = received {
+            self.count_member(member);
+        }
+        received
+    }
+
+    /// Counts a queued frame on the group member chosen for it (for the config's groups;
+    /// groups of next hops come and go with routes).
+    #[inline]
+    fn count_member(&mut self, member: Option<(usize, u16)>) {
+        if let Some((group, slot)) = member {
             if let Some(counts) = self.stats.groups.get_mut(group) {
                 counts[usize::from(slot)] += 1;
             }
         }
-        received
+    }
+
+    /// The ingress half for a port of another worker: a lossless frame is charged to its
+    /// group here (XOFF decided here, on the exact count), then the frame waits in the
+    /// batch for the owner.
+    #[allow(clippy::too_many_arguments)]
+    fn hand_off(
+        &mut self,
+        ingress: usize,
+        egress: usize,
+        tc: usize,
+        packet: P,
+        ip: IpHeader,
+        now: u64,
+        member: Option<(usize, u16)>,
+    ) -> Received {
+        let charge = plan::charge(packet.len());
+        let lossless = self.buffer.lossless(tc);
+        if lossless {
+            match self.buffer.admit_lossless(ingress, tc, charge) {
+                Ok(group) => self.group_charged(ingress, tc, group),
+                Err(reason) => return self.refuse(ingress, egress, tc, reason),
+            }
+        }
+        let transfer = Transfer {
+            packet,
+            ingress: ingress as u16,
+            egress: egress as u16,
+            tc: tc as u8,
+            charged: lossless,
+            ip,
+            arrival_ps: now,
+            member: member.map(|(group, slot)| (group as u16, slot)),
+        };
+        let seat = self.shard.as_mut().expect("only a sharded switch hands off");
+        let worker = seat.board.owner(egress);
+        if seat.outgoing[worker].push(transfer).is_err() {
+            // The engine takes the batches after each rx burst, so this is its bug; still
+            // counted, never lost.
+            if lossless {
+                self.buffer.release_group(ingress, tc, charge);
+            }
+            return self.refuse(ingress, egress, tc, DropReason::BufferFull);
+        }
+        Received::Transferred { egress, tc }
+    }
+
+    /// Whether a batch for another worker holds frames (the engine polls no rx until it has
+    /// handed them all over).
+    pub fn outgoing_pending(&self) -> bool {
+        self.shard.as_ref().is_some_and(|seat| seat.outgoing.iter().any(|batch| !batch.is_empty()))
+    }
+
+    /// The batch waiting for worker `to` (empty when there is none).
+    pub fn outgoing(&mut self, to: usize) -> Option<&mut Batch<P>> {
+        self.shard.as_mut().and_then(|seat| seat.outgoing.get_mut(to))
+    }
+
+    /// The egress half of frames another worker received for this worker's ports: each is
+    /// queued (ECN, the watchdog, the lossy limit; lossless cells were charged by the
+    /// sender) or dropped and counted, its credits given back. Returns how many it took.
+    pub fn accept(&mut self, batch: &mut Batch<P>) -> u64 {
+        let mut accepted = 0;
+        for transfer in batch.drain() {
+            accepted += 1;
+            let (ingress, egress, tc) =
+                (usize::from(transfer.ingress), usize::from(transfer.egress), usize::from(transfer.tc));
+            let received =
+                self.enqueue(ingress, egress, tc, transfer.packet, transfer.ip, transfer.arrival_ps, transfer.charged);
+            if let Received::Queued { .. } = received {
+                self.count_member(transfer.member.map(|(group, slot)| (usize::from(group), slot)));
+            }
+        }
+        accepted
+    }
+
+    /// Once per loop of a sharded worker: applies the credits other workers gave back to
+    /// this worker's groups (deciding XON), publishes the credits it owes them, its pool
+    /// charges and its ports' gauges, and reads the others' pool charges.
+    pub fn sync_shard(&mut self, now: u64) {
+        let Some(seat) = self.shard.as_mut() else { return };
+        let (board, me) = (&*seat.board, seat.me);
+        let lossless_mask = self.buffer.plan().lossless_mask;
+        for port in 0..self.egress.len() {
+            let owned = board.owner(port) == me;
+            for priority in (0..TRAFFIC_CLASSES).filter(|&priority| lossless_mask & (1 << priority) != 0) {
+                if owned {
+                    let total = board.released_to(me, port, priority);
+                    let credit = total - seat.applied[port][priority];
+                    if credit > 0 {
+                        seat.applied[port][priority] = total;
+                        self.buffer.release_group(port, priority, credit);
+                        if self.pfc[port].xoff_outstanding(priority) {
+                            let occupancy = self.buffer.group_occupancy(port, priority);
+                            self.pfc[port].decide_xon(priority, occupancy, self.buffer.xon());
+                        }
+                    }
+                } else {
+                    board.publish_released(me, port, priority, self.buffer.released(port, priority));
+                }
+            }
+            if owned {
+                let queue_bytes = std::array::from_fn(|tc| self.buffer.queue_bytes(port, tc));
+                let paused = !self.pfc[port].eligible(now, self.watchdog.action);
+                board.publish_gauge(port, self.egress[port].link_free_ps, queue_bytes, paused);
+            }
+        }
+        let (lossless, lossy) = self.buffer.pool_used();
+        board.publish_pools(me, lossless, lossy);
+        self.buffer.set_others_used(board.others_pool_used(me));
     }
 
     /// Queues a frame the control plane sends out of `egress` (the kernel wrote it on the
@@ -261,11 +438,32 @@ impl<P: PacketBuf> Switch<P> {
             // Not IP (ARP, ND's link layer is IP; LLDP): never marked.
             _ => IpHeader { l3_offset: 0, is_ipv6: false, ecn: ecn::NOT_ECT },
         };
-        self.enqueue(egress, egress, usize::from(self.control_tc), packet, ip, now)
+        let tc = usize::from(self.control_tc);
+        if !self.owns(egress) {
+            let seat = self.shard.as_mut().expect("a port not owned is another worker's");
+            let transfer = Transfer {
+                packet,
+                ingress: egress as u16,
+                egress: egress as u16,
+                tc: tc as u8,
+                charged: false,
+                ip,
+                arrival_ps: now,
+                member: None,
+            };
+            let worker = seat.board.owner(egress);
+            return match seat.outgoing[worker].push(transfer) {
+                Ok(()) => Received::Transferred { egress, tc },
+                Err(_) => self.refuse(egress, egress, tc, DropReason::BufferFull),
+            };
+        }
+        self.enqueue(egress, egress, tc, packet, ip, now, false)
     }
 
     /// Admits a frame to `egress`'s queue `tc` (ECN at enqueue, the pools, PFC's XOFF
-    /// decision), charging drops to `ingress`.
+    /// decision), charging drops to `ingress`. `precharged`: a lossless frame another worker
+    /// already charged to its group; dropped here, its cells go back as credits.
+    #[allow(clippy::too_many_arguments)]
     fn enqueue(
         &mut self,
         ingress: usize,
@@ -274,32 +472,32 @@ impl<P: PacketBuf> Switch<P> {
         mut packet: P,
         mut ip: IpHeader,
         now: u64,
+        precharged: bool,
     ) -> Received {
         let len = packet.len();
+        let charge = plan::charge(len);
         let mut marked = false;
         if self.ecn.marks_on(tc, MarkOn::Enqueue) {
             let depth = self.buffer.queue_bytes(egress, tc);
             match self.ecn.apply(tc, depth, &mut packet, &mut ip, &mut self.rng) {
                 Ok(ce) => marked = ce,
-                Err(reason) => return self.refuse(ingress, egress, tc, reason),
+                Err(reason) => return self.refuse_charged(ingress, egress, tc, reason, precharged.then_some(charge)),
             }
         }
-        let charge = plan::charge(len);
         let lossless = self.buffer.lossless(tc);
         if lossless {
             if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
-                return self.refuse(ingress, egress, tc, DropReason::PfcWatchdog);
+                return self.refuse_charged(ingress, egress, tc, DropReason::PfcWatchdog, precharged.then_some(charge));
             }
-            match self.buffer.admit_lossless(ingress, tc, charge) {
-                Ok(group) => {
-                    if group.past_xoff {
-                        self.pfc[ingress].decide_xoff(tc);
-                    }
-                    let pg_stats = &mut self.stats.ports[ingress].priority_groups[tc];
-                    pg_stats.max_bytes = pg_stats.max_bytes.max(group.occupancy);
-                    pg_stats.max_headroom_bytes = pg_stats.max_headroom_bytes.max(group.headroom);
+            if precharged {
+                if !self.buffer.has_slot() {
+                    return self.refuse_charged(ingress, egress, tc, DropReason::HeadroomOverflow, Some(charge));
                 }
-                Err(reason) => return self.refuse(ingress, egress, tc, reason),
+            } else {
+                match self.buffer.admit_lossless(ingress, tc, charge) {
+                    Ok(group) => self.group_charged(ingress, tc, group),
+                    Err(reason) => return self.refuse(ingress, egress, tc, reason),
+                }
             }
         } else if let Err(reason) = self.buffer.admit_lossy(egress, tc, charge) {
             return self.refuse(ingress, egress, tc, reason);
@@ -313,6 +511,33 @@ impl<P: PacketBuf> Switch<P> {
                 self.deadline.min(self.pfc[egress].paused_since(tc).saturating_add(self.watchdog.detection_ps));
         }
         Received::Queued { egress, tc }
+    }
+
+    /// Where a lossless frame's charge put its ingress group: XOFF past the point, and the
+    /// group's peaks.
+    #[inline]
+    fn group_charged(&mut self, ingress: usize, tc: usize, group: crate::tm::buffer::GroupCharge) {
+        if group.past_xoff {
+            self.pfc[ingress].decide_xoff(tc);
+        }
+        let pg_stats = &mut self.stats.ports[ingress].priority_groups[tc];
+        pg_stats.max_bytes = pg_stats.max_bytes.max(group.occupancy);
+        pg_stats.max_headroom_bytes = pg_stats.max_headroom_bytes.max(group.headroom);
+    }
+
+    /// `refuse`, giving back `charged` cells another worker charged to the frame's group.
+    fn refuse_charged(
+        &mut self,
+        ingress: usize,
+        egress: usize,
+        tc: usize,
+        reason: DropReason,
+        charged: Option<u64>,
+    ) -> Received {
+        if let Some(cells) = charged {
+            self.buffer.give_back(ingress, tc, cells);
+        }
+        self.refuse(ingress, egress, tc, reason)
     }
 
     /// Counts a frame refused on its way into `egress`'s queue `tc` (on its ingress port's
@@ -376,8 +601,12 @@ impl<P: PacketBuf> Switch<P> {
     #[inline]
     fn pop(&mut self, port: usize, tc: usize) -> Option<Popped<P>> {
         let popped = self.buffer.pop(port, tc)?;
-        // Most groups never sent XOFF: check that before computing thresholds.
-        if self.buffer.lossless(tc) && self.pfc[popped.ingress].xoff_outstanding(tc) {
+        // Most groups never sent XOFF: check that before computing thresholds. Another
+        // worker's group decides its XON when the credit reaches it (`sync_shard`).
+        if self.buffer.lossless(tc)
+            && self.pfc[popped.ingress].xoff_outstanding(tc)
+            && self.buffer.owns_group(popped.ingress)
+        {
             let occupancy = self.buffer.group_occupancy(popped.ingress, tc);
             self.pfc[popped.ingress].decide_xon(tc, occupancy, self.buffer.xon());
         }
@@ -489,6 +718,9 @@ impl<P: PacketBuf> Switch<P> {
         }
         let mut next = NEVER;
         for port in 0..self.pfc.len() {
+            if !self.owns(port) {
+                continue;
+            }
             for priority in 0..8 {
                 if !self.buffer.lossless(priority) {
                     continue;
@@ -575,7 +807,7 @@ impl<P: PacketBuf> Switch<P> {
 impl<P: PacketBuf> Switch<P> {
     /// The group selector's view of the ports at `now`.
     fn view(&self, now: u64, watchdog_action: WatchdogAction) -> Ports<'_, P> {
-        Ports { egress: &self.egress, pfc: &self.pfc, buffer: &self.buffer, now, watchdog_action }
+        Ports { egress: &self.egress, pfc: &self.pfc, buffer: &self.buffer, now, watchdog_action, shard: None }
     }
 }
 
@@ -849,6 +1081,138 @@ mod tests {
         }
         assert_eq!(switch.queued_packets(), 80);
         assert!(conserved(&switch));
+    }
+
+    /// Four 100G ports p0..p3 (10.0.N.0/24), dealt to two workers: p0, p1 to worker 0 and
+    /// p2, p3 to worker 1.
+    fn sharded_pair(extra_qos: &str) -> (Config, Switch<HeapPacket>, Switch<HeapPacket>) {
+        let mut leaf =
+            Leaf::new("t").qos(&format!("dscp_to_tc = {{ 26 = 3, default = 0 }}\nlossless = [3]\n{extra_qos}"));
+        for port in 0..4 {
+            leaf = leaf.port(&format!("p{port}"), 100.0, "").route(&format!("10.0.{port}.0/24"), &format!("p{port}"));
+        }
+        let config = leaf.config();
+        let board = std::sync::Arc::new(ShardBoard::new(ShardBoard::deal(4, 2), BURST_FOR_TESTS));
+        let first = Switch::sharded(&config, 0, std::sync::Arc::clone(&board), 0);
+        let second = Switch::sharded(&config, 1, board, 1);
+        (config, first, second)
+    }
+
+    const BURST_FOR_TESTS: usize = 32;
+
+    fn to_port(port: u8, dscp: u8, len: usize) -> HeapPacket {
+        let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), format!("10.0.{port}.2").parse().unwrap(), 7);
+        spec.dscp = dscp;
+        spec.frame_len = len;
+        HeapPacket::new(spec.build())
+    }
+
+    /// What an engine does between two workers: the sender's batch into the receiver.
+    fn carry(from: &mut Switch<HeapPacket>, to: &mut Switch<HeapPacket>, worker: usize) -> u64 {
+        let batch = from.outgoing(worker).expect("a batch per worker");
+        let mut taken = std::mem::take(batch);
+        to.accept(&mut taken)
+    }
+
+    #[test]
+    fn sharded_a_lossless_group_pauses_on_its_exact_count_and_resumes_on_credits() {
+        // As `lossless_group_sends_xoff_uses_headroom_then_xon`, but the frames come in on p0
+        // (worker 0) for p3 (worker 1).
+        let (_, mut ingress, mut egress) =
+            sharded_pair("[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 4096");
+        assert!(ingress.owns(0) && ingress.owns(1) && !ingress.owns(2) && egress.owns(3));
+        for _ in 0..10 {
+            assert_eq!(ingress.receive(0, to_port(3, 26, 1000), 0), Received::Transferred { egress: 3, tc: 3 });
+        }
+        assert!(!ingress.has_control(0));
+        ingress.receive(0, to_port(3, 26, 1000), 0);
+        assert!(ingress.has_control(0), "XOFF from the ingress worker, at once");
+        assert_eq!(ingress.take_control(0, 1_000).unwrap().times[3], 0xffff);
+        for _ in 0..3 {
+            ingress.receive(0, to_port(3, 26, 1000), 0);
+        }
+        assert_eq!(ingress.receive(0, to_port(3, 26, 1000), 0), Received::Dropped(DropReason::HeadroomOverflow));
+        assert!(ingress.outgoing_pending());
+        assert_eq!(ingress.queued_packets(), 0, "nothing queues on the ingress worker");
+        assert_eq!(carry(&mut ingress, &mut egress, 1), 14);
+        assert!(!ingress.outgoing_pending());
+        assert_eq!(egress.queue_bytes(3, 3), 14 * 1000);
+        assert_eq!(egress.pool_used(), (0, 0), "the egress worker charges no lossless pool");
+        assert_eq!(ingress.pool_used(), (10 * 1024, 0));
+        // Nine leave worker 1; worker 0 has not seen the credits yet: no XON.
+        for _ in 0..9 {
+            egress.transmit(3, 0).unwrap();
+        }
+        assert!(!egress.has_control(0) && !ingress.has_control(0));
+        ingress.sync_shard(0);
+        assert!(!ingress.has_control(0), "credits published once per loop, not yet");
+        egress.sync_shard(0);
+        ingress.sync_shard(0);
+        let xon = ingress.take_control(0, 300_000_000).unwrap();
+        assert_eq!((xon.class_enable, xon.times[3]), (0x08, 0));
+        // Headroom gave back first, as a local frame would.
+        assert_eq!(ingress.buffer.group_cells(0, 3), (5 * 1024, 0));
+        while egress.transmit(3, 0).is_some() {}
+        egress.sync_shard(0);
+        ingress.sync_shard(0);
+        assert_eq!(ingress.buffer.group_cells(0, 3), (0, 0));
+        assert_eq!((ingress.pool_used(), egress.pool_used()), ((0, 0), (0, 0)));
+        // Every frame counted once across the two workers.
+        let mut total = ingress.stats.clone();
+        total.add(&egress.stats);
+        assert_eq!((total.rx_packets(), total.tx_packets(), total.dropped()), (15, 14, 1));
+        assert_eq!(total.ports[3].queues[3].tx_packets, 14);
+        assert_eq!(total.ports[0].drops[DropReason::HeadroomOverflow.index()], 1);
+    }
+
+    #[test]
+    fn sharded_pools_add_the_other_workers_published_charges() {
+        // Dynamic XOFF: alpha x the free lossless pool, whoever holds the cells.
+        let (config, mut first, mut second) = sharded_pair("");
+        let mut whole: Switch<HeapPacket> = Switch::new(&config, 0);
+        for _ in 0..20 {
+            first.receive(0, to_port(3, 26, 1000), 0);
+            whole.receive(0, to_port(3, 26, 1000), 0);
+        }
+        assert_eq!(second.pfc_thresholds(), Switch::<HeapPacket>::new(&config, 0).pfc_thresholds());
+        first.sync_shard(0);
+        second.sync_shard(0);
+        assert_eq!(second.pfc_thresholds(), whole.pfc_thresholds(), "worker 1 sees worker 0's cells");
+        assert_ne!(whole.pfc_thresholds(), Switch::<HeapPacket>::new(&config, 0).pfc_thresholds());
+        // Lossy frames are charged by the egress worker, in its lossy pool.
+        for _ in 0..5 {
+            assert_eq!(first.receive(1, to_port(2, 0, 500), 0), Received::Transferred { egress: 2, tc: 0 });
+        }
+        assert_eq!(first.pool_used().1, 0);
+        carry(&mut first, &mut second, 1);
+        assert_eq!(second.pool_used(), (0, 5 * 512));
+        // A frame between two ports of one worker never leaves it.
+        assert!(matches!(second.receive(2, to_port(3, 0, 500), 0), Received::Queued { egress: 3, .. }));
+        assert!(!second.outgoing_pending());
+    }
+
+    #[test]
+    fn sharded_a_stormed_queue_drops_transferred_frames_and_gives_their_cells_back() {
+        let (_, mut ingress, mut egress) =
+            sharded_pair("[qos.pfc_watchdog]\ndetection_ms = 1\nrestoration_ms = 2\naction = \"drop\"");
+        ingress.receive(0, to_port(3, 26, 1000), 0);
+        carry(&mut ingress, &mut egress, 1);
+        // p3's peer sends XOFF every 100 us for 1.5 ms: continuously paused, a storm.
+        let mut times = [0u16; 8];
+        times[3] = 0xffff;
+        let mut now = 0;
+        while now <= 1_500_000_000 {
+            assert_eq!(egress.receive(3, pfc_frame(0x08, times), now), Received::FlowControl);
+            egress.advance(now);
+            now += 100_000_000;
+        }
+        assert_eq!((egress.stats.ports[3].watchdog_storms[3], egress.queued_packets()), (1, 0));
+        ingress.receive(0, to_port(3, 26, 1000), now);
+        carry(&mut ingress, &mut egress, 1);
+        assert_eq!(egress.stats.ports[3].queues[3].dropped, 2, "flushed, then dropped on arrival");
+        egress.sync_shard(now);
+        ingress.sync_shard(now);
+        assert_eq!(ingress.buffer.group_cells(0, 3), (0, 0), "both frames' cells came back");
     }
 
     #[test]

@@ -132,7 +132,7 @@ pub fn arrive(
         recorder.pfc_received(port, repr, now, speed_mbps);
     }
     let ready = match switch.receive(port, HeapPacket::new(bytes), now) {
-        Received::Queued { egress, .. } => Some(egress),
+        Received::Queued { egress, .. } | Received::Transferred { egress, .. } => Some(egress),
         Received::FlowControl => Some(port),
         // No kernel in virtual time: a punted frame ends here, counted and policed as live.
         Received::Punted(_) => {

@@ -14,8 +14,14 @@
 //! its in-flight frames: headroom overflowed live with hosts that honoured every pause.) Lossy
 //! traffic never touches the lossless pool, so it cannot move an XOFF point.
 //!
+//! Sharded over workers (`tm::shard`), a buffer holds the queues of its worker's egress ports
+//! and the groups of its worker's ingress ports. A lossless frame queued here for another
+//! worker's group gives its cells back as credits (`released`) for that worker to apply
+//! (`release_group`); the pool checks add the other workers' published occupancy.
+//!
 //! Invariant: the pool, per-queue and per-group cell counts are exactly the charges of the
-//! frames queued, and it never allocates after `new`.
+//! frames queued (sharded: plus the charges of this worker's groups whose frames other
+//! workers hold, and less the credits not yet applied), and it never allocates after `new`.
 
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
@@ -116,13 +122,27 @@ pub struct SharedBuffer<P> {
     lossless_used: u64,
     lossy_used: u64,
     queued_packets: u64,
+    /// Per ingress port: whether this buffer owns its groups (all, unsharded).
+    owns_group: Vec<bool>,
+    /// Per ingress port and priority, for groups owned elsewhere: cumulative cell bytes of
+    /// their frames this buffer has sent or dropped (the credits to give back).
+    released: Vec<[u64; 8]>,
+    /// The pools' cell bytes charged by other workers, as last published.
+    others_used: (u64, u64),
 }
 
 impl<P> SharedBuffer<P> {
     /// The buffer of a validated config (`Config::parse` checked that the plan exists).
     pub fn new(config: &Config) -> Self {
+        Self::sharded(config, |_| true, 0)
+    }
+
+    /// The buffer of one worker of a sharded run: it owns the groups of the ingress ports
+    /// `owns` says, and its arena has `overcommit` slots more than the buffer's cells (the
+    /// frames other workers may admit on a stale view of the pools, `tm::shard`).
+    pub fn sharded(config: &Config, owns: impl Fn(usize) -> bool, overcommit: usize) -> Self {
         let plan = BufferPlan::new(config).expect("a validated config has a buffer plan");
-        let capacity = Self::capacity(config);
+        let capacity = Self::capacity(config) + overcommit;
         let slots = (0..capacity)
             .map(|i| Slot {
                 packet: None,
@@ -143,6 +163,9 @@ impl<P> SharedBuffer<P> {
             lossless_used: 0,
             lossy_used: 0,
             queued_packets: 0,
+            owns_group: (0..config.ports.len()).map(owns).collect(),
+            released: vec![[0; 8]; config.ports.len()],
+            others_used: (0, 0),
         }
     }
 
@@ -165,7 +188,7 @@ impl<P> SharedBuffer<P> {
     /// dynamic limit (lossy_alpha x the free lossy pool).
     #[inline]
     pub fn admit_lossy(&mut self, egress: usize, tc: usize, charge: u64) -> Result<(), DropReason> {
-        let free = self.plan.lossy_pool - self.lossy_used;
+        let free = self.plan.lossy_pool.saturating_sub(self.lossy_used + self.others_used.1);
         let queue = &mut self.ports[egress].fifos[tc];
         if charge > free || queue.lossy_cells + charge > self.plan.lossy_limit(free) || self.free == NIL {
             return Err(DropReason::BufferFull);
@@ -184,7 +207,8 @@ impl<P> SharedBuffer<P> {
         }
         let xoff = self.xoff();
         let group = &mut self.groups[ingress][priority];
-        let in_headroom = if group.shared + charge <= xoff && self.lossless_used + charge <= self.plan.lossless_pool {
+        let pool_room = self.lossless_used + self.others_used.0 + charge <= self.plan.lossless_pool;
+        let in_headroom = if group.shared + charge <= xoff && pool_room {
             group.shared += charge;
             self.lossless_used += charge;
             false
@@ -196,6 +220,12 @@ impl<P> SharedBuffer<P> {
         };
         let occupancy = group.shared + group.headroom;
         Ok(GroupCharge { occupancy, headroom: group.headroom, past_xoff: in_headroom || occupancy > xoff })
+    }
+
+    /// Whether the arena has a slot for one more frame.
+    #[inline]
+    pub fn has_slot(&self) -> bool {
+        self.free != NIL
     }
 
     /// Links an admitted frame of `len` bytes at the tail of `egress`'s queue `tc`; returns
@@ -256,17 +286,49 @@ impl<P> SharedBuffer<P> {
         queue.len -= 1;
         queue.bytes -= len;
         self.queued_packets -= 1;
-        if lossless {
-            let group = &mut self.groups[ingress][tc];
-            let from_headroom = charge.min(group.headroom);
-            group.headroom -= from_headroom;
-            group.shared -= charge - from_headroom;
-            self.lossless_used -= charge - from_headroom;
-        } else {
+        if !lossless {
             queue.lossy_cells -= charge;
             self.lossy_used -= charge;
+        } else if self.owns_group[ingress] {
+            self.release_group(ingress, tc, charge);
+        } else {
+            self.released[ingress][tc] += charge;
         }
         Some(Popped { packet, ingress, marked, ip, arrival_ps, len })
+    }
+
+    /// Gives `cells` back to group (`ingress`, `priority`): its headroom first, then the pool.
+    #[inline]
+    pub fn release_group(&mut self, ingress: usize, priority: usize, cells: u64) {
+        let group = &mut self.groups[ingress][priority];
+        let from_headroom = cells.min(group.headroom);
+        group.headroom -= from_headroom;
+        group.shared -= cells - from_headroom;
+        self.lossless_used -= cells - from_headroom;
+    }
+
+    /// Whether this buffer owns the groups of ingress port `port`.
+    #[inline]
+    pub fn owns_group(&self, port: usize) -> bool {
+        self.owns_group[port]
+    }
+
+    /// Credits the cells of a frame of another worker's group that this worker drops
+    /// before queueing it.
+    pub fn give_back(&mut self, ingress: usize, priority: usize, cells: u64) {
+        self.released[ingress][priority] += cells;
+    }
+
+    /// Cumulative cell bytes given back to group (`port`, `priority`) of another worker.
+    #[inline]
+    pub fn released(&self, port: usize, priority: usize) -> u64 {
+        self.released[port][priority]
+    }
+
+    /// The other workers' pool charges, (lossless, lossy), as last published.
+    #[inline]
+    pub fn set_others_used(&mut self, used: (u64, u64)) {
+        self.others_used = used;
     }
 
     /// Bytes of the frame at the head of each of `port`'s queues (asked only of queues that
@@ -316,7 +378,7 @@ impl<P> SharedBuffer<P> {
     /// The XOFF point of every lossless group now (it moves with the free lossless pool).
     #[inline]
     pub fn xoff(&self) -> u64 {
-        self.plan.xoff(self.plan.lossless_pool - self.lossless_used)
+        self.plan.xoff(self.plan.lossless_pool.saturating_sub(self.lossless_used + self.others_used.0))
     }
 
     /// The XON point now.

@@ -9,3 +9,4 @@ pub mod ecn;
 pub mod pfc;
 pub mod plan;
 pub mod schedule;
+pub mod shard;
