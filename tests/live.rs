@@ -41,8 +41,18 @@ fn two_rx_workers_poll_a_queue_each_of_a_multi_queue_port() {
     live_matches_replay("live-multiqueue", "model = \"pipelined\"\n#two-rx-workers");
 }
 
+/// Two run-to-completion workers: host0 and host1 belong to one, up0 and up1 to the other, so
+/// every forwarded frame crosses between them (and every lossless one's cells come back as
+/// credits), and the ports send what replay sends.
+#[test]
+fn two_run_to_completion_workers_match_replay_and_leak_no_mbufs() {
+    let _cpus = cpus_shared();
+    live_matches_replay("live-shards", "#two-shards");
+}
+
 fn live_matches_replay(name: &str, dpdk_extra: &str) {
     let two_rx_workers = dpdk_extra.contains("#two-rx-workers");
+    let two_shards = dpdk_extra.contains("#two-shards");
     let dir = temp_dir(name);
     let host0 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
         packets: 600,
@@ -81,7 +91,13 @@ fn live_matches_replay(name: &str, dpdk_extra: &str) {
     let mut config_text = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal);
     if !dpdk_extra.is_empty() {
         // Main lcore 0, then the RX worker(s), then the scheduler worker, on two CPUs.
-        let lcores = if two_rx_workers { "0@0,1@1,2@0,3@1" } else { "0@0,1@1,2@0" };
+        let lcores = if two_rx_workers {
+            "0@0,1@1,2@0,3@1"
+        } else if two_shards {
+            "0@0,1@0,2@1"
+        } else {
+            "0@0,1@1,2@0"
+        };
         config_text = config_text.replace("lcores = \"0-1\"", &format!("lcores = \"{lcores}\"\n{dpdk_extra}"));
     }
     let config = dir.join("leaf.toml");

@@ -368,6 +368,13 @@ impl<P: PacketBuf> Switch<P> {
         self.shard.as_mut().and_then(|seat| seat.outgoing.get_mut(to))
     }
 
+    /// Drops the frames still waiting for other workers (at shutdown, when they could not
+    /// be handed over in time), counted as `buffer_full`.
+    pub fn discard_outgoing(&mut self) -> u64 {
+        let Some(seat) = self.shard.as_mut() else { return 0 };
+        seat.outgoing.iter_mut().map(|batch| discard_transfers(&mut self.stats, batch)).sum()
+    }
+
     /// The egress half of frames another worker received for this worker's ports: each is
     /// queued (ECN, the watchdog, the lossy limit; lossless cells were charged by the
     /// sender) or dropped and counted, its credits given back. Returns how many it took.
@@ -801,6 +808,20 @@ impl<P: PacketBuf> Switch<P> {
         }
         drained
     }
+}
+
+/// Drops a batch of frames between workers that will never be queued (shutdown), counting
+/// each as `buffer_full` on its ingress port and its egress queue; returns how many.
+pub fn discard_transfers<P>(stats: &mut SwitchStats, batch: &mut Batch<P>) -> u64 {
+    let mut discarded = 0;
+    for transfer in batch.drain() {
+        let (ingress, egress, tc) =
+            (usize::from(transfer.ingress), usize::from(transfer.egress), usize::from(transfer.tc));
+        stats.ports[ingress].drops[DropReason::BufferFull.index()] += 1;
+        stats.ports[egress].queues[tc].dropped += 1;
+        discarded += 1;
+    }
+    discarded
 }
 
 #[cfg(test)]

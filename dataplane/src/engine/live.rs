@@ -1,8 +1,14 @@
 //! The live engine: the switch pipeline on DPDK ports, polled by workers on pinned lcores.
 //!
 //! Two models (`[dpdk] model`):
-//! - run-to-completion (default): one worker owns every port's rx queue and every egress
-//!   scheduler. Best when one core keeps up: no hand-off, no cross-core cache traffic.
+//! - run-to-completion (default): the ports are dealt to the worker lcores in contiguous
+//!   blocks (`tm::shard`); each worker polls its ports' rx queue and runs every stage for what
+//!   it receives, owns its ports' egress queues, schedulers and shapers, and transmits on
+//!   them. A frame for another worker's port crosses over the single-producer
+//!   single-consumer ring of that (from, to) pair, a batch of up to one rx burst at a time.
+//!   A worker with a batch it cannot hand over (the ring is full) polls no rx until it can;
+//!   it keeps taking its own rings meanwhile, so two workers never wait on each other.
+//!   With one worker lcore this is the whole switch on one core, with no hand-off.
 //! - pipelined: the last worker lcore owns the switch (buffer, PFC, ECN, group choice,
 //!   schedulers, shaping, tx); every other worker lcore owns some ports' rx queues, runs the
 //!   stateless classify stage (parse, route, class, TTL rewrite) and hands frames over its own
@@ -25,8 +31,10 @@
 //! PFC frames leave in a tx burst of their own, ahead of data already pending for the queue.
 //!
 //! Invariant: at exit every mbuf is back in the pool. Queued frames drain (shaped) for up to
-//! a second; whatever is still queued then is dropped and counted (`buffer_full`), frames the
-//! tx queue never took are freed and reported, and ports are closed before the pool is freed.
+//! a second; whatever is still queued then, or still between workers, is dropped and counted
+//! (`buffer_full`), frames the tx queue never took are freed and reported, and ports are
+//! closed before the pool is freed. All workers read time on one epoch (the TSC at start),
+//! so a frame's arrival stamp means the same on the worker that sends it.
 
 use crate::config::{Config, WorkerModel};
 use crate::control::{ControlLink, ControlPlane};
@@ -34,7 +42,8 @@ use crate::dpdk::{self, Burst, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
 use crate::engine::port_tx;
 use crate::observe::stats::{CoreStats, SwitchStats};
 use crate::pipeline::classify::{Classifier, Verdict};
-use crate::switch::Switch;
+use crate::switch::{self, Switch};
+use crate::tm::shard::{Batch, ShardBoard, BATCH};
 use crossbeam_queue::ArrayQueue;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -144,13 +153,56 @@ fn is_pci_address(name: &str) -> bool {
 }
 
 /// Mbufs needed: rx rings (`rx_queues_per_port` each) and tx rings, the bursts in flight, and
-/// as many frames as the buffer can hold (one per cell).
-pub fn mempool_size(config: &Config, rx_queues_per_port: u64) -> u32 {
+/// as many frames as the buffer can hold (one per cell). With several run-to-completion
+/// workers, also the frames between them (rings and batches being filled) and the frames
+/// their stale views of the pools may overcommit (`tm::shard`).
+pub fn mempool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u32 {
     let ports = config.ports.len() as u64;
     let rings = ports * (u64::from(dpdk::RX_DESCRIPTORS) * rx_queues_per_port + u64::from(dpdk::TX_DESCRIPTORS));
     let bursts = ports * 2 * BURST as u64;
     let queued = Switch::<Mbuf>::arena_capacity(config) as u64;
-    (rings + bursts + queued + 512).min(u64::from(u32::MAX)) as u32
+    let between_workers = workers * (workers - 1) * (SHARD_RING as u64 + 1) * BATCH as u64;
+    let overcommit = workers * (workers - 1) * frames_per_loop(config, workers as usize) as u64;
+    (rings + bursts + queued + between_workers + overcommit + 512).min(u64::from(u32::MAX)) as u32
+}
+
+/// Batches a ring between two run-to-completion workers holds.
+const SHARD_RING: usize = 16;
+
+type ShardRing = ArrayQueue<Batch<Mbuf>>;
+
+/// Frames a run-to-completion worker may admit in one loop at most: an rx burst per port it
+/// owns (the most any worker owns), a batch from each other worker, a burst from the control
+/// plane.
+fn frames_per_loop(config: &Config, workers: usize) -> usize {
+    let most_ports = config.ports.len().div_ceil(workers.max(1));
+    (most_ports + workers + 1) * BATCH
+}
+
+/// A run-to-completion worker's rings to and from the others (none with one worker).
+struct Links {
+    workers: usize,
+    /// To each worker (`None` for itself).
+    to: Vec<Option<Arc<ShardRing>>>,
+    /// From each other worker.
+    from: Vec<Arc<ShardRing>>,
+}
+
+/// Hands every waiting batch to its ring; false when a ring was full (the batch waits).
+#[inline]
+fn hand_over(switch: &mut Switch<Mbuf>, links: &Links) -> bool {
+    let mut all = true;
+    for (worker, ring) in links.to.iter().enumerate() {
+        let (Some(ring), Some(batch)) = (ring, switch.outgoing(worker)) else { continue };
+        if batch.is_empty() {
+            continue;
+        }
+        if let Err(back) = ring.push(std::mem::take(batch)) {
+            *batch = back;
+            all = false;
+        }
+    }
+    all
 }
 
 /// Deals every (port, rx queue) pair to the RX workers in turn, port by port: a port with a
@@ -188,6 +240,9 @@ struct Shared {
     stats: Vec<CacheAligned<Mutex<SwitchStats>>>,
     /// RX workers still running (the scheduler drains their rings until none is).
     rx_running: AtomicUsize,
+    /// Run-to-completion workers that, stopping, have handed over every batch: when all
+    /// have, rings that are empty stay empty.
+    quiet: AtomicUsize,
     unsent: Mutex<u64>,
     /// The control thread's counters (`[control]`).
     control: Option<Arc<Mutex<crate::observe::stats::ControlStats>>>,
@@ -207,10 +262,10 @@ impl Shared {
     }
 }
 
-/// What the scheduler worker polls for frames.
+/// What a worker polls for frames.
 enum Input {
-    /// Every port's rx queue (run-to-completion).
-    Ports,
+    /// Its ports' rx queues and the rings from the other workers (run-to-completion).
+    Ports(Links),
     /// The RX workers' rings (pipelined).
     Rings(Vec<Arc<ArrayQueue<Handoff>>>),
 }
@@ -229,12 +284,12 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let workers = eal.worker_lcores();
     let rx_lcores: Vec<u32> = match config.model {
         WorkerModel::RunToCompletion => {
-            if workers.len() > 1 {
-                // Several run-to-completion workers would share the buffer and PFC group
-                // accounting, which is not built; say so rather than idle the cores silently.
+            if workers.len() > config.ports.len() {
                 tracing::warn!(
-                    "run-to-completion uses one worker lcore; {} more in lcores stay idle (use model = \"pipelined\" to use them)",
-                    workers.len() - 1
+                    "run-to-completion deals whole ports to workers: {} worker lcores for {} ports leaves {} idle",
+                    workers.len(),
+                    config.ports.len(),
+                    workers.len() - config.ports.len()
                 );
             }
             Vec::new()
@@ -250,7 +305,13 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
             })
         }
     };
-    let pool_size = mempool_size(config, rx_lcores.len().max(1) as u64);
+    // Run-to-completion workers: one per worker lcore, at most one per port (on the main
+    // lcore when there is no worker lcore).
+    let shard_workers = match config.model {
+        WorkerModel::RunToCompletion => workers.len().clamp(1, config.ports.len().max(1)),
+        WorkerModel::Pipelined => 1,
+    };
+    let pool_size = mempool_size(config, rx_lcores.len().max(1) as u64, shard_workers as u64);
     let data_room = (dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE) as u16;
     let pool =
         Arc::new(Mempool::new(eal, "raceway_mbufs", pool_size, 256, data_room, -1).map_err(|err| DpdkError {
@@ -315,8 +376,11 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     };
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
-        stats: (0..=rx_lcores.len()).map(|_| CacheAligned(Mutex::new(SwitchStats::new(config)))).collect(),
+        stats: (0..rx_lcores.len() + shard_workers)
+            .map(|_| CacheAligned(Mutex::new(SwitchStats::new(config))))
+            .collect(),
         rx_running: AtomicUsize::new(rx_lcores.len()),
+        quiet: AtomicUsize::new(0),
         unsent: Mutex::new(0),
         control: control.as_ref().map(|plane| Arc::clone(&plane.stats)),
     });
@@ -362,13 +426,59 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         }
         Some(capture)
     };
-    let mut worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool), crate::rng::stream_seed(options.seed, 0));
-    worker.tap = capture.as_ref().map(crate::observe::capture::Capture::tap);
-    worker.control = control.as_ref().map(|plane| Arc::clone(&plane.link));
+    let epoch_tsc = dpdk::rdtsc();
     let started = Instant::now();
+    let new_worker = |switch: Switch<Mbuf>, slot: usize| {
+        let mut worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool), switch, slot, epoch_tsc);
+        worker.tap = capture.as_ref().map(crate::observe::capture::Capture::tap);
+        worker.control = control.as_ref().map(|plane| Arc::clone(&plane.link));
+        worker
+    };
+    // (worker, what it polls): the run-to-completion shards, or the pipelined scheduler.
+    let mut forwarders: Vec<(Worker, Input)> = Vec::new();
     let mut launched = Vec::new();
-    let input = if rx_lcores.is_empty() {
-        Input::Ports
+    // Every ring between workers, to count what is left in them after the workers stop.
+    let mut between_workers: Vec<Arc<ShardRing>> = Vec::new();
+    if rx_lcores.is_empty() {
+        let owner = ShardBoard::deal(config.ports.len(), shard_workers);
+        let board = Arc::new(ShardBoard::new(owner.clone(), frames_per_loop(config, shard_workers)));
+        // rings[from][to]
+        let rings: Vec<Vec<Option<Arc<ShardRing>>>> = (0..shard_workers)
+            .map(|from| {
+                (0..shard_workers).map(|to| (from != to).then(|| Arc::new(ArrayQueue::new(SHARD_RING)))).collect()
+            })
+            .collect();
+        between_workers.extend(rings.iter().flatten().flatten().cloned());
+        for me in 0..shard_workers {
+            let seed = crate::rng::stream_seed(options.seed, me as u64);
+            let switch = if shard_workers == 1 {
+                Switch::new(config, seed)
+            } else {
+                Switch::sharded(config, seed, Arc::clone(&board), me)
+            };
+            let mut worker = new_worker(switch, me);
+            worker.owned = (0..config.ports.len()).filter(|&port| owner[port] == me).collect();
+            worker.rx_queues = worker
+                .owned
+                .iter()
+                .flat_map(|&port| (0..ports[port].rx_queues).map(move |queue| (port, queue)))
+                .collect();
+            // The control plane's frames enter through worker 0, which hands on those for
+            // other workers' ports.
+            worker.injects = me == 0;
+            let links = Links {
+                workers: shard_workers,
+                to: rings[me].clone(),
+                from: (0..shard_workers).filter_map(|from| rings[from][me].clone()).collect(),
+            };
+            forwarders.push((worker, Input::Ports(links)));
+        }
+        if shard_workers > 1 {
+            let held = board.overcommit_frames();
+            tracing::info!(
+                "{shard_workers} run-to-completion workers, ports dealt in blocks; pools may be overcommitted by {held} frames of stale views, which the mbuf pool holds"
+            );
+        }
     } else {
         let mut rings = Vec::new();
         let queue_counts: Vec<u16> = ports.iter().map(|port| port.rx_queues).collect();
@@ -389,15 +499,23 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
                 0
             })?);
         }
-        Input::Rings(rings)
-    };
-    if let Some(&lcore) = workers.get(rx_lcores.len()) {
-        tracing::info!("scheduler/TX worker on lcore {lcore}; main lcore {} prints counters", eal.main_lcore());
-        let (task_ports, task_shared) = (Arc::clone(&ports), Arc::clone(&shared));
-        launched.push(eal.launch(lcore, move || {
-            worker.run(&task_ports, &task_shared, &input);
-            0
-        })?);
+        let mut worker = new_worker(Switch::new(config, crate::rng::stream_seed(options.seed, 0)), 0);
+        worker.owned = (0..config.ports.len()).collect();
+        worker.injects = true;
+        forwarders.push((worker, Input::Rings(rings)));
+    }
+    let forwarder_lcores = &workers[rx_lcores.len()..];
+    if !forwarder_lcores.is_empty() {
+        for ((worker, input), &lcore) in forwarders.into_iter().zip(forwarder_lcores) {
+            let names: Vec<&str> = worker.owned.iter().map(|&port| config.ports[port].name.as_str()).collect();
+            tracing::info!("forwarding worker on lcore {lcore} for ports {}", names.join(" "));
+            let (task_ports, task_shared) = (Arc::clone(&ports), Arc::clone(&shared));
+            launched.push(eal.launch(lcore, move || {
+                worker.run(&task_ports, &task_shared, &input);
+                0
+            })?);
+        }
+        tracing::info!("main lcore {} prints counters", eal.main_lcore());
         let mut printer = RatePrinter::new(config);
         loop {
             std::thread::sleep(Duration::from_millis(10));
@@ -425,7 +543,23 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
                 printer.maybe_print(&shared_for_main, interval);
             }
         };
+        let (worker, input) = forwarders.pop().expect("one worker on the main lcore");
         worker.run_with_watcher(&ports, &shared, &input, watcher);
+    }
+    // What the workers could not hand over in time (shutdown): dropped and counted.
+    {
+        let mut stats = shared.stats[0].0.lock().expect("stats lock");
+        let left: u64 = between_workers
+            .iter()
+            .map(|ring| {
+                std::iter::from_fn(|| ring.pop())
+                    .map(|mut batch| switch::discard_transfers(&mut stats, &mut batch))
+                    .sum::<u64>()
+            })
+            .sum();
+        if left > 0 {
+            tracing::warn!("{left} frames still between workers at shutdown; counted as buffer_full");
+        }
     }
     let final_stats = shared.snapshot();
     metrics_stop.store(true, Ordering::Relaxed);
@@ -517,11 +651,21 @@ pub fn shaper_window_ps(port: &crate::config::PortConfig) -> u64 {
     crate::tm::plan::lookahead_ps(port)
 }
 
-/// The per-lcore forwarding state: the switch, tx bursts and shapers for every port.
+/// The per-lcore forwarding state: the switch, tx bursts and shapers for the ports it owns.
 struct Worker {
     switch: Switch<Mbuf>,
     config: Config,
     tsc_hz: u64,
+    /// Its slot in the published counters.
+    slot: usize,
+    /// The TSC every worker counts time from.
+    epoch_tsc: u64,
+    /// The ports it transmits on.
+    owned: Vec<usize>,
+    /// The (port, rx queue) pairs it polls (run-to-completion).
+    rx_queues: Vec<(usize, u16)>,
+    /// Whether it takes the control plane's frames (one worker does).
+    injects: bool,
     /// For the PFC frames the switch sends.
     pool: Arc<Mempool>,
     /// Copies captured ports' frames for `--capture`.
@@ -541,8 +685,27 @@ struct Egress {
 }
 
 impl Worker {
-    fn new(config: &Config, tsc_hz: u64, pool: Arc<Mempool>, seed: u64) -> Self {
-        Self { switch: Switch::new(config, seed), config: config.clone(), tsc_hz, pool, tap: None, control: None }
+    fn new(
+        config: &Config,
+        tsc_hz: u64,
+        pool: Arc<Mempool>,
+        switch: Switch<Mbuf>,
+        slot: usize,
+        epoch_tsc: u64,
+    ) -> Self {
+        Self {
+            switch,
+            config: config.clone(),
+            tsc_hz,
+            slot,
+            epoch_tsc,
+            owned: Vec::new(),
+            rx_queues: Vec::new(),
+            injects: false,
+            pool,
+            tap: None,
+            control: None,
+        }
     }
 
     fn run(self, ports: &[Port], shared: &Shared, input: &Input) {
@@ -551,7 +714,7 @@ impl Worker {
 
     /// The poll loop; `watch` runs every publish period (the single-lcore case prints there).
     fn run_with_watcher(mut self, ports: &[Port], shared: &Shared, input: &Input, mut watch: impl FnMut()) {
-        let start_tsc = dpdk::rdtsc();
+        let start_tsc = self.epoch_tsc;
         let tsc_hz = u128::from(self.tsc_hz.max(1));
         // ps per TSC tick in 32.32 fixed point: a multiply per loop instead of a u128 division.
         let ps_per_tick = (1_000_000_000_000u128 << 32) / tsc_hz;
@@ -579,7 +742,7 @@ impl Worker {
                 // Pipelined: keep taking frames until every RX worker has stopped and its
                 // ring is empty, so nothing handed over is lost.
                 let rx_done = match input {
-                    Input::Ports => true,
+                    Input::Ports(_) => true,
                     Input::Rings(rings) => {
                         shared.rx_running.load(Ordering::Acquire) == 0 && rings.iter().all(|ring| ring.is_empty())
                     }
@@ -593,23 +756,35 @@ impl Worker {
                 // One atomic load unless the control plane published a new FIB.
                 self.switch.refresh_fib(&link.fib);
             }
+            // Credits, pools and gauges to and from the other workers (nothing with one).
+            self.switch.sync_shard(now);
             let mut received = 0;
             match input {
-                Input::Ports => {
-                    for (index, port) in ports.iter().enumerate() {
-                        for queue in 0..port.rx_queues {
-                            if port.rx_burst(queue, &mut rx) == 0 {
-                                continue;
+                Input::Ports(links) => {
+                    // No rx while a batch for another worker waits: the NIC's rx ring holds
+                    // what arrives meanwhile, and the batch never overflows.
+                    let mut handed = hand_over(&mut self.switch, links);
+                    for &(index, queue) in &self.rx_queues {
+                        if !handed {
+                            break;
+                        }
+                        if ports[index].rx_burst(queue, &mut rx) == 0 {
+                            continue;
+                        }
+                        let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
+                        let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
+                        for mbuf in rx.drain() {
+                            received += 1;
+                            if let Some(tap) = tap {
+                                tap.copy(index, false, tsc, crate::packet::PacketBuf::data(&mbuf));
                             }
-                            let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
-                            let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
-                            for mbuf in rx.drain() {
-                                received += 1;
-                                if let Some(tap) = tap {
-                                    tap.copy(index, false, tsc, crate::packet::PacketBuf::data(&mbuf));
-                                }
-                                self.switch.receive(index, mbuf, now);
-                            }
+                            self.switch.receive(index, mbuf, now);
+                        }
+                        handed = hand_over(&mut self.switch, links);
+                    }
+                    for ring in &links.from {
+                        if let Some(mut batch) = ring.pop() {
+                            received += self.switch.accept(&mut batch);
                         }
                     }
                 }
@@ -624,7 +799,10 @@ impl Worker {
                 }
             }
             if let Some(link) = &self.control {
-                received += exchange_with_control(&mut self.switch, link, now);
+                // Injected frames for another worker's port join its batch: only into an
+                // empty one, so that it never overflows.
+                let injects = self.injects && !self.switch.outgoing_pending();
+                received += exchange_with_control(&mut self.switch, link, now, injects);
             }
             // A fresh clock for the transmit half, so that latency (rx to tx hand-off) counts
             // the time the burst spent in classify and queue, not zero.
@@ -637,7 +815,7 @@ impl Worker {
             if iteration_end >= next_publish {
                 next_publish = iteration_end + publish_ticks;
                 self.switch.refresh_depth_gauges();
-                shared.stats[0].0.lock().expect("stats lock").clone_from(&self.switch.stats);
+                shared.stats[self.slot].0.lock().expect("stats lock").clone_from(&self.switch.stats);
                 // Groups skip members whose link is down.
                 for (index, port) in ports.iter().enumerate() {
                     self.switch.set_link_up(index, port.link_up());
@@ -645,17 +823,38 @@ impl Worker {
                 watch();
             }
         }
-        // Drain: no more rx; let queued frames leave at line rate for a bounded time.
+        // Drain: no more rx; hand over what waits for other workers, take what they hand
+        // over, and let queued frames leave at line rate, for a bounded time.
         let deadline = Instant::now() + DRAIN_FOR;
-        while (self.switch.queued_packets() > 0
-            || egress.iter().any(|e| !e.pending.is_empty() || !e.control.is_empty()))
-            && Instant::now() < deadline
-        {
+        let mut quiet = false;
+        loop {
+            let mut between_workers = false;
+            if let Input::Ports(links) = input {
+                let handed = hand_over(&mut self.switch, links);
+                if handed && !quiet {
+                    quiet = true;
+                    shared.quiet.fetch_add(1, Ordering::AcqRel);
+                }
+                for ring in &links.from {
+                    while let Some(mut batch) = ring.pop() {
+                        self.switch.accept(&mut batch);
+                    }
+                }
+                between_workers = !handed
+                    || shared.quiet.load(Ordering::Acquire) < links.workers
+                    || links.from.iter().any(|ring| !ring.is_empty());
+            }
             let now = now_ps();
+            self.switch.sync_shard(now);
             self.switch.advance(now);
             self.transmit_all(ports, &mut egress, now);
+            let queued = self.switch.queued_packets() > 0
+                || egress.iter().any(|e| !e.pending.is_empty() || !e.control.is_empty());
+            if !(queued || between_workers) || Instant::now() >= deadline {
+                break;
+            }
         }
-        let leftover = self.switch.drain();
+        let leftover = self.switch.drain() + self.switch.discard_outgoing();
         if leftover > 0 {
             tracing::warn!("{leftover} queued frames could not be sent before shutdown; counted as buffer_full");
         }
@@ -664,15 +863,16 @@ impl Worker {
             tracing::warn!("{unsent} frames were never accepted by a tx queue; freed");
         }
         drop(egress);
-        *shared.unsent.lock().expect("unsent lock") = unsent;
-        shared.stats[0].0.lock().expect("stats lock").clone_from(&self.switch.stats);
+        *shared.unsent.lock().expect("unsent lock") += unsent;
+        shared.stats[self.slot].0.lock().expect("stats lock").clone_from(&self.switch.stats);
     }
 
     /// Hands every port's due frames to its tx queue; returns how many the queues took.
     #[inline]
     fn transmit_all(&mut self, ports: &[Port], egress: &mut [Egress], now: u64) -> u64 {
         let mut sent = 0;
-        for (index, port) in ports.iter().enumerate() {
+        for &index in &self.owned {
+            let port = &ports[index];
             let state = &mut egress[index];
             // What an earlier turn left: the PFC frame first, never behind data.
             if !state.control.is_empty() {
@@ -748,7 +948,7 @@ impl port_tx::TxQueue<Mbuf> for TxBursts<'_> {
 
 /// Hands what the switch punted to the control thread and injects up to a burst of what the
 /// kernel sent; returns how many frames were injected.
-fn exchange_with_control(switch: &mut Switch<Mbuf>, link: &ControlLink, now: u64) -> u64 {
+fn exchange_with_control(switch: &mut Switch<Mbuf>, link: &ControlLink, now: u64, injects: bool) -> u64 {
     while let Some(punted) = switch.take_punted() {
         if link.punt.push((punted.port as u16, punted.packet)).is_err() {
             // The control thread is behind: the frame is freed (dropping the pair) and counted.
@@ -756,7 +956,7 @@ fn exchange_with_control(switch: &mut Switch<Mbuf>, link: &ControlLink, now: u64
         }
     }
     let mut injected = 0;
-    while injected < BURST as u64 {
+    while injects && injected < BURST as u64 {
         let Some((port, mbuf)) = link.inject.pop() else { break };
         switch.inject(usize::from(port), mbuf, now);
         injected += 1;
@@ -874,9 +1074,12 @@ mod tests {
         let config = Config::parse(&text, "t.toml").unwrap();
         // 4 x (1024 rx + 1024 tx descriptors) + 4 x 2 bursts of 32 + 16 MiB / 256 + 1 + 512:
         // the README's figure.
-        assert_eq!(mempool_size(&config, 1), 8192 + 256 + 65_537 + 512);
-        assert_eq!(mempool_size(&config, 1), 74_497);
-        assert_eq!(mempool_size(&config, 2), 74_497 + 4 * 1024);
+        assert_eq!(mempool_size(&config, 1, 1), 8192 + 256 + 65_537 + 512);
+        assert_eq!(mempool_size(&config, 1, 1), 74_497);
+        assert_eq!(mempool_size(&config, 2, 1), 74_497 + 4 * 1024);
+        // Two workers: two rings of 16 batches and a batch being filled each way, and one loop
+        // of the other worker each (2 ports, 2 rings + 1, of 32 frames).
+        assert_eq!(mempool_size(&config, 1, 2), 74_497 + 2 * 17 * 32 + 2 * (5 * 32));
     }
 
     #[test]
