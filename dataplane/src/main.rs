@@ -160,6 +160,9 @@ enum GenKind {
         /// Offered rate in Gb/s.
         #[arg(long, default_value_t = 100.0)]
         rate_gbps: f64,
+        /// Send to 10.0.N.x (a benchmark with several port pairs routes each pair's subnet).
+        #[arg(long, default_value_t = 1)]
+        to_subnet: u8,
         #[arg(long, default_value_t = 26)]
         dscp: u8,
     },
@@ -439,8 +442,8 @@ fn execute(command: Command) -> Result<(), Failure> {
             print!("{}", raceway::config::check::report(&config));
             Ok(())
         }
-        Command::Gen { kind: GenKind::Flows { out, flows, packets, size, rate_gbps, dscp } } => {
-            let options = gen::FlowsOptions { flows, packets, frame_len: size, rate_gbps, dscp };
+        Command::Gen { kind: GenKind::Flows { out, flows, packets, size, rate_gbps, dscp, to_subnet } } => {
+            let options = gen::FlowsOptions { flows, packets, frame_len: size, rate_gbps, dscp, to_subnet };
             options.validate()?;
             write_trace(&out, &gen::flows(&options))
         }

@@ -21,8 +21,16 @@
 //! applies the credits other workers gave back, publishes this worker's, and refreshes the
 //! pools and the balance gauges.
 //!
-//! Invariant: every frame handed to `receive` is queued, transferred, consumed (PFC), punted
-//! or dropped and counted; every queued frame leaves through `transmit`, a watchdog flush or
+//! Cut-through (`receive_cutting`): when a frame's egress port has nothing queued and no PFC
+//! frame pending, its class is not paused, and the engine says the port's transmitter has
+//! room now, the frame is admitted and leaves in the same instant, without touching the
+//! queue arena, as on a switch ASIC: every count, the ECN decisions (at depth 0), the group's
+//! charge and release (XON), the scheduler's round and the link time are as if it had been
+//! queued and sent at once. A lossless frame whose charge crosses its group's XOFF point is
+//! queued instead, so that the pause goes out before it. Replay does not cut through.
+//!
+//! Invariant: every frame handed to `receive` is queued, cut through, transferred, consumed
+//! (PFC), punted or dropped and counted; every queued frame leaves through `transmit`, a watchdog flush or
 //! `drain`, counted.
 
 use crate::config::{wire_bytes, Config, MarkOn, PortConfig, WatchdogAction, TRAFFIC_CLASSES};
@@ -62,6 +70,30 @@ pub enum Received {
         egress: usize,
         tc: usize,
     },
+}
+
+/// Where a frame may leave at once (`Switch::receive_cutting`): the engine's transmitter.
+pub trait CutThrough<P> {
+    /// Whether `port`'s transmitter takes a frame now, its link being busy until
+    /// `link_free_ps`.
+    fn may_send(&self, port: usize, link_free_ps: u64) -> bool;
+    /// Takes a data frame for `port` (counted as sent by the switch; its latency is the
+    /// engine's to record when it hands the frame to the port, `LatencyHistogram::record_many`).
+    fn send(&mut self, port: usize, packet: P);
+}
+
+/// Never cuts through: every frame is queued (replay, fabric, unit tests).
+pub struct QueueAll;
+
+impl<P> CutThrough<P> for QueueAll {
+    #[inline(always)]
+    fn may_send(&self, _: usize, _: u64) -> bool {
+        false
+    }
+
+    fn send(&mut self, _: usize, _: P) {
+        unreachable!("may_send is always false")
+    }
 }
 
 /// Punted frames the outbox holds between the engine's drains: two bursts.
@@ -234,15 +266,40 @@ impl<P: PacketBuf> Switch<P> {
 
     /// Takes one frame received on `ingress` at `now` (ps).
     #[inline]
-    pub fn receive(&mut self, ingress: usize, mut packet: P, now: u64) -> Received {
+    pub fn receive(&mut self, ingress: usize, packet: P, now: u64) -> Received {
+        self.receive_cutting(ingress, packet, now, &mut QueueAll)
+    }
+
+    /// `receive`, letting the frame cut through to `cut` when its port is idle (see the
+    /// module notes); `Received::Queued` either way.
+    #[inline]
+    pub fn receive_cutting(
+        &mut self,
+        ingress: usize,
+        mut packet: P,
+        now: u64,
+        cut: &mut impl CutThrough<P>,
+    ) -> Received {
         let verdict = self.classifier.classify(packet.data_mut());
-        self.receive_classified(ingress, packet, verdict, now)
+        self.receive_verdict(ingress, packet, verdict, now, cut)
     }
 
     /// Takes a frame already classified (by an RX worker's own `Classifier` in the pipelined
     /// model): counts it, queues it or applies its PFC frame.
     #[inline(always)]
-    pub fn receive_classified(&mut self, ingress: usize, mut packet: P, verdict: Verdict, now: u64) -> Received {
+    pub fn receive_classified(&mut self, ingress: usize, packet: P, verdict: Verdict, now: u64) -> Received {
+        self.receive_verdict(ingress, packet, verdict, now, &mut QueueAll)
+    }
+
+    #[inline(always)]
+    fn receive_verdict(
+        &mut self,
+        ingress: usize,
+        mut packet: P,
+        verdict: Verdict,
+        now: u64,
+        cut: &mut impl CutThrough<P>,
+    ) -> Received {
         let len = packet.len();
         let (target, tc, flow_hash, ip) = match verdict {
             Verdict::FlowControl(repr) => {
@@ -294,7 +351,7 @@ impl<P: PacketBuf> Switch<P> {
         if !self.owns(egress) {
             return self.hand_off(ingress, egress, tc, packet, ip, now, member);
         }
-        let received = self.enqueue(ingress, egress, tc, packet, ip, now, false);
+        let received = self.enqueue(ingress, egress, tc, packet, ip, now, cut);
         if let Received::Queued { .. } = received {
             self.count_member(member);
         }
@@ -316,6 +373,7 @@ impl<P: PacketBuf> Switch<P> {
     /// group here (XOFF decided here, on the exact count), then the frame waits in the
     /// batch for the owner.
     #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
     fn hand_off(
         &mut self,
         ingress: usize,
@@ -382,12 +440,9 @@ impl<P: PacketBuf> Switch<P> {
         let mut accepted = 0;
         for transfer in batch.drain() {
             accepted += 1;
-            let (ingress, egress, tc) =
-                (usize::from(transfer.ingress), usize::from(transfer.egress), usize::from(transfer.tc));
-            let received =
-                self.enqueue(ingress, egress, tc, transfer.packet, transfer.ip, transfer.arrival_ps, transfer.charged);
-            if let Received::Queued { .. } = received {
-                self.count_member(transfer.member.map(|(group, slot)| (usize::from(group), slot)));
+            let member = transfer.member.map(|(group, slot)| (usize::from(group), slot));
+            if let Received::Queued { .. } = self.enqueue_transferred(transfer) {
+                self.count_member(member);
             }
         }
         accepted
@@ -464,13 +519,13 @@ impl<P: PacketBuf> Switch<P> {
                 Err(_) => self.refuse(egress, egress, tc, DropReason::BufferFull),
             };
         }
-        self.enqueue(egress, egress, tc, packet, ip, now, false)
+        self.enqueue(egress, egress, tc, packet, ip, now, &mut QueueAll)
     }
 
     /// Admits a frame to `egress`'s queue `tc` (ECN at enqueue, the pools, PFC's XOFF
-    /// decision), charging drops to `ingress`. `precharged`: a lossless frame another worker
-    /// already charged to its group; dropped here, its cells go back as credits.
+    /// decision), charging drops to `ingress`; then queues it, or lets it cut through to `cut`.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn enqueue(
         &mut self,
         ingress: usize,
@@ -479,37 +534,137 @@ impl<P: PacketBuf> Switch<P> {
         mut packet: P,
         mut ip: IpHeader,
         now: u64,
-        precharged: bool,
+        cut: &mut impl CutThrough<P>,
     ) -> Received {
         let len = packet.len();
-        let charge = plan::charge(len);
         let mut marked = false;
         if self.ecn.marks_on(tc, MarkOn::Enqueue) {
             let depth = self.buffer.queue_bytes(egress, tc);
             match self.ecn.apply(tc, depth, &mut packet, &mut ip, &mut self.rng) {
                 Ok(ce) => marked = ce,
-                Err(reason) => return self.refuse_charged(ingress, egress, tc, reason, precharged.then_some(charge)),
+                Err(reason) => return self.refuse(ingress, egress, tc, reason),
             }
         }
+        let charge = plan::charge(len);
         let lossless = self.buffer.lossless(tc);
         if lossless {
             if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
-                return self.refuse_charged(ingress, egress, tc, DropReason::PfcWatchdog, precharged.then_some(charge));
+                return self.refuse(ingress, egress, tc, DropReason::PfcWatchdog);
             }
-            if precharged {
-                if !self.buffer.has_slot() {
-                    return self.refuse_charged(ingress, egress, tc, DropReason::HeadroomOverflow, Some(charge));
+            match self.buffer.admit_lossless(ingress, tc, charge) {
+                // Past XOFF the frame queues, so that the pause leaves first.
+                Ok(group) if group.past_xoff => {
+                    self.group_charged(ingress, tc, group);
+                    return self.link(
+                        egress,
+                        tc,
+                        len,
+                        true,
+                        Entry { packet, ingress, marked, ip, arrival_ps: now },
+                        now,
+                    );
                 }
-            } else {
-                match self.buffer.admit_lossless(ingress, tc, charge) {
-                    Ok(group) => self.group_charged(ingress, tc, group),
-                    Err(reason) => return self.refuse(ingress, egress, tc, reason),
-                }
+                Ok(group) => self.group_charged(ingress, tc, group),
+                Err(reason) => return self.refuse(ingress, egress, tc, reason),
             }
         } else if let Err(reason) = self.buffer.admit_lossy(egress, tc, charge) {
             return self.refuse(ingress, egress, tc, reason);
         }
-        let depth = self.buffer.push(egress, tc, len, Entry { packet, ingress, marked, ip, arrival_ps: now });
+        if self.buffer.backlog(egress) == 0
+            && !self.pfc[egress].has_frame()
+            && cut.may_send(egress, self.egress[egress].link_free_ps)
+            && self.pfc[egress].eligible(now, self.watchdog.action) & (1 << tc) != 0
+        {
+            return self.cut_through(ingress, egress, tc, packet, ip, marked, now, cut);
+        }
+        self.link(egress, tc, len, lossless, Entry { packet, ingress, marked, ip, arrival_ps: now }, now)
+    }
+
+    /// The frame just admitted to `egress`'s empty queue `tc` leaves at once: what `link`
+    /// then `transmit` would do, without the arena.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn cut_through(
+        &mut self,
+        ingress: usize,
+        egress: usize,
+        tc: usize,
+        mut packet: P,
+        mut ip: IpHeader,
+        mut marked: bool,
+        now: u64,
+        cut: &mut impl CutThrough<P>,
+    ) -> Received {
+        let len = packet.len();
+        let charge = plan::charge(len);
+        let stats = &mut self.stats.ports[egress].queues[tc];
+        stats.max_depth_bytes = stats.max_depth_bytes.max(len as u64);
+        // The cells go back as the frame leaves.
+        if self.buffer.lossless(tc) {
+            self.buffer.release_group(ingress, tc, charge);
+            if self.pfc[ingress].xoff_outstanding(tc) {
+                let occupancy = self.buffer.group_occupancy(ingress, tc);
+                self.pfc[ingress].decide_xon(tc, occupancy, self.buffer.xon());
+            }
+        } else {
+            self.buffer.release_lossy(egress, tc, charge);
+        }
+        // The scheduler's round moves as if it had picked this frame.
+        let eligible = self.pfc[egress].eligible(now, self.watchdog.action);
+        self.egress[egress].scheduler.select(eligible, 1 << tc, |_| wire_bytes(len) as usize);
+        if self.ecn.marks_on(tc, MarkOn::Dequeue) {
+            match self.ecn.apply(tc, 0, &mut packet, &mut ip, &mut self.rng) {
+                Ok(ce) => marked |= ce,
+                Err(reason) => return self.refuse(ingress, egress, tc, reason),
+            }
+        }
+        self.egress[egress].occupy(now, len);
+        let stats = &mut self.stats.ports[egress];
+        stats.tx_packets += 1;
+        stats.tx_bytes += len as u64;
+        stats.queues[tc].tx_packets += 1;
+        stats.queues[tc].tx_bytes += len as u64;
+        stats.queues[tc].ecn_marked += u64::from(marked);
+        cut.send(egress, packet);
+        Received::Queued { egress, tc }
+    }
+
+    /// `enqueue` for a frame another worker received: a lossless frame's cells were charged
+    /// to its group there, and go back to that worker as credits if it is dropped here.
+    fn enqueue_transferred(&mut self, transfer: Transfer<P>) -> Received {
+        let Transfer { mut packet, ingress, egress, tc, charged, mut ip, arrival_ps, .. } = transfer;
+        let (ingress, egress, tc) = (usize::from(ingress), usize::from(egress), usize::from(tc));
+        if !charged {
+            // Lossy, or written by the control plane: the whole admission happens here.
+            return self.enqueue(ingress, egress, tc, packet, ip, arrival_ps, &mut QueueAll);
+        }
+        let len = packet.len();
+        let mut marked = false;
+        let refused = 'admit: {
+            if self.ecn.marks_on(tc, MarkOn::Enqueue) {
+                let depth = self.buffer.queue_bytes(egress, tc);
+                match self.ecn.apply(tc, depth, &mut packet, &mut ip, &mut self.rng) {
+                    Ok(ce) => marked = ce,
+                    Err(reason) => break 'admit reason,
+                }
+            }
+            if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
+                break 'admit DropReason::PfcWatchdog;
+            }
+            if !self.buffer.has_slot() {
+                break 'admit DropReason::HeadroomOverflow;
+            }
+            return self.link(egress, tc, len, true, Entry { packet, ingress, marked, ip, arrival_ps }, arrival_ps);
+        };
+        self.buffer.give_back(ingress, tc, plan::charge(len));
+        self.refuse(ingress, egress, tc, refused)
+    }
+
+    /// Links an admitted frame at the tail of its queue, keeps the queue's peak, and arms the
+    /// watchdog when a lossless frame joins a paused queue.
+    #[inline(always)]
+    fn link(&mut self, egress: usize, tc: usize, len: usize, lossless: bool, entry: Entry<P>, now: u64) -> Received {
+        let depth = self.buffer.push(egress, tc, len, entry);
         let stats = &mut self.stats.ports[egress].queues[tc];
         stats.max_depth_bytes = stats.max_depth_bytes.max(depth);
         if lossless && self.pfc[egress].pause_may_storm(tc, now) {
@@ -530,21 +685,6 @@ impl<P: PacketBuf> Switch<P> {
         let pg_stats = &mut self.stats.ports[ingress].priority_groups[tc];
         pg_stats.max_bytes = pg_stats.max_bytes.max(group.occupancy);
         pg_stats.max_headroom_bytes = pg_stats.max_headroom_bytes.max(group.headroom);
-    }
-
-    /// `refuse`, giving back `charged` cells another worker charged to the frame's group.
-    fn refuse_charged(
-        &mut self,
-        ingress: usize,
-        egress: usize,
-        tc: usize,
-        reason: DropReason,
-        charged: Option<u64>,
-    ) -> Received {
-        if let Some(cells) = charged {
-            self.buffer.give_back(ingress, tc, cells);
-        }
-        self.refuse(ingress, egress, tc, reason)
     }
 
     /// Counts a frame refused on its way into `egress`'s queue `tc` (on its ingress port's
@@ -1101,6 +1241,106 @@ mod tests {
             switch.receive(0, frame(0, 1000), 0);
         }
         assert_eq!(switch.queued_packets(), 80);
+        assert!(conserved(&switch));
+    }
+
+    /// A transmitter that takes every frame it is offered while `open`.
+    struct Collect {
+        open: bool,
+        sent: Vec<(usize, Vec<u8>)>,
+    }
+
+    impl CutThrough<HeapPacket> for Collect {
+        fn may_send(&self, _: usize, _: u64) -> bool {
+            self.open
+        }
+        fn send(&mut self, port: usize, packet: HeapPacket) {
+            self.sent.push((port, packet.bytes));
+        }
+    }
+
+    #[test]
+    fn a_frame_that_cuts_through_counts_as_one_queued_and_sent_at_once() {
+        // ECN with kmin 0 decides at enqueue (TC0) and at dequeue (TC3) at every depth,
+        // drawing from the generator each time (at depth 0 it never marks): the draws must
+        // match. TC0 is lossy, TC3 lossless; DWRR between them.
+        let qos = "[qos.ecn.0]\nkmin_bytes = 0\nkmax_bytes = 100000\npmax = 1.0\n\
+                   [qos.ecn.3]\nkmin_bytes = 0\nkmax_bytes = 100000\npmax = 1.0\nmark_on = \"dequeue\"\n\
+                   [qos.scheduler]\ndwrr = { 0 = 1, 3 = 3 }";
+        let config = config("", qos);
+        let mut cutting: Switch<HeapPacket> = Switch::new(&config, 7);
+        let mut queueing: Switch<HeapPacket> = Switch::new(&config, 7);
+        let mut link = Collect { open: true, sent: Vec::new() };
+        let mut sent = Vec::new();
+        let mut now = 0;
+        for index in 0..40u64 {
+            let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
+            spec.dscp = if index % 3 == 0 { 0 } else { 26 };
+            spec.ecn = if index % 5 == 0 { 0 } else { 0b10 };
+            spec.frame_len = 64 + (index as usize * 37) % 1400;
+            let frame = spec.build();
+            // The port is idle at each arrival: queued, the frame would leave at once.
+            now = now.max(queueing.link_free_ps(1)) + 1_000;
+            let cut = cutting.receive_cutting(0, HeapPacket::new(frame.clone()), now, &mut link);
+            let queued = queueing.receive(0, HeapPacket::new(frame), now);
+            assert_eq!(cut, queued, "frame {index}");
+            if let Some(packet) = queueing.transmit(1, now) {
+                sent.push((1, packet.bytes));
+            }
+            assert_eq!(cutting.link_free_ps(1), queueing.link_free_ps(1), "frame {index}");
+        }
+        assert!(link.sent.len() > 20 && cutting.queued_packets() == 0, "{} cut through", link.sent.len());
+        assert_eq!(link.sent, sent, "the same bytes, CE marks included");
+        // Every counter but latency (the engine records a cut frame's) is the same.
+        let mut queued_stats = queueing.stats.clone();
+        queued_stats.latency = cutting.stats.latency.clone();
+        assert_eq!(cutting.stats, queued_stats);
+        let (mut a, mut b) = (cutting.rng.clone(), queueing.rng.clone());
+        assert_eq!(a.unit(), b.unit(), "as many draws");
+        assert_eq!(cutting.pool_used(), (0, 0));
+        assert_eq!(cutting.buffer.group_cells(0, 3), (0, 0));
+        assert_eq!(
+            cutting.egress[1].scheduler.select(0xff, 0b1001, |_| 100),
+            queueing.egress[1].scheduler.select(0xff, 0b1001, |_| 100)
+        );
+    }
+
+    #[test]
+    fn frames_queue_behind_a_backlog_a_pause_or_a_busy_link() {
+        let config = config("", "[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 4096");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        let mut link = Collect { open: false, sent: Vec::new() };
+        // The transmitter has no room: queued.
+        switch.receive_cutting(0, frame(26, 1000), 0, &mut link);
+        assert_eq!(switch.queued_packets(), 1);
+        // Room again, but a frame waits: this one queues behind it, in order.
+        link.open = true;
+        switch.receive_cutting(0, frame(26, 1000), 0, &mut link);
+        assert_eq!((switch.queued_packets(), link.sent.len()), (2, 0));
+        while switch.transmit(1, 0).is_some() {}
+        // p1's peer pauses TC3: nothing cuts through a paused class; TC0 still does.
+        let mut times = [0u16; 8];
+        times[3] = 0xffff;
+        switch.receive(1, pfc_frame(0x08, times), 0);
+        switch.receive_cutting(0, frame(26, 1000), 10, &mut link);
+        assert_eq!((switch.queued_packets(), link.sent.len()), (1, 0));
+        switch.receive(1, pfc_frame(0x08, [0; 8]), 20);
+        while switch.transmit(1, 20).is_some() {}
+        // A lossless frame whose charge crosses XOFF queues, so that the pause goes first.
+        for _ in 0..10 {
+            switch.receive_cutting(0, frame(26, 1000), 30, &mut link);
+        }
+        assert_eq!((switch.queued_packets(), link.sent.len()), (0, 10), "ten cut through");
+        let mut held = Vec::new();
+        link.open = false;
+        for _ in 0..11 {
+            switch.receive_cutting(0, frame(26, 1000), 40, &mut link);
+            held.push(());
+        }
+        assert!(switch.has_control(0), "XOFF");
+        link.open = true;
+        assert!(matches!(switch.receive_cutting(0, frame(0, 100), 50, &mut link), Received::Queued { .. }));
+        assert_eq!(link.sent.len(), 10, "behind the backlog, even in another class");
         assert!(conserved(&switch));
     }
 

@@ -449,7 +449,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
             })
             .collect();
         between_workers.extend(rings.iter().flatten().flatten().cloned());
-        for me in 0..shard_workers {
+        for (me, to) in rings.iter().enumerate() {
             let seed = crate::rng::stream_seed(options.seed, me as u64);
             let switch = if shard_workers == 1 {
                 Switch::new(config, seed)
@@ -468,7 +468,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
             worker.injects = me == 0;
             let links = Links {
                 workers: shard_workers,
-                to: rings[me].clone(),
+                to: to.clone(),
                 from: (0..shard_workers).filter_map(|from| rings[from][me].clone()).collect(),
             };
             forwarders.push((worker, Input::Ports(links)));
@@ -759,6 +759,9 @@ impl Worker {
             // Credits, pools and gauges to and from the other workers (nothing with one).
             self.switch.sync_shard(now);
             let mut received = 0;
+            // Frames that cut through to a tx burst this loop: their latency is recorded below,
+            // on the transmit half's clock, as a queued frame's is.
+            let mut cut_through = 0;
             match input {
                 Input::Ports(links) => {
                     // No rx while a batch for another worker waits: the NIC's rx ring holds
@@ -773,13 +776,15 @@ impl Worker {
                         }
                         let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
                         let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
+                        let mut cut = CutToTx { egress: &mut egress, tap: self.tap.as_ref(), now, tsc, sent: 0 };
                         for mbuf in rx.drain() {
                             received += 1;
                             if let Some(tap) = tap {
                                 tap.copy(index, false, tsc, crate::packet::PacketBuf::data(&mbuf));
                             }
-                            self.switch.receive(index, mbuf, now);
+                            self.switch.receive_cutting(index, mbuf, now, &mut cut);
                         }
+                        cut_through += cut.sent;
                         handed = hand_over(&mut self.switch, links);
                     }
                     for ring in &links.from {
@@ -806,7 +811,9 @@ impl Worker {
             }
             // A fresh clock for the transmit half, so that latency (rx to tx hand-off) counts
             // the time the burst spent in classify and queue, not zero.
+            let received_at = now;
             let now = now_ps();
+            self.switch.stats.latency.record_many((now - received_at) / 1000, cut_through);
             self.switch.advance(now);
             let sent = self.transmit_all(ports, &mut egress, now);
             let iteration_end = dpdk::rdtsc();
@@ -900,6 +907,35 @@ impl Worker {
             }
         }
         sent
+    }
+}
+
+/// The tx bursts as the cut-through path fills them (`Switch::receive_cutting`): a frame
+/// may join a port's pending burst when it has room, no PFC frame waits, and the port's link
+/// is free within the shaper's window.
+struct CutToTx<'a> {
+    egress: &'a mut [Egress],
+    tap: Option<&'a crate::observe::capture::Tap>,
+    now: u64,
+    tsc: u64,
+    /// Frames taken.
+    sent: u64,
+}
+
+impl switch::CutThrough<Mbuf> for CutToTx<'_> {
+    #[inline(always)]
+    fn may_send(&self, port: usize, link_free_ps: u64) -> bool {
+        let egress = &self.egress[port];
+        egress.control.is_empty() && !egress.pending.is_full() && link_free_ps <= self.now + egress.window_ps
+    }
+
+    #[inline(always)]
+    fn send(&mut self, port: usize, mbuf: Mbuf) {
+        if let Some(tap) = self.tap.filter(|tap| tap.wants(port)) {
+            tap.copy(port, true, self.tsc, crate::packet::PacketBuf::data(&mbuf));
+        }
+        self.egress[port].pending.push(mbuf);
+        self.sent += 1;
     }
 }
 

@@ -54,6 +54,18 @@ impl LatencyHistogram {
         self.sum_ns = self.sum_ns.wrapping_add(ns);
     }
 
+    /// Records `count` samples of `ns` at once (frames that left together).
+    #[inline]
+    pub fn record_many(&mut self, ns: u64, count: u64) {
+        if count == 0 {
+            return;
+        }
+        self.buckets[bucket_of(ns)] += count;
+        self.samples += count;
+        self.max_ns = self.max_ns.max(ns);
+        self.sum_ns = self.sum_ns.wrapping_add(ns.wrapping_mul(count));
+    }
+
     pub fn add(&mut self, other: &LatencyHistogram) {
         for (mine, theirs) in self.buckets.iter_mut().zip(other.buckets.iter()) {
             *mine += theirs;

@@ -200,7 +200,7 @@ impl<P> SharedBuffer<P> {
 
     /// Charges a lossless frame to its group: the pool up to XOFF, then the group's headroom
     /// (the plan's for its port).
-    #[inline]
+    #[inline(always)]
     pub fn admit_lossless(&mut self, ingress: usize, priority: usize, charge: u64) -> Result<GroupCharge, DropReason> {
         if self.free == NIL {
             return Err(DropReason::HeadroomOverflow);
@@ -230,7 +230,7 @@ impl<P> SharedBuffer<P> {
 
     /// Links an admitted frame of `len` bytes at the tail of `egress`'s queue `tc`; returns
     /// the queue's depth in bytes.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, egress: usize, tc: usize, len: usize, entry: Entry<P>) -> u64 {
         let slot = self.free;
         debug_assert_ne!(slot, NIL, "the arena holds one slot per cell");
@@ -305,6 +305,14 @@ impl<P> SharedBuffer<P> {
         group.headroom -= from_headroom;
         group.shared -= cells - from_headroom;
         self.lossless_used -= cells - from_headroom;
+    }
+
+    /// Gives back a lossy frame's cells to its queue and the lossy pool (a frame that cut
+    /// through: admitted, never linked).
+    #[inline]
+    pub fn release_lossy(&mut self, egress: usize, tc: usize, cells: u64) {
+        self.ports[egress].fifos[tc].lossy_cells -= cells;
+        self.lossy_used -= cells;
     }
 
     /// Whether this buffer owns the groups of ingress port `port`.

@@ -167,6 +167,8 @@ pub struct FlowsOptions {
     pub frame_len: usize,
     pub rate_gbps: f64,
     pub dscp: u8,
+    /// Destinations are 10.0.`to_subnet`.x (1 by default; sources stay 10.0.0.x).
+    pub to_subnet: u8,
 }
 
 impl FlowsOptions {
@@ -180,7 +182,7 @@ impl FlowsOptions {
 }
 
 /// `packets` RoCEv2 SEND frames of `flows` flows (distinct source ports and QPs, from
-/// 10.0.0.x to 10.0.1.x), taking turns, offered back to back at `rate_gbps`.
+/// 10.0.0.x to 10.0.`to_subnet`.x), taking turns, offered back to back at `rate_gbps`.
 pub fn flows(options: &FlowsOptions) -> Vec<(u64, Vec<u8>)> {
     let mut frames = Vec::with_capacity(options.packets);
     let mut time_ps: u64 = 0;
@@ -189,7 +191,7 @@ pub fn flows(options: &FlowsOptions) -> Vec<(u64, Vec<u8>)> {
         let flow = index as u32 % flows;
         let mut spec = FrameSpec::rocev2(
             IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + (flow % 200) as u8)),
-            IpAddr::V4(Ipv4Addr::new(10, 0, 1, 1 + (flow % 200) as u8)),
+            IpAddr::V4(Ipv4Addr::new(10, 0, options.to_subnet, 1 + (flow % 200) as u8)),
             0x100 + flow,
         );
         spec.frame_len = options.frame_len;

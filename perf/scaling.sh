@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# How raceway scales with workers, next to dpdk-testpmd io on the same virtual devices, in one
+# run: for k = 1 .. N workers (N = this machine's CPUs, or WORKERS), k port pairs, each an
+# in port (net_pcap replaying a RoCEv2 trace forever) routed to its out port (net_null). Each
+# pair's trace goes to its own subnet, so with run-to-completion sharding each worker owns one
+# pair and no frame crosses between workers: the curve shows what sharding costs and where
+# the machine runs out. CROSS=1 routes pair i's traffic to the out port of pair i+1 instead,
+# so every frame crosses to another worker's port over a ring (k >= 2).
+#
+#   perf/scaling.sh                  # 64 B frames, 6 s per point
+#   SIZE=1020 DURATION=10 perf/scaling.sh
+#   CROSS=1 perf/scaling.sh
+#
+# Prints Mpps (sum over the out ports), the speed-up over one worker, and raceway / testpmd.
+# Machine notes: lcore j runs on CPU j mod N and the main lcore on CPU 0, so with N workers one
+# shares CPU 0 with the (mostly sleeping) main lcore, as in perf/throughput.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-6}
+SIZE=${SIZE:-60}
+CPUS=$(nproc)
+WORKERS=${WORKERS:-$CPUS}
+CROSS=${CROSS:-}
+OUT=${OUT:-target/scaling}
+mkdir -p "$OUT"
+command -v dpdk-testpmd >/dev/null || { echo "error: dpdk-testpmd not found: install dpdk-dev (make deps does it)"; exit 2; }
+cargo build --release -q -p raceway
+RACEWAY=${RACEWAY:-target/release/raceway}
+EAL=(--no-huge -m 2048 --no-pci --no-shconf --log-level '*:error')
+
+for pair in $(seq 1 "$WORKERS"); do
+  "$RACEWAY" gen flows --out "$OUT/flows-$SIZE-$pair.pcap" --flows 64 --packets 10000 --size "$SIZE" \
+    --to-subnet "$pair" >/dev/null
+done
+
+# --lcores for k workers: main lcore 0 on CPU 0, worker lcore j on CPU j mod CPUS.
+lcores() {
+  local list="0@0"
+  for j in $(seq 1 "$1"); do list="$list,$j@$((j % CPUS))"; done
+  echo "$list"
+}
+
+testpmd_mpps() {
+  local k=$1 log="$OUT/testpmd-$SIZE-$1.log" vdevs=()
+  for pair in $(seq 1 "$k"); do
+    vdevs+=(--vdev "net_pcap$pair,rx_pcap=$OUT/flows-$SIZE-$pair.pcap,infinite_rx=1" --vdev "net_null$pair,no-rx=1")
+  done
+  timeout -s INT $((DURATION + 3)) dpdk-testpmd --lcores "$(lcores "$k")" "${EAL[@]}" --file-prefix "sc-tp-$$" \
+    "${vdevs[@]}" -- --forward-mode=io --nb-cores="$k" --stats-period=1 </dev/null >"$log" 2>&1 || true
+  # Sum of the out ports' (odd port ids) Tx-pps, averaged over the samples after the first two.
+  awk '/NIC statistics for port/ {port=$(NF-1)} /Tx-pps:/ && port % 2 == 1 {sample[port]++; if (sample[port] > 2) {sum+=$2; n++}}
+       END {if (n) printf "%.2f", sum / (n / '"$k"') / 1e6; else print "n/a"}' "$log"
+}
+
+raceway_mpps() {
+  local k=$1 config="$OUT/raceway-$SIZE-$1.toml" stats="$OUT/raceway-$SIZE-$1.json"
+  cat >"$config" <<TOML
+[switch]
+name = "scaling"
+mac = "02:00:00:00:00:01"
+[dpdk]
+eal = ["--no-huge", "-m", "2048", "--no-pci", "--no-shconf", "--log-level", "*:error"]
+lcores = "$(lcores "$k")"
+[qos]
+dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
+lossless = [3]
+[qos.scheduler]
+strict = [6, 7]
+dwrr = { 0 = 50, 3 = 50 }
+[qos.ecn.3]
+kmin_bytes = 150000
+kmax_bytes = 1500000
+pmax = 0.2
+TOML
+  for pair in $(seq 1 "$k"); do
+    local to=$pair
+    if [ -n "$CROSS" ] && [ "$k" -gt 1 ]; then to=$((pair % k + 1)); fi
+    cat >>"$config" <<TOML
+[[port]]
+name = "in$pair"
+device = "net_pcap$pair,rx_pcap=$OUT/flows-$SIZE-$pair.pcap,infinite_rx=1"
+speed_gbps = 400
+peer_mac = "02:00:00:00:10:0$pair"
+[[port]]
+name = "out$pair"
+device = "net_null$pair,no-rx=1"
+speed_gbps = 400
+peer_mac = "02:00:00:00:11:0$pair"
+[[route]]
+prefix = "10.0.$pair.0/24"
+port = "out$to"
+TOML
+  done
+  "$RACEWAY" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \
+    -- --file-prefix "sc-rw-$$" >"$OUT/raceway-$SIZE-$k.log" 2>&1
+  python3 - "$stats" <<'PY'
+import json, sys
+stats = json.load(open(sys.argv[1]))
+sent = sum(port["tx_packets"] for name, port in stats["ports"].items() if name.startswith("out"))
+print("%.2f" % (sent / stats["elapsed_s"] / 1e6))
+PY
+}
+
+ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/float(b)) if 'n/a' not in (a,b) and float(b)>0 else 'n/a')" "$1" "$2"; }
+
+echo "| workers | testpmd io Mpps | raceway Mpps | raceway speed-up | testpmd speed-up | raceway / io |"
+echo "|---|---|---|---|---|---|"
+for k in $(seq 1 "$WORKERS"); do
+  io=$(testpmd_mpps "$k")
+  rw=$(raceway_mpps "$k")
+  if [ "$k" = 1 ]; then io1=$io; rw1=$rw; fi
+  echo "| $k | $io | $rw | $(ratio "$rw" "$rw1") | $(ratio "$io" "$io1") | $(ratio "$rw" "$io") |"
+done
+echo
+echo "frames $((SIZE + 4)) B${CROSS:+, every frame crossing workers}; machine: $CPUS vCPU $(lscpu | sed -n 's/^Model name: *//p' | head -1), DPDK $(pkg-config --modversion libdpdk), $(date -u +%Y-%m-%d)"
