@@ -77,9 +77,9 @@ pub trait CutThrough<P> {
     /// Whether `port`'s transmitter takes a frame now, its link being busy until
     /// `link_free_ps`.
     fn may_send(&self, port: usize, link_free_ps: u64) -> bool;
-    /// Takes a data frame for `port` (counted as sent by the switch; its latency is the
-    /// engine's to record when it hands the frame to the port, `LatencyHistogram::record_many`).
-    fn send(&mut self, port: usize, packet: P);
+    /// Takes a data frame for `port`, received at `arrival_ps` (counted as sent by the switch;
+    /// its latency is the engine's to record when it hands the frame to the port).
+    fn send(&mut self, port: usize, packet: P, arrival_ps: u64);
 }
 
 /// Never cuts through: every frame is queued (replay, fabric, unit tests).
@@ -91,7 +91,7 @@ impl<P> CutThrough<P> for QueueAll {
         false
     }
 
-    fn send(&mut self, _: usize, _: P) {
+    fn send(&mut self, _: usize, _: P, _: u64) {
         unreachable!("may_send is always false")
     }
 }
@@ -436,12 +436,14 @@ impl<P: PacketBuf> Switch<P> {
     /// The egress half of frames another worker received for this worker's ports: each is
     /// queued (ECN, the watchdog, the lossy limit; lossless cells were charged by the
     /// sender) or dropped and counted, its credits given back. Returns how many it took.
-    pub fn accept(&mut self, batch: &mut Batch<P>) -> u64 {
+    /// `now` is when this worker takes the batch (a frame's link time and cut-through start
+    /// then; its arrival stamp stays the receiving worker's).
+    pub fn accept(&mut self, batch: &mut Batch<P>, now: u64, cut: &mut impl CutThrough<P>) -> u64 {
         let mut accepted = 0;
         for transfer in batch.drain() {
             accepted += 1;
             let member = transfer.member.map(|(group, slot)| (usize::from(group), slot));
-            if let Received::Queued { .. } = self.enqueue_transferred(transfer) {
+            if let Received::Queued { .. } = self.enqueue_transferred(transfer, now, cut) {
                 self.count_member(member);
             }
         }
@@ -531,8 +533,25 @@ impl<P: PacketBuf> Switch<P> {
         ingress: usize,
         egress: usize,
         tc: usize,
+        packet: P,
+        ip: IpHeader,
+        now: u64,
+        cut: &mut impl CutThrough<P>,
+    ) -> Received {
+        self.enqueue_at(ingress, egress, tc, packet, ip, now, now, cut)
+    }
+
+    /// `enqueue` of a frame received at `arrival_ps`, at `now`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn enqueue_at(
+        &mut self,
+        ingress: usize,
+        egress: usize,
+        tc: usize,
         mut packet: P,
         mut ip: IpHeader,
+        arrival_ps: u64,
         now: u64,
         cut: &mut impl CutThrough<P>,
     ) -> Received {
@@ -555,14 +574,7 @@ impl<P: PacketBuf> Switch<P> {
                 // Past XOFF the frame queues, so that the pause leaves first.
                 Ok(group) if group.past_xoff => {
                     self.group_charged(ingress, tc, group);
-                    return self.link(
-                        egress,
-                        tc,
-                        len,
-                        true,
-                        Entry { packet, ingress, marked, ip, arrival_ps: now },
-                        now,
-                    );
+                    return self.link(egress, tc, len, true, Entry { packet, ingress, marked, ip, arrival_ps }, now);
                 }
                 Ok(group) => self.group_charged(ingress, tc, group),
                 Err(reason) => return self.refuse(ingress, egress, tc, reason),
@@ -570,18 +582,25 @@ impl<P: PacketBuf> Switch<P> {
         } else if let Err(reason) = self.buffer.admit_lossy(egress, tc, charge) {
             return self.refuse(ingress, egress, tc, reason);
         }
-        if self.buffer.backlog(egress) == 0
+        if self.cut_allowed(egress, tc, now, cut) {
+            return self.cut_through(ingress, egress, tc, packet, ip, marked, arrival_ps, now, cut);
+        }
+        self.link(egress, tc, len, lossless, Entry { packet, ingress, marked, ip, arrival_ps }, now)
+    }
+
+    /// Whether a frame of class `tc` may cut through `egress` now: nothing queued on the
+    /// port, no PFC frame pending, the class not paused, the transmitter has room.
+    #[inline(always)]
+    fn cut_allowed(&self, egress: usize, tc: usize, now: u64, cut: &impl CutThrough<P>) -> bool {
+        self.buffer.backlog(egress) == 0
             && !self.pfc[egress].has_frame()
             && cut.may_send(egress, self.egress[egress].link_free_ps)
             && self.pfc[egress].eligible(now, self.watchdog.action) & (1 << tc) != 0
-        {
-            return self.cut_through(ingress, egress, tc, packet, ip, marked, now, cut);
-        }
-        self.link(egress, tc, len, lossless, Entry { packet, ingress, marked, ip, arrival_ps: now }, now)
     }
 
     /// The frame just admitted to `egress`'s empty queue `tc` leaves at once: what `link`
-    /// then `transmit` would do, without the arena.
+    /// then `transmit` would do, without the arena. A lossless frame's cells go back to its
+    /// group, or as credits to the worker that owns the group.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn cut_through(
@@ -592,6 +611,7 @@ impl<P: PacketBuf> Switch<P> {
         mut packet: P,
         mut ip: IpHeader,
         mut marked: bool,
+        arrival_ps: u64,
         now: u64,
         cut: &mut impl CutThrough<P>,
     ) -> Received {
@@ -600,7 +620,9 @@ impl<P: PacketBuf> Switch<P> {
         let stats = &mut self.stats.ports[egress].queues[tc];
         stats.max_depth_bytes = stats.max_depth_bytes.max(len as u64);
         // The cells go back as the frame leaves.
-        if self.buffer.lossless(tc) {
+        if self.buffer.lossless(tc) && !self.buffer.owns_group(ingress) {
+            self.buffer.give_back(ingress, tc, charge);
+        } else if self.buffer.lossless(tc) {
             self.buffer.release_group(ingress, tc, charge);
             if self.pfc[ingress].xoff_outstanding(tc) {
                 let occupancy = self.buffer.group_occupancy(ingress, tc);
@@ -625,18 +647,18 @@ impl<P: PacketBuf> Switch<P> {
         stats.queues[tc].tx_packets += 1;
         stats.queues[tc].tx_bytes += len as u64;
         stats.queues[tc].ecn_marked += u64::from(marked);
-        cut.send(egress, packet);
+        cut.send(egress, packet, arrival_ps);
         Received::Queued { egress, tc }
     }
 
     /// `enqueue` for a frame another worker received: a lossless frame's cells were charged
     /// to its group there, and go back to that worker as credits if it is dropped here.
-    fn enqueue_transferred(&mut self, transfer: Transfer<P>) -> Received {
+    fn enqueue_transferred(&mut self, transfer: Transfer<P>, now: u64, cut: &mut impl CutThrough<P>) -> Received {
         let Transfer { mut packet, ingress, egress, tc, charged, mut ip, arrival_ps, .. } = transfer;
         let (ingress, egress, tc) = (usize::from(ingress), usize::from(egress), usize::from(tc));
         if !charged {
             // Lossy, or written by the control plane: the whole admission happens here.
-            return self.enqueue(ingress, egress, tc, packet, ip, arrival_ps, &mut QueueAll);
+            return self.enqueue_at(ingress, egress, tc, packet, ip, arrival_ps, now, cut);
         }
         let len = packet.len();
         let mut marked = false;
@@ -651,10 +673,13 @@ impl<P: PacketBuf> Switch<P> {
             if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
                 break 'admit DropReason::PfcWatchdog;
             }
+            if self.cut_allowed(egress, tc, now, cut) {
+                return self.cut_through(ingress, egress, tc, packet, ip, marked, arrival_ps, now, cut);
+            }
             if !self.buffer.has_slot() {
                 break 'admit DropReason::HeadroomOverflow;
             }
-            return self.link(egress, tc, len, true, Entry { packet, ingress, marked, ip, arrival_ps }, arrival_ps);
+            return self.link(egress, tc, len, true, Entry { packet, ingress, marked, ip, arrival_ps }, now);
         };
         self.buffer.give_back(ingress, tc, plan::charge(len));
         self.refuse(ingress, egress, tc, refused)
@@ -1254,7 +1279,7 @@ mod tests {
         fn may_send(&self, _: usize, _: u64) -> bool {
             self.open
         }
-        fn send(&mut self, port: usize, packet: HeapPacket) {
+        fn send(&mut self, port: usize, packet: HeapPacket, _: u64) {
             self.sent.push((port, packet.bytes));
         }
     }
@@ -1372,7 +1397,7 @@ mod tests {
     fn carry(from: &mut Switch<HeapPacket>, to: &mut Switch<HeapPacket>, worker: usize) -> u64 {
         let batch = from.outgoing(worker).expect("a batch per worker");
         let mut taken = std::mem::take(batch);
-        to.accept(&mut taken)
+        to.accept(&mut taken, 0, &mut QueueAll)
     }
 
     #[test]

@@ -731,6 +731,12 @@ impl Worker {
             })
             .collect();
         let mut rx = Burst::default();
+        // Arrival stamps of frames from other workers that cut through this loop (at most a
+        // batch from each; the capacity is never exceeded, so it never allocates).
+        let mut earlier: Vec<u64> = Vec::with_capacity(match input {
+            Input::Ports(links) => links.from.len() * BATCH,
+            Input::Rings(_) => 0,
+        });
         let mut next_publish = dpdk::rdtsc() + publish_ticks;
         // This core's cycles: one TSC read per loop iteration, charged to busy when the
         // iteration received or sent frames, else to idle.
@@ -776,7 +782,14 @@ impl Worker {
                         }
                         let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
                         let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
-                        let mut cut = CutToTx { egress: &mut egress, tap: self.tap.as_ref(), now, tsc, sent: 0 };
+                        let mut cut = CutToTx {
+                            egress: &mut egress,
+                            tap: self.tap.as_ref(),
+                            now,
+                            tsc,
+                            sent: 0,
+                            earlier: &mut earlier,
+                        };
                         for mbuf in rx.drain() {
                             received += 1;
                             if let Some(tap) = tap {
@@ -787,11 +800,21 @@ impl Worker {
                         cut_through += cut.sent;
                         handed = hand_over(&mut self.switch, links);
                     }
+                    let tsc = if self.tap.is_some() { dpdk::rdtsc() } else { 0 };
+                    let mut cut = CutToTx {
+                        egress: &mut egress,
+                        tap: self.tap.as_ref(),
+                        now,
+                        tsc,
+                        sent: 0,
+                        earlier: &mut earlier,
+                    };
                     for ring in &links.from {
                         if let Some(mut batch) = ring.pop() {
-                            received += self.switch.accept(&mut batch);
+                            received += self.switch.accept(&mut batch, now, &mut cut);
                         }
                     }
+                    cut_through += cut.sent;
                 }
                 Input::Rings(rings) => {
                     for ring in rings {
@@ -814,6 +837,9 @@ impl Worker {
             let received_at = now;
             let now = now_ps();
             self.switch.stats.latency.record_many((now - received_at) / 1000, cut_through);
+            for arrival in earlier.drain(..) {
+                self.switch.stats.latency.record(now.saturating_sub(arrival) / 1000);
+            }
             self.switch.advance(now);
             let sent = self.transmit_all(ports, &mut egress, now);
             let iteration_end = dpdk::rdtsc();
@@ -844,7 +870,7 @@ impl Worker {
                 }
                 for ring in &links.from {
                     while let Some(mut batch) = ring.pop() {
-                        self.switch.accept(&mut batch);
+                        self.switch.accept(&mut batch, now_ps(), &mut switch::QueueAll);
                     }
                 }
                 between_workers = !handed
@@ -918,8 +944,10 @@ struct CutToTx<'a> {
     tap: Option<&'a crate::observe::capture::Tap>,
     now: u64,
     tsc: u64,
-    /// Frames taken.
+    /// Frames taken that were received this loop (at `now`).
     sent: u64,
+    /// Arrival stamps of frames taken that were received earlier (on another worker).
+    earlier: &'a mut Vec<u64>,
 }
 
 impl switch::CutThrough<Mbuf> for CutToTx<'_> {
@@ -930,12 +958,16 @@ impl switch::CutThrough<Mbuf> for CutToTx<'_> {
     }
 
     #[inline(always)]
-    fn send(&mut self, port: usize, mbuf: Mbuf) {
+    fn send(&mut self, port: usize, mbuf: Mbuf, arrival_ps: u64) {
         if let Some(tap) = self.tap.filter(|tap| tap.wants(port)) {
             tap.copy(port, true, self.tsc, crate::packet::PacketBuf::data(&mbuf));
         }
         self.egress[port].pending.push(mbuf);
-        self.sent += 1;
+        if arrival_ps == self.now {
+            self.sent += 1;
+        } else {
+            self.earlier.push(arrival_ps);
+        }
     }
 }
 
