@@ -108,6 +108,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn recording_many_at_once_is_recording_each() {
+        let (mut many, mut each) = (LatencyHistogram::default(), LatencyHistogram::default());
+        for (ns, count) in [(3u64, 5u64), (1_000, 32), (0, 0), (70_000, 1)] {
+            many.record_many(ns, count);
+            for _ in 0..count {
+                each.record(ns);
+            }
+        }
+        assert_eq!(many, each);
+        assert_eq!((many.samples, many.max_ns, many.sum_ns), (38, 70_000, 15 + 32_000 + 70_000));
+    }
+
+    #[test]
     fn buckets_are_within_an_eighth() {
         for ns in [0u64, 1, 7, 8, 9, 15, 16, 100, 1_000, 123_456, 10_000_000_000] {
             let bucket = bucket_of(ns);
