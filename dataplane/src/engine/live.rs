@@ -782,14 +782,7 @@ impl Worker {
                         }
                         let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
                         let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
-                        let mut cut = CutToTx {
-                            egress: &mut egress,
-                            tap: self.tap.as_ref(),
-                            now,
-                            tsc,
-                            sent: 0,
-                            earlier: &mut earlier,
-                        };
+                        let mut cut = CutToTx::new(&mut egress, self.tap.as_ref(), now, tsc, &mut earlier);
                         for mbuf in rx.drain() {
                             received += 1;
                             if let Some(tap) = tap {
@@ -801,14 +794,7 @@ impl Worker {
                         handed = hand_over(&mut self.switch, links);
                     }
                     let tsc = if self.tap.is_some() { dpdk::rdtsc() } else { 0 };
-                    let mut cut = CutToTx {
-                        egress: &mut egress,
-                        tap: self.tap.as_ref(),
-                        now,
-                        tsc,
-                        sent: 0,
-                        earlier: &mut earlier,
-                    };
+                    let mut cut = CutToTx::new(&mut egress, self.tap.as_ref(), now, tsc, &mut earlier);
                     for ring in &links.from {
                         if let Some(mut batch) = ring.pop() {
                             received += self.switch.accept(&mut batch, now, &mut cut);
@@ -948,6 +934,19 @@ struct CutToTx<'a> {
     sent: u64,
     /// Arrival stamps of frames taken that were received earlier (on another worker).
     earlier: &'a mut Vec<u64>,
+}
+
+impl<'a> CutToTx<'a> {
+    /// The tx bursts of a loop at `now`; `tsc` stamps captured frames.
+    fn new(
+        egress: &'a mut [Egress],
+        tap: Option<&'a crate::observe::capture::Tap>,
+        now: u64,
+        tsc: u64,
+        earlier: &'a mut Vec<u64>,
+    ) -> Self {
+        Self { egress, tap, now, tsc, sent: 0, earlier }
+    }
 }
 
 impl switch::CutThrough<Mbuf> for CutToTx<'_> {
