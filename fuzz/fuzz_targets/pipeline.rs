@@ -63,6 +63,7 @@ fuzz_target!(|data: &[u8]| {
             match switch.receive(port, HeapPacket::new(frame), now) {
                 Received::FlowControl => consumed += 1,
                 Received::Queued { .. } | Received::Dropped(_) | Received::Punted(_) => received += 1,
+                Received::Transferred { .. } => panic!("a switch that owns every port handed a frame on"),
             }
             // The engine hands punted frames on after every burst.
             while switch.take_punted().is_some() {}
