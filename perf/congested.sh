@@ -11,6 +11,8 @@
 #   SPEED=10 DURATION=10 perf/congested.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/common.sh
+. perf/common.sh
 DURATION=${DURATION:-6}
 SPEED=${SPEED:-5}
 OUT=${OUT:-target/congested}
@@ -28,16 +30,7 @@ mac = "02:00:00:00:00:01"
 [dpdk]
 eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
 lcores = "0-1"
-[qos]
-dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
-lossless = [3]
-[qos.scheduler]
-strict = [6, 7]
-dwrr = { 0 = 50, 3 = 50 }
-[qos.ecn.3]
-kmin_bytes = 100000
-kmax_bytes = 500000
-pmax = 0.2
+$(bench_qos 100000 500000)
 [[port]]
 name = "in"
 device = "net_pcap0,rx_pcap=$OUT/flows-60.pcap,infinite_rx=1"

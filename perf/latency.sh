@@ -12,6 +12,8 @@
 # machine the second worker shares its CPU and its tail shows the scheduler's time slices.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/common.sh
+. perf/common.sh
 SIZE=${SIZE:-1020}
 SPEED=${SPEED:-10}
 LOAD=${LOAD:-0.5}
@@ -33,13 +35,7 @@ mac = "02:00:00:00:00:01"
 [dpdk]
 eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
 lcores = "$lcores"
-[qos]
-dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
-lossless = [3]
-[qos.ecn.3]
-kmin_bytes = 150000
-kmax_bytes = 1500000
-pmax = 0.2
+$(bench_qos)
 [[port]]
 name = "gen"
 device = "net_memif0,role=server,socket=$socket"

@@ -16,6 +16,8 @@
 # shares CPU 0 with the (mostly sleeping) main lcore, as in perf/throughput.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/common.sh
+. perf/common.sh
 DURATION=${DURATION:-6}
 SIZE=${SIZE:-60}
 CPUS=$(nproc)
@@ -61,16 +63,7 @@ mac = "02:00:00:00:00:01"
 [dpdk]
 eal = ["--no-huge", "-m", "2048", "--no-pci", "--no-shconf", "--log-level", "*:error"]
 lcores = "$(lcores "$k")"
-[qos]
-dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
-lossless = [3]
-[qos.scheduler]
-strict = [6, 7]
-dwrr = { 0 = 50, 3 = 50 }
-[qos.ecn.3]
-kmin_bytes = 150000
-kmax_bytes = 1500000
-pmax = 0.2
+$(bench_qos)
 TOML
   for pair in $(seq 1 "$k"); do
     local to=$pair

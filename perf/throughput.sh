@@ -23,6 +23,8 @@
 # of the (mostly idle) main lcore. raceway's two-core rows use the pipelined model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/common.sh
+. perf/common.sh
 DURATION=${DURATION:-6}
 OUT=${OUT:-target/throughput}
 mkdir -p "$OUT"
@@ -99,16 +101,7 @@ mac = "02:00:00:00:00:01"
 eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
 lcores = "$lcores"
 model = "$model"
-[qos]
-dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }
-lossless = [3]
-[qos.scheduler]
-strict = [6, 7]
-dwrr = { 0 = 50, 3 = 50 }
-[qos.ecn.3]
-kmin_bytes = 150000
-kmax_bytes = 1500000
-pmax = 0.2
+$(bench_qos)
 [[port]]
 name = "in"
 device = "net_pcap0,rx_pcap=$OUT/flows-$size.pcap,infinite_rx=1"
