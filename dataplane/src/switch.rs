@@ -33,7 +33,7 @@
 //! (PFC), punted or dropped and counted; every queued frame leaves through `transmit`, a watchdog flush or
 //! `drain`, counted.
 
-use crate::config::{wire_bytes, Config, MarkOn, PortConfig, WatchdogAction, TRAFFIC_CLASSES};
+use crate::config::{wire_bytes, Config, LinkRate, MarkOn, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::observe::stats::SwitchStats;
 use crate::packet::PacketBuf;
@@ -102,7 +102,7 @@ pub const PUNT_OUTBOX: usize = 64;
 /// A port's transmitter: its scheduler and its link.
 struct EgressPort {
     scheduler: Scheduler,
-    speed_mbps: u64,
+    rate: LinkRate,
     /// When the frames already handed to the link will have left it (ps): the frame on the
     /// wire in replay, and in live also those the shaper has queued to the NIC ahead of their
     /// wire time. Load balancing counts it as queue; the live shaper paces by it.
@@ -116,7 +116,7 @@ impl EgressPort {
     /// Puts `len` bytes on the link from `now` (or when it is free).
     #[inline]
     fn occupy(&mut self, now: u64, len: usize) {
-        self.link_free_ps = self.link_free_ps.max(now) + PortConfig::wire_time_for(self.speed_mbps, len);
+        self.link_free_ps = self.link_free_ps.max(now) + self.rate.wire_time_ps(len);
     }
 }
 
@@ -139,7 +139,7 @@ impl<P> PortView for Ports<'_, P> {
     fn drain_cost(&self, port: usize, tc: usize) -> u64 {
         if let Some((board, me)) = self.shard {
             if board.owner(port) != me {
-                return board.drain_cost(port, tc, self.now, self.egress[port].speed_mbps);
+                return board.drain_cost(port, tc, self.now, self.egress[port].rate.speed_mbps());
             }
         }
         if self.pfc[port].paused(tc, self.now, self.watchdog_action) {
@@ -148,7 +148,8 @@ impl<P> PortView for Ports<'_, P> {
         // What is still to leave the link, then the queued frame bytes at the port's speed
         // (bytes x 8e6 / Mb/s ps): a busy link with an empty queue costs more than an idle one.
         let egress = &self.egress[port];
-        egress.link_free_ps.saturating_sub(self.now) + self.buffer.queue_bytes(port, tc) * 8_000_000 / egress.speed_mbps
+        egress.link_free_ps.saturating_sub(self.now)
+            + self.buffer.queue_bytes(port, tc) * 8_000_000 / egress.rate.speed_mbps()
     }
 }
 
@@ -213,7 +214,7 @@ impl<P: PacketBuf> Switch<P> {
             .iter()
             .map(|port| EgressPort {
                 scheduler: Scheduler::new(&config.qos),
-                speed_mbps: port.speed_mbps,
+                rate: LinkRate::new(port.speed_mbps),
                 link_free_ps: 0,
                 usable: port.enabled,
                 enabled: port.enabled,

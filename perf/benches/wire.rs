@@ -42,7 +42,7 @@ fn classify_bench(c: &mut Criterion) {
         .route("10.0.1.0/24", "p1")
         .route("2001:db8:1::/64", "p1")
         .route("0.0.0.0/0", "p0");
-    let classifier = Classifier::new(&leaf.config());
+    let mut classifier = Classifier::new(&leaf.config());
     let mut group = c.benchmark_group("classify");
     group.throughput(Throughput::Elements(32));
     for (name, frame) in frames() {

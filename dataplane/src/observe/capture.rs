@@ -258,9 +258,8 @@ mod tests {
 
     #[test]
     fn records_become_pcapng_with_direction_flags_and_the_pool_never_grows() {
-        let dir = std::env::temp_dir().join(format!("raceway-capture-unit-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("c.pcapng");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.pcapng");
         let requests = [
             CaptureRequest { port: 0, port_name: "host0".into(), file: file.clone() },
             CaptureRequest { port: 2, port_name: "up0".into(), file: file.clone() },
@@ -301,9 +300,8 @@ mod tests {
 
     #[test]
     fn a_full_pool_counts_frames_instead_of_waiting() {
-        let dir = std::env::temp_dir().join(format!("raceway-capture-full-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let requests = [CaptureRequest { port: 0, port_name: "p".into(), file: dir.join("f.pcapng") }];
+        let dir = tempfile::tempdir().unwrap();
+        let requests = [CaptureRequest { port: 0, port_name: "p".into(), file: dir.path().join("f.pcapng") }];
         let capture = Capture::start(&requests, 1_000_000_000, 0).unwrap();
         // Take every free record away, as a writer far behind would.
         let hoard: Vec<_> = std::iter::from_fn(|| capture.free.pop()).collect();

@@ -15,8 +15,9 @@
 
 use crate::config::{Config, Trust};
 use crate::drops::DropReason;
-use crate::pipeline::fib::{Adjacency, Fib, FibHandle, Learned, Target};
+use crate::pipeline::fib::{Adjacency, Fib, FibHandle, Learned};
 use crate::pipeline::punt::PuntReason;
+use crate::pipeline::resolve::{ResolveCache, Resolved};
 use crate::wire::ethernet::{self, MacAddress};
 use crate::wire::parse::{self, Destination, Payload};
 use crate::wire::{ipv4, ipv6, pfc};
@@ -64,6 +65,8 @@ pub struct IpHeader {
 
 pub struct Classifier {
     fib: Arc<Fib>,
+    /// What destinations resolved to in `fib` (emptied when `fib` is replaced).
+    resolved: ResolveCache,
     punting: Option<Punting>,
     trust: Trust,
     dscp_to_tc: [u8; 64],
@@ -83,6 +86,7 @@ impl Classifier {
     pub fn with_fib(config: &Config, fib: Arc<Fib>) -> Self {
         Self {
             fib,
+            resolved: ResolveCache::default(),
             punting: config.control.as_ref().map(|control| Punting { ethertypes: control.punt_ethertypes.clone() }),
             trust: config.qos.trust,
             dscp_to_tc: config.qos.dscp_to_tc,
@@ -95,7 +99,7 @@ impl Classifier {
 
     /// Classifies `frame` and, when it is forwarded, decrements its TTL / hop limit.
     #[inline(always)]
-    pub fn classify(&self, frame: &mut [u8]) -> Verdict {
+    pub fn classify(&mut self, frame: &mut [u8]) -> Verdict {
         let parsed = match parse::parse(frame) {
             Ok(parsed) => parsed,
             Err(_) => return Verdict::Drop(DropReason::Malformed),
@@ -106,26 +110,18 @@ impl Classifier {
             Payload::LinkPause(_) => return Verdict::Drop(DropReason::PauseIgnored),
             Payload::NotRoutable(ethertype) => return self.not_routable(ethertype),
         };
-        let route = self.fib.lookup(ip.destination);
-        if self.punting.is_some() && (route == Some(Target::Local) || stays_on_link(ip.destination)) {
+        let resolved = self.resolved.resolve(&self.fib, ip.destination, &self.port_enabled);
+        if self.punting.is_some() && (resolved == Resolved::Local || stays_on_link(ip.destination)) {
             return Verdict::Punt(local_reason(frame, ip.l3_offset, ip.destination));
         }
         // `None`: the next hop is not resolved (glean).
-        let next = match route {
-            Some(Target::Adjacency(adjacency)) => Some(Next::Adjacency(adjacency)),
-            Some(Target::Group(group)) => Some(Next::Group(group)),
-            Some(Target::Connected(_)) => self.fib.neighbor(ip.destination).map(Next::Adjacency),
-            Some(Target::Glean) => None,
-            Some(Target::Discard) => return Verdict::Drop(DropReason::NoRoute),
+        let next = match resolved {
+            Resolved::Next(next) => Some(next),
+            Resolved::Glean => None,
             // Without a control plane, nothing consumes frames to the switch's addresses
             // (config validation keeps addresses for `[control]`).
-            Some(Target::Local) | None => return Verdict::Drop(DropReason::NoRoute),
+            Resolved::Local | Resolved::NoRoute => return Verdict::Drop(DropReason::NoRoute),
         };
-        if let Some(Next::Adjacency(adjacency)) = next {
-            if !self.port_enabled[usize::from(adjacency.port)] {
-                return Verdict::Drop(DropReason::NoRoute);
-            }
-        }
         if ip.ttl <= 1 {
             return match self.punting {
                 Some(_) => Verdict::Punt(PuntReason::Ttl),
@@ -191,6 +187,7 @@ impl Classifier {
             return false;
         }
         self.fib = handle.load();
+        self.resolved.forget();
         true
     }
 
@@ -273,7 +270,7 @@ mod tests {
 
     #[test]
     fn forward_rewrites_ttl_macs_and_checksum() {
-        let classifier = classifier(&CONFIG);
+        let mut classifier = classifier(&CONFIG);
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         let original = frame.clone();
         let verdict = classifier.classify(&mut frame);
@@ -292,7 +289,7 @@ mod tests {
 
     #[test]
     fn pcp_trust_uses_the_vlan_tag() {
-        let classifier = classifier(&CONFIG.replace("[qos]", "[qos]\ntrust = \"pcp\""));
+        let mut classifier = classifier(&CONFIG.replace("[qos]", "[qos]\ntrust = \"pcp\""));
         let mut tagged = crate::wire::parse::tests::rocev2_frame(true);
         assert!(matches!(classifier.classify(&mut tagged), Verdict::Forward { tc: 4, .. }));
         let mut untagged = crate::wire::parse::tests::rocev2_frame(false);
@@ -301,7 +298,7 @@ mod tests {
 
     #[test]
     fn drops_leave_the_frame_untouched() {
-        let classifier = classifier(&CONFIG);
+        let mut classifier = classifier(&CONFIG);
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         frame[14 + 8] = 1; // TTL 1
         crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
@@ -321,7 +318,7 @@ mod tests {
 
     #[test]
     fn groups_are_targets_and_one_flow_hashes_alike() {
-        let classifier = classifier(&CONFIG);
+        let mut classifier = classifier(&CONFIG);
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         frame[14 + 18] = 2; // 10.0.2.2: the group
         crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
@@ -332,7 +329,7 @@ mod tests {
 
     #[test]
     fn packets_over_the_mtu_are_oversize_and_at_the_mtu_forwarded() {
-        let classifier =
+        let mut classifier =
             classifier(&CONFIG.replace("mac = \"02:00:00:00:00:aa\"", "mac = \"02:00:00:00:00:aa\"\nmtu = 1500"));
         let build = |ip_len: usize| {
             let mut spec =
@@ -350,7 +347,7 @@ mod tests {
     #[test]
     fn a_route_to_a_disabled_port_is_no_route() {
         let text = CONFIG.replace("name = \"p1\"\n", "name = \"p1\"\nenabled = false\n");
-        let classifier = classifier(&text);
+        let mut classifier = classifier(&text);
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::NoRoute));
     }
@@ -387,7 +384,7 @@ mod tests {
         frame
     }
 
-    fn verdict(classifier: &Classifier, mut frame: Vec<u8>) -> Verdict {
+    fn verdict(classifier: &mut Classifier, mut frame: Vec<u8>) -> Verdict {
         let before = frame.clone();
         let verdict = classifier.classify(&mut frame);
         if !matches!(verdict, Verdict::Forward { .. }) {
@@ -398,50 +395,53 @@ mod tests {
 
     #[test]
     fn with_control_the_control_plane_gets_its_frames_unchanged() {
-        let classifier = with_control();
+        let mut classifier = with_control();
         let punt = |reason| Verdict::Punt(reason);
-        assert_eq!(verdict(&classifier, ethernet(0x0806, 42)), punt(PuntReason::Arp));
-        assert_eq!(verdict(&classifier, ethernet(0x88cc, 60)), punt(PuntReason::Lldp));
-        assert_eq!(verdict(&classifier, ethernet(0x8809, 60)), punt(PuntReason::Other), "listed");
-        assert_eq!(verdict(&classifier, ethernet(0x88b5, 60)), Verdict::Drop(DropReason::Unsupported));
+        assert_eq!(verdict(&mut classifier, ethernet(0x0806, 42)), punt(PuntReason::Arp));
+        assert_eq!(verdict(&mut classifier, ethernet(0x88cc, 60)), punt(PuntReason::Lldp));
+        assert_eq!(verdict(&mut classifier, ethernet(0x8809, 60)), punt(PuntReason::Other), "listed");
+        assert_eq!(verdict(&mut classifier, ethernet(0x88b5, 60)), Verdict::Drop(DropReason::Unsupported));
         // To our addresses, whatever routes cover them.
-        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "10.0.0.1", 64)), punt(PuntReason::Local));
-        assert_eq!(verdict(&classifier, icmpv6("fd00::1", 128)), punt(PuntReason::Local), "ping");
-        assert_eq!(verdict(&classifier, icmpv6("fd00::1", 135)), punt(PuntReason::Nd), "unicast NS");
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.0.1", 64)), punt(PuntReason::Local));
+        assert_eq!(verdict(&mut classifier, icmpv6("fd00::1", 128)), punt(PuntReason::Local), "ping");
+        assert_eq!(verdict(&mut classifier, icmpv6("fd00::1", 135)), punt(PuntReason::Nd), "unicast NS");
         // Neighbour discovery to solicited-node and all-routers multicast, and link-local.
-        assert_eq!(verdict(&classifier, icmpv6("ff02::1:ff00:1", 135)), punt(PuntReason::Nd));
-        assert_eq!(verdict(&classifier, icmpv6("ff02::2", 133)), punt(PuntReason::Nd));
-        assert_eq!(verdict(&classifier, icmpv6("fe80::1", 136)), punt(PuntReason::Nd));
-        assert_eq!(verdict(&classifier, icmpv6("ff02::16", 143)), punt(PuntReason::Local), "MLD");
-        assert_eq!(verdict(&classifier, ip_frame("fe80::2", "ff02::1:2", 1)), punt(PuntReason::Local));
-        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "224.0.0.5", 1)), punt(PuntReason::Local));
-        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "255.255.255.255", 1)), punt(PuntReason::Local));
+        assert_eq!(verdict(&mut classifier, icmpv6("ff02::1:ff00:1", 135)), punt(PuntReason::Nd));
+        assert_eq!(verdict(&mut classifier, icmpv6("ff02::2", 133)), punt(PuntReason::Nd));
+        assert_eq!(verdict(&mut classifier, icmpv6("fe80::1", 136)), punt(PuntReason::Nd));
+        assert_eq!(verdict(&mut classifier, icmpv6("ff02::16", 143)), punt(PuntReason::Local), "MLD");
+        assert_eq!(verdict(&mut classifier, ip_frame("fe80::2", "ff02::1:2", 1)), punt(PuntReason::Local));
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "224.0.0.5", 1)), punt(PuntReason::Local));
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "255.255.255.255", 1)), punt(PuntReason::Local));
         // A routed packet that would expire: the kernel sends time-exceeded.
-        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "10.0.1.2", 1)), punt(PuntReason::Ttl));
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.1.2", 1)), punt(PuntReason::Ttl));
         // No route stays a drop; the rest is forwarded as before.
-        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "10.0.9.2", 64)), Verdict::Drop(DropReason::NoRoute));
-        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "224.0.1.5", 64)), Verdict::Drop(DropReason::NoRoute));
-        assert!(matches!(verdict(&classifier, ip_frame("10.0.0.0", "10.0.1.2", 64)), Verdict::Forward { .. }));
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.9.2", 64)), Verdict::Drop(DropReason::NoRoute));
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "224.0.1.5", 64)), Verdict::Drop(DropReason::NoRoute));
+        assert!(matches!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.1.2", 64)), Verdict::Forward { .. }));
         // The peer's end of the /31 is on the connected subnet, not ours: with no neighbour
         // entry yet, the kernel resolves it (glean).
-        assert_eq!(verdict(&classifier, ip_frame("10.0.1.2", "10.0.0.0", 64)), punt(PuntReason::Glean));
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.1.2", "10.0.0.0", 64)), punt(PuntReason::Glean));
         // PFC and PAUSE are still the data plane's.
         let mut pause = ethernet(0x8808, 60);
         pause[0..6].copy_from_slice(&[0x01, 0x80, 0xc2, 0, 0, 0x01]);
         pause[14..18].copy_from_slice(&[0x00, 0x01, 0x00, 0x64]);
-        assert_eq!(verdict(&classifier, pause.clone()), Verdict::Drop(DropReason::PauseIgnored));
+        assert_eq!(verdict(&mut classifier, pause.clone()), Verdict::Drop(DropReason::PauseIgnored));
         // Other MAC control stays unsupported: the control plane never sees it.
         pause[15] = 0x02;
-        assert_eq!(verdict(&classifier, pause), Verdict::Drop(DropReason::Unsupported));
+        assert_eq!(verdict(&mut classifier, pause), Verdict::Drop(DropReason::Unsupported));
     }
 
     #[test]
     fn without_control_nothing_is_punted() {
-        let classifier = classifier(&CONFIG);
-        assert_eq!(verdict(&classifier, ethernet(0x0806, 42)), Verdict::Drop(DropReason::Unsupported));
-        assert_eq!(verdict(&classifier, ethernet(0x88cc, 60)), Verdict::Drop(DropReason::Unsupported));
-        assert_eq!(verdict(&classifier, icmpv6("ff02::2", 133)), Verdict::Drop(DropReason::NoRoute));
-        assert_eq!(verdict(&classifier, ip_frame("10.0.0.0", "10.0.1.2", 1)), Verdict::Drop(DropReason::TtlExpired));
+        let mut classifier = classifier(&CONFIG);
+        assert_eq!(verdict(&mut classifier, ethernet(0x0806, 42)), Verdict::Drop(DropReason::Unsupported));
+        assert_eq!(verdict(&mut classifier, ethernet(0x88cc, 60)), Verdict::Drop(DropReason::Unsupported));
+        assert_eq!(verdict(&mut classifier, icmpv6("ff02::2", 133)), Verdict::Drop(DropReason::NoRoute));
+        assert_eq!(
+            verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.1.2", 1)),
+            Verdict::Drop(DropReason::TtlExpired)
+        );
     }
 
     #[test]
@@ -467,15 +467,15 @@ mod tests {
         let text = CONFIG.replace("name = \"p0\"\n", "name = \"p0\"\naddresses = [\"10.0.0.1/24\", \"fd00::1/64\"]\n");
         let neighbor = "[[neighbor]]\nip = \"10.0.0.7\"\nmac = \"02:00:00:00:10:07\"\nport = \"p0\"\n\
                         [[neighbor]]\nip = \"fd00::7\"\nmac = \"02:00:00:00:10:17\"\nport = \"p0\"\n";
-        let classifier = classifier(&format!("{text}{neighbor}{CONTROL}"));
-        let to = |destination: &str| verdict(&classifier, ip_frame("10.0.1.2", destination, 64));
+        let mut classifier = classifier(&format!("{text}{neighbor}{CONTROL}"));
+        let mut to = |destination: &str| verdict(&mut classifier, ip_frame("10.0.1.2", destination, 64));
         let adjacency = |last: u8| Next::Adjacency(Adjacency { port: 0, mac: MacAddress([0x02, 0, 0, 0, 0x10, last]) });
         assert!(matches!(to("10.0.0.7"), Verdict::Forward { next, .. } if next == adjacency(0x07)));
         assert_eq!(to("10.0.0.8"), Verdict::Punt(PuntReason::Glean));
-        let v6 = verdict(&classifier, ip_frame("fd00:1::2", "fd00::7", 64));
+        let v6 = verdict(&mut classifier, ip_frame("fd00:1::2", "fd00::7", 64));
         assert!(matches!(v6, Verdict::Forward { next, .. } if next == adjacency(0x17)), "{v6:?}");
         // An expiring packet to an unresolved neighbour is a TTL punt (the kernel answers it).
-        assert_eq!(verdict(&classifier, ip_frame("10.0.1.2", "10.0.0.8", 1)), Verdict::Punt(PuntReason::Ttl));
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.1.2", "10.0.0.8", 1)), Verdict::Punt(PuntReason::Ttl));
     }
 
     #[test]
@@ -485,13 +485,14 @@ mod tests {
             "[[route]]\nprefix = \"10.0.1.0/24\"\nvia = \"10.255.0.1\"\n\
              [[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00:00:00:12:01\"\nport = \"p2\"",
         );
-        let classifier = classifier(&text);
+        let mut classifier = classifier(&text);
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         let Verdict::Forward { next, .. } = classifier.classify(&mut frame) else { panic!() };
         let mac = MacAddress([0x02, 0, 0, 0, 0x12, 0x01]);
         assert_eq!(next, Next::Adjacency(Adjacency { port: 2, mac }));
         // A neighbour on a disabled port is no route.
-        let classifier = super::tests::classifier(&text.replace("name = \"p2\"\n", "name = \"p2\"\nenabled = false\n"));
+        let mut classifier =
+            super::tests::classifier(&text.replace("name = \"p2\"\n", "name = \"p2\"\nenabled = false\n"));
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::NoRoute));
     }

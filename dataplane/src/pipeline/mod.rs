@@ -1,5 +1,5 @@
 //! What happens to a frame on arrival, before any queue: `classify` parses it and decides
-//! its traffic class and verdict, `route` and `fib` say where it goes, `balance` picks a
+//! its traffic class and verdict, `route` and `fib` say where it goes (`resolve` caches the answer per worker), `balance` picks a
 //! member of a next-hop group, `punt` polices what goes to the control plane.
 //!
 //! Invariant: these stages keep no queue; each frame leaves with exactly one verdict
@@ -9,4 +9,5 @@ pub mod balance;
 pub mod classify;
 pub mod fib;
 pub mod punt;
+pub mod resolve;
 pub mod route;

@@ -91,7 +91,11 @@ impl Scheduler {
     }
 
     fn advance(&mut self) {
-        self.cursor = (self.cursor + 1) % self.order_len;
+        // A compare, not `%`: the order's length is not a constant, so `%` is a division.
+        self.cursor += 1;
+        if self.cursor == self.order_len {
+            self.cursor = 0;
+        }
         self.credited = false;
     }
 }

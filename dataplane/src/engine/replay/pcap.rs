@@ -92,8 +92,8 @@ mod tests {
 
     #[test]
     fn round_trip_keeps_nanoseconds() {
-        let dir = std::env::temp_dir().join(format!("raceway-pcap-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let path = dir.join("t.pcap");
         let mut writer = CaptureWriter::create(&path).unwrap();
         writer.write(1_234_567_000, &[1, 2, 3]).unwrap();
@@ -103,13 +103,12 @@ mod tests {
         assert_eq!(frames.len(), 2);
         assert_eq!(frames[0].time_ps, 1_234_567_000);
         assert_eq!(frames[1].bytes, vec![4; 60]);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn bad_files_give_one_line() {
-        let dir = std::env::temp_dir().join(format!("raceway-pcap-bad-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let path = dir.join("bad.pcap");
         std::fs::write(&path, b"not a capture at all, just text").unwrap();
         let err = read_trace(&path).err().unwrap();
@@ -128,6 +127,5 @@ mod tests {
         assert_eq!(err.field, "record 1", "{err}");
 
         assert_eq!(read_trace(&dir.join("missing.pcap")).err().unwrap().field, "-");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,0 +1,227 @@
+//! Where a destination goes, resolved once per snapshot: the route lookup and, for a connected
+//! subnet, the neighbour lookup folded into one `Resolved`, kept in a small per-classifier
+//! cache so that a flow's frames after its first cost one compare instead of hash probes.
+//!
+//! Each worker owns its classifier, so the cache is private (no sharing, no atomics). It is
+//! direct-mapped: a destination has one slot, a miss resolves through the snapshot and
+//! overwrites that slot. A leaf carries few destinations at a time (the GPUs behind it and the
+//! uplinks' groups), so the common case is a hit; traffic to many destinations costs a probe
+//! and a slot write more than the lookup itself.
+//!
+//! Invariant: every filled slot holds exactly what the classifier's current snapshot resolves
+//! for its destination. A new snapshot empties the cache (`forget`), so a frame never follows
+//! a route, neighbour or port state of an older generation.
+//!
+//! Measured (one worker, 64 B, one /24 route): the route lookup was 13% of a frame's samples
+//! (~32 cycles: a call into hashbrown's probe through the snapshot's tables); a hit is a
+//! multiply, one slot load and a compare.
+
+use crate::pipeline::classify::Next;
+use crate::pipeline::fib::{Fib, Target};
+use crate::wire::parse::Destination;
+
+/// What a destination resolves to in one snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolved {
+    /// Forward towards this next hop (an adjacency on an enabled port, or a group).
+    Next(Next),
+    /// The route's next hop, or the connected destination itself, has no neighbour yet.
+    Glean,
+    /// One of the switch's own addresses.
+    Local,
+    /// No route, a discard route, or an adjacency on a disabled port.
+    NoRoute,
+}
+
+impl Resolved {
+    /// Looks `destination` up in `fib` (the slow path): the route, then the neighbour of a
+    /// connected destination.
+    pub fn lookup(fib: &Fib, destination: Destination, port_enabled: &[bool]) -> Self {
+        match fib.lookup(destination) {
+            Some(Target::Adjacency(adjacency)) => Self::adjacency(adjacency, port_enabled),
+            Some(Target::Group(group)) => Self::Next(Next::Group(group)),
+            Some(Target::Connected(_)) => match fib.neighbor(destination) {
+                Some(adjacency) => Self::adjacency(adjacency, port_enabled),
+                None => Self::Glean,
+            },
+            Some(Target::Glean) => Self::Glean,
+            Some(Target::Local) => Self::Local,
+            Some(Target::Discard) | None => Self::NoRoute,
+        }
+    }
+
+    fn adjacency(adjacency: crate::pipeline::fib::Adjacency, port_enabled: &[bool]) -> Self {
+        if port_enabled.get(usize::from(adjacency.port)).copied().unwrap_or(false) {
+            Self::Next(Next::Adjacency(adjacency))
+        } else {
+            Self::NoRoute
+        }
+    }
+}
+
+/// Slots in a cache: a power of two. 256 slots of 32 bytes are 8 KiB, a sixth of a 48 KiB L1.
+pub const SLOTS: usize = 256;
+
+/// One slot: a destination and what it resolves to. `family` 0 is an empty slot, 4 or 6 the
+/// destination's address family (an IPv4 and an IPv6 address with equal bits differ).
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    address: u128,
+    family: u8,
+    resolved: Resolved,
+}
+
+const EMPTY: Slot = Slot { address: 0, family: 0, resolved: Resolved::NoRoute };
+
+/// The per-classifier cache of resolved destinations.
+pub struct ResolveCache {
+    slots: Box<[Slot; SLOTS]>,
+}
+
+impl Default for ResolveCache {
+    fn default() -> Self {
+        Self { slots: Box::new([EMPTY; SLOTS]) }
+    }
+}
+
+/// A destination's slot index and its (family, address) key.
+#[inline(always)]
+fn key(destination: Destination) -> (usize, u8, u128) {
+    // Fibonacci hashing: the multiply carries every address bit into the top bits, which pick
+    // the slot (hosts of one subnet differ only in their low bits).
+    let (family, address) = match destination {
+        Destination::V4(address) => (4, u128::from(address)),
+        Destination::V6(address) => (6, address),
+    };
+    let folded = (address as u64) ^ ((address >> 64) as u64);
+    let index = (folded.wrapping_mul(crate::rng::GOLDEN_GAMMA) >> (64 - SLOTS.trailing_zeros())) as usize;
+    (index, family, address)
+}
+
+impl ResolveCache {
+    /// What `destination` resolves to in `fib`, from the cache when its slot holds it.
+    #[inline(always)]
+    pub fn resolve(&mut self, fib: &Fib, destination: Destination, port_enabled: &[bool]) -> Resolved {
+        let (index, family, address) = key(destination);
+        let slot = &mut self.slots[index];
+        if slot.family == family && slot.address == address {
+            return slot.resolved;
+        }
+        let resolved = Resolved::lookup(fib, destination, port_enabled);
+        *slot = Slot { address, family, resolved };
+        resolved
+    }
+
+    /// Empties every slot: the snapshot they were resolved in is gone.
+    pub fn forget(&mut self) {
+        self.slots.fill(EMPTY);
+    }
+
+    /// Filled slots (for tests).
+    #[cfg(test)]
+    fn filled(&self) -> usize {
+        self.slots.iter().filter(|slot| slot.family != 0).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::pipeline::fib::{Adjacency, Learned, Neighbor};
+    use crate::wire::ethernet::MacAddress;
+
+    /// p0 10.0.0.1/24 (connected), p1 with 10.1.0.0/16, p2 disabled with 10.2.0.0/16, and
+    /// 2001:db8::/32 to p1.
+    fn config() -> Config {
+        crate::testing::Leaf::new("r")
+            .port("p0", 100.0, "addresses = [\"10.0.0.1/24\"]")
+            .port("p1", 100.0, "")
+            .port("p2", 100.0, "enabled = false")
+            .route("10.1.0.0/16", "p1")
+            .route("10.2.0.0/16", "p2")
+            .route("2001:db8::/32", "p1")
+            .tables("[control]")
+            .config()
+    }
+
+    fn v4(text: &str) -> Destination {
+        Destination::V4(u32::from(text.parse::<std::net::Ipv4Addr>().unwrap()))
+    }
+
+    fn v6(text: &str) -> Destination {
+        Destination::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()))
+    }
+
+    fn mac(last: u8) -> MacAddress {
+        MacAddress([2, 0, 0, 0, 0, last])
+    }
+
+    #[test]
+    fn lookup_folds_route_neighbour_and_port_state() {
+        let config = config();
+        let enabled: Vec<bool> = config.ports.iter().map(|port| port.enabled).collect();
+        let learned = Learned {
+            neighbors: vec![Neighbor { ip: "10.0.0.9".parse().unwrap(), mac: mac(9), port: 0 }],
+            ..Learned::default()
+        };
+        let fib = Fib::new(&config, &learned, 1);
+        let p1 = Next::Adjacency(Adjacency { port: 1, mac: config.ports[1].peer_mac.unwrap() });
+        assert_eq!(Resolved::lookup(&fib, v4("10.1.2.3"), &enabled), Resolved::Next(p1));
+        assert_eq!(Resolved::lookup(&fib, v6("2001:db8::7"), &enabled), Resolved::Next(p1));
+        assert_eq!(
+            Resolved::lookup(&fib, v4("10.0.0.9"), &enabled),
+            Resolved::Next(Next::Adjacency(Adjacency { port: 0, mac: mac(9) }))
+        );
+        assert_eq!(Resolved::lookup(&fib, v4("10.0.0.8"), &enabled), Resolved::Glean);
+        assert_eq!(Resolved::lookup(&fib, v4("10.0.0.1"), &enabled), Resolved::Local);
+        assert_eq!(Resolved::lookup(&fib, v4("10.2.0.1"), &enabled), Resolved::NoRoute, "disabled port");
+        assert_eq!(Resolved::lookup(&fib, v4("192.0.2.1"), &enabled), Resolved::NoRoute);
+    }
+
+    #[test]
+    fn the_cache_answers_what_the_snapshot_does_and_forgets_an_old_one() {
+        let config = config();
+        let enabled: Vec<bool> = config.ports.iter().map(|port| port.enabled).collect();
+        let before = Fib::new(&config, &Learned::default(), 1);
+        let mut cache = ResolveCache::default();
+        // Many destinations, so slots are shared and overwritten; each asked twice.
+        let destinations: Vec<Destination> = (0..2048u32)
+            .map(|i| match i % 4 {
+                0 => Destination::V4(0x0a01_0000 | i),
+                1 => Destination::V4(0x0a00_0000 | (i & 0xff)),
+                2 => Destination::V6(0x2001_0db8 << 96 | u128::from(i)),
+                _ => Destination::V4(i << 20),
+            })
+            .collect();
+        for destination in destinations.iter().chain(&destinations) {
+            assert_eq!(
+                cache.resolve(&before, *destination, &enabled),
+                Resolved::lookup(&before, *destination, &enabled)
+            );
+        }
+        assert!(cache.filled() > SLOTS / 2, "{}", cache.filled());
+        // An IPv4 and an IPv6 destination with the same bits have different keys.
+        assert_eq!(
+            cache.resolve(&before, Destination::V4(0x0a01_0203), &enabled),
+            Resolved::lookup(&before, v4("10.1.2.3"), &enabled)
+        );
+        assert_eq!(cache.resolve(&before, Destination::V6(0x0a01_0203), &enabled), Resolved::NoRoute);
+
+        // The neighbour becomes known in the next snapshot: without `forget` the cache would
+        // still glean.
+        let learned = Learned {
+            neighbors: vec![Neighbor { ip: "10.0.0.8".parse().unwrap(), mac: mac(8), port: 0 }],
+            ..Learned::default()
+        };
+        let after = Fib::new(&config, &learned, 2);
+        assert_eq!(cache.resolve(&before, v4("10.0.0.8"), &enabled), Resolved::Glean);
+        assert_eq!(cache.resolve(&after, v4("10.0.0.8"), &enabled), Resolved::Glean, "stale until forgotten");
+        cache.forget();
+        assert_eq!(cache.filled(), 0);
+        assert_eq!(
+            cache.resolve(&after, v4("10.0.0.8"), &enabled),
+            Resolved::Next(Next::Adjacency(Adjacency { port: 0, mac: mac(8) }))
+        );
+    }
+}
