@@ -182,8 +182,9 @@ pub struct Switch<P: PacketBuf> {
 struct Seat<P> {
     board: std::sync::Arc<ShardBoard>,
     me: usize,
-    /// Per worker, the batch being filled for it (this worker's own stays empty).
-    outgoing: Vec<Batch<P>>,
+    /// Per worker, the batch being filled for it (this worker's own stays empty). Boxed, so
+    /// that handing one over moves a pointer, not the batch.
+    outgoing: Vec<Box<Batch<P>>>,
     /// Per ingress port and priority: the other workers' credits already applied (owned
     /// ports only).
     applied: Vec<[u64; TRAFFIC_CLASSES]>,
@@ -200,7 +201,7 @@ impl<P: PacketBuf> Switch<P> {
     pub fn sharded(config: &Config, seed: u64, board: std::sync::Arc<ShardBoard>, me: usize) -> Self {
         let buffer = SharedBuffer::sharded(config, |port| board.owner(port) == me, board.overcommit_frames());
         let seat = Seat {
-            outgoing: (0..board.workers()).map(|_| Batch::default()).collect(),
+            outgoing: (0..board.workers()).map(|_| Box::default()).collect(),
             applied: vec![[0; TRAFFIC_CLASSES]; config.ports.len()],
             board,
             me,
@@ -423,7 +424,7 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     /// The batch waiting for worker `to` (empty when there is none).
-    pub fn outgoing(&mut self, to: usize) -> Option<&mut Batch<P>> {
+    pub fn outgoing(&mut self, to: usize) -> Option<&mut Box<Batch<P>>> {
         self.shard.as_mut().and_then(|seat| seat.outgoing.get_mut(to))
     }
 
