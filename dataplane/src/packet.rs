@@ -14,6 +14,13 @@ pub trait PacketBuf {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// A hint that `value` (a queue slot about to be read, say) is needed soon. The live
+    /// buffer's platform turns it into a CPU prefetch; in memory it does nothing (replay runs
+    /// in virtual time, where no cache misses are counted).
+    #[inline(always)]
+    fn prefetch<T>(value: &T) {
+        let _ = value;
+    }
 }
 
 /// A frame in ordinary memory (replay, tests, benchmarks).

@@ -283,6 +283,33 @@ impl Mbuf {
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
         true
     }
+
+    /// Starts loading the mbuf's header (its two cache lines) ahead of the driver, which reads
+    /// both when it frees the mbuf after sending. A frame that waited in a deep queue has a
+    /// cold header; prefetched as it joins the tx burst, its misses overlap those of the
+    /// frames after it instead of following one another inside the driver's free loop
+    /// (congested port, one worker: 412 -> 329 cycles per frame, min of five alternating runs).
+    #[inline(always)]
+    pub fn prefetch_header(&self) {
+        let header = self.0.as_ptr().cast::<u8>().cast_const();
+        prefetch_line(header);
+        // SAFETY: `rte_mbuf` is 128 bytes, so the second line is inside the same object.
+        prefetch_line(unsafe { header.add(64) });
+    }
+}
+
+/// Asks the CPU to start loading the cache line holding `address` (DPDK's `rte_prefetch0`,
+/// written here so that it inlines). A hint: it never faults, changes no memory, and does
+/// nothing on other architectures.
+#[inline(always)]
+fn prefetch_line(address: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch of any address is architecturally a no-op that cannot fault.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
 }
 
 impl Mbuf {
@@ -321,6 +348,11 @@ impl PacketBuf for Mbuf {
     #[inline]
     fn len(&self) -> usize {
         self.segment().1
+    }
+
+    #[inline(always)]
+    fn prefetch<T>(value: &T) {
+        prefetch_line((value as *const T).cast());
     }
 }
 

@@ -1048,6 +1048,7 @@ impl port_tx::TxQueue<Mbuf> for TxBursts<'_> {
         if let Some(tap) = self.tap {
             tap.copy(self.port, true, self.tsc, crate::packet::PacketBuf::data(&mbuf));
         }
+        mbuf.prefetch_header();
         self.egress.pending.push(mbuf);
     }
 
