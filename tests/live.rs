@@ -50,9 +50,27 @@ fn two_run_to_completion_workers_match_replay_and_leak_no_mbufs() {
     live_matches_replay("live-shards", "#two-shards");
 }
 
+/// Jumbo frames, with `switch.mtu = 8000`: host1 sends 4,000-byte frames, which net_pcap
+/// hands over as chains of mbufs and the worker copies into jumbo mbufs, and a few of 9,216
+/// bytes, longer than the MTU allows (dropped as `oversize`, live as in replay); host0's
+/// small frames are unaffected. Captured frames are cut at the capture's snap length.
+#[test]
+fn jumbo_frames_cross_live_as_in_replay_and_leak_no_mbufs() {
+    let _cpus = cpus_shared();
+    live_matches_replay("live-jumbo", "#jumbo");
+}
+
+/// Jumbo frames through a pipelined RX worker, which copies chains the same way.
+#[test]
+fn jumbo_frames_cross_a_pipelined_rx_worker_as_in_replay() {
+    let _cpus = cpus_shared();
+    live_matches_replay("live-jumbo-pipelined", "model = \"pipelined\"\n#jumbo");
+}
+
 fn live_matches_replay(name: &str, dpdk_extra: &str) {
     let two_rx_workers = dpdk_extra.contains("#two-rx-workers");
     let two_shards = dpdk_extra.contains("#two-shards");
+    let jumbo = dpdk_extra.contains("#jumbo");
     let dir = temp_dir(name);
     let host0 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
         packets: 600,
@@ -60,14 +78,26 @@ fn live_matches_replay(name: &str, dpdk_extra: &str) {
         rate_gbps: 20.0,
         ..Default::default()
     });
-    let host1 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
+    let mut host1 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
         packets: 600,
         seed: 12,
         host: 1,
-        frame_len: 400,
+        frame_len: if jumbo { 4000 } else { 400 },
         rate_gbps: 20.0,
         ..Default::default()
     });
+    if jumbo {
+        let over_mtu = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
+            packets: 8,
+            seed: 13,
+            host: 1,
+            frame_len: 9216,
+            rate_gbps: 1.0,
+            ..Default::default()
+        });
+        host1.extend(over_mtu);
+        host1.sort_by_key(|(time, _)| *time);
+    }
     write_pcap(&dir.join("in-host0.pcap"), &host0);
     write_pcap(&dir.join("in-host1.pcap"), &host1);
     // For two rx queues: host0's frames dealt alternately to two files.
@@ -88,8 +118,11 @@ fn live_matches_replay(name: &str, dpdk_extra: &str) {
     let devices =
         [device(0, "host0", true), device(1, "host1", true), device(2, "up0", false), device(3, "up1", false)];
     let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
-    let mut config_text = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal);
-    if !dpdk_extra.is_empty() {
+    let extra_switch = if jumbo { "mtu = 8000" } else { "" };
+    let mut config_text = four_port_config(extra_switch, [&devices[0], &devices[1], &devices[2], &devices[3]], eal);
+    // Only "#jumbo": one worker, as with nothing.
+    let one_worker = dpdk_extra.is_empty() || dpdk_extra == "#jumbo";
+    if !one_worker {
         // Main lcore 0, then the RX worker(s), then the scheduler worker, on two CPUs.
         let lcores = if two_rx_workers {
             "0@0,1@1,2@0,3@1"
@@ -134,6 +167,11 @@ fn live_matches_replay(name: &str, dpdk_extra: &str) {
             .arg(&replay_dir),
     );
     let replayed = stats(&replay_dir);
+    if jumbo {
+        assert!(live["ports"]["host1"]["drops"]["oversize"].as_u64().unwrap() > 0, "{}", live["ports"]["host1"]);
+        let longest = read_pcap(&live_dir.join("up0.pcap")).into_iter().chain(read_pcap(&live_dir.join("up1.pcap")));
+        assert_eq!(longest.map(|(_, frame)| frame.len()).max(), Some(4000), "jumbo frames forwarded whole");
+    }
     for port in PORTS {
         // Frames from different input ports may interleave differently live, so compare each
         // port's frames as a sorted multiset; frames from one input keep their order in both.
@@ -156,8 +194,11 @@ fn live_matches_replay(name: &str, dpdk_extra: &str) {
     let frames_of = |interface: &str, direction: u32| -> Vec<Vec<u8>> {
         captured.iter().filter(|c| c.0 == interface && c.1 == direction).map(|c| c.2.clone()).collect()
     };
+    let snap = |frames: Vec<Vec<u8>>| -> Vec<Vec<u8>> {
+        frames.into_iter().map(|frame| frame[..frame.len().min(raceway::observe::capture::SNAPLEN)].to_vec()).collect()
+    };
     let mut inbound = frames_of("host0", 1);
-    let mut offered: Vec<Vec<u8>> = read_pcap(&dir.join("in-host0.pcap")).into_iter().map(|(_, f)| f).collect();
+    let mut offered: Vec<Vec<u8>> = snap(read_pcap(&dir.join("in-host0.pcap")).into_iter().map(|(_, f)| f).collect());
     if two_rx_workers {
         // Two queues, two workers: each half stays in order, the halves interleave.
         inbound.sort();
@@ -166,12 +207,12 @@ fn live_matches_replay(name: &str, dpdk_extra: &str) {
     assert!(inbound == offered, "host0 inbound: {} captured, {} offered", inbound.len(), offered.len());
     for port in ["host0", "up0"] {
         let sent: Vec<Vec<u8>> =
-            read_pcap(&live_dir.join(format!("{port}.pcap"))).into_iter().map(|(_, f)| f).collect();
+            snap(read_pcap(&live_dir.join(format!("{port}.pcap"))).into_iter().map(|(_, f)| f).collect());
         assert!(frames_of(port, 2) == sent, "{port} outbound differs from what the port sent");
     }
     assert_eq!(frames_of("up0", 1).len(), 0, "up0 received nothing");
     assert_eq!(live["capture"]["not_captured"], 0);
-    let workers = if dpdk_extra.is_empty() {
+    let workers = if one_worker {
         1
     } else if two_rx_workers {
         3

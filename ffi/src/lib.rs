@@ -19,6 +19,8 @@ pub mod mbuf_offsets {
     pub const BUF_ADDR: usize = 0;
     /// `uint16_t data_off`.
     pub const DATA_OFF: usize = 16;
-    /// `uint16_t data_len`.
+    /// `uint16_t data_len`: the first segment's bytes.
     pub const DATA_LEN: usize = 40;
+    /// `uint32_t pkt_len`: the whole frame's bytes, over all segments.
+    pub const PKT_LEN: usize = 36;
 }

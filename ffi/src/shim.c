@@ -11,16 +11,37 @@ void shim_pktmbuf_free_bulk(struct rte_mbuf **mbufs, unsigned int count) { rte_p
 _Static_assert(offsetof(struct rte_mbuf, buf_addr) == 0, "rte_mbuf.buf_addr moved: update mbuf_offsets");
 _Static_assert(offsetof(struct rte_mbuf, data_off) == 16, "rte_mbuf.data_off moved: update mbuf_offsets");
 _Static_assert(offsetof(struct rte_mbuf, data_len) == 40, "rte_mbuf.data_len moved: update mbuf_offsets");
+_Static_assert(offsetof(struct rte_mbuf, pkt_len) == 36, "rte_mbuf.pkt_len moved: update mbuf_offsets");
+
+int shim_pktmbuf_linearize_into(const struct rte_mbuf *src, struct rte_mbuf *dst)
+{
+	uint32_t len = rte_pktmbuf_pkt_len(src);
+	if (len > UINT16_MAX)
+		return -1;
+	char *out = rte_pktmbuf_append(dst, (uint16_t)len);
+	if (out == NULL)
+		return -1;
+	const void *data = rte_pktmbuf_read(src, 0, len, out);
+	if (data == NULL)
+		return -1;
+	if (data != out)
+		memcpy(out, data, len);
+	dst->port = src->port;
+	return 0;
+}
 
 uint8_t *shim_pktmbuf_append(struct rte_mbuf *m, uint16_t len) { return (uint8_t *)rte_pktmbuf_append(m, len); }
 int shim_errno(void) { return rte_errno; }
 unsigned int shim_lcore_id(void) { return rte_lcore_id(); }
 uint64_t shim_rdtsc(void) { return rte_rdtsc(); }
 
-int shim_eth_dev_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint64_t rss_hf)
+int shim_eth_dev_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint64_t rss_hf, uint32_t mtu, int scatter)
 {
 	struct rte_eth_conf conf;
 	memset(&conf, 0, sizeof(conf));
+	conf.rxmode.mtu = mtu;
+	if (scatter)
+		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
 	if (nb_rx > 1 && rss_hf != 0) {
 		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
 		conf.rx_adv_conf.rss_conf.rss_key = NULL; /* the driver's default key */
@@ -31,7 +52,7 @@ int shim_eth_dev_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint64
 
 uint64_t shim_rss_ip_udp_tcp(void) { return RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP; }
 
-int shim_eth_dev_info(uint16_t port, uint16_t *max_rx_queues, uint16_t *max_tx_queues, uint64_t *rss_offloads, const char **driver)
+int shim_eth_dev_info(uint16_t port, uint16_t *max_rx_queues, uint16_t *max_tx_queues, uint64_t *rss_offloads, const char **driver, uint16_t *max_mtu, int *scatter)
 {
 	struct rte_eth_dev_info info;
 	int rc = rte_eth_dev_info_get(port, &info);
@@ -41,6 +62,13 @@ int shim_eth_dev_info(uint16_t port, uint16_t *max_rx_queues, uint16_t *max_tx_q
 	*max_tx_queues = info.max_tx_queues;
 	*rss_offloads = info.flow_type_rss_offloads;
 	*driver = info.driver_name;
+	/* The largest MTU rte_eth_dev_configure accepts: the device's max_mtu, and its longest
+	 * frame less the overhead it counts (as eth_dev_validate_mtu does). */
+	uint32_t overhead = (info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu)
+		? info.max_rx_pktlen - info.max_mtu : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+	uint32_t by_len = info.max_rx_pktlen > overhead ? info.max_rx_pktlen - overhead : 0;
+	*max_mtu = by_len < info.max_mtu ? (uint16_t)by_len : info.max_mtu;
+	*scatter = (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER) != 0;
 	return 0;
 }
 

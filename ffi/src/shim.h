@@ -21,18 +21,23 @@ struct rte_mbuf *shim_pktmbuf_alloc(struct rte_mempool *pool);
 void shim_pktmbuf_free(struct rte_mbuf *m);
 void shim_pktmbuf_free_bulk(struct rte_mbuf **mbufs, unsigned int count);
 uint8_t *shim_pktmbuf_append(struct rte_mbuf *m, uint16_t len);
+/* Copies the whole frame of a (chained) mbuf into the empty single-segment mbuf dst, and its
+ * port: 0, or -1 when dst has too little room. src is left as it was. */
+int shim_pktmbuf_linearize_into(const struct rte_mbuf *src, struct rte_mbuf *dst);
 int shim_errno(void);
 unsigned int shim_lcore_id(void);
 uint64_t shim_rdtsc(void);
 /* rte_eth_conf and rte_eth_dev_info are large unions; building them in C keeps the bindings
  * narrow. Configures nb_rx/nb_tx queues with defaults, plus RSS over the hash types rss_hf
- * when nb_rx > 1 and rss_hf != 0. Returns the negative errno from rte_eth_dev_configure. */
-int shim_eth_dev_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint64_t rss_hf);
+ * when nb_rx > 1 and rss_hf != 0, the MTU (0: the driver's default) and, when scatter is
+ * set, rx of frames larger than an mbuf as chains. Returns the negative errno from
+ * rte_eth_dev_configure. */
+int shim_eth_dev_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint64_t rss_hf, uint32_t mtu, int scatter);
 /* The RSS hash types raceway asks for: IPv4/IPv6 addresses, UDP and TCP ports. */
 uint64_t shim_rss_ip_udp_tcp(void);
-/* Fills max queue counts, the RSS hash types the device offers and the driver name (a static
- * string owned by DPDK). */
-int shim_eth_dev_info(uint16_t port, uint16_t *max_rx_queues, uint16_t *max_tx_queues, uint64_t *rss_offloads, const char **driver);
+/* Fills max queue counts, the RSS hash types the device offers, the driver name (a static
+ * string owned by DPDK), the largest MTU it takes and whether it can scatter rx over chains. */
+int shim_eth_dev_info(uint16_t port, uint16_t *max_rx_queues, uint16_t *max_tx_queues, uint64_t *rss_offloads, const char **driver, uint16_t *max_mtu, int *scatter);
 int shim_eth_adjust_desc(uint16_t port, uint16_t *nb_rx_desc, uint16_t *nb_tx_desc);
 int shim_eth_rx_queue_setup(uint16_t port, uint16_t queue, uint16_t nb_desc, unsigned int socket, struct rte_mempool *pool);
 int shim_eth_tx_queue_setup(uint16_t port, uint16_t queue, uint16_t nb_desc, unsigned int socket);

@@ -203,6 +203,7 @@ pub fn rdtsc() -> u64 {
 pub struct Mempool {
     pool: NonNull<sys::rte_mempool>,
     size: u32,
+    data_room: u16,
     _eal: Eal,
 }
 
@@ -219,13 +220,19 @@ impl Mempool {
         // SAFETY: c_name is a valid C string for the duration of the call; DPDK copies it.
         let pool = unsafe { sys::rte_pktmbuf_pool_create(c_name.as_ptr(), size, cache, 0, data_room, socket) };
         match NonNull::new(pool) {
-            Some(pool) => Ok(Self { pool, size, _eal: eal.clone() }),
+            Some(pool) => Ok(Self { pool, size, data_room, _eal: eal.clone() }),
             None => Err(DpdkError { context: format!("mbuf pool of {size} mbufs"), problem: strerror(last_errno()) }),
         }
     }
 
     pub fn size(&self) -> u32 {
         self.size
+    }
+
+    /// The longest frame one of its mbufs holds in a single segment (its data room less
+    /// DPDK's headroom).
+    pub fn frame_room(&self) -> usize {
+        usize::from(self.data_room).saturating_sub(sys::RTE_PKTMBUF_HEADROOM as usize)
     }
 
     /// Mbufs in the pool (per-lcore caches included).
@@ -253,7 +260,9 @@ impl Drop for Mempool {
     }
 }
 
-/// One mbuf, uniquely owned. Only the first segment's bytes are visible.
+/// One mbuf, uniquely owned. Only the first segment's bytes are visible; `len` is the whole
+/// frame's. The engines linearize a chained frame (`linearize`) before the pipeline sees it,
+/// so a frame the pipeline handles is one segment, whole.
 ///
 /// The data pointer and length are read inline at the offsets `dpdk_sys::mbuf_offsets` gives
 /// (constants that `shim.c` checks against `offsetof` at build time): five shim calls per
@@ -282,6 +291,34 @@ impl Mbuf {
         // SAFETY: `dst` points at `len` writable bytes that append just reserved.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
         true
+    }
+
+    /// Whether the frame spans several segments (a driver chains a frame longer than one
+    /// mbuf's room).
+    #[inline(always)]
+    pub fn is_chained(&self) -> bool {
+        self.frame_len() != self.segment().1
+    }
+
+    /// The whole frame's length, over all segments (`pkt_len`).
+    #[inline(always)]
+    fn frame_len(&self) -> usize {
+        let base = self.0.as_ptr().cast::<u8>();
+        // SAFETY: the mbuf is ours and valid; PKT_LEN is `rte_mbuf.pkt_len`'s offset (checked
+        // in shim.c), a naturally aligned u32.
+        unsafe { base.add(sys::mbuf_offsets::PKT_LEN).cast::<u32>().read() as usize }
+    }
+
+    /// The frame copied whole into one mbuf of `pool` (whose room must hold it); `None` when
+    /// the pool is empty or the frame is longer than its room. The chain is left as it was.
+    pub fn linearize(&self, pool: &Mempool) -> Option<Mbuf> {
+        if self.frame_len() > pool.frame_room() {
+            return None;
+        }
+        let single = pool.alloc()?;
+        // SAFETY: both mbufs are ours; the shim reads `self` and appends to the empty `single`.
+        let rc = unsafe { sys::shim_pktmbuf_linearize_into(self.0.as_ptr(), single.0.as_ptr()) };
+        (rc == 0).then_some(single)
     }
 
     /// Starts loading the mbuf's header (its two cache lines) ahead of the driver, which reads
@@ -347,7 +384,7 @@ impl PacketBuf for Mbuf {
 
     #[inline]
     fn len(&self) -> usize {
-        self.segment().1
+        self.frame_len()
     }
 
     #[inline(always)]
@@ -437,6 +474,9 @@ pub struct Port {
     _pool: Arc<Mempool>,
 }
 
+/// What a frame carries besides its IP packet: Ethernet header and two VLAN tags (QinQ).
+pub const LINK_HEADERS: usize = 14 + 2 * 4;
+
 /// Descriptors asked for per queue (the driver may adjust them).
 pub const RX_DESCRIPTORS: u16 = 1024;
 pub const TX_DESCRIPTORS: u16 = 1024;
@@ -453,18 +493,34 @@ impl Port {
     }
 
     /// Brings the port up: info, configure (with RSS when more than one rx queue is opened and
-    /// the device hashes), descriptors, queues on the port's socket, start, promiscuous mode
-    /// (where supported), link up (bounded wait). Opens up to `rx_queues` rx queues.
-    pub fn start(id: u16, name: &str, pool: &Arc<Mempool>, rx_queues: u16) -> Result<Self, DpdkError> {
+    /// the device hashes; the MTU), descriptors, queues on the port's socket, start,
+    /// promiscuous mode (where supported), link up (bounded wait). Opens up to `rx_queues` rx
+    /// queues. `mtu` is the switch's (IP) MTU: the port takes it, or the largest the device
+    /// does (a warning says so), and receives frames longer than an mbuf as chains where the
+    /// device can; 0 leaves the driver's default.
+    pub fn start(id: u16, name: &str, pool: &Arc<Mempool>, rx_queues: u16, mtu: u32) -> Result<Self, DpdkError> {
         let context = |step: &str| format!("port '{name}' (ethdev {id}): {step}");
         let mut max_rx = 0u16;
         let mut max_tx = 0u16;
         let mut rss_offloads = 0u64;
         let mut driver: *const c_char = std::ptr::null();
-        // SAFETY: the out-pointers are valid; the driver name is a static string of the PMD.
-        check(unsafe { sys::shim_eth_dev_info(id, &mut max_rx, &mut max_tx, &mut rss_offloads, &mut driver) }, || {
-            context("device info")
-        })?;
+        let mut max_mtu = 0u16;
+        let mut can_scatter = 0;
+        check(
+            // SAFETY: the out-pointers are valid; the driver name is a static string of the PMD.
+            unsafe {
+                sys::shim_eth_dev_info(
+                    id,
+                    &mut max_rx,
+                    &mut max_tx,
+                    &mut rss_offloads,
+                    &mut driver,
+                    &mut max_mtu,
+                    &mut can_scatter,
+                )
+            },
+            || context("device info"),
+        )?;
         let driver = if driver.is_null() {
             String::new()
         } else {
@@ -481,10 +537,21 @@ impl Port {
         // SAFETY: a plain constant getter.
         let rss_hf = rss_offloads & unsafe { sys::shim_rss_ip_udp_tcp() };
         let rss = rx_queues > 1 && rss_hf != 0;
+        let port_mtu = mtu.min(u32::from(max_mtu));
+        if port_mtu < mtu {
+            tracing::warn!(
+                "{}: the device takes an MTU of at most {port_mtu} bytes; switch.mtu is {mtu}",
+                context("mtu")
+            );
+        }
+        // Frames longer than an mbuf's room arrive as chains where the device scatters (and
+        // the engine copies them into one jumbo mbuf); elsewhere the driver decides.
+        let scatter = can_scatter != 0 && port_mtu as usize + LINK_HEADERS > pool.frame_room();
+        let rss_hf = if rss { rss_hf } else { 0 };
+        let scatter = c_int::from(scatter);
         // SAFETY: plain calls on a valid port id; configuration is built in C with defaults.
-        check(unsafe { sys::shim_eth_dev_configure(id, rx_queues, 1, if rss { rss_hf } else { 0 }) }, || {
-            context("configure")
-        })?;
+        let configured = unsafe { sys::shim_eth_dev_configure(id, rx_queues, 1, rss_hf, port_mtu, scatter) };
+        check(configured, || context("configure"))?;
         let mut rx_desc = RX_DESCRIPTORS;
         let mut tx_desc = TX_DESCRIPTORS;
         // SAFETY: the out-pointers are valid.
@@ -495,6 +562,16 @@ impl Port {
             // SAFETY: the pool outlives the port (teardown order); defaults for the queue conf.
             check(unsafe { sys::shim_eth_rx_queue_setup(id, queue, rx_desc, socket, pool.as_ptr()) }, || {
                 context(&format!("rx queue {queue}"))
+            })
+            .map_err(|mut err| {
+                // Drivers that preload frames (net_pcap with infinite_rx=1) refuse frames longer
+                // than one mbuf, which they would have to chain.
+                err.problem.push_str(&format!(
+                    " (frames over {} bytes need chained mbufs, which some drivers refuse, e.g. net_pcap with \
+                     infinite_rx=1)",
+                    pool.frame_room()
+                ));
+                err
             })?;
         }
         // SAFETY: as above.

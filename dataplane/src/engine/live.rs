@@ -30,7 +30,11 @@
 //! each other stay lossless.
 //! PFC frames leave in a tx burst of their own, ahead of data already pending for the queue.
 //!
-//! Invariant: at exit every mbuf is back in the pool. Queued frames drain (shaped) for up to
+//! A frame longer than an mbuf (a jumbo frame, which drivers chain) is copied into one mbuf of
+//! a second pool before any stage sees it (`whole_frame`), so the pipeline always works on a
+//! frame in one segment.
+//!
+//! Invariant: at exit every mbuf is back in its pool. Queued frames drain (shaped) for up to
 //! a second; whatever is still queued then, or still between workers, is dropped and counted
 //! (`buffer_full`), frames the tx queue never took are freed and reported, and ports are
 //! closed before the pool is freed. All workers read time on one epoch (the TSC at start),
@@ -39,6 +43,7 @@
 use crate::config::{Config, WorkerModel};
 use crate::control::{ControlLink, ControlPlane};
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
+use crate::drops::DropReason;
 use crate::engine::port_tx;
 use crate::observe::stats::{CoreStats, SwitchStats};
 use crate::pipeline::classify::{Classifier, Verdict};
@@ -164,6 +169,23 @@ pub fn mempool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u
     let between_workers = workers * (workers - 1) * (SHARD_RING as u64 + 1) * BATCH as u64;
     let overcommit = workers * (workers - 1) * frames_per_loop(config, workers as usize) as u64;
     (rings + bursts + queued + between_workers + overcommit + 512).min(u64::from(u32::MAX)) as u32
+}
+
+/// Jumbo mbufs a run needs: a frame that takes one is longer than a plain mbuf, so it
+/// charges more than `frame_room` bytes of buffer, and the buffer (with the staleness
+/// overcommit of sharded workers, `mempool_size`) holds proportionally fewer of them; plus
+/// the tx rings and bursts, the rings between workers and a margin, which may all be jumbo.
+pub fn jumbo_pool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u32 {
+    let all = u64::from(mempool_size(config, rx_queues_per_port, workers));
+    let queued = Switch::<Mbuf>::arena_capacity(config) as u64;
+    let frame_room = u64::from(dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE - dpdk_sys::RTE_PKTMBUF_HEADROOM);
+    let cells_per_jumbo = crate::tm::plan::charge(frame_room as usize + 1) / crate::tm::plan::CELL_BYTES;
+    // The rx rings hold plain mbufs (chains): what is not queued, less the rx rings, may be
+    // jumbo; what is queued is at most one jumbo frame per `cells_per_jumbo` cells.
+    let ports = config.ports.len() as u64;
+    let rx_rings = ports * u64::from(dpdk::RX_DESCRIPTORS) * rx_queues_per_port;
+    let elsewhere = all - queued - rx_rings;
+    (queued.div_ceil(cells_per_jumbo) + elsewhere).min(u64::from(u32::MAX)) as u32
 }
 
 /// Batches a ring between two run-to-completion workers holds.
@@ -367,6 +389,27 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
             ),
         })?);
     tracing::info!("mbuf pool: {pool_size} mbufs of {data_room} bytes");
+    // Frames longer than one mbuf (jumbo frames up to switch.mtu) are copied out of their
+    // chains into mbufs of a second pool, sized by the buffer's bytes, not its frame count.
+    let jumbo_room = config.mtu as usize + dpdk::LINK_HEADERS;
+    let jumbo = if jumbo_room > pool.frame_room() {
+        let size = jumbo_pool_size(config, rx_lcores.len().max(1) as u64, shard_workers as u64);
+        let data_room = (jumbo_room + dpdk_sys::RTE_PKTMBUF_HEADROOM as usize) as u16;
+        let jumbo = Mempool::new(eal, "raceway_jumbo", size, 64, data_room, -1).map_err(|err| DpdkError {
+            context: err.context,
+            problem: format!(
+                "{} (about {} MiB for frames up to switch.mtu = {}): give the EAL more memory (-m), or lower \
+                 switch.mtu or switch.buffer_bytes",
+                err.problem,
+                (u64::from(size) * (u64::from(data_room) + 192)) >> 20,
+                config.mtu
+            ),
+        })?;
+        tracing::info!("jumbo mbuf pool: {size} mbufs of {data_room} bytes");
+        Some(Arc::new(jumbo))
+    } else {
+        None
+    };
     let mut ports = Vec::with_capacity(config.ports.len());
     for port in &config.ports {
         let name = device_name(port.device.as_deref().unwrap_or_default());
@@ -376,7 +419,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         })?;
         // One rx queue per RX worker (RSS spreads flows over them where the device hashes);
         // run-to-completion's single worker polls one.
-        let started = Port::start(id, &port.name, &pool, rx_lcores.len().max(1) as u16)?;
+        let started = Port::start(id, &port.name, &pool, rx_lcores.len().max(1) as u16, config.mtu)?;
         tracing::info!(
             "port '{}': ethdev {id}, driver {}, {} Gb/s configured, {} rx queue(s){}",
             port.name,
@@ -474,6 +517,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let started = Instant::now();
     let new_worker = |switch: Switch<Mbuf>, slot: usize| {
         let mut worker = Worker::new(config, eal.tsc_hz(), Arc::clone(&pool), switch, slot, epoch_tsc);
+        worker.jumbo = jumbo.clone();
         worker.tap = capture.as_ref().map(crate::observe::capture::Capture::tap);
         worker.control = control.as_ref().map(|plane| Arc::clone(&plane.link));
         worker
@@ -530,6 +574,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
             rings.push(Arc::clone(&ring));
             let owned = dealt[index].clone();
             let mut rx = RxWorker::new(config, owned, ring, index + 1, eal.tsc_hz());
+            rx.jumbo = jumbo.clone();
             rx.tap = capture.as_ref().map(crate::observe::capture::Capture::tap);
             rx.control = control.as_ref().map(|plane| Arc::clone(&plane.link));
             let (task_ports, task_shared) = (Arc::clone(&ports), Arc::clone(&shared));
@@ -642,13 +687,16 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         Ok(ports) => drop(ports),
         Err(_) => unreachable!("the worker has exited and released its ports"),
     }
-    let available = pool.available();
-    if available != pool.size() {
-        tracing::warn!("{} mbufs not back in the pool at exit", pool.size() - available);
+    // Both pools: what is missing from either at exit leaked.
+    let pools = std::iter::once(&pool).chain(jumbo.as_ref());
+    let (size, available) =
+        pools.fold((0, 0), |(size, available), pool| (size + pool.size(), available + pool.available()));
+    if available != size {
+        tracing::warn!("{} mbufs not back in the pool at exit", size - available);
     }
     Ok(LiveReport {
         stats: final_stats,
-        mbufs_in_pool: pool.size(),
+        mbufs_in_pool: size,
         mbufs_available_at_exit: available,
         unsent_at_exit: unsent,
         elapsed,
@@ -710,6 +758,8 @@ struct Worker {
     injects: bool,
     /// For the PFC frames the switch sends.
     pool: Arc<Mempool>,
+    /// Jumbo mbufs that frames longer than one of `pool`'s are copied into (`whole_frame`).
+    jumbo: Option<Arc<Mempool>>,
     /// Copies captured ports' frames for `--capture`.
     tap: Option<crate::observe::capture::Tap>,
     /// The rings to and from the control thread, and the FIB it publishes (`[control]`).
@@ -745,6 +795,7 @@ impl Worker {
             rx_queues: Vec::new(),
             injects: false,
             pool,
+            jumbo: None,
             tap: None,
             control: None,
         }
@@ -827,6 +878,13 @@ impl Worker {
                         let mut cut = CutToTx::new(&mut egress, self.tap.as_ref(), now, tsc, &mut earlier);
                         for mbuf in rx.drain() {
                             received += 1;
+                            let mbuf = match whole_frame(mbuf, self.jumbo.as_deref()) {
+                                Ok(mbuf) => mbuf,
+                                Err((mbuf, reason)) => {
+                                    self.switch.receive_classified(index, mbuf, Verdict::Drop(reason), now);
+                                    continue;
+                                }
+                            };
                             if let Some(tap) = tap {
                                 tap.copy(index, false, tsc, crate::packet::PacketBuf::data(&mbuf));
                             }
@@ -1076,6 +1134,30 @@ fn exchange_with_control(switch: &mut Switch<Mbuf>, link: &ControlLink, now: u64
     injected
 }
 
+/// A received frame as the pipeline takes it: in one segment. A driver chains a frame longer
+/// than an mbuf's room; it is copied into a jumbo mbuf (the chain is freed). When it cannot
+/// be, the frame comes back with why it is dropped: longer than the jumbo room, which holds
+/// `switch.mtu` plus Ethernet and two VLAN tags (`oversize`, as the classifier would say),
+/// or no jumbo mbuf free (`buffer_full`; the jumbo pool is sized so that it never runs dry).
+#[inline(always)]
+fn whole_frame(mbuf: Mbuf, jumbo: Option<&Mempool>) -> Result<Mbuf, (Mbuf, DropReason)> {
+    if !mbuf.is_chained() {
+        return Ok(mbuf);
+    }
+    linearized(mbuf, jumbo)
+}
+
+#[inline(never)]
+fn linearized(mbuf: Mbuf, jumbo: Option<&Mempool>) -> Result<Mbuf, (Mbuf, DropReason)> {
+    let Some(pool) = jumbo.filter(|pool| crate::packet::PacketBuf::len(&mbuf) <= pool.frame_room()) else {
+        return Err((mbuf, DropReason::Oversize));
+    };
+    match mbuf.linearize(pool) {
+        Some(single) => Ok(single),
+        None => Err((mbuf, DropReason::BufferFull)),
+    }
+}
+
 /// A pipelined RX worker: polls its ports, classifies, hands frames to the scheduler worker.
 struct RxWorker {
     classifier: Classifier,
@@ -1091,6 +1173,8 @@ struct RxWorker {
     tap: Option<crate::observe::capture::Tap>,
     /// Where the control plane publishes the FIB (`[control]`).
     control: Option<Arc<ControlLink>>,
+    /// Jumbo mbufs that frames longer than one mbuf are copied into (`whole_frame`).
+    jumbo: Option<Arc<Mempool>>,
 }
 
 impl RxWorker {
@@ -1110,6 +1194,7 @@ impl RxWorker {
             tsc_hz,
             tap: None,
             control: None,
+            jumbo: None,
         }
     }
 
@@ -1132,13 +1217,19 @@ impl RxWorker {
                 let mut count = 0;
                 let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
                 let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
-                for mut mbuf in rx.drain() {
+                for mbuf in rx.drain() {
                     received += 1;
-                    if let Some(tap) = tap {
-                        tap.copy(index, false, tsc, crate::packet::PacketBuf::data(&mbuf));
-                    }
                     let len = crate::packet::PacketBuf::len(&mbuf) as u64;
-                    let verdict = self.classifier.classify(crate::packet::PacketBuf::data_mut(&mut mbuf));
+                    let (mbuf, verdict) = match whole_frame(mbuf, self.jumbo.as_deref()) {
+                        Ok(mut mbuf) => {
+                            if let Some(tap) = tap {
+                                tap.copy(index, false, tsc, crate::packet::PacketBuf::data(&mbuf));
+                            }
+                            let verdict = self.classifier.classify(crate::packet::PacketBuf::data_mut(&mut mbuf));
+                            (mbuf, verdict)
+                        }
+                        Err((mbuf, reason)) => (mbuf, Verdict::Drop(reason)),
+                    };
                     if let Verdict::Drop(reason) = verdict {
                         let port = &mut self.stats.ports[index];
                         port.rx_packets += 1;
@@ -1192,6 +1283,10 @@ mod tests {
         // Two workers: two rings of 16 batches and a batch being filled each way, and one loop
         // of the other worker each (2 ports, 2 rings + 1, of 32 frames).
         assert_eq!(mempool_size(&config, 1, 2), 74_497 + 2 * 17 * 32 + 2 * (5 * 32));
+        // Jumbo mbufs: a jumbo frame takes at least 9 cells (2,049 bytes or more), so the
+        // buffer holds 65,537 / 9 of them; everything else but the rx rings may be jumbo.
+        assert_eq!(jumbo_pool_size(&config, 1, 1), 65_537u32.div_ceil(9) + (74_497 - 65_537 - 4 * 1024));
+        assert_eq!(jumbo_pool_size(&config, 1, 1), 12_146);
     }
 
     #[test]

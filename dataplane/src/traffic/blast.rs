@@ -223,7 +223,8 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     )?);
     let name = crate::engine::live::device_name(&options.device);
     let id = Port::find(name)?;
-    let port = Port::start(id, "blast", &pool, 1)?;
+    // MTU 0: the driver's default; blast's frames fit one mbuf.
+    let port = Port::start(id, "blast", &pool, 1, 0)?;
     // Settle before the trial: the receiver may still be starting its other ports after our
     // link came up, and frames sent then would find its rx ring full.
     std::thread::sleep(SETTLE);
