@@ -1048,40 +1048,75 @@ fn a_lossless_incast_across_two_workers_loses_nothing() {
     lossless_incast_with_pfc_honouring_hosts("live-pfc-shards", "lcores = \"0@0,1@1,2@1\"");
 }
 
+/// Four hosts into one port, over two run-to-completion workers: s0, s1 and s2 on one worker,
+/// s3 and the sink on the other, so three quarters of the incast crosses between workers and
+/// the first worker's groups decide XON from credits. Set up as the two-worker incast above (1 Gb/s
+/// links, 1,024-frame memif rings, 2 MB of headroom per group); the four hosts share the
+/// first CPU.
+#[test]
+fn a_four_to_one_lossless_incast_across_two_workers_loses_nothing() {
+    lossless_incast_with_pfc_honouring_hosts("live-pfc-4to1", "lcores = \"0@0,1@1,2@1\"\n#four");
+}
+
 fn lossless_incast_with_pfc_honouring_hosts(name: &str, lcores: &str) {
     let (ring_log2, headroom, link_gbps, rate_gbps) =
         if lcores.is_empty() { (6, 1_048_576, 10, 2) } else { (10, 2_097_152, 1, 1) };
+    let four = lcores.contains("#four");
     let _cpus = cpus_alone();
     let dir = temp_dir(name);
     let trace = dir.join("flows.pcap");
     run_ok(raceway().args(["gen", "flows", "--packets", "200", "--size", "1078", "--dscp", "26", "--out"]).arg(&trace));
     let socket = |name: &str| format!("{}/{name}.sock,socket-abstract=no,rsize={ring_log2}", dir.display());
-    let devices = [
-        format!("net_memif60,role=server,socket={}", socket("host0")),
-        "net_null60,no-rx=1".to_string(),
-        format!("net_memif61,role=server,socket={}", socket("up0")),
-        "net_null61,no-rx=1".to_string(),
-    ];
-    let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error""#;
-    let text = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)
-        .replace("speed_gbps = 100", &format!("speed_gbps = {link_gbps}"))
-        .replacen(
-            &format!("name = \"host1\"\ndevice = \"net_null60,no-rx=1\"\nspeed_gbps = {link_gbps}"),
-            "name = \"host1\"\ndevice = \"net_null60,no-rx=1\"\nspeed_gbps = 1",
-            1,
-        )
-        .replace(
-            "lossless = [3]",
-            &format!("lossless = [3]\n[qos.pfc]\nheadroom_bytes = {headroom}\nxoff_bytes = 500000\nxon_bytes = 250000"),
-        );
-    let text = if lcores.is_empty() { text } else { text.replace("lcores = \"0-1\"", lcores) };
+    let pfc = format!("[qos.pfc]\nheadroom_bytes = {headroom}\nxoff_bytes = 500000\nxon_bytes = 250000");
+    // The sending ports, and the port all their traffic (to 10.0.1.0/24) leaves by.
+    let (senders, sink): (Vec<String>, &str) = if four {
+        ((0..4).map(|index| format!("s{index}")).collect(), "sink")
+    } else {
+        (vec!["host0".into(), "up0".into()], "host1")
+    };
+    let text = if four {
+        let eal = r#""--no-huge", "-m", "1536", "--no-pci", "--no-shconf", "--log-level", "*:error""#;
+        let mut leaf = raceway::testing::Leaf::new("four-to-one").qos(&format!(
+            "dscp_to_tc = {{ 26 = 3, default = 0 }}\nlossless = [3]\n[qos.scheduler]\nstrict = [6, 7]\n\
+             dwrr = {{ 0 = 50, 3 = 50 }}\n{pfc}"
+        ));
+        for (index, sender) in senders.iter().enumerate() {
+            let device = format!("device = \"net_memif{},role=server,socket={}\"", 60 + index, socket(sender));
+            leaf = leaf.port_to(sender, f64::from(link_gbps), &format!("02:00:00:00:10:{index:02x}"), &device);
+        }
+        leaf.port_to(sink, 1.0, "02:00:00:00:11:00", "device = \"net_null60,no-rx=1\"")
+            .route("10.0.1.0/24", sink)
+            .tables(&format!("[dpdk]\neal = [{eal}]\n{}", lcores.replace("\n#four", "")))
+            .toml()
+    } else {
+        let devices = [
+            format!("net_memif60,role=server,socket={}", socket("host0")),
+            "net_null60,no-rx=1".to_string(),
+            format!("net_memif61,role=server,socket={}", socket("up0")),
+            "net_null61,no-rx=1".to_string(),
+        ];
+        let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error""#;
+        let text = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)
+            .replace("speed_gbps = 100", &format!("speed_gbps = {link_gbps}"))
+            .replacen(
+                &format!("name = \"host1\"\ndevice = \"net_null60,no-rx=1\"\nspeed_gbps = {link_gbps}"),
+                "name = \"host1\"\ndevice = \"net_null60,no-rx=1\"\nspeed_gbps = 1",
+                1,
+            )
+            .replace("lossless = [3]", &format!("lossless = [3]\n{pfc}"));
+        assert!(text.contains("net_null60,no-rx=1\"\nspeed_gbps = 1\n"), "host1 runs at 1 Gb/s");
+        if lcores.is_empty() {
+            text
+        } else {
+            text.replace("lcores = \"0-1\"", lcores)
+        }
+    };
     let config = dir.join("leaf.toml");
-    assert!(text.contains("net_null60,no-rx=1\"\nspeed_gbps = 1\n"), "host1 runs at 1 Gb/s");
     std::fs::write(&config, text).unwrap();
     let stats_path = dir.join("stats.json");
     let id = std::process::id();
     let mut switch = start_switch(&config, &stats_path, &dir.join("raceway.log"), &format!("raceway-{name}-{id}"));
-    let hosts: Vec<KillOnDrop> = ["host0", "up0"]
+    let hosts: Vec<KillOnDrop> = senders
         .iter()
         .enumerate()
         .map(|(index, port)| {
@@ -1118,7 +1153,8 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, lcores: &str) {
     assert!(status.success(), "raceway failed: {log}");
     let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
     let mut sent = 0;
-    for (report, port) in reports.iter().zip(["host0", "up0"]) {
+    for (report, port) in reports.iter().zip(&senders) {
+        let port = port.as_str();
         let drops: u64 = stats["ports"][port]["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
         assert_eq!(drops, 0, "{port} dropped: {}", stats["ports"][port]["drops"]);
         assert_eq!(stats["ports"][port]["rx_packets"], report["sent"], "{port}: raceway received all blast sent");
@@ -1133,7 +1169,9 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, lcores: &str) {
         sent += report["sent"].as_u64().unwrap();
     }
     assert!(sent > 1000, "the hosts sent only {sent} frames");
-    assert_eq!(stats["ports"]["host1"]["tx_packets"].as_u64().unwrap(), sent, "every frame delivered");
+    let xoff: Vec<&serde_json::Value> = senders.iter().map(|port| &stats["ports"][port]["pfc_xoff_tx"][3]).collect();
+    eprintln!("{name}: {sent} frames sent and delivered; XOFF per sender {xoff:?}");
+    assert_eq!(stats["ports"][sink]["tx_packets"].as_u64().unwrap(), sent, "every frame delivered");
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"]);
     let workers = if lcores.is_empty() { 1 } else { 2 };
     assert_eq!(stats["cores"].as_array().unwrap().len(), workers, "{}", stats["cores"]);
