@@ -179,6 +179,20 @@ mod tests {
         assert_eq!(Resolved::lookup(&fib, v4("192.0.2.1"), &enabled), Resolved::NoRoute);
     }
 
+    /// IPv6 hosts often differ only in their prefix (the same interface ID behind each rack's
+    /// /64): the slot must depend on the upper half too.
+    #[test]
+    fn ipv6_destinations_that_differ_in_their_prefix_spread_over_slots() {
+        let config = config();
+        let enabled: Vec<bool> = config.ports.iter().map(|port| port.enabled).collect();
+        let fib = Fib::new(&config, &Learned::default(), 1);
+        let mut cache = ResolveCache::default();
+        for rack in 0..64u128 {
+            cache.resolve(&fib, Destination::V6(0x2001_0db8 << 96 | rack << 64 | 1), &enabled);
+        }
+        assert!(cache.filled() > 32, "{} slots for 64 prefixes", cache.filled());
+    }
+
     #[test]
     fn the_cache_answers_what_the_snapshot_does_and_forgets_an_old_one() {
         let config = config();
