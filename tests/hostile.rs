@@ -221,6 +221,37 @@ fn hostile_pcap_files_are_one_clear_error() {
     one_error_line(&replay_file("hostile-file-magic", &magic), &["in.pcap"]);
     one_error_line(&replay_file("hostile-file-empty", &[]), &["in.pcap"]);
     one_error_line(&replay_file("hostile-file-header-only", &bytes[..10]), &["in.pcap"]);
+
+    // The same frames as pcapng (one interface, microseconds), then broken.
+    let mut pcapng = Vec::new();
+    {
+        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        let mut writer = pcap_file::pcapng::PcapNgWriter::new(&mut pcapng).unwrap();
+        let interface =
+            InterfaceDescriptionBlock { linktype: pcap_file::DataLink::ETHERNET, snaplen: 0, options: vec![] };
+        writer.write_pcapng_block(interface).unwrap();
+        for time in [0u64, 1] {
+            let data = std::borrow::Cow::Owned(v4_frame(100));
+            let packet = EnhancedPacketBlock {
+                interface_id: 0,
+                timestamp: std::time::Duration::from_nanos(time),
+                original_len: 100,
+                data,
+                options: vec![],
+            };
+            writer.write_pcapng_block(packet).unwrap();
+        }
+    }
+    let out = replay_file("hostile-pcapng-good", &pcapng);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    one_error_line(&replay_file("hostile-pcapng-cut", &pcapng[..pcapng.len() - 30]), &["in.pcap", "block"]);
+    let mut length = pcapng.clone();
+    // The first packet block's length field (after a 28-byte section header and a 20-byte
+    // interface description): far past the end.
+    length[48 + 4..48 + 8].copy_from_slice(&0x7fff_fff0u32.to_le_bytes());
+    one_error_line(&replay_file("hostile-pcapng-length", &length), &["in.pcap", "block"]);
+    one_error_line(&replay_file("hostile-pcapng-header-only", &pcapng[..12]), &["in.pcap"]);
 }
 
 /// A million frames replay in bounded time and memory, every one accounted for.

@@ -235,6 +235,46 @@ fn same_inputs_give_the_same_bytes() {
     }
 }
 
+/// A trace converted to pcapng by Wireshark's editcap (both byte orders are the writer's
+/// choice; editcap writes the machine's) replays to the same bytes as the pcap it came from.
+#[test]
+fn a_pcapng_conversion_replays_like_its_pcap() {
+    let host0 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
+        packets: 400,
+        seed: 3,
+        rate_gbps: 90.0,
+        ..Default::default()
+    });
+    let config = four_port_config("", ["", "", "", ""], "");
+    let from_pcap = replay(&config, &[("host0", &host0)], "pcapng-from-pcap", 7);
+    let dir = temp_dir("pcapng-converted");
+    let pcap = from_pcap.parent().unwrap().join("in-host0.pcap");
+    let pcapng = dir.join("in-host0.pcapng");
+    let output = std::process::Command::new("editcap")
+        .args(["-F", "pcapng"])
+        .arg(&pcap)
+        .arg(&pcapng)
+        .output()
+        .expect("editcap comes with tshark, which make deps installs");
+    assert!(output.status.success(), "editcap: {}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(&std::fs::read(&pcapng).unwrap()[..4], &[0x0a, 0x0d, 0x0d, 0x0a], "editcap wrote pcapng");
+    std::fs::write(dir.join("leaf.toml"), &config).unwrap();
+    run_ok(
+        raceway()
+            .args(["replay", "-c"])
+            .arg(dir.join("leaf.toml"))
+            .args(["--seed", "7", "--in"])
+            .arg(format!("host0={}", pcapng.display()))
+            .arg("--out")
+            .arg(dir.join("out")),
+    );
+    for file in ["host0.pcap", "host1.pcap", "up0.pcap", "up1.pcap", "stats.json"] {
+        let (a, b) = (std::fs::read(from_pcap.join(file)).unwrap(), std::fs::read(dir.join("out").join(file)).unwrap());
+        assert!(a == b, "{file} differs");
+    }
+    assert!(stats(&dir.join("out"))["ports"]["host0"]["rx_packets"].as_u64().unwrap() == 400);
+}
+
 /// Two hosts at 100G into one host at 10G through a small buffer: the egress is paced at
 /// 10G exactly, the excess is tail-dropped as buffer_full, and packets are conserved.
 #[test]

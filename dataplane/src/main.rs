@@ -61,7 +61,8 @@ enum Command {
     Replay {
         #[arg(short, long)]
         config: PathBuf,
-        /// PORT=FILE.pcap: what the host on PORT offers (repeat per port).
+        /// PORT=FILE: what the host on PORT offers, a pcap or pcapng file (repeat per port);
+        /// for pcapng, FILE:if=N|NAME picks an interface and FILE:dir=in|out a direction.
         #[arg(long = "in", value_name = "PORT=FILE")]
         inputs: Vec<String>,
         #[arg(long)]
@@ -387,9 +388,13 @@ fn execute(command: Command) -> Result<(), Failure> {
         Command::Replay { config: config_path, inputs, out, seed, ignore_pfc, report } => {
             let config = Config::load(&config_path)?;
             if inputs.is_empty() {
-                return Err(Failure("--in: give at least one PORT=FILE.pcap".into()));
+                return Err(Failure("--in: give at least one PORT=FILE (pcap or pcapng)".into()));
             }
-            let inputs = config.port_files("--in", &inputs, &config_path)?;
+            let inputs = config
+                .port_files("--in", &inputs, &config_path)?
+                .into_iter()
+                .map(|(port, file)| Ok((port, replay::pcap::TraceSpec::parse("--in", &file.to_string_lossy())?)))
+                .collect::<Result<Vec<_>, raceway::error::InputError>>()?;
             let ignore_pfc = ignore_pfc
                 .iter()
                 .map(|port| config.port_for_flag("--peer-ignores-pfc", port, &config_path))

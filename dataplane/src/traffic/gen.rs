@@ -49,7 +49,7 @@ fn check_size_and_rate(frame_len: usize, rate_gbps: f64) -> Result<(), InputErro
 
 /// Writes `(time ns, frame)` pairs as a pcap at `path`.
 pub fn write_trace(path: &std::path::Path, frames: &[(u64, Vec<u8>)]) -> Result<(), InputError> {
-    let mut writer = crate::engine::replay::pcap::CaptureWriter::create(path)?;
+    let mut writer = crate::engine::replay::pcap::CaptureWriter::create(path, 0)?;
     for (time_ns, bytes) in frames {
         writer.write(time_ns * 1000, bytes)?;
     }

@@ -37,7 +37,7 @@ use crate::switch::{Switch, NEVER};
 use crate::tm::pfc::Pauses;
 use crate::tm::plan;
 use crate::wire::pfc::Repr;
-use pcap::{read_trace, CaptureWriter, TraceFrame};
+use pcap::{read_traces, CaptureWriter, TraceFrame, TraceSpec};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
@@ -112,13 +112,15 @@ struct Engine<'a> {
 /// every port and `out_dir/stats.json`.
 pub fn run(
     config: &Config,
-    inputs: &[(usize, PathBuf)],
+    inputs: &[(usize, TraceSpec)],
     out_dir: &Path,
     options: &ReplayOptions,
 ) -> Result<SwitchStats, InputError> {
     let mut traces: Vec<Vec<TraceFrame>> = (0..config.ports.len()).map(|_| Vec::new()).collect();
-    for (port, path) in inputs {
-        traces[*port] = read_trace(path)?;
+    let specs: Vec<&TraceSpec> = inputs.iter().map(|(_, spec)| spec).collect();
+    let (origin_ns, read) = read_traces(&specs)?;
+    for ((port, _), trace) in inputs.iter().zip(read) {
+        traces[*port] = trace;
     }
     std::fs::create_dir_all(out_dir).map_err(|err| InputError {
         file: out_dir.display().to_string(),
@@ -144,7 +146,7 @@ pub fn run(
         ports.push(PortState {
             peer,
             transmitting: false,
-            capture: CaptureWriter::create(&out_dir.join(format!("{}.pcap", port.name)))?,
+            capture: CaptureWriter::create(&out_dir.join(format!("{}.pcap", port.name)), origin_ns)?,
         });
     }
     let mut engine = Engine { config, switch, ports, events: EventQueue::default(), timer: Alarm::default(), recorder };

@@ -1,59 +1,407 @@
 //! Reading input traces and writing output captures for replay.
 //!
-//! Invariant: a trace is either read whole, with timestamps in picoseconds, or rejected with
-//! one `InputError` naming the file, the record and the problem; output captures are Ethernet
-//! pcaps with nanosecond timestamps.
+//! Inputs are Ethernet captures in either format Wireshark and tcpdump write:
+//! - pcap, with micro- or nanosecond timestamps, in either byte order;
+//! - pcapng: section headers (either byte order, several sections), interface descriptions
+//!   (link type, `if_name`, `if_tsresol`, `if_tsoffset`), enhanced and simple packet blocks,
+//!   any number of interfaces. A `TraceSpec` picks the frames of one interface (`:if=1` or
+//!   `:if=NAME`; required when the file has several) and, optionally, one direction
+//!   (`:dir=in` or `:dir=out`, from the enhanced packet block's flags), so that a live
+//!   `run --capture` file replays directly. A simple packet block has no timestamp: it
+//!   takes the time of the frame before it. Other blocks are skipped.
+//!
+//! A truncated record (captured length under the frame's length: the capture ran with a snap
+//! length) is an error naming the file and record: replay needs whole frames, and a cut
+//! frame would be counted as malformed by the switch instead of as what it was.
+//!
+//! Timestamps are the file's (Unix time for real captures): `read_traces` counts them from the
+//! whole second of the earliest input's first frame, and output captures add that back.
+//!
+//! Invariant: a trace is read as frames with timestamps in picoseconds, in file order, or
+//! rejected with one `InputError` naming the file, the record or block and the problem; output
+//! captures are Ethernet pcaps with nanosecond timestamps.
 
 use crate::error::InputError;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
+use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::{DataLink, TsResolution};
 use std::fmt;
 use std::fs::File;
-use std::io::{BufReader, BufWriter};
+use std::io::{BufReader, BufWriter, Read, Seek};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A frame offered at `time_ps`.
+/// A frame offered at `time_ps`, counted from the replay's origin.
 pub struct TraceFrame {
     pub time_ps: u64,
     pub bytes: Vec<u8>,
 }
 
+/// A frame as its file timestamps it: picoseconds since the capture's epoch (Unix time for
+/// tcpdump and Wireshark, which is more picoseconds than a u64 holds).
+pub struct CapturedFrame {
+    pub time_ps: u128,
+    pub bytes: Vec<u8>,
+}
+
+/// Picoseconds per second.
+const PS_PER_S: u128 = 1_000_000_000_000;
+
 fn first_line(err: impl fmt::Display) -> String {
     err.to_string().lines().next().unwrap_or("").to_string()
 }
 
-/// Reads a whole Ethernet pcap (micro- or nanosecond timestamps).
-pub fn read_trace(path: &Path) -> Result<Vec<TraceFrame>, InputError> {
-    let error = |field: String, problem: String| InputError { file: path.display().to_string(), field, problem };
-    let file = File::open(path).map_err(|err| error("-".into(), format!("cannot open: {err}")))?;
-    let mut reader = PcapReader::new(BufReader::new(file))
-        .map_err(|err| error("header".into(), format!("not a pcap file: {}", first_line(err))))?;
-    let datalink = reader.header().datalink;
-    if datalink != DataLink::ETHERNET {
-        return Err(error("header.linktype".into(), format!("{datalink:?} is not Ethernet")));
+/// Which interface of a pcapng file to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InterfaceChoice {
+    Index(u32),
+    Name(String),
+}
+
+impl fmt::Display for InterfaceChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Index(index) => write!(f, "{index}"),
+            Self::Name(name) => write!(f, "'{name}'"),
+        }
     }
-    let mut frames = Vec::new();
-    while let Some(packet) = reader.next_packet() {
-        let record = frames.len();
-        let packet = packet.map_err(|err| error(format!("record {record}"), first_line(err)))?;
-        let time_ps = u64::try_from(packet.timestamp.as_nanos())
-            .ok()
-            .and_then(|ns| ns.checked_mul(1000))
-            .ok_or_else(|| error(format!("record {record}"), "timestamp out of range".into()))?;
-        frames.push(TraceFrame { time_ps, bytes: packet.data.into_owned() });
+}
+
+/// Which direction of a pcapng file's frames to read (the enhanced packet block's flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Frames the capturing port received.
+    In,
+    /// Frames it sent.
+    Out,
+}
+
+/// An input trace: a file, and for pcapng which of its frames.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceSpec {
+    pub path: PathBuf,
+    pub interface: Option<InterfaceChoice>,
+    pub direction: Option<Direction>,
+}
+
+impl TraceSpec {
+    /// A whole file.
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into(), interface: None, direction: None }
     }
-    Ok(frames)
+
+    /// `FILE[:if=N|NAME][:dir=in|out]`, as `--in` takes it after `PORT=`; `flag` names the
+    /// flag in errors.
+    pub fn parse(flag: &str, text: &str) -> Result<Self, InputError> {
+        let mut rest = text;
+        let mut spec = Self::file("");
+        // Selectors are peeled from the end, so a path may itself hold ':'.
+        while let Some((head, tail)) = rest.rsplit_once(':') {
+            let Some((key, value)) = tail.split_once('=') else { break };
+            match key {
+                "if" if spec.interface.is_none() => {
+                    spec.interface = Some(match value.parse::<u32>() {
+                        Ok(index) => InterfaceChoice::Index(index),
+                        Err(_) if !value.is_empty() => InterfaceChoice::Name(value.to_string()),
+                        Err(_) => {
+                            return Err(InputError::flag(flag, format!("'{text}': if= needs an index or a name")))
+                        }
+                    })
+                }
+                "dir" if spec.direction.is_none() => {
+                    spec.direction = Some(match value {
+                        "in" => Direction::In,
+                        "out" => Direction::Out,
+                        _ => return Err(InputError::flag(flag, format!("'{text}': dir= is in or out, not '{value}'"))),
+                    })
+                }
+                "if" | "dir" => return Err(InputError::flag(flag, format!("'{text}': {key}= is given twice"))),
+                _ => break,
+            }
+            rest = head;
+        }
+        if rest.is_empty() {
+            return Err(InputError::flag(flag, format!("'{text}' names no file")));
+        }
+        spec.path = PathBuf::from(rest);
+        Ok(spec)
+    }
+}
+
+impl fmt::Display for TraceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.path.display())
+    }
+}
+
+/// The first four bytes of a pcapng file (a section header block's type).
+const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
+/// Reads an input trace frame by frame.
+pub struct TraceReader {
+    file: String,
+    format: Format,
+    /// Records (pcap) or blocks (pcapng) read so far, for error messages.
+    position: usize,
+}
+
+enum Format {
+    Pcap(PcapReader<BufReader<File>>),
+    PcapNg(Box<PcapNgState>),
+}
+
+struct PcapNgState {
+    reader: PcapNgReader<BufReader<File>>,
+    interface: Option<InterfaceChoice>,
+    direction: Option<Direction>,
+    /// The time of the last frame read (for simple packet blocks, which carry none).
+    last_ps: u128,
+    /// Whether a packet of the chosen interface was seen (else, at the end, the choice named
+    /// no interface of the file).
+    found_interface: bool,
+}
+
+/// An interface's timestamp unit and offset, in picoseconds.
+struct Clock {
+    /// (numerator, denominator): a timestamp unit is numerator / denominator ps.
+    unit: (u128, u128),
+    offset_ps: u128,
+}
+
+impl Clock {
+    fn of(interface: &InterfaceDescriptionBlock) -> Self {
+        let mut resolution = 6u8;
+        let mut offset_s = 0u64;
+        for option in &interface.options {
+            match option {
+                InterfaceDescriptionOption::IfTsResol(value) => resolution = *value,
+                InterfaceDescriptionOption::IfTsOffset(value) => offset_s = *value,
+                _ => {}
+            }
+        }
+        // Most significant bit set: a power of two; else a power of ten (of a second).
+        let unit = if resolution & 0x80 != 0 {
+            (1_000_000_000_000, 1u128 << (resolution & 0x7f).min(127))
+        } else if resolution <= 12 {
+            (10u128.pow(12 - u32::from(resolution)), 1)
+        } else {
+            (1, 10u128.pow(u32::from(resolution.min(38)) - 12))
+        };
+        Self { unit, offset_ps: u128::from(offset_s) * 1_000_000_000_000 }
+    }
+
+    fn ps(&self, ticks: u128) -> Option<u128> {
+        (ticks.checked_mul(self.unit.0)? / self.unit.1).checked_add(self.offset_ps)
+    }
+}
+
+impl TraceReader {
+    pub fn open(spec: &TraceSpec) -> Result<Self, InputError> {
+        let file = spec.path.display().to_string();
+        let error = |field: &str, problem: String| InputError::new(&file, field, problem);
+        let mut handle = File::open(&spec.path).map_err(|err| error("-", format!("cannot open: {err}")))?;
+        let mut magic = [0u8; 4];
+        let is_pcapng = handle.read_exact(&mut magic).is_ok() && magic == PCAPNG_MAGIC;
+        handle.rewind().map_err(|err| error("-", format!("cannot read: {err}")))?;
+        // Large buffered reads: a trace is read once, front to back.
+        let buffered = BufReader::with_capacity(1 << 20, handle);
+        let format = if is_pcapng {
+            let reader = PcapNgReader::new(buffered)
+                .map_err(|err| error("section header", format!("not a pcapng file: {}", first_line(err))))?;
+            Format::PcapNg(Box::new(PcapNgState {
+                reader,
+                interface: spec.interface.clone(),
+                direction: spec.direction,
+                last_ps: 0,
+                found_interface: false,
+            }))
+        } else {
+            if spec.interface.is_some() || spec.direction.is_some() {
+                return Err(error("-", "if= and dir= choose frames of a pcapng file; this is a pcap file".into()));
+            }
+            let reader = PcapReader::new(buffered)
+                .map_err(|err| error("header", format!("not a pcap or pcapng file: {}", first_line(err))))?;
+            let datalink = reader.header().datalink;
+            if datalink != DataLink::ETHERNET {
+                return Err(error("header.linktype", format!("{datalink:?} is not Ethernet")));
+            }
+            Format::Pcap(reader)
+        };
+        // pcapng blocks count from the section header (block 0), which opening read.
+        let position = usize::from(matches!(format, Format::PcapNg(_)));
+        Ok(Self { file, format, position })
+    }
+
+    /// The next frame, `None` at the end of the file.
+    pub fn next_frame(&mut self) -> Option<Result<CapturedFrame, InputError>> {
+        match &mut self.format {
+            Format::Pcap(reader) => {
+                let record = self.position;
+                let packet = reader.next_packet()?;
+                self.position += 1;
+                let error = |problem: String| InputError::new(&self.file, format!("record {record}"), problem);
+                Some(packet.map_err(|err| error(first_line(err))).and_then(|packet| {
+                    whole(packet.data.len(), packet.orig_len as usize).map_err(error)?;
+                    let time_ps = packet.timestamp.as_nanos() * 1000;
+                    Ok(CapturedFrame { time_ps, bytes: packet.data.into_owned() })
+                }))
+            }
+            Format::PcapNg(state) => loop {
+                let block_index = self.position;
+                let Some(block) = state.reader.next_block() else {
+                    // At the end: an interface chosen by index or name that no packet had.
+                    return match state.interface.take() {
+                        Some(choice) if !state.found_interface => Some(Err(InputError::new(
+                            &self.file,
+                            "-",
+                            format!("no packet of interface {choice} ({} interfaces)", state.reader.interfaces().len()),
+                        ))),
+                        _ => None,
+                    };
+                };
+                self.position += 1;
+                let error = |problem: String| InputError::new(&self.file, format!("block {block_index}"), problem);
+                let block = match block {
+                    // Owned, so that the interface table can be read with it (the frame's
+                    // bytes are copied once either way).
+                    Ok(block) => block.into_owned(),
+                    Err(err) => return Some(Err(error(first_line(err)))),
+                };
+                match state.frame(block) {
+                    Ok(Some(frame)) => return Some(Ok(frame)),
+                    Ok(None) => continue,
+                    Err(problem) => return Some(Err(error(problem))),
+                }
+            },
+        }
+    }
+}
+
+impl Iterator for TraceReader {
+    type Item = Result<CapturedFrame, InputError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_frame()
+    }
+}
+
+/// A record must hold its whole frame.
+fn whole(captured: usize, original: usize) -> Result<(), String> {
+    if captured < original {
+        return Err(format!(
+            "holds {captured} of the frame's {original} bytes (captured with a snap length): replay needs whole frames"
+        ));
+    }
+    Ok(())
+}
+
+impl PcapNgState {
+    /// The frame a block holds for this spec, if any.
+    fn frame(&mut self, block: Block<'static>) -> Result<Option<CapturedFrame>, String> {
+        let (interface_id, ticks, flags, original, data) = match block {
+            Block::EnhancedPacket(packet) => {
+                let flags = packet.options.iter().find_map(|option| match option {
+                    EnhancedPacketOption::Flags(flags) => Some(*flags),
+                    _ => None,
+                });
+                // pcap-file reads the 64-bit timestamp as nanoseconds: as_nanos gives back the
+                // raw count, which the interface's if_tsresol scales.
+                let ticks = Some(packet.timestamp.as_nanos());
+                (packet.interface_id, ticks, flags, packet.original_len as usize, packet.data)
+            }
+            Block::SimplePacket(packet) => (0, None, None, packet.original_len as usize, packet.data),
+            _ => return Ok(None),
+        };
+        // Interface descriptions come before the packets that name them (per section).
+        let interfaces = self.reader.interfaces();
+        let interface = interfaces
+            .get(interface_id as usize)
+            .ok_or_else(|| format!("a packet of interface {interface_id}, which no interface description declares"))?;
+        let wanted = match &self.interface {
+            Some(InterfaceChoice::Index(index)) => interface_id == *index,
+            Some(InterfaceChoice::Name(name)) => interface
+                .options
+                .iter()
+                .any(|option| matches!(option, InterfaceDescriptionOption::IfName(n) if n == name)),
+            None if interfaces.len() > 1 => {
+                return Err(format!("the file has {} interfaces: choose one with :if=N or :if=NAME", interfaces.len()))
+            }
+            None => true,
+        };
+        if !wanted {
+            return Ok(None);
+        }
+        self.found_interface = true;
+        if interface.linktype != DataLink::ETHERNET {
+            return Err(format!("interface {interface_id} is {:?}, not Ethernet", interface.linktype));
+        }
+        match (self.direction, flags.map(|flags| flags & 0b11)) {
+            (None, _) | (Some(Direction::In), Some(1)) | (Some(Direction::Out), Some(2)) => {}
+            (Some(_), Some(1 | 2)) => return Ok(None),
+            (Some(_), _) => return Err("dir= was given, but this packet has no direction flag".into()),
+        }
+        whole(data.len(), original)?;
+        let time_ps = match ticks {
+            Some(ticks) => Clock::of(interface).ps(ticks).ok_or("timestamp out of range")?,
+            None => self.last_ps,
+        };
+        self.last_ps = time_ps;
+        Ok(Some(CapturedFrame { time_ps, bytes: data.into_owned() }))
+    }
+}
+
+/// Reads whole traces, timed from one origin: the whole second in which the earliest of their
+/// first frames falls (0 for traces that start in their first second, as generated ones do),
+/// so that real captures, stamped in Unix time, fit picoseconds in a u64 and keep their
+/// sub-second times. A frame stamped before the origin (a capture whose timestamps step back
+/// before every input's first frame) is offered at the origin. Returns the origin in
+/// nanoseconds (output captures add it back) and each trace.
+pub fn read_traces(specs: &[&TraceSpec]) -> Result<(u64, Vec<Vec<TraceFrame>>), InputError> {
+    let captured: Vec<Vec<CapturedFrame>> =
+        specs.iter().map(|spec| TraceReader::open(spec)?.collect()).collect::<Result<_, _>>()?;
+    let first = captured.iter().filter_map(|frames| frames.first()).map(|frame| frame.time_ps).min().unwrap_or(0);
+    let origin_ps = first / PS_PER_S * PS_PER_S;
+    let origin_ns = u64::try_from(origin_ps / 1000)
+        .map_err(|_| InputError::new(specs[0], "-", "timestamps beyond the year 2554"))?;
+    let traces = captured
+        .into_iter()
+        .zip(specs)
+        .map(|(frames, spec)| {
+            frames
+                .into_iter()
+                .enumerate()
+                .map(|(index, frame)| {
+                    let time_ps = u64::try_from(frame.time_ps.saturating_sub(origin_ps)).map_err(|_| {
+                        InputError::new(spec, format!("frame {index}"), "more than 213 days after the first frame")
+                    })?;
+                    Ok(TraceFrame { time_ps, bytes: frame.bytes })
+                })
+                .collect::<Result<Vec<_>, InputError>>()
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((origin_ns, traces))
+}
+
+/// Reads one whole trace (timed as `read_traces` does).
+pub fn read_trace(spec: &TraceSpec) -> Result<Vec<TraceFrame>, InputError> {
+    let (_, mut traces) = read_traces(&[spec])?;
+    Ok(traces.pop().unwrap_or_default())
 }
 
 /// Writes frames to an Ethernet pcap with nanosecond timestamps.
 pub struct CaptureWriter {
     path: PathBuf,
     writer: PcapWriter<BufWriter<File>>,
+    /// Added to every timestamp: the inputs' origin (`read_traces`).
+    origin_ns: u64,
 }
 
 impl CaptureWriter {
-    pub fn create(path: &Path) -> Result<Self, InputError> {
+    /// A capture whose timestamps count from `origin_ns` (the inputs' origin, so that output
+    /// and input captures share one clock).
+    pub fn create(path: &Path, origin_ns: u64) -> Result<Self, InputError> {
         let error = |problem: String| InputError { file: path.display().to_string(), field: "-".into(), problem };
         let file = File::create(path).map_err(|err| error(format!("cannot create: {err}")))?;
         let header = PcapHeader {
@@ -63,11 +411,11 @@ impl CaptureWriter {
             ..PcapHeader::default()
         };
         let writer = PcapWriter::with_header(BufWriter::new(file), header).map_err(|err| error(first_line(err)))?;
-        Ok(Self { path: path.to_path_buf(), writer })
+        Ok(Self { path: path.to_path_buf(), writer, origin_ns })
     }
 
     pub fn write(&mut self, time_ps: u64, bytes: &[u8]) -> Result<(), InputError> {
-        let packet = PcapPacket::new(Duration::from_nanos(time_ps / 1000), bytes.len() as u32, bytes);
+        let packet = PcapPacket::new(Duration::from_nanos(time_ps / 1000 + self.origin_ns), bytes.len() as u32, bytes);
         self.writer.write_packet(&packet).map(|_| ()).map_err(|err| InputError {
             file: self.path.display().to_string(),
             field: "-".into(),
@@ -95,11 +443,11 @@ mod tests {
         let scratch = tempfile::tempdir().unwrap();
         let dir = scratch.path();
         let path = dir.join("t.pcap");
-        let mut writer = CaptureWriter::create(&path).unwrap();
+        let mut writer = CaptureWriter::create(&path, 0).unwrap();
         writer.write(1_234_567_000, &[1, 2, 3]).unwrap();
         writer.write(1_234_568_000, &[4; 60]).unwrap();
         writer.finish().unwrap();
-        let frames = read_trace(&path).unwrap();
+        let frames = read_trace(&TraceSpec::file(&path)).unwrap();
         assert_eq!(frames.len(), 2);
         assert_eq!(frames[0].time_ps, 1_234_567_000);
         assert_eq!(frames[1].bytes, vec![4; 60]);
@@ -111,21 +459,201 @@ mod tests {
         let dir = scratch.path();
         let path = dir.join("bad.pcap");
         std::fs::write(&path, b"not a capture at all, just text").unwrap();
-        let err = read_trace(&path).err().unwrap();
+        let err = read_trace(&TraceSpec::file(&path)).err().unwrap();
         assert_eq!(err.field, "header");
         assert!(!err.to_string().contains('\n'));
 
         let good = dir.join("good.pcap");
-        let mut writer = CaptureWriter::create(&good).unwrap();
+        let mut writer = CaptureWriter::create(&good, 0).unwrap();
         writer.write(0, &[7; 60]).unwrap();
         writer.write(1000, &[7; 60]).unwrap();
         writer.finish().unwrap();
         let mut bytes = std::fs::read(&good).unwrap();
         bytes.truncate(bytes.len() - 10);
         std::fs::write(&path, &bytes).unwrap();
-        let err = read_trace(&path).err().unwrap();
+        let err = read_trace(&TraceSpec::file(&path)).err().unwrap();
         assert_eq!(err.field, "record 1", "{err}");
 
-        assert_eq!(read_trace(&dir.join("missing.pcap")).err().unwrap().field, "-");
+        assert_eq!(read_trace(&TraceSpec::file(dir.join("missing.pcap"))).err().unwrap().field, "-");
+    }
+
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+    use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+    use pcap_file::pcapng::blocks::section_header::SectionHeaderBlock;
+    use pcap_file::pcapng::blocks::simple_packet::SimplePacketBlock;
+    use pcap_file::pcapng::PcapNgWriter;
+    use pcap_file::Endianness;
+    use std::borrow::Cow;
+
+    /// Frames with their absolute times (u64 is enough for these tests' files).
+    fn frames(spec: &TraceSpec) -> Result<Vec<(u64, Vec<u8>)>, InputError> {
+        TraceReader::open(spec)?.map(|frame| frame.map(|frame| (frame.time_ps as u64, frame.bytes))).collect()
+    }
+
+    #[test]
+    fn pcaps_in_micro_and_nanoseconds_and_both_byte_orders_read_alike() {
+        let scratch = tempfile::tempdir().unwrap();
+        for (resolution, endianness) in [
+            (TsResolution::MicroSecond, Endianness::Little),
+            (TsResolution::MicroSecond, Endianness::Big),
+            (TsResolution::NanoSecond, Endianness::Little),
+            (TsResolution::NanoSecond, Endianness::Big),
+        ] {
+            let path = scratch.path().join(format!("{resolution:?}-{endianness:?}.pcap"));
+            let header = PcapHeader {
+                datalink: DataLink::ETHERNET,
+                ts_resolution: resolution,
+                endianness,
+                ..PcapHeader::default()
+            };
+            let mut writer = PcapWriter::with_header(File::create(&path).unwrap(), header).unwrap();
+            writer.write_packet(&PcapPacket::new(Duration::from_micros(1_500_001), 60, &[0xab; 60])).unwrap();
+            writer.write_packet(&PcapPacket::new(Duration::from_micros(1_500_003), 3, &[1, 2, 3])).unwrap();
+            drop(writer);
+            let read = frames(&TraceSpec::file(&path)).unwrap();
+            assert_eq!(read, vec![(1_500_001_000_000, vec![0xab; 60]), (1_500_003_000_000, vec![1, 2, 3])], "{path:?}");
+        }
+    }
+
+    /// Two interfaces: "host0" at the default microsecond resolution with a 10 s offset,
+    /// "up0" in nanoseconds; direction flags as `run --capture` writes them.
+    fn two_interface_pcapng(path: &Path, endianness: Endianness, truncate_last: bool) {
+        let section = SectionHeaderBlock { endianness, ..SectionHeaderBlock::default() };
+        let mut writer = PcapNgWriter::with_section_header(File::create(path).unwrap(), section).unwrap();
+        let interface =
+            |name: &'static str, options: Vec<InterfaceDescriptionOption<'static>>| InterfaceDescriptionBlock {
+                linktype: DataLink::ETHERNET,
+                snaplen: 0,
+                options: [vec![InterfaceDescriptionOption::IfName(Cow::Borrowed(name))], options].concat(),
+            };
+        writer.write_pcapng_block(interface("host0", vec![InterfaceDescriptionOption::IfTsOffset(10)])).unwrap();
+        writer.write_pcapng_block(interface("up0", vec![InterfaceDescriptionOption::IfTsResol(9)])).unwrap();
+        let packet = |interface_id: u32, ticks: u64, flags: u32, byte: u8, original_len: u32| EnhancedPacketBlock {
+            interface_id,
+            timestamp: Duration::from_nanos(ticks),
+            original_len,
+            data: Cow::Owned(vec![byte; 60]),
+            options: vec![EnhancedPacketOption::Flags(flags)],
+        };
+        writer.write_pcapng_block(packet(0, 7, 1, 0xa0, 60)).unwrap(); // host0 in, 7 us
+        writer.write_pcapng_block(packet(1, 8_000, 2, 0xb0, 60)).unwrap(); // up0 out, 8 us
+        writer.write_pcapng_block(packet(0, 9, 2, 0xa1, 60)).unwrap(); // host0 out, 9 us
+        writer.write_pcapng_block(SimplePacketBlock { original_len: 60, data: Cow::Owned(vec![0xa2; 60]) }).unwrap();
+        writer.write_pcapng_block(packet(1, 12_000, 1, 0xb1, if truncate_last { 1500 } else { 60 })).unwrap();
+    }
+
+    #[test]
+    fn pcapng_picks_an_interface_and_a_direction_at_its_resolution() {
+        let scratch = tempfile::tempdir().unwrap();
+        for endianness in [Endianness::Little, Endianness::Big] {
+            let path = scratch.path().join(format!("two-{endianness:?}.pcapng"));
+            two_interface_pcapng(&path, endianness, false);
+            let spec = |text: &str| TraceSpec::parse("--in", &format!("{}{text}", path.display())).unwrap();
+            let bytes =
+                |read: Vec<(u64, Vec<u8>)>| read.iter().map(|(time, frame)| (*time, frame[0])).collect::<Vec<_>>();
+            let ten_s = 10_000_000_000_000;
+            // host0: microseconds plus a 10 s offset; the simple packet takes the time before it.
+            assert_eq!(
+                bytes(frames(&spec(":if=0")).unwrap()),
+                vec![(ten_s + 7_000_000, 0xa0), (ten_s + 9_000_000, 0xa1), (ten_s + 9_000_000, 0xa2)]
+            );
+            assert_eq!(bytes(frames(&spec(":if=up0:dir=in")).unwrap()), vec![(12_000_000, 0xb1)]);
+            // up0: nanoseconds, by name or index.
+            assert_eq!(bytes(frames(&spec(":if=up0")).unwrap()), vec![(8_000_000, 0xb0), (12_000_000, 0xb1)]);
+            assert_eq!(bytes(frames(&spec(":dir=out:if=1")).unwrap()), vec![(8_000_000, 0xb0)]);
+            // A choice is required with two interfaces, and must exist.
+            let field_and_problem = |text: &str| {
+                let err = frames(&spec(text)).unwrap_err();
+                assert!(!err.to_string().contains('\n'));
+                (err.field, err.problem)
+            };
+            let (field, problem) = field_and_problem("");
+            assert_eq!(field, "block 3", "the first packet, after the section and two interfaces");
+            assert!(problem.contains("2 interfaces: choose one"), "{problem}");
+            assert!(field_and_problem(":if=5").1.contains("no packet of interface 5"));
+            assert!(field_and_problem(":if=spine").1.contains("no packet of interface 'spine'"));
+            // The simple packet has no direction to filter on.
+            let (field, problem) = field_and_problem(":if=0:dir=out");
+            assert_eq!(field, "block 6");
+            assert!(problem.contains("no direction flag"), "{problem}");
+        }
+    }
+
+    #[test]
+    fn truncated_records_are_an_error_naming_the_record() {
+        let scratch = tempfile::tempdir().unwrap();
+        let path = scratch.path().join("cut.pcapng");
+        two_interface_pcapng(&path, Endianness::Little, true);
+        let err = frames(&TraceSpec::parse("--in", &format!("{}:if=1", path.display())).unwrap()).unwrap_err();
+        assert_eq!(err.field, "block 7");
+        assert!(err.problem.contains("holds 60 of the frame's 1500 bytes"), "{}", err.problem);
+
+        let path = scratch.path().join("cut.pcap");
+        let mut writer = PcapWriter::new(File::create(&path).unwrap()).unwrap();
+        writer.write_packet(&PcapPacket::new(Duration::ZERO, 60, &[0; 60])).unwrap();
+        writer.write_packet(&PcapPacket::new(Duration::ZERO, 1500, &[0; 96])).unwrap();
+        drop(writer);
+        let err = frames(&TraceSpec::file(&path)).unwrap_err();
+        assert_eq!(
+            (err.field.as_str(), err.problem.contains("holds 96 of the frame's 1500 bytes")),
+            ("record 1", true)
+        );
+    }
+
+    #[test]
+    fn trace_specs_peel_selectors_from_the_end() {
+        let parse = |text: &str| TraceSpec::parse("--in", text);
+        assert_eq!(parse("a.pcap").unwrap(), TraceSpec::file("a.pcap"));
+        assert_eq!(
+            parse("dir:x/cap.pcapng:if=2:dir=in").unwrap(),
+            TraceSpec {
+                path: "dir:x/cap.pcapng".into(),
+                interface: Some(InterfaceChoice::Index(2)),
+                direction: Some(Direction::In)
+            }
+        );
+        assert_eq!(parse("c.pcapng:dir=out:if=up0").unwrap().interface, Some(InterfaceChoice::Name("up0".into())));
+        // Not a selector: part of the path.
+        assert_eq!(parse("c:x=1").unwrap(), TraceSpec::file("c:x=1"));
+        for bad in [":if=1", "c.pcapng:dir=sideways", "c.pcapng:if=1:if=2", "c.pcapng:if="] {
+            let err = parse(bad).unwrap_err();
+            assert_eq!(err.file, "--in", "{bad}: {err}");
+        }
+        // A pcap file has no interfaces or directions to choose.
+        let scratch = tempfile::tempdir().unwrap();
+        let path = scratch.path().join("p.pcap");
+        PcapWriter::new(File::create(&path).unwrap()).unwrap();
+        let err = frames(&parse(&format!("{}:dir=in", path.display())).unwrap()).unwrap_err();
+        assert!(err.problem.contains("this is a pcap file"), "{err}");
+    }
+
+    /// Real captures are stamped in Unix time (1.7e21 ps, more than a u64): traces are timed
+    /// from the whole second of the earliest first frame, and outputs add it back.
+    #[test]
+    fn unix_time_captures_are_timed_from_the_second_of_their_first_frame() {
+        let scratch = tempfile::tempdir().unwrap();
+        let write = |name: &str, times_ns: &[u64]| {
+            let path = scratch.path().join(name);
+            let header = PcapHeader { ts_resolution: TsResolution::NanoSecond, ..PcapHeader::default() };
+            let mut writer = PcapWriter::with_header(File::create(&path).unwrap(), header).unwrap();
+            for &ns in times_ns {
+                writer.write_packet(&PcapPacket::new(Duration::from_nanos(ns), 60, &[0; 60])).unwrap();
+            }
+            TraceSpec::file(path)
+        };
+        let second = 1_764_547_200u64 * 1_000_000_000;
+        let a = write("a.pcap", &[second + 500_000_000, second + 400_000_000, second + 2_000_000_000]);
+        let b = write("b.pcap", &[second + 250_000_000]);
+        let (origin_ns, traces) = read_traces(&[&a, &b]).unwrap();
+        assert_eq!(origin_ns, second);
+        let times: Vec<Vec<u64>> = traces.iter().map(|t| t.iter().map(|f| f.time_ps).collect()).collect();
+        assert_eq!(times, vec![vec![500_000_000_000, 400_000_000_000, 2_000_000_000_000], vec![250_000_000_000]]);
+        // Outputs share the inputs' clock.
+        let out = scratch.path().join("out.pcap");
+        let mut writer = CaptureWriter::create(&out, origin_ns).unwrap();
+        writer.write(250_000_000_000, &[0; 60]).unwrap();
+        writer.finish().unwrap();
+        let written = TraceReader::open(&TraceSpec::file(&out)).unwrap().next().unwrap().unwrap();
+        assert_eq!(written.time_ps, u128::from(second + 250_000_000) * 1000);
     }
 }
