@@ -275,6 +275,52 @@ fn a_pcapng_conversion_replays_like_its_pcap() {
     assert!(stats(&dir.join("out"))["ports"]["host0"]["rx_packets"].as_u64().unwrap() == 400);
 }
 
+/// `--out-format pcapng` writes the frames and times the pcap outputs hold, one interface per
+/// file named after its port, every frame outbound.
+#[test]
+fn pcapng_outputs_hold_what_the_pcap_outputs_do() {
+    use raceway::engine::replay::pcap::{TraceReader, TraceSpec};
+    let host0 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
+        packets: 300,
+        seed: 4,
+        rate_gbps: 90.0,
+        ..Default::default()
+    });
+    let config = four_port_config("", ["", "", "", ""], "");
+    let as_pcap = replay(&config, &[("host0", &host0)], "out-format-pcap", 3);
+    let dir = temp_dir("out-format-pcapng");
+    let as_pcapng = replay_in(&dir, &config, &[("host0", &host0)], &["--seed", "3", "--out-format", "pcapng"]);
+    let read = |spec: TraceSpec| -> Vec<(u128, Vec<u8>)> {
+        TraceReader::open(&spec).unwrap().map(|frame| frame.map(|f| (f.time_ps, f.bytes)).unwrap()).collect()
+    };
+    for port in PORTS {
+        let pcap = read(TraceSpec::file(as_pcap.join(format!("{port}.pcap"))));
+        let pcapng = read(
+            TraceSpec::parse("--in", &format!("{}/{port}.pcapng:if={port}:dir=out", as_pcapng.display())).unwrap(),
+        );
+        assert_eq!(pcap, pcapng, "{port}");
+        assert!(!as_pcapng.join(format!("{port}.pcap")).exists());
+    }
+    let output = std::process::Command::new("tshark")
+        .arg("-r")
+        .arg(as_pcapng.join("up0.pcapng"))
+        .args(["-T", "fields", "-e", "frame.interface_name", "-e", "frame.packet_flags_direction"])
+        .output()
+        .expect("tshark is installed by make deps");
+    let text = String::from_utf8_lossy(&output.stdout);
+    // The direction prints as 2 or 0x00000002, depending on tshark's version.
+    let outbound = |flags: &str| match flags.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16) == Ok(2),
+        None => flags == "2",
+    };
+    let lines: Vec<(&str, &str)> = text.lines().filter_map(|line| line.split_once('\t')).collect();
+    assert!(lines.len() > 10 && lines.iter().all(|(name, flags)| *name == "up0" && outbound(flags)), "{text}");
+    assert_eq!(
+        std::fs::read(as_pcap.join("stats.json")).unwrap(),
+        std::fs::read(as_pcapng.join("stats.json")).unwrap()
+    );
+}
+
 /// Two hosts at 100G into one host at 10G through a small buffer: the egress is paced at
 /// 10G exactly, the excess is tail-dropped as buffer_full, and packets are conserved.
 #[test]

@@ -57,7 +57,8 @@ enum Command {
         #[arg(last = true)]
         eal: Vec<String>,
     },
-    /// Replay pcaps through the switch in virtual time; writes DIR/<port>.pcap and DIR/stats.json.
+    /// Replay pcap or pcapng traces through the switch in virtual time; writes
+    /// DIR/<port>.pcap (or .pcapng) and DIR/stats.json.
     Replay {
         #[arg(short, long)]
         config: PathBuf,
@@ -76,6 +77,10 @@ enum Command {
         /// Write charts (SVG), series.json and index.html here.
         #[arg(long, value_name = "DIR")]
         report: Option<PathBuf>,
+        /// The output captures' format: pcap (DIR/<port>.pcap) or pcapng (DIR/<port>.pcapng,
+        /// an interface block named after the port).
+        #[arg(long = "out-format", value_parser = ["pcap", "pcapng"], default_value = "pcap")]
+        out_format: String,
     },
     /// Validate a config and print derived values.
     Check {
@@ -385,7 +390,7 @@ fn execute(command: Command) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Command::Replay { config: config_path, inputs, out, seed, ignore_pfc, report } => {
+        Command::Replay { config: config_path, inputs, out, seed, ignore_pfc, report, out_format } => {
             let config = Config::load(&config_path)?;
             if inputs.is_empty() {
                 return Err(Failure("--in: give at least one PORT=FILE (pcap or pcapng)".into()));
@@ -399,7 +404,12 @@ fn execute(command: Command) -> Result<(), Failure> {
                 .iter()
                 .map(|port| config.port_for_flag("--peer-ignores-pfc", port, &config_path))
                 .collect::<Result<Vec<usize>, _>>()?;
-            let stats = replay::run(&config, &inputs, &out, &replay::ReplayOptions { seed, ignore_pfc, report })?;
+            let out_format = match out_format.as_str() {
+                "pcapng" => replay::pcap::OutputFormat::PcapNg,
+                _ => replay::pcap::OutputFormat::Pcap,
+            };
+            let options = replay::ReplayOptions { seed, ignore_pfc, report, out_format };
+            let stats = replay::run(&config, &inputs, &out, &options)?;
             println!("{}", stats.summary_line(&config));
             Ok(())
         }

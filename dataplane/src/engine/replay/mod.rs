@@ -37,7 +37,7 @@ use crate::switch::{Switch, NEVER};
 use crate::tm::pfc::Pauses;
 use crate::tm::plan;
 use crate::wire::pfc::Repr;
-use pcap::{read_traces, CaptureWriter, TraceFrame, TraceSpec};
+use pcap::{read_traces, CaptureWriter, OutputFormat, TraceFrame, TraceSpec};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
@@ -50,6 +50,8 @@ pub struct ReplayOptions {
     pub ignore_pfc: Vec<usize>,
     /// Write the report (charts, series.json, index.html) into this directory.
     pub report: Option<PathBuf>,
+    /// The output captures' format.
+    pub out_format: OutputFormat,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -108,8 +110,8 @@ struct Engine<'a> {
     recorder: Option<Recorder>,
 }
 
-/// Replays `inputs` (port index, trace) through the switch; writes `out_dir/<port>.pcap` for
-/// every port and `out_dir/stats.json`.
+/// Replays `inputs` (port index, trace) through the switch; writes `out_dir/<port>.pcap` (or
+/// `.pcapng`, `options.out_format`) for every port and `out_dir/stats.json`.
 pub fn run(
     config: &Config,
     inputs: &[(usize, TraceSpec)],
@@ -146,7 +148,12 @@ pub fn run(
         ports.push(PortState {
             peer,
             transmitting: false,
-            capture: CaptureWriter::create(&out_dir.join(format!("{}.pcap", port.name)), origin_ns)?,
+            capture: CaptureWriter::create_as(
+                &out_dir.join(format!("{}.{}", port.name, options.out_format.extension())),
+                origin_ns,
+                options.out_format,
+                &port.name,
+            )?,
         });
     }
     let mut engine = Engine { config, switch, ports, events: EventQueue::default(), timer: Alarm::default(), recorder };

@@ -60,6 +60,19 @@ pub enum InterfaceChoice {
     Name(String),
 }
 
+impl InterfaceChoice {
+    /// Whether it names interface `index`, described by `interface`.
+    fn names(&self, index: u32, interface: &InterfaceDescriptionBlock) -> bool {
+        match self {
+            Self::Index(wanted) => index == *wanted,
+            Self::Name(name) => interface
+                .options
+                .iter()
+                .any(|option| matches!(option, InterfaceDescriptionOption::IfName(n) if n == name)),
+        }
+    }
+}
+
 impl fmt::Display for InterfaceChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -158,8 +171,8 @@ struct PcapNgState {
     direction: Option<Direction>,
     /// The time of the last frame read (for simple packet blocks, which carry none).
     last_ps: u128,
-    /// Whether a packet of the chosen interface was seen (else, at the end, the choice named
-    /// no interface of the file).
+    /// Whether an interface description matched the choice (else, at the end, the choice
+    /// named no interface of the file).
     found_interface: bool,
 }
 
@@ -256,7 +269,7 @@ impl TraceReader {
                         Some(choice) if !state.found_interface => Some(Err(InputError::new(
                             &self.file,
                             "-",
-                            format!("no packet of interface {choice} ({} interfaces)", state.reader.interfaces().len()),
+                            format!("no interface {choice} ({} interfaces)", state.reader.interfaces().len()),
                         ))),
                         _ => None,
                     };
@@ -312,6 +325,12 @@ impl PcapNgState {
                 (packet.interface_id, ticks, flags, packet.original_len as usize, packet.data)
             }
             Block::SimplePacket(packet) => (0, None, None, packet.original_len as usize, packet.data),
+            Block::InterfaceDescription(interface) => {
+                // The parser has just added it to the section's interfaces.
+                let index = self.reader.interfaces().len().saturating_sub(1) as u32;
+                self.found_interface |= self.interface.as_ref().is_none_or(|choice| choice.names(index, &interface));
+                return Ok(None);
+            }
             _ => return Ok(None),
         };
         // Interface descriptions come before the packets that name them (per section).
@@ -320,11 +339,7 @@ impl PcapNgState {
             .get(interface_id as usize)
             .ok_or_else(|| format!("a packet of interface {interface_id}, which no interface description declares"))?;
         let wanted = match &self.interface {
-            Some(InterfaceChoice::Index(index)) => interface_id == *index,
-            Some(InterfaceChoice::Name(name)) => interface
-                .options
-                .iter()
-                .any(|option| matches!(option, InterfaceDescriptionOption::IfName(n) if n == name)),
+            Some(choice) => choice.names(interface_id, interface),
             None if interfaces.len() > 1 => {
                 return Err(format!("the file has {} interfaces: choose one with :if=N or :if=NAME", interfaces.len()))
             }
@@ -333,7 +348,6 @@ impl PcapNgState {
         if !wanted {
             return Ok(None);
         }
-        self.found_interface = true;
         if interface.linktype != DataLink::ETHERNET {
             return Err(format!("interface {interface_id} is {:?}, not Ethernet", interface.linktype));
         }
@@ -390,33 +404,95 @@ pub fn read_trace(spec: &TraceSpec) -> Result<Vec<TraceFrame>, InputError> {
     Ok(traces.pop().unwrap_or_default())
 }
 
-/// Writes frames to an Ethernet pcap with nanosecond timestamps.
+/// The format of replay's output captures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// Ethernet pcap, nanosecond timestamps: `<port>.pcap`.
+    #[default]
+    Pcap,
+    /// pcapng, one interface (the port: its name, nanosecond `if_tsresol`), every frame
+    /// flagged outbound: `<port>.pcapng`.
+    PcapNg,
+}
+
+impl OutputFormat {
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::Pcap => "pcap",
+            Self::PcapNg => "pcapng",
+        }
+    }
+}
+
+/// Writes a port's frames to a capture with nanosecond timestamps.
 pub struct CaptureWriter {
     path: PathBuf,
-    writer: PcapWriter<BufWriter<File>>,
+    writer: Writer,
     /// Added to every timestamp: the inputs' origin (`read_traces`).
     origin_ns: u64,
 }
 
+enum Writer {
+    Pcap(PcapWriter<BufWriter<File>>),
+    PcapNg(pcap_file::pcapng::PcapNgWriter<BufWriter<File>>),
+}
+
+/// The enhanced packet block flag of a frame the interface sent.
+const OUTBOUND: u32 = 2;
+
 impl CaptureWriter {
-    /// A capture whose timestamps count from `origin_ns` (the inputs' origin, so that output
+    /// A pcap whose timestamps count from `origin_ns` (the inputs' origin, so that output
     /// and input captures share one clock).
     pub fn create(path: &Path, origin_ns: u64) -> Result<Self, InputError> {
+        Self::create_as(path, origin_ns, OutputFormat::Pcap, "")
+    }
+
+    /// A capture in `format`; a pcapng file describes one interface named `port`.
+    pub fn create_as(path: &Path, origin_ns: u64, format: OutputFormat, port: &str) -> Result<Self, InputError> {
         let error = |problem: String| InputError { file: path.display().to_string(), field: "-".into(), problem };
-        let file = File::create(path).map_err(|err| error(format!("cannot create: {err}")))?;
-        let header = PcapHeader {
-            datalink: DataLink::ETHERNET,
-            ts_resolution: TsResolution::NanoSecond,
-            snaplen: 65535,
-            ..PcapHeader::default()
+        let file = BufWriter::new(File::create(path).map_err(|err| error(format!("cannot create: {err}")))?);
+        let writer = match format {
+            OutputFormat::Pcap => {
+                let header = PcapHeader {
+                    datalink: DataLink::ETHERNET,
+                    ts_resolution: TsResolution::NanoSecond,
+                    snaplen: 65535,
+                    ..PcapHeader::default()
+                };
+                Writer::Pcap(PcapWriter::with_header(file, header).map_err(|err| error(first_line(err)))?)
+            }
+            OutputFormat::PcapNg => {
+                let mut writer = pcap_file::pcapng::PcapNgWriter::new(file).map_err(|err| error(first_line(err)))?;
+                let interface = InterfaceDescriptionBlock {
+                    linktype: DataLink::ETHERNET,
+                    snaplen: 0,
+                    options: vec![
+                        InterfaceDescriptionOption::IfName(port.to_string().into()),
+                        InterfaceDescriptionOption::IfTsResol(9),
+                    ],
+                };
+                writer.write_pcapng_block(interface).map_err(|err| error(first_line(err)))?;
+                Writer::PcapNg(writer)
+            }
         };
-        let writer = PcapWriter::with_header(BufWriter::new(file), header).map_err(|err| error(first_line(err)))?;
         Ok(Self { path: path.to_path_buf(), writer, origin_ns })
     }
 
     pub fn write(&mut self, time_ps: u64, bytes: &[u8]) -> Result<(), InputError> {
-        let packet = PcapPacket::new(Duration::from_nanos(time_ps / 1000 + self.origin_ns), bytes.len() as u32, bytes);
-        self.writer.write_packet(&packet).map(|_| ()).map_err(|err| InputError {
+        let timestamp = Duration::from_nanos(time_ps / 1000 + self.origin_ns);
+        let written = match &mut self.writer {
+            Writer::Pcap(writer) => writer.write_packet(&PcapPacket::new(timestamp, bytes.len() as u32, bytes)),
+            Writer::PcapNg(writer) => {
+                writer.write_pcapng_block(pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock {
+                    interface_id: 0,
+                    timestamp,
+                    original_len: bytes.len() as u32,
+                    data: std::borrow::Cow::Borrowed(bytes),
+                    options: vec![EnhancedPacketOption::Flags(OUTBOUND)],
+                })
+            }
+        };
+        written.map(|_| ()).map_err(|err| InputError {
             file: self.path.display().to_string(),
             field: "-".into(),
             problem: first_line(err),
@@ -425,7 +501,10 @@ impl CaptureWriter {
 
     pub fn finish(self) -> Result<(), InputError> {
         let path = self.path;
-        let mut inner = self.writer.into_writer();
+        let mut inner = match self.writer {
+            Writer::Pcap(writer) => writer.into_writer(),
+            Writer::PcapNg(writer) => writer.into_inner(),
+        };
         std::io::Write::flush(&mut inner).map_err(|err| InputError {
             file: path.display().to_string(),
             field: "-".into(),
@@ -570,8 +649,8 @@ mod tests {
             let (field, problem) = field_and_problem("");
             assert_eq!(field, "block 3", "the first packet, after the section and two interfaces");
             assert!(problem.contains("2 interfaces: choose one"), "{problem}");
-            assert!(field_and_problem(":if=5").1.contains("no packet of interface 5"));
-            assert!(field_and_problem(":if=spine").1.contains("no packet of interface 'spine'"));
+            assert!(field_and_problem(":if=5").1.contains("no interface 5"));
+            assert!(field_and_problem(":if=spine").1.contains("no interface 'spine'"));
             // The simple packet has no direction to filter on.
             let (field, problem) = field_and_problem(":if=0:dir=out");
             assert_eq!(field, "block 6");
