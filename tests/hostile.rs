@@ -254,14 +254,33 @@ fn hostile_pcap_files_are_one_clear_error() {
     one_error_line(&replay_file("hostile-pcapng-header-only", &pcapng[..12]), &["in.pcap"]);
 }
 
-/// A million frames replay in bounded time and memory, every one accounted for.
+/// A million frames replay in bounded time and memory, every one accounted for. The replay
+/// runs with 64 MB of address space (`prlimit --as`), less than its 76 MB trace: it streams
+/// the trace rather than load it (loaded whole, it needed over 300 MB).
 #[test]
 fn a_million_frame_trace_replays() {
     let dir = temp_dir("hostile-million");
     let frame = v4_frame(60);
     // 84 wire bytes at 100G: 6.72 ns apart; the peer sends them back to back.
     let trace: Vec<(u64, Vec<u8>)> = (0..1_000_000u64).map(|i| (i * 7, frame.clone())).collect();
-    let out = replay_in(&dir, &leaf(2, "", "", "3"), &[("h1", &trace)], &[]);
+    let input = dir.join("in-h1.pcap");
+    write_pcap(&input, &trace);
+    drop(trace);
+    assert!(std::fs::metadata(&input).unwrap().len() > 64_000_000);
+    let config = dir.join("leaf.toml");
+    std::fs::write(&config, leaf(2, "", "", "3")).unwrap();
+    let out = dir.join("out");
+    run_ok(
+        std::process::Command::new("prlimit")
+            .arg("--as=64000000")
+            .arg(env!("CARGO_BIN_EXE_raceway"))
+            .args(["replay", "-c"])
+            .arg(&config)
+            .arg("--in")
+            .arg(format!("h1={}", input.display()))
+            .arg("--out")
+            .arg(&out),
+    );
     let stats = stats(&out);
     assert_eq!(stats["ports"]["h1"]["rx_packets"], 1_000_000);
     assert_eq!(stats["ports"]["h0"]["tx_packets"], 1_000_000);

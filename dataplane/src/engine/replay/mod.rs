@@ -20,6 +20,9 @@
 //! - With `[control]`, frames for the control plane are policed and counted (`punted`) as live;
 //!   there is no kernel in a replay, so they go no further.
 //!
+//! Inputs stream: each peer takes frames from its trace only as they are offered and needed
+//! (`peer_ready`), so memory follows what the peers and the switch hold, not the traces.
+//!
 //! Invariant: events are ordered by (time, sequence number) and nothing else (no wall clock,
 //! no hash order, no thread) feeds the outputs, so the same inputs and seed give the same
 //! bytes. At the end every queue is empty, so rx = tx + drops + punted.
@@ -37,7 +40,7 @@ use crate::switch::{Switch, NEVER};
 use crate::tm::pfc::Pauses;
 use crate::tm::plan;
 use crate::wire::pfc::Repr;
-use pcap::{read_traces, CaptureWriter, OutputFormat, TraceFrame, TraceSpec};
+use pcap::{open_traces, CaptureWriter, OutputFormat, TraceSource, TraceSpec};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
@@ -79,6 +82,10 @@ const CONTROL_QUEUE: usize = 8;
 /// The host NIC on a port: a FIFO per priority, and the pauses the switch asked for.
 struct Peer {
     queues: [VecDeque<Offered>; 9],
+    /// The rest of its trace, read as frames are offered (`peer_ready`).
+    source: Option<TraceSource>,
+    /// Frames taken from the source so far (the next one's order).
+    taken: u64,
     /// The pauses the switch sent, from when each takes effect at the peer.
     pauses: Pauses,
     ignores_pfc: bool,
@@ -118,11 +125,12 @@ pub fn run(
     out_dir: &Path,
     options: &ReplayOptions,
 ) -> Result<SwitchStats, InputError> {
-    let mut traces: Vec<Vec<TraceFrame>> = (0..config.ports.len()).map(|_| Vec::new()).collect();
     let specs: Vec<&TraceSpec> = inputs.iter().map(|(_, spec)| spec).collect();
-    let (origin_ns, read) = read_traces(&specs)?;
-    for ((port, _), trace) in inputs.iter().zip(read) {
-        traces[*port] = trace;
+    let (origin_ps, opened) = open_traces(&specs)?;
+    let origin_ns = (origin_ps / 1000) as u64;
+    let mut sources: Vec<Option<TraceSource>> = (0..config.ports.len()).map(|_| None).collect();
+    for ((port, _), source) in inputs.iter().zip(opened) {
+        sources[*port] = Some(source);
     }
     std::fs::create_dir_all(out_dir).map_err(|err| InputError {
         file: out_dir.display().to_string(),
@@ -130,21 +138,22 @@ pub fn run(
         problem: format!("cannot create the output directory: {err}"),
     })?;
     let switch = Switch::new(config, options.seed);
-    let span_ps = traces.iter().filter_map(|trace| trace.last()).map(|frame| frame.time_ps).max().unwrap_or(0);
-    let recorder = options.report.as_ref().map(|_| Recorder::new(config.ports.len(), span_ps));
+    let recorder = match &options.report {
+        // The report's sample interval needs the traces' span: a first pass reads their times.
+        Some(_) => Some(Recorder::new(config.ports.len(), last_frame_time(&specs)?)),
+        None => None,
+    };
     let mut ports = Vec::with_capacity(config.ports.len());
-    for (index, (port, trace)) in config.ports.iter().zip(traces).enumerate() {
-        let mut peer = Peer {
+    for (index, (port, source)) in config.ports.iter().zip(sources).enumerate() {
+        let peer = Peer {
             queues: Default::default(),
+            source,
+            taken: 0,
             pauses: Pauses::default(),
             ignores_pfc: options.ignore_pfc.contains(&index),
             sending: None,
             wake: Alarm::default(),
         };
-        for (order, frame) in trace.into_iter().enumerate() {
-            let queue = switch.priority_of(&frame.bytes).map_or(CONTROL_QUEUE, usize::from);
-            peer.queues[queue].push_back(Offered { time_ps: frame.time_ps, order: order as u64, bytes: frame.bytes });
-        }
         ports.push(PortState {
             peer,
             transmitting: false,
@@ -159,7 +168,7 @@ pub fn run(
     let mut engine = Engine { config, switch, ports, events: EventQueue::default(), timer: Alarm::default(), recorder };
     let mut last_event_ps = 0;
     for port in 0..engine.ports.len() {
-        engine.peer_ready(port, 0);
+        engine.peer_ready(port, 0)?;
     }
     while let Some((now, event)) = engine.events.pop() {
         match event {
@@ -170,7 +179,7 @@ pub fn run(
             }
             Event::PeerReady(port) => {
                 engine.ports[port].peer.wake.fired(now);
-                engine.peer_ready(port, now);
+                engine.peer_ready(port, now)?;
             }
             Event::Timer => {
                 engine.timer.fired(now);
@@ -222,6 +231,21 @@ pub fn run(
     Ok(stats)
 }
 
+/// The time of the last frame of the latest-ending input (the report's span), read in a pass
+/// of its own so that the replay itself can stream.
+fn last_frame_time(specs: &[&TraceSpec]) -> Result<u64, InputError> {
+    let (_, sources) = open_traces(specs)?;
+    let mut span = 0;
+    for source in sources {
+        let mut last = None;
+        for frame in source {
+            last = Some(frame?.time_ps);
+        }
+        span = span.max(last.unwrap_or(0));
+    }
+    Ok(span)
+}
+
 impl Engine<'_> {
     fn wake_peer(&mut self, port: usize, at: u64) {
         if self.ports[port].peer.wake.set(at) {
@@ -230,39 +254,65 @@ impl Engine<'_> {
     }
 
     /// The peer starts its next frame if one is offered and not paused, or sleeps until one is.
-    fn peer_ready(&mut self, port: usize, now: u64) {
-        let peer = &mut self.ports[port].peer;
-        if peer.sending.is_some() {
-            return;
-        }
-        let mut best: Option<usize> = None;
-        let mut next_try = NEVER;
-        for queue in 0..peer.queues.len() {
-            let Some(head) = peer.queues[queue].front() else { continue };
-            let at = head.time_ps.max(now);
-            if at > now {
-                next_try = next_try.min(at);
-            } else if peer.may_send(queue, now) {
-                let better = best.is_none_or(|b| {
-                    let other = peer.queues[b].front().expect("non-empty");
-                    (head.time_ps, head.order) < (other.time_ps, other.order)
-                });
-                if better {
-                    best = Some(queue);
+    ///
+    /// Frames are taken from the trace only as they are needed: while the trace's next frame
+    /// is offered (its time has come) and no queued frame that may be sent is offered before
+    /// it, since a later frame of a time-ordered trace cannot go first. So the peer holds
+    /// only what it is offered and cannot send yet (its paused priorities, or more than its
+    /// link carries), not its whole trace.
+    fn peer_ready(&mut self, port: usize, now: u64) -> Result<(), InputError> {
+        loop {
+            let peer = &mut self.ports[port].peer;
+            if peer.sending.is_some() {
+                return Ok(());
+            }
+            let mut best: Option<usize> = None;
+            let mut next_try = NEVER;
+            for queue in 0..peer.queues.len() {
+                let Some(head) = peer.queues[queue].front() else { continue };
+                let at = head.time_ps.max(now);
+                if at > now {
+                    next_try = next_try.min(at);
+                } else if peer.may_send(queue, now) {
+                    let better = best.is_none_or(|b| {
+                        let other = peer.queues[b].front().expect("non-empty");
+                        (head.time_ps, head.order) < (other.time_ps, other.order)
+                    });
+                    if better {
+                        best = Some(queue);
+                    }
+                } else {
+                    next_try = next_try.min(peer.pauses.until[queue]);
                 }
-            } else {
-                next_try = next_try.min(peer.pauses.until[queue]);
             }
-        }
-        match best {
-            Some(queue) => {
-                let frame = peer.queues[queue].pop_front().expect("chosen queue has a frame");
-                let arrived = now + self.config.ports[port].wire_time_ps(frame.bytes.len());
-                peer.sending = Some(frame.bytes);
-                self.events.schedule(arrived, Event::FrameArrived(port));
+            let unread = peer.source.as_ref().and_then(TraceSource::peek_time);
+            if let Some(time_ps) = unread {
+                let best_first = best.is_some_and(|b| peer.queues[b].front().expect("non-empty").time_ps <= time_ps);
+                if time_ps <= now && !best_first {
+                    let frame = peer.source.as_mut().expect("peeked").take()?.expect("peeked");
+                    let queue = self.switch.priority_of(&frame.bytes).map_or(CONTROL_QUEUE, usize::from);
+                    let peer = &mut self.ports[port].peer;
+                    let order = peer.taken;
+                    peer.taken += 1;
+                    peer.queues[queue].push_back(Offered { time_ps: frame.time_ps, order, bytes: frame.bytes });
+                    continue;
+                }
+                if time_ps > now {
+                    next_try = next_try.min(time_ps);
+                }
             }
-            None if next_try != NEVER => self.wake_peer(port, next_try),
-            None => {}
+            let peer = &mut self.ports[port].peer;
+            match best {
+                Some(queue) => {
+                    let frame = peer.queues[queue].pop_front().expect("chosen queue has a frame");
+                    let arrived = now + self.config.ports[port].wire_time_ps(frame.bytes.len());
+                    peer.sending = Some(frame.bytes);
+                    self.events.schedule(arrived, Event::FrameArrived(port));
+                }
+                None if next_try != NEVER => self.wake_peer(port, next_try),
+                None => {}
+            }
+            return Ok(());
         }
     }
 
@@ -276,8 +326,7 @@ impl Engine<'_> {
         if self.switch.has_control(port) {
             self.start_transmit(port, now)?;
         }
-        self.peer_ready(port, now);
-        Ok(())
+        self.peer_ready(port, now)
     }
 
     fn start_transmit(&mut self, port: usize, now: u64) -> Result<(), InputError> {

@@ -366,36 +366,76 @@ impl PcapNgState {
     }
 }
 
-/// Reads whole traces, timed from one origin: the whole second in which the earliest of their
-/// first frames falls (0 for traces that start in their first second, as generated ones do),
-/// so that real captures, stamped in Unix time, fit picoseconds in a u64 and keep their
-/// sub-second times. A frame stamped before the origin (a capture whose timestamps step back
-/// before every input's first frame) is offered at the origin. Returns the origin in
+/// The replay's origin for these inputs: the whole second in which the earliest of their first
+/// frames falls (0 for traces that start in their first second, as generated ones do), so
+/// that real captures, stamped in Unix time, fit picoseconds in a u64 and keep their
+/// sub-second times. Opens each input and returns its reader with the first frame read.
+pub fn open_traces(specs: &[&TraceSpec]) -> Result<(u128, Vec<TraceSource>), InputError> {
+    let mut sources = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let mut reader = TraceReader::open(spec)?;
+        let first = reader.next().transpose()?;
+        sources.push((reader, first, spec.to_string()));
+    }
+    let first = sources.iter().filter_map(|(_, first, _)| first.as_ref()).map(|frame| frame.time_ps).min().unwrap_or(0);
+    let origin_ps = first / PS_PER_S * PS_PER_S;
+    if origin_ps / 1000 > u128::from(u64::MAX) {
+        return Err(InputError::new(specs[0], "-", "timestamps beyond the year 2554"));
+    }
+    let sources = sources
+        .into_iter()
+        .map(|(reader, peeked, file)| TraceSource { reader, peeked, origin_ps, file, read: 0 })
+        .collect();
+    Ok((origin_ps, sources))
+}
+
+/// A trace read as it is needed, frame by frame, timed from the replay's origin.
+pub struct TraceSource {
+    reader: TraceReader,
+    /// The next frame, read ahead.
+    peeked: Option<CapturedFrame>,
+    origin_ps: u128,
+    file: String,
+    /// Frames taken so far.
+    read: usize,
+}
+
+impl TraceSource {
+    /// The next frame's time from the origin, without taking it. A frame stamped before the
+    /// origin (a capture whose timestamps step back before every input's first frame) is
+    /// offered at the origin.
+    pub fn peek_time(&self) -> Option<u64> {
+        self.peeked
+            .as_ref()
+            .map(|frame| u64::try_from(frame.time_ps.saturating_sub(self.origin_ps)).unwrap_or(u64::MAX))
+    }
+
+    /// Takes the next frame.
+    pub fn take(&mut self) -> Result<Option<TraceFrame>, InputError> {
+        let Some(frame) = self.peeked.take() else { return Ok(None) };
+        let time_ps = u64::try_from(frame.time_ps.saturating_sub(self.origin_ps)).map_err(|_| {
+            InputError::new(&self.file, format!("frame {}", self.read), "more than 213 days after the first frame")
+        })?;
+        self.read += 1;
+        self.peeked = self.reader.next().transpose()?;
+        Ok(Some(TraceFrame { time_ps, bytes: frame.bytes }))
+    }
+}
+
+impl Iterator for TraceSource {
+    type Item = Result<TraceFrame, InputError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.take().transpose()
+    }
+}
+
+/// Reads whole traces, timed from their origin (`open_traces`); returns the origin in
 /// nanoseconds (output captures add it back) and each trace.
 pub fn read_traces(specs: &[&TraceSpec]) -> Result<(u64, Vec<Vec<TraceFrame>>), InputError> {
-    let captured: Vec<Vec<CapturedFrame>> =
-        specs.iter().map(|spec| TraceReader::open(spec)?.collect()).collect::<Result<_, _>>()?;
-    let first = captured.iter().filter_map(|frames| frames.first()).map(|frame| frame.time_ps).min().unwrap_or(0);
-    let origin_ps = first / PS_PER_S * PS_PER_S;
-    let origin_ns = u64::try_from(origin_ps / 1000)
-        .map_err(|_| InputError::new(specs[0], "-", "timestamps beyond the year 2554"))?;
-    let traces = captured
-        .into_iter()
-        .zip(specs)
-        .map(|(frames, spec)| {
-            frames
-                .into_iter()
-                .enumerate()
-                .map(|(index, frame)| {
-                    let time_ps = u64::try_from(frame.time_ps.saturating_sub(origin_ps)).map_err(|_| {
-                        InputError::new(spec, format!("frame {index}"), "more than 213 days after the first frame")
-                    })?;
-                    Ok(TraceFrame { time_ps, bytes: frame.bytes })
-                })
-                .collect::<Result<Vec<_>, InputError>>()
-        })
-        .collect::<Result<_, _>>()?;
-    Ok((origin_ns, traces))
+    let (origin_ps, sources) = open_traces(specs)?;
+    let traces = sources.into_iter().map(Iterator::collect).collect::<Result<_, _>>()?;
+    Ok(((origin_ps / 1000) as u64, traces))
 }
 
 /// Reads one whole trace (timed as `read_traces` does).
