@@ -376,7 +376,19 @@ fn replay_report_holds_the_series_behind_its_charts() {
         let sent = series["ports"][port]["tx_bytes"].as_array().unwrap();
         assert_eq!(sent.len(), samples);
         assert_eq!(sent.iter().map(u64_of).sum::<u64>(), u64_of(&incast_stats["ports"][port]["tx_bytes"]), "{port}");
+        // Bytes are spread over each frame's wire time, so no sample is above line rate
+        // (counted where transmissions started, the 100G port read up to 108 Gb/s).
+        let fastest = series["ports"][port]["tx_gbps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g.as_f64().unwrap())
+            .fold(0.0, f64::max);
+        assert!(fastest <= 100.0, "{port} at {fastest} Gb/s");
     }
+    let fastest =
+        series["ports"]["h0"]["tx_gbps"].as_array().unwrap().iter().map(|g| g.as_f64().unwrap()).fold(0.0, f64::max);
+    assert!(fastest > 90.0, "the incast's target runs near line rate: {fastest} Gb/s");
     let depth = series["ports"]["h0"]["queue_depth_bytes"]["3"].as_array().unwrap();
     assert_eq!(
         depth.iter().map(u64_of).max(),

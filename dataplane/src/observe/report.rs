@@ -58,14 +58,37 @@ impl Intervals {
     }
 }
 
+/// A frame on a link: its bytes go to the samples its wire time overlaps.
+#[derive(Debug, Clone, Copy)]
+struct OnWire {
+    start_ps: u64,
+    done_ps: u64,
+    bytes: u64,
+    /// Bytes already counted in closed samples.
+    counted: u64,
+}
+
+impl OnWire {
+    /// The bytes sent by `at`, in proportion to the wire time elapsed.
+    fn sent_by(&self, at: u64) -> u64 {
+        if at >= self.done_ps {
+            return self.bytes;
+        }
+        let elapsed = at.saturating_sub(self.start_ps);
+        (u128::from(self.bytes) * u128::from(elapsed) / u128::from(self.done_ps - self.start_ps).max(1)) as u64
+    }
+}
+
 /// What the replay records for the report.
 pub struct Recorder {
     interval_ps: u64,
     /// End of the sample being filled.
     sample_end_ps: u64,
-    /// Per port: bytes sent in each sample, and the total at the last sample boundary.
+    /// Per port: frame bytes sent in each sample, spread over each frame's time on the wire
+    /// (counted where a transmission started, a 100G port read up to 108 Gb/s), and the
+    /// transmissions not yet wholly counted.
     tx_bytes: Vec<Vec<u64>>,
-    tx_total_at_boundary: Vec<u64>,
+    on_wire: Vec<Vec<OnWire>>,
     /// Per port and class: maximum queue depth (bytes) in each sample, and in the open one.
     depth: Vec<Vec<Vec<u64>>>,
     depth_now_max: Vec<[u64; TRAFFIC_CLASSES]>,
@@ -87,7 +110,7 @@ impl Recorder {
             interval_ps,
             sample_end_ps: interval_ps,
             tx_bytes: vec![Vec::new(); ports],
-            tx_total_at_boundary: vec![0; ports],
+            on_wire: vec![Vec::new(); ports],
             depth: vec![vec![Vec::new(); TRAFFIC_CLASSES]; ports],
             depth_now_max: vec![[0; TRAFFIC_CLASSES]; ports],
             xoff: Vec::new(),
@@ -113,11 +136,22 @@ impl Recorder {
         self.thresholds_now = (self.thresholds_now.0.min(xoff), self.thresholds_now.1.min(xon));
     }
 
+    /// A data frame of `bytes` went on `port`'s link from `start_ps` to `done_ps`.
+    pub fn transmitted(&mut self, port: usize, start_ps: u64, done_ps: u64, bytes: u64) {
+        self.on_wire[port].push(OnWire { start_ps, done_ps, bytes, counted: 0 });
+    }
+
     fn close_sample<P: PacketBuf>(&mut self, switch: &Switch<P>) {
-        for (port, series) in self.tx_bytes.iter_mut().enumerate() {
-            let total = switch.stats.ports[port].tx_bytes;
-            series.push(total - self.tx_total_at_boundary[port]);
-            self.tx_total_at_boundary[port] = total;
+        let end = self.sample_end_ps;
+        for (series, on_wire) in self.tx_bytes.iter_mut().zip(&mut self.on_wire) {
+            let mut sent = 0;
+            for frame in on_wire.iter_mut() {
+                let by_end = frame.sent_by(end);
+                sent += by_end - frame.counted;
+                frame.counted = by_end;
+            }
+            on_wire.retain(|frame| frame.counted < frame.bytes);
+            series.push(sent);
         }
         for (port, maxima) in self.depth_now_max.iter_mut().enumerate() {
             for (tc, max) in maxima.iter_mut().enumerate() {
@@ -286,6 +320,44 @@ fn color(index: usize) -> RGBColor {
     palette[index % palette.len()]
 }
 
+/// A number with up to three significant digits, without a trailing ".0".
+fn short(value: f64) -> String {
+    let text = if value >= 100.0 {
+        format!("{value:.0}")
+    } else if value >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.2}")
+    };
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+/// An axis label for bytes, in B, KB, MB or GB (powers of 1,000, as the config's thresholds
+/// are written).
+fn bytes_label(bytes: &f64) -> String {
+    match bytes.abs() {
+        b if b < 1e3 => format!("{} B", short(*bytes)),
+        b if b < 1e6 => format!("{} KB", short(bytes / 1e3)),
+        b if b < 1e9 => format!("{} MB", short(bytes / 1e6)),
+        _ => format!("{} GB", short(bytes / 1e9)),
+    }
+}
+
+/// An axis label for a time in microseconds, in ns, µs, ms or s.
+fn time_label(us: &f64) -> String {
+    match us.abs() {
+        0.0 => "0".to_string(),
+        t if t < 1.0 => format!("{} ns", short(us * 1e3)),
+        t if t < 1e3 => format!("{} µs", short(*us)),
+        t if t < 1e6 => format!("{} ms", short(us / 1e3)),
+        _ => format!("{} s", short(us / 1e6)),
+    }
+}
+
 fn draw_throughput(path: &Path, config: &Config, recorder: &Recorder, interval_us: f64) -> Result<(), String> {
     let samples = recorder.xoff.len();
     let gbps = |bytes: u64| bytes as f64 * 8.0 / (interval_us * 1000.0);
@@ -298,7 +370,7 @@ fn draw_throughput(path: &Path, config: &Config, recorder: &Recorder, interval_u
         .y_label_area_size(60)
         .build_cartesian_2d(0f64..(samples as f64 * interval_us).max(interval_us), 0f64..top)
         .map_err(draw_error)?;
-    chart.configure_mesh().x_desc("time (us)").y_desc("Gb/s").draw().map_err(draw_error)?;
+    chart.configure_mesh().x_desc("time").x_label_formatter(&time_label).y_desc("Gb/s").draw().map_err(draw_error)?;
     for (port, spec) in config.ports.iter().enumerate() {
         let points =
             recorder.tx_bytes[port].iter().enumerate().map(|(i, &b)| ((i as f64 + 0.5) * interval_us, gbps(b)));
@@ -341,7 +413,14 @@ fn draw_queues(path: &Path, config: &Config, port: usize, recorder: &Recorder, i
         .y_label_area_size(80)
         .build_cartesian_2d(0f64..x_end, 0f64..top)
         .map_err(draw_error)?;
-    chart.configure_mesh().x_desc("time (us)").y_desc("bytes").draw().map_err(draw_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("time")
+        .x_label_formatter(&time_label)
+        .y_desc("queue depth")
+        .y_label_formatter(&bytes_label)
+        .draw()
+        .map_err(draw_error)?;
     for &tc in &busy {
         let points = depths[tc].iter().enumerate().map(|(i, &d)| ((i as f64 + 0.5) * interval_us, d as f64));
         chart
@@ -433,7 +512,8 @@ fn draw_pfc(path: &Path, config: &Config, series: &Value, span_us: f64) -> Resul
         .disable_y_mesh()
         .y_labels(2 * rows.len().max(1) + 1)
         .y_label_formatter(&label)
-        .x_desc("time (us)")
+        .x_desc("time")
+        .x_label_formatter(&time_label)
         .draw()
         .map_err(draw_error)?;
     let sent_style = RGBColor(214, 39, 40).mix(0.75).filled();
@@ -562,6 +642,20 @@ fn index_html(config: &Config, stats: &SwitchStats, charts: &[(String, String)])
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn axis_labels_read_in_human_units() {
+        assert_eq!(bytes_label(&0.0), "0 B");
+        assert_eq!(bytes_label(&512.0), "512 B");
+        assert_eq!(bytes_label(&150_000.0), "150 KB");
+        assert_eq!(bytes_label(&2_000_000.0), "2 MB");
+        assert_eq!(bytes_label(&1_250_000.0), "1.25 MB");
+        assert_eq!(time_label(&0.0), "0");
+        assert_eq!(time_label(&0.25), "250 ns");
+        assert_eq!(time_label(&12.5), "12.5 µs");
+        assert_eq!(time_label(&2_500.0), "2.5 ms");
+        assert_eq!(time_label(&3_000_000.0), "3 s");
+    }
 
     #[test]
     fn pauses_merge_and_resumes_cut_them_short() {

@@ -337,6 +337,9 @@ impl Engine<'_> {
         let Some((bytes, repr)) = port_tx::next_frame(&mut self.switch, port, now) else { return Ok(()) };
         let done = now + port_config.wire_time_ps(bytes.len());
         self.ports[port].capture.write(now, &bytes)?;
+        if let (Some(recorder), None) = (&mut self.recorder, &repr) {
+            recorder.transmitted(port, now, done, bytes.len() as u64);
+        }
         self.ports[port].transmitting = true;
         self.events.schedule(done, Event::TransmitDone(port));
         if let Some(repr) = repr {
