@@ -121,8 +121,13 @@ impl Engine<'_> {
             return;
         }
         let Some((bytes, pfc)) = port_tx::next_frame(&mut self.switches[switch], port, now) else { return };
-        if let Some(repr) = pfc {
-            self.recorders[switch].pfc_sent(port, &repr, now, self.fabric.switches[switch].ports[port].speed_mbps);
+        let speed_mbps = self.fabric.switches[switch].ports[port].speed_mbps;
+        match pfc {
+            Some(repr) => self.recorders[switch].pfc_sent(port, &repr, now, speed_mbps),
+            None => {
+                let done = now + crate::config::PortConfig::wire_time_for(speed_mbps, bytes.len());
+                self.recorders[switch].transmitted(port, now, done, bytes.len() as u64);
+            }
         }
         self.switch_busy[switch][port] = true;
         self.send(Endpoint::Switch { switch, port }, bytes, now);
