@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use raceway::pipeline::classify::{Classifier, Verdict};
 use raceway::config::Config;
-use std::sync::OnceLock;
+use std::cell::RefCell;
 
 const CONFIG: &str = include_str!("../../config/demo.toml");
 
@@ -16,23 +16,29 @@ const CONTROL: &str = "\n[control]\npunt_ethertypes = [\"0x8809\"]\n\
     [[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00:00:00:20:01\"\nport = \"up0\"\n\
     [[route]]\nprefix = \"198.51.100.0/24\"\nvia = [\"10.255.0.1\", \"10.255.0.3\"]\n";
 
-fuzz_target!(|data: &[u8]| {
-    static CLASSIFIERS: OnceLock<[Classifier; 2]> = OnceLock::new();
-    let classifiers = CLASSIFIERS.get_or_init(|| {
+thread_local! {
+    /// Built once; the classifiers keep their destination caches from one input to the next,
+    /// as a worker's do from frame to frame.
+    static CLASSIFIERS: RefCell<[Classifier; 2]> = RefCell::new({
         let plain = Config::parse(CONFIG, "demo.toml").expect("demo config");
         let control = Config::parse(&format!("{CONFIG}{CONTROL}"), "demo.toml").expect("demo config with control");
         [Classifier::new(&plain), Classifier::new(&control)]
     });
+}
+
+fuzz_target!(|data: &[u8]| {
     let _ = raceway::wire::parse::parse(data);
-    for classifier in classifiers {
-        let _ = classifier.priority(data);
-        let mut frame = data.to_vec();
-        match classifier.classify(&mut frame) {
-            Verdict::Forward { .. } => {
-                // Only TTL/hop limit (and the IPv4 checksum) may change.
-                assert_eq!(frame.len(), data.len());
+    CLASSIFIERS.with_borrow_mut(|classifiers| {
+        for classifier in classifiers.iter_mut() {
+            let _ = classifier.priority(data);
+            let mut frame = data.to_vec();
+            match classifier.classify(&mut frame) {
+                Verdict::Forward { .. } => {
+                    // Only TTL/hop limit (and the IPv4 checksum) may change.
+                    assert_eq!(frame.len(), data.len());
+                }
+                _ => assert_eq!(frame, data, "a frame not forwarded was changed"),
             }
-            _ => assert_eq!(frame, data, "a frame not forwarded was changed"),
         }
-    }
+    });
 });
