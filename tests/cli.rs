@@ -459,3 +459,46 @@ fn live_flag_mistakes_exit_2() {
         &["--metrics", "cannot listen"],
     );
 }
+
+/// The progress bar: on a terminal (script(1) gives the command a pseudo-terminal) it shows
+/// frames, simulated time and an ETA; with --quiet, or on pipes as in CI, nothing.
+#[test]
+fn the_progress_bar_shows_on_a_terminal_only() {
+    let dir = temp_dir("progress");
+    let trace = dir.join("flows.pcap");
+    run_ok(raceway().args(["--quiet", "gen", "flows", "--packets", "2000", "--out"]).arg(&trace));
+    let config = dir.join("leaf.toml");
+    std::fs::write(&config, leaf(2, "", "", "3")).unwrap();
+    let replay = |out: &str, quiet: &str| {
+        format!(
+            "{} replay -c {} --in h0={} --out {} {quiet}",
+            env!("CARGO_BIN_EXE_raceway"),
+            config.display(),
+            trace.display(),
+            dir.join(out).display()
+        )
+    };
+    let on_terminal = |command: String| {
+        let output = std::process::Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .output()
+            .expect("script(1) is part of util-linux");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let shown = on_terminal(replay("tty", ""));
+    assert!(shown.contains("ETA") && shown.contains("2000 frames") && shown.contains("simulated"), "{shown}");
+    let quiet = on_terminal(replay("tty-quiet", "--quiet"));
+    assert!(!quiet.contains("ETA"), "{quiet}");
+    let piped = run_ok(
+        raceway()
+            .args(["replay", "-c"])
+            .arg(&config)
+            .arg("--in")
+            .arg(format!("h0={}", trace.display()))
+            .arg("--out")
+            .arg(dir.join("piped")),
+    );
+    assert!(!String::from_utf8_lossy(&piped.stderr).contains("ETA"));
+    assert!(!String::from_utf8_lossy(&piped.stdout).contains("ETA"));
+}

@@ -281,6 +281,7 @@ proptest! {
             roce_mtu: 4096,
             seed,
             horizon_ms: 1000.0,
+            progress: false,
         };
         let result = raceway::engine::fabric::engine::run(&fabric, &options, None).unwrap();
         prop_assert_eq!(result.drops, 0, "{:?}", result.drops_by_reason);

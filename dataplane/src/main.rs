@@ -24,6 +24,9 @@ struct Cli {
     /// Log filter (error, warn, info, debug, trace, or a RUST_LOG directive).
     #[arg(long, global = true, default_value = "info")]
     log_level: String,
+    /// No progress bar (it shows only on a terminal anyway).
+    #[arg(long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -295,6 +298,7 @@ fn main() -> ExitCode {
         }
     };
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
     match execute(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure(line)) => {
@@ -304,9 +308,17 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--quiet`: no progress bar.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the long commands show a progress bar (stderr is a terminal, no `--quiet`).
+fn show_progress() -> bool {
+    raceway::observe::progress::Progress::wanted(QUIET.load(std::sync::atomic::Ordering::Relaxed))
+}
+
 /// Writes a generated trace and says so.
 fn write_trace(out: &Path, frames: &[(u64, Vec<u8>)]) -> Result<(), Failure> {
-    gen::write_trace(out, frames)?;
+    gen::write_trace(out, frames, show_progress())?;
     println!("wrote {} frames to {}", frames.len(), out.display());
     Ok(())
 }
@@ -408,7 +420,8 @@ fn execute(command: Command) -> Result<(), Failure> {
                 "pcapng" => replay::pcap::OutputFormat::PcapNg,
                 _ => replay::pcap::OutputFormat::Pcap,
             };
-            let options = replay::ReplayOptions { seed, ignore_pfc, report, out_format };
+            let progress = show_progress();
+            let options = replay::ReplayOptions { seed, ignore_pfc, report, out_format, progress };
             let stats = replay::run(&config, &inputs, &out, &options)?;
             println!("{}", stats.summary_line(&config));
             Ok(())
@@ -431,8 +444,15 @@ fn execute(command: Command) -> Result<(), Failure> {
                 fabric.dcqcn.enabled = false;
             }
             let collective = fabric::workload::Collective::parse(&workload, target)?;
-            let options =
-                fabric::engine::FabricOptions { collective, message_bytes, messages, roce_mtu, seed, horizon_ms };
+            let options = fabric::engine::FabricOptions {
+                collective,
+                message_bytes,
+                messages,
+                roce_mtu,
+                seed,
+                horizon_ms,
+                progress: show_progress(),
+            };
             options.validate(&fabric)?;
             let results = fabric::engine::run(&fabric, &options, Some(&out))?;
             println!("{}", results.summary_line());

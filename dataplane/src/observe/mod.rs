@@ -7,6 +7,7 @@
 pub mod capture;
 pub mod latency;
 pub mod metrics;
+pub mod progress;
 pub mod report;
 pub mod stats;
 pub mod telemetry;

@@ -47,12 +47,15 @@ fn check_size_and_rate(frame_len: usize, rate_gbps: f64) -> Result<(), InputErro
     Ok(())
 }
 
-/// Writes `(time ns, frame)` pairs as a pcap at `path`.
-pub fn write_trace(path: &std::path::Path, frames: &[(u64, Vec<u8>)]) -> Result<(), InputError> {
+/// Writes `(time ns, frame)` pairs as a pcap at `path`, with a progress bar when `progress`.
+pub fn write_trace(path: &std::path::Path, frames: &[(u64, Vec<u8>)], progress: bool) -> Result<(), InputError> {
     let mut writer = crate::engine::replay::pcap::CaptureWriter::create(path, 0)?;
-    for (time_ns, bytes) in frames {
+    let mut bar = crate::observe::progress::Progress::new(progress, frames.len() as u64, "frames");
+    for (index, (time_ns, bytes)) in frames.iter().enumerate() {
         writer.write(time_ns * 1000, bytes)?;
+        bar.tick(|| (index as u64 + 1, format!("frames to {}", path.display())));
     }
+    bar.finish(frames.len() as u64, format!("frames to {}", path.display()));
     writer.finish()
 }
 

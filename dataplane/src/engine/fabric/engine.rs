@@ -39,6 +39,8 @@ pub struct FabricOptions {
     pub seed: u64,
     /// Give up (and report what did not complete) at this virtual time.
     pub horizon_ms: f64,
+    /// Show a progress bar on stderr over the horizon (the caller checks it is a terminal).
+    pub progress: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -471,11 +473,16 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
     }
     let horizon = (options.horizon_ms * 1e9) as u64;
     let mut timed_out = false;
+    // Over the horizon in simulated ns: a run that completes earlier stops short of it.
+    let mut progress = crate::observe::progress::Progress::new(options.progress, horizon / 1000, "ns");
+    let mut last_ps = 0;
     while let Some((now, kind)) = engine.events.pop() {
         if now > horizon {
             timed_out = true;
             break;
         }
+        last_ps = now;
+        progress.tick(|| (now / 1000, crate::observe::progress::simulated(now)));
         engine.now = now;
         match kind {
             Kind::Arrive { to, frame } => {
@@ -527,6 +534,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
             engine.recorders[switch].observe(now, &engine.switches[switch]);
         }
     }
+    progress.finish(last_ps / 1000, crate::observe::progress::simulated(last_ps));
     results(engine, options, out, timed_out)
 }
 
@@ -652,7 +660,15 @@ mod tests {
     }
 
     fn options(collective: Collective) -> FabricOptions {
-        FabricOptions { collective, message_bytes: 256 * 1024, messages: 2, roce_mtu: 4096, seed: 1, horizon_ms: 100.0 }
+        FabricOptions {
+            collective,
+            message_bytes: 256 * 1024,
+            messages: 2,
+            roce_mtu: 4096,
+            seed: 1,
+            horizon_ms: 100.0,
+            progress: false,
+        }
     }
 
     #[test]

@@ -55,6 +55,8 @@ pub struct ReplayOptions {
     pub report: Option<PathBuf>,
     /// The output captures' format.
     pub out_format: OutputFormat,
+    /// Show a progress bar on stderr (the caller checks it is a terminal).
+    pub progress: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -166,6 +168,8 @@ pub fn run(
         });
     }
     let mut engine = Engine { config, switch, ports, events: EventQueue::default(), timer: Alarm::default(), recorder };
+    let input_bytes: u64 = specs.iter().filter_map(|spec| std::fs::metadata(&spec.path).ok()).map(|m| m.len()).sum();
+    let mut progress = crate::observe::progress::Progress::new(options.progress, input_bytes, "B");
     let mut last_event_ps = 0;
     for port in 0..engine.ports.len() {
         engine.peer_ready(port, 0)?;
@@ -204,7 +208,10 @@ pub fn run(
             recorder.observe(now, &engine.switch);
         }
         last_event_ps = now;
+        progress.tick(|| engine.progress(now));
     }
+    let (read, message) = engine.progress(last_event_ps);
+    progress.finish(read, message);
     let leftover = engine.switch.drain();
     if leftover > 0 {
         tracing::warn!("{leftover} frames were still queued when the replay ran out of events; counted as buffer_full");
@@ -247,6 +254,13 @@ fn last_frame_time(specs: &[&TraceSpec]) -> Result<u64, InputError> {
 }
 
 impl Engine<'_> {
+    /// The input bytes read and the bar's message: frames received and simulated time.
+    fn progress(&self, now: u64) -> (u64, String) {
+        let read = self.ports.iter().filter_map(|port| port.peer.source.as_ref()).map(TraceSource::bytes_read).sum();
+        let frames: u64 = self.switch.stats.ports.iter().map(|port| port.rx_packets).sum();
+        (read, format!("{frames} frames, {}", crate::observe::progress::simulated(now)))
+    }
+
     fn wake_peer(&mut self, port: usize, at: u64) {
         if self.ports[port].peer.wake.set(at) {
             self.events.schedule(at, Event::PeerReady(port));

@@ -152,21 +152,37 @@ impl fmt::Display for TraceSpec {
 /// The first four bytes of a pcapng file (a section header block's type).
 const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
+/// A file that counts the bytes read from it (for the progress bar).
+struct Counted {
+    file: File,
+    read: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl Read for Counted {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.file.read(buffer)?;
+        self.read.set(self.read.get() + read as u64);
+        Ok(read)
+    }
+}
+
 /// Reads an input trace frame by frame.
 pub struct TraceReader {
     file: String,
     format: Format,
+    /// Bytes read from the file so far.
+    read: std::rc::Rc<std::cell::Cell<u64>>,
     /// Records (pcap) or blocks (pcapng) read so far, for error messages.
     position: usize,
 }
 
 enum Format {
-    Pcap(PcapReader<BufReader<File>>),
+    Pcap(PcapReader<BufReader<Counted>>),
     PcapNg(Box<PcapNgState>),
 }
 
 struct PcapNgState {
-    reader: PcapNgReader<BufReader<File>>,
+    reader: PcapNgReader<BufReader<Counted>>,
     interface: Option<InterfaceChoice>,
     direction: Option<Direction>,
     /// The time of the last frame read (for simple packet blocks, which carry none).
@@ -218,8 +234,9 @@ impl TraceReader {
         let mut magic = [0u8; 4];
         let is_pcapng = handle.read_exact(&mut magic).is_ok() && magic == PCAPNG_MAGIC;
         handle.rewind().map_err(|err| error("-", format!("cannot read: {err}")))?;
+        let read = std::rc::Rc::new(std::cell::Cell::new(0));
         // Large buffered reads: a trace is read once, front to back.
-        let buffered = BufReader::with_capacity(1 << 20, handle);
+        let buffered = BufReader::with_capacity(1 << 20, Counted { file: handle, read: read.clone() });
         let format = if is_pcapng {
             let reader = PcapNgReader::new(buffered)
                 .map_err(|err| error("section header", format!("not a pcapng file: {}", first_line(err))))?;
@@ -244,7 +261,12 @@ impl TraceReader {
         };
         // pcapng blocks count from the section header (block 0), which opening read.
         let position = usize::from(matches!(format, Format::PcapNg(_)));
-        Ok(Self { file, format, position })
+        Ok(Self { file, format, position, read })
+    }
+
+    /// Bytes read from the file so far (a buffer ahead of the frames returned).
+    pub fn bytes_read(&self) -> u64 {
+        self.read.get()
     }
 
     /// The next frame, `None` at the end of the file.
@@ -401,6 +423,11 @@ pub struct TraceSource {
 }
 
 impl TraceSource {
+    /// Bytes read from the file so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.reader.bytes_read()
+    }
+
     /// The next frame's time from the origin, without taking it. A frame stamped before the
     /// origin (a capture whose timestamps step back before every input's first frame) is
     /// offered at the origin.
