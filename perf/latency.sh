@@ -50,16 +50,9 @@ peer_mac = "02:00:00:00:11:00"
 prefix = "10.0.1.0/24"
 port = "out"
 TOML
-  "$RACEWAY" --log-level error run -c "$OUT/raceway-$workers.toml" --duration $((DURATION + 5)) \
-    --stats-json "$OUT/raceway-$workers.json" -- --file-prefix "lat-rw-$$" >"$OUT/raceway-$workers.log" 2>&1 &
-  local pid=$!
-  sleep 1.5
-  "$RACEWAY" --log-level error blast --trace "$OUT/flows-$SIZE.pcap" \
-    --device "net_memif0,role=client,socket=$socket" --rate-gbps "$RATE" --duration "$DURATION" -- \
-    -l 0 --no-huge -m 256 --no-pci --no-shconf --file-prefix "lat-blast-$$" --log-level '*:error' \
-    >"$OUT/blast-$workers.json" 2>"$OUT/blast-$workers.log"
-  wait "$pid"
-  python3 - "$workers" "$OUT/blast-$workers.json" "$OUT/raceway-$workers.json" <<'PY'
+  blast_through "$OUT/raceway-$workers.toml" "$OUT/raceway-$workers" "$OUT/flows-$SIZE.pcap" "$socket" \
+    "$RATE" "$DURATION" lat
+  python3 - "$workers" "$OUT/raceway-$workers-blast.json" "$OUT/raceway-$workers.json" <<'PY'
 import json, sys
 workers, blast, stats = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 latency = stats["latency_ns"]

@@ -11,6 +11,8 @@
 # Cores (2-vCPU machine): raceway's worker on CPU 1, blast on CPU 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/common.sh
+. perf/common.sh
 SHAPER_GBPS=${SHAPER_GBPS:-10}
 TRIAL=${TRIAL:-3}
 STEPS=${STEPS:-7}
@@ -45,16 +47,8 @@ peer_mac = "02:00:00:00:11:00"
 prefix = "10.0.1.0/24"
 port = "out"
 TOML
-  "$RACEWAY" --log-level error run -c "$OUT/raceway.toml" --duration $((TRIAL + 5)) \
-    --stats-json "$OUT/raceway.json" -- --file-prefix "zl-rw-$$" >"$OUT/raceway.log" 2>&1 &
-  local pid=$!
-  sleep 1.5
-  "$RACEWAY" --log-level error blast --trace "$OUT/flows-$size.pcap" \
-    --device "net_memif0,role=client,socket=$socket" --rate-gbps "$rate" --duration "$TRIAL" -- \
-    -l 0 --no-huge -m 256 --no-pci --no-shconf --file-prefix "zl-blast-$$" --log-level '*:error' \
-    >"$OUT/blast.json" 2>"$OUT/blast.log"
-  wait "$pid"
-  python3 - "$OUT/blast.json" "$OUT/raceway.json" <<'PY'
+  blast_through "$OUT/raceway.toml" "$OUT/raceway" "$OUT/flows-$size.pcap" "$socket" "$rate" "$TRIAL" zl
+  python3 - "$OUT/raceway-blast.json" "$OUT/raceway.json" <<'PY'
 import json, sys
 blast = json.load(open(sys.argv[1]))
 stats = json.load(open(sys.argv[2]))

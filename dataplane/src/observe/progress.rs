@@ -40,11 +40,6 @@ impl Progress {
         Self { bar, events: 0 }
     }
 
-    /// A hidden bar.
-    pub fn hidden() -> Self {
-        Self { bar: None, events: 0 }
-    }
-
     /// Counts an event; every `STRIDE` events asks `state` for (work done, message) and
     /// updates the bar.
     #[inline]
