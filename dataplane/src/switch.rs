@@ -849,6 +849,12 @@ impl<P: PacketBuf> Switch<P> {
         self.pfc[port].has_frame()
     }
 
+    /// Whether `port` has anything to send, now or once unpaused: queued frames or a PFC frame.
+    #[inline]
+    pub fn has_backlog(&self, port: usize) -> bool {
+        self.buffer.backlog(port) != 0 || self.pfc[port].has_frame()
+    }
+
     /// When `port`'s link will have sent every frame handed to it (see `EgressPort`).
     #[inline]
     pub fn link_free_ps(&self, port: usize) -> u64 {

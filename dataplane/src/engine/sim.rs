@@ -8,7 +8,7 @@
 use crate::observe::report::Recorder;
 use crate::packet::HeapPacket;
 use crate::switch::{Received, Switch, NEVER};
-use crate::wire::parse::{parse, Payload};
+use crate::wire::parse::flow_control;
 use crate::wire::pfc::Repr;
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -41,15 +41,30 @@ impl<K> Ord for Scheduled<K> {
 }
 
 /// Events in virtual time (ps): earliest first, and among equal times the first scheduled.
+///
+/// An event may also be *reserved*: its place in that order is fixed when it is reserved
+/// (`reserve`), and it joins the queue only if it turns out to be needed
+/// (`schedule_reserved`), which must happen before the queue has gone past its place. An
+/// engine reserves the events that usually do nothing (a link done with its frame and nothing
+/// more to send) and so does not pay for them, without changing the order of anything.
 pub struct EventQueue<K> {
     heap: BinaryHeap<Reverse<Scheduled<K>>>,
     sequence: u64,
+    /// The (time, sequence) of the event popped last: the queue's place.
+    place: (u64, u64),
 }
 
 impl<K> Default for EventQueue<K> {
     fn default() -> Self {
-        Self { heap: BinaryHeap::new(), sequence: 0 }
+        Self { heap: BinaryHeap::new(), sequence: 0, place: (0, 0) }
     }
+}
+
+/// A reserved place in an `EventQueue`'s order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reserved {
+    pub time: u64,
+    sequence: u64,
 }
 
 impl<K> EventQueue<K> {
@@ -58,9 +73,30 @@ impl<K> EventQueue<K> {
         self.heap.push(Reverse(Scheduled { time, sequence: self.sequence, kind }));
     }
 
+    /// Takes the place an event scheduled now at `time` would have.
+    pub fn reserve(&mut self, time: u64) -> Reserved {
+        self.sequence += 1;
+        Reserved { time, sequence: self.sequence }
+    }
+
+    /// Whether the queue has not yet reached the reserved place (the event, if scheduled now,
+    /// comes after the one being handled).
+    pub fn ahead(&self, reserved: Reserved) -> bool {
+        (reserved.time, reserved.sequence) > self.place
+    }
+
+    /// Schedules an event at its reserved place, which must still be `ahead`.
+    pub fn schedule_reserved(&mut self, reserved: Reserved, kind: K) {
+        debug_assert!(self.ahead(reserved), "the queue is past the reserved place");
+        self.heap.push(Reverse(Scheduled { time: reserved.time, sequence: reserved.sequence, kind }));
+    }
+
     /// The next event and its time.
     pub fn pop(&mut self) -> Option<(u64, K)> {
-        self.heap.pop().map(|Reverse(event)| (event.time, event.kind))
+        self.heap.pop().map(|Reverse(event)| {
+            self.place = (event.time, event.sequence);
+            (event.time, event.kind)
+        })
     }
 }
 
@@ -124,10 +160,7 @@ pub fn arrive(
     now: u64,
     speed_mbps: u64,
 ) -> Arrival {
-    let pfc = match parse(&bytes).map(|parsed| parsed.payload) {
-        Ok(Payload::FlowControl(repr)) => Some(repr),
-        _ => None,
-    };
+    let pfc = flow_control(&bytes);
     if let (Some(recorder), Some(repr)) = (recorder, &pfc) {
         recorder.pfc_received(port, repr, now, speed_mbps);
     }
@@ -165,6 +198,32 @@ mod tests {
         }
         let order: Vec<u32> = std::iter::from_fn(|| many.pop()).map(|(_, index)| index).collect();
         assert_eq!(order, (0..64).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn a_reserved_event_keeps_its_place_when_scheduled_later() {
+        // Reserved between 'a' and 'c' at time 20: scheduled after both, it still leaves
+        // between them, and ahead of a later event at its time.
+        let mut queue = EventQueue::default();
+        queue.schedule(20, 'a');
+        let reserved = queue.reserve(20);
+        queue.schedule(20, 'c');
+        queue.schedule(10, 'b');
+        assert!(queue.ahead(reserved));
+        assert_eq!(queue.pop(), Some((10, 'b')));
+        assert_eq!(queue.pop(), Some((20, 'a')));
+        assert!(queue.ahead(reserved), "'c' has not gone yet");
+        queue.schedule_reserved(reserved, 'r');
+        queue.schedule(20, 'd');
+        let order: Vec<char> = std::iter::from_fn(|| queue.pop()).map(|(_, kind)| kind).collect();
+        assert_eq!(order, ['r', 'c', 'd']);
+        // Once the queue has handled an event after the place, it is behind it.
+        let mut queue = EventQueue::default();
+        let reserved = queue.reserve(5);
+        queue.schedule(5, 'x');
+        assert!(queue.ahead(reserved));
+        queue.pop();
+        assert!(!queue.ahead(reserved));
     }
 
     #[test]

@@ -30,9 +30,7 @@ impl Progress {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
             let template = match unit {
                 "B" => "{bar:30} {bytes}/{total_bytes} read: {msg} ({bytes_per_sec}, ETA {eta})",
-                // Simulated time against a horizon: the message says how far.
-                "ns" => "{bar:30} {msg} (ETA {eta})",
-                _ => "{bar:30} {human_pos}/{human_len} {msg} (ETA {eta})",
+                _ => "{bar:30} {human_pos}/{human_len} {msg} ({per_sec}, ETA {eta})",
             };
             bar.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()));
             bar

@@ -96,6 +96,11 @@ pub struct Recorder {
     xoff: Vec<u64>,
     xon: Vec<u64>,
     thresholds_now: (u64, u64),
+    /// The switch as last observed (its state until the next event): each new sample starts
+    /// from it, so samples do not depend on events that change nothing.
+    depth_last: Vec<[u64; TRAFFIC_CLASSES]>,
+    thresholds_last: (u64, u64),
+    observed: bool,
     /// Per port and priority: when the switch paused its peer (XOFF sent), and when the peer
     /// paused the port's egress (PFC received).
     xoff_sent: Vec<[Intervals; 8]>,
@@ -116,24 +121,43 @@ impl Recorder {
             xoff: Vec::new(),
             xon: Vec::new(),
             thresholds_now: (u64::MAX, u64::MAX),
+            depth_last: vec![[0; TRAFFIC_CLASSES]; ports],
+            thresholds_last: (u64::MAX, u64::MAX),
+            observed: false,
             xoff_sent: vec![Default::default(); ports],
             paused_by_peer: vec![Default::default(); ports],
         }
     }
 
-    /// Looks at the switch after an event at `now`: closes the samples that ended before it,
-    /// then folds the current depths and thresholds into the open sample.
+    /// Looks at the switch after an event at `now`: closes the samples that ended before it
+    /// (with the state the switch was in until now), then folds the current depths and
+    /// thresholds into the open sample.
     pub fn observe<P: PacketBuf>(&mut self, now: u64, switch: &Switch<P>) {
-        while now >= self.sample_end_ps {
-            self.close_sample(switch);
+        if !self.observed {
+            // Before the first event the switch was as it is now, less one event's change.
+            self.observed = true;
+            self.remember(switch);
         }
-        for (port, maxima) in self.depth_now_max.iter_mut().enumerate() {
-            for (tc, max) in maxima.iter_mut().enumerate() {
-                *max = (*max).max(switch.queue_bytes(port, tc));
+        while now >= self.sample_end_ps {
+            self.close_sample();
+        }
+        self.remember(switch);
+        for (maxima, last) in self.depth_now_max.iter_mut().zip(&self.depth_last) {
+            for (max, depth) in maxima.iter_mut().zip(last) {
+                *max = (*max).max(*depth);
             }
         }
-        let (xoff, xon) = switch.pfc_thresholds();
+        let (xoff, xon) = self.thresholds_last;
         self.thresholds_now = (self.thresholds_now.0.min(xoff), self.thresholds_now.1.min(xon));
+    }
+
+    fn remember<P: PacketBuf>(&mut self, switch: &Switch<P>) {
+        for (port, last) in self.depth_last.iter_mut().enumerate() {
+            for (tc, depth) in last.iter_mut().enumerate() {
+                *depth = switch.queue_bytes(port, tc);
+            }
+        }
+        self.thresholds_last = switch.pfc_thresholds();
     }
 
     /// A data frame of `bytes` went on `port`'s link from `start_ps` to `done_ps`.
@@ -141,7 +165,7 @@ impl Recorder {
         self.on_wire[port].push(OnWire { start_ps, done_ps, bytes, counted: 0 });
     }
 
-    fn close_sample<P: PacketBuf>(&mut self, switch: &Switch<P>) {
+    fn close_sample(&mut self) {
         let end = self.sample_end_ps;
         for (series, on_wire) in self.tx_bytes.iter_mut().zip(&mut self.on_wire) {
             let mut sent = 0;
@@ -156,14 +180,13 @@ impl Recorder {
         for (port, maxima) in self.depth_now_max.iter_mut().enumerate() {
             for (tc, max) in maxima.iter_mut().enumerate() {
                 self.depth[port][tc].push(*max);
-                // The next sample starts from the depth queued now.
-                *max = switch.queue_bytes(port, tc);
+                // The next sample starts from the depth queued at its start.
+                *max = self.depth_last[port][tc];
             }
         }
-        let (xoff, xon) = switch.pfc_thresholds();
-        self.xoff.push(self.thresholds_now.0.min(xoff));
-        self.xon.push(self.thresholds_now.1.min(xon));
-        self.thresholds_now = (xoff, xon);
+        self.xoff.push(self.thresholds_now.0);
+        self.xon.push(self.thresholds_now.1);
+        self.thresholds_now = self.thresholds_last;
         self.sample_end_ps += self.interval_ps;
         if self.xoff.len() >= MAX_SAMPLES {
             self.halve();
@@ -203,7 +226,7 @@ impl Recorder {
     /// Closes the last sample at `end_ps` (the replay's last event).
     pub fn finish<P: PacketBuf>(&mut self, end_ps: u64, switch: &Switch<P>) {
         self.observe(end_ps, switch);
-        self.close_sample(switch);
+        self.close_sample();
     }
 }
 
@@ -655,6 +678,43 @@ mod tests {
         assert_eq!(time_label(&12.5), "12.5 µs");
         assert_eq!(time_label(&2_500.0), "2.5 ms");
         assert_eq!(time_label(&3_000_000.0), "3 s");
+    }
+
+    /// Port 1's queue depth per sample (all classes), with `quiet` observations in between
+    /// (events that change nothing) when asked: a frame for port 1 queued at 250 ns, samples of
+    /// 100 ns, the run ending at 400 ns.
+    fn depths_with_a_frame_at_250_ns(quiet: &[u64]) -> (Vec<u64>, u64) {
+        use crate::packet::HeapPacket;
+        use crate::testing::{rocev2_burst, Leaf};
+        let config = Leaf::two_uplinks("report", "ecmp").config();
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 1);
+        let mut recorder = Recorder::new(config.ports.len(), 0);
+        assert_eq!(recorder.interval_ps, 100_000);
+        recorder.observe(0, &switch);
+        for &at in quiet.iter().filter(|&&at| at < 250_000) {
+            recorder.observe(at, &switch);
+        }
+        let frame = rocev2_burst(1, |_, spec| spec.destination = "10.0.9.1".parse().unwrap()).remove(0);
+        let len = frame.len() as u64;
+        switch.receive(0, HeapPacket::new(frame), 250_000);
+        recorder.observe(250_000, &switch);
+        for &at in quiet.iter().filter(|&&at| at > 250_000) {
+            recorder.observe(at, &switch);
+        }
+        recorder.finish(400_000, &switch);
+        let depths =
+            (0..recorder.depth[1][0].len()).map(|sample| recorder.depth[1].iter().map(|tc| tc[sample]).sum()).collect();
+        (depths, len)
+    }
+
+    #[test]
+    fn samples_show_the_depth_of_their_own_time_whatever_the_events() {
+        let (depths, len) = depths_with_a_frame_at_250_ns(&[]);
+        // The samples before 200 ns ended before the frame came: empty, though the first event
+        // after them is its arrival.
+        assert_eq!(depths, [0, 0, len, len, len]);
+        // Events that change nothing, in samples of their own or not, change no sample.
+        assert_eq!(depths_with_a_frame_at_250_ns(&[50_000, 150_000, 200_000, 260_000, 310_000]).0, depths);
     }
 
     #[test]

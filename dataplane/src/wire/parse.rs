@@ -103,6 +103,19 @@ pub fn parse(frame: &[u8]) -> Result<ParsedFrame> {
     Ok(ParsedFrame { pcp, payload })
 }
 
+/// The PFC frame's meaning, if `frame` is one: `parse`'s `FlowControl`, without parsing
+/// frames of any other EtherType (PFC is untagged, so the type is at offset 12).
+#[inline]
+pub fn flow_control(frame: &[u8]) -> Option<pfc::Repr> {
+    if frame.get(12..14) != Some(&0x8808u16.to_be_bytes()[..]) {
+        return None;
+    }
+    match parse(frame) {
+        Ok(ParsedFrame { payload: Payload::FlowControl(repr), .. }) => Some(repr),
+        _ => None,
+    }
+}
+
 #[inline(always)]
 fn parse_ipv4(frame: &[u8], l3_offset: usize) -> Result<IpPacket> {
     let packet = ipv4::Packet::new_checked(&frame[l3_offset..])?;
@@ -358,6 +371,12 @@ pub(crate) mod tests {
         arp.extend_from_slice(&[2, 0, 0, 0, 0, 9, 0x08, 0x06]);
         arp.resize(60, 0);
         assert_eq!(parse(&arp).unwrap().payload, Payload::NotRoutable(EtherType::Unknown(0x0806)));
+
+        // `flow_control` answers what `parse` does, for PFC and everything else.
+        assert_eq!(flow_control(&frame), Some(repr));
+        for other in [&unicast, &tagged, &pause, &arp, &rocev2_frame(false), &frame[..13].to_vec()] {
+            assert_eq!(flow_control(other), None);
+        }
     }
 
     #[test]

@@ -39,7 +39,8 @@ pub struct FabricOptions {
     pub seed: u64,
     /// Give up (and report what did not complete) at this virtual time.
     pub horizon_ms: f64,
-    /// Show a progress bar on stderr over the horizon (the caller checks it is a terminal).
+    /// Show a progress bar on stderr: the workload's frames delivered (the caller checks that
+    /// stderr is a terminal).
     pub progress: bool,
 }
 
@@ -88,6 +89,8 @@ struct Engine<'a> {
     paused: HashMap<Endpoint, [Intervals; 8]>,
     data_priority: usize,
     now: u64,
+    /// Frames of messages delivered so far (the progress bar's work done).
+    frames_delivered: u64,
 }
 
 impl Engine<'_> {
@@ -282,6 +285,7 @@ impl Engine<'_> {
                 let Some(message) = self.qps[qp].message_of(psn) else { return };
                 let state = &mut self.messages[message];
                 state.delivered += 1;
+                self.frames_delivered += 1;
                 if state.delivered == state.frames {
                     state.done_ps = Some(now);
                     for dependent in std::mem::take(&mut state.dependents) {
@@ -465,6 +469,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         paused: HashMap::new(),
         data_priority,
         now: 0,
+        frames_delivered: 0,
     };
     for message in 0..engine.messages.len() {
         if engine.messages[message].spec.after.is_none() {
@@ -473,8 +478,9 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
     }
     let horizon = (options.horizon_ms * 1e9) as u64;
     let mut timed_out = false;
-    // Over the horizon in simulated ns: a run that completes earlier stops short of it.
-    let mut progress = crate::observe::progress::Progress::new(options.progress, horizon / 1000, "ns");
+    // The work is the workload's frames, delivered; the horizon only bounds the run.
+    let workload_frames = engine.messages.iter().map(|message| message.frames).sum();
+    let mut progress = crate::observe::progress::Progress::new(options.progress, workload_frames, "frames");
     let mut last_ps = 0;
     while let Some((now, kind)) = engine.events.pop() {
         if now > horizon {
@@ -482,7 +488,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
             break;
         }
         last_ps = now;
-        progress.tick(|| (now / 1000, crate::observe::progress::simulated(now)));
+        progress.tick(|| (engine.frames_delivered, format!("delivered, {}", crate::observe::progress::simulated(now))));
         engine.now = now;
         match kind {
             Kind::Arrive { to, frame } => {
@@ -534,7 +540,8 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
             engine.recorders[switch].observe(now, &engine.switches[switch]);
         }
     }
-    progress.finish(last_ps / 1000, crate::observe::progress::simulated(last_ps));
+    let delivered = format!("delivered, {}", crate::observe::progress::simulated(last_ps));
+    progress.finish(engine.frames_delivered, delivered);
     results(engine, options, out, timed_out)
 }
 
