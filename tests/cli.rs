@@ -501,4 +501,13 @@ fn the_progress_bar_shows_on_a_terminal_only() {
     );
     assert!(!String::from_utf8_lossy(&piped.stderr).contains("ETA"));
     assert!(!String::from_utf8_lossy(&piped.stdout).contains("ETA"));
+    // The fabric's bar counts the workload's frames delivered: 7 senders x 2 messages of
+    // 8 KiB in 4 KiB frames, all of them at the end.
+    let fabric = on_terminal(format!(
+        "{} fabric -c {} --workload incast --messages 2 --message-bytes 8192 --out {}",
+        env!("CARGO_BIN_EXE_raceway"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../config/fabric/leaf-spine.toml"),
+        dir.join("fabric").display()
+    ));
+    assert!(fabric.contains("28/28 delivered") && fabric.contains("ETA"), "{fabric}");
 }

@@ -317,9 +317,9 @@ fn show_progress() -> bool {
 }
 
 /// Writes a generated trace and says so.
-fn write_trace(out: &Path, frames: &[(u64, Vec<u8>)]) -> Result<(), Failure> {
-    gen::write_trace(out, frames, show_progress())?;
-    println!("wrote {} frames to {}", frames.len(), out.display());
+fn write_trace<B: AsRef<[u8]>>(out: &Path, frames: impl ExactSizeIterator<Item = (u64, B)>) -> Result<(), Failure> {
+    let written = gen::write_trace(out, frames, show_progress())?;
+    println!("wrote {written} frames to {}", out.display());
     Ok(())
 }
 
@@ -344,7 +344,7 @@ fn write_pattern(pattern: gen::Pattern, args: PatternArgs) -> Result<(), Failure
         .map_err(|err| Failure(format!("{}: cannot create: {err}", args.out.display())))?;
     for (host, frames) in gen::pattern(&options).iter().enumerate() {
         if !frames.is_empty() {
-            write_trace(&args.out.join(format!("host{host}.pcap")), frames)?;
+            write_trace(&args.out.join(format!("host{host}.pcap")), frames.iter().map(|(time, bytes)| (*time, bytes)))?;
         }
     }
     Ok(())
@@ -480,12 +480,12 @@ fn execute(command: Command) -> Result<(), Failure> {
         Command::Gen { kind: GenKind::Flows { out, flows, packets, size, rate_gbps, dscp, to_subnet } } => {
             let options = gen::FlowsOptions { flows, packets, frame_len: size, rate_gbps, dscp, to_subnet };
             options.validate()?;
-            write_trace(&out, &gen::flows(&options))
+            write_trace(&out, gen::flows(&options))
         }
         Command::Gen { kind: GenKind::Mixed { out, packets, seed, size, rate_gbps, host, bad_percent } } => {
             let options = gen::MixedOptions { packets, seed, frame_len: size, rate_gbps, host, bad_percent };
             options.validate()?;
-            write_trace(&out, &gen::mixed(&options))
+            write_trace(&out, gen::mixed(&options).into_iter())
         }
         Command::Gen { kind: GenKind::Incast { target, common } } => {
             write_pattern(gen::Pattern::Incast { target }, common)

@@ -5,7 +5,7 @@
 //! Invariant: the engines pay one increment and one compare per event for it; the bar is
 //! updated every `STRIDE` events and redrawn by indicatif at most 20 times a second.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::io::IsTerminal;
 
 /// Events between two updates of the bar.
@@ -30,9 +30,14 @@ impl Progress {
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
             let template = match unit {
                 "B" => "{bar:30} {bytes}/{total_bytes} read: {msg} ({bytes_per_sec}, ETA {eta})",
-                _ => "{bar:30} {human_pos}/{human_len} {msg} ({per_sec}, ETA {eta})",
+                _ => "{bar:30} {human_pos}/{human_len} {msg} ({rate}, ETA {eta})",
             };
-            bar.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+            let style = ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar());
+            // indicatif's own {per_sec} prints four decimals: "92,384.8618/s".
+            let rate = |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+                let _ = write!(out, "{}/s", HumanCount(state.per_sec() as u64));
+            };
+            bar.set_style(style.with_key("rate", rate));
             bar
         });
         Self { bar, events: 0 }

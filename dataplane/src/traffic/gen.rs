@@ -47,16 +47,23 @@ fn check_size_and_rate(frame_len: usize, rate_gbps: f64) -> Result<(), InputErro
     Ok(())
 }
 
-/// Writes `(time ns, frame)` pairs as a pcap at `path`, with a progress bar when `progress`.
-pub fn write_trace(path: &std::path::Path, frames: &[(u64, Vec<u8>)], progress: bool) -> Result<(), InputError> {
+/// Writes `(time ns, frame)` pairs as a pcap at `path` as they come (a generator need not
+/// hold its trace), with a progress bar when `progress`; returns how many.
+pub fn write_trace<B: AsRef<[u8]>>(
+    path: &std::path::Path,
+    frames: impl ExactSizeIterator<Item = (u64, B)>,
+    progress: bool,
+) -> Result<u64, InputError> {
     let mut writer = crate::engine::replay::pcap::CaptureWriter::create(path, 0)?;
-    let mut bar = crate::observe::progress::Progress::new(progress, frames.len() as u64, "frames");
-    for (index, (time_ns, bytes)) in frames.iter().enumerate() {
-        writer.write(time_ns * 1000, bytes)?;
+    let total = frames.len() as u64;
+    let mut bar = crate::observe::progress::Progress::new(progress, total, "frames");
+    for (index, (time_ns, bytes)) in frames.enumerate() {
+        writer.write(time_ns * 1000, bytes.as_ref())?;
         bar.tick(|| (index as u64 + 1, format!("frames to {}", path.display())));
     }
-    bar.finish(frames.len() as u64, format!("frames to {}", path.display()));
-    writer.finish()
+    bar.finish(total, format!("frames to {}", path.display()));
+    writer.finish()?;
+    Ok(total)
 }
 
 impl Default for MixedOptions {
@@ -186,11 +193,10 @@ impl FlowsOptions {
 
 /// `packets` RoCEv2 SEND frames of `flows` flows (distinct source ports and QPs, from
 /// 10.0.0.x to 10.0.`to_subnet`.x), taking turns, offered back to back at `rate_gbps`.
-pub fn flows(options: &FlowsOptions) -> Vec<(u64, Vec<u8>)> {
-    let mut frames = Vec::with_capacity(options.packets);
+pub fn flows(options: &FlowsOptions) -> impl ExactSizeIterator<Item = (u64, Vec<u8>)> + '_ {
     let mut time_ps: u64 = 0;
     let flows = options.flows.max(1);
-    for index in 0..options.packets {
+    (0..options.packets).map(move |index| {
         let flow = index as u32 % flows;
         let mut spec = FrameSpec::rocev2(
             IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + (flow % 200) as u8)),
@@ -205,9 +211,11 @@ pub fn flows(options: &FlowsOptions) -> Vec<(u64, Vec<u8>)> {
             dest_qp: 0x100 + flow,
             psn: (index as u32 / flows) & 0xff_ffff,
         };
-        time_ps = push_paced(&mut frames, time_ps, spec.build(), options.rate_gbps);
-    }
-    frames
+        let bytes = spec.build();
+        let sent_ns = time_ps / 1000;
+        time_ps = paced(time_ps, bytes.len(), options.rate_gbps);
+        (sent_ns, bytes)
+    })
 }
 
 /// The collective or fault a `pattern` trace reproduces.
@@ -427,8 +435,14 @@ fn host_mac(host: u8) -> MacAddress {
 
 /// Appends `bytes` at `time_ps` and returns when the link is free for the next frame.
 fn push_paced(frames: &mut Vec<(u64, Vec<u8>)>, time_ps: u64, bytes: Vec<u8>, rate_gbps: f64) -> u64 {
-    let wire_bytes = crate::config::wire_bytes(bytes.len()) as f64;
+    let next = paced(time_ps, bytes.len(), rate_gbps);
     frames.push((time_ps / 1000, bytes));
+    next
+}
+
+/// When the frame after one of `len` bytes sent at `time_ps` may start, at `rate_gbps`.
+fn paced(time_ps: u64, len: usize, rate_gbps: f64) -> u64 {
+    let wire_bytes = crate::config::wire_bytes(len) as f64;
     time_ps + (wire_bytes * 8.0 * 1000.0 / rate_gbps).ceil() as u64
 }
 
