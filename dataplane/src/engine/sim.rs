@@ -215,8 +215,10 @@ mod tests {
         assert!(queue.ahead(reserved), "'c' has not gone yet");
         queue.schedule_reserved(reserved, 'r');
         queue.schedule(20, 'd');
+        assert_eq!(queue.pop(), Some((20, 'r')));
+        assert!(!queue.ahead(reserved), "the queue is at the reserved place itself");
         let order: Vec<char> = std::iter::from_fn(|| queue.pop()).map(|(_, kind)| kind).collect();
-        assert_eq!(order, ['r', 'c', 'd']);
+        assert_eq!(order, ['c', 'd']);
         // Once the queue has handled an event after the place, it is behind it.
         let mut queue = EventQueue::default();
         let reserved = queue.reserve(5);

@@ -134,9 +134,12 @@ impl Recorder {
     /// thresholds into the open sample.
     pub fn observe<P: PacketBuf>(&mut self, now: u64, switch: &Switch<P>) {
         if !self.observed {
-            // Before the first event the switch was as it is now, less one event's change.
+            // Before the first event the switch was as it is now, less one event's change:
+            // the samples up to now hold that.
             self.observed = true;
             self.remember(switch);
+            self.depth_now_max.clone_from(&self.depth_last);
+            self.thresholds_now = self.thresholds_last;
         }
         while now >= self.sample_end_ps {
             self.close_sample();
@@ -715,6 +718,41 @@ mod tests {
         assert_eq!(depths, [0, 0, len, len, len]);
         // Events that change nothing, in samples of their own or not, change no sample.
         assert_eq!(depths_with_a_frame_at_250_ns(&[50_000, 150_000, 200_000, 260_000, 310_000]).0, depths);
+    }
+
+    #[test]
+    fn a_frame_s_bytes_spread_over_the_samples_its_wire_time_overlaps() {
+        use crate::packet::HeapPacket;
+        use crate::testing::Leaf;
+        let config = Leaf::two_uplinks("report-spread", "ecmp").config();
+        let switch: Switch<HeapPacket> = Switch::new(&config, 1);
+        let mut recorder = Recorder::new(config.ports.len(), 0);
+        // 1,000 bytes on the wire from 50 to 250 ns, samples of 100 ns: 250, 500, 250; then
+        // 300 bytes within the fourth sample.
+        recorder.transmitted(1, 50_000, 250_000, 1000);
+        recorder.observe(60_000, &switch);
+        recorder.transmitted(1, 310_000, 340_000, 300);
+        recorder.observe(320_000, &switch);
+        recorder.finish(400_000, &switch);
+        assert_eq!(recorder.tx_bytes[1], [250, 500, 250, 300, 0]);
+        assert!(recorder.tx_bytes[0].iter().all(|&bytes| bytes == 0));
+        assert!(recorder.on_wire[1].is_empty(), "frames wholly counted are let go");
+    }
+
+    #[test]
+    fn samples_before_the_first_event_hold_the_idle_switch() {
+        use crate::packet::HeapPacket;
+        use crate::testing::Leaf;
+        let config = Leaf::two_uplinks("report-idle", "ecmp").config();
+        let switch: Switch<HeapPacket> = Switch::new(&config, 1);
+        let mut recorder = Recorder::new(config.ports.len(), 0);
+        // The first event comes three samples in (a trace that starts late).
+        recorder.observe(350_000, &switch);
+        recorder.finish(400_000, &switch);
+        let (xoff, xon) = switch.pfc_thresholds();
+        assert_eq!(recorder.xoff, [xoff; 5]);
+        assert_eq!(recorder.xon, [xon; 5]);
+        assert!(recorder.depth[1].iter().flatten().all(|&depth| depth == 0));
     }
 
     #[test]

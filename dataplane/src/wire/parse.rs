@@ -392,9 +392,27 @@ pub(crate) mod tests {
         assert_eq!(ip.protocol, 6);
         assert_eq!(ip.ttl, 64);
         assert_eq!(ip.destination, Destination::V6(u128::from("2001:db8:1::2".parse::<std::net::Ipv6Addr>().unwrap())));
+        // Another TCP source port is another flow.
+        let mut other = frame.clone();
+        other[14 + 40 + 8 + 1] = 0x3a;
+        let Payload::Ip(other) = parse(&other).unwrap().payload else { panic!("not IP") };
+        assert_ne!(ip.flow_hash, other.flow_hash);
         // A hop-by-hop header that claims more bytes than there are is malformed.
         frame[14 + 40 + 1] = 9;
         assert!(parse(&frame).is_err());
+    }
+
+    #[test]
+    fn a_rocev2_datagram_without_its_icrc_is_truncated() {
+        // The BTH whole but no room for the 4-byte ICRC: IP length 40, UDP length 20.
+        let mut frame = rocev2_frame(false);
+        frame.truncate(frame.len() - 4);
+        frame[14 + 2..14 + 4].copy_from_slice(&40u16.to_be_bytes());
+        frame[14 + 10..14 + 12].copy_from_slice(&[0, 0]);
+        let sum = internet_checksum(&frame[14..14 + 20]);
+        frame[14 + 10..14 + 12].copy_from_slice(&sum.to_be_bytes());
+        frame[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&20u16.to_be_bytes());
+        assert_eq!(parse(&frame).err(), Some(WireError::Truncated));
     }
 
     #[test]
@@ -403,6 +421,14 @@ pub(crate) mod tests {
         let Payload::Ip(first) = parse(&a).unwrap().payload else { panic!() };
         a[14 + 20 + 8 + 7] = 0x12; // another destination QP, same 5-tuple
         let Payload::Ip(second) = parse(&a).unwrap().payload else { panic!() };
+        assert_ne!(first.flow_hash, second.flow_hash);
+        // Plain UDP (not to 4791): the ports alone tell flows apart.
+        let mut udp = rocev2_frame(false);
+        udp[14 + 20 + 2..14 + 20 + 4].copy_from_slice(&[0x12, 0x34]);
+        let Payload::Ip(first) = parse(&udp).unwrap().payload else { panic!() };
+        udp[14 + 20 + 1] = 0x01; // another source port
+        let Payload::Ip(second) = parse(&udp).unwrap().payload else { panic!() };
+        assert_eq!((first.roce, second.roce), (None, None));
         assert_ne!(first.flow_hash, second.flow_hash);
     }
 }

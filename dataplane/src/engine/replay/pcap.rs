@@ -741,8 +741,12 @@ mod tests {
     /// (seconds, fraction, captured, original), each followed by `captured` bytes, cut to
     /// `length` bytes if given.
     fn pcap_of(path: &Path, records: &[[u32; 4]], length: Option<usize>) {
+        pcap_with_snap_length(path, 1500, records, length);
+    }
+
+    fn pcap_with_snap_length(path: &Path, snap_length: u32, records: &[[u32; 4]], length: Option<usize>) {
         let mut bytes = Vec::new();
-        for field in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 1500, 1] {
+        for field in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, snap_length, 1] {
             bytes.extend_from_slice(&field.to_le_bytes());
         }
         for record in records {
@@ -779,11 +783,39 @@ mod tests {
             assert!(err.problem.contains(problem), "{} (expected {problem})", err.problem);
             assert!(!err.to_string().contains('\n'));
         }
+        // Whatever the snap length says, a record longer than any frame is refused.
+        let largest = MAX_RECORD as u32;
+        pcap_with_snap_length(&path, u32::MAX, &[good, [0, 0, largest, largest]], None);
+        assert_eq!(frames(&TraceSpec::file(&path)).unwrap()[1].1.len(), MAX_RECORD);
+        pcap_with_snap_length(&path, u32::MAX, &[good, [0, 0, largest + 1, largest + 1]], None);
+        let err = frames(&TraceSpec::file(&path)).unwrap_err();
+        assert!(err.problem.contains("or 262144"), "{}", err.problem);
         // A file that ends after its header has no frames; one shorter is not a pcap.
         pcap_of(&path, &[], None);
         assert_eq!(frames(&TraceSpec::file(&path)).unwrap(), vec![]);
         pcap_of(&path, &[], Some(20));
         assert_eq!(frames(&TraceSpec::file(&path)).unwrap_err().field, "header");
+    }
+
+    #[test]
+    fn records_across_the_read_buffer_s_end_read_whole() {
+        let scratch = tempfile::tempdir().unwrap();
+        let path = scratch.path().join("long.pcap");
+        let mut writer = CaptureWriter::create(&path, 0).unwrap();
+        // 3 MB of frames of every length from 60 to 1,500 bytes: records straddle the end of
+        // the 1 MiB read buffer at many offsets.
+        let lengths: Vec<usize> = (0..4000).map(|index| 60 + index * 7 % 1441).collect();
+        for (index, &length) in lengths.iter().enumerate() {
+            writer.write(index as u64 * 1000, &vec![index as u8; length]).unwrap();
+        }
+        writer.finish().unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() > 2 * READ_BUFFER as u64);
+        let read = frames(&TraceSpec::file(&path)).unwrap();
+        assert_eq!(read.len(), lengths.len());
+        for (index, ((time_ps, bytes), length)) in read.iter().zip(&lengths).enumerate() {
+            assert_eq!((*time_ps, bytes.len()), (index as u64 * 1000, *length), "record {index}");
+            assert!(bytes.iter().all(|&byte| byte == index as u8), "record {index}");
+        }
     }
 
     #[test]
