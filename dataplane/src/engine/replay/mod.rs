@@ -31,7 +31,7 @@ pub mod pcap;
 
 use crate::config::Config;
 use crate::engine::port_tx;
-use crate::engine::sim::{self, Alarm, EventQueue, Reserved};
+use crate::engine::sim::{self, Alarm, EventQueue, LinkTx};
 use crate::error::InputError;
 use crate::observe::report::Recorder;
 use crate::observe::stats::SwitchStats;
@@ -110,22 +110,10 @@ impl Peer {
     }
 }
 
-/// A frame on the switch's side of a port's link, until the reserved place of its
-/// `TransmitDone`. That event is scheduled only when something is waiting for the link (more
-/// frames queued when the frame left, or a call to `start_transmit` while it is on the wire);
-/// otherwise the link just falls idle at its place. A 64 B replay spent about a tenth of its
-/// time on events that found nothing to send.
-#[derive(Debug, Clone, Copy)]
-struct OnWire {
-    done: Reserved,
-    /// `TransmitDone` is in the event queue.
-    scheduled: bool,
-}
-
 struct PortState {
     peer: Peer,
-    /// The frame the port is sending, if any.
-    link: Option<OnWire>,
+    /// The port's transmitter (its `TransmitDone` is reserved: `LinkTx`).
+    link: LinkTx,
     capture: CaptureWriter,
 }
 
@@ -178,7 +166,7 @@ pub fn run(
         };
         ports.push(PortState {
             peer,
-            link: None,
+            link: LinkTx::default(),
             capture: CaptureWriter::create_as(
                 &out_dir.join(format!("{}.{}", port.name, options.out_format.extension())),
                 origin_ns,
@@ -198,7 +186,7 @@ pub fn run(
         match event {
             Event::FrameArrived(port) => engine.frame_arrived(port, now)?,
             Event::TransmitDone(port) => {
-                engine.ports[port].link = None;
+                engine.ports[port].link.done();
                 engine.start_transmit(port, now)?;
             }
             Event::PeerReady(port) => {
@@ -232,8 +220,7 @@ pub fn run(
         progress.tick(|| engine.progress(now));
     }
     // The run ends when the last frame is off the wire (its `TransmitDone`, scheduled or not).
-    last_event_ps =
-        engine.ports.iter().filter_map(|port| port.link).map(|on_wire| on_wire.done.time).fold(last_event_ps, u64::max);
+    last_event_ps = engine.ports.iter().filter_map(|port| port.link.done_at()).fold(last_event_ps, u64::max);
     let (read, message) = engine.progress(last_event_ps);
     progress.finish(read, message);
     let leftover = engine.switch.drain();
@@ -400,17 +387,8 @@ impl Engine<'_> {
     /// Sends `port`'s next frame if its link is free; if the link is busy, makes sure it looks
     /// again when its frame is done.
     fn start_transmit(&mut self, port: usize, now: u64) -> Result<(), InputError> {
-        if let Some(on_wire) = &mut self.ports[port].link {
-            if on_wire.scheduled {
-                return Ok(());
-            }
-            if self.events.ahead(on_wire.done) {
-                on_wire.scheduled = true;
-                self.events.schedule_reserved(on_wire.done, Event::TransmitDone(port));
-                return Ok(());
-            }
-            // Done before the event being handled, with nothing waiting: idle since.
-            self.ports[port].link = None;
+        if !self.ports[port].link.free(&mut self.events, || Event::TransmitDone(port)) {
+            return Ok(());
         }
         let port_config = &self.config.ports[port];
         let Some((bytes, repr)) = port_tx::next_frame(&mut self.switch, port, now) else { return Ok(()) };
@@ -419,11 +397,8 @@ impl Engine<'_> {
         if let (Some(recorder), None) = (&mut self.recorder, &repr) {
             recorder.transmitted(port, now, done, bytes.len() as u64);
         }
-        let on_wire = OnWire { done: self.events.reserve(done), scheduled: self.switch.has_backlog(port) };
-        if on_wire.scheduled {
-            self.events.schedule_reserved(on_wire.done, Event::TransmitDone(port));
-        }
-        self.ports[port].link = Some(on_wire);
+        let more = self.switch.has_backlog(port);
+        self.ports[port].link.start(&mut self.events, done, more, Event::TransmitDone(port));
         if let Some(repr) = repr {
             if let Some(recorder) = &mut self.recorder {
                 recorder.pfc_sent(port, &repr, now, port_config.speed_mbps);
