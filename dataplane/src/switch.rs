@@ -558,14 +558,10 @@ impl<P: PacketBuf> Switch<P> {
         cut: &mut impl CutThrough<P>,
     ) -> Received {
         let len = packet.len();
-        let mut marked = false;
-        if self.ecn.marks_on(tc, MarkOn::Enqueue) {
-            let depth = self.buffer.queue_bytes(egress, tc);
-            match self.ecn.apply(tc, depth, &mut packet, &mut ip, &mut self.rng) {
-                Ok(ce) => marked = ce,
-                Err(reason) => return self.refuse(ingress, egress, tc, reason),
-            }
-        }
+        let marked = match self.mark_at_enqueue(egress, tc, &mut packet, &mut ip) {
+            Ok(marked) => marked,
+            Err(reason) => return self.refuse(ingress, egress, tc, reason),
+        };
         let charge = plan::charge(len);
         let lossless = self.buffer.lossless(tc);
         if lossless {
@@ -588,6 +584,23 @@ impl<P: PacketBuf> Switch<P> {
             return self.cut_through(ingress, egress, tc, packet, ip, marked, arrival_ps, now, cut);
         }
         self.link(egress, tc, len, lossless, Entry { packet, ingress, marked, ip, arrival_ps }, now)
+    }
+
+    /// ECN where the class marks at enqueue: whether the frame was marked CE against the
+    /// queue's depth, or why it is refused (not ECN-capable above the threshold, lossy).
+    #[inline(always)]
+    fn mark_at_enqueue(
+        &mut self,
+        egress: usize,
+        tc: usize,
+        packet: &mut P,
+        ip: &mut IpHeader,
+    ) -> Result<bool, DropReason> {
+        if !self.ecn.marks_on(tc, MarkOn::Enqueue) {
+            return Ok(false);
+        }
+        let depth = self.buffer.queue_bytes(egress, tc);
+        self.ecn.apply(tc, depth, packet, ip, &mut self.rng)
     }
 
     /// Whether a frame of class `tc` may cut through `egress` now: nothing queued on the
@@ -665,15 +678,11 @@ impl<P: PacketBuf> Switch<P> {
             return self.enqueue_at(ingress, egress, tc, packet, ip, arrival_ps, now, cut);
         }
         let len = packet.len();
-        let mut marked = false;
         let refused = 'admit: {
-            if self.ecn.marks_on(tc, MarkOn::Enqueue) {
-                let depth = self.buffer.queue_bytes(egress, tc);
-                match self.ecn.apply(tc, depth, &mut packet, &mut ip, &mut self.rng) {
-                    Ok(ce) => marked = ce,
-                    Err(reason) => break 'admit reason,
-                }
-            }
+            let marked = match self.mark_at_enqueue(egress, tc, &mut packet, &mut ip) {
+                Ok(marked) => marked,
+                Err(reason) => break 'admit reason,
+            };
             if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
                 break 'admit DropReason::PfcWatchdog;
             }
