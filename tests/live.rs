@@ -547,6 +547,129 @@ fn blast_feeds_raceway_over_memif_and_every_frame_is_accounted() {
     assert!(gbps > 0.0 && gbps < 1.05, "{gbps} Gb/s: the pacer went past the rate");
 }
 
+/// A memif peer that vanishes mid-traffic does not take the switch down. net_memif unmaps a
+/// connection's memory on the EAL interrupt thread while a worker may be inside a burst on the
+/// port (ffi/src/shim.c, "Bursts against a driver's teardown"). Here the switch's worker, main
+/// lcore and interrupt thread share one CPU, so the interrupt thread handles the disconnect
+/// exactly when it has taken the CPU from the worker, often in the middle of a burst: without
+/// the guard the switch died of SIGSEGV within a few of these. A `raceway blast` host is
+/// killed (SIGKILL: the kernel closes its socket, no goodbye) while sending, several times;
+/// the switch keeps forwarding for each new one, exits cleanly and returns every mbuf.
+#[test]
+fn switch_survives_memif_peers_vanishing_mid_traffic() {
+    let _cpus = cpus_shared();
+    let dir = temp_dir("live-memif-vanish");
+    let socket = dir.join("memif.sock");
+    let trace = dir.join("flows.pcap");
+    run_ok(raceway().args(["gen", "flows", "--packets", "100", "--size", "1500", "--out"]).arg(&trace));
+    let devices = [
+        format!("net_memif50,role=server,socket={}", socket.display()),
+        "net_null50,no-rx=1".to_string(),
+        "net_null51,no-rx=1".to_string(),
+        "net_null52,no-rx=1".to_string(),
+    ];
+    let eal = r#""--no-huge", "-m", "512", "--no-pci", "--no-shconf", "--log-level", "*:error""#;
+    // The first CPU this test may use: the process, its lcores and so its interrupt thread
+    // (DPDK puts control threads on the CPUs the lcores leave, else on the main lcore's) on it.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = status.lines().find_map(|line| line.strip_prefix("Cpus_allowed_list:")).unwrap().trim();
+    let cpu: u32 = allowed.split([',', '-']).next().unwrap().parse().unwrap();
+    let config = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)
+        .replace("lcores = \"0-1\"", &format!("lcores = \"0@{cpu},1@{cpu}\""));
+    assert!(config.contains(&format!("1@{cpu}")), "{config}");
+    let config_path = dir.join("leaf.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let stats_path = dir.join("stats.json");
+    let log = dir.join("raceway.log");
+    let prefix = format!("raceway-vanish-{}", std::process::id());
+    let mut switch = KillOnDrop(
+        std::process::Command::new("taskset")
+            .args(["-c", &cpu.to_string()])
+            .arg(env!("CARGO_BIN_EXE_raceway"))
+            .args(["run", "-c"])
+            .arg(&config_path)
+            .arg("--stats-json")
+            .arg(&stats_path)
+            .args(["--", "--file-prefix", &prefix])
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_log(&log, "worker on lcore");
+    const PEERS: usize = 6;
+    for peer in 0..PEERS {
+        let blast_log = dir.join(format!("blast{peer}.log"));
+        let blast_prefix = format!("raceway-vanish-blast-{}-{peer}", std::process::id());
+        let blast = KillOnDrop(
+            raceway()
+                .args(["blast", "--trace"])
+                .arg(&trace)
+                .arg("--device")
+                .arg(format!("net_memif0,role=client,socket={},rsize=14", socket.display()))
+                .args(["--rate-gbps", "400", "--duration", "60", "--", "-l", "0", "--no-huge", "-m", "256"])
+                .args(["--no-pci", "--no-shconf", "--no-telemetry", "--log-level", "*:error", "--file-prefix"])
+                .arg(&blast_prefix)
+                .stderr(std::fs::File::create(&blast_log).unwrap())
+                .spawn()
+                .unwrap(),
+        );
+        // Until this peer sends, the switch must live on (it took the last peer's end).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !read(&blast_log).contains("sending at 400 Gb/s") {
+            if let Some(status) = switch.0.try_wait().unwrap() {
+                panic!("raceway ({status}) died before peer {peer} sent: {}", read(&log));
+            }
+            assert!(std::time::Instant::now() < deadline, "blast {peer} never sent: {}", read(&blast_log));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // Freeze the switch and let the peer fill the link's ring (16 k slots: about 10 ms of
+        // blast's sending; a shorter wait only leaves less to copy), then kill the peer. On
+        // waking, the switch's worker spends the next milliseconds copying frames out of that
+        // ring, while its interrupt thread, on the same CPU, handles the socket's end: it runs
+        // when the worker loses the CPU, most often mid-burst.
+        signal(switch.0.id(), "STOP");
+        wait_until_stopped(switch.0.id());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(blast);
+        signal(switch.0.id(), "CONT");
+        // EAL's runtime directory of the killed process (ours: its unique prefix).
+        let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{blast_prefix}"));
+    }
+    signal(switch.0.id(), "TERM");
+    let status = switch.wait_for_exit();
+    assert!(status.success(), "raceway ({status}): {}", read(&log));
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+    let received = stats["ports"]["host0"]["rx_packets"].as_u64().unwrap();
+    assert!(received > 0, "no traffic reached the switch: {stats}");
+    assert_eq!(stats["ports"]["host1"]["tx_packets"].as_u64().unwrap(), received);
+    assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"]);
+}
+
+fn signal(pid: u32, name: &str) {
+    let sent = std::process::Command::new("kill").args([&format!("-{name}"), &pid.to_string()]).status().unwrap();
+    assert!(sent.success(), "kill -{name} {pid}");
+}
+
+/// Waits until every thread of `pid` is stopped (state T in /proc).
+fn wait_until_stopped(pid: u32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let stopped = || {
+        std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().all(|task| {
+            let stat = std::fs::read_to_string(task.unwrap().path().join("stat")).unwrap_or_default();
+            // "pid (comm) S ...": the state follows the command's closing parenthesis.
+            stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+        })
+    };
+    while !stopped() {
+        assert!(std::time::Instant::now() < deadline, "process {pid} did not stop");
+        std::thread::yield_now();
+    }
+}
+
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
 /// (interface name, direction flags, bytes) of every packet of a pcapng file.
 fn read_pcapng(path: &std::path::Path) -> Vec<(String, u32, Vec<u8>)> {
     use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
@@ -1010,7 +1133,7 @@ fn live_memif_leaf_spine_forwards_sprays_and_propagates_pfc() {
     }
     for (name, log, child) in children.iter_mut().rev() {
         let status = child.wait_for_exit();
-        assert!(status.success(), "{name}: {}", std::fs::read_to_string(&*log).unwrap_or_default());
+        assert!(status.success(), "{name} ({status}): {}", std::fs::read_to_string(&*log).unwrap_or_default());
     }
     let stats = |name: &str| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap()).unwrap()

@@ -15,6 +15,9 @@
 #include <rte_telemetry.h>
 #include <rte_pdump.h>
 
+/* Bursts on a guarded port finish before the driver unmaps their memory on the interrupt
+ * thread (shim.c says why); call before the port starts, for drivers that need it. */
+void shim_guard_bursts(uint16_t port);
 uint16_t shim_eth_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 uint16_t shim_eth_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 struct rte_mbuf *shim_pktmbuf_alloc(struct rte_mempool *pool);

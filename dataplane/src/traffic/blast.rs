@@ -231,6 +231,12 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     // Settle before the trial: the receiver may still be starting its other ports after our
     // link came up, and frames sent then would find its rx ring full.
     std::thread::sleep(SETTLE);
+    tracing::info!(
+        "sending at {} Gb/s for {:.1} s on {}",
+        options.rate_gbps,
+        options.duration.as_secs_f64(),
+        options.device
+    );
     let tsc_hz = eal.tsc_hz();
     // Ticks per wire byte at the rate, in 32.32 fixed point.
     let ticks_per_byte = ((tsc_hz as f64 * 8.0 / (options.rate_gbps * 1e9)) * 4_294_967_296.0) as u128;
