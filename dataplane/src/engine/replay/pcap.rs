@@ -154,7 +154,8 @@ const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
 /// A file that counts the bytes read from it (for the progress bar).
 struct Counted {
-    file: File,
+    /// The file (a reader in tests, to stage short and interrupted reads).
+    file: Box<dyn Read>,
     read: std::rc::Rc<std::cell::Cell<u64>>,
 }
 
@@ -237,7 +238,7 @@ impl TraceReader {
         let read = std::rc::Rc::new(std::cell::Cell::new(0));
         // Unbuffered here: the readers keep a buffer of their own (8 MB reads), and a second
         // one would copy every byte once more.
-        let buffered = Counted { file: handle, read: read.clone() };
+        let buffered = Counted { file: Box::new(handle), read: read.clone() };
         let format = if is_pcapng {
             let reader = PcapNgReader::new(buffered)
                 .map_err(|err| error("section header", format!("not a pcapng file: {}", first_line(err))))?;
@@ -816,6 +817,46 @@ mod tests {
             assert_eq!((*time_ps, bytes.len()), (index as u64 * 1000, *length), "record {index}");
             assert!(bytes.iter().all(|&byte| byte == index as u8), "record {index}");
         }
+    }
+
+    /// A reader that returns at most a few bytes at a time and is interrupted (EINTR) before
+    /// every other read, as a pipe or a slow device may be.
+    struct Choppy {
+        inner: File,
+        reads: usize,
+    }
+
+    impl Read for Choppy {
+        fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+            self.reads += 1;
+            if self.reads % 2 == 0 {
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            let most = 1 + self.reads % 13;
+            let room = buffer.len().min(most);
+            self.inner.read(&mut buffer[..room])
+        }
+    }
+
+    #[test]
+    fn records_read_whole_through_short_and_interrupted_reads() {
+        let scratch = tempfile::tempdir().unwrap();
+        let path = scratch.path().join("choppy.pcap");
+        let mut writer = CaptureWriter::create(&path, 0).unwrap();
+        for index in 0..300u64 {
+            writer.write(index * 1000, &vec![index as u8; 60 + index as usize % 50]).unwrap();
+        }
+        writer.finish().unwrap();
+        let whole = frames(&TraceSpec::file(&path)).unwrap();
+        let read = std::rc::Rc::new(std::cell::Cell::new(0));
+        let choppy = Choppy { inner: File::open(&path).unwrap(), reads: 0 };
+        let mut records = PcapRecords::open(Counted { file: Box::new(choppy), read: read.clone() }).unwrap();
+        let mut chopped = Vec::new();
+        while let Some(frame) = records.next_record().unwrap() {
+            chopped.push((frame.time_ps as u64, frame.bytes));
+        }
+        assert_eq!(chopped, whole);
+        assert_eq!(read.get(), std::fs::metadata(&path).unwrap().len());
     }
 
     #[test]
