@@ -829,7 +829,7 @@ mod tests {
     impl Read for Choppy {
         fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
             self.reads += 1;
-            if self.reads % 2 == 0 {
+            if self.reads.is_multiple_of(2) {
                 return Err(std::io::ErrorKind::Interrupted.into());
             }
             let most = 1 + self.reads % 13;
