@@ -376,6 +376,19 @@ fn bytes_label(bytes: &f64) -> String {
     }
 }
 
+/// An axis label for a count of frames: whole numbers only (a tick between two counts gets
+/// none), in thousands (k) or millions (M) when large.
+fn count_label(count: &f64) -> String {
+    if count.fract().abs() > 1e-9 {
+        return String::new();
+    }
+    match count.abs() {
+        c if c < 1e4 => format!("{count:.0}"),
+        c if c < 1e6 => format!("{} k", short(count / 1e3)),
+        _ => format!("{} M", short(count / 1e6)),
+    }
+}
+
 /// An axis label for a time in microseconds, in ns, µs, ms or s.
 fn time_label(us: &f64) -> String {
     match us.abs() {
@@ -619,6 +632,7 @@ fn draw_groups(path: &Path, config: &Config, stats: &SwitchStats) -> Result<(), 
         .disable_x_mesh()
         .x_labels(2 * bars.len().max(1) + 1)
         .x_label_formatter(&label)
+        .y_label_formatter(&count_label)
         .y_desc("frames queued to the member")
         .draw()
         .map_err(draw_error)?;
@@ -684,6 +698,12 @@ mod tests {
         assert_eq!(time_label(&12.5), "12.5 µs");
         assert_eq!(time_label(&2_500.0), "2.5 ms");
         assert_eq!(time_label(&3_000_000.0), "3 s");
+        assert_eq!(count_label(&0.0), "0");
+        assert_eq!(count_label(&700.0), "700");
+        assert_eq!(count_label(&0.5), "");
+        assert_eq!(count_label(&9_999.0), "9999");
+        assert_eq!(count_label(&25_000.0), "25 k");
+        assert_eq!(count_label(&1_500_000.0), "1.5 M");
     }
 
     /// Port 1's queue depth per sample (all classes), with `quiet` observations in between
