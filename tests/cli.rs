@@ -413,6 +413,7 @@ fn replay_report_holds_the_series_behind_its_charts() {
         assert!(intervals.len() as u64 <= u64_of(&incast_stats["ports"][port]["pfc_xoff_tx"][3]));
     }
     let index = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(index.contains("<h1>raceway replay: "), "{index}");
     for chart in ["throughput.svg", "queues-h0.svg", "pfc.svg"] {
         assert!(index.contains(chart), "index.html lacks {chart}");
         let svg = std::fs::read_to_string(report.join(chart)).unwrap();

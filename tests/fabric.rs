@@ -83,6 +83,8 @@ fn per_switch_outputs_are_written() {
         for file in ["stats.json", "index.html", "series.json", "throughput.svg", "pfc.svg"] {
             assert!(out.join(switch).join(file).exists(), "{switch}/{file}");
         }
+        let index = std::fs::read_to_string(out.join(switch).join("index.html")).unwrap();
+        assert!(index.contains(&format!("<h1>raceway fabric: {switch}</h1>")), "{index}");
     }
     // The incast into host 0 queues only on its path: leaf0's port to it, the uplinks of
     // leaf1 (whose two senders may hash onto one spine) and the spines' ports to leaf0.

@@ -250,8 +250,15 @@ fn draw_error<E: std::fmt::Display>(err: E) -> String {
     format!("cannot draw a chart: {err}")
 }
 
-/// Writes `dir/series.json`, the SVG charts and `dir/index.html`. Errors name the file.
-pub fn write(dir: &Path, config: &Config, stats: &SwitchStats, mut recorder: Recorder) -> Result<(), String> {
+/// Writes `dir/series.json`, the SVG charts and `dir/index.html`, whose title names the
+/// command (`run`: "replay" or "fabric") and the switch. Errors name the file.
+pub fn write(
+    dir: &Path,
+    run: &str,
+    config: &Config,
+    stats: &SwitchStats,
+    mut recorder: Recorder,
+) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|err| format!("{}: cannot create: {err}", dir.display()))?;
     let series = series_json(config, stats, &mut recorder);
     let series_path = dir.join("series.json");
@@ -273,7 +280,7 @@ pub fn write(dir: &Path, config: &Config, stats: &SwitchStats, mut recorder: Rec
         draw_groups(&dir.join("groups.svg"), config, stats)?;
         charts.push(("groups.svg".to_string(), "Frames per group member".to_string()));
     }
-    let index = index_html(config, stats, &charts);
+    let index = index_html(run, config, stats, &charts);
     let index_path = dir.join("index.html");
     std::fs::write(&index_path, index).map_err(|err| format!("{}: cannot write: {err}", index_path.display()))
 }
@@ -412,7 +419,14 @@ fn draw_throughput(path: &Path, config: &Config, recorder: &Recorder, interval_u
         .y_label_area_size(60)
         .build_cartesian_2d(0f64..(samples as f64 * interval_us).max(interval_us), 0f64..top)
         .map_err(draw_error)?;
-    chart.configure_mesh().x_desc("time").x_label_formatter(&time_label).y_desc("Gb/s").draw().map_err(draw_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("time")
+        .x_label_formatter(&time_label)
+        .y_label_formatter(&|gbps: &f64| short(*gbps))
+        .y_desc("Gb/s")
+        .draw()
+        .map_err(draw_error)?;
     for (port, spec) in config.ports.iter().enumerate() {
         let points =
             recorder.tx_bytes[port].iter().enumerate().map(|(i, &b)| ((i as f64 + 0.5) * interval_us, gbps(b)));
@@ -648,7 +662,7 @@ fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
-fn index_html(config: &Config, stats: &SwitchStats, charts: &[(String, String)]) -> String {
+fn index_html(run: &str, config: &Config, stats: &SwitchStats, charts: &[(String, String)]) -> String {
     let mut rows = String::new();
     for (port, spec) in config.ports.iter().enumerate() {
         let counters = &stats.ports[port];
@@ -670,15 +684,16 @@ fn index_html(config: &Config, stats: &SwitchStats, charts: &[(String, String)])
         .map(|(file, title)| format!("<h2>{}</h2>\n<img src=\"{file}\" alt=\"{}\">\n", escape(title), escape(title)))
         .collect();
     format!(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>raceway replay: {name}</title>\n\
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>raceway {run}: {name}</title>\n\
          <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}\
          td,th{{border:1px solid #999;padding:4px 10px;text-align:right}}img{{max-width:100%}}</style></head>\n\
-         <body><h1>raceway replay: {name}</h1>\n\
+         <body><h1>raceway {run}: {name}</h1>\n\
          <table><tr><th>port</th><th>rx</th><th>tx</th><th>drops</th><th>XOFF sent</th><th>PFC received</th>\
          <th>ECN marked</th></tr>\n{rows}</table>\n{figures}\
          <p>Data: <a href=\"series.json\">series.json</a> (one value per sample of interval_ns).</p>\n\
          </body></html>\n",
         name = escape(&config.name),
+        run = escape(run),
     )
 }
 

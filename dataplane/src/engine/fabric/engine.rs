@@ -657,7 +657,7 @@ fn results(
             let dir = out.join(&config.name);
             let switch = &engine.switches[index];
             recorder.finish(end, switch);
-            crate::observe::report::write(&dir, config, &switch.stats, recorder)
+            crate::observe::report::write(&dir, "fabric", config, &switch.stats, recorder)
                 .map_err(|problem| InputError::new(dir.display(), "", problem))?;
             let stats = serde_json::to_string_pretty(&switch.stats.to_json(config)).expect("json") + "\n";
             std::fs::write(dir.join("stats.json"), stats)

@@ -230,7 +230,7 @@ pub fn run(
     let stats = engine.switch.stats.clone();
     if let (Some(mut recorder), Some(dir)) = (engine.recorder.take(), &options.report) {
         recorder.finish(last_event_ps, &engine.switch);
-        crate::observe::report::write(dir, config, &stats, recorder).map_err(|problem| InputError {
+        crate::observe::report::write(dir, "replay", config, &stats, recorder).map_err(|problem| InputError {
             file: dir.display().to_string(),
             field: "--report".into(),
             problem,
