@@ -276,31 +276,15 @@ fn sigterm_stops_cleanly_with_stats_written() {
     });
     write_pcap(&dir.join("in.pcap"), &frames);
     // infinite_rx replays the trace forever: the switch is under load when the signal comes.
-    let devices = [
-        format!("net_pcap10,rx_pcap={}/in.pcap,infinite_rx=1", dir.display()),
-        "net_null10,no-rx=1".to_string(),
-        "net_null11,no-rx=1".to_string(),
-        "net_null12,no-rx=1".to_string(),
-    ];
+    let devices = with_null_sinks(format!("net_pcap10,rx_pcap={}/in.pcap,infinite_rx=1", dir.display()), 10);
     let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
     let config = dir.join("leaf.toml");
     std::fs::write(&config, four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)).unwrap();
     let stats_path = dir.join("stats.json");
     let prefix = format!("raceway-sigterm-{}", std::process::id());
     let log = dir.join("raceway.log");
-    let mut child = KillOnDrop(
-        raceway()
-            .args(["run", "-c"])
-            .arg(&config)
-            .arg("--stats-json")
-            .arg(&stats_path)
-            .args(["--", "--file-prefix", &prefix])
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = start_switch(&config, &stats_path, &log, &prefix);
     // Once its worker runs, let it forward for a second under load, then signal.
-    wait_for_log(&log, "worker on lcore");
     std::thread::sleep(std::time::Duration::from_millis(1000));
     let killed = std::process::Command::new("kill").args(["-TERM", &child.0.id().to_string()]).status().unwrap();
     assert!(killed.success());
@@ -440,6 +424,13 @@ fn live_path_marks_ecn_on_a_slow_egress_port() {
     assert!(frames.iter().all(|(_, f)| ipv4_header_checksum_ok(&f[14..])));
 }
 
+/// Four port devices: `input`, then three net_null sinks (no rx) named from `first_null`
+/// (vdev names are per process, so tests may share them).
+fn with_null_sinks(input: String, first_null: u32) -> [String; 4] {
+    let sink = |offset: u32| format!("net_null{},no-rx=1", first_null + offset);
+    [input, sink(0), sink(1), sink(2)]
+}
+
 /// A child process killed if the test fails before it is waited for.
 struct KillOnDrop(std::process::Child);
 
@@ -461,8 +452,20 @@ impl KillOnDrop {
 /// Starts `raceway run` on `config` (stats JSON at exit, log to `log`) and returns once its
 /// worker runs: memif sockets may be abstract, so there is no file to watch.
 fn start_switch(config: &std::path::Path, stats: &std::path::Path, log: &std::path::Path, prefix: &str) -> KillOnDrop {
+    start_switch_by(raceway(), config, stats, log, prefix)
+}
+
+/// `start_switch` with `command` running raceway (raceway itself, or a wrapper such as
+/// taskset given raceway's path).
+fn start_switch_by(
+    mut command: std::process::Command,
+    config: &std::path::Path,
+    stats: &std::path::Path,
+    log: &std::path::Path,
+    prefix: &str,
+) -> KillOnDrop {
     let switch = KillOnDrop(
-        raceway()
+        command
             .args(["run", "-c"])
             .arg(config)
             .arg("--stats-json")
@@ -506,12 +509,7 @@ fn blast_feeds_raceway_over_memif_and_every_frame_is_accounted() {
     let socket = dir.join("memif.sock");
     let trace = dir.join("flows.pcap");
     run_ok(raceway().args(["gen", "flows", "--packets", "100", "--out"]).arg(&trace));
-    let devices = [
-        format!("net_memif40,role=server,socket={}", socket.display()),
-        "net_null40,no-rx=1".to_string(),
-        "net_null41,no-rx=1".to_string(),
-        "net_null42,no-rx=1".to_string(),
-    ];
+    let devices = with_null_sinks(format!("net_memif40,role=server,socket={}", socket.display()), 40);
     let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error""#;
     // The flows go to 10.0.1.x: host1 (a net_null).
     let config = dir.join("leaf.toml");
@@ -565,12 +563,7 @@ fn switch_survives_memif_peers_vanishing_mid_traffic() {
     let socket = dir.join("memif.sock");
     let trace = dir.join("flows.pcap");
     run_ok(raceway().args(["gen", "flows", "--packets", "100", "--size", "1500", "--out"]).arg(&trace));
-    let devices = [
-        format!("net_memif50,role=server,socket={}", socket.display()),
-        "net_null50,no-rx=1".to_string(),
-        "net_null51,no-rx=1".to_string(),
-        "net_null52,no-rx=1".to_string(),
-    ];
+    let devices = with_null_sinks(format!("net_memif50,role=server,socket={}", socket.display()), 50);
     let eal = r#""--no-huge", "-m", "512", "--no-pci", "--no-shconf", "--log-level", "*:error""#;
     // The first CPU this test may use: the process, its lcores and so its interrupt thread
     // (DPDK puts control threads on the CPUs the lcores leave, else on the main lcore's) on it.
@@ -585,20 +578,9 @@ fn switch_survives_memif_peers_vanishing_mid_traffic() {
     let stats_path = dir.join("stats.json");
     let log = dir.join("raceway.log");
     let prefix = format!("raceway-vanish-{}", std::process::id());
-    let mut switch = KillOnDrop(
-        std::process::Command::new("taskset")
-            .args(["-c", &cpu.to_string()])
-            .arg(env!("CARGO_BIN_EXE_raceway"))
-            .args(["run", "-c"])
-            .arg(&config_path)
-            .arg("--stats-json")
-            .arg(&stats_path)
-            .args(["--", "--file-prefix", &prefix])
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_log(&log, "worker on lcore");
+    let mut taskset = std::process::Command::new("taskset");
+    taskset.args(["-c", &cpu.to_string()]).arg(env!("CARGO_BIN_EXE_raceway"));
+    let mut switch = start_switch_by(taskset, &config_path, &stats_path, &log, &prefix);
     const PEERS: usize = 6;
     for peer in 0..PEERS {
         let blast_log = dir.join(format!("blast{peer}.log"));
@@ -770,12 +752,7 @@ fn metrics_and_telemetry_match_the_stats_json() {
         ..Default::default()
     });
     write_pcap(&dir.join("in.pcap"), &frames);
-    let devices = [
-        format!("net_pcap40,rx_pcap={}/in.pcap", dir.display()),
-        "net_null40,no-rx=1".to_string(),
-        "net_null41,no-rx=1".to_string(),
-        "net_null42,no-rx=1".to_string(),
-    ];
+    let devices = with_null_sinks(format!("net_pcap40,rx_pcap={}/in.pcap", dir.display()), 40);
     let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
     let config = dir.join("leaf.toml");
     std::fs::write(&config, four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)).unwrap();
@@ -966,12 +943,7 @@ fn a_port_whose_tx_stops_accepting_fills_its_queues_and_counts_every_frame() {
 fn a_port_that_fails_to_start_is_a_clear_error() {
     let _cpus = cpus_shared();
     let dir = temp_dir("live-badstart");
-    let devices = [
-        "net_pcap60,rx_pcap=/nonexistent/raceway.pcap".to_string(),
-        "net_null60,no-rx=1".to_string(),
-        "net_null61,no-rx=1".to_string(),
-        "net_null62,no-rx=1".to_string(),
-    ];
+    let devices = with_null_sinks("net_pcap60,rx_pcap=/nonexistent/raceway.pcap".to_string(), 60);
     let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
     let config = dir.join("leaf.toml");
     std::fs::write(&config, four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)).unwrap();
