@@ -717,7 +717,9 @@ mod tests {
         assert_eq!(count_label(&700.0), "700");
         assert_eq!(count_label(&0.5), "");
         assert_eq!(count_label(&9_999.0), "9999");
+        assert_eq!(count_label(&10_000.0), "10 k");
         assert_eq!(count_label(&25_000.0), "25 k");
+        assert_eq!(count_label(&1_000_000.0), "1 M");
         assert_eq!(count_label(&1_500_000.0), "1.5 M");
     }
 
