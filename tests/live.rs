@@ -630,6 +630,21 @@ fn switch_survives_memif_peers_vanishing_mid_traffic() {
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"]);
 }
 
+/// The whole records of a pcap file that may still be growing (0 until its header is there).
+fn whole_pcap_records(path: &std::path::Path) -> u64 {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let (mut at, mut records) = (24, 0);
+    while at + 16 <= bytes.len() {
+        let captured = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        if at + 16 + captured > bytes.len() {
+            break;
+        }
+        at += 16 + captured;
+        records += 1;
+    }
+    records
+}
+
 fn signal(pid: u32, name: &str) {
     let sent = std::process::Command::new("kill").args([&format!("-{name}"), &pid.to_string()]).status().unwrap();
     assert!(sent.success(), "kill -{name} {pid}");
@@ -1079,16 +1094,20 @@ fn live_memif_leaf_spine_forwards_sprays_and_propagates_pfc() {
     ];
     // Spines (memif servers) first, together; then leaf1, then leaf0, whose host starts
     // sending as soon as its worker runs: its links are up by then (a port waits for its link
-    // at start). Each process outlives the ones started after it.
-    let mut children = Vec::new();
-    let start = |name: &str, text: &str, duration: u32| {
+    // at start). Only leaf0 runs for a set time (its trace takes well under a second); the
+    // others run until the frames leaf0 forwarded are at leaf1's host, then are stopped, so a
+    // slow start (a switch took 21 s in CI) cannot cut the run short.
+    let start = |name: &str, text: &str, duration: Option<u32>| {
         let config = dir.join(format!("{name}.toml"));
         std::fs::write(&config, text).unwrap();
         let log = dir.join(format!("{name}.log"));
-        let child = raceway()
-            .args(["run", "-c"])
-            .arg(&config)
-            .args(["--duration", &duration.to_string(), "--stats-json"])
+        let mut command = raceway();
+        command.args(["run", "-c"]).arg(&config);
+        if let Some(seconds) = duration {
+            command.args(["--duration", &seconds.to_string()]);
+        }
+        let child = command
+            .arg("--stats-json")
             .arg(dir.join(format!("{name}.json")))
             .args(["--", "--file-prefix", &format!("raceway-{id}-{name}")])
             .stderr(std::fs::File::create(&log).unwrap())
@@ -1096,24 +1115,41 @@ fn live_memif_leaf_spine_forwards_sprays_and_propagates_pfc() {
             .unwrap();
         (name.to_string(), log, KillOnDrop(child))
     };
-    for (name, text) in &configs[..2] {
-        children.push(start(name, text, 18));
-    }
+    let mut children: Vec<_> = configs[..2].iter().map(|(name, text)| start(name, text, None)).collect();
     for (_, log, _) in &children {
         wait_for_log(log, "worker on lcore");
     }
-    for ((name, text), duration) in configs[2..].iter().zip([10, 6]) {
-        children.push(start(name, text, duration));
+    for (name, text) in &configs[2..] {
+        children.push(start(name, text, (*name == "leaf0").then_some(6)));
         wait_for_log(&children.last().unwrap().1, "worker on lcore");
-    }
-    for (name, log, child) in children.iter_mut().rev() {
-        let status = child.wait_for_exit();
-        assert!(status.success(), "{name} ({status}): {}", std::fs::read_to_string(&*log).unwrap_or_default());
     }
     let stats = |name: &str| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap()).unwrap()
     };
-    let (leaf0, leaf1, spine0, spine1) = (stats("leaf0"), stats("leaf1"), stats("spine0"), stats("spine1"));
+    let exited = |(name, log, child): &mut (String, std::path::PathBuf, KillOnDrop)| {
+        let status = child.wait_for_exit();
+        assert!(status.success(), "{name} ({status}): {}", read(log));
+    };
+    exited(children.last_mut().unwrap());
+    let leaf0 = stats("leaf0");
+    let forwarded =
+        leaf0["ports"]["s0"]["tx_packets"].as_u64().unwrap() + leaf0["ports"]["s1"]["tx_packets"].as_u64().unwrap();
+    // net_pcap flushes its file after every burst: whole records there were delivered.
+    let delivered_path = dir.join("leaf1-h0.pcap");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while whole_pcap_records(&delivered_path) < forwarded {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "leaf1's host has {} of the {forwarded} frames leaf0 forwarded",
+            whole_pcap_records(&delivered_path)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for child in children.iter_mut().rev().skip(1) {
+        signal(child.2 .0.id(), "TERM");
+        exited(child);
+    }
+    let (leaf1, spine0, spine1) = (stats("leaf1"), stats("spine0"), stats("spine1"));
     for (name, s) in [("leaf0", &leaf0), ("leaf1", &leaf1), ("spine0", &spine0), ("spine1", &spine1)] {
         assert_eq!(s["mbufs"]["available_at_exit"], s["mbufs"]["pool"], "{name} leaked mbufs");
         for (port, counters) in s["ports"].as_object().unwrap() {
@@ -1127,9 +1163,7 @@ fn live_memif_leaf_spine_forwards_sprays_and_propagates_pfc() {
         }
     }
     // Every frame leaf0 forwarded crossed three switches to leaf1's host, TTL 64 - 3.
-    let forwarded =
-        leaf0["ports"]["s0"]["tx_packets"].as_u64().unwrap() + leaf0["ports"]["s1"]["tx_packets"].as_u64().unwrap();
-    let delivered = read_pcap(&dir.join("leaf1-h0.pcap"));
+    let delivered = read_pcap(&delivered_path);
     assert_eq!(delivered.len() as u64, forwarded, "frames at leaf1's host");
     assert!(forwarded > 2_000, "leaf0 forwarded only {forwarded}");
     assert!(delivered.iter().all(|(_, f)| f[14 + 8] == 61 && ipv4_header_checksum_ok(&f[14..34])));
