@@ -284,13 +284,16 @@ fn sigterm_stops_cleanly_with_stats_written() {
     let prefix = format!("raceway-sigterm-{}", std::process::id());
     let log = dir.join("raceway.log");
     let mut child = start_switch(&config, &stats_path, &log, &prefix);
+    let runtime_dir = dpdk_runtime_dir(&prefix);
+    assert!(runtime_dir.is_dir(), "no EAL runtime directory {}", runtime_dir.display());
     // Once its worker runs, let it forward for a second under load, then signal.
     std::thread::sleep(std::time::Duration::from_millis(1000));
-    let killed = std::process::Command::new("kill").args(["-TERM", &child.0.id().to_string()]).status().unwrap();
-    assert!(killed.success());
+    signal(child.0.id(), "TERM");
     let status = child.wait_for_exit();
     let stderr = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(status.success(), "exit {status:?}: {stderr}");
+    // The EAL's runtime directory went with the process (the EAL itself leaves it).
+    assert!(!runtime_dir.exists(), "{} left behind", runtime_dir.display());
     let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"], "mbufs leaked: {stderr}");
     let rx = stats["ports"]["host0"]["rx_packets"].as_u64().unwrap();
@@ -617,8 +620,8 @@ fn switch_survives_memif_peers_vanishing_mid_traffic() {
         std::thread::sleep(std::time::Duration::from_millis(50));
         drop(blast);
         signal(switch.0.id(), "CONT");
-        // EAL's runtime directory of the killed process (ours: its unique prefix).
-        let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{blast_prefix}"));
+        // The runtime directory of the killed process (ours: its unique prefix).
+        let _ = std::fs::remove_dir_all(dpdk_runtime_dir(&blast_prefix));
     }
     signal(switch.0.id(), "TERM");
     let status = switch.wait_for_exit();
@@ -628,6 +631,19 @@ fn switch_survives_memif_peers_vanishing_mid_traffic() {
     assert!(received > 0, "no traffic reached the switch: {stats}");
     assert_eq!(stats["ports"]["host1"]["tx_packets"].as_u64().unwrap(), received);
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"]);
+}
+
+/// DPDK's runtime directory for a file prefix, by the EAL's rule: under /var/run/dpdk as
+/// root, else under $XDG_RUNTIME_DIR (or /tmp) /dpdk.
+fn dpdk_runtime_dir(prefix: &str) -> std::path::PathBuf {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let uid = status.lines().find_map(|line| line.strip_prefix("Uid:")).unwrap().split_whitespace().next().unwrap();
+    let base = if uid == "0" {
+        "/var/run".to_string()
+    } else {
+        std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| "/tmp".to_string())
+    };
+    std::path::Path::new(&base).join("dpdk").join(prefix)
 }
 
 /// The whole records of a pcap file that may still be growing (0 until its header is there).

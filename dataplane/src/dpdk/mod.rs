@@ -78,6 +78,17 @@ pub fn shares_memory(args: &[String]) -> bool {
     !args.iter().any(|arg| matches!(arg.as_str(), "--no-huge" | "--in-memory" | "--no-shconf"))
 }
 
+/// The EAL's runtime directory (/var/run/dpdk/PREFIX as root), which the EAL makes for every
+/// file prefix and leaves behind: removed at exit once empty, so that runs with fresh prefixes
+/// (every test) do not pile them up. One with files still in it (another process's) stays.
+static RUNTIME_DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+extern "C" fn remove_runtime_dir() {
+    if let Some(dir) = RUNTIME_DIR.get() {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
 impl Eal {
     /// Starts the EAL with `args` (without the program name). May be called once per process.
     pub fn init(args: &[String]) -> Result<Self, DpdkError> {
@@ -92,8 +103,22 @@ impl Eal {
         // The EAL may keep pointers into argv (and reorders it), so the strings live for the
         // rest of the process: a few bytes, once.
         let argv: &'static mut [*mut c_char] = Vec::leak(owned.into_iter().map(|arg| arg.into_raw()).collect());
+        // Registered before the EAL's own exit handlers, so it runs after them (the telemetry
+        // sockets in the directory go in one of those).
+        // SAFETY: registers a function that takes nothing and touches only its static.
+        unsafe { libc::atexit(remove_runtime_dir) };
         // SAFETY: argv holds argc valid, NUL-terminated, leaked strings that outlive the EAL.
         let rc = unsafe { sys::rte_eal_init(argv.len() as c_int, argv.as_mut_ptr()) };
+        // SAFETY: a getter of the EAL's static buffer (empty if init stopped before naming
+        // the directory), copied at once.
+        let dir = unsafe { sys::rte_eal_get_runtime_dir() };
+        if !dir.is_null() {
+            // SAFETY: non-null and NUL-terminated, as above.
+            let dir = unsafe { CStr::from_ptr(dir) }.to_string_lossy().into_owned();
+            if !dir.is_empty() {
+                let _ = RUNTIME_DIR.set(std::path::PathBuf::from(dir));
+            }
+        }
         if rc < 0 {
             return Err(DpdkError { context: "EAL init".into(), problem: strerror(last_errno()) });
         }
