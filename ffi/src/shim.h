@@ -1,5 +1,7 @@
 /* One-line C wrappers for the parts of DPDK's API that are static inline or macros, so that
- * Rust can call them as ordinary symbols. Each wrapper does nothing but forward. */
+ * Rust can call them as ordinary symbols. Each wrapper does nothing but forward, except the
+ * rx/tx bursts, which also mark guarded ports' bursts for the process's munmap (shim.c,
+ * "Bursts against a driver's teardown"). */
 #ifndef RACEWAY_SHIM_H
 #define RACEWAY_SHIM_H
 
