@@ -442,7 +442,7 @@ pub struct RouteConfig {
     pub target: RouteTarget,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GroupMode {
     Ecmp,
     Spray,

@@ -18,14 +18,14 @@
 //! Invariant: `KernelTables` holds exactly the last state the kernel reported for each object;
 //! `learned` is a pure function of it.
 
-use crate::pipeline::fib::{KernelRoute, Learned, Neighbor};
+use crate::pipeline::fib::{FibWriter, KernelHops, Source, Via};
 use crate::wire::ethernet::MacAddress;
 use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
 use netlink_packet_route::address::AddressAttribute;
 use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourState};
 use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteType, RouteVia};
 use netlink_packet_route::RouteNetlinkMessage;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -61,91 +61,174 @@ pub enum Event {
     Nexthop { id: u32, nexthop: Option<Nexthop> },
 }
 
-/// The kernel's tables as last reported.
+/// The kernel's small tables as last reported (addresses, neighbours, nexthop objects), and
+/// the interfaces that are ports. Routes are not kept here: each route message goes straight
+/// to the FIB writer, which holds the only copy of a million of them.
 #[derive(Debug, Default, Clone)]
 pub struct KernelTables {
+    /// The kernel's index of each port's host interface, by port.
+    interfaces: Vec<u32>,
     addresses: HashMap<(u32, IpAddr), ()>,
     neighbors: HashMap<IpAddr, (u32, MacAddress)>,
-    routes: HashMap<(IpAddr, u8), NextHops>,
     nexthops: HashMap<u32, Nexthop>,
 }
 
 impl KernelTables {
-    /// Applies one event; true when anything the FIB depends on changed.
-    pub fn apply(&mut self, event: Event) -> bool {
+    /// Tables for a switch whose port `i` is the interface `interfaces[i]`.
+    pub fn new(interfaces: Vec<u32>) -> Self {
+        Self { interfaces, ..Self::default() }
+    }
+
+    fn port_of(&self, interface: u32) -> Option<usize> {
+        self.interfaces.iter().position(|&index| index == interface)
+    }
+
+    /// Applies one event to these tables and what it changes to `writer`.
+    pub fn apply(&mut self, event: Event, writer: &mut FibWriter) {
         match event {
-            Event::Address { add: true, interface, ip } => self.addresses.insert((interface, ip), ()).is_none(),
-            Event::Address { add: false, interface, ip } => self.addresses.remove(&(interface, ip)).is_some(),
-            Event::Neighbor { interface, ip, mac: Some(mac) } => {
-                self.neighbors.insert(ip, (interface, mac)) != Some((interface, mac))
+            Event::Address { add, interface, ip } => {
+                if add {
+                    self.addresses.insert((interface, ip), ());
+                } else {
+                    self.addresses.remove(&(interface, ip));
+                }
+                // An address on `lo`, such as a router id, is the switch's too; loopback
+                // addresses are not.
+                let present = !ip.is_loopback() && self.addresses.keys().any(|&(_, address)| address == ip);
+                writer.set_address(ip, present);
             }
-            Event::Neighbor { ip, mac: None, .. } => self.neighbors.remove(&ip).is_some(),
-            Event::Route { add: true, address, len, next_hops } => {
-                self.routes.insert((address, len), next_hops.clone()) != Some(next_hops)
+            Event::Neighbor { interface, ip, mac } => {
+                match mac {
+                    Some(mac) => self.neighbors.insert(ip, (interface, mac)),
+                    None => self.neighbors.remove(&ip),
+                };
+                let neighbor = mac.and_then(|mac| Some((self.port_of(interface)?, mac)));
+                writer.set_neighbor(ip, neighbor);
             }
-            Event::Route { add: false, address, len, .. } => self.routes.remove(&(address, len)).is_some(),
-            Event::Nexthop { id, nexthop: Some(nexthop) } => self.nexthops.insert(id, nexthop.clone()) != Some(nexthop),
-            Event::Nexthop { id, nexthop: None } => self.nexthops.remove(&id).is_some(),
-        }
-    }
-
-    /// Forgets everything (before a fresh dump).
-    pub fn clear(&mut self) {
-        *self = Self::default();
-    }
-
-    /// What the FIB takes from the kernel; `port_of` maps an interface index to a port (host
-    /// interfaces only). Sorted, so the same tables always give the same FIB.
-    pub fn learned(&self, port_of: impl Fn(u32) -> Option<usize>) -> Learned {
-        let mut neighbors: Vec<Neighbor> = self
-            .neighbors
-            .iter()
-            .filter_map(|(&ip, &(interface, mac))| Some(Neighbor { ip, mac, port: port_of(interface)? }))
-            .collect();
-        neighbors.sort_by_key(|neighbor| neighbor.ip);
-        let mut routes: Vec<KernelRoute> = Vec::with_capacity(self.routes.len());
-        for (&(address, len), next_hops) in &self.routes {
-            if *next_hops == NextHops::Discard {
-                routes.push(KernelRoute { address, len, next_hops: Vec::new() });
-                continue;
+            Event::Route { add, address, len, next_hops } => {
+                let via = if add { self.via(&next_hops) } else { None };
+                writer.set_route(Source::Kernel, address, len, via);
             }
-            let mut resolved: Vec<(Option<IpAddr>, usize)> = Vec::new();
-            for (gateway, interface) in self.expand(next_hops) {
-                if let Some(port) = port_of(interface) {
-                    if !resolved.contains(&(gateway, port)) {
-                        resolved.push((gateway, port));
-                    }
+            Event::Nexthop { id, nexthop } => {
+                match nexthop {
+                    Some(nexthop) => self.nexthops.insert(id, nexthop),
+                    None => self.nexthops.remove(&id),
+                };
+                // The object itself, and the groups it is a member of.
+                let groups: Vec<u32> = self
+                    .nexthops
+                    .iter()
+                    .filter(|(_, nexthop)| matches!(nexthop, Nexthop::Group(members) if members.contains(&id)))
+                    .map(|(group, _)| *group)
+                    .collect();
+                for object in std::iter::once(id).chain(groups) {
+                    let definition = self.nexthops.contains_key(&object).then(|| self.object(object));
+                    writer.set_object(object, definition);
                 }
             }
-            if !resolved.is_empty() {
-                routes.push(KernelRoute { address, len, next_hops: resolved });
-            }
         }
-        routes.sort_by_key(|route| (route.address, route.len));
-        let mut addresses: Vec<IpAddr> =
-            self.addresses.keys().map(|&(_, ip)| ip).filter(|ip| !ip.is_loopback()).collect();
-        addresses.sort_unstable();
-        addresses.dedup();
-        Learned { neighbors, routes, addresses }
     }
 
-    /// A route's (gateway, interface) next hops, nexthop objects resolved (groups one level
-    /// deep, as the kernel allows).
-    fn expand(&self, next_hops: &NextHops) -> Vec<(Option<IpAddr>, u32)> {
+    /// What a route's next hops lead to in the FIB; `None` when they leave through no host
+    /// interface (the kernel's own business).
+    fn via(&self, next_hops: &NextHops) -> Option<Via> {
         match next_hops {
-            NextHops::Direct(list) => list.clone(),
-            NextHops::Discard => Vec::new(),
-            NextHops::Object(id) => match self.nexthops.get(id) {
-                Some(Nexthop::Single { gateway, interface }) => vec![(*gateway, *interface)],
-                Some(Nexthop::Group(members)) => members
-                    .iter()
-                    .filter_map(|member| match self.nexthops.get(member) {
-                        Some(Nexthop::Single { gateway, interface }) => Some((*gateway, *interface)),
-                        _ => None,
-                    })
-                    .collect(),
-                Some(Nexthop::Unusable) | None => Vec::new(),
-            },
+            NextHops::Discard => Some(Via::Kernel(Box::new([]))),
+            NextHops::Object(id) => Some(Via::Object(*id)),
+            NextHops::Direct(list) => {
+                let hops = self.on_ports(list.iter().copied());
+                (!hops.is_empty()).then(|| Via::Kernel(hops.into()))
+            }
+        }
+    }
+
+    /// The (gateway, port) pairs of `hops` that leave through a host interface, each once.
+    fn on_ports(&self, hops: impl Iterator<Item = (Option<IpAddr>, u32)>) -> Vec<(Option<IpAddr>, u16)> {
+        let mut resolved: Vec<(Option<IpAddr>, u16)> = Vec::new();
+        for (gateway, interface) in hops {
+            if let Some(port) = self.port_of(interface) {
+                if !resolved.contains(&(gateway, port as u16)) {
+                    resolved.push((gateway, port as u16));
+                }
+            }
+        }
+        resolved
+    }
+
+    /// A nexthop object's definition for the FIB: its next hops on host interfaces (groups one
+    /// level deep, as the kernel allows), or `None` for a blackhole.
+    fn object(&self, id: u32) -> Option<KernelHops> {
+        let single = |id: &u32| match self.nexthops.get(id) {
+            Some(Nexthop::Single { gateway, interface }) => Some((*gateway, *interface)),
+            _ => None,
+        };
+        match self.nexthops.get(&id)? {
+            Nexthop::Single { gateway, interface } => {
+                Some(self.on_ports(std::iter::once((*gateway, *interface))).into())
+            }
+            Nexthop::Group(members) => Some(self.on_ports(members.iter().filter_map(single)).into()),
+            Nexthop::Unusable => None,
+        }
+    }
+
+    /// What the tables hold now, to sweep what a fresh dump does not report again.
+    fn contents(&self, writer: &FibWriter) -> Stale {
+        Stale {
+            routes: writer.kernel_prefixes().into_iter().collect(),
+            addresses: self.addresses.keys().copied().collect(),
+            neighbors: self.neighbors.keys().copied().collect(),
+            nexthops: self.nexthops.keys().copied().collect(),
+        }
+    }
+}
+
+/// During a fresh dump, what the kernel has not reported again yet; what is left when the dump
+/// ends is gone from the kernel. (Forgetting everything before the dump would leave the workers
+/// without routes until it ended.)
+#[derive(Debug, Default)]
+struct Stale {
+    routes: HashSet<(IpAddr, u8)>,
+    addresses: HashSet<(u32, IpAddr)>,
+    neighbors: HashSet<IpAddr>,
+    nexthops: HashSet<u32>,
+}
+
+impl Stale {
+    /// `event` was reported again: its object is not stale.
+    fn refreshed(&mut self, event: &Event) {
+        match event {
+            Event::Address { interface, ip, .. } => self.addresses.remove(&(*interface, *ip)),
+            Event::Neighbor { ip, .. } => self.neighbors.remove(ip),
+            Event::Route { address, len, .. } => self.routes.remove(&(fib_key(*address, *len), *len)),
+            Event::Nexthop { id, .. } => self.nexthops.remove(id),
+        };
+    }
+
+    /// Removal events for everything left.
+    fn into_removals(self) -> Vec<Event> {
+        let routes = self.routes.into_iter().map(|(address, len)| Event::Route {
+            add: false,
+            address,
+            len,
+            next_hops: NextHops::Discard,
+        });
+        let addresses = self.addresses.into_iter().map(|(interface, ip)| Event::Address { add: false, interface, ip });
+        let neighbors = self.neighbors.into_iter().map(|ip| Event::Neighbor { interface: 0, ip, mac: None });
+        let nexthops = self.nexthops.into_iter().map(|id| Event::Nexthop { id, nexthop: None });
+        routes.chain(addresses).chain(neighbors).chain(nexthops).collect()
+    }
+}
+
+/// A route's prefix as the FIB writer keys it (host bits cleared).
+fn fib_key(address: IpAddr, len: u8) -> IpAddr {
+    match address {
+        IpAddr::V4(v4) => {
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
+            IpAddr::V4((u32::from(v4) & mask).into())
+        }
+        IpAddr::V6(v6) => {
+            let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
+            IpAddr::V6((u128::from(v6) & mask).into())
         }
     }
 }
@@ -390,7 +473,8 @@ fn dump_request(kind: u16, header_len: usize, sequence: u32) -> Vec<u8> {
     request
 }
 
-/// The netlink side of the control thread: subscribed, dumping in turn, applying changes.
+/// The netlink side of the control plane: subscribed, dumping in turn, applying changes to
+/// a FIB writer as they arrive.
 pub struct Sync {
     socket: netlink_sys::Socket,
     pub tables: KernelTables,
@@ -399,28 +483,42 @@ pub struct Sync {
     dumping: bool,
     sequence: u32,
     buffer: Vec<u8>,
+    /// During a fresh dump after lost messages: what has not been reported again.
+    stale: Option<Stale>,
+    /// Times messages were lost and the tables dumped again.
+    pub resyncs: u64,
 }
 
+/// The socket's receive buffer: a million route messages arrive faster than any reader in
+/// bursts of `ip -batch`; 64 MiB holds about half a million of them.
+const RECEIVE_BUFFER: usize = 64 << 20;
+
 impl Sync {
-    /// Opens the socket in the calling thread's namespace and starts the first dumps.
-    pub fn open() -> io::Result<Self> {
+    /// Opens the socket in the calling thread's namespace, for a switch whose port `i` is the
+    /// interface `interfaces[i]`, and starts the first dumps.
+    pub fn open(interfaces: Vec<u32>) -> io::Result<Self> {
         let mut socket = netlink_sys::Socket::new(netlink_sys::protocols::NETLINK_ROUTE)?;
         socket.bind_auto()?;
         for group in GROUPS {
             socket.add_membership(group)?;
         }
-        // Route churn comes in bursts; a large buffer keeps the kernel from dropping them.
-        let _ = socket.set_rx_buf_sz(8 << 20);
+        // Past rmem_max when allowed (root), else as much as rmem_max gives.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
+        if crate::dpdk::host::force_receive_buffer(fd, RECEIVE_BUFFER).is_err() {
+            let _ = socket.set_rx_buf_sz(RECEIVE_BUFFER);
+        }
         socket.set_non_blocking(true)?;
         let mut sync = Self {
             socket,
-            tables: KernelTables::default(),
+            tables: KernelTables::new(interfaces),
             next_dump: 0,
             dumping: false,
             sequence: 0,
-            buffer: vec![0; 1 << 16],
+            buffer: vec![0; 1 << 20],
+            stale: None,
+            resyncs: 0,
         };
-        sync.resync()?;
+        sync.send_next_dump()?;
         Ok(sync)
     }
 
@@ -428,9 +526,12 @@ impl Sync {
         std::os::fd::AsRawFd::as_raw_fd(&self.socket)
     }
 
-    /// Forgets the tables and dumps them all again.
-    fn resync(&mut self) -> io::Result<()> {
-        self.tables.clear();
+    /// Dumps every table again; what the dumps do not report is removed once they end.
+    fn resync(&mut self, writer: &FibWriter) -> io::Result<()> {
+        self.resyncs += 1;
+        if self.stale.is_none() {
+            self.stale = Some(self.tables.contents(writer));
+        }
         self.next_dump = 0;
         self.dumping = false;
         self.send_next_dump()
@@ -453,38 +554,51 @@ impl Sync {
         self.next_dump >= DUMPS.len() && !self.dumping
     }
 
-    /// Reads and applies what the kernel sent; true when the tables changed.
-    pub fn poll(&mut self) -> io::Result<bool> {
-        let mut changed = false;
+    /// Reads what the kernel sent and applies it to `writer`, until nothing is waiting or
+    /// `until` has passed (so that the caller publishes at least that often); returns how many
+    /// messages were applied.
+    pub fn poll(&mut self, writer: &mut FibWriter, until: std::time::Instant) -> io::Result<usize> {
+        let mut applied = 0;
         loop {
+            if applied > 0 && std::time::Instant::now() >= until {
+                break;
+            }
             let received = match self.socket.recv(&mut &mut self.buffer[..], 0) {
                 Ok(received) => received,
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
                 // ENOBUFS: the kernel dropped messages; only a fresh dump is certain.
-                Err(err) if err.raw_os_error() == Some(105) => {
+                Err(err) if err.raw_os_error() == Some(libc::ENOBUFS) => {
                     tracing::warn!("control: netlink messages were lost; dumping the kernel's tables again");
-                    self.resync()?;
-                    changed = true;
+                    self.resync(writer)?;
                     continue;
                 }
                 Err(err) => return Err(err),
             };
             for message in decode(&self.buffer[..received.min(self.buffer.len())]) {
                 match message {
-                    Message::Event(event) => changed |= self.tables.apply(event),
+                    Message::Event(event) => {
+                        if let Some(stale) = &mut self.stale {
+                            stale.refreshed(&event);
+                        }
+                        self.tables.apply(event, writer);
+                        applied += 1;
+                    }
                     Message::Done => {
                         self.dumping = false;
                         self.send_next_dump()?;
+                        if self.synced() {
+                            for event in self.stale.take().map(Stale::into_removals).unwrap_or_default() {
+                                self.tables.apply(event, writer);
+                                applied += 1;
+                            }
+                        }
                     }
-                    Message::Lost => {
-                        self.resync()?;
-                        changed = true;
-                    }
+                    Message::Lost => self.resync(writer)?,
                     Message::Other => {}
                 }
             }
         }
-        Ok(changed)
+        Ok(applied)
     }
 }
 
@@ -500,83 +614,112 @@ mod tests {
         MacAddress([0x02, 0, 0, 0, 0, last])
     }
 
-    /// Interfaces 10 and 11 are host interfaces (ports 0 and 1); 1 is lo.
-    fn port_of(interface: u32) -> Option<usize> {
-        match interface {
-            10 => Some(0),
-            11 => Some(1),
-            _ => None,
-        }
+    /// Ports 0 and 1 (host interfaces 10 and 11) of a switch with `[control]`; 1 is lo.
+    fn writer() -> FibWriter {
+        let config =
+            crate::testing::Leaf::new("k").port("host0", 100.0, "").port("up0", 100.0, "").tables("[control]").config();
+        FibWriter::new(&config)
+    }
+
+    fn v4(text: &str) -> crate::wire::parse::Destination {
+        crate::wire::parse::Destination::V4(u32::from(text.parse::<Ipv4Addr>().unwrap()))
     }
 
     #[test]
-    fn tables_follow_the_kernels_changes_into_what_the_fib_learns() {
-        let mut tables = KernelTables::default();
-        assert!(tables.apply(Event::Address { add: true, interface: 10, ip: ip("10.0.0.1") }));
-        assert!(tables.apply(Event::Address { add: true, interface: 1, ip: ip("10.255.255.1") }));
-        assert!(tables.apply(Event::Address { add: true, interface: 1, ip: ip("127.0.0.1") }));
-        assert!(tables.apply(Event::Neighbor { interface: 10, ip: ip("10.0.0.2"), mac: Some(mac(2)) }));
-        assert!(!tables.apply(Event::Neighbor { interface: 10, ip: ip("10.0.0.2"), mac: Some(mac(2)) }), "no change");
-        assert!(tables.apply(Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: Some(mac(3)) }));
-        assert!(tables.apply(Event::Neighbor { interface: 11, ip: ip("10.255.0.3"), mac: Some(mac(4)) }));
+    fn tables_follow_the_kernels_changes_into_the_fib() {
+        use crate::pipeline::fib::{Adjacency, Target};
+        let mut tables = KernelTables::new(vec![10, 11]);
+        let mut writer = writer();
+        tables.apply(Event::Address { add: true, interface: 10, ip: ip("10.0.0.1") }, &mut writer);
+        tables.apply(Event::Address { add: true, interface: 1, ip: ip("10.255.255.1") }, &mut writer);
+        tables.apply(Event::Address { add: true, interface: 1, ip: ip("127.0.0.1") }, &mut writer);
+        tables.apply(Event::Neighbor { interface: 10, ip: ip("10.0.0.2"), mac: Some(mac(2)) }, &mut writer);
+        tables.apply(Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: Some(mac(3)) }, &mut writer);
+        tables.apply(Event::Neighbor { interface: 11, ip: ip("10.255.0.3"), mac: Some(mac(4)) }, &mut writer);
+        // A neighbour on an interface that is not a port is not the FIB's.
+        tables.apply(Event::Neighbor { interface: 1, ip: ip("10.255.0.9"), mac: Some(mac(9)) }, &mut writer);
         // A multipath route, a connected one, one through a nexthop group, and one via lo only.
         let multipath = NextHops::Direct(vec![(Some(ip("10.255.0.1")), 11), (Some(ip("10.255.0.3")), 11)]);
-        assert!(tables.apply(Event::Route { add: true, address: ip("0.0.0.0"), len: 0, next_hops: multipath }));
+        tables.apply(Event::Route { add: true, address: ip("0.0.0.0"), len: 0, next_hops: multipath }, &mut writer);
         let connected = NextHops::Direct(vec![(None, 10)]);
-        assert!(tables.apply(Event::Route { add: true, address: ip("10.0.0.0"), len: 24, next_hops: connected }));
-        assert!(tables.apply(Event::Nexthop {
-            id: 7,
-            nexthop: Some(Nexthop::Single { gateway: Some(ip("10.255.0.1")), interface: 11 })
-        }));
-        assert!(tables.apply(Event::Nexthop {
-            id: 8,
-            nexthop: Some(Nexthop::Single { gateway: Some(ip("10.255.0.3")), interface: 11 })
-        }));
-        assert!(tables.apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![7, 8])) }));
-        assert!(tables.apply(Event::Route {
-            add: true,
-            address: ip("192.0.2.0"),
-            len: 24,
-            next_hops: NextHops::Object(9)
-        }));
+        tables.apply(Event::Route { add: true, address: ip("10.0.0.0"), len: 24, next_hops: connected }, &mut writer);
+        let single = |gateway: &str| Some(Nexthop::Single { gateway: Some(ip(gateway)), interface: 11 });
+        tables.apply(Event::Nexthop { id: 7, nexthop: single("10.255.0.1") }, &mut writer);
+        tables.apply(Event::Nexthop { id: 8, nexthop: single("10.255.0.3") }, &mut writer);
+        tables.apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![7, 8])) }, &mut writer);
+        let object = NextHops::Object(9);
+        tables.apply(Event::Route { add: true, address: ip("192.0.2.0"), len: 24, next_hops: object }, &mut writer);
         let via_lo = NextHops::Direct(vec![(None, 1)]);
-        assert!(tables.apply(Event::Route { add: true, address: ip("198.51.100.0"), len: 24, next_hops: via_lo }));
-        assert!(tables.apply(Event::Route {
-            add: true,
-            address: ip("203.0.113.0"),
-            len: 24,
-            next_hops: NextHops::Discard
-        }));
-        let learned = tables.learned(port_of);
-        assert_eq!(learned.addresses, vec![ip("10.0.0.1"), ip("10.255.255.1")], "loopback addresses are not taken");
-        assert_eq!(learned.neighbors.len(), 3);
-        assert_eq!(learned.neighbors[0], Neighbor { ip: ip("10.0.0.2"), mac: mac(2), port: 0 });
-        let route = |address: &str| learned.routes.iter().find(|route| route.address == ip(address)).cloned();
-        let both = vec![(Some(ip("10.255.0.1")), 1), (Some(ip("10.255.0.3")), 1)];
-        assert_eq!(route("0.0.0.0").unwrap().next_hops, both);
-        assert_eq!(route("10.0.0.0").unwrap().next_hops, vec![(None, 0)]);
-        assert_eq!(route("192.0.2.0").unwrap().next_hops, both, "a nexthop group, expanded");
-        assert_eq!(route("198.51.100.0"), None, "leaves through no host interface");
-        assert_eq!(route("203.0.113.0").unwrap().next_hops, vec![], "a blackhole: no next hop");
+        tables.apply(Event::Route { add: true, address: ip("198.51.100.0"), len: 24, next_hops: via_lo }, &mut writer);
+        let discard = NextHops::Discard;
+        tables.apply(Event::Route { add: true, address: ip("203.0.113.0"), len: 24, next_hops: discard }, &mut writer);
+        let fib = writer.snapshot(1);
+        assert_eq!(fib.lookup(v4("10.0.0.1")), Some(Target::Local));
+        assert_eq!(fib.lookup(v4("10.255.255.1")), Some(Target::Local), "an address on lo is the switch's");
+        assert_ne!(fib.lookup(v4("127.0.0.1")), Some(Target::Local), "loopback addresses are not");
+        assert_eq!(fib.neighbors(), 3);
+        assert_eq!(fib.neighbor(v4("10.0.0.2")), Some(Adjacency { port: 0, mac: mac(2) }));
+        let both = vec![Adjacency { port: 1, mac: mac(3) }, Adjacency { port: 1, mac: mac(4) }];
+        let Some(Target::Group(group)) = fib.lookup(v4("8.8.8.8")) else { panic!() };
+        assert_eq!(fib.groups[group as usize].members, both);
+        assert_eq!(fib.lookup(v4("10.0.0.7")), Some(Target::Connected(0)));
+        assert_eq!(fib.lookup(v4("192.0.2.1")), Some(Target::Group(group)), "a nexthop group, expanded");
+        assert_eq!(fib.lookup(v4("198.51.100.1")), Some(Target::Group(group)), "lo's route is not taken");
+        assert_eq!(fib.lookup(v4("203.0.113.1")), Some(Target::Discard), "a blackhole");
         // Withdrawals: one member of the group, the neighbour, the multipath route.
-        assert!(tables.apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![8])) }));
-        assert!(tables.apply(Event::Neighbor { interface: 10, ip: ip("10.0.0.2"), mac: None }));
-        assert!(tables.apply(Event::Route {
-            add: false,
-            address: ip("0.0.0.0"),
-            len: 0,
-            next_hops: NextHops::Direct(Vec::new())
-        }));
-        let learned = tables.learned(port_of);
-        assert_eq!(learned.neighbors.len(), 2);
-        assert_eq!(learned.routes.len(), 3);
-        // Before a fresh dump everything is forgotten.
-        tables.clear();
-        assert_eq!(tables.learned(port_of), Learned::default());
+        tables.apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![8])) }, &mut writer);
+        tables.apply(Event::Neighbor { interface: 10, ip: ip("10.0.0.2"), mac: None }, &mut writer);
+        let gone = NextHops::Direct(Vec::new());
+        tables.apply(Event::Route { add: false, address: ip("0.0.0.0"), len: 0, next_hops: gone }, &mut writer);
+        // A member object redefined moves the group over it.
+        tables.apply(Event::Nexthop { id: 8, nexthop: single("10.255.0.1") }, &mut writer);
+        let fib = writer.snapshot(2);
+        assert_eq!(fib.neighbors(), 2);
+        assert_eq!(fib.lookup(v4("8.8.8.8")), None);
+        assert_eq!(fib.lookup(v4("192.0.2.1")), Some(Target::Adjacency(both[0])));
+        // The address leaves lo: no longer local.
+        tables.apply(Event::Address { add: false, interface: 1, ip: ip("10.255.255.1") }, &mut writer);
+        assert_eq!(writer.snapshot(3).lookup(v4("10.255.255.1")), None);
+    }
+
+    /// After lost messages, a fresh dump: what it reports again stays (with no gap), what it
+    /// does not is removed when it ends.
+    #[test]
+    fn a_fresh_dump_sweeps_what_it_does_not_report_again() {
+        let mut tables = KernelTables::new(vec![10, 11]);
+        let mut writer = writer();
+        let route = |address: &str| Event::Route {
+            add: true,
+            address: ip(address),
+            len: 24,
+            next_hops: NextHops::Direct(vec![(None, 11)]),
+        };
+        for event in [
+            route("192.0.2.0"),
+            route("198.51.100.0"),
+            Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: Some(mac(1)) },
+            Event::Neighbor { interface: 11, ip: ip("10.255.0.3"), mac: Some(mac(3)) },
+            Event::Address { add: true, interface: 10, ip: ip("10.0.0.1") },
+            Event::Nexthop { id: 4, nexthop: Some(Nexthop::Unusable) },
+        ] {
+            tables.apply(event, &mut writer);
+        }
+        let mut stale = tables.contents(&writer);
+        for event in [route("192.0.2.0"), Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: Some(mac(1)) }] {
+            stale.refreshed(&event);
+            tables.apply(event, &mut writer);
+        }
+        assert_eq!(writer.snapshot(1).routes(), 3, "nothing is gone before the dump ends");
+        for event in stale.into_removals() {
+            tables.apply(event, &mut writer);
+        }
+        let fib = writer.snapshot(2);
         assert_eq!(
-            learned.routes.iter().find(|route| route.address == ip("192.0.2.0")).unwrap().next_hops,
-            vec![(Some(ip("10.255.0.3")), 1)]
+            fib.dump().iter().map(|(address, len, _)| (*address, *len)).collect::<Vec<_>>(),
+            vec![(ip("192.0.2.0"), 24)]
         );
+        assert_eq!(fib.neighbors(), 1);
+        assert!(tables.nexthops.is_empty() && tables.addresses.is_empty());
     }
 
     /// One message as the kernel would write it, serialised by netlink-packet-route.
@@ -873,14 +1016,15 @@ mod tests {
     /// go out one after the other and end.
     #[test]
     fn sync_dumps_the_kernels_tables_in_turn() {
-        let mut sync = Sync::open().expect("a route netlink socket");
+        let mut sync = Sync::open(Vec::new()).expect("a route netlink socket");
+        let mut writer = writer();
         assert!(sync.raw_fd() > 2, "a descriptor of its own");
         assert!(!sync.synced(), "the dumps have only begun");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let mut changed = false;
         while !sync.synced() {
             assert!(std::time::Instant::now() < deadline, "the dumps never ended");
-            changed |= sync.poll().expect("netlink");
+            changed |= sync.poll(&mut writer, std::time::Instant::now()).expect("netlink") > 0;
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         assert_eq!(sync.next_dump, DUMPS.len());

@@ -1,12 +1,24 @@
-//! The live control plane's data path: a Linux interface (TAP) per port in the switch's own
-//! network namespace, the frames punted to it and the frames its kernel sends back.
+//! The live control plane: a Linux interface (TAP) per port in the switch's own network
+//! namespace, the frames punted to it and the frames its kernel sends back, and the FIB that
+//! follows the kernel's tables.
 //!
-//! The switch worker never blocks on the kernel: punted frames go to the control thread over
-//! a bounded lock-free ring (full: `punt_queue_full`), and frames the kernel sends come back
-//! over another, which the worker drains once per loop into the scheduler (`Switch::inject`,
-//! in the control class). The control thread writes punted frames to the port's TAP, reads
-//! what the kernel writes on each TAP into mbufs, mirrors each port's link to its TAP's
-//! carrier, and publishes new FIB snapshots (see `kernel` for what it learns).
+//! Two threads, so that route work never delays a control frame:
+//! - `raceway-control` moves frames. Punted frames come from the workers over a bounded
+//!   lock-free ring (full: `punt_queue_full`) and are written to the port's TAP; what the
+//!   kernel writes on each TAP goes back over another ring, which a worker drains once per loop
+//!   into the scheduler (`Switch::inject`, in the control class). It sleeps in poll(2) on the
+//!   TAPs and an eventfd the workers write when they punt to it asleep (once per wake-up, not
+//!   per frame), so a frame never waits for a timer. It also mirrors each port's link to its
+//!   TAP's carrier.
+//! - `raceway-fib` reads the kernel's netlink messages, applies each to a `FibWriter` as a
+//!   delta, and publishes a snapshot when the socket is drained or 1 ms after the first change
+//!   not yet published (`PUBLISH_WITHIN`), whichever is first; it frees the snapshots the
+//!   workers let go of.
+//!
+//! Neither waits for the other: they share only the FIB handle and their counters, each
+//! writing its own fields. Each frame is stamped when it enters a ring; the time to the TAP
+//! write (punt) and to the worker's inject are histograms in the control stats, and so is the
+//! time from reading a netlink message to publishing the snapshot that holds it.
 //!
 //! The namespace (`[control] netns`) is created if missing and then removed at exit; one that
 //! existed stays. The TAPs vanish when the switch exits. Forwarding is on in the namespace, so
@@ -21,14 +33,15 @@
 pub mod kernel;
 
 use crate::config::{Config, ControlConfig};
-use crate::dpdk::host::{self, Tap};
+use crate::dpdk::host::{self, EventFd, Tap};
 use crate::dpdk::{Mbuf, Mempool, Port};
+use crate::observe::latency::{LatencyHistogram, SharedHistogram};
 use crate::observe::stats::ControlStats;
-use crate::pipeline::fib::FibHandle;
+use crate::pipeline::fib::{Fib, FibHandle, FibWriter};
 use crossbeam_queue::ArrayQueue;
 use std::io;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -40,24 +53,65 @@ const READ_PER_TURN: usize = 32;
 /// Largest frame raceway's mbufs carry in one segment (their 2048-byte data room), which bounds
 /// the TAPs' MTU.
 pub const MAX_FRAME: usize = 2048;
-/// How often link states are mirrored and counters published.
+/// How often link states are mirrored and counters published (also the longest sleep).
 const HOUSEKEEPING: Duration = Duration::from_millis(50);
+/// The longest a change read from the kernel waits to be published while more keep coming.
+pub const PUBLISH_WITHIN: Duration = Duration::from_millis(1);
 
-/// What the workers and the control thread share.
+/// A frame on a ring, with the time it entered it.
+pub type Stamped = (u16, Mbuf, Instant);
+
+/// What the workers and the control threads share.
 pub struct ControlLink {
-    /// (port, frame) for the kernel.
-    pub punt: ArrayQueue<(u16, Mbuf)>,
-    /// (port, frame) from the kernel, to send out of that port.
-    pub inject: ArrayQueue<(u16, Mbuf)>,
+    /// (port, frame, when punted) for the kernel.
+    pub punt: ArrayQueue<Stamped>,
+    /// (port, frame, when read from the TAP) from the kernel, to send out of that port.
+    pub inject: ArrayQueue<Stamped>,
     pub fib: FibHandle,
+    /// Set by the control thread before it sleeps; the first worker to punt clears it and
+    /// writes `wake`.
+    sleeping: AtomicBool,
+    wake: EventFd,
+    /// From reading a frame off its TAP to a worker injecting it.
+    pub inject_latency: SharedHistogram,
 }
 
-/// A running control thread.
+impl ControlLink {
+    /// The rings, the wake-up, and `fib` published as the first generation.
+    pub fn new(fib: Fib) -> io::Result<Self> {
+        Ok(Self {
+            punt: ArrayQueue::new(RING_FRAMES),
+            inject: ArrayQueue::new(RING_FRAMES),
+            fib: FibHandle::new(fib),
+            sleeping: AtomicBool::new(false),
+            wake: EventFd::new()?,
+            inject_latency: SharedHistogram::default(),
+        })
+    }
+
+    /// After a worker's punts of one loop: wakes the control thread if it sleeps (one write
+    /// per wake-up; the ring's push came first, so the thread cannot sleep past it).
+    #[inline]
+    pub fn punted(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) && self.sleeping.swap(false, Ordering::AcqRel) {
+            self.wake.notify();
+        }
+    }
+
+    /// A worker takes an injected frame: counts how long it waited.
+    #[inline]
+    pub fn took_injected(&self, since: Instant) {
+        self.inject_latency.record(since.elapsed().as_nanos() as u64);
+    }
+}
+
+/// The running control threads.
 pub struct ControlPlane {
     pub link: Arc<ControlLink>,
     pub stats: Arc<Mutex<ControlStats>>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
     /// The namespace raceway created (and removes at exit).
     created_netns: Option<String>,
 }
@@ -77,8 +131,8 @@ fn namespace_exists(name: &str) -> bool {
 
 impl ControlPlane {
     /// Creates the namespace if needed, a TAP per port in it (the switch's MAC, the port's
-    /// MTU up to `MAX_FRAME`, the configured addresses), and starts the control thread.
-    /// Returns once the interfaces exist, or with the first thing that failed.
+    /// MTU up to `MAX_FRAME`, the configured addresses), and starts the control and FIB
+    /// threads. Returns once both run, or with the first thing that failed.
     pub fn start(
         config: &Config,
         ports: Arc<Vec<Port>>,
@@ -98,41 +152,86 @@ impl ControlPlane {
             inject_dropped: vec![0; config.ports.len()],
             ..ControlStats::default()
         }));
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let thread = {
+        let mut plane = Self {
+            link: Arc::clone(&link),
+            stats: Arc::clone(&stats),
+            stop: Arc::clone(&stop),
+            threads: Vec::new(),
+            created_netns,
+        };
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<u32>, String>>();
+        let spawned = {
             let (config, link, stop, stats) =
                 (config.clone(), Arc::clone(&link), Arc::clone(&stop), Arc::clone(&stats));
-            std::thread::Builder::new()
-                .name("raceway-control".into())
-                .spawn(move || {
-                    let opened = open_interfaces(&config, &control).and_then(|taps| {
-                        let sync = crate::control::kernel::Sync::open().map_err(|err| {
-                            format!("control: cannot open a netlink socket in {}: {err}", control.netns)
-                        })?;
-                        let mut interfaces = Vec::with_capacity(taps.len());
-                        for tap in &taps {
-                            interfaces.push(
-                                host::interface_index(&tap.name)
-                                    .map_err(|err| format!("control: index of '{}': {err}", tap.name))?,
-                            );
-                        }
-                        Ok((taps, sync, interfaces))
-                    });
-                    let (taps, sync, interfaces) = match opened {
-                        Ok(opened) => {
-                            let _ = ready_tx.send(Ok(()));
-                            opened
-                        }
-                        Err(err) => {
-                            let _ = ready_tx.send(Err(err));
-                            return;
-                        }
-                    };
-                    ControlThread { taps, sync, interfaces, ports, pool, link, stop, stats, config }.run();
-                })
-                .map_err(|err| format!("cannot start the control thread: {err}"))?
+            let control = control.clone();
+            std::thread::Builder::new().name("raceway-control".into()).spawn(move || {
+                let opened = open_interfaces(&config, &control).and_then(|taps| {
+                    let mut interfaces = Vec::with_capacity(taps.len());
+                    for tap in &taps {
+                        interfaces.push(
+                            host::interface_index(&tap.name)
+                                .map_err(|err| format!("control: index of '{}': {err}", tap.name))?,
+                        );
+                    }
+                    Ok((taps, interfaces))
+                });
+                let taps = match opened {
+                    Ok((taps, interfaces)) => {
+                        let _ = ready_tx.send(Ok(interfaces));
+                        taps
+                    }
+                    Err(err) => {
+                        let _ = ready_tx.send(Err(err));
+                        return;
+                    }
+                };
+                ControlThread { taps, ports, pool, link, stop, stats, config }.run();
+            })
         };
-        let mut plane = Self { link, stats, stop, thread: Some(thread), created_netns };
+        match spawned {
+            Ok(thread) => plane.threads.push(thread),
+            Err(err) => return Err(format!("cannot start the control thread: {err}")),
+        }
+        let interfaces = match ready_rx.recv() {
+            Ok(Ok(interfaces)) => interfaces,
+            Ok(Err(err)) => {
+                plane.stop();
+                return Err(err);
+            }
+            Err(_) => {
+                plane.stop();
+                return Err("the control thread ended before its interfaces were up".into());
+            }
+        };
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+        let spawned = {
+            let (config, link, stop, stats) =
+                (config.clone(), Arc::clone(&link), Arc::clone(&stop), Arc::clone(&stats));
+            std::thread::Builder::new().name("raceway-fib".into()).spawn(move || {
+                let opened = host::enter_netns(&control.netns)
+                    .map_err(|err| format!("control.netns: cannot enter '{}': {err}", control.netns))
+                    .and_then(|()| {
+                        kernel::Sync::open(interfaces)
+                            .map_err(|err| format!("control: cannot open a netlink socket in {}: {err}", control.netns))
+                    });
+                match opened {
+                    Ok(sync) => {
+                        let _ = ready_tx.send(Ok(()));
+                        FibThread { writer: FibWriter::new(&config), sync, link, stop, stats }.run();
+                    }
+                    Err(err) => {
+                        let _ = ready_tx.send(Err(err));
+                    }
+                }
+            })
+        };
+        match spawned {
+            Ok(thread) => plane.threads.push(thread),
+            Err(err) => {
+                plane.stop();
+                return Err(format!("cannot start the FIB thread: {err}"));
+            }
+        }
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(plane),
             Ok(Err(err)) => {
@@ -141,16 +240,17 @@ impl ControlPlane {
             }
             Err(_) => {
                 plane.stop();
-                Err("the control thread ended before its interfaces were up".into())
+                Err("the FIB thread ended before its netlink socket was open".into())
             }
         }
     }
 
-    /// Stops the thread (after the workers: it frees what they punted last), empties both
-    /// rings, and removes a namespace raceway created.
+    /// Stops both threads (after the workers: the control thread frees what they punted
+    /// last), empties both rings, and removes a namespace raceway created.
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
+        self.link.wake.notify();
+        for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
         while self.link.punt.pop().is_some() {}
@@ -220,9 +320,6 @@ fn open_interfaces(config: &Config, control: &ControlConfig) -> Result<Vec<Tap>,
 
 struct ControlThread {
     taps: Vec<Tap>,
-    sync: crate::control::kernel::Sync,
-    /// The kernel's interface index of each port's TAP.
-    interfaces: Vec<u32>,
     ports: Arc<Vec<Port>>,
     pool: Arc<Mempool>,
     link: Arc<ControlLink>,
@@ -232,20 +329,25 @@ struct ControlThread {
 }
 
 impl ControlThread {
-    fn run(mut self) {
-        let mut counters = self.stats.lock().expect("control stats").clone();
-        let mut carrier: Vec<Option<bool>> = vec![None; self.taps.len()];
+    fn run(self) {
+        let ports = self.taps.len();
+        let (mut tap_errors, mut inject_dropped) = (vec![0u64; ports], vec![0u64; ports]);
+        let mut punt_latency = LatencyHistogram::default();
+        let mut carrier: Vec<Option<bool>> = vec![None; ports];
         let mut buffer = vec![0u8; 65_536];
         let mut next_housekeeping = Instant::now();
+        let mut fds: Vec<i32> = self.taps.iter().map(Tap::raw_fd).collect();
+        fds.push(self.link.wake.raw_fd());
         loop {
             let stopping = self.stop.load(Ordering::Relaxed);
             let mut busy = false;
-            while let Some((port, mbuf)) = self.link.punt.pop() {
+            while let Some((port, mbuf, since)) = self.link.punt.pop() {
                 busy = true;
                 let port = usize::from(port);
                 if self.taps[port].write(crate::packet::PacketBuf::data(&mbuf)).is_err() {
-                    counters.punt_tap_errors[port] += 1;
+                    tap_errors[port] += 1;
                 }
+                punt_latency.record(since.elapsed().as_nanos() as u64);
             }
             if stopping {
                 break;
@@ -261,27 +363,17 @@ impl ControlThread {
                         }
                     };
                     busy = true;
+                    let read_at = Instant::now();
                     let injected = self.pool.alloc().and_then(|mut mbuf| mbuf.append(&buffer[..len]).then_some(mbuf));
-                    match injected.map(|mbuf| self.link.inject.push((port as u16, mbuf))) {
+                    match injected.map(|mbuf| self.link.inject.push((port as u16, mbuf, read_at))) {
                         Some(Ok(())) => {}
-                        // No mbuf, too long for one, or the ring full (dropping the pair frees it).
-                        _ => counters.inject_dropped[port] += 1,
+                        // No mbuf, too long for one, or the ring full (dropping the frame frees it).
+                        _ => inject_dropped[port] += 1,
                     }
                 }
             }
-            let started = Instant::now();
-            match self.sync.poll() {
-                Ok(true) => {
-                    busy = true;
-                    self.publish_fib(&mut counters, started);
-                }
-                Ok(false) => {}
-                Err(err) => tracing::warn!("control: netlink: {err}"),
-            }
             if Instant::now() >= next_housekeeping {
                 next_housekeeping = Instant::now() + HOUSEKEEPING;
-                // Snapshots the workers have let go of are freed here, off the packet path.
-                self.link.fib.reclaim();
                 for (index, (tap, port)) in self.taps.iter().zip(self.ports.iter()).enumerate() {
                     let up = port.link_up() && self.config.ports[index].enabled;
                     if carrier[index] != Some(up) {
@@ -291,30 +383,84 @@ impl ControlThread {
                         }
                     }
                 }
-                self.stats.lock().expect("control stats").clone_from(&counters);
+                self.publish(&tap_errors, &inject_dropped, &punt_latency);
             }
             if !busy {
-                // Idle: the kernel's frames wake the poll; punted ones wait at most this long.
-                let mut fds: Vec<i32> = self.taps.iter().map(Tap::raw_fd).collect();
-                fds.push(self.sync.raw_fd());
-                let _ = host::wait_readable(&fds, 1);
+                // Idle: the kernel's frames, a worker's punt (through `wake`) or the next
+                // housekeeping end the sleep. A punt pushed before `sleeping` was set is seen
+                // by the check after it.
+                self.link.sleeping.store(true, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                if self.link.punt.is_empty() && !self.stop.load(Ordering::Relaxed) {
+                    let timeout = next_housekeeping.saturating_duration_since(Instant::now());
+                    let _ = host::wait_readable(&fds, timeout.as_millis().clamp(1, 50) as i32);
+                }
+                self.link.sleeping.store(false, Ordering::SeqCst);
+                self.link.wake.clear();
             }
         }
-        self.stats.lock().expect("control stats").clone_from(&counters);
+        self.publish(&tap_errors, &inject_dropped, &punt_latency);
     }
 
-    /// Builds the FIB from the config and the kernel's tables and publishes it; the latency
-    /// counted runs from reading the kernel's messages to the snapshot being published.
-    fn publish_fib(&self, counters: &mut ControlStats, started: Instant) {
-        let interfaces = &self.interfaces;
-        let learned = self.sync.tables.learned(|index| interfaces.iter().position(|&i| i == index));
-        let generation = counters.fib_generation.max(1) + 1;
-        counters.fib_routes = (learned.routes.len() + self.config.routes.len()) as u64;
-        counters.fib_neighbors = (learned.neighbors.len() + self.config.neighbors.len()) as u64;
-        self.link.fib.publish(crate::pipeline::fib::Fib::new(&self.config, &learned, generation));
-        counters.fib_generation = generation;
-        counters.last_update_ns = started.elapsed().as_nanos() as u64;
-        // Published at once (not at the next housekeeping): readers time updates by it.
-        self.stats.lock().expect("control stats").clone_from(counters);
+    /// Copies this thread's counters into the shared stats (the FIB thread owns the others).
+    fn publish(&self, tap_errors: &[u64], inject_dropped: &[u64], punt_latency: &LatencyHistogram) {
+        let inject_latency = self.link.inject_latency.snapshot();
+        let mut stats = self.stats.lock().expect("control stats");
+        stats.punt_tap_errors.copy_from_slice(tap_errors);
+        stats.inject_dropped.copy_from_slice(inject_dropped);
+        stats.punt_latency.clone_from(punt_latency);
+        stats.inject_latency = inject_latency;
+    }
+}
+
+/// The FIB side: netlink in, snapshots out.
+struct FibThread {
+    writer: FibWriter,
+    sync: kernel::Sync,
+    link: Arc<ControlLink>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<Mutex<ControlStats>>,
+}
+
+impl FibThread {
+    fn run(mut self) {
+        let mut generation = self.link.fib.generation();
+        let mut publish_latency = LatencyHistogram::default();
+        let mut next_housekeeping = Instant::now();
+        while !self.stop.load(Ordering::Relaxed) {
+            let started = Instant::now();
+            match self.sync.poll(&mut self.writer, started + PUBLISH_WITHIN) {
+                Ok(_) => {}
+                Err(err) => tracing::warn!("control: netlink: {err}"),
+            }
+            let changed = self.writer.take_changed();
+            if changed {
+                generation += 1;
+                self.link.fib.publish(self.writer.snapshot(generation));
+                let elapsed = started.elapsed().as_nanos() as u64;
+                publish_latency.record(elapsed);
+                let mut stats = self.stats.lock().expect("control stats");
+                stats.fib_generation = generation;
+                stats.fib_routes = self.writer.routes() as u64;
+                stats.fib_neighbors = self.writer.neighbors() as u64;
+                stats.last_update_ns = elapsed;
+            }
+            if changed || Instant::now() >= next_housekeeping {
+                // Snapshots the workers have let go of are freed here, off the packet path.
+                self.link.fib.reclaim();
+            }
+            if Instant::now() >= next_housekeeping {
+                next_housekeeping = Instant::now() + HOUSEKEEPING;
+                let mut stats = self.stats.lock().expect("control stats");
+                stats.publish_latency.clone_from(&publish_latency);
+                stats.fib_resyncs = self.sync.resyncs;
+            }
+            if !changed {
+                let _ = host::wait_readable(&[self.sync.raw_fd()], HOUSEKEEPING.as_millis() as i32);
+            }
+        }
+        let mut stats = self.stats.lock().expect("control stats");
+        stats.publish_latency = publish_latency;
+        stats.fib_resyncs = self.sync.resyncs;
     }
 }

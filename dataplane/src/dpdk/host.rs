@@ -123,3 +123,62 @@ pub fn wait_readable(fds: &[i32], timeout_ms: i32) -> io::Result<bool> {
     }
     Ok(result > 0)
 }
+
+/// Sets a socket's receive buffer to `bytes` past the `net.core.rmem_max` limit
+/// (SO_RCVBUFFORCE, which needs CAP_NET_ADMIN); the caller falls back to SO_RCVBUF without it.
+pub fn force_receive_buffer(fd: i32, bytes: usize) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt reads one int through the pointer, which points at `value` for the
+    // call; `fd` is the caller's open socket.
+    let result = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &value as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A counter the workers bump to wake a sleeping control thread (eventfd): one write when a
+/// punted frame finds the control thread asleep, never per frame.
+pub struct EventFd {
+    fd: OwnedFd,
+}
+
+impl EventFd {
+    pub fn new() -> io::Result<Self> {
+        // SAFETY: eventfd takes an initial value and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created, is valid, and nothing else owns it.
+        Ok(Self { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    /// Makes the descriptor readable (a waiting `wait_readable` returns).
+    pub fn notify(&self) {
+        let one: u64 = 1;
+        // SAFETY: write reads 8 bytes from `one`, which lives for the call. A full counter
+        // (EAGAIN) already wakes the reader, so the result does not matter.
+        let _ = unsafe { libc::write(self.fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+    }
+
+    /// Resets the counter after a wake-up.
+    pub fn clear(&self) {
+        let mut value: u64 = 0;
+        // SAFETY: read writes at most 8 bytes into `value`, which lives for the call; a
+        // counter at zero returns EAGAIN, which is fine.
+        let _ = unsafe { libc::read(self.fd.as_raw_fd(), &mut value as *mut u64 as *mut libc::c_void, 8) };
+    }
+
+    pub fn raw_fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+}

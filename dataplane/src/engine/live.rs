@@ -441,15 +441,11 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let ports = Arc::new(ports);
     let mut control = match &config.control {
         Some(control_config) => {
-            let link = Arc::new(ControlLink {
-                punt: ArrayQueue::new(crate::control::RING_FRAMES),
-                inject: ArrayQueue::new(crate::control::RING_FRAMES),
-                fib: crate::pipeline::fib::FibHandle::new(crate::pipeline::fib::Fib::new(
-                    config,
-                    &crate::pipeline::fib::Learned::default(),
-                    1,
-                )),
-            });
+            let fib = crate::pipeline::fib::Fib::new(config, &crate::pipeline::fib::Learned::default(), 1);
+            let link = Arc::new(ControlLink::new(fib).map_err(|err| DpdkError {
+                context: "control".into(),
+                problem: format!("cannot create an eventfd: {err}"),
+            })?);
             let plane = ControlPlane::start(config, Arc::clone(&ports), Arc::clone(&pool), link)
                 .map_err(|problem| DpdkError { context: "control".into(), problem })?;
             tracing::info!(
@@ -1119,15 +1115,21 @@ impl port_tx::TxQueue<Mbuf> for TxBursts<'_> {
 /// Hands what the switch punted to the control thread and injects up to a burst of what the
 /// kernel sent; returns how many frames were injected.
 fn exchange_with_control(switch: &mut Switch<Mbuf>, link: &ControlLink, now: u64, injects: bool) -> u64 {
+    let mut punted_any = false;
     while let Some(punted) = switch.take_punted() {
-        if link.punt.push((punted.port as u16, punted.packet)).is_err() {
-            // The control thread is behind: the frame is freed (dropping the pair) and counted.
+        punted_any = true;
+        if link.punt.push((punted.port as u16, punted.packet, std::time::Instant::now())).is_err() {
+            // The control thread is behind: the frame is freed (dropping it) and counted.
             switch.punt_refused(punted.port, punted.reason);
         }
     }
+    if punted_any {
+        link.punted();
+    }
     let mut injected = 0;
     while injects && injected < BURST as u64 {
-        let Some((port, mbuf)) = link.inject.pop() else { break };
+        let Some((port, mbuf, since)) = link.inject.pop() else { break };
+        link.took_injected(since);
         switch.inject(usize::from(port), mbuf, now);
         injected += 1;
     }

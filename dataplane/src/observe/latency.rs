@@ -103,8 +103,69 @@ impl LatencyHistogram {
     }
 }
 
+/// The same buckets as atomics, for a latency several threads record (frames the control
+/// thread hands to whichever worker injects them). Recording is one relaxed add per bucket
+/// and counter; readers take a `LatencyHistogram` copy.
+pub struct SharedHistogram {
+    buckets: Box<[std::sync::atomic::AtomicU64]>,
+    max_ns: std::sync::atomic::AtomicU64,
+    sum_ns: std::sync::atomic::AtomicU64,
+}
+
+impl Default for SharedHistogram {
+    fn default() -> Self {
+        Self {
+            buckets: (0..BUCKETS).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
+            max_ns: std::sync::atomic::AtomicU64::new(0),
+            sum_ns: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+}
+
+impl SharedHistogram {
+    #[inline]
+    pub fn record(&self, ns: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.buckets[bucket_of(ns)].fetch_add(1, Relaxed);
+        self.max_ns.fetch_max(ns, Relaxed);
+        self.sum_ns.fetch_add(ns, Relaxed);
+    }
+
+    /// What has been recorded so far (samples are counted from the buckets, so the copy is
+    /// consistent with itself even while others record).
+    pub fn snapshot(&self) -> LatencyHistogram {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut copy = LatencyHistogram::default();
+        for (mine, shared) in copy.buckets.iter_mut().zip(self.buckets.iter()) {
+            *mine = shared.load(Relaxed);
+        }
+        copy.samples = copy.buckets.iter().sum();
+        copy.max_ns = self.max_ns.load(Relaxed);
+        copy.sum_ns = self.sum_ns.load(Relaxed);
+        copy
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_shared_histogram_reads_back_as_recorded() {
+        let (shared, mut plain) = (SharedHistogram::default(), LatencyHistogram::default());
+        std::thread::scope(|scope| {
+            for _ in 0..2 {
+                scope.spawn(|| {
+                    for ns in [5u64, 900, 1_000_000] {
+                        shared.record(ns);
+                    }
+                });
+            }
+        });
+        for ns in [5u64, 900, 1_000_000, 5, 900, 1_000_000] {
+            plain.record(ns);
+        }
+        assert_eq!(shared.snapshot(), plain);
+    }
+
     use super::*;
 
     #[test]

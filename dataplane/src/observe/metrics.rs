@@ -243,6 +243,8 @@ mod tests {
             fib_routes: 4,
             fib_neighbors: 5,
             last_update_ns: 30_000,
+            fib_resyncs: 1,
+            ..ControlStats::default()
         });
         for ns in [70, 900, 1_500, 40_000] {
             stats.latency.record(ns);

@@ -97,6 +97,14 @@ pub struct ControlStats {
     pub fib_neighbors: u64,
     /// Time from the kernel's netlink message to the snapshot being published, last update.
     pub last_update_ns: u64,
+    /// The same for every snapshot published.
+    pub publish_latency: LatencyHistogram,
+    /// From a worker punting a frame to its write on the TAP.
+    pub punt_latency: LatencyHistogram,
+    /// From reading a frame off a TAP to a worker injecting it.
+    pub inject_latency: LatencyHistogram,
+    /// Times netlink messages were lost and the kernel's tables dumped again.
+    pub fib_resyncs: u64,
 }
 
 /// How a forwarding core spends its cycles: iterations of its loop that moved frames count as
@@ -325,13 +333,20 @@ pub enum ControlValue {
 }
 
 #[rustfmt::skip]
-pub static CONTROL_COUNTERS: [ControlCounter; 6] = [
+pub static CONTROL_COUNTERS: [ControlCounter; 13] = [
     ControlCounter { json: "punt_tap_errors", metric: "raceway_control_punt_tap_errors_total", kind: Kind::Counter, telemetry: "punt_tap_errors", help: "Punted frames the port's host interface refused.", value: ControlValue::PerPort(|c| &c.punt_tap_errors) },
     ControlCounter { json: "inject_dropped", metric: "raceway_control_inject_dropped_total", kind: Kind::Counter, telemetry: "inject_dropped", help: "Frames from the kernel that could not be injected.", value: ControlValue::PerPort(|c| &c.inject_dropped) },
     ControlCounter { json: "fib_generation", metric: "raceway_fib_generation", kind: Kind::Gauge, telemetry: "generation", help: "The FIB snapshot the workers read.", value: ControlValue::One(|c| c.fib_generation) },
     ControlCounter { json: "fib_routes", metric: "raceway_fib_routes", kind: Kind::Gauge, telemetry: "routes", help: "Routes in the FIB (config and kernel).", value: ControlValue::One(|c| c.fib_routes) },
     ControlCounter { json: "fib_neighbors", metric: "raceway_fib_neighbors", kind: Kind::Gauge, telemetry: "neighbors", help: "Neighbours in the FIB.", value: ControlValue::One(|c| c.fib_neighbors) },
     ControlCounter { json: "last_update_ns", metric: "raceway_fib_last_update_seconds", kind: Kind::Gauge, telemetry: "last_update_ns", help: "Time from reading the kernel's messages to publishing the last snapshot.", value: ControlValue::Nanoseconds(|c| c.last_update_ns) },
+    ControlCounter { json: "fib_resyncs", metric: "raceway_fib_resyncs_total", kind: Kind::Counter, telemetry: "resyncs", help: "Times netlink messages were lost and the kernel's tables dumped again.", value: ControlValue::One(|c| c.fib_resyncs) },
+    ControlCounter { json: "publish_p50_ns", metric: "raceway_fib_publish_p50_seconds", kind: Kind::Gauge, telemetry: "publish_p50_ns", help: "Median time from reading a netlink message to publishing the snapshot with it.", value: ControlValue::Nanoseconds(|c| c.publish_latency.quantile(0.5)) },
+    ControlCounter { json: "publish_p99_ns", metric: "raceway_fib_publish_p99_seconds", kind: Kind::Gauge, telemetry: "publish_p99_ns", help: "99th percentile of the same.", value: ControlValue::Nanoseconds(|c| c.publish_latency.quantile(0.99)) },
+    ControlCounter { json: "punt_p50_ns", metric: "raceway_control_punt_p50_seconds", kind: Kind::Gauge, telemetry: "punt_p50_ns", help: "Median time from a worker punting a frame to its write on the host interface.", value: ControlValue::Nanoseconds(|c| c.punt_latency.quantile(0.5)) },
+    ControlCounter { json: "punt_p99_ns", metric: "raceway_control_punt_p99_seconds", kind: Kind::Gauge, telemetry: "punt_p99_ns", help: "99th percentile of the same.", value: ControlValue::Nanoseconds(|c| c.punt_latency.quantile(0.99)) },
+    ControlCounter { json: "inject_p50_ns", metric: "raceway_control_inject_p50_seconds", kind: Kind::Gauge, telemetry: "inject_p50_ns", help: "Median time from reading a frame off a host interface to a worker injecting it.", value: ControlValue::Nanoseconds(|c| c.inject_latency.quantile(0.5)) },
+    ControlCounter { json: "inject_p99_ns", metric: "raceway_control_inject_p99_seconds", kind: Kind::Gauge, telemetry: "inject_p99_ns", help: "99th percentile of the same.", value: ControlValue::Nanoseconds(|c| c.inject_latency.quantile(0.99)) },
 ];
 
 /// Puts `value` at `path` (dots nest objects) in `object`.

@@ -1,12 +1,15 @@
-//! The forwarding information base: what the classifier looks up, as one immutable snapshot.
+//! The forwarding information base: what the classifier looks up, as immutable snapshots that
+//! a writer derives from one another change by change.
 //!
-//! A snapshot holds the routes (longest prefix match), the neighbour table (IP -> port and
-//! MAC) and the groups a route may spread over. It is built whole from the config and, with a
-//! control plane, what the kernel knows (its neighbours and routes), and never changes after:
-//! a new generation replaces it, so a worker sees one consistent table for a whole burst.
+//! A snapshot (`Fib`) holds the routes (longest prefix match to a next-hop index), the next
+//! hops (an index to what it resolves to: an adjacency, a group, connected, local, glean or
+//! discard), the neighbour table (IP -> port and MAC) and the groups a route may spread over.
+//! Routes lead to next hops by index, as SAI's routes lead to next-hop objects and VPP's to
+//! load-balance objects: a neighbour that resolves or moves rewrites the few next hops that use
+//! it, never the routes (a million routes over two BGP next hops change in two writes).
 //!
-//! What a route leads to is resolved when the snapshot is built, so a lookup is one route
-//! probe (and one neighbour probe for a connected subnet):
+//! What a route leads to (`Via`) is resolved in the writer, so a lookup is one route probe
+//! and one next-hop read (and one neighbour probe for a connected subnet):
 //! - `port = "p"` routes go to p's `peer_mac`; `[[group]]`s spread over their ports' peers;
 //! - `via = "ip"` (or a list) goes to the neighbours of those next hops: one resolved next hop
 //!   is an adjacency, several are a group in `[control] multipath_mode` (ecmp without
@@ -15,28 +18,35 @@
 //! - a port's address makes its subnet connected: the destination itself is the neighbour,
 //!   looked up per frame, gleaned when unknown; the address itself is local (punted).
 //!
-//! Config routes and kernel routes coexist; on the same prefix the config's wins (it is the
-//! operator's static intent, as a static route's lower distance wins in a router).
+//! On one prefix the switch's own address wins, then the config's route (the operator's
+//! static intent, as a static route's lower distance wins in a router), then the kernel's,
+//! then the subnet of a configured address.
 //!
-//! Generations: the control plane publishes each new snapshot through a `FibHandle` (an
-//! atomic pointer swap, then the generation number); a worker compares the generation once
-//! per burst and takes the new snapshot only when it changed. No lock, no pause of forwarding;
-//! a snapshot is freed when its last reader lets it go.
+//! Generations: `FibWriter` applies each change to its working tables in place where no
+//! snapshot shares them and copies only the map, shard or chunk it touches where one does
+//! (`route::CowMap`); `snapshot` then costs a pointer per prefix length and per next-hop chunk.
+//! The control plane publishes each snapshot through a `FibHandle` (an atomic pointer swap,
+//! then the generation number); a worker compares the generation once per burst and takes the
+//! new snapshot only when it changed. No lock, no pause of forwarding; what only a replaced
+//! snapshot held is freed by the publisher once its last reader lets it go.
 //!
 //! Invariant: every adjacency in a snapshot names an existing port, every group has at least
-//! one member, and a group index below `config.groups.len()` is that config group.
+//! two members, a group index below `config.groups.len()` is that config group, and every
+//! next-hop index in the route table is a live next hop of the same snapshot; the writer's
+//! tables after any sequence of changes equal those built at once from the resulting state.
 
 use crate::config::{Config, GroupMode, RouteTarget, DEFAULT_FLOWLET_GAP_US};
-use crate::pipeline::route::{AddressMap, RouteTable};
+use crate::pipeline::route::{CowMap, RouteTable};
 use crate::wire::ethernet::MacAddress;
 use crate::wire::parse::Destination;
 use arc_swap::ArcSwap;
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Where a frame leaves: a port and the MAC of the neighbour it goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Adjacency {
     pub port: u16,
     pub mac: MacAddress,
@@ -83,7 +93,7 @@ pub struct KernelRoute {
     pub next_hops: Vec<(Option<IpAddr>, usize)>,
 }
 
-/// What the control plane adds to the config: the kernel's neighbours and routes.
+/// What the control plane adds to the config, all at once (tests, and `Fib::new`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Learned {
     pub neighbors: Vec<Neighbor>,
@@ -92,13 +102,49 @@ pub struct Learned {
     pub addresses: Vec<IpAddr>,
 }
 
+/// The kernel's next hops of a route or nexthop object: (gateway, port).
+pub type KernelHops = Box<[(Option<IpAddr>, u16)]>;
+
+/// What a route leads to before its next hops are resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Via {
+    Discard,
+    Local,
+    Connected(u16),
+    /// A config route out of a port: its `peer_mac` (glean without one).
+    Peer(u16),
+    ConfigGroup(u32),
+    /// Next hops by address (a config route's `via`): their neighbours, on any port.
+    Gateways(Box<[IpAddr]>),
+    /// The kernel's next hops: (gateway, port); a lone gatewayless one is a connected route,
+    /// none at all a discard route.
+    Kernel(KernelHops),
+    /// A kernel nexthop object (`RTA_NH_ID`), defined by `FibWriter::set_object`.
+    Object(u32),
+}
+
+/// Which of the writer's sources a route comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Config,
+    Kernel,
+}
+
+/// Index of a next hop in a snapshot.
+pub type NextHopId = u32;
+
+/// Next hops per chunk: a change copies one chunk (768 bytes) that a snapshot shares.
+const CHUNK: usize = 64;
+
 /// One generation of the forwarding tables.
+#[derive(Clone)]
 pub struct Fib {
-    routes: RouteTable<Target>,
-    neighbors_v4: AddressMap<u32, Adjacency>,
-    neighbors_v6: AddressMap<u128, Adjacency>,
-    pub groups: Vec<Group>,
-    /// Counts up from 1 with each snapshot built by one control plane.
+    routes: RouteTable<NextHopId>,
+    next_hops: Vec<Arc<[Target; CHUNK]>>,
+    neighbors_v4: CowMap<u32, Adjacency>,
+    neighbors_v6: CowMap<u128, Adjacency>,
+    pub groups: Arc<Vec<Group>>,
+    /// Counts up from 1 with each snapshot published by one writer.
     pub generation: u64,
 }
 
@@ -158,69 +204,26 @@ fn host_len(address: IpAddr) -> u8 {
     }
 }
 
+/// `address` with the bits past `len` cleared.
+fn masked(address: IpAddr, len: u8) -> IpAddr {
+    match address {
+        IpAddr::V4(v4) => {
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
+            IpAddr::V4((u32::from(v4) & mask).into())
+        }
+        IpAddr::V6(v6) => {
+            let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
+            IpAddr::V6((u128::from(v6) & mask).into())
+        }
+    }
+}
+
 impl Fib {
-    /// The snapshot of `config` plus what the kernel knows.
+    /// The snapshot of `config` plus what the kernel knows, built at once.
     pub fn new(config: &Config, learned: &Learned, generation: u64) -> Self {
-        let mut fib = Self {
-            routes: RouteTable::empty(),
-            neighbors_v4: AddressMap::default(),
-            neighbors_v6: AddressMap::default(),
-            groups: config
-                .groups
-                .iter()
-                .map(|group| Group {
-                    mode: group.mode,
-                    flowlet_gap_us: group.flowlet_gap_us,
-                    // Config validation gives every member a peer_mac.
-                    members: group
-                        .members
-                        .iter()
-                        .filter_map(|&port| Some(Adjacency { port: port as u16, mac: config.ports[port].peer_mac? }))
-                        .collect(),
-                })
-                .collect(),
-            generation,
-        };
-        // Learned neighbours first: a static [[neighbor]] of the config replaces one the kernel
-        // learned for the same address.
-        let neighbors = learned.neighbors.iter().chain(&config.neighbors);
-        for neighbor in neighbors.filter(|neighbor| neighbor.port < config.ports.len()) {
-            let adjacency = Adjacency { port: neighbor.port as u16, mac: neighbor.mac };
-            match neighbor.ip {
-                IpAddr::V4(ip) => fib.neighbors_v4.insert(u32::from(ip), adjacency),
-                IpAddr::V6(ip) => fib.neighbors_v6.insert(u128::from(ip), adjacency),
-            };
-        }
-        let multipath_mode = config.control.as_ref().map_or(GroupMode::Ecmp, |control| control.multipath_mode);
-        // Connected subnets, then kernel routes, then the config's: later inserts replace
-        // earlier ones on the same prefix.
-        for (port, config_port) in config.ports.iter().enumerate() {
-            for address in &config_port.addresses {
-                fib.routes.insert(address.address, address.len, Target::Connected(port as u16));
-            }
-        }
-        for route in &learned.routes {
-            let target = fib.resolve_kernel_route(route, multipath_mode, config.ports.len());
-            fib.routes.insert(route.address, route.len, target);
-        }
-        for route in &config.routes {
-            let target = match &route.target {
-                // Config validation gives every port a route names a peer_mac.
-                RouteTarget::Port(port) => match config.ports[*port].peer_mac {
-                    Some(mac) => Target::Adjacency(Adjacency { port: *port as u16, mac }),
-                    None => Target::Glean,
-                },
-                RouteTarget::Group(group) => Target::Group(*group as u32),
-                RouteTarget::Via(next_hops) => fib.resolve_via(next_hops, multipath_mode),
-            };
-            fib.routes.insert(route.prefix.address, route.prefix.len, target);
-        }
-        // The switch's own addresses last: nothing routes them elsewhere.
-        let configured = config.ports.iter().flat_map(|port| &port.addresses).map(|address| address.address);
-        for address in configured.chain(learned.addresses.iter().copied()) {
-            fib.routes.insert(address, host_len(address), Target::Local);
-        }
-        fib
+        let mut writer = FibWriter::new(config);
+        writer.learn(learned);
+        writer.snapshot(generation)
     }
 
     /// The neighbour entry of `destination`, if resolved.
@@ -234,64 +237,519 @@ impl Fib {
 
     #[inline]
     pub fn lookup(&self, destination: Destination) -> Option<Target> {
-        self.routes.lookup(destination)
+        self.routes.lookup(destination).map(|id| self.next_hop(id))
+    }
+
+    #[inline]
+    fn next_hop(&self, id: NextHopId) -> Target {
+        let id = id as usize;
+        self.next_hops[id / CHUNK][id % CHUNK]
+    }
+
+    /// Prefixes in the route table (connected subnets and the switch's addresses included).
+    pub fn routes(&self) -> usize {
+        self.routes.len()
+    }
+
+    pub fn neighbors(&self) -> usize {
+        self.neighbors_v4.len() + self.neighbors_v6.len()
+    }
+
+    /// Every route as (prefix, length, target), sorted: what `raceway` forwards by.
+    pub fn dump(&self) -> Vec<(IpAddr, u8, Target)> {
+        let mut routes: Vec<(IpAddr, u8, Target)> =
+            self.routes.routes().map(|(address, len, id)| (address, len, self.next_hop(id))).collect();
+        routes.sort_by_key(|(address, len, _)| (*address, *len));
+        routes
+    }
+
+    /// Every neighbour as (IP, adjacency), sorted.
+    pub fn dump_neighbors(&self) -> Vec<(IpAddr, Adjacency)> {
+        let v4 = self.neighbors_v4.iter().map(|(ip, adjacency)| (IpAddr::V4((*ip).into()), *adjacency));
+        let v6 = self.neighbors_v6.iter().map(|(ip, adjacency)| (IpAddr::V6((*ip).into()), *adjacency));
+        let mut neighbors: Vec<(IpAddr, Adjacency)> = v4.chain(v6).collect();
+        neighbors.sort_by_key(|(ip, _)| *ip);
+        neighbors
+    }
+}
+
+/// A next hop in use: what it leads to, how many route sources use it, what it resolves to.
+struct NextHopEntry {
+    via: Via,
+    users: u32,
+    target: Target,
+}
+
+/// The sources of one prefix: config and kernel routes (next-hop indices), the subnet of a
+/// configured address (a port), and whether it is one of the switch's addresses.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sources {
+    config: Option<NextHopId>,
+    kernel: Option<NextHopId>,
+    connected: Option<u16>,
+    config_local: bool,
+    kernel_local: bool,
+}
+
+/// Users that never let go of a next hop or group (the config's, and the fixed ones).
+const PINNED: u32 = u32::MAX;
+
+/// Builds snapshots change by change: the control plane's side of the FIB.
+pub struct FibWriter {
+    fib: Fib,
+    ports: usize,
+    peer_macs: Vec<Option<MacAddress>>,
+    multipath_mode: GroupMode,
+    prefixes: HashMap<(IpAddr, u8), Sources>,
+    entries: Vec<Option<NextHopEntry>>,
+    ids: HashMap<Via, NextHopId>,
+    free_ids: Vec<NextHopId>,
+    /// Next hops whose resolution reads the neighbour of an address.
+    by_gateway: HashMap<IpAddr, Vec<NextHopId>>,
+    /// The kernel's nexthop objects: their (gateway, port) next hops, `None` for a blackhole.
+    objects: HashMap<u32, Option<KernelHops>>,
+    learned_neighbors: HashMap<IpAddr, Adjacency>,
+    static_neighbors: HashMap<IpAddr, Adjacency>,
+    group_ids: HashMap<(GroupMode, Vec<Adjacency>), u32>,
+    group_users: Vec<u32>,
+    free_groups: Vec<u32>,
+    local_id: NextHopId,
+    connected_ids: Vec<NextHopId>,
+    /// Whether the tables changed since `take_changed` last said so.
+    changed: bool,
+}
+
+impl FibWriter {
+    /// A writer holding `config`'s tables (its routes, groups, neighbours and addresses).
+    pub fn new(config: &Config) -> Self {
+        let groups: Vec<Group> = config
+            .groups
+            .iter()
+            .map(|group| Group {
+                mode: group.mode,
+                flowlet_gap_us: group.flowlet_gap_us,
+                // Config validation gives every member a peer_mac.
+                members: group
+                    .members
+                    .iter()
+                    .filter_map(|&port| Some(Adjacency { port: port as u16, mac: config.ports[port].peer_mac? }))
+                    .collect(),
+            })
+            .collect();
+        let mut group_ids = HashMap::new();
+        for (index, group) in groups.iter().enumerate() {
+            group_ids.entry((group.mode, group.members.clone())).or_insert(index as u32);
+        }
+        let mut writer = Self {
+            fib: Fib {
+                routes: RouteTable::empty(),
+                next_hops: Vec::new(),
+                neighbors_v4: CowMap::default(),
+                neighbors_v6: CowMap::default(),
+                groups: Arc::new(groups),
+                generation: 0,
+            },
+            ports: config.ports.len(),
+            peer_macs: config.ports.iter().map(|port| port.peer_mac).collect(),
+            multipath_mode: config.control.as_ref().map_or(GroupMode::Ecmp, |control| control.multipath_mode),
+            prefixes: HashMap::new(),
+            entries: Vec::new(),
+            ids: HashMap::new(),
+            free_ids: Vec::new(),
+            by_gateway: HashMap::new(),
+            objects: HashMap::new(),
+            learned_neighbors: HashMap::new(),
+            static_neighbors: HashMap::new(),
+            group_ids,
+            group_users: vec![PINNED; config.groups.len()],
+            free_groups: Vec::new(),
+            local_id: 0,
+            connected_ids: Vec::new(),
+            changed: true,
+        };
+        writer.local_id = writer.pin(Via::Local);
+        writer.connected_ids = (0..config.ports.len()).map(|port| writer.pin(Via::Connected(port as u16))).collect();
+        for neighbor in config.neighbors.iter().filter(|neighbor| neighbor.port < config.ports.len()) {
+            let adjacency = Adjacency { port: neighbor.port as u16, mac: neighbor.mac };
+            writer.static_neighbors.insert(neighbor.ip, adjacency);
+            writer.update_neighbor(neighbor.ip);
+        }
+        for (port, config_port) in config.ports.iter().enumerate() {
+            for address in &config_port.addresses {
+                let key = (masked(address.address, address.len), address.len);
+                writer.prefixes.entry(key).or_default().connected = Some(port as u16);
+                writer.update_prefix(key);
+                let key = (address.address, host_len(address.address));
+                writer.prefixes.entry(key).or_default().config_local = true;
+                writer.update_prefix(key);
+            }
+        }
+        for route in &config.routes {
+            let via = match &route.target {
+                RouteTarget::Port(port) => Via::Peer(*port as u16),
+                RouteTarget::Group(group) => Via::ConfigGroup(*group as u32),
+                RouteTarget::Via(next_hops) => Via::Gateways(next_hops.clone().into_boxed_slice()),
+            };
+            writer.set_route(Source::Config, route.prefix.address, route.prefix.len, Some(via));
+        }
+        writer
+    }
+
+    /// Applies everything in `learned` (as the kernel's).
+    pub fn learn(&mut self, learned: &Learned) {
+        // set_neighbor ignores a neighbour on a port that does not exist.
+        for neighbor in &learned.neighbors {
+            self.set_neighbor(neighbor.ip, Some((neighbor.port, neighbor.mac)));
+        }
+        for route in &learned.routes {
+            let hops: Vec<(Option<IpAddr>, u16)> = route
+                .next_hops
+                .iter()
+                .filter(|(_, port)| *port < self.ports)
+                .map(|&(gateway, port)| (gateway, port as u16))
+                .collect();
+            let via = match (route.next_hops.is_empty(), hops.is_empty()) {
+                // A blackhole, unreachable or prohibit route.
+                (true, _) => Via::Kernel(Box::new([])),
+                // Next hops on no host interface: the kernel forwards (through glean).
+                (false, true) => Via::Gateways(Box::new([])),
+                (false, false) => Via::Kernel(hops.into()),
+            };
+            self.set_route(Source::Kernel, route.address, route.len, Some(via));
+        }
+        for &address in &learned.addresses {
+            self.set_address(address, true);
+        }
+    }
+
+    /// A snapshot of the tables as they are now, numbered `generation`.
+    pub fn snapshot(&mut self, generation: u64) -> Fib {
+        self.fib.generation = generation;
+        self.fib.clone()
+    }
+
+    /// Prefixes in the route table.
+    pub fn routes(&self) -> usize {
+        self.fib.routes()
+    }
+
+    /// Whether anything a snapshot holds changed since the last call (then: publish).
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
+    }
+
+    pub fn neighbors(&self) -> usize {
+        self.fib.neighbors()
+    }
+
+    /// Sets (or with `None` removes) `source`'s route for `address`/`len`.
+    pub fn set_route(&mut self, source: Source, address: IpAddr, len: u8, via: Option<Via>) {
+        let key = (masked(address, len), len);
+        let id = via.map(|via| self.acquire(via));
+        let sources = self.prefixes.entry(key).or_default();
+        let old = match source {
+            Source::Config => std::mem::replace(&mut sources.config, id),
+            Source::Kernel => std::mem::replace(&mut sources.kernel, id),
+        };
+        self.update_prefix(key);
+        if let Some(old) = old {
+            self.release(old);
+        }
+    }
+
+    /// Whether the kernel has `address` on a host interface (or `lo`): one of the switch's own.
+    pub fn set_address(&mut self, address: IpAddr, present: bool) {
+        let key = (address, host_len(address));
+        if !present && !self.prefixes.contains_key(&key) {
+            return;
+        }
+        self.prefixes.entry(key).or_default().kernel_local = present;
+        self.update_prefix(key);
+    }
+
+    /// Sets (or with `None` forgets) the neighbour the kernel learned for `ip`; a static
+    /// `[[neighbor]]` of the config for the same address stays in force.
+    pub fn set_neighbor(&mut self, ip: IpAddr, neighbor: Option<(usize, MacAddress)>) {
+        let neighbor = neighbor.filter(|(port, _)| *port < self.ports);
+        let changed = match neighbor {
+            Some((port, mac)) => {
+                let adjacency = Adjacency { port: port as u16, mac };
+                self.learned_neighbors.insert(ip, adjacency) != Some(adjacency)
+            }
+            None => self.learned_neighbors.remove(&ip).is_some(),
+        };
+        if changed {
+            self.update_neighbor(ip);
+        }
+    }
+
+    /// Defines (or with `None` removes) kernel nexthop object `id`: its (gateway, port) next
+    /// hops, or `Some(None)` for a blackhole.
+    pub fn set_object(&mut self, id: u32, object: Option<Option<KernelHops>>) {
+        let changed = match object {
+            Some(object) => self.objects.insert(id, object.clone()) != Some(object),
+            None => self.objects.remove(&id).is_some(),
+        };
+        if let Some(&next_hop) = self.ids.get(&Via::Object(id)).filter(|_| changed) {
+            self.reresolve(next_hop);
+        }
+    }
+
+    /// Every prefix the kernel's routes cover (for a full resynchronisation).
+    pub fn kernel_prefixes(&self) -> Vec<(IpAddr, u8)> {
+        self.prefixes.iter().filter(|(_, sources)| sources.kernel.is_some()).map(|(key, _)| *key).collect()
+    }
+
+    /// Every address the kernel has given the switch.
+    pub fn kernel_addresses(&self) -> Vec<IpAddr> {
+        self.prefixes.iter().filter(|(_, sources)| sources.kernel_local).map(|((address, _), _)| *address).collect()
+    }
+
+    /// Every neighbour the kernel has reported.
+    pub fn learned_neighbors(&self) -> Vec<IpAddr> {
+        self.learned_neighbors.keys().copied().collect()
+    }
+
+    /// Every kernel nexthop object.
+    pub fn objects(&self) -> Vec<u32> {
+        self.objects.keys().copied().collect()
+    }
+
+    /// Installs what `key`'s sources say in the route table.
+    fn update_prefix(&mut self, key: (IpAddr, u8)) {
+        let Some(sources) = self.prefixes.get(&key).copied() else { return };
+        let effective = if sources.config_local || sources.kernel_local {
+            Some(self.local_id)
+        } else {
+            sources.config.or(sources.kernel).or(sources.connected.map(|port| self.connected_ids[usize::from(port)]))
+        };
+        match effective {
+            Some(id) => {
+                if self.fib.routes.get(key.0, key.1) != Some(id) {
+                    self.fib.routes.insert(key.0, key.1, id);
+                    self.changed = true;
+                }
+            }
+            None => {
+                self.changed |= self.fib.routes.remove(key.0, key.1).is_some();
+                self.prefixes.remove(&key);
+            }
+        }
+    }
+
+    /// The index of the next hop for `via`, one more user of it.
+    fn acquire(&mut self, via: Via) -> NextHopId {
+        if let Some(&id) = self.ids.get(&via) {
+            let entry = self.entries[id as usize].as_mut().expect("an indexed next hop is in use");
+            entry.users = entry.users.saturating_add(1);
+            return id;
+        }
+        let id = self.free_ids.pop().unwrap_or(self.entries.len() as NextHopId);
+        for gateway in gateways(&via) {
+            self.by_gateway.entry(gateway).or_default().push(id);
+        }
+        let target = self.resolve(&via);
+        self.ids.insert(via.clone(), id);
+        let entry = Some(NextHopEntry { via, users: 1, target });
+        if id as usize == self.entries.len() {
+            self.entries.push(entry);
+        } else {
+            self.entries[id as usize] = entry;
+        }
+        self.write_next_hop(id, target);
+        id
+    }
+
+    fn pin(&mut self, via: Via) -> NextHopId {
+        let id = self.acquire(via);
+        self.entries[id as usize].as_mut().expect("just acquired").users = PINNED;
+        id
+    }
+
+    /// One user fewer of next hop `id`; the last one frees it (and its group).
+    fn release(&mut self, id: NextHopId) {
+        let entry = self.entries[id as usize].as_mut().expect("a released next hop is in use");
+        if entry.users == PINNED {
+            return;
+        }
+        entry.users -= 1;
+        if entry.users > 0 {
+            return;
+        }
+        let entry = self.entries[id as usize].take().expect("in use");
+        self.ids.remove(&entry.via);
+        for gateway in gateways(&entry.via) {
+            if let Some(users) = self.by_gateway.get_mut(&gateway) {
+                users.retain(|&user| user != id);
+                if users.is_empty() {
+                    self.by_gateway.remove(&gateway);
+                }
+            }
+        }
+        self.release_target(entry.target);
+        self.free_ids.push(id);
+    }
+
+    fn write_next_hop(&mut self, id: NextHopId, target: Target) {
+        let id = id as usize;
+        while self.fib.next_hops.len() <= id / CHUNK {
+            self.fib.next_hops.push(Arc::new([Target::Discard; CHUNK]));
+        }
+        Arc::make_mut(&mut self.fib.next_hops[id / CHUNK])[id % CHUNK] = target;
+        self.changed = true;
+    }
+
+    /// Resolves next hop `id` again (a neighbour or object it reads changed).
+    fn reresolve(&mut self, id: NextHopId) {
+        let Some(entry) = self.entries[id as usize].as_ref() else { return };
+        let via = entry.via.clone();
+        let target = self.resolve(&via);
+        let entry = self.entries[id as usize].as_mut().expect("in use");
+        let old = std::mem::replace(&mut entry.target, target);
+        self.release_target(old);
+        if old != target {
+            self.write_next_hop(id, target);
+        }
+    }
+
+    /// The neighbour in force for `ip` changed: the table and the next hops that read it follow.
+    fn update_neighbor(&mut self, ip: IpAddr) {
+        let adjacency = self.static_neighbors.get(&ip).or(self.learned_neighbors.get(&ip)).copied();
+        let old = match (ip, adjacency) {
+            (IpAddr::V4(v4), Some(adjacency)) => self.fib.neighbors_v4.insert(u32::from(v4), adjacency),
+            (IpAddr::V6(v6), Some(adjacency)) => self.fib.neighbors_v6.insert(u128::from(v6), adjacency),
+            (IpAddr::V4(v4), None) => self.fib.neighbors_v4.remove(&u32::from(v4)),
+            (IpAddr::V6(v6), None) => self.fib.neighbors_v6.remove(&u128::from(v6)),
+        };
+        if old == adjacency {
+            return;
+        }
+        self.changed = true;
+        let mut users = self.by_gateway.get(&ip).cloned().unwrap_or_default();
+        for (object, hops) in &self.objects {
+            if hops.iter().flat_map(|hops| hops.iter()).any(|(gateway, _)| *gateway == Some(ip)) {
+                users.extend(self.ids.get(&Via::Object(*object)));
+            }
+        }
+        for id in users {
+            self.reresolve(id);
+        }
     }
 
     fn neighbor_of(&self, ip: IpAddr) -> Option<Adjacency> {
-        self.neighbor(match ip {
+        self.fib.neighbor(match ip {
             IpAddr::V4(ip) => Destination::V4(u32::from(ip)),
             IpAddr::V6(ip) => Destination::V6(u128::from(ip)),
         })
     }
 
-    /// A route over next hops: their resolved neighbours, as one adjacency or a group.
-    fn resolve_via(&mut self, next_hops: &[IpAddr], mode: GroupMode) -> Target {
-        let mut members: Vec<Adjacency> = Vec::with_capacity(next_hops.len());
-        for adjacency in next_hops.iter().filter_map(|&ip| self.neighbor_of(ip)) {
+    /// What `via` leads to now; a group target counts one more user of its group.
+    fn resolve(&mut self, via: &Via) -> Target {
+        match via {
+            Via::Discard => Target::Discard,
+            Via::Local => Target::Local,
+            Via::Connected(port) => Target::Connected(*port),
+            Via::Peer(port) => match self.peer_macs[usize::from(*port)] {
+                Some(mac) => Target::Adjacency(Adjacency { port: *port, mac }),
+                None => Target::Glean,
+            },
+            Via::ConfigGroup(group) => Target::Group(*group),
+            Via::Gateways(next_hops) => {
+                let members = self.members(next_hops.iter().map(|&ip| Some(ip)));
+                self.target_of(members)
+            }
+            Via::Kernel(hops) => self.resolve_kernel(hops),
+            Via::Object(id) => match self.objects.get(id).cloned() {
+                Some(Some(hops)) if !hops.is_empty() => self.resolve_kernel(&hops),
+                // Nothing on a host interface: the kernel forwards (through glean).
+                Some(Some(_)) | None => Target::Glean,
+                Some(None) => Target::Discard,
+            },
+        }
+    }
+
+    fn resolve_kernel(&mut self, hops: &[(Option<IpAddr>, u16)]) -> Target {
+        match hops {
+            [] => Target::Discard,
+            // A connected route: out of the port, to the destination itself.
+            [(None, port)] => Target::Connected(*port),
+            _ => {
+                let members = self.members(hops.iter().map(|(gateway, _)| *gateway));
+                self.target_of(members)
+            }
+        }
+    }
+
+    /// The distinct resolved neighbours of `gateways`, in order.
+    fn members(&self, gateways: impl Iterator<Item = Option<IpAddr>>) -> Vec<Adjacency> {
+        let mut members: Vec<Adjacency> = Vec::new();
+        for adjacency in gateways.flatten().filter_map(|ip| self.neighbor_of(ip)) {
             if !members.contains(&adjacency) {
                 members.push(adjacency);
             }
         }
-        self.target_of(members, mode)
+        members
     }
 
-    fn target_of(&mut self, members: Vec<Adjacency>, mode: GroupMode) -> Target {
+    fn target_of(&mut self, members: Vec<Adjacency>) -> Target {
         match members.len() {
             0 => Target::Glean,
             1 => Target::Adjacency(members[0]),
-            _ => {
-                // Routes over the same next hops share a group (and its flowlet table).
-                let existing = self.groups.iter().position(|group| group.mode == mode && group.members == members);
-                let index = existing.unwrap_or_else(|| {
-                    self.groups.push(Group { mode, flowlet_gap_us: DEFAULT_FLOWLET_GAP_US, members });
-                    self.groups.len() - 1
-                });
-                Target::Group(index as u32)
-            }
+            _ => Target::Group(self.acquire_group(members)),
         }
     }
 
-    fn resolve_kernel_route(&mut self, route: &KernelRoute, mode: GroupMode, ports: usize) -> Target {
-        let next_hops: Vec<&(Option<IpAddr>, usize)> =
-            route.next_hops.iter().filter(|(_, port)| *port < ports).collect();
-        if route.next_hops.is_empty() {
-            return Target::Discard;
+    /// The group of `members` in the multipath mode (shared by every next hop over the same
+    /// members, and its flowlet table with it), one more user of it.
+    fn acquire_group(&mut self, members: Vec<Adjacency>) -> u32 {
+        let key = (self.multipath_mode, members);
+        if let Some(&index) = self.group_ids.get(&key) {
+            let users = &mut self.group_users[index as usize];
+            *users = users.saturating_add(1);
+            return index;
         }
-        match next_hops.as_slice() {
-            // A connected route: out of the port, to the destination itself.
-            [(None, port)] => Target::Connected(*port as u16),
-            _ => {
-                let mut members: Vec<Adjacency> = Vec::with_capacity(next_hops.len());
-                for &&(ip, _) in &next_hops {
-                    if let Some(adjacency) = ip.and_then(|ip| self.neighbor_of(ip)) {
-                        if !members.contains(&adjacency) {
-                            members.push(adjacency);
-                        }
-                    }
-                }
-                self.target_of(members, mode)
+        let group = Group { mode: key.0, flowlet_gap_us: DEFAULT_FLOWLET_GAP_US, members: key.1.clone() };
+        self.changed = true;
+        let groups = Arc::make_mut(&mut self.fib.groups);
+        let index = match self.free_groups.pop() {
+            Some(index) => {
+                groups[index as usize] = group;
+                self.group_users[index as usize] = 1;
+                index
             }
+            None => {
+                groups.push(group);
+                self.group_users.push(1);
+                (groups.len() - 1) as u32
+            }
+        };
+        self.group_ids.insert(key, index);
+        index
+    }
+
+    /// A next hop stopped leading to `target`: a group it led to has one user fewer.
+    fn release_target(&mut self, target: Target) {
+        let Target::Group(index) = target else { return };
+        let users = &mut self.group_users[index as usize];
+        if *users == PINNED {
+            return;
         }
+        *users -= 1;
+        if *users == 0 {
+            // The slot stays as it was until reused: no route leads to it.
+            let group = &self.fib.groups[index as usize];
+            self.group_ids.remove(&(group.mode, group.members.clone()));
+            self.free_groups.push(index);
+        }
+    }
+}
+
+/// The addresses whose neighbours `via` reads.
+fn gateways(via: &Via) -> Vec<IpAddr> {
+    match via {
+        Via::Gateways(ips) => ips.to_vec(),
+        Via::Kernel(hops) => hops.iter().filter_map(|(gateway, _)| *gateway).collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -321,6 +779,10 @@ mod tests {
 
     fn v4(text: &str) -> Destination {
         Destination::V4(u32::from(text.parse::<std::net::Ipv4Addr>().unwrap()))
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
     }
 
     fn mac(last: u8, port: u8) -> MacAddress {
@@ -473,5 +935,192 @@ mod tests {
         };
         let fib = Fib::new(&Config::parse(&text, "t.toml").unwrap(), &stray, 3);
         assert_eq!(fib.lookup(v4("172.21.1.1")), Some(Target::Glean));
+    }
+
+    /// A target with its group spelled out: group indices depend on the order groups were
+    /// made, the groups do not.
+    #[derive(Debug, PartialEq)]
+    enum Resolved {
+        Target(Target),
+        Group(GroupMode, Vec<Adjacency>),
+    }
+
+    fn resolved(fib: &Fib, target: Target) -> Resolved {
+        match target {
+            Target::Group(index) => {
+                let group = &fib.groups[index as usize];
+                Resolved::Group(group.mode, group.members.clone())
+            }
+            other => Resolved::Target(other),
+        }
+    }
+
+    fn table(fib: &Fib) -> Vec<(IpAddr, u8, Resolved)> {
+        fib.dump().into_iter().map(|(address, len, target)| (address, len, resolved(fib, target))).collect()
+    }
+
+    /// Random changes (neighbours come and go and move, kernel routes over one or two next
+    /// hops or none, blackholes, addresses) applied one at a time give, after every step, the
+    /// tables built at once from the state they lead to.
+    #[test]
+    fn changes_applied_one_at_a_time_give_the_tables_built_at_once() {
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
+        let mut writer = FibWriter::new(&config);
+        let mut state = Learned::default();
+        let mut rng = crate::rng::Rng::new(7);
+        let gateways: Vec<IpAddr> = (0..6).map(|i| IpAddr::from([10, 255, 0, i])).collect();
+        for step in 0..3_000 {
+            let pick = |rng: &mut crate::rng::Rng, n: usize| (rng.next_u64() % n as u64) as usize;
+            match pick(&mut rng, 4) {
+                0 => {
+                    let ip = gateways[pick(&mut rng, gateways.len())];
+                    state.neighbors.retain(|neighbor| neighbor.ip != ip);
+                    if pick(&mut rng, 3) > 0 {
+                        let neighbor =
+                            Neighbor { ip, mac: mac(pick(&mut rng, 4) as u8, 0x30), port: pick(&mut rng, 3) };
+                        state.neighbors.push(neighbor);
+                        writer.set_neighbor(ip, Some((neighbor.port, neighbor.mac)));
+                    } else {
+                        writer.set_neighbor(ip, None);
+                    }
+                }
+                1 | 2 => {
+                    let address = IpAddr::from([172, 16, pick(&mut rng, 8) as u8, 0]);
+                    let len = [16, 24][pick(&mut rng, 2)];
+                    let address = masked(address, len);
+                    state.routes.retain(|route| (route.address, route.len) != (address, len));
+                    if pick(&mut rng, 4) == 0 {
+                        writer.set_route(Source::Kernel, address, len, None);
+                    } else {
+                        let next_hops: Vec<(Option<IpAddr>, usize)> = match pick(&mut rng, 5) {
+                            0 => Vec::new(),
+                            1 => vec![(None, pick(&mut rng, 3))],
+                            _ => (0..1 + pick(&mut rng, 3))
+                                .map(|_| (Some(gateways[pick(&mut rng, gateways.len())]), 1 + pick(&mut rng, 2)))
+                                .collect(),
+                        };
+                        let route = KernelRoute { address, len, next_hops };
+                        writer.learn(&Learned { routes: vec![route.clone()], ..Learned::default() });
+                        state.routes.push(route);
+                    }
+                }
+                _ => {
+                    let address = IpAddr::from([172, 16, pick(&mut rng, 8) as u8, 1]);
+                    let present = pick(&mut rng, 2) == 0;
+                    state.addresses.retain(|a| *a != address);
+                    if present {
+                        state.addresses.push(address);
+                    }
+                    writer.set_address(address, present);
+                }
+            }
+            let incremental = writer.snapshot(step);
+            let rebuilt = Fib::new(&config, &state, step);
+            assert_eq!(table(&incremental), table(&rebuilt), "step {step}");
+            assert_eq!(incremental.dump_neighbors(), rebuilt.dump_neighbors(), "step {step}");
+            assert_eq!(incremental.routes(), rebuilt.routes());
+        }
+        // Groups no route leads to any more were given back: at most one per member set in use.
+        let in_use: std::collections::HashSet<u32> = writer
+            .snapshot(0)
+            .dump()
+            .iter()
+            .filter_map(|(_, _, target)| if let Target::Group(g) = target { Some(*g) } else { None })
+            .collect();
+        let live = writer.group_users.iter().filter(|users| **users > 0).count();
+        assert_eq!(live, in_use.len(), "every group with users is one a route leads to");
+    }
+
+    /// A neighbour resolving rewrites the next hop its routes share: 5,000 routes move from
+    /// glean to an adjacency while the route table stays as it was, shared with the snapshot
+    /// before; and that snapshot still gleans.
+    #[test]
+    fn a_neighbour_moves_thousands_of_routes_without_touching_them() {
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
+        let mut writer = FibWriter::new(&config);
+        let gateway = ip("10.255.0.77");
+        for i in 0..5_000u32 {
+            let address = IpAddr::V4(std::net::Ipv4Addr::from(0xac10_0000 + (i << 8)));
+            writer.set_route(Source::Kernel, address, 24, Some(Via::Kernel(Box::new([(Some(gateway), 1)]))));
+        }
+        let before = writer.snapshot(1);
+        assert_eq!(before.lookup(v4("172.16.9.1")), Some(Target::Glean));
+        writer.set_neighbor(gateway, Some((1, mac(0x77, 0x20))));
+        let after = writer.snapshot(2);
+        let adjacency = Adjacency { port: 1, mac: mac(0x77, 0x20) };
+        assert_eq!(after.lookup(v4("172.16.9.1")), Some(Target::Adjacency(adjacency)));
+        assert_eq!(after.lookup(v4("172.35.135.1")), Some(Target::Adjacency(adjacency)), "the last route");
+        assert!(after.routes.shares_all_maps_with(&before.routes), "the routes were not touched");
+        assert_eq!(before.lookup(v4("172.16.9.1")), Some(Target::Glean), "the old snapshot is as it was");
+        // Removing the routes gives their next hop back; its index is used again.
+        for i in 0..5_000u32 {
+            let address = IpAddr::V4(std::net::Ipv4Addr::from(0xac10_0000 + (i << 8)));
+            writer.set_route(Source::Kernel, address, 24, None);
+        }
+        assert_eq!(writer.snapshot(3).lookup(v4("172.16.9.1")), Some(Target::Group(0)), "the default route");
+        let freed = writer.free_ids.len();
+        assert!(freed >= 1 && !writer.ids.contains_key(&Via::Kernel(Box::new([(Some(gateway), 1)]))));
+        writer.set_route(Source::Kernel, ip("172.16.0.0"), 16, Some(Via::Kernel(Box::new([(None, 2)]))));
+        assert_eq!(writer.free_ids.len(), freed - 1, "a freed index is reused");
+    }
+
+    /// A kernel nexthop object defines the routes over it: redefining it moves them all; a
+    /// blackhole object discards; routes over an object not (yet) known glean.
+    #[test]
+    fn routes_over_a_nexthop_object_follow_the_object() {
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
+        let mut writer = FibWriter::new(&config);
+        for i in 0..100u32 {
+            let address = IpAddr::V4(std::net::Ipv4Addr::from(0xac10_0000 + (i << 8)));
+            writer.set_route(Source::Kernel, address, 24, Some(Via::Object(9)));
+        }
+        assert_eq!(writer.snapshot(1).lookup(v4("172.16.5.1")), Some(Target::Glean));
+        let up0 = Adjacency { port: 1, mac: mac(0x01, 0x20) };
+        let up1 = Adjacency { port: 2, mac: mac(0x01, 0x21) };
+        writer.set_object(9, Some(Some(Box::new([(Some(ip("10.255.0.0")), 1)]))));
+        assert_eq!(writer.snapshot(2).lookup(v4("172.16.5.1")), Some(Target::Adjacency(up0)));
+        writer.set_neighbor(ip("10.255.0.9"), Some((1, mac(0x09, 0x20))));
+        writer.set_object(9, Some(Some(Box::new([(Some(ip("10.255.0.9")), 1), (Some(ip("10.255.0.2")), 2)]))));
+        let fib = writer.snapshot(3);
+        let Some(Target::Group(group)) = fib.lookup(v4("172.16.99.1")) else { panic!() };
+        assert_eq!(fib.groups[group as usize].members, vec![Adjacency { port: 1, mac: mac(0x09, 0x20) }, up1]);
+        // A neighbour of the object's next hop moving re-resolves it.
+        writer.set_neighbor(ip("10.255.0.9"), Some((1, mac(0x99, 0x20))));
+        let fib = writer.snapshot(4);
+        let Some(Target::Group(group)) = fib.lookup(v4("172.16.99.1")) else { panic!() };
+        assert_eq!(fib.groups[group as usize].members, vec![Adjacency { port: 1, mac: mac(0x99, 0x20) }, up1]);
+        writer.set_object(9, Some(None));
+        assert_eq!(writer.snapshot(5).lookup(v4("172.16.5.1")), Some(Target::Discard));
+        writer.set_object(9, None);
+        assert_eq!(writer.snapshot(6).lookup(v4("172.16.5.1")), Some(Target::Glean));
+    }
+
+    /// The switch's own address beats the config's route, which beats the kernel's, which
+    /// beats a configured subnet; taking one away uncovers the next.
+    #[test]
+    fn sources_of_one_prefix_take_precedence_in_order() {
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
+        let mut writer = FibWriter::new(&config);
+        let up1 = Adjacency { port: 2, mac: mac(0x01, 0x21) };
+        // 192.0.2.0/24 is the config's, via 10.255.0.2 (up1): the kernel's loses.
+        writer.set_route(Source::Kernel, ip("192.0.2.0"), 24, Some(Via::Kernel(Box::new([(None, 1)]))));
+        assert_eq!(writer.snapshot(1).lookup(v4("192.0.2.9")), Some(Target::Adjacency(up1)));
+        writer.set_route(Source::Config, ip("192.0.2.0"), 24, None);
+        assert_eq!(writer.snapshot(2).lookup(v4("192.0.2.9")), Some(Target::Connected(1)));
+        // An address: local over everything; a kernel address the config also has stays local.
+        writer.set_address(ip("192.0.2.9"), true);
+        assert_eq!(writer.snapshot(3).lookup(v4("192.0.2.9")), Some(Target::Local));
+        writer.set_address(ip("192.0.2.9"), false);
+        assert_eq!(writer.snapshot(4).lookup(v4("192.0.2.9")), Some(Target::Connected(1)));
+        writer.set_address(ip("10.0.0.1"), false);
+        assert_eq!(writer.snapshot(5).lookup(v4("10.0.0.1")), Some(Target::Local), "configured");
+        // The connected subnet under a kernel route: the kernel's wins, then the subnet again.
+        writer.set_route(Source::Kernel, ip("10.0.0.0"), 24, Some(Via::Kernel(Box::new([(None, 2)]))));
+        assert_eq!(writer.snapshot(6).lookup(v4("10.0.0.7")), Some(Target::Connected(2)));
+        writer.set_route(Source::Kernel, ip("10.0.0.0"), 24, None);
+        assert_eq!(writer.snapshot(7).lookup(v4("10.0.0.7")), Some(Target::Connected(0)));
+        assert_eq!(writer.routes(), writer.snapshot(8).routes());
+        assert_eq!(writer.kernel_prefixes(), vec![(ip("192.0.2.0"), 24)]);
+        assert!(writer.kernel_addresses().is_empty());
     }
 }

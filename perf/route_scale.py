@@ -1,0 +1,147 @@
+"""The driver of perf/route-scale.sh: route batches in raceway's namespace, timed against
+raceway's DPDK telemetry, while host0 pings host1 through the switch and its own gateway."""
+import argparse, json, os, socket, subprocess, sys, time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--telemetry")
+parser.add_argument("--pid", type=int)
+parser.add_argument("--control")
+parser.add_argument("--host0")
+parser.add_argument("--work")
+parser.add_argument("--sizes", nargs="+", type=int)
+args = parser.parse_args()
+
+
+def query(command):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection:
+        connection.connect(args.telemetry)
+        hello = json.loads(connection.recv(1024))
+        connection.send(command.encode())
+        return json.loads(connection.recv(hello.get("max_output_len", 16384)))[command]
+
+
+def fib():
+    return query("/raceway/control")["fib"]
+
+
+def rss_bytes():
+    with open(f"/proc/{args.pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+deadline = time.time() + 90
+while True:
+    try:
+        if fib()["generation"] >= 2:
+            break
+    except (OSError, KeyError, TypeError, ValueError):
+        pass
+    if time.time() > deadline:
+        sys.exit("error: no FIB from raceway's control plane after 90 s")
+    time.sleep(0.1)
+
+
+def ip(*words):
+    subprocess.run(["ip", "-n", args.control, *words], check=True, capture_output=True)
+
+
+# Resolve host1 (the routes' next hop) first, then keep both pings going throughout.
+subprocess.run(["ip", "netns", "exec", args.host0, "ping", "-c", "3", "-i", "0.2", "-W", "2", "10.0.1.2"],
+               check=True, capture_output=True)
+across = subprocess.Popen(["ip", "netns", "exec", args.host0, "ping", "-i", "0.005", "-W", "2", "10.0.1.2"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+gateway = subprocess.Popen(["ip", "netns", "exec", args.host0, "ping", "-i", "0.01", "-W", "2", "10.0.0.1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+time.sleep(1)
+
+
+def prefixes(family, count):
+    for i in range(count):
+        if family == 4:
+            yield f"10.{64 + (i >> 16)}.{(i >> 8) & 255}.{i & 255}/32"
+        else:
+            yield f"fd10:0:{i >> 16:x}:{i & 0xffff:x}::/64"
+
+
+def write_batch(family, count, verb):
+    path = f"{args.work}/{verb}-{family}-{count}.batch"
+    via = "10.0.1.2" if family == 4 else "fd00:1::2"
+    with open(path, "w") as batch:
+        for prefix in prefixes(family, count):
+            batch.write(f"{'-6 ' if family == 6 else ''}route {verb} {prefix} via {via} dev host1\n")
+    return path
+
+
+def wait_routes(want, limit=600):
+    start = time.time()
+    while fib()["routes"] != want:
+        if time.time() - start > limit:
+            sys.exit(f"error: the FIB never reached {want} routes (has {fib()['routes']})")
+        time.sleep(0.002)
+
+
+def single_changes(family, count, samples=100):
+    """Time from `ip route add`/`del` of one more route returning to the FIB holding it."""
+    times = []
+    via = "10.0.1.2" if family == 4 else "fd00:1::2"
+    for n in range(samples):
+        prefix = f"10.127.{n >> 8}.{n & 255}/32" if family == 4 else f"fd11::{n:x}/128"
+        base = fib()["routes"]
+        for verb, want in (("add", base + 1), ("del", base)):
+            ip(*(["-6"] if family == 6 else []), "route", verb, prefix, "via", via, "dev", "host1")
+            returned = time.perf_counter()
+            while fib()["routes"] != want:
+                pass
+            times.append(time.perf_counter() - returned)
+    times.sort()
+    return times[len(times) // 2], times[int(len(times) * 0.99)]
+
+
+fib_at_start = fib()
+base_routes, base_rss = fib_at_start["routes"], rss_bytes()
+rows = []
+for family, count in [(4, size) for size in args.sizes] + [(6, 100_000)]:
+    add, delete = write_batch(family, count, "add"), write_batch(family, count, "del")
+    started = time.time()
+    subprocess.run(["ip", "-n", args.control, "-batch", add], check=True)
+    kernel = time.time() - started
+    wait_routes(base_routes + count)
+    seen = time.time() - started
+    rss = rss_bytes()
+    p50, p99 = single_changes(family, count)
+    started = time.time()
+    subprocess.run(["ip", "-n", args.control, "-batch", delete], check=True)
+    kernel_del = time.time() - started
+    wait_routes(base_routes)
+    seen_del = time.time() - started
+    rows.append((family, count, kernel, seen, kernel_del, seen_del, p50, p99, (rss - base_rss) / count))
+    os.unlink(add)
+    os.unlink(delete)
+
+across.send_signal(2)
+gateway.send_signal(2)
+out_across, _ = across.communicate()
+out_gateway, _ = gateway.communicate()
+control = fib()
+
+
+def summary(text):
+    lines = [line for line in text.splitlines() if "packets transmitted" in line]
+    return lines[0] if lines else text[-200:]
+
+
+print("| routes | kernel adds (ip -batch) | in the workers' FIB | kernel deletes | FIB empty again | one more route visible, p50 / p99 | RSS per route |")
+print("|---|---|---|---|---|---|---|")
+for family, count, kernel, seen, kernel_del, seen_del, p50, p99, per_route in rows:
+    kind = "IPv4 /32" if family == 4 else "IPv6 /64"
+    print(f"| {count:,} {kind} | {kernel:.2f} s ({count / kernel / 1e3:,.0f} k/s) | {seen:.2f} s ({count / seen / 1e3:,.0f} k/s) "
+          f"| {kernel_del:.2f} s | {seen_del:.2f} s ({count / seen_del / 1e3:,.0f} k/s) | {p50 * 1e3:.2f} / {p99 * 1e3:.2f} ms "
+          f"| {per_route:.0f} B |")
+print(f"ping host0 -> host1 every 5 ms through the switch: {summary(out_across)}")
+print(f"ping host0 -> its gateway every 10 ms (punted): {summary(out_gateway)}")
+print(f"raceway: read-to-publish p50 {control['publish_p50_ns'] / 1e3:.0f} us, p99 {control['publish_p99_ns'] / 1e3:.0f} us; "
+      f"punt p50 {control['punt_p50_ns'] / 1e3:.0f} us, p99 {control['punt_p99_ns'] / 1e3:.0f} us; "
+      f"inject p99 {control['inject_p99_ns'] / 1e3:.0f} us")
