@@ -3,10 +3,11 @@
 # hosts talk through the switch. raceway runs with [control] on net_af_packet ports to two host
 # namespaces (veth pairs). Throughout, host0 pings host1 every 5 ms through the switch (loss)
 # and pings its gateway, the switch's own address, every 10 ms (the punt path). In raceway's
-# namespace, `ip -batch` adds then deletes, in turn: 10 k, 100 k and 1 M IPv4 /32 routes
-# (10.64.0.0/10, via host1) and 100 k IPv6 /64s (fd10::/32, via host1). For each batch the driver
+# namespace, `ip -batch` adds then deletes, in turn: 100 k IPv6 /64s (fd10::/32, via host1),
+# then 10 k, 100 k and 1 M IPv4 /32 routes (10.64.0.0/10, via host1). For each batch the driver
 # (perf/route_scale.py) prints the kernel's time (`ip -batch`), the time until the FIB the
-# workers read holds every route (raceway's telemetry), raceway's RSS per route, and, with the
+# workers read holds every route (raceway's telemetry), raceway's RSS growth per route over the
+# batch, and, with the
 # batch's routes in place, the time from one more `ip route add` returning to the FIB holding it
 # (p50/p99 of 100), and raceway's own read-to-publish and punt latency quantiles. Needs root.
 #   perf/route-scale.sh [SIZES]      (SIZES: IPv4 batch sizes, default "10000 100000 1000000")

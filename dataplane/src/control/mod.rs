@@ -16,7 +16,8 @@
 //!   workers let go of.
 //!
 //! Neither waits for the other: they share only the FIB handle and their counters, each
-//! writing its own fields. Each frame is stamped when it enters a ring; the time to the TAP
+//! writing its own fields. The control thread runs at nice -10, so on a busy CPU the
+//! scheduler gives it the processor ahead of route work and the processes that make it. Each frame is stamped when it enters a ring; the time to the TAP
 //! write (punt) and to the worker's inject are histograms in the control stats, and so is the
 //! time from reading a netlink message to publishing the snapshot that holds it.
 //!
@@ -57,6 +58,11 @@ pub const MAX_FRAME: usize = 2048;
 const HOUSEKEEPING: Duration = Duration::from_millis(50);
 /// The longest a change read from the kernel waits to be published while more keep coming.
 pub const PUBLISH_WITHIN: Duration = Duration::from_millis(1);
+
+/// The control thread's nice value: above everything else on a shared CPU (route work, `ip`,
+/// routing daemons), so a batch of a million routes cannot delay a BFD packet. Raising a
+/// priority needs CAP_SYS_NICE; without it the thread keeps the process's and says so.
+const CONTROL_NICE: i32 = -10;
 
 /// A frame on a ring, with the time it entered it.
 pub type Stamped = (u16, Mbuf, Instant);
@@ -165,6 +171,9 @@ impl ControlPlane {
                 (config.clone(), Arc::clone(&link), Arc::clone(&stop), Arc::clone(&stats));
             let control = control.clone();
             std::thread::Builder::new().name("raceway-control".into()).spawn(move || {
+                if let Err(err) = host::set_thread_nice(CONTROL_NICE) {
+                    tracing::warn!("control: cannot raise the control thread's priority: {err}");
+                }
                 let opened = open_interfaces(&config, &control).and_then(|taps| {
                     let mut interfaces = Vec::with_capacity(taps.len());
                     for tap in &taps {

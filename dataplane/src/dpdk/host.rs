@@ -182,3 +182,16 @@ impl EventFd {
         self.fd.as_raw_fd()
     }
 }
+
+/// Sets the calling thread's nice value (Linux threads each have their own), so that a
+/// latency-bound thread gets a shared CPU ahead of bulk work.
+pub fn set_thread_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: gettid takes nothing and returns the calling thread's id.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
+    // SAFETY: setpriority reads its three integer arguments only.
+    let result = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
