@@ -18,7 +18,7 @@
 //! Invariant: `KernelTables` holds exactly the last state the kernel reported for each object;
 //! `learned` is a pure function of it.
 
-use crate::pipeline::fib::{FibWriter, KernelHops, Source, Via};
+use crate::pipeline::fib::{masked, FibWriter, KernelHops, Source, Via};
 use crate::wire::ethernet::MacAddress;
 use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
 use netlink_packet_route::address::AddressAttribute;
@@ -199,7 +199,7 @@ impl Stale {
         match event {
             Event::Address { interface, ip, .. } => self.addresses.remove(&(*interface, *ip)),
             Event::Neighbor { ip, .. } => self.neighbors.remove(ip),
-            Event::Route { address, len, .. } => self.routes.remove(&(fib_key(*address, *len), *len)),
+            Event::Route { address, len, .. } => self.routes.remove(&(masked(*address, *len), *len)),
             Event::Nexthop { id, .. } => self.nexthops.remove(id),
         };
     }
@@ -216,20 +216,6 @@ impl Stale {
         let neighbors = self.neighbors.into_iter().map(|ip| Event::Neighbor { interface: 0, ip, mac: None });
         let nexthops = self.nexthops.into_iter().map(|id| Event::Nexthop { id, nexthop: None });
         routes.chain(addresses).chain(neighbors).chain(nexthops).collect()
-    }
-}
-
-/// A route's prefix as the FIB writer keys it (host bits cleared).
-fn fib_key(address: IpAddr, len: u8) -> IpAddr {
-    match address {
-        IpAddr::V4(v4) => {
-            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
-            IpAddr::V4((u32::from(v4) & mask).into())
-        }
-        IpAddr::V6(v6) => {
-            let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
-            IpAddr::V6((u128::from(v6) & mask).into())
-        }
     }
 }
 

@@ -204,8 +204,8 @@ fn host_len(address: IpAddr) -> u8 {
     }
 }
 
-/// `address` with the bits past `len` cleared.
-fn masked(address: IpAddr, len: u8) -> IpAddr {
+/// `address` with the bits past `len` cleared (how the FIB keys a prefix).
+pub fn masked(address: IpAddr, len: u8) -> IpAddr {
     match address {
         IpAddr::V4(v4) => {
             let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
