@@ -78,12 +78,17 @@ fn check_prints_the_control_plane() {
         "name = \"host0\"\naddresses = [\"10.0.0.1/24\", \"fd00::1/64\"]",
         1,
     );
-    std::fs::write(&path, format!("{text}\n[control]\npunt_pps = 500\npunt_ethertypes = [\"0x8809\"]\n")).unwrap();
+    std::fs::write(
+        &path,
+        format!("{text}\n[control]\npunt_ethertypes = [\"0x88b7\"]\n[control.copp.ip2me]\npps = 500\n"),
+    )
+    .unwrap();
     let output = run_ok(raceway().args(["check", "-c"]).arg(&path));
     let text = String::from_utf8_lossy(&output.stdout);
     for expect in [
         "addresses 10.0.0.1/24, fd00::1/64",
-        "control: host interfaces in netns raceway-test-leaf; punt ARP, ND, LLDP, local and link-local IP, TTL <= 1, EtherTypes 0x8809; 500 frames/s per port, burst 500; control frames leave in TC7; multipath routes ecmp",
+        "control: host interfaces in netns raceway-test-leaf; punt ARP, ND, LACP, LLDP, local and link-local IP, TTL <= 1, glean, EtherTypes 0x88b7; control frames leave in TC7; multipath routes ecmp",
+        "  CoPP per port, frames/s / burst, highest priority first: bgp 6000/6000, bfd 6000/6000, lacp 6000/6000, arp 600/600, lldp 100/100, ip2me 500/500, glean 200/200, ttl 600/600, other 600/600",
     ] {
         assert!(text.contains(expect), "check output lacks '{expect}':\n{text}");
     }

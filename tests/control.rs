@@ -297,9 +297,8 @@ fn hosts_with_only_a_gateway_reach_each_other_through_the_kernels_control_plane(
     assert!(text.contains("From 10.0.0.1") && text.contains("Time to live exceeded"), "ping -t 1: {text}");
     let stats = lab.stop();
     let host0 = &stats["ports"]["host0"];
-    assert!(host0["punted"]["arp"].as_u64().unwrap() >= 1, "{host0}");
-    assert!(host0["punted"]["nd"].as_u64().unwrap() >= 1, "{host0}");
-    assert!(host0["punted"]["local"].as_u64().unwrap() >= 5, "the pings to the gateway: {host0}");
+    assert!(host0["punted"]["arp"].as_u64().unwrap() >= 2, "ARP and ND: {host0}");
+    assert!(host0["punted"]["ip2me"].as_u64().unwrap() >= 5, "the pings to the gateway: {host0}");
     assert_eq!(host0["punted"]["ttl"], 1);
     // 10 echo requests crossed host0 -> host1; at most the first of each family went through
     // the kernel (glean), the rest through the data plane.
@@ -311,16 +310,17 @@ fn hosts_with_only_a_gateway_reach_each_other_through_the_kernels_control_plane(
     assert!(!ok("ip", &["netns", "list"]).contains(&lab.control()), "raceway removes the namespace it created");
 }
 
-/// A flood of pings and ARP requests at the switch's own address is policed per port;
-/// forwarding between the hosts goes on untouched, and the counters show what the policer
-/// dropped.
+/// A flood of pings and ARP requests at the switch's own address is policed per port and
+/// class; forwarding between the hosts goes on untouched, and the counters show what each
+/// class's policer dropped.
 #[test]
 fn a_flood_at_the_switch_is_policed_and_forwarding_goes_on() {
     let _alone = alone();
     let mut lab = Lab::new("rwb");
     lab.host(0);
     lab.host(1);
-    lab.start(&lab.config(2, "punt_pps = 200\npunt_burst = 50"), &["host0", "host1"]);
+    let copp = "[control.copp.arp]\npps = 200\nburst = 50\n[control.copp.ip2me]\npps = 200\nburst = 50";
+    lab.start(&lab.config(2, copp), &["host0", "host1"]);
     // Resolve both ways first, then flood the gateway while host1 pings host0 across.
     assert!(ping(&lab, 1, &["-c", "1", "-W", "2", "10.0.0.2"]).status.success());
     let ns0 = lab.netns("h0");
@@ -347,14 +347,15 @@ fn a_flood_at_the_switch_is_policed_and_forwarding_goes_on() {
     let stats = lab.stop();
     let host0 = &stats["ports"]["host0"];
     let policed = host0["drops"]["punt_policed"].as_u64().unwrap();
-    let local = host0["punted"]["local"].as_u64().unwrap();
-    assert!(policed > 0, "the flood was policed: {host0}");
-    assert!(local > 0, "some pings still reached the kernel: {host0}");
-    let arp = host0["punted"]["arp"].as_u64().unwrap();
+    let class = |counter: &str, class: &str| host0[counter][class].as_u64().unwrap();
+    assert!(class("policed", "ip2me") > 0 && class("policed", "arp") > 0, "each flood was policed: {host0}");
+    assert_eq!(class("policed", "ip2me") + class("policed", "arp"), policed, "the breakdown of punt_policed");
+    let (ip2me, arp) = (class("punted", "ip2me"), class("punted", "arp"));
+    assert!(ip2me > 0, "some pings still reached the kernel: {host0}");
     assert!(arp > 0, "{host0}");
-    // 200 frames/s and a burst of 50 over the few seconds of the test: the policer passed
-    // a few hundred of the ~20,000 ARP requests and the pings together.
-    assert!(arp + local < 2_000 && policed > 10_000, "policed {policed}, passed {}: {host0}", arp + local);
+    // 200 frames/s and a burst of 50 per class over the few seconds of the test: the policers
+    // passed a few hundred of the ~20,000 ARP requests and of the pings.
+    assert!(arp + ip2me < 3_000 && policed > 10_000, "policed {policed}, passed {}: {host0}", arp + ip2me);
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
 }
 

@@ -397,7 +397,16 @@ fn hostile_configs_are_one_clear_error() {
             ),
             vec!["bad.toml", "port[0].name", "15 bytes"],
         ),
-        ("a punt rate of 0", format!("{base}\n[control]\npunt_pps = 0\n"), vec!["bad.toml", "control.punt_pps"]),
+        (
+            "a CoPP rate of 0",
+            format!("{base}\n[control.copp.bgp]\npps = 0\n"),
+            vec!["bad.toml", "control.copp.bgp.pps", "not 1-10000000"],
+        ),
+        (
+            "a CoPP class that does not exist",
+            format!("{base}\n[control.copp.icmp]\npps = 10\n"),
+            vec!["bad.toml", "control.copp.icmp", "not a CoPP class"],
+        ),
         (
             "a control class of 8",
             format!("{base}\n[control]\ncontrol_tc = 8\n"),

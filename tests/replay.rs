@@ -409,7 +409,7 @@ fn strict_priority_first_then_dwrr_by_weight() {
 fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
     let dir = temp_dir("replay-punt");
     let config = leaf(2, "", "", "3").replacen("name = \"h0\"", "name = \"h0\"\naddresses = [\"10.0.0.1/24\"]", 1)
-        + "[control]\npunt_pps = 1000\npunt_burst = 10\n";
+        + "[control.copp.arp]\npps = 1000\nburst = 10\n";
     let mut arp = vec![0u8; 42];
     arp[0..6].copy_from_slice(&[0xff; 6]);
     arp[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0x10, 0]);
@@ -422,7 +422,12 @@ fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
         trace.push((i * 2_000, arp.clone()));
         trace.push((i * 2_000 + 1_000, data.clone()));
     }
-    // At 5 ms, five tokens are back: a ping to the switch, and a packet whose TTL expires.
+    // Amid the ARP flood, a BGP keepalive to the switch passes: its class has its own bucket.
+    let mut keepalive = FrameSpec::rocev2(ip("10.0.0.7"), ip("10.0.0.1"), 0);
+    keepalive.transport = Transport::Tcp { source: 179, destination: 40000 };
+    trace.push((150_500, keepalive.build()));
+    trace.sort_by_key(|(time, _)| *time);
+    // At 5 ms: a ping to the switch, and a packet whose TTL expires.
     let mut ping = FrameSpec::rocev2(ip("10.0.0.7"), ip("10.0.0.1"), 0);
     ping.transport = Transport::Udp { source: 1, destination: 7 };
     trace.push((5_000_000, ping.build()));
@@ -436,11 +441,13 @@ fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
     assert!(sent.iter().all(|(_, frame)| *frame == expected));
     let stats = stats(&out);
     let h0 = &stats["ports"]["h0"];
-    assert_eq!(h0["rx_packets"], 202);
-    assert_eq!(
-        h0["punted"],
-        serde_json::json!({"arp": 10, "nd": 0, "local": 1, "ttl": 1, "glean": 0, "lldp": 0, "other": 0})
-    );
+    assert_eq!(h0["rx_packets"], 203);
+    let classes = |arp, bgp, ip2me, ttl| {
+        serde_json::json!({"bgp": bgp, "bfd": 0, "lacp": 0, "arp": arp, "lldp": 0, "ip2me": ip2me, "glean": 0,
+                           "ttl": ttl, "other": 0})
+    };
+    assert_eq!(h0["punted"], classes(10, 1, 1, 1));
+    assert_eq!(h0["policed"], classes(90, 0, 0, 0));
     assert_eq!(h0["drops"]["punt_policed"], 90);
     assert_eq!(h0["drops"]["punt_queue_full"], 0);
     let dropped: u64 = h0["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();

@@ -1,7 +1,7 @@
 //! Why the switch dropped a packet: one `Copy` enum shared by counters, logs and stats JSON.
 //!
 //! Invariant: every packet the switch receives is forwarded, consumed (PFC), punted to the
-//! control plane (counted by `punt::PuntReason`) or counted under exactly one of these
+//! control plane (counted by `punt::CoppClass`) or counted under exactly one of these
 //! reasons; `ALL` lists each reason once, in stats JSON order.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -32,7 +32,8 @@ pub enum DropReason {
     /// An 802.3x PAUSE frame. raceway's ports run PFC, and PFC and link-level PAUSE are
     /// exclusive on a port (as on switches that refuse to enable both): counted, never obeyed.
     PauseIgnored,
-    /// A frame for the control plane over its port's punt rate (`[control] punt_pps`).
+    /// A frame for the control plane over the rate of its port and CoPP class
+    /// (`[control.copp.<class>]`; `policed` breaks these down by class).
     PuntPoliced,
     /// A frame for the control plane that found the queue to it full.
     PuntQueueFull,

@@ -10,10 +10,10 @@
 //! among the classes PFC does not pause, ECN at dequeue, cells back, XON decision). A port
 //! sends its PFC frame (`take_control`) before any data.
 //!
-//! Punting (with `[control]`): a frame the classifier says is for the control plane passes its
-//! ingress port's policer (`punt::Policer`, in the frame's arrival time) into a bounded outbox
-//! the engine drains with `take_punted`; over the rate it is `punt_policed`, into a full
-//! outbox `punt_queue_full`.
+//! Punting (with `[control]`): a frame the classifier says is for the control plane passes the
+//! policer of its ingress port and CoPP class (`punt::Policer`, in the frame's arrival time)
+//! into a bounded outbox the engine drains with `take_punted`; over the rate it is
+//! `punt_policed` (and `policed` under its class), into a full outbox `punt_queue_full`.
 //!
 //! Sharded (`Switch::sharded`, `tm::shard`): each worker's switch owns some ports. A frame for
 //! another worker's port is admitted to its ingress group here, then waits in `outgoing` for
@@ -40,7 +40,7 @@ use crate::packet::PacketBuf;
 use crate::pipeline::balance::{PortView, Selector};
 use crate::pipeline::classify::{Classifier, IpHeader, Next, Verdict};
 use crate::pipeline::fib::FibHandle;
-use crate::pipeline::punt::{Outbox, Policer, PuntReason, Punted};
+use crate::pipeline::punt::{CoppClass, Outbox, Policer, Punted};
 use crate::rng::Rng;
 use crate::tm::buffer::{Entry, Popped, SharedBuffer};
 use crate::tm::ecn::{self, EcnMarker};
@@ -63,7 +63,7 @@ pub enum Received {
     /// A PFC frame, consumed by the switch.
     FlowControl,
     /// For the control plane: waiting in the punt outbox (`take_punted`).
-    Punted(PuntReason),
+    Punted(CoppClass),
     Dropped(DropReason),
     /// Admitted to its ingress group and waiting in `outgoing` for the worker owning `egress`.
     Transferred {
@@ -166,8 +166,8 @@ pub struct Switch<P: PacketBuf> {
     rng: Rng,
     /// Earliest time `advance` has work to do.
     deadline: u64,
-    /// Per ingress port, with `[control]` (else empty: nothing is punted).
-    punt_policers: Vec<Policer>,
+    /// Per ingress port and CoPP class, with `[control]` (else empty: nothing is punted).
+    punt_policers: Vec<[Policer; CoppClass::COUNT]>,
     punted: Outbox<P>,
     /// The class frames from the control plane leave in.
     control_tc: u8,
@@ -239,7 +239,9 @@ impl<P: PacketBuf> Switch<P> {
             rng: Rng::new(seed),
             deadline: NEVER,
             punt_policers: match &config.control {
-                Some(control) => vec![Policer::new(control.punt_pps, control.punt_burst); config.ports.len()],
+                Some(control) => {
+                    vec![control.copp.map(|rate| Policer::new(rate.pps, rate.burst)); config.ports.len()]
+                }
                 None => Vec::new(),
             },
             punted: Outbox::new(if config.control.is_some() { PUNT_OUTBOX } else { 0 }),
@@ -315,7 +317,7 @@ impl<P: PacketBuf> Switch<P> {
                 rx.drops[reason.index()] += 1;
                 return Received::Dropped(reason);
             }
-            Verdict::Punt(reason) => return self.punt(ingress, packet, reason, now),
+            Verdict::Punt(class) => return self.punt(ingress, packet, class, now),
             Verdict::Forward { next, tc, flow_hash, ip } => (next, usize::from(tc), flow_hash, ip),
         };
         let rx = &mut self.stats.ports[ingress];
@@ -750,24 +752,25 @@ impl<P: PacketBuf> Switch<P> {
         }
     }
 
-    /// Polices a frame for the control plane and puts it in the outbox.
-    fn punt(&mut self, ingress: usize, packet: P, reason: PuntReason, now: u64) -> Received {
+    /// Polices a frame for the control plane in its class and puts it in the outbox.
+    fn punt(&mut self, ingress: usize, packet: P, class: CoppClass, now: u64) -> Received {
         let rx = &mut self.stats.ports[ingress];
         rx.rx_packets += 1;
         rx.rx_bytes += packet.len() as u64;
-        let Some(policer) = self.punt_policers.get_mut(ingress) else {
-            // The classifier punts only with `[control]`, which gives every port a policer.
+        let Some(policers) = self.punt_policers.get_mut(ingress) else {
+            // The classifier punts only with `[control]`, which gives every port its policers.
             rx.drops[DropReason::Unsupported.index()] += 1;
             return Received::Dropped(DropReason::Unsupported);
         };
-        if !policer.admit(now) {
+        if !policers[class.index()].admit(now) {
             rx.drops[DropReason::PuntPoliced.index()] += 1;
+            rx.policed[class.index()] += 1;
             return Received::Dropped(DropReason::PuntPoliced);
         }
-        match self.punted.push(Punted { port: ingress, reason, packet }) {
+        match self.punted.push(Punted { port: ingress, class, packet }) {
             Ok(()) => {
-                rx.punted[reason.index()] += 1;
-                Received::Punted(reason)
+                rx.punted[class.index()] += 1;
+                Received::Punted(class)
             }
             Err(_) => {
                 rx.drops[DropReason::PuntQueueFull.index()] += 1;
@@ -778,9 +781,9 @@ impl<P: PacketBuf> Switch<P> {
 
     /// Recounts a frame `take_punted` gave out that the engine could not hand to the control
     /// plane (its queue was full): no longer punted, dropped as `punt_queue_full`.
-    pub fn punt_refused(&mut self, port: usize, reason: PuntReason) {
+    pub fn punt_refused(&mut self, port: usize, class: CoppClass) {
         let stats = &mut self.stats.ports[port];
-        stats.punted[reason.index()] -= 1;
+        stats.punted[class.index()] -= 1;
         stats.drops[DropReason::PuntQueueFull.index()] += 1;
     }
 
@@ -1034,10 +1037,14 @@ mod tests {
 
     /// Two 100G ports, p0 (10.0.0.0/24) and p1 (10.0.1.0/24); DSCP 26 in lossless TC3.
     fn config(extra_switch: &str, extra_qos: &str) -> Config {
+        config_with_p0(extra_switch, "", extra_qos)
+    }
+
+    fn config_with_p0(extra_switch: &str, p0: &str, extra_qos: &str) -> Config {
         Leaf::new("t")
             .switch(extra_switch)
             .qos(&format!("dscp_to_tc = {{ 26 = 3, default = 0 }}\nlossless = [3]\n{extra_qos}"))
-            .port("p0", 100.0, "")
+            .port("p0", 100.0, p0)
             .port("p1", 100.0, "")
             .route("10.0.1.0/24", "p1")
             .route("10.0.0.0/24", "p0")
@@ -1051,52 +1058,81 @@ mod tests {
         HeapPacket::new(frame)
     }
 
+    /// A frame to 10.0.0.1 (an address of port 0's with `[control]`) carrying `transport`.
+    fn to_switch(transport: crate::traffic::frames::Transport) -> HeapPacket {
+        let mut spec = FrameSpec::rocev2("10.0.0.0".parse().unwrap(), "10.0.0.1".parse().unwrap(), 7);
+        spec.transport = transport;
+        HeapPacket::new(spec.build())
+    }
+
     #[test]
-    fn punted_frames_are_policed_per_port_then_wait_in_the_outbox() {
-        // 1,000 pps, burst 3.
-        let mut switch: Switch<HeapPacket> = Switch::new(&config("", "[control]\npunt_pps = 1000\npunt_burst = 3"), 1);
+    fn punted_frames_are_policed_per_port_and_class_then_wait_in_the_outbox() {
+        // ARP at 1,000 pps, burst 3; BGP at its default.
+        let copp = "[control.copp.arp]\npps = 1000\nburst = 3";
+        let mut switch: Switch<HeapPacket> = Switch::new(&config_with_p0("", "addresses = [\"10.0.0.1/31\"]", copp), 1);
         let now = 1_000_000_000; // 1 ms
         let mut outcomes = Vec::new();
         for _ in 0..4 {
             outcomes.push(switch.receive(0, arp(), now));
         }
-        let punted = Received::Punted(PuntReason::Arp);
+        let punted = Received::Punted(CoppClass::Arp);
         assert_eq!(outcomes, [punted, punted, punted, Received::Dropped(DropReason::PuntPoliced)]);
-        // Another port has its own bucket.
+        // Another port has its own bucket, and so has another class on the same port: BGP
+        // passes while ARP is over its rate.
         assert_eq!(switch.receive(1, arp(), now), punted);
+        let bgp = crate::traffic::frames::Transport::Tcp { source: 40000, destination: 179 };
+        assert_eq!(switch.receive(0, to_switch(bgp), now), Received::Punted(CoppClass::Bgp));
+        assert_eq!(switch.receive(0, arp(), now), Received::Dropped(DropReason::PuntPoliced));
         // A TTL-expiring routed frame, a millisecond later when a token is back.
         let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
         spec.ttl = 1;
         let expiring = spec.build();
         assert_eq!(
             switch.receive(0, HeapPacket::new(expiring.clone()), now + 1_000_000_000),
-            Received::Punted(PuntReason::Ttl)
+            Received::Punted(CoppClass::Ttl)
         );
         let stats = &switch.stats.ports[0];
+        let class = |counts: &[u64; CoppClass::COUNT], class: CoppClass| counts[class.index()];
         assert_eq!(
-            (stats.rx_packets, stats.punted[PuntReason::Arp.index()], stats.punted[PuntReason::Ttl.index()]),
-            (5, 3, 1)
+            (
+                stats.rx_packets,
+                class(&stats.punted, CoppClass::Arp),
+                class(&stats.punted, CoppClass::Bgp),
+                class(&stats.punted, CoppClass::Ttl)
+            ),
+            (7, 3, 1, 1)
         );
-        assert_eq!(stats.drops[DropReason::PuntPoliced.index()], 1);
-        assert_eq!(switch.stats.ports[1].punted[PuntReason::Arp.index()], 1);
+        assert_eq!(stats.drops[DropReason::PuntPoliced.index()], 2);
+        assert_eq!(class(&stats.policed, CoppClass::Arp), 2, "the breakdown of punt_policed");
+        assert_eq!(stats.policed.iter().sum::<u64>(), 2);
+        assert_eq!(switch.stats.ports[1].punted[CoppClass::Arp.index()], 1);
         // The engine takes them oldest first, as received (the TTL untouched).
-        let ports: Vec<usize> = std::iter::from_fn(|| switch.take_punted()).map(|p| p.port).collect();
-        assert_eq!(ports, [0, 0, 0, 1, 0]);
-        let mut switch: Switch<HeapPacket> = Switch::new(&config("", "[control]\npunt_pps = 1000\npunt_burst = 3"), 1);
+        let taken: Vec<(usize, CoppClass)> =
+            std::iter::from_fn(|| switch.take_punted()).map(|p| (p.port, p.class)).collect();
+        use CoppClass::{Arp, Bgp, Ttl};
+        assert_eq!(taken, [(0, Arp), (0, Arp), (0, Arp), (1, Arp), (0, Bgp), (0, Ttl)]);
+        let mut switch: Switch<HeapPacket> = Switch::new(&config("", copp), 1);
         switch.receive(0, HeapPacket::new(expiring.clone()), now);
         assert_eq!(switch.take_punted().unwrap().packet.data(), &expiring[..]);
     }
 
     #[test]
     fn a_full_punt_outbox_drops_and_counts() {
-        let mut switch: Switch<HeapPacket> = Switch::new(&config("", "[control]\npunt_burst = 1000"), 1);
+        let mut switch: Switch<HeapPacket> = Switch::new(&config("", "[control.copp.arp]\nburst = 1000"), 1);
         for _ in 0..PUNT_OUTBOX {
-            assert_eq!(switch.receive(0, arp(), 0), Received::Punted(PuntReason::Arp));
+            assert_eq!(switch.receive(0, arp(), 0), Received::Punted(CoppClass::Arp));
         }
         assert_eq!(switch.receive(0, arp(), 0), Received::Dropped(DropReason::PuntQueueFull));
         assert_eq!(switch.stats.ports[0].drops[DropReason::PuntQueueFull.index()], 1);
+        assert_eq!(switch.stats.ports[0].policed, [0; CoppClass::COUNT], "not policed: queue full");
         assert!(switch.take_punted().is_some());
-        assert_eq!(switch.receive(0, arp(), 0), Received::Punted(PuntReason::Arp), "room again");
+        assert_eq!(switch.receive(0, arp(), 0), Received::Punted(CoppClass::Arp), "room again");
+        switch.punt_refused(0, CoppClass::Arp);
+        let stats = &switch.stats.ports[0];
+        assert_eq!(
+            (stats.punted[CoppClass::Arp.index()], stats.drops[DropReason::PuntQueueFull.index()]),
+            (PUNT_OUTBOX as u64, 2)
+        );
     }
 
     #[test]

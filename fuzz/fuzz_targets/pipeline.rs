@@ -39,7 +39,7 @@ fn config() -> Config {
         .group("spray", &["u0", "u1", "h1"], "flowlet")
         .tables("[[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00:00:00:20:01\"\nport = \"u0\"")
         .tables("[[route]]\nprefix = \"198.51.100.0/24\"\nvia = [\"10.255.0.1\", \"10.255.0.3\"]")
-        .tables("[control]\npunt_pps = 100000\npunt_burst = 100")
+        .tables("[control.copp.arp]\npps = 100000\nburst = 100\n[control.copp.ip2me]\npps = 100000\nburst = 100")
         .config()
 }
 

@@ -10,9 +10,9 @@ use std::cell::RefCell;
 
 const CONFIG: &str = include_str!("../../config/demo.toml");
 
-/// The demo's switch with a control plane: punts ARP, LLDP, an extra EtherType, link-local
+/// The demo's switch with a control plane: punts ARP, LACP, LLDP, an extra EtherType, link-local
 /// and expiring packets, and routes over a next hop.
-const CONTROL: &str = "\n[control]\npunt_ethertypes = [\"0x8809\"]\n\
+const CONTROL: &str = "\n[control]\npunt_ethertypes = [\"0x88b7\"]\n\
     [[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00:00:00:20:01\"\nport = \"up0\"\n\
     [[route]]\nprefix = \"198.51.100.0/24\"\nvia = [\"10.255.0.1\", \"10.255.0.3\"]\n";
 

@@ -7,6 +7,7 @@
 //! functions the switch uses (`tm::plan`), so what `check` says is what the switch does.
 
 use crate::config::{Config, RouteTarget, Trust};
+use crate::pipeline::punt::CoppClass;
 use std::fmt::Write as _;
 
 /// `writeln!` into a `String`, which cannot fail.
@@ -129,15 +130,22 @@ pub fn report(config: &Config) -> String {
             let extra: Vec<String> = control.punt_ethertypes.iter().map(|e| format!("0x{e:04x}")).collect();
             say!(
                 out,
-                "control: host interfaces in netns {}; punt ARP, ND, LLDP, local and link-local IP, TTL <= 1{}; \
-                 {} frames/s per port, burst {}; control frames leave in TC{}; multipath routes {}",
+                "control: host interfaces in netns {}; punt ARP, ND, LACP, LLDP, local and link-local IP, TTL <= 1, glean{}; \
+                 control frames leave in TC{}; multipath routes {}",
                 control.netns,
                 if extra.is_empty() { String::new() } else { format!(", EtherTypes {}", extra.join(" ")) },
-                control.punt_pps,
-                control.punt_burst,
                 control.control_tc,
                 control.multipath_mode.name()
             );
+            // Highest priority first, as the control thread serves them.
+            let classes: Vec<String> = CoppClass::ALL
+                .iter()
+                .map(|class| {
+                    let rate = control.copp[class.index()];
+                    format!("{} {}/{}", class.name(), rate.pps, rate.burst)
+                })
+                .collect();
+            say!(out, "  CoPP per port, frames/s / burst, highest priority first: {}", classes.join(", "));
             if config.qos.strict_mask & (1 << control.control_tc) == 0 {
                 say!(out,
                     "warning: control.control_tc {} is not strict (qos.scheduler.strict): data can delay BGP keepalives and ARP replies",

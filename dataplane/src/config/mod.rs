@@ -8,6 +8,7 @@
 pub mod check;
 
 use crate::error::InputError;
+use crate::pipeline::punt::{CoppClass, CoppRate};
 use crate::wire::ethernet::MacAddress;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -19,8 +20,6 @@ pub const TRAFFIC_CLASSES: usize = 8;
 const DEFAULT_BUFFER_BYTES: u64 = 16 * 1024 * 1024;
 const DEFAULT_MTU: u32 = 9216;
 pub const DEFAULT_FLOWLET_GAP_US: u32 = 100;
-/// Punted frames per second per port (SONiC's CoPP allows a few thousand per trap group).
-const DEFAULT_PUNT_PPS: u64 = 2_000;
 /// The traffic class the control plane's own frames leave in.
 const DEFAULT_CONTROL_TC: u8 = 7;
 
@@ -63,12 +62,22 @@ enum RawVia {
 #[serde(deny_unknown_fields)]
 struct RawControl {
     netns: Option<String>,
-    punt_pps: Option<u64>,
-    punt_burst: Option<u64>,
+    /// Replaced by `[control.copp.<class>]`; kept to say so.
+    punt_pps: Option<toml::Value>,
+    punt_burst: Option<toml::Value>,
+    #[serde(default)]
+    copp: BTreeMap<String, RawCopp>,
     control_tc: Option<i64>,
     multipath_mode: Option<String>,
     #[serde(default)]
     punt_ethertypes: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCopp {
+    pps: Option<u64>,
+    burst: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -322,14 +331,13 @@ impl fmt::Display for InterfaceAddress {
 pub struct ControlConfig {
     /// The network namespace of the host interfaces.
     pub netns: String,
-    /// Each port's punt policer: frames per second, and bucket depth in frames.
-    pub punt_pps: u64,
-    pub punt_burst: u64,
+    /// Each (port, CoPP class)'s policer, by `CoppClass::index`.
+    pub copp: [CoppRate; CoppClass::COUNT],
     /// The traffic class frames from the control plane leave in.
     pub control_tc: u8,
     /// The load-balancing mode of the kernel's multipath routes.
     pub multipath_mode: GroupMode,
-    /// EtherTypes punted besides ARP and LLDP (reason `other`).
+    /// EtherTypes punted besides ARP, slow protocols and LLDP (class `other`).
     pub punt_ethertypes: Vec<u16>,
 }
 
@@ -870,14 +878,12 @@ impl Validator<'_> {
                 format!("'{netns}' is not a namespace name (1-64 characters, no '/' or spaces)"),
             ));
         }
-        let punt_pps = raw.punt_pps.unwrap_or(DEFAULT_PUNT_PPS);
-        if !(1..=10_000_000).contains(&punt_pps) {
-            return Err(self.error("control.punt_pps", format!("{punt_pps} is not 1-10000000")));
+        for (field, value) in [("control.punt_pps", &raw.punt_pps), ("control.punt_burst", &raw.punt_burst)] {
+            if value.is_some() {
+                return Err(self.error(field, "replaced by per-class policers: [control.copp.<class>] pps, burst"));
+            }
         }
-        let punt_burst = raw.punt_burst.unwrap_or(punt_pps);
-        if !(1..=10_000_000).contains(&punt_burst) {
-            return Err(self.error("control.punt_burst", format!("{punt_burst} is not 1-10000000")));
-        }
+        let copp = self.copp(&raw.copp)?;
         let control_tc = match raw.control_tc {
             Some(tc) => self.traffic_class("control.control_tc", tc)?,
             None => DEFAULT_CONTROL_TC,
@@ -899,9 +905,41 @@ impl Validator<'_> {
                     format!("{text} is routed or handled by the data plane; it cannot be punted whole"),
                 ));
             }
+            if let Some(class) = [(0x0806, "arp"), (0x8809, "lacp"), (0x88cc, "lldp")]
+                .iter()
+                .find_map(|(always, class)| (*always == value).then_some(class))
+            {
+                return Err(self.error(
+                    "control.punt_ethertypes",
+                    format!("{text} is always punted (class {class}); list only other EtherTypes"),
+                ));
+            }
             punt_ethertypes.push(value);
         }
-        Ok(ControlConfig { netns, punt_pps, punt_burst, control_tc, multipath_mode, punt_ethertypes })
+        Ok(ControlConfig { netns, copp, control_tc, multipath_mode, punt_ethertypes })
+    }
+
+    /// `[control.copp.<class>]`: each class's rate and burst, SONiC's defaults where unset; a
+    /// burst left out is one second's worth of the rate.
+    fn copp(&self, raw: &BTreeMap<String, RawCopp>) -> Result<[CoppRate; CoppClass::COUNT], InputError> {
+        let mut rates = CoppClass::ALL.map(CoppRate::default_for);
+        for (name, settings) in raw {
+            let class = CoppClass::parse(name).ok_or_else(|| {
+                let names: Vec<&str> = CoppClass::ALL.iter().map(|class| class.name()).collect();
+                self.error(format!("control.copp.{name}"), format!("not a CoPP class ({})", names.join(", ")))
+            })?;
+            let pps = settings.pps.unwrap_or(class.default_pps());
+            let burst = settings.burst.unwrap_or(pps);
+            for (field, value) in [("pps", pps), ("burst", burst)] {
+                if !(1..=10_000_000).contains(&value) {
+                    return Err(
+                        self.error(format!("control.copp.{name}.{field}"), format!("{value} is not 1-10000000"))
+                    );
+                }
+            }
+            rates[class.index()] = CoppRate { pps, burst };
+        }
+        Ok(rates)
     }
 
     fn qos(&self, raw: RawQos) -> Result<Qos, InputError> {
@@ -1189,6 +1227,38 @@ ports = ["up0"]
         assert_eq!(Config::parse(&pipelined, "t.toml").unwrap().model, WorkerModel::Pipelined);
         let err = Config::parse(&format!("{MINIMAL}\n[dpdk]\nmodel = \"turbo\"\n"), "t.toml").unwrap_err();
         assert_eq!(err.field, "dpdk.model");
+    }
+
+    #[test]
+    fn copp_classes_take_sonic_defaults_and_overrides_per_class() {
+        let copp = |tables: &str| {
+            Config::parse(&format!("{MINIMAL}\n[control]\n{tables}"), "t.toml")
+                .map(|config| config.control.unwrap().copp)
+        };
+        let rate = |pps, burst| CoppRate { pps, burst };
+        let defaults = copp("").unwrap();
+        assert_eq!(defaults, CoppClass::ALL.map(CoppRate::default_for));
+        // A rate alone sets the burst to one second of it; a burst alone keeps the rate.
+        let set = copp("[control.copp.ip2me]\npps = 100\n[control.copp.bgp]\nburst = 50\n").unwrap();
+        assert_eq!(set[CoppClass::Ip2me.index()], rate(100, 100));
+        assert_eq!(set[CoppClass::Bgp.index()], rate(6000, 50));
+        assert_eq!(set[CoppClass::Arp.index()], defaults[CoppClass::Arp.index()]);
+        let error = |tables: &str| {
+            let err = copp(tables).unwrap_err();
+            (err.field, err.problem)
+        };
+        let (field, problem) = error("[control.copp.icmp]\npps = 10\n");
+        assert_eq!(field, "control.copp.icmp");
+        assert!(problem.contains("bgp, bfd, lacp, arp, lldp, ip2me, glean, ttl, other"), "{problem}");
+        assert_eq!(error("[control.copp.arp]\npps = 0\n").0, "control.copp.arp.pps");
+        assert_eq!(error("[control.copp.arp]\nburst = 10000001\n").0, "control.copp.arp.burst");
+        let (field, problem) = error("punt_pps = 2000\n");
+        assert_eq!(field, "control.punt_pps");
+        assert!(problem.contains("[control.copp.<class>]"), "{problem}");
+        assert_eq!(error("punt_burst = 10\n").0, "control.punt_burst");
+        let (field, problem) = error("punt_ethertypes = [\"0x8809\"]\n");
+        assert_eq!(field, "control.punt_ethertypes");
+        assert!(problem.contains("class lacp"), "{problem}");
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! follows the kernel's tables.
 //!
 //! Two threads, so that route work never delays a control frame:
-//! - `raceway-control` moves frames. Punted frames come from the workers over a bounded
-//!   lock-free ring (full: `punt_queue_full`) and are written to the port's TAP; what the
+//! - `raceway-control` moves frames. Punted frames come from the workers over bounded
+//!   lock-free rings, one per CoPP class (full: `punt_queue_full`), served highest class first
+//!   (`CoppClass::ALL`), so a flood in one class, already policed to its rate, never delays a
+//!   frame of a class above it; each is written to its port's TAP. What the
 //!   kernel writes on each TAP goes back over another ring, which a worker drains once per loop
 //!   into the scheduler (`Switch::inject`, in the control class). It sleeps in poll(2) on the
 //!   TAPs and an eventfd the workers write when they punt to it asleep (once per wake-up, not
@@ -39,6 +41,7 @@ use crate::dpdk::{Mbuf, Mempool, Port};
 use crate::observe::latency::{LatencyHistogram, SharedHistogram};
 use crate::observe::stats::ControlStats;
 use crate::pipeline::fib::{Fib, FibHandle, FibWriter};
+use crate::pipeline::punt::{ClassRings, CoppClass};
 use crossbeam_queue::ArrayQueue;
 use std::io;
 use std::process::Command;
@@ -47,8 +50,12 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Frames each ring holds: a few bursts of control traffic.
-pub const RING_FRAMES: usize = 1024;
+/// Frames each CoPP class's punt ring holds: a few bursts of control traffic.
+pub const PUNT_RING_FRAMES: usize = 256;
+/// Frames the ring from the kernel holds.
+pub const INJECT_RING_FRAMES: usize = 1024;
+/// Mbufs the rings to and from the control thread can hold, for sizing the pool.
+pub const RING_MBUFS: usize = PUNT_RING_FRAMES * CoppClass::COUNT + INJECT_RING_FRAMES;
 /// Frames read from one TAP per turn, so one chatty interface cannot starve the others.
 const READ_PER_TURN: usize = 32;
 /// Largest frame raceway's mbufs carry in one segment (their 2048-byte data room), which bounds
@@ -69,8 +76,8 @@ pub type Stamped = (u16, Mbuf, Instant);
 
 /// What the workers and the control threads share.
 pub struct ControlLink {
-    /// (port, frame, when punted) for the kernel.
-    pub punt: ArrayQueue<Stamped>,
+    /// (port, frame, when punted) for the kernel, one ring per CoPP class.
+    punt: ClassRings<Stamped>,
     /// (port, frame, when read from the TAP) from the kernel, to send out of that port.
     pub inject: ArrayQueue<Stamped>,
     pub fib: FibHandle,
@@ -86,13 +93,29 @@ impl ControlLink {
     /// The rings, the wake-up, and `fib` published as the first generation.
     pub fn new(fib: Fib) -> io::Result<Self> {
         Ok(Self {
-            punt: ArrayQueue::new(RING_FRAMES),
-            inject: ArrayQueue::new(RING_FRAMES),
+            punt: ClassRings::new(PUNT_RING_FRAMES),
+            inject: ArrayQueue::new(INJECT_RING_FRAMES),
             fib: FibHandle::new(fib),
             sleeping: AtomicBool::new(false),
             wake: EventFd::new()?,
             inject_latency: SharedHistogram::default(),
         })
+    }
+
+    /// A worker hands a punted frame to its class's ring; gives it back when the ring is full.
+    #[inline]
+    pub fn punt(&self, class: CoppClass, frame: Stamped) -> Result<(), Stamped> {
+        self.punt.push(class, frame)
+    }
+
+    /// The next punted frame for the kernel: the oldest of the highest class that has one.
+    pub fn next_punted(&self) -> Option<(CoppClass, Stamped)> {
+        self.punt.pop()
+    }
+
+    /// Whether no punted frame waits.
+    fn nothing_punted(&self) -> bool {
+        self.punt.is_empty()
     }
 
     /// After a worker's punts of one loop: wakes the control thread if it sleeps (one write
@@ -262,7 +285,7 @@ impl ControlPlane {
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
-        while self.link.punt.pop().is_some() {}
+        while self.link.next_punted().is_some() {}
         while self.link.inject.pop().is_some() {}
         if let Some(netns) = self.created_netns.take() {
             if let Err(err) = ip(&["netns", "del", &netns]) {
@@ -350,7 +373,7 @@ impl ControlThread {
         loop {
             let stopping = self.stop.load(Ordering::Relaxed);
             let mut busy = false;
-            while let Some((port, mbuf, since)) = self.link.punt.pop() {
+            while let Some((_, (port, mbuf, since))) = self.link.next_punted() {
                 busy = true;
                 let port = usize::from(port);
                 if self.taps[port].write(crate::packet::PacketBuf::data(&mbuf)).is_err() {
@@ -400,7 +423,7 @@ impl ControlThread {
                 // by the check after it.
                 self.link.sleeping.store(true, Ordering::SeqCst);
                 fence(Ordering::SeqCst);
-                if self.link.punt.is_empty() && !self.stop.load(Ordering::Relaxed) {
+                if self.link.nothing_punted() && !self.stop.load(Ordering::Relaxed) {
                     let timeout = next_housekeeping.saturating_duration_since(Instant::now());
                     let _ = host::wait_readable(&fds, timeout.as_millis().clamp(1, 50) as i32);
                 }

@@ -160,7 +160,8 @@ fn is_pci_address(name: &str) -> bool {
 /// Mbufs needed: rx rings (`rx_queues_per_port` each) and tx rings, the bursts in flight, and
 /// as many frames as the buffer can hold (one per cell). With several run-to-completion
 /// workers, also the frames between them (rings and batches being filled) and the frames
-/// their stale views of the pools may overcommit (`tm::shard`).
+/// their stale views of the pools may overcommit (`tm::shard`). With `[control]`, also the
+/// rings to and from the control thread and each worker's punt outbox.
 pub fn mempool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u32 {
     let ports = config.ports.len() as u64;
     let rings = ports * (u64::from(dpdk::RX_DESCRIPTORS) * rx_queues_per_port + u64::from(dpdk::TX_DESCRIPTORS));
@@ -168,7 +169,11 @@ pub fn mempool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u
     let queued = Switch::<Mbuf>::arena_capacity(config) as u64;
     let between_workers = workers * (workers - 1) * (SHARD_RING as u64 + 1) * BATCH as u64;
     let overcommit = workers * (workers - 1) * frames_per_loop(config, workers as usize) as u64;
-    (rings + bursts + queued + between_workers + overcommit + 512).min(u64::from(u32::MAX)) as u32
+    let control = match config.control {
+        Some(_) => (crate::control::RING_MBUFS + workers as usize * crate::switch::PUNT_OUTBOX) as u64,
+        None => 0,
+    };
+    (rings + bursts + queued + between_workers + overcommit + control + 512).min(u64::from(u32::MAX)) as u32
 }
 
 /// Jumbo mbufs a run needs: a frame that takes one is longer than a plain mbuf, so it
@@ -1118,9 +1123,10 @@ fn exchange_with_control(switch: &mut Switch<Mbuf>, link: &ControlLink, now: u64
     let mut punted_any = false;
     while let Some(punted) = switch.take_punted() {
         punted_any = true;
-        if link.punt.push((punted.port as u16, punted.packet, std::time::Instant::now())).is_err() {
-            // The control thread is behind: the frame is freed (dropping it) and counted.
-            switch.punt_refused(punted.port, punted.reason);
+        if link.punt(punted.class, (punted.port as u16, punted.packet, std::time::Instant::now())).is_err() {
+            // The control thread is behind on this class: the frame is freed (dropping it) and
+            // counted.
+            switch.punt_refused(punted.port, punted.class);
         }
     }
     if punted_any {

@@ -20,7 +20,7 @@
 use crate::config::{Config, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::observe::latency::LatencyHistogram;
-use crate::pipeline::punt::PuntReason;
+use crate::pipeline::punt::CoppClass;
 use serde_json::{json, Map, Value};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -52,8 +52,11 @@ pub struct PortStats {
     pub pfc_xon_tx: [u64; 8],
     pub pfc_rx: [u64; 8],
     pub drops: [u64; DropReason::COUNT],
-    /// Frames handed to the control plane, per `PuntReason`.
-    pub punted: [u64; PuntReason::COUNT],
+    /// Frames handed to the control plane, per `CoppClass`.
+    pub punted: [u64; CoppClass::COUNT],
+    /// Frames for the control plane its policers refused, per `CoppClass` (the breakdown of the
+    /// `punt_policed` drops).
+    pub policed: [u64; CoppClass::COUNT],
     /// Frames the control plane sent out of this port (its host interface).
     pub injected: u64,
     pub queues: [QueueStats; TRAFFIC_CLASSES],
@@ -179,13 +182,13 @@ impl Kind {
 }
 
 /// What one value of a row stands for: the row's values are one (`One`), or one per
-/// priority, drop reason or punt reason, in index order.
+/// priority, drop reason or CoPP class, in index order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Labels {
     One,
     Priority,
     DropReason,
-    PuntReason,
+    CoppClass,
 }
 
 impl Labels {
@@ -195,7 +198,7 @@ impl Labels {
             Labels::One => None,
             Labels::Priority => Some(("priority", (0..8).map(|p| p.to_string()).collect())),
             Labels::DropReason => Some(("reason", DropReason::ALL.iter().map(|r| r.name().to_string()).collect())),
-            Labels::PuntReason => Some(("reason", PuntReason::ALL.iter().map(|r| r.name().to_string()).collect())),
+            Labels::CoppClass => Some(("class", CoppClass::ALL.iter().map(|c| c.name().to_string()).collect())),
         }
     }
 
@@ -205,7 +208,7 @@ impl Labels {
             Labels::One => stem.to_string(),
             Labels::Priority => format!("{stem}_p{index}"),
             Labels::DropReason => format!("{stem}_{}", DropReason::ALL[index].name()),
-            Labels::PuntReason => format!("{stem}_{}", PuntReason::ALL[index].name()),
+            Labels::CoppClass => format!("{stem}_{}", CoppClass::ALL[index].name()),
         }
     }
 }
@@ -275,13 +278,14 @@ impl<const N: usize> Values for [[u64; N]] {
 }
 
 #[rustfmt::skip]
-pub static PORT_COUNTERS: [Counter<PortStats>; 12] = [
+pub static PORT_COUNTERS: [Counter<PortStats>; 13] = [
     row!(PortStats, rx_packets, "rx_packets", "raceway_port_rx_packets_total", Counter, One, Ports, "rx_packets", "Data frames received."),
     row!(PortStats, rx_bytes, "rx_bytes", "raceway_port_rx_bytes_total", Counter, One, Ports, "rx_bytes", "Bytes of data frames received."),
     row!(PortStats, tx_packets, "tx_packets", "raceway_port_tx_packets_total", Counter, One, Ports, "tx_packets", "Data frames sent."),
     row!(PortStats, tx_bytes, "tx_bytes", "raceway_port_tx_bytes_total", Counter, One, Ports, "tx_bytes", "Bytes of data frames sent."),
     row!(PortStats, drops, "drops", "raceway_port_drops_total", Counter, DropReason, Ports, "drops", "Frames dropped, charged to the port they came in on, by reason."),
-    row!(PortStats, punted, "punted", "raceway_port_punted_total", Counter, PuntReason, Ports, "punted", "Frames handed to the control plane, by the port they came in on and reason."),
+    row!(PortStats, punted, "punted", "raceway_port_punted_total", Counter, CoppClass, Ports, "punted", "Frames handed to the control plane, by the port they came in on and CoPP class."),
+    row!(PortStats, policed, "policed", "raceway_port_policed_total", Counter, CoppClass, Ports, "policed", "Frames for the control plane over their port and CoPP class's rate, dropped (punt_policed)."),
     row!(PortStats, injected, "injected", "raceway_port_injected_total", Counter, One, Control, "injected", "Frames the control plane sent out of the port."),
     row!(PortStats, pfc_xoff_tx, "pfc_xoff_tx", "raceway_pfc_xoff_sent_total", Counter, Priority, Pfc, "xoff_sent", "PFC XOFF frames sent, per priority."),
     row!(PortStats, pfc_xon_tx, "pfc_xon_tx", "raceway_pfc_xon_sent_total", Counter, Priority, Pfc, "xon_sent", "PFC XON frames sent, per priority."),
@@ -373,7 +377,7 @@ fn rows_json<S>(rows: &[Counter<S>], stats: &S) -> Map<String, Value> {
         let value = match row.labels {
             Labels::One => json!(values[0]),
             Labels::Priority => json!(values),
-            Labels::DropReason | Labels::PuntReason => {
+            Labels::DropReason | Labels::CoppClass => {
                 let (_, names) = row.labels.each().expect("labelled");
                 Value::Object(names.into_iter().zip(values).map(|(name, value)| (name, json!(value))).collect())
             }
@@ -618,7 +622,8 @@ mod tests {
                 names.push(match labels {
                     Labels::One => format!("{stem}`"),
                     Labels::Priority => format!("`{stem}_p<N>`"),
-                    Labels::DropReason | Labels::PuntReason => format!("`{stem}_<reason>`"),
+                    Labels::DropReason => format!("`{stem}_<reason>`"),
+                    Labels::CoppClass => format!("`{stem}_<class>`"),
                 });
             }
         };

@@ -4,11 +4,13 @@
 //! forwarded frame: TTL/hop limit with the IPv4 checksum (RFC 1624 incremental) here, the MACs
 //! in `rewrite_macs` once the switch has chosen the egress port (a group's member).
 //!
-//! With `[control]`, frames for the control plane are punted as received: ARP, LLDP and listed
-//! EtherTypes; IP to one of the ports' addresses (a /32 or /128 route of its own, so the check
-//! costs no extra lookup), to IPv6 link-local or link-scope multicast, or to IPv4 broadcast or
-//! link-local multicast (224.0.0.0/24); routed packets whose TTL would expire. Without it,
-//! these are dropped as before (`unsupported`, `ttl_expired`).
+//! With `[control]`, frames for the control plane are punted as received, each in its CoPP
+//! class (`punt::CoppClass`): ARP, slow protocols (LACP), LLDP and listed EtherTypes; IP to one
+//! of the ports' addresses (a /32 or /128 route of its own, so the check costs no extra
+//! lookup), to IPv6 link-local or link-scope multicast, or to IPv4 broadcast or link-local
+//! multicast (224.0.0.0/24), sorted by what it carries (BGP, BFD, ND, the rest); routed packets
+//! whose TTL would expire, or whose next hop is unresolved (glean). Without it, these are
+//! dropped as before (`unsupported`, `ttl_expired`, `no_route`).
 //!
 //! Invariant: a frame is rewritten only when the verdict is `Forward`, so a dropped or punted
 //! frame leaves the stage byte-for-byte as it came in; every other outcome carries its reason.
@@ -16,7 +18,7 @@
 use crate::config::{Config, Trust};
 use crate::drops::DropReason;
 use crate::pipeline::fib::{Adjacency, Fib, FibHandle, Learned};
-use crate::pipeline::punt::PuntReason;
+use crate::pipeline::punt::CoppClass;
 use crate::pipeline::resolve::{ResolveCache, Resolved};
 use crate::wire::ethernet::{self, MacAddress};
 use crate::wire::parse::{self, Destination, Payload};
@@ -37,8 +39,8 @@ pub enum Verdict {
     },
     /// A PFC frame for the receiving port's egress.
     FlowControl(pfc::Repr),
-    /// For the control plane, unchanged.
-    Punt(PuntReason),
+    /// For the control plane, unchanged, in this CoPP class.
+    Punt(CoppClass),
     Drop(DropReason),
 }
 
@@ -112,7 +114,7 @@ impl Classifier {
         };
         let resolved = self.resolved.resolve(&self.fib, ip.destination, &self.port_enabled);
         if self.punting.is_some() && (resolved == Resolved::Local || stays_on_link(ip.destination)) {
-            return Verdict::Punt(local_reason(frame, ip.l3_offset, ip.destination));
+            return Verdict::Punt(local_class(frame, &ip));
         }
         // `None`: the next hop is not resolved (glean).
         let next = match resolved {
@@ -124,7 +126,7 @@ impl Classifier {
         };
         if ip.ttl <= 1 {
             return match self.punting {
-                Some(_) => Verdict::Punt(PuntReason::Ttl),
+                Some(_) => Verdict::Punt(CoppClass::Ttl),
                 None => Verdict::Drop(DropReason::TtlExpired),
             };
         }
@@ -136,7 +138,7 @@ impl Classifier {
         let Some(next) = next else {
             // The kernel resolves the neighbour and forwards these first frames itself.
             return match self.punting {
-                Some(_) => Verdict::Punt(PuntReason::Glean),
+                Some(_) => Verdict::Punt(CoppClass::Glean),
                 None => Verdict::Drop(DropReason::NoRoute),
             };
         };
@@ -161,10 +163,11 @@ impl Classifier {
     fn not_routable(&self, ethertype: ethernet::EtherType) -> Verdict {
         let Some(punting) = &self.punting else { return Verdict::Drop(DropReason::Unsupported) };
         match u16::from(ethertype) {
-            ETHERTYPE_ARP => Verdict::Punt(PuntReason::Arp),
-            ETHERTYPE_LLDP => Verdict::Punt(PuntReason::Lldp),
+            ETHERTYPE_ARP => Verdict::Punt(CoppClass::Arp),
+            ETHERTYPE_SLOW_PROTOCOLS => Verdict::Punt(CoppClass::Lacp),
+            ETHERTYPE_LLDP => Verdict::Punt(CoppClass::Lldp),
             value if value != ETHERTYPE_MAC_CONTROL && punting.ethertypes.contains(&value) => {
-                Verdict::Punt(PuntReason::Other)
+                Verdict::Punt(CoppClass::Other)
             }
             _ => Verdict::Drop(DropReason::Unsupported),
         }
@@ -217,6 +220,12 @@ impl Classifier {
 
 const ETHERTYPE_ARP: u16 = 0x0806;
 const ETHERTYPE_LLDP: u16 = 0x88cc;
+/// IEEE 802.3 Annex 57A: LACP, marker, OAM.
+const ETHERTYPE_SLOW_PROTOCOLS: u16 = 0x8809;
+/// BGP (RFC 4271).
+const BGP_PORT: u16 = 179;
+/// BFD control packets, single hop (RFC 5881) and multihop (RFC 5883).
+const BFD_PORTS: [u16; 2] = [3784, 4784];
 const ETHERTYPE_MAC_CONTROL: u16 = 0x8808;
 /// ICMPv6 router solicitation .. redirect (RFC 4861).
 const ND_TYPES: std::ops::RangeInclusive<u8> = 133..=137;
@@ -231,22 +240,29 @@ fn stays_on_link(destination: Destination) -> bool {
     }
 }
 
-/// Why an IP packet for the switch is punted: `nd` for neighbour discovery (ICMPv6 straight
-/// after the IPv6 header, types 133-137), else `local`.
-fn local_reason(frame: &[u8], l3_offset: usize, destination: Destination) -> PuntReason {
-    let is_nd = matches!(destination, Destination::V6(_))
-        && frame.get(l3_offset + 6) == Some(&58)
-        && frame.get(l3_offset + 40).is_some_and(|kind| ND_TYPES.contains(kind));
+/// The CoPP class of an IP packet for the switch: `arp` for neighbour discovery (ICMPv6
+/// straight after the IPv6 header, types 133-137), `bgp` for TCP from or to port 179, `bfd`
+/// for UDP to 3784/4784, else `ip2me`. Only punted frames pay for reading the ports.
+fn local_class(frame: &[u8], ip: &parse::IpPacket) -> CoppClass {
+    let is_nd = matches!(ip.destination, Destination::V6(_))
+        && frame.get(ip.l3_offset + 6) == Some(&58)
+        && frame.get(ip.l3_offset + 40).is_some_and(|kind| ND_TYPES.contains(kind));
     if is_nd {
-        PuntReason::Nd
-    } else {
-        PuntReason::Local
+        return CoppClass::Arp;
+    }
+    match parse::transport_ports(frame, ip) {
+        Some((ipv4::protocol::TCP, source, destination)) if source == BGP_PORT || destination == BGP_PORT => {
+            CoppClass::Bgp
+        }
+        Some((ipv4::protocol::UDP, _, destination)) if BFD_PORTS.contains(&destination) => CoppClass::Bfd,
+        _ => CoppClass::Ip2me,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::traffic::frames::Transport;
     use crate::wire::checksum::ones_complement_sum;
 
     /// p0, p1 (10.0.1.0/24) and p2 at 100G; group g over p1 and p2 for 10.0.2.0/24; DSCP 26
@@ -352,7 +368,7 @@ mod tests {
         assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::NoRoute));
     }
 
-    const CONTROL: &str = "[control]\npunt_ethertypes = [\"0x8809\"]\n";
+    const CONTROL: &str = "[control]\npunt_ethertypes = [\"0x88b7\"]\n";
 
     /// CONFIG with `[control]` and addresses on p0 (10.0.0.1/31, fd00::1/127).
     fn with_control() -> Classifier {
@@ -369,9 +385,13 @@ mod tests {
     }
 
     fn ip_frame(source: &str, destination: &str, ttl: u8) -> Vec<u8> {
+        carrying(source, destination, ttl, Transport::Udp { source: 1000, destination: 2000 })
+    }
+
+    fn carrying(source: &str, destination: &str, ttl: u8, transport: Transport) -> Vec<u8> {
         let mut spec =
             crate::traffic::frames::FrameSpec::rocev2(source.parse().unwrap(), destination.parse().unwrap(), 1);
-        spec.transport = crate::traffic::frames::Transport::Udp { source: 1000, destination: 2000 };
+        spec.transport = transport;
         spec.ttl = ttl;
         spec.build()
     }
@@ -396,32 +416,33 @@ mod tests {
     #[test]
     fn with_control_the_control_plane_gets_its_frames_unchanged() {
         let mut classifier = with_control();
-        let punt = |reason| Verdict::Punt(reason);
-        assert_eq!(verdict(&mut classifier, ethernet(0x0806, 42)), punt(PuntReason::Arp));
-        assert_eq!(verdict(&mut classifier, ethernet(0x88cc, 60)), punt(PuntReason::Lldp));
-        assert_eq!(verdict(&mut classifier, ethernet(0x8809, 60)), punt(PuntReason::Other), "listed");
+        let punt = |class| Verdict::Punt(class);
+        assert_eq!(verdict(&mut classifier, ethernet(0x0806, 42)), punt(CoppClass::Arp));
+        assert_eq!(verdict(&mut classifier, ethernet(0x88cc, 60)), punt(CoppClass::Lldp));
+        assert_eq!(verdict(&mut classifier, ethernet(0x8809, 60)), punt(CoppClass::Lacp), "slow protocols");
+        assert_eq!(verdict(&mut classifier, ethernet(0x88b7, 60)), punt(CoppClass::Other), "listed");
         assert_eq!(verdict(&mut classifier, ethernet(0x88b5, 60)), Verdict::Drop(DropReason::Unsupported));
         // To our addresses, whatever routes cover them.
-        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.0.1", 64)), punt(PuntReason::Local));
-        assert_eq!(verdict(&mut classifier, icmpv6("fd00::1", 128)), punt(PuntReason::Local), "ping");
-        assert_eq!(verdict(&mut classifier, icmpv6("fd00::1", 135)), punt(PuntReason::Nd), "unicast NS");
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.0.1", 64)), punt(CoppClass::Ip2me));
+        assert_eq!(verdict(&mut classifier, icmpv6("fd00::1", 128)), punt(CoppClass::Ip2me), "ping");
+        assert_eq!(verdict(&mut classifier, icmpv6("fd00::1", 135)), punt(CoppClass::Arp), "unicast NS");
         // Neighbour discovery to solicited-node and all-routers multicast, and link-local.
-        assert_eq!(verdict(&mut classifier, icmpv6("ff02::1:ff00:1", 135)), punt(PuntReason::Nd));
-        assert_eq!(verdict(&mut classifier, icmpv6("ff02::2", 133)), punt(PuntReason::Nd));
-        assert_eq!(verdict(&mut classifier, icmpv6("fe80::1", 136)), punt(PuntReason::Nd));
-        assert_eq!(verdict(&mut classifier, icmpv6("ff02::16", 143)), punt(PuntReason::Local), "MLD");
-        assert_eq!(verdict(&mut classifier, ip_frame("fe80::2", "ff02::1:2", 1)), punt(PuntReason::Local));
-        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "224.0.0.5", 1)), punt(PuntReason::Local));
-        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "255.255.255.255", 1)), punt(PuntReason::Local));
+        assert_eq!(verdict(&mut classifier, icmpv6("ff02::1:ff00:1", 135)), punt(CoppClass::Arp));
+        assert_eq!(verdict(&mut classifier, icmpv6("ff02::2", 133)), punt(CoppClass::Arp));
+        assert_eq!(verdict(&mut classifier, icmpv6("fe80::1", 136)), punt(CoppClass::Arp));
+        assert_eq!(verdict(&mut classifier, icmpv6("ff02::16", 143)), punt(CoppClass::Ip2me), "MLD");
+        assert_eq!(verdict(&mut classifier, ip_frame("fe80::2", "ff02::1:2", 1)), punt(CoppClass::Ip2me));
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "224.0.0.5", 1)), punt(CoppClass::Ip2me));
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "255.255.255.255", 1)), punt(CoppClass::Ip2me));
         // A routed packet that would expire: the kernel sends time-exceeded.
-        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.1.2", 1)), punt(PuntReason::Ttl));
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.1.2", 1)), punt(CoppClass::Ttl));
         // No route stays a drop; the rest is forwarded as before.
         assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.9.2", 64)), Verdict::Drop(DropReason::NoRoute));
         assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "224.0.1.5", 64)), Verdict::Drop(DropReason::NoRoute));
         assert!(matches!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.1.2", 64)), Verdict::Forward { .. }));
         // The peer's end of the /31 is on the connected subnet, not ours: with no neighbour
         // entry yet, the kernel resolves it (glean).
-        assert_eq!(verdict(&mut classifier, ip_frame("10.0.1.2", "10.0.0.0", 64)), punt(PuntReason::Glean));
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.1.2", "10.0.0.0", 64)), punt(CoppClass::Glean));
         // PFC and PAUSE are still the data plane's.
         let mut pause = ethernet(0x8808, 60);
         pause[0..6].copy_from_slice(&[0x01, 0x80, 0xc2, 0, 0, 0x01]);
@@ -430,6 +451,33 @@ mod tests {
         // Other MAC control stays unsupported: the control plane never sees it.
         pause[15] = 0x02;
         assert_eq!(verdict(&mut classifier, pause), Verdict::Drop(DropReason::Unsupported));
+    }
+
+    #[test]
+    fn sessions_to_the_switch_are_sorted_into_their_own_classes() {
+        let mut classifier = with_control();
+        let mut class = |source: &str, destination: &str, ttl: u8, transport: Transport| match verdict(
+            &mut classifier,
+            carrying(source, destination, ttl, transport),
+        ) {
+            Verdict::Punt(class) => class,
+            other => panic!("{other:?}"),
+        };
+        let tcp = |source, destination| Transport::Tcp { source, destination };
+        let udp = |source, destination| Transport::Udp { source, destination };
+        // BGP both ways: the peer's connection to us, and ours to it (its replies).
+        assert_eq!(class("10.0.0.0", "10.0.0.1", 1, tcp(40000, 179)), CoppClass::Bgp);
+        assert_eq!(class("10.0.0.0", "10.0.0.1", 64, tcp(179, 40000)), CoppClass::Bgp);
+        assert_eq!(class("fd00::", "fd00::1", 255, tcp(40000, 179)), CoppClass::Bgp);
+        assert_eq!(class("fe80::2", "fe80::1", 255, tcp(179, 40001)), CoppClass::Bgp, "unnumbered");
+        // BFD control, single hop and multihop; its echo port and other UDP are not BFD.
+        assert_eq!(class("10.0.0.0", "10.0.0.1", 255, udp(49152, 3784)), CoppClass::Bfd);
+        assert_eq!(class("fd00::", "fd00::1", 255, udp(49152, 4784)), CoppClass::Bfd);
+        assert_eq!(class("10.0.0.0", "10.0.0.1", 255, udp(3784, 3785)), CoppClass::Ip2me);
+        assert_eq!(class("10.0.0.0", "10.0.0.1", 64, udp(49152, 22)), CoppClass::Ip2me);
+        assert_eq!(class("10.0.0.0", "10.0.0.1", 64, tcp(40000, 22)), CoppClass::Ip2me, "SSH");
+        // Through the switch, port 179 is just traffic: forwarded, or TTL expiry when it ends.
+        assert_eq!(class("10.0.0.0", "10.0.1.2", 1, tcp(40000, 179)), CoppClass::Ttl);
     }
 
     #[test]
@@ -471,11 +519,11 @@ mod tests {
         let mut to = |destination: &str| verdict(&mut classifier, ip_frame("10.0.1.2", destination, 64));
         let adjacency = |last: u8| Next::Adjacency(Adjacency { port: 0, mac: MacAddress([0x02, 0, 0, 0, 0x10, last]) });
         assert!(matches!(to("10.0.0.7"), Verdict::Forward { next, .. } if next == adjacency(0x07)));
-        assert_eq!(to("10.0.0.8"), Verdict::Punt(PuntReason::Glean));
+        assert_eq!(to("10.0.0.8"), Verdict::Punt(CoppClass::Glean));
         let v6 = verdict(&mut classifier, ip_frame("fd00:1::2", "fd00::7", 64));
         assert!(matches!(v6, Verdict::Forward { next, .. } if next == adjacency(0x17)), "{v6:?}");
         // An expiring packet to an unresolved neighbour is a TTL punt (the kernel answers it).
-        assert_eq!(verdict(&mut classifier, ip_frame("10.0.1.2", "10.0.0.8", 1)), Verdict::Punt(PuntReason::Ttl));
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.1.2", "10.0.0.8", 1)), Verdict::Punt(CoppClass::Ttl));
     }
 
     #[test]

@@ -1,59 +1,108 @@
 //! Punting: frames the data plane hands to the control plane (the Linux kernel in the switch's
-//! namespace) instead of forwarding, why, and the per-port policer that keeps a flood of them
-//! from reaching the kernel (SONiC's CoPP does the same).
+//! namespace) instead of forwarding, the control-plane policing (CoPP) class each belongs to,
+//! and the policer that keeps a flood of one class from reaching the kernel or crowding out
+//! another.
 //!
-//! The classifier says why a frame is for the control plane (`PuntReason`); the switch polices
-//! it per ingress port with a token bucket (`[control] punt_pps`, `punt_burst`) in the frame's
-//! arrival time, so a replay polices exactly as a live run at the same times. What passes waits
-//! in a bounded outbox the engine drains after each burst.
+//! The classifier sorts every punted frame into a `CoppClass`, as SONiC's CoPP traps do (BGP,
+//! BFD, LACP, ARP/ND, LLDP, IP-to-me, glean, TTL errors, the rest). The switch polices it with
+//! the token bucket of its (ingress port, class) (`[control.copp.<class>] pps`, `burst`) in
+//! the frame's arrival time, so a replay polices exactly as a live run at the same times. What
+//! passes waits in a bounded outbox the engine drains after each burst onto the class's own
+//! ring to the control thread, which serves the rings in class order (`CoppClass::ALL` is
+//! highest priority first).
 //!
-//! Invariant: a punted frame is counted exactly once: as `punted` under its reason when the
-//! outbox takes it, or as a drop (`punt_policed` over the rate, `punt_queue_full` when the
-//! outbox is full). The policer and the outbox never allocate after construction.
+//! Where SONiC differs: its policers are per trap group for the whole switch, so a flood on one
+//! port spends every port's budget; here each port has its own, so one misbehaving neighbour
+//! cannot starve the sessions on other ports (the kernel then sees up to ports x rate).
+//!
+//! Invariant: a punted frame is counted exactly once: as `punted` under its class when the
+//! outbox takes it, or as a drop (`punt_policed`, also counted under its class in `policed`,
+//! over the rate; `punt_queue_full` when the outbox or its ring is full). The policers and the
+//! outbox never allocate after construction.
 
 use std::collections::VecDeque;
 
-/// Why a frame goes to the control plane.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum PuntReason {
-    /// ARP (EtherType 0x0806): the kernel answers for the port's addresses and learns MACs.
-    Arp,
-    /// IPv6 neighbour discovery: router/neighbour solicitations and advertisements, redirects.
-    Nd,
-    /// IP to one of the switch's addresses, or link-local (IPv6 fe80::/10, or multicast that
-    /// stays on the link): ping, BGP, SSH, other ICMPv6.
-    Local,
-    /// TTL or hop limit 1 or less: the kernel sends the ICMP time-exceeded.
-    Ttl,
-    /// A routed frame whose next hop has no resolved neighbour: the kernel resolves it.
-    Glean,
-    /// LLDP (EtherType 0x88cc).
-    Lldp,
-    /// An EtherType listed in `[control] punt_ethertypes`.
-    Other,
+/// Defines `CoppClass` from one list, so a class is added in one place: its variant, its name
+/// in configs and stats, and its default rate (frames per second, also the default burst).
+macro_rules! copp_classes {
+    ($($(#[doc = $doc:literal])* $variant:ident => $name:literal, $pps:literal;)*) => {
+        /// A control-plane policing class: why a frame goes to the control plane, and which
+        /// policer and ring it takes there. Declared highest priority first.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum CoppClass {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        impl CoppClass {
+            pub const COUNT: usize = [$($name),*].len();
+            /// Every class, highest priority first (the order the control thread serves them).
+            pub const ALL: [CoppClass; Self::COUNT] = [$(Self::$variant),*];
+
+            /// The name used in `[control.copp.<name>]`, stats JSON, metrics and logs.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+
+            /// The default rate, frames per second (SONiC's `copp_cfg.json`, see `docs/CONFIG.md`).
+            pub fn default_pps(self) -> u64 {
+                match self {
+                    $(Self::$variant => $pps,)*
+                }
+            }
+        }
+    };
 }
 
-impl PuntReason {
-    pub const COUNT: usize = 7;
-    pub const ALL: [PuntReason; Self::COUNT] =
-        [Self::Arp, Self::Nd, Self::Local, Self::Ttl, Self::Glean, Self::Lldp, Self::Other];
+copp_classes! {
+    /// BGP: TCP to or from port 179 (SONiC's `bgp`, `bgpv6` traps, group `queue4_group1`).
+    Bgp => "bgp", 6000;
+    /// BFD: UDP to port 3784 (single hop) or 4784 (multihop), as SONiC's `bfd`, `bfdv6`.
+    Bfd => "bfd", 6000;
+    /// Slow protocols (EtherType 0x8809): LACP, marker, OAM (SONiC's `lacp`).
+    Lacp => "lacp", 6000;
+    /// ARP (EtherType 0x0806) and IPv6 neighbour discovery (ICMPv6 133-137), as SONiC's `arp`
+    /// trap covers `arp_req`, `arp_resp` and `neigh_discovery` (group `queue4_group2`).
+    Arp => "arp", 600;
+    /// LLDP (EtherType 0x88cc; SONiC's `queue4_group3`).
+    Lldp => "lldp", 100;
+    /// Any other IP to one of the switch's addresses, to IPv6 link-local or link-scope
+    /// multicast, to IPv4 broadcast or 224.0.0.0/24: ping, SSH, MLD (SONiC's `ip2me`).
+    Ip2me => "ip2me", 6000;
+    /// A routed frame whose next hop has no resolved neighbour: the kernel resolves it and
+    /// forwards the first packets (SONiC's `neighbor_miss`, `queue1_group3`).
+    Glean => "glean", 200;
+    /// TTL or hop limit 1 or less: the kernel sends the ICMP time exceeded (SONiC's
+    /// `ttl_error`, in its `default` group).
+    Ttl => "ttl", 600;
+    /// An EtherType listed in `[control] punt_ethertypes` (SONiC's `default` group).
+    Other => "other", 600;
+}
 
-    /// The name used in stats JSON, metrics and logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Arp => "arp",
-            Self::Nd => "nd",
-            Self::Local => "local",
-            Self::Ttl => "ttl",
-            Self::Glean => "glean",
-            Self::Lldp => "lldp",
-            Self::Other => "other",
-        }
-    }
-
+impl CoppClass {
     pub fn index(self) -> usize {
         self as usize
+    }
+
+    /// The class named `name`, as in `[control.copp.<name>]`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|class| class.name() == name)
+    }
+}
+
+/// A class's policer settings: frames per second and bucket depth in frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoppRate {
+    pub pps: u64,
+    pub burst: u64,
+}
+
+impl CoppRate {
+    /// SONiC's defaults: the committed burst equals the rate (one second's worth).
+    pub fn default_for(class: CoppClass) -> Self {
+        Self { pps: class.default_pps(), burst: class.default_pps() }
     }
 }
 
@@ -95,7 +144,7 @@ impl Policer {
 #[derive(Debug)]
 pub struct Punted<P> {
     pub port: usize,
-    pub reason: PuntReason,
+    pub class: CoppClass,
     pub packet: P,
 }
 
@@ -134,6 +183,36 @@ impl<P> Outbox<P> {
     }
 }
 
+/// Bounded lock-free rings to the control plane, one per CoPP class: any thread pushes to a
+/// class's ring, the consumer always takes from the highest class that has a frame, so a full
+/// or busy ring of one class never delays another above it.
+pub struct ClassRings<T> {
+    rings: Vec<crossbeam_queue::ArrayQueue<T>>,
+}
+
+impl<T> ClassRings<T> {
+    /// `capacity` frames per class.
+    pub fn new(capacity: usize) -> Self {
+        Self { rings: CoppClass::ALL.iter().map(|_| crossbeam_queue::ArrayQueue::new(capacity)).collect() }
+    }
+
+    /// Queues `item` in `class`'s ring; gives it back when that ring is full.
+    #[inline]
+    pub fn push(&self, class: CoppClass, item: T) -> Result<(), T> {
+        self.rings[class.index()].push(item)
+    }
+
+    /// The oldest item of the highest class that has one.
+    #[inline]
+    pub fn pop(&self) -> Option<(CoppClass, T)> {
+        CoppClass::ALL.iter().zip(&self.rings).find_map(|(class, ring)| ring.pop().map(|item| (*class, item)))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rings.iter().all(crossbeam_queue::ArrayQueue::is_empty)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,14 +220,31 @@ mod tests {
     const MS: u64 = 1_000_000_000;
 
     #[test]
-    fn all_lists_each_reason_at_its_index_with_distinct_names() {
-        for (index, reason) in PuntReason::ALL.iter().enumerate() {
-            assert_eq!(reason.index(), index);
+    fn all_lists_each_class_at_its_index_with_distinct_names_that_parse_back() {
+        for (index, class) in CoppClass::ALL.iter().enumerate() {
+            assert_eq!(class.index(), index);
+            assert_eq!(CoppClass::parse(class.name()), Some(*class));
         }
-        let mut names: Vec<_> = PuntReason::ALL.iter().map(|r| r.name()).collect();
+        let mut names: Vec<_> = CoppClass::ALL.iter().map(|c| c.name()).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), PuntReason::COUNT);
+        assert_eq!(names.len(), CoppClass::COUNT);
+        assert_eq!(CoppClass::parse("ip2me "), None);
+    }
+
+    #[test]
+    fn routing_protocols_come_first_and_defaults_follow_sonic() {
+        // The control thread serves rings in this order: sessions before neighbours, before
+        // what hosts send to the switch, before exceptions.
+        assert_eq!(&CoppClass::ALL[..3], &[CoppClass::Bgp, CoppClass::Bfd, CoppClass::Lacp]);
+        assert_eq!(CoppClass::ALL[CoppClass::COUNT - 1], CoppClass::Other);
+        let rate = |class| CoppRate::default_for(class);
+        assert_eq!(rate(CoppClass::Bgp), CoppRate { pps: 6000, burst: 6000 });
+        assert_eq!(rate(CoppClass::Arp), CoppRate { pps: 600, burst: 600 });
+        assert_eq!(rate(CoppClass::Lldp).pps, 100);
+        assert_eq!(rate(CoppClass::Ip2me).pps, 6000);
+        assert_eq!(rate(CoppClass::Glean).pps, 200);
+        assert_eq!(rate(CoppClass::Ttl).pps, 600);
     }
 
     #[test]
@@ -191,9 +287,32 @@ mod tests {
     }
 
     #[test]
+    fn class_rings_serve_the_highest_class_first_and_fill_apart() {
+        let rings = ClassRings::new(2);
+        assert!(rings.is_empty() && rings.pop().is_none());
+        // A flood of ip2me fills its own ring only.
+        assert!(rings.push(CoppClass::Ip2me, 1).is_ok());
+        assert!(rings.push(CoppClass::Ip2me, 2).is_ok());
+        assert_eq!(rings.push(CoppClass::Ip2me, 3), Err(3));
+        assert!(rings.push(CoppClass::Ttl, 4).is_ok());
+        assert!(rings.push(CoppClass::Bfd, 5).is_ok());
+        assert!(rings.push(CoppClass::Bgp, 6).is_ok());
+        assert!(!rings.is_empty());
+        // BGP and BFD jump the queue; each class stays first in, first out.
+        assert_eq!(rings.pop(), Some((CoppClass::Bgp, 6)));
+        assert_eq!(rings.pop(), Some((CoppClass::Bfd, 5)));
+        assert_eq!(rings.pop(), Some((CoppClass::Ip2me, 1)));
+        assert!(rings.push(CoppClass::Arp, 7).is_ok(), "arrives later, served sooner");
+        assert_eq!(rings.pop(), Some((CoppClass::Arp, 7)));
+        assert_eq!(rings.pop(), Some((CoppClass::Ip2me, 2)));
+        assert_eq!(rings.pop(), Some((CoppClass::Ttl, 4)));
+        assert!(rings.is_empty() && rings.pop().is_none());
+    }
+
+    #[test]
     fn the_outbox_is_bounded_and_first_in_first_out() {
         let mut outbox = Outbox::new(2);
-        let punted = |packet: u32| Punted { port: 1, reason: PuntReason::Arp, packet };
+        let punted = |packet: u32| Punted { port: 1, class: CoppClass::Arp, packet };
         assert!(outbox.is_empty());
         assert!(outbox.push(punted(1)).is_ok());
         assert!(!outbox.is_empty());

@@ -173,6 +173,38 @@ fn parse_ipv6(frame: &[u8], l3_offset: usize) -> Result<IpPacket> {
     })
 }
 
+/// The L4 protocol and (source, destination) ports of an IP packet `parse` accepted, read
+/// again from the frame: for the rare frames that need them (sorting punted frames into CoPP
+/// classes), so the forwarding path does not carry them. `None` for a non-first fragment, an
+/// unwalkable IPv6 chain, or a protocol other than TCP and UDP.
+pub fn transport_ports(frame: &[u8], ip: &IpPacket) -> Option<(u8, u16, u16)> {
+    let l3 = frame.get(ip.l3_offset..)?;
+    let (protocol, bytes) = match ip.destination {
+        Destination::V4(_) => {
+            let packet = ipv4::Packet::new_checked(l3).ok()?;
+            if packet.is_fragment() && u16::from_be_bytes([l3[6], l3[7]]) & 0x1fff != 0 {
+                return None;
+            }
+            // The checked view vouches for these bounds.
+            (packet.protocol(), &l3[packet.header_len()..usize::from(packet.total_len())])
+        }
+        Destination::V6(_) => {
+            let packet = ipv6::Packet::new_checked(l3).ok()?;
+            let payload = &l3[ipv6::HEADER_LEN..ipv6::HEADER_LEN + usize::from(packet.payload_len())];
+            match walk_extensions(packet.next_header(), payload).ok()? {
+                (protocol, Some(bytes)) => (protocol, bytes),
+                (_, None) => return None,
+            }
+        }
+    };
+    let ports = match protocol {
+        ipv4::protocol::UDP => udp::Datagram::new_checked(bytes).ok().map(|d| (d.src_port(), d.dst_port())),
+        ipv4::protocol::TCP => tcp::Segment::new_checked(bytes).ok().map(|s| (s.src_port(), s.dst_port())),
+        _ => None,
+    }?;
+    Some((protocol, ports.0, ports.1))
+}
+
 /// Walks hop-by-hop, routing, destination-options and fragment headers. Returns the final
 /// protocol and, unless a non-first fragment or an unknown chain hides it, the L4 bytes.
 fn walk_extensions(mut next: u8, mut bytes: &[u8]) -> Result<(u8, Option<&[u8]>)> {
@@ -400,6 +432,38 @@ pub(crate) mod tests {
         // A hop-by-hop header that claims more bytes than there are is malformed.
         frame[14 + 40 + 1] = 9;
         assert!(parse(&frame).is_err());
+    }
+
+    #[test]
+    fn transport_ports_are_read_again_through_extensions_but_not_from_later_fragments() {
+        let ports = |frame: &[u8]| {
+            let Payload::Ip(ip) = parse(frame).unwrap().payload else { panic!("not IP") };
+            transport_ports(frame, &ip)
+        };
+        assert_eq!(ports(&rocev2_frame(true)), Some((17, 49152, 4791)));
+        // IPv6 TCP 12345 -> 80 behind a hop-by-hop header.
+        let mut v6 = vec![0x02, 0, 0, 0, 0, 0x01, 0x02, 0, 0, 0, 0x10, 0x01, 0x86, 0xdd];
+        v6.extend_from_slice(&[0x60, 0x00, 0x00, 0x00, 0x00, 0x1c, 0x00, 0x40]);
+        v6.extend_from_slice(&[0xfd; 32]);
+        v6.extend_from_slice(&[0x06, 0x00, 0x01, 0x04, 0x00, 0x00, 0x00, 0x00]);
+        v6.extend_from_slice(&[0x30, 0x39, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]);
+        assert_eq!(ports(&v6), Some((6, 12345, 80)));
+        // ICMPv6 instead of TCP: no ports.
+        v6[14 + 40] = 58;
+        assert_eq!(ports(&v6), None);
+        // A first IPv4 fragment (MF set) still has its UDP header; a later one does not.
+        let mut first = rocev2_frame(false);
+        let refill = |frame: &mut Vec<u8>, flags: u16| {
+            frame[14 + 6..14 + 8].copy_from_slice(&flags.to_be_bytes());
+            frame[14 + 10..14 + 12].copy_from_slice(&[0, 0]);
+            let sum = internet_checksum(&frame[14..14 + 20]);
+            frame[14 + 10..14 + 12].copy_from_slice(&sum.to_be_bytes());
+        };
+        refill(&mut first, 0x2000);
+        assert_eq!(ports(&first), Some((17, 49152, 4791)));
+        let mut later = rocev2_frame(false);
+        refill(&mut later, 0x0001);
+        assert_eq!(ports(&later), None);
     }
 
     #[test]
