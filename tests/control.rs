@@ -111,8 +111,9 @@ impl Lab {
         ns
     }
 
-    /// Starts FRR's zebra and bgpd in namespace `ns` with `config`, their sockets and pid
-    /// files in a directory of their own (readable by the frr user).
+    /// Starts FRR's zebra, bgpd and (when `config` has a `bfd` section) bfdd in namespace `ns`
+    /// with `config`, their sockets and pid files in a directory of their own (readable by
+    /// the frr user), which `vtysh --vty_socket` reaches.
     fn frr(&mut self, ns: &str, config: &str) -> std::path::PathBuf {
         let dir = std::path::PathBuf::from(format!("/tmp/{}-frr-{ns}", self.prefix));
         let _ = std::fs::remove_dir_all(&dir);
@@ -121,7 +122,14 @@ impl Lab {
         ok("chown", &["-R", "frr:frr", dir.to_str().unwrap()]);
         self.frr.push(dir.clone());
         let path = |file: &str| dir.join(file).display().to_string();
-        for daemon in ["zebra", "bgpd"] {
+        let bfd = config.lines().any(|line| line == "bfd");
+        for daemon in ["zebra", "bgpd", "bfdd"] {
+            if daemon == "bfdd" && !bfd {
+                continue;
+            }
+            // bfdd's control socket defaults to one path for the machine.
+            let bfdctl = path("bfdd.sock");
+            let extra: &[&str] = if daemon == "bfdd" { &["--bfdctl", &bfdctl] } else { &[] };
             ok(
                 "ip",
                 &[
@@ -146,7 +154,11 @@ impl Lab {
                     "0",
                     "--log",
                     &format!("file:{}", path(&format!("{daemon}.log"))),
-                ],
+                ]
+                .iter()
+                .chain(extra)
+                .copied()
+                .collect::<Vec<&str>>(),
             );
         }
         dir
@@ -154,7 +166,7 @@ impl Lab {
 
     fn stop_frr(&mut self) {
         for dir in self.frr.drain(..) {
-            for daemon in ["bgpd", "zebra"] {
+            for daemon in ["bfdd", "bgpd", "zebra"] {
                 if let Ok(pid) = std::fs::read_to_string(dir.join(format!("{daemon}.pid"))) {
                     let _ = run("kill", &[pid.trim()]);
                 }
@@ -184,6 +196,11 @@ impl Lab {
 
     /// Starts raceway and waits until the host interfaces of `ports` have carrier.
     fn start(&mut self, config: &str, ports: &[&str]) {
+        self.start_with(config, ports, &[]);
+    }
+
+    /// `start`, with more arguments for `raceway run`.
+    fn start_with(&mut self, config: &str, ports: &[&str], args: &[&std::ffi::OsStr]) {
         let path = self.dir.join("leaf.toml");
         std::fs::write(&path, config).unwrap();
         let log = std::fs::File::create(self.dir.join("raceway.log")).unwrap();
@@ -192,6 +209,7 @@ impl Lab {
             .arg(&path)
             .arg("--stats-json")
             .arg(self.dir.join("stats.json"))
+            .args(args)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -359,13 +377,13 @@ fn a_flood_at_the_switch_is_policed_and_forwarding_goes_on() {
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
 }
 
-/// A spine's BGP: AS 65001, one session to the leaf, announcing 192.0.2.0/24 (on its lo, so
+/// A spine's BGP: AS 65001, one session to the leaf, announcing 10.200.0.0/24 (on its lo, so
 /// that it answers every address in it). Timers of 1 s / 3 s keep the test short.
 fn spine_bgp(index: usize) -> String {
     format!(
         "hostname s{index}\nrouter bgp 65001\n bgp router-id 10.255.0.{me}\n no bgp ebgp-requires-policy\n \
          no bgp network import-check\n neighbor 10.255.0.{leaf} remote-as 65000\n neighbor 10.255.0.{leaf} timers 1 3\n \
-         neighbor 10.255.0.{leaf} timers connect 1\n address-family ipv4 unicast\n  network 192.0.2.0/24\n \
+         neighbor 10.255.0.{leaf} timers connect 1\n address-family ipv4 unicast\n  network 10.200.0.0/24\n \
          exit-address-family\n",
         me = 2 * index + 1,
         leaf = 2 * index
@@ -378,7 +396,7 @@ const LEAF_BGP: &str = "hostname leaf\nrouter bgp 65000\n bgp router-id 10.255.0
     neighbor 10.255.0.3 remote-as 65001\n neighbor 10.255.0.3 timers 1 3\n neighbor 10.255.0.3 timers connect 1\n \
     address-family ipv4 unicast\n  redistribute connected\n  maximum-paths 2\n exit-address-family\n";
 
-/// RFC 7938 in miniature: two spines announce 192.0.2.0/24 by BGP to FRR in raceway's
+/// RFC 7938 in miniature: two spines announce 10.200.0.0/24 by BGP to FRR in raceway's
 /// namespace; raceway installs it as a two-member group and spreads flows over both uplinks.
 /// When one spine's link goes down, BGP withdraws it and traffic moves to the other, while
 /// traffic between the hosts never stops.
@@ -391,21 +409,9 @@ fn bgp_multipath_from_two_spines_spreads_and_fails_over() {
     for index in 0..2 {
         let ns = lab.attach(&format!("s{index}"), &format!("u{index}"));
         ok("ip", &["-n", &ns, "addr", "add", &format!("10.255.0.{}/31", 2 * index + 1), "dev", "eth0"]);
-        ok("ip", &["-n", &ns, "addr", "add", "192.0.2.1/24", "dev", "lo"]);
+        ok("ip", &["-n", &ns, "addr", "add", "10.200.0.1/24", "dev", "lo"]);
     }
-    let mut config = lab.config(2, "");
-    for index in 0..2 {
-        config = config.replace(
-            "[control]",
-            &format!(
-                "[[port]]\nname = \"up{index}\"\ndevice = \"net_af_packet{},iface={}u{index}\"\nspeed_gbps = 1\n\
-                 addresses = [\"10.255.0.{}/31\"]\n[control]",
-                index + 2,
-                lab.prefix,
-                2 * index
-            ),
-        );
-    }
+    let config = with_uplinks(&lab, &lab.config(2, ""), 2, 2);
     lab.start(&config, &["host0", "host1", "up0", "up1"]);
     for index in 0..2 {
         let ns = lab.netns(&format!("s{index}"));
@@ -413,7 +419,7 @@ fn bgp_multipath_from_two_spines_spreads_and_fails_over() {
     }
     let control = lab.control();
     lab.frr(&control, LEAF_BGP);
-    let route = || ok("ip", &["-n", &control, "route", "show", "192.0.2.0/24"]);
+    let route = || ok("ip", &["-n", &control, "route", "show", "10.200.0.0/24"]);
     wait_for("the ECMP route from both spines", Duration::from_secs(60), || {
         route().matches("nexthop via").count() == 2
     });
@@ -428,14 +434,14 @@ fn bgp_multipath_from_two_spines_spreads_and_fails_over() {
     // raceway's own FIB follows the kernel's by netlink, a moment later: every destination
     // answers once before the echoes are counted.
     let all_answer = |lab: &Lab| {
-        (1..=32).all(|last| ping(lab, 0, &["-c", "1", "-W", "1", &format!("192.0.2.{last}")]).status.success())
+        (1..=32).all(|last| ping(lab, 0, &["-c", "1", "-W", "1", &format!("10.200.0.{last}")]).status.success())
     };
     wait_for("every destination through the leaf", Duration::from_secs(30), || all_answer(&lab));
     // 32 destinations: ECMP hashes each flow onto one uplink, and both get some.
     let ping_all = |lab: &Lab| {
         for last in 1..=32 {
-            let reply = ping(lab, 0, &["-c", "1", "-W", "2", &format!("192.0.2.{last}")]);
-            assert!(reply.status.success(), "ping 192.0.2.{last}: {}", String::from_utf8_lossy(&reply.stdout));
+            let reply = ping(lab, 0, &["-c", "1", "-W", "2", &format!("10.200.0.{last}")]);
+            assert!(reply.status.success(), "ping 10.200.0.{last}: {}", String::from_utf8_lossy(&reply.stdout));
         }
     };
     let start = [echoes(&lab, "s0"), echoes(&lab, "s1")];
@@ -463,6 +469,287 @@ fn bgp_multipath_from_two_spines_spreads_and_fails_over() {
     lab.stop_frr();
     let stats = lab.stop();
     assert!(stats["ports"]["host0"]["punted"]["glean"].as_u64().unwrap() <= 2, "{}", stats["ports"]["host0"]);
+    assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
+}
+
+/// `config` (from `Lab::config` with `hosts` ports) with `count` uplinks: `up<i>` on link
+/// `<prefix>u<i>`, the leaf's address 10.255.0.<2i>/31 (the spine's is .<2i + 1>).
+fn with_uplinks(lab: &Lab, config: &str, hosts: usize, count: usize) -> String {
+    let mut config = config.to_string();
+    for index in 0..count {
+        config = config.replace(
+            "[control]",
+            &format!(
+                "[[port]]\nname = \"up{index}\"\ndevice = \"net_af_packet{},iface={}u{index}\"\nspeed_gbps = 1\n\
+                 addresses = [\"10.255.0.{}/31\"]\n[control]",
+                index + hosts,
+                lab.prefix,
+                2 * index
+            ),
+        );
+    }
+    config
+}
+
+/// BFD at 100 ms x 3, as a production fabric runs it; both sides use this profile.
+const BFD_FAST: &str =
+    "bfd\n profile fast\n  detect-multiplier 3\n  receive-interval 100\n  transmit-interval 100\n !\n!\n";
+
+/// A leaf with host0 and one uplink to spine s0, BGP with BFD (100 ms x 3) between FRR in the
+/// spine's namespace and FRR in raceway's; the spine announces 10.200.0.0/24 and learns the
+/// hosts' subnet. raceway runs with `--fib-dump` into the lab's directory. Returns once BGP is
+/// established, BFD up and host0 reaches 10.200.0.1 through the switch.
+fn bgp_bfd_lab(tag: &str) -> (Lab, std::path::PathBuf, std::path::PathBuf) {
+    let mut lab = Lab::new(tag);
+    lab.host(0);
+    let spine = lab.attach("s0", "u0");
+    ok("ip", &["-n", &spine, "addr", "add", "10.255.0.1/31", "dev", "eth0"]);
+    ok("ip", &["-n", &spine, "addr", "add", "10.200.0.1/24", "dev", "lo"]);
+    let config = with_uplinks(&lab, &lab.config(1, ""), 1, 1);
+    let dump = lab.dir.join("fib.txt");
+    lab.start_with(&config, &["host0", "up0"], &[std::ffi::OsStr::new("--fib-dump"), dump.as_os_str()]);
+    let session = |me: &str, peer: &str, asn: u32, peer_asn: u32, extra: &str| {
+        format!(
+            "hostname {me}\n{BFD_FAST}router bgp {asn}\n bgp router-id {me_ip}\n no bgp ebgp-requires-policy\n \
+             no bgp network import-check\n neighbor {peer} remote-as {peer_asn}\n neighbor {peer} timers 1 3\n \
+             neighbor {peer} timers connect 1\n neighbor {peer} bfd profile fast\n address-family ipv4 unicast\n{extra} \
+             exit-address-family\n",
+            me_ip = if asn == 65000 { "10.255.0.0" } else { "10.255.0.1" },
+        )
+    };
+    let spine_dir = lab.frr(&spine, &session("s0", "10.255.0.0", 65001, 65000, "  network 10.200.0.0/24\n"));
+    let control = lab.control();
+    let leaf = lab.frr(&control, &session("leaf", "10.255.0.1", 65000, 65001, "  redistribute connected\n"));
+    wait_for("BGP established and BFD up on both sides", Duration::from_secs(60), || {
+        sessions(&leaf, "10.255.0.1").up && sessions(&spine_dir, "10.255.0.0").up
+    });
+    wait_for("the spine's route back to the hosts", Duration::from_secs(60), || {
+        ok("ip", &["-n", &spine, "route", "show", "10.0.0.0/24"]).contains("via 10.255.0.0")
+    });
+    wait_for("host0 to reach the spine through the switch", Duration::from_secs(30), || {
+        ping(&lab, 0, &["-c", "1", "-W", "1", "10.200.0.1"]).status.success()
+    });
+    (lab, leaf, spine_dir)
+}
+
+/// What FRR in `dir` says of its BGP session and BFD peer `peer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sessions {
+    /// BGP established and BFD up.
+    up: bool,
+    bgp_established: u64,
+    bgp_dropped: u64,
+    bfd_up_events: u64,
+    bfd_down_events: u64,
+}
+
+fn vtysh(dir: &std::path::Path, command: &str) -> serde_json::Value {
+    let output = run("vtysh", &["--vty_socket", dir.to_str().unwrap(), "-c", command]);
+    serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+fn sessions(dir: &std::path::Path, peer: &str) -> Sessions {
+    let bgp = &vtysh(dir, &format!("show bgp neighbors {peer} json"))[peer];
+    let counters = vtysh(dir, "show bfd peers counters json");
+    let counters = counters.as_array().and_then(|peers| peers.iter().find(|p| p["peer"] == peer)).cloned();
+    let status = vtysh(dir, "show bfd peers json");
+    let bfd_up = status.as_array().is_some_and(|peers| peers.iter().any(|p| p["peer"] == peer && p["status"] == "up"));
+    let number = |value: &serde_json::Value| value.as_u64().unwrap_or(0);
+    let counter = |name: &str| counters.as_ref().map_or(0, |c| number(&c[name]));
+    Sessions {
+        up: bgp["bgpState"] == "Established" && bfd_up,
+        bgp_established: number(&bgp["connectionsEstablished"]),
+        bgp_dropped: number(&bgp["connectionsDropped"]),
+        bfd_up_events: counter("session-up"),
+        bfd_down_events: counter("session-down"),
+    }
+}
+
+/// Asks raceway for its FIB (SIGUSR1 with `--fib-dump`) and returns the dump's lines, once
+/// the new dump is there.
+fn fib_dump(lab: &Lab, path: &std::path::Path) -> Vec<String> {
+    let _ = std::fs::remove_file(path);
+    let pid = lab.switch.as_ref().expect("started").id().to_string();
+    ok("kill", &["-USR1", &pid]);
+    wait_for("the FIB dump", Duration::from_secs(30), || path.exists());
+    std::fs::read_to_string(path).unwrap().lines().map(str::to_string).collect()
+}
+
+/// How many routes the dump's header says the FIB holds.
+fn dumped_routes(lines: &[String]) -> usize {
+    let header = &lines[0];
+    let count = header.split(": ").nth(1).and_then(|rest| rest.split(' ').next());
+    count.and_then(|count| count.parse().ok()).unwrap_or_else(|| panic!("dump header: {header}"))
+}
+
+/// The kernel's main tables (v4 and v6) in raceway's namespace as the dump writes them, but
+/// the IPv6 link-local routes: a route via a gateway as the port and the gateway's MAC (from
+/// the kernel's neighbours), or `glean` while it has none; a route without one as connected to
+/// its port.
+fn kernel_routes(control: &str) -> Vec<String> {
+    let json = |args: &[&str]| -> Vec<serde_json::Value> {
+        let mut all = vec!["-j", "-n", control];
+        all.extend_from_slice(args);
+        serde_json::from_str(&ok("ip", &all)).unwrap()
+    };
+    let mut macs = std::collections::HashMap::new();
+    for neighbor in json(&["neigh", "show"]) {
+        if let (Some(ip), Some(mac)) = (neighbor["dst"].as_str(), neighbor["lladdr"].as_str()) {
+            macs.insert(ip.to_string(), mac.to_string());
+        }
+    }
+    let mut lines = Vec::new();
+    for family in ["-4", "-6"] {
+        for route in json(&[family, "route", "show", "table", "main"]) {
+            let dst = route["dst"].as_str().unwrap();
+            let prefix = match dst {
+                "default" if family == "-4" => "0.0.0.0/0".to_string(),
+                "default" => "::/0".to_string(),
+                dst if dst.contains('/') => dst.to_string(),
+                dst => format!("{dst}/{}", if family == "-4" { 32 } else { 128 }),
+            };
+            if prefix.starts_with("fe80:") {
+                // Per interface in the kernel; never routed, so not the FIB's.
+                continue;
+            }
+            let dev = route["dev"].as_str().unwrap_or("?");
+            let target = match (route["type"].as_str(), route["gateway"].as_str()) {
+                (Some("blackhole" | "unreachable" | "prohibit"), _) => "discard".to_string(),
+                (_, Some(gateway)) => match macs.get(gateway) {
+                    Some(mac) => format!("via {dev} {mac}"),
+                    None => "glean".to_string(),
+                },
+                (_, None) => format!("connected {dev}"),
+            };
+            lines.push(format!("{prefix} {target}"));
+        }
+    }
+    lines.sort();
+    lines
+}
+
+/// The dump's routes but the switch's own addresses (`local`, the kernel's local table),
+/// sorted as `kernel_routes`.
+fn forwarding_routes(dump: &[String]) -> Vec<String> {
+    let mut routes: Vec<String> =
+        dump[1..].iter().filter(|line| !line.starts_with("neighbor ") && !line.ends_with(" local")).cloned().collect();
+    routes.sort();
+    routes
+}
+
+/// Writes an `ip -batch` file of `verb` for the /32 routes numbered `range` (from 10.64.0.0),
+/// via `via` unless it is empty.
+fn route_batch(dir: &std::path::Path, name: &str, verb: &str, range: std::ops::Range<u32>, via: &str) -> String {
+    let path = dir.join(name);
+    let mut text = String::with_capacity(64 * range.len());
+    for i in range {
+        let via = if via.is_empty() { String::new() } else { format!(" via {via}") };
+        text.push_str(&format!("route {verb} 10.{}.{}.{}/32{via}\n", 64 + (i >> 16), (i >> 8) & 255, i & 255));
+    }
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// A leaf learning a production-sized table: 100,000 routes come into its kernel, then half go
+/// and a tenth move to another next hop, then all go, while BGP with BFD at 100 ms x 3 runs on
+/// the uplink and a host pings through. No BFD or BGP session flaps, nothing is lost, and the
+/// FIB the workers forward by equals the kernel's table, prefix by prefix and next hop by
+/// next hop, after the churn and after the withdrawal.
+#[test]
+fn bgp_and_bfd_stay_up_while_100k_routes_come_and_go_and_the_fib_matches_the_kernel() {
+    let _alone = alone();
+    let (mut lab, leaf, spine) = bgp_bfd_lab("rwd");
+    let control = lab.control();
+    let dump_path = lab.dir.join("fib.txt");
+    let before = (sessions(&leaf, "10.255.0.1"), sessions(&spine, "10.255.0.0"));
+    let base = dumped_routes(&fib_dump(&lab, &dump_path));
+    let ns0 = lab.netns("h0");
+    let steady = Command::new("ip")
+        .args(["netns", "exec", &ns0, "ping", "-q", "-i", "0.02", "-W", "2", "10.200.0.1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let batch = |name: &str, verb: &str, range: std::ops::Range<u32>, via: &str| {
+        let path = route_batch(&lab.dir, name, verb, range, via);
+        ok("ip", &["-n", &control, "-batch", &path]);
+    };
+    let wait_routes = |lab: &Lab, want: usize| {
+        let mut have = 0;
+        wait_for("the FIB to hold the kernel's routes", Duration::from_secs(120), || {
+            have = dumped_routes(&fib_dump(lab, &dump_path));
+            have == want
+        });
+    };
+    batch("add.batch", "add", 0..100_000, "10.255.0.1 dev up0");
+    wait_routes(&lab, base + 100_000);
+    // Churn: the first half withdrawn, the next 10,000 moved to host0 as their next hop.
+    batch("del.batch", "del", 0..50_000, "10.255.0.1 dev up0");
+    batch("move.batch", "replace", 50_000..60_000, "10.0.0.2 dev host0");
+    wait_routes(&lab, base + 50_000);
+    // The moved routes resolve once the kernel knows host0's MAC (it does: host0 pinged).
+    let dump = fib_dump(&lab, &dump_path);
+    assert!(dump.iter().any(|line| line.starts_with("10.64.195.80/32 via host0 ")), "a moved route in the FIB");
+    assert_eq!(forwarding_routes(&dump), kernel_routes(&control), "the FIB after churn is the kernel's table");
+    batch("rest.batch", "del", 50_000..100_000, "");
+    wait_routes(&lab, base);
+    assert_eq!(forwarding_routes(&fib_dump(&lab, &dump_path)), kernel_routes(&control), "after the withdrawal");
+    let after = (sessions(&leaf, "10.255.0.1"), sessions(&spine, "10.255.0.0"));
+    assert_eq!(after, before, "no BGP or BFD session went down (leaf, spine)");
+    assert!(after.0.up && after.1.up);
+    ok("kill", &["-INT", &steady.id().to_string()]);
+    let steady = steady.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&steady.stdout);
+    assert!(text.contains(" 0% packet loss"), "pings through the switch during the churn: {text}");
+    lab.stop_frr();
+    let stats = lab.stop();
+    assert_eq!(stats["control"]["fib_resyncs"], 0, "no netlink message lost: {}", stats["control"]);
+    assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
+}
+
+/// A misbehaving BGP peer: ICMP echo at line rate to the leaf's address on that very uplink,
+/// then TTL=1 packets through it, each for longer than the BGP hold time. Each flood is cut to
+/// its CoPP class's rate on that port and waits behind BGP and BFD, so both sessions stay up,
+/// and ARP on the uplink still resolves; the stats show each flood in its class's `policed`.
+#[test]
+fn floods_from_the_bgp_peer_leave_its_sessions_up_and_show_in_their_classes() {
+    let _alone = alone();
+    let (mut lab, leaf, spine_dir) = bgp_bfd_lab("rwf");
+    let (control, spine) = (lab.control(), lab.netns("s0"));
+    let before = (sessions(&leaf, "10.255.0.1"), sessions(&spine_dir, "10.255.0.0"));
+    // hping3 as fast as it sends: echo requests to the leaf's own address, then echo requests
+    // with TTL 1 to host0, which expire at the leaf.
+    for flood in [&["10.255.0.0"][..], &["--ttl", "1", "10.0.0.2"][..]] {
+        let mut args = vec!["netns", "exec", spine.as_str(), "hping3", "--flood", "--icmp", "-q"];
+        args.extend_from_slice(flood);
+        let mut hping = Command::new("ip").args(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let started = Instant::now();
+        // ARP both ways across the flooded link: forgotten, then learned again.
+        ok("ip", &["-n", &spine, "neigh", "flush", "dev", "eth0"]);
+        ok("ip", &["-n", &control, "neigh", "flush", "dev", "up0"]);
+        let resolved = |ns: &str, dev: &str, ip: &str| {
+            let text = ok("ip", &["-n", ns, "neigh", "show", "dev", dev, ip]);
+            text.contains("lladdr") && !text.contains("FAILED") && !text.contains("INCOMPLETE")
+        };
+        wait_for("ARP on the flooded uplink", Duration::from_secs(10), || {
+            resolved(&spine, "eth0", "10.255.0.0") && resolved(&control, "up0", "10.255.0.1")
+        });
+        // Longer than the BGP hold time (3 s), a dozen BFD detection times.
+        wait_for("the flood to run 4 s", Duration::from_secs(10), || started.elapsed() >= Duration::from_secs(4));
+        let during = (sessions(&leaf, "10.255.0.1"), sessions(&spine_dir, "10.255.0.0"));
+        let _ = hping.kill();
+        let _ = hping.wait();
+        assert_eq!(during, before, "no BGP or BFD session went down during the flood {flood:?} (leaf, spine)");
+    }
+    lab.stop_frr();
+    let stats = lab.stop();
+    let up0 = &stats["ports"]["up0"];
+    let class = |counter: &str, class: &str| up0[counter][class].as_u64().unwrap();
+    assert!(class("policed", "ip2me") > 0, "the echo flood, cut to its rate: {up0}");
+    assert!(class("policed", "ttl") > 0, "the TTL flood: {up0}");
+    for session in ["bgp", "bfd", "arp"] {
+        assert_eq!(class("policed", session), 0, "{session} never policed: {up0}");
+        assert!(class("punted", session) > 0, "{session} reached the kernel: {up0}");
+    }
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
 }
 

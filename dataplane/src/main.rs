@@ -43,6 +43,10 @@ enum Command {
         /// Write the stats JSON here at exit.
         #[arg(long)]
         stats_json: Option<PathBuf>,
+        /// With [control]: write the FIB the workers forward by (routes, what each resolves
+        /// to, neighbours) here on SIGUSR1 and at exit, replacing the file whole.
+        #[arg(long, value_name = "FILE")]
+        fib_dump: Option<PathBuf>,
         /// Seconds between counter lines.
         #[arg(long, default_value_t = 1.0)]
         stats_interval: f64,
@@ -360,8 +364,24 @@ fn seconds(flag: &str, value: f64) -> Result<Duration, Failure> {
 
 fn execute(command: Command) -> Result<(), Failure> {
     match command {
-        Command::Run { config: config_path, duration, stats_json, stats_interval, seed, metrics, captures, eal } => {
+        Command::Run {
+            config: config_path,
+            duration,
+            stats_json,
+            fib_dump,
+            stats_interval,
+            seed,
+            metrics,
+            captures,
+            eal,
+        } => {
             let config = Config::load(&config_path)?;
+            if fib_dump.is_some() && config.control.is_none() {
+                return Err(Failure(format!(
+                    "--fib-dump: {} has no [control]: the FIB is the config's alone (see `raceway check`)",
+                    config_path.display()
+                )));
+            }
             let mut capture = Vec::new();
             for (port, file) in config.port_files("--capture", &captures, &config_path)? {
                 // Fail before the EAL starts if the file cannot be written.
@@ -386,6 +406,7 @@ fn execute(command: Command) -> Result<(), Failure> {
                 seed,
                 metrics,
                 capture,
+                fib_dump,
             };
             let report = live::run(&config, &options)?;
             tracing::info!("{}", report.stats.summary_line(&config));

@@ -11,7 +11,9 @@
 //! What is taken: the main table's unicast routes whose next hops leave through a host
 //! interface (others are the kernel's own business), and its blackhole, unreachable and
 //! prohibit routes (as routes with no next hop: dropped, `no_route`, so a less specific route
-//! never catches what they discard); neighbours on host interfaces in a
+//! never catches what they discard), but IPv6 link-local ones (fe80::/10 and longer: the
+//! kernel keeps an fe80::/64 per interface, which one prefix-keyed FIB cannot hold, and
+//! link-local packets are punted before any lookup); neighbours on host interfaces in a
 //! usable state (reachable, stale, delay, probe, permanent, noarp) with a MAC; every address
 //! except loopback ones (an address on `lo`, such as a router id, is the switch's too).
 //!
@@ -379,6 +381,11 @@ fn route_event(add: bool, message: &netlink_packet_route::route::RouteMessage) -
         },
     };
     let len = header.destination_prefix_length;
+    if let IpAddr::V6(v6) = address {
+        if len >= 10 && u128::from(v6) >> 118 == 0x3fa {
+            return Message::Other;
+        }
+    }
     let gateway = gateway_of(&message.attributes);
     let mut next_hops = None;
     for attribute in &message.attributes {
@@ -874,6 +881,13 @@ mod tests {
             ],
         );
         let other_table = route(AddressFamily::Inet, 0, 24, vec![RouteAttribute::Table(100)]);
+        // The kernel's per-interface link-local route: never the FIB's.
+        let link_local = route(
+            AddressFamily::Inet6,
+            254,
+            64,
+            vec![RouteAttribute::Destination(v6("fe80::")), RouteAttribute::Oif(12)],
+        );
         // IPv6 default route (no destination) through a nexthop object, an Oif after it ignored.
         let object = route(AddressFamily::Inet6, 254, 0, vec![RouteAttribute::NhId(9), RouteAttribute::Oif(12)]);
         // An IPv6 prefix via an IPv4 next hop (RTA_VIA).
@@ -914,6 +928,7 @@ mod tests {
             emit(RouteNetlinkMessage::NewRoute(single.clone())),
             emit(RouteNetlinkMessage::DelRoute(single)),
             emit(RouteNetlinkMessage::NewRoute(other_table)),
+            emit(RouteNetlinkMessage::NewRoute(link_local)),
             emit(RouteNetlinkMessage::NewRoute(object)),
             emit(RouteNetlinkMessage::NewRoute(via_v4)),
             emit(RouteNetlinkMessage::NewRoute(blackhole)),
@@ -933,6 +948,7 @@ mod tests {
                     next_hops: gateway.clone()
                 }),
                 Message::Event(Event::Route { add: false, address: ip("192.0.2.0"), len: 24, next_hops: gateway }),
+                Message::Other,
                 Message::Other,
                 Message::Event(Event::Route { add: true, address: ip("::"), len: 0, next_hops: NextHops::Object(9) }),
                 Message::Event(Event::Route {

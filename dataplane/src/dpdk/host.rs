@@ -183,6 +183,21 @@ impl EventFd {
     }
 }
 
+/// Puts the calling thread in the real-time FIFO class at `priority` (1-99): it runs as soon
+/// as it is runnable, ahead of every ordinary thread on its CPU, until it sleeps again. For a
+/// thread whose work is bounded by what reaches it (the kernel's RT throttling still keeps 5%
+/// of each second for the others).
+pub fn set_thread_realtime(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: priority };
+    // SAFETY: pthread_self names the calling thread; `param` is a valid sched_param for the
+    // call's duration.
+    let result = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
+    if result != 0 {
+        return Err(io::Error::from_raw_os_error(result));
+    }
+    Ok(())
+}
+
 /// Sets the calling thread's nice value (Linux threads each have their own), so that a
 /// latency-bound thread gets a shared CPU ahead of bulk work.
 pub fn set_thread_nice(nice: i32) -> io::Result<()> {

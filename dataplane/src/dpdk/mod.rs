@@ -693,13 +693,19 @@ impl Drop for Port {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static DUMP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_signal: c_int) {
+extern "C" fn on_signal(signal: c_int) {
     // Only an atomic store: async-signal-safe.
-    STOP.store(true, Ordering::Relaxed);
+    if signal == libc::SIGUSR1 {
+        DUMP.store(true, Ordering::Relaxed);
+    } else {
+        STOP.store(true, Ordering::Relaxed);
+    }
 }
 
-/// Makes SIGINT and SIGTERM set the stop flag (and nothing else).
+/// Makes SIGINT and SIGTERM set the stop flag, and SIGUSR1 the dump request (and nothing
+/// else).
 /// A telemetry reply: named sections (ports, groups), each a dict of counters. DPDK renders it
 /// as one JSON object of objects.
 pub type TelemetryReply = Vec<(String, Vec<(String, u64)>)>;
@@ -775,7 +781,7 @@ pub fn register_telemetry(
 }
 
 pub fn install_stop_signals() {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe { libc::signal(signal, on_signal as extern "C" fn(c_int) as libc::sighandler_t) };
     }
@@ -784,4 +790,9 @@ pub fn install_stop_signals() {
 /// True once SIGINT or SIGTERM arrived.
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::Relaxed)
+}
+
+/// True once per SIGUSR1 (or several that arrived together): the request is taken.
+pub fn take_dump_request() -> bool {
+    DUMP.swap(false, Ordering::Relaxed)
 }

@@ -68,6 +68,8 @@ pub struct LiveOptions {
     pub metrics: Option<Arc<std::net::TcpListener>>,
     /// Ports to capture into pcapng files.
     pub capture: Vec<crate::observe::capture::CaptureRequest>,
+    /// Where the FIB is written on SIGUSR1 and at exit (with `[control]`).
+    pub fib_dump: Option<PathBuf>,
 }
 
 /// What a live run reports beyond the switch counters.
@@ -462,6 +464,14 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         }
         None => None,
     };
+    let fib_dump = match (&options.fib_dump, &control) {
+        (Some(path), Some(plane)) => Some(FibDump {
+            link: Arc::clone(&plane.link),
+            path: path.clone(),
+            ports: config.ports.iter().map(|port| port.name.clone()).collect(),
+        }),
+        _ => None,
+    };
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         stats: (0..rx_lcores.len() + shard_workers)
@@ -613,6 +623,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
                 break;
             }
             printer.maybe_print(&shared, options.stats_interval);
+            FibDump::if_asked(fib_dump.as_ref());
         }
         for task in launched {
             task.wait();
@@ -623,12 +634,14 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         let duration = options.duration;
         let interval = options.stats_interval;
         let mut printer = RatePrinter::new(config);
+        let dump = fib_dump.as_ref();
         let watcher = move || {
             let finished = dpdk::stop_requested() || duration.is_some_and(|d| started.elapsed() >= d);
             if finished {
                 shared_for_main.stop.store(true, Ordering::Relaxed);
             } else {
                 printer.maybe_print(&shared_for_main, interval);
+                FibDump::if_asked(dump);
             }
         };
         let (worker, input) = forwarders.pop().expect("one worker on the main lcore");
@@ -678,6 +691,9 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     // The control thread stops after the workers: it frees what they punted last, and the
     // rings are emptied before the pool is counted.
     let mut final_stats = final_stats;
+    if let Some(dump) = &fib_dump {
+        dump.write();
+    }
     if let Some(plane) = control.as_mut() {
         plane.stop();
         final_stats.control = Some(plane.stats.lock().expect("control stats").clone());
@@ -1114,6 +1130,47 @@ impl port_tx::TxQueue<Mbuf> for TxBursts<'_> {
     #[inline(always)]
     fn has_room(&self) -> bool {
         !self.egress.pending.is_full()
+    }
+}
+
+/// `--fib-dump`: the FIB the workers forward by, written as text (`Fib::to_text`) on SIGUSR1
+/// and at exit, by the main lcore, off the packet path.
+struct FibDump {
+    link: Arc<ControlLink>,
+    path: PathBuf,
+    ports: Vec<String>,
+}
+
+impl FibDump {
+    /// Writes the dump if SIGUSR1 asked for one since the last call.
+    fn if_asked(dump: Option<&FibDump>) {
+        if dpdk::take_dump_request() {
+            match dump {
+                Some(dump) => dump.write(),
+                None => tracing::warn!("SIGUSR1: no --fib-dump FILE to write the FIB to"),
+            }
+        }
+    }
+
+    /// Writes the published snapshot to a temporary file renamed over the path, so a reader
+    /// sees the old dump or the new one, never half of one. A failure is a warning: the
+    /// switch goes on.
+    fn write(&self) {
+        let names: Vec<&str> = self.ports.iter().map(String::as_str).collect();
+        let fib = self.link.fib.load();
+        let text = fib.to_text(&names);
+        let mut partial = self.path.clone().into_os_string();
+        partial.push(".partial");
+        let written = std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &self.path));
+        match written {
+            Ok(()) => tracing::info!(
+                "FIB generation {} ({} routes) written to {}",
+                fib.generation,
+                fib.routes(),
+                self.path.display()
+            ),
+            Err(err) => tracing::warn!("--fib-dump {}: cannot write: {err}", self.path.display()),
+        }
     }
 }
 

@@ -263,6 +263,58 @@ impl Fib {
         routes
     }
 
+    /// The whole snapshot as text, one line per route and then per neighbour, sorted, ports by
+    /// name (`raceway run --fib-dump`): what the workers forward by, to compare with the
+    /// kernel's `ip route` and `ip neigh`.
+    ///
+    /// ```text
+    /// # raceway FIB generation 7: 4 routes, 1 neighbours
+    /// 10.0.0.0/24 connected host0
+    /// 10.0.0.1/32 local
+    /// 10.64.0.0/16 via up0 02:00:00:00:20:01
+    /// 10.200.0.0/24 group ecmp up0 02:00:00:00:20:01 up1 02:00:00:00:21:01
+    /// neighbor 10.255.0.1 up0 02:00:00:00:20:01
+    /// ```
+    ///
+    /// Other targets: `glean` (a next hop not resolved yet), `discard` (blackhole, unreachable).
+    pub fn to_text(&self, port_names: &[&str]) -> String {
+        use std::fmt::Write;
+        let port = |index: u16| port_names.get(usize::from(index)).copied().unwrap_or("?");
+        let mut text = String::with_capacity(48 * (self.routes() + self.neighbors() + 1));
+        let _ = writeln!(
+            text,
+            "# raceway FIB generation {}: {} routes, {} neighbours",
+            self.generation,
+            self.routes(),
+            self.neighbors()
+        );
+        for (address, len, target) in self.dump() {
+            let _ = write!(text, "{address}/{len} ");
+            let _ = match target {
+                Target::Adjacency(adjacency) => writeln!(text, "via {} {}", port(adjacency.port), adjacency.mac),
+                Target::Group(index) => match self.groups.get(index as usize) {
+                    Some(group) => {
+                        let members: Vec<String> = group
+                            .members
+                            .iter()
+                            .map(|member| format!("{} {}", port(member.port), member.mac))
+                            .collect();
+                        writeln!(text, "group {} {}", group.mode.name(), members.join(" "))
+                    }
+                    None => writeln!(text, "group ?"),
+                },
+                Target::Connected(index) => writeln!(text, "connected {}", port(index)),
+                Target::Local => writeln!(text, "local"),
+                Target::Glean => writeln!(text, "glean"),
+                Target::Discard => writeln!(text, "discard"),
+            };
+        }
+        for (ip, adjacency) in self.dump_neighbors() {
+            let _ = writeln!(text, "neighbor {ip} {} {}", port(adjacency.port), adjacency.mac);
+        }
+        text
+    }
+
     /// Every neighbour as (IP, adjacency), sorted.
     pub fn dump_neighbors(&self) -> Vec<(IpAddr, Adjacency)> {
         let v4 = self.neighbors_v4.iter().map(|(ip, adjacency)| (IpAddr::V4((*ip).into()), *adjacency));
@@ -787,6 +839,36 @@ mod tests {
 
     fn mac(last: u8, port: u8) -> MacAddress {
         MacAddress([0x02, 0, 0, 0, port, last])
+    }
+
+    #[test]
+    fn the_text_dump_has_a_line_per_route_and_neighbour_with_port_names() {
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
+        let fib = Fib::new(&config, &Learned::default(), 3);
+        let text = fib.to_text(&["host0", "up0", "up1"]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], format!("# raceway FIB generation 3: {} routes, 2 neighbours", fib.routes()));
+        assert_eq!(lines.len(), 1 + fib.routes() + 2);
+        for line in [
+            "0.0.0.0/0 group spray up0 02:00:00:00:20:01 up1 02:00:00:00:21:01",
+            "10.0.0.0/24 connected host0",
+            "10.0.0.1/32 local",
+            "10.9.0.0/16 via up1 02:00:00:00:21:00",
+            "192.0.2.0/24 via up1 02:00:00:00:21:01",
+            "203.0.113.0/24 glean",
+            "fd00::/64 connected host0",
+            "fd00::1/128 local",
+            "neighbor 10.255.0.0 up0 02:00:00:00:20:01",
+            "neighbor 10.255.0.2 up1 02:00:00:00:21:01",
+        ] {
+            assert!(lines.contains(&line), "no '{line}' in\n{text}");
+        }
+        // Sorted as `dump` is: IPv4 before IPv6, routes before neighbours.
+        assert!(
+            lines.iter().position(|l| l.starts_with("fd00::/64"))
+                > lines.iter().position(|l| l.starts_with("203.0.113.0"))
+        );
+        assert!(lines[1..=fib.routes()].iter().all(|line| !line.starts_with("neighbor")));
     }
 
     #[test]
