@@ -54,7 +54,7 @@ for i in 0 1; do
   ip -n ${p}h$i route add default via 10.0.$i.1
   attach ${p}s$i ${p}u$i
   ip -n ${p}s$i addr add 10.255.0.$((2 * i + 1))/31 dev eth0
-  ip -n ${p}s$i addr add 192.0.2.1/24 dev lo            # the prefix both spines announce
+  ip -n ${p}s$i addr add 10.200.0.1/24 dev lo            # the prefix both spines announce
   cat > "$work/s$i.conf" <<EOT
 hostname spine$i
 router bgp 65001
@@ -64,12 +64,12 @@ router bgp 65001
  neighbor 10.255.0.$((2 * i)) remote-as 65000
  neighbor 10.255.0.$((2 * i)) timers 1 3
  address-family ipv4 unicast
-  network 192.0.2.0/24
+  network 10.200.0.0/24
  exit-address-family
 EOT
   frr ${p}s$i "$work/s$i.conf"
 done
-echo "host0 10.0.0.2/24, host1 10.0.1.2/24 (gateway .1, no static neighbours); spines AS 65001 announce 192.0.2.0/24"
+echo "host0 10.0.0.2/24, host1 10.0.1.2/24 (gateway .1, no static neighbours); spines AS 65001 announce 10.200.0.0/24"
 
 say "raceway (its config: $work/leaf.toml)"
 cat > "$work/leaf.toml" <<EOT
@@ -128,7 +128,7 @@ router bgp 65000
 EOT
 frr "$ctl" "$work/leaf.conf"
 for _ in $(seq 300); do
-  [ "$(ip -n "$ctl" route show 192.0.2.0/24 | grep -c 'nexthop via')" = 2 ] && break
+  [ "$(ip -n "$ctl" route show 10.200.0.0/24 | grep -c 'nexthop via')" = 2 ] && break
   sleep 0.1
 done
 vtysh --vty_socket "$work/$ctl" -c 'show ip bgp summary' | grep -E '^(Neighbor|10\.)'
@@ -138,8 +138,8 @@ ip -n "$ctl" route
 say "traffic"
 ip netns exec ${p}h0 ping -c 3 -i 0.2 10.0.0.1 | tail -2
 ip netns exec ${p}h0 ping -c 3 -i 0.2 10.0.1.2 | tail -2
-for last in $(seq 1 16); do ip netns exec ${p}h0 ping -c 1 -W 1 192.0.2.$last >/dev/null; done
-echo "16 flows to 192.0.2.1-16 sent; traceroute through the leaf:"
+for last in $(seq 1 16); do ip netns exec ${p}h0 ping -c 1 -W 1 10.200.0.$last >/dev/null; done
+echo "16 flows to 10.200.0.1-16 sent; traceroute through the leaf:"
 ip netns exec ${p}h0 ping -c 1 -t 1 -W 1 10.0.1.2 | grep -i 'exceeded' || true
 echo "\$ ip -n $ctl neigh"
 ip -n "$ctl" neigh | grep -v fe80
