@@ -408,7 +408,9 @@ fn strict_priority_first_then_dwrr_by_weight() {
 #[test]
 fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
     let dir = temp_dir("replay-punt");
-    let config = leaf(2, "", "", "3").replacen("name = \"h0\"", "name = \"h0\"\naddresses = [\"10.0.0.1/24\"]", 1)
+    let config = leaf(2, "", "", "3")
+        .replacen("name = \"h0\"", "name = \"h0\"\naddresses = [\"10.0.0.1/24\"]", 1)
+        .replacen("name = \"h1\"", "name = \"h1\"\nmtu = 1024", 1)
         + "[control.copp.arp]\npps = 1000\nburst = 10\n";
     let mut arp = vec![0u8; 42];
     arp[0..6].copy_from_slice(&[0xff; 6]);
@@ -434,6 +436,13 @@ fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
     let mut expiring = FrameSpec::rocev2(ip("10.0.0.7"), ip("10.0.1.5"), 0x42);
     expiring.ttl = 1;
     trace.push((5_001_000, expiring.build()));
+    // No route (the kernel sends net unreachable), multicast with no route (nothing answers
+    // it: dropped), and a packet over h1's MTU (the kernel sends fragmentation needed).
+    trace.push((5_002_000, FrameSpec::rocev2(ip("10.0.0.7"), ip("10.99.0.5"), 0x42).build()));
+    trace.push((5_003_000, FrameSpec::rocev2(ip("10.0.0.7"), ip("239.0.0.5"), 0x42).build()));
+    let mut big = FrameSpec::rocev2(ip("10.0.0.7"), ip("10.0.1.5"), 0x42);
+    big.frame_len = 14 + 1025;
+    trace.push((5_004_000, big.build()));
     let out = replay_in(&dir, &config, &[("h0", &trace)], &[]);
     let sent = read_pcap(&out.join("h1.pcap"));
     assert_eq!(sent.len(), 100, "every data frame forwarded");
@@ -441,17 +450,18 @@ fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
     assert!(sent.iter().all(|(_, frame)| *frame == expected));
     let stats = stats(&out);
     let h0 = &stats["ports"]["h0"];
-    assert_eq!(h0["rx_packets"], 203);
-    let classes = |arp, bgp, ip2me, ttl| {
+    assert_eq!(h0["rx_packets"], 206);
+    let classes = |arp, bgp, ip2me, ttl, errors| {
         serde_json::json!({"bgp": bgp, "bfd": 0, "lacp": 0, "arp": arp, "lldp": 0, "ip2me": ip2me, "glean": 0,
-                           "ttl": ttl, "other": 0})
+                           "ttl": ttl, "unreachable": errors, "mtu": errors, "other": 0})
     };
-    assert_eq!(h0["punted"], classes(10, 1, 1, 1));
-    assert_eq!(h0["policed"], classes(90, 0, 0, 0));
+    assert_eq!(h0["punted"], classes(10, 1, 1, 1, 1));
+    assert_eq!(h0["policed"], classes(90, 0, 0, 0, 0));
     assert_eq!(h0["drops"]["punt_policed"], 90);
     assert_eq!(h0["drops"]["punt_queue_full"], 0);
+    assert_eq!(h0["drops"]["no_route"], 1, "the multicast packet");
     let dropped: u64 = h0["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
-    assert_eq!(dropped, 90, "nothing else dropped");
+    assert_eq!(dropped, 91, "nothing else dropped");
     assert_eq!(stats["ports"]["h1"]["tx_packets"], 100);
 }
 

@@ -4,76 +4,71 @@
 //! control plane (counted by `punt::CoppClass`) or counted under exactly one of these
 //! reasons; `ALL` lists each reason once, in stats JSON order.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum DropReason {
+/// Defines `DropReason` from one list, so a reason is added in one place: its variant, its
+/// name in stats JSON, metrics and logs, and its place in `ALL` (the stats JSON order).
+/// `COUNT` and `ALL` follow from the list, so they cannot disagree with it.
+macro_rules! drop_reasons {
+    ($($(#[doc = $doc:literal])* $variant:ident => $name:literal;)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum DropReason {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        impl DropReason {
+            pub const COUNT: usize = [$($name),*].len();
+            pub const ALL: [DropReason; Self::COUNT] = [$(Self::$variant),*];
+
+            /// The name used in stats JSON and logs.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+drop_reasons! {
     /// The frame failed to parse: truncated, lying lengths, bad IPv4 checksum, too many tags.
-    Malformed,
+    Malformed => "malformed";
     /// A well-formed frame the switch does not route: not IPv4/IPv6 (ARP, LLDP, ...), or a MAC
     /// control frame that is not PFC or PAUSE (another opcode, a destination other than
     /// 01:80:C2:00:00:01, or a VLAN tag). Never acted on.
-    Unsupported,
-    /// No route matches the destination, the route discards, or every port it leads to is
-    /// disabled or down.
-    NoRoute,
+    Unsupported => "unsupported";
+    /// No route matches the destination, or the route discards (without `[control]`, or for
+    /// multicast, which no ICMP answers); with `[control]` other unrouted unicast goes to the
+    /// kernel for its ICMP unreachable (CoPP class `unreachable`).
+    NoRoute => "no_route";
     /// TTL or hop limit would reach zero.
-    TtlExpired,
+    TtlExpired => "ttl_expired";
     /// A lossy frame over its egress queue's dynamic limit (lossy_alpha x the free lossy pool)
     /// or the lossy pool itself (tail drop), or a frame still queued at shutdown.
-    BufferFull,
+    BufferFull => "buffer_full";
     /// A lossless priority overflowed its PFC headroom.
-    HeadroomOverflow,
+    HeadroomOverflow => "headroom_overflow";
     /// Dropped by the PFC watchdog during a pause storm.
-    PfcWatchdog,
+    PfcWatchdog => "pfc_watchdog";
     /// A non-ECT frame on a lossy class that its ECN/WRED profile said to mark.
-    Wred,
-    /// An IP packet longer than `switch.mtu`: the switch does not fragment.
-    Oversize,
+    Wred => "wred";
+    /// An IP packet longer than its egress port's MTU, without `[control]` (with it, the kernel
+    /// sends the ICMP error or fragments: CoPP class `mtu`).
+    Oversize => "oversize";
     /// An 802.3x PAUSE frame. raceway's ports run PFC, and PFC and link-level PAUSE are
     /// exclusive on a port (as on switches that refuse to enable both): counted, never obeyed.
-    PauseIgnored,
+    PauseIgnored => "pause_ignored";
     /// A frame for the control plane over the rate of its port and CoPP class
     /// (`[control.copp.<class>]`; `policed` breaks these down by class).
-    PuntPoliced,
+    PuntPoliced => "punt_policed";
     /// A frame for the control plane that found the queue to it full.
-    PuntQueueFull,
+    PuntQueueFull => "punt_queue_full";
+    /// A frame for a port whose link is down or that is administratively down, one received
+    /// on an administratively down port, or one queued on a port when its link went down
+    /// (flushed, not held). Groups skip such members, so this counts frames with no other way.
+    LinkDown => "link_down";
 }
 
 impl DropReason {
-    pub const COUNT: usize = 12;
-    pub const ALL: [DropReason; Self::COUNT] = [
-        Self::Malformed,
-        Self::Unsupported,
-        Self::NoRoute,
-        Self::TtlExpired,
-        Self::BufferFull,
-        Self::HeadroomOverflow,
-        Self::PfcWatchdog,
-        Self::Wred,
-        Self::Oversize,
-        Self::PauseIgnored,
-        Self::PuntPoliced,
-        Self::PuntQueueFull,
-    ];
-
-    /// The name used in stats JSON and logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Malformed => "malformed",
-            Self::Unsupported => "unsupported",
-            Self::NoRoute => "no_route",
-            Self::TtlExpired => "ttl_expired",
-            Self::BufferFull => "buffer_full",
-            Self::HeadroomOverflow => "headroom_overflow",
-            Self::PfcWatchdog => "pfc_watchdog",
-            Self::Wred => "wred",
-            Self::Oversize => "oversize",
-            Self::PauseIgnored => "pause_ignored",
-            Self::PuntPoliced => "punt_policed",
-            Self::PuntQueueFull => "punt_queue_full",
-        }
-    }
-
     pub fn index(self) -> usize {
         self as usize
     }

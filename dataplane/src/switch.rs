@@ -35,6 +35,7 @@
 
 use crate::config::{wire_bytes, Config, LinkRate, MarkOn, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
+use crate::link::PortState;
 use crate::observe::stats::SwitchStats;
 use crate::packet::PacketBuf;
 use crate::pipeline::balance::{PortView, Selector};
@@ -107,9 +108,14 @@ struct EgressPort {
     /// wire in replay, and in live also those the shaper has queued to the NIC ahead of their
     /// wire time. Load balancing counts it as queue; the live shaper paces by it.
     link_free_ps: u64,
-    /// Enabled in the config and link up (live).
+    /// Enabled in the config, link up and not shut down (live): frames may leave.
     usable: bool,
     enabled: bool,
+    /// The link (carrier), and not shut down by the operator (live; always in replay).
+    carrier: bool,
+    admin_up: bool,
+    /// Largest IP packet the port sends (`[[port]] mtu`, live from its host interface).
+    mtu: usize,
 }
 
 impl EgressPort {
@@ -219,6 +225,9 @@ impl<P: PacketBuf> Switch<P> {
                 link_free_ps: 0,
                 usable: port.enabled,
                 enabled: port.enabled,
+                carrier: true,
+                admin_up: true,
+                mtu: port.mtu as usize,
             })
             .collect();
         let watchdog = &config.qos.watchdog;
@@ -305,6 +314,9 @@ impl<P: PacketBuf> Switch<P> {
         cut: &mut impl CutThrough<P>,
     ) -> Received {
         let len = packet.len();
+        // Shut down: what still arrives (a device that cannot take its link down) is counted,
+        // never forwarded or acted on.
+        let verdict = if self.egress[ingress].admin_up { verdict } else { Verdict::Drop(DropReason::LinkDown) };
         let (target, tc, flow_hash, ip) = match verdict {
             Verdict::FlowControl(repr) => {
                 self.pause_received(ingress, &repr, now);
@@ -345,12 +357,22 @@ impl<P: PacketBuf> Switch<P> {
                 match chosen {
                     Some(chosen) => chosen,
                     None => {
-                        self.stats.ports[ingress].drops[DropReason::NoRoute.index()] += 1;
-                        return Received::Dropped(DropReason::NoRoute);
+                        // Every member down, or (pipelined) a group gone since classification.
+                        let reason = match self.classifier.fib().groups.get(group) {
+                            Some(group) if !group.members.is_empty() => DropReason::LinkDown,
+                            _ => DropReason::NoRoute,
+                        };
+                        self.stats.ports[ingress].drops[reason.index()] += 1;
+                        return Received::Dropped(reason);
                     }
                 }
             }
         };
+        // The IP packet with any Ethernet padding: padding only follows packets far below
+        // any MTU (frames under 60 bytes), so this never misjudges a legal packet.
+        if len - usize::from(ip.l3_offset) > self.egress[egress].mtu {
+            return self.too_big(ingress, packet, ip, now);
+        }
         self.classifier.rewrite_macs(packet.data_mut(), next_hop);
         if !self.owns(egress) {
             return self.hand_off(ingress, egress, tc, packet, ip, now, member);
@@ -360,6 +382,20 @@ impl<P: PacketBuf> Switch<P> {
             self.count_member(member);
         }
         received
+    }
+
+    /// A routed frame over its egress port's MTU (already counted as received): with a
+    /// control plane, back as it came in and punted in class `mtu`, so that the kernel sends
+    /// fragmentation needed or Packet Too Big with the port's MTU (its interface has it), or
+    /// fragments IPv4 without DF; without one, dropped as `oversize`.
+    #[cold]
+    fn too_big(&mut self, ingress: usize, mut packet: P, ip: IpHeader, now: u64) -> Received {
+        if self.punt_policers.is_empty() {
+            self.stats.ports[ingress].drops[DropReason::Oversize.index()] += 1;
+            return Received::Dropped(DropReason::Oversize);
+        }
+        Classifier::restore_ttl(packet.data_mut(), ip);
+        self.punt_received(ingress, packet, CoppClass::Mtu, now)
     }
 
     /// Counts a queued frame on the group member chosen for it (for the config's groups;
@@ -559,6 +595,9 @@ impl<P: PacketBuf> Switch<P> {
         now: u64,
         cut: &mut impl CutThrough<P>,
     ) -> Received {
+        if !self.egress[egress].usable {
+            return self.refuse(ingress, egress, tc, DropReason::LinkDown);
+        }
         let len = packet.len();
         let marked = match self.mark_at_enqueue(egress, tc, &mut packet, &mut ip) {
             Ok(marked) => marked,
@@ -681,6 +720,9 @@ impl<P: PacketBuf> Switch<P> {
         }
         let len = packet.len();
         let refused = 'admit: {
+            if !self.egress[egress].usable {
+                break 'admit DropReason::LinkDown;
+            }
             let marked = match self.mark_at_enqueue(egress, tc, &mut packet, &mut ip) {
                 Ok(marked) => marked,
                 Err(reason) => break 'admit reason,
@@ -757,6 +799,12 @@ impl<P: PacketBuf> Switch<P> {
         let rx = &mut self.stats.ports[ingress];
         rx.rx_packets += 1;
         rx.rx_bytes += packet.len() as u64;
+        self.punt_received(ingress, packet, class, now)
+    }
+
+    /// `punt` for a frame already counted as received.
+    fn punt_received(&mut self, ingress: usize, packet: P, class: CoppClass, now: u64) -> Received {
+        let rx = &mut self.stats.ports[ingress];
         let Some(policers) = self.punt_policers.get_mut(ingress) else {
             // The classifier punts only with `[control]`, which gives every port its policers.
             rx.drops[DropReason::Unsupported.index()] += 1;
@@ -812,8 +860,35 @@ impl<P: PacketBuf> Switch<P> {
 
     /// Marks a port's link up or down (live); a disabled port stays unusable.
     pub fn set_link_up(&mut self, port: usize, up: bool) {
-        let state = &mut self.egress[port];
-        state.usable = state.enabled && up;
+        let state = &self.egress[port];
+        let (admin_up, mtu) = (state.admin_up, state.mtu as u32);
+        self.set_port_state(port, PortState { carrier: up, admin_up, mtu });
+    }
+
+    /// Applies a port's link, administrative state and MTU (live, `link::PortStates`). When
+    /// the port stops being usable, the frames queued on it (if this switch owns it) are
+    /// dropped as `link_down` rather than held for a link that may not come back: returns how
+    /// many. From then on frames for it are dropped as they come and groups skip it.
+    pub fn set_port_state(&mut self, port: usize, state: PortState) -> u64 {
+        let egress = &mut self.egress[port];
+        let was_usable = egress.usable;
+        egress.carrier = state.carrier;
+        egress.admin_up = state.admin_up;
+        egress.mtu = state.mtu as usize;
+        egress.usable = egress.enabled && state.usable();
+        if !was_usable || egress.usable || !self.owns(port) {
+            return 0;
+        }
+        let mut flushed = 0;
+        for tc in 0..TRAFFIC_CLASSES {
+            while let Some(Popped { packet, ingress, .. }) = self.pop(port, tc) {
+                drop(packet);
+                self.stats.ports[ingress].drops[DropReason::LinkDown.index()] += 1;
+                self.stats.ports[port].queues[tc].dropped += 1;
+                flushed += 1;
+            }
+        }
+        flushed
     }
 
     /// The next data frame `egress` should send at `now`, chosen by its scheduler among the
@@ -1151,7 +1226,7 @@ mod tests {
         ));
         let to = |switch: &mut Switch<HeapPacket>| switch.receive(0, frame(0, 60), 0);
         switch.refresh_fib(&handle);
-        assert_eq!(to(&mut switch), Received::Dropped(DropReason::NoRoute), "no route to 10.0.1.2 yet");
+        assert_eq!(to(&mut switch), Received::Punted(CoppClass::Unreachable), "no route to 10.0.1.2 yet");
         // The kernel learns a multipath route to 10.0.1.0/24 and both next hops.
         let ip = |text: &str| text.parse::<std::net::IpAddr>().unwrap();
         let mac = |last: u8| crate::wire::ethernet::MacAddress([0x02, 0, 0, 0, 0x20, last]);
@@ -1168,7 +1243,7 @@ mod tests {
             addresses: Vec::new(),
         };
         handle.publish(crate::pipeline::fib::Fib::new(&config, &learned, 2));
-        assert_eq!(to(&mut switch), Received::Dropped(DropReason::NoRoute), "until the next refresh");
+        assert_eq!(to(&mut switch), Received::Punted(CoppClass::Unreachable), "until the next refresh");
         switch.refresh_fib(&handle);
         let Received::Queued { egress, .. } = to(&mut switch) else { panic!() };
         let sent = switch.transmit(egress, 0).unwrap();
@@ -1721,7 +1796,7 @@ mod tests {
     }
 
     #[test]
-    fn a_group_with_every_member_down_drops_as_no_route() {
+    fn a_group_with_every_member_down_drops_as_link_down() {
         let text = "[switch]\nname = \"g\"\nmac = \"02:00:00:00:00:aa\"\n\
                     [[port]]\nname = \"p0\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:10:00\"\n\
                     [[port]]\nname = \"u1\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:11:00\"\n\
@@ -1734,8 +1809,9 @@ mod tests {
         switch.set_link_up(1, false);
         assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 2, tc: 0 });
         switch.set_link_up(2, false);
-        assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Dropped(DropReason::NoRoute));
-        assert_eq!(switch.stats.ports[0].drops[DropReason::NoRoute.index()], 1);
+        assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Dropped(DropReason::LinkDown));
+        // The one that found no member, and the one queued on each member when it went down.
+        assert_eq!(switch.stats.ports[0].drops[DropReason::LinkDown.index()], 3);
         assert_eq!(switch.stats.groups[0], [1, 1, 0]);
         switch.set_link_up(2, true);
         assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 2, tc: 0 });
@@ -1744,6 +1820,74 @@ mod tests {
         for _ in 0..4 {
             assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 2, tc: 0 });
         }
+        assert!(conserved(&switch));
+    }
+
+    #[test]
+    fn a_packet_over_its_egress_ports_mtu_is_oversize_or_goes_to_the_kernel_as_it_came() {
+        // p1 sends at most 1400-byte packets; p0 takes switch.mtu (1500).
+        let leaf = |p0: &str| {
+            Leaf::new("t")
+                .switch("mtu = 1500")
+                .port("p0", 100.0, p0)
+                .port("p1", 100.0, "mtu = 1400")
+                .route("10.0.1.0/24", "p1")
+        };
+        let packet = |ip_len: usize, ttl: u8| {
+            let mut spec = FrameSpec::rocev2("10.0.0.2".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
+            spec.frame_len = 14 + ip_len;
+            spec.ttl = ttl;
+            spec.build()
+        };
+        let mut plain: Switch<HeapPacket> = Switch::new(&leaf("").config(), 0);
+        assert_eq!(plain.receive(0, HeapPacket::new(packet(1400, 64)), 0), Received::Queued { egress: 1, tc: 3 });
+        assert_eq!(plain.receive(0, HeapPacket::new(packet(1401, 64)), 0), Received::Dropped(DropReason::Oversize));
+        assert_eq!(plain.stats.ports[0].drops[DropReason::Oversize.index()], 1);
+        assert_eq!(plain.stats.ports[0].rx_packets, 2, "counted as received once each");
+        // The port's MTU changes live (from its host interface).
+        plain.set_port_state(1, PortState { carrier: true, admin_up: true, mtu: 1500 });
+        assert_eq!(plain.receive(0, HeapPacket::new(packet(1500, 64)), 0), Received::Queued { egress: 1, tc: 3 });
+        assert!(conserved(&plain));
+
+        let with_control = leaf("addresses = [\"10.0.0.1/24\"]").tables("[control]").config();
+        let mut switch: Switch<HeapPacket> = Switch::new(&with_control, 0);
+        let over = packet(1401, 2);
+        assert_eq!(switch.receive(0, HeapPacket::new(over.clone()), 0), Received::Punted(CoppClass::Mtu));
+        let punted = switch.take_punted().unwrap();
+        // TTL (and checksum) as it came in: the kernel would otherwise see TTL 1 and send
+        // time exceeded instead of fragmentation needed.
+        assert_eq!(punted.packet.data(), &over[..], "unchanged");
+        assert_eq!(punted.class, CoppClass::Mtu);
+        assert_eq!(switch.stats.ports[0].punted[CoppClass::Mtu.index()], 1);
+        assert_eq!(switch.stats.ports[0].rx_packets, 1);
+    }
+
+    #[test]
+    fn a_port_going_down_drops_what_it_queued_and_what_comes_for_it() {
+        let config = config("", "");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        for dscp in [0, 26, 26] {
+            assert!(matches!(switch.receive(0, frame(dscp, 100), 0), Received::Queued { egress: 1, .. }));
+        }
+        let up = PortState { carrier: true, admin_up: true, mtu: 1500 };
+        assert_eq!(switch.set_port_state(1, PortState { carrier: false, ..up }), 3, "flushed, not held");
+        assert_eq!(switch.queued_packets(), 0);
+        assert_eq!(switch.shared_used(), 0, "their cells are back");
+        assert_eq!(switch.stats.ports[0].drops[DropReason::LinkDown.index()], 3);
+        assert_eq!((switch.stats.ports[1].queues[0].dropped, switch.stats.ports[1].queues[3].dropped), (1, 2));
+        assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Dropped(DropReason::LinkDown));
+        assert_eq!(switch.set_port_state(1, PortState { carrier: false, ..up }), 0, "already down");
+        assert_eq!(switch.set_port_state(1, up), 0);
+        assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 1, tc: 0 });
+        // Shut down by the operator: nothing leaves through it, and what it receives is
+        // counted and dropped.
+        assert_eq!(switch.set_port_state(1, PortState { admin_up: false, ..up }), 1);
+        let back = FrameSpec::rocev2("10.0.1.2".parse().unwrap(), "10.0.0.2".parse().unwrap(), 7).build();
+        assert_eq!(switch.receive(1, HeapPacket::new(back.clone()), 0), Received::Dropped(DropReason::LinkDown));
+        assert_eq!(switch.stats.ports[1].drops[DropReason::LinkDown.index()], 1);
+        assert_eq!(switch.stats.ports[1].rx_packets, 1);
+        switch.set_port_state(1, up);
+        assert_eq!(switch.receive(1, HeapPacket::new(back), 0), Received::Queued { egress: 0, tc: 3 });
         assert!(conserved(&switch));
     }
 

@@ -175,6 +175,7 @@ struct RawPort {
     enabled: Option<bool>,
     #[serde(default)]
     addresses: Vec<String>,
+    mtu: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -288,6 +289,9 @@ pub struct PortConfig {
     pub enabled: bool,
     /// The port's own addresses (on its host interface, with `[control]`).
     pub addresses: Vec<InterfaceAddress>,
+    /// The largest IP packet the port sends (`switch.mtu` unless given; at most that). With
+    /// `[control]` its host interface's MTU, which `ip link set ... mtu` changes live.
+    pub mtu: u32,
 }
 
 /// An address on an interface, with the length of the subnet it is on (host bits allowed).
@@ -607,7 +611,7 @@ impl Validator<'_> {
         if !(68..=16 * 1024).contains(&mtu) {
             return Err(self.error("switch.mtu", format!("{mtu} is not between 68 and 16384")));
         }
-        let ports = self.ports(raw.port)?;
+        let ports = self.ports(raw.port, mtu)?;
         let groups = self.groups(raw.group, &ports)?;
         let weighted: Vec<String> = raw.qos.scheduler.dwrr.keys().cloned().collect();
         let mut qos = self.qos(raw.qos)?;
@@ -674,7 +678,7 @@ impl Validator<'_> {
         Ok(config)
     }
 
-    fn ports(&self, raw: Vec<RawPort>) -> Result<Vec<PortConfig>, InputError> {
+    fn ports(&self, raw: Vec<RawPort>, switch_mtu: u32) -> Result<Vec<PortConfig>, InputError> {
         if raw.is_empty() {
             return Err(self.error("port", "at least one [[port]] is needed"));
         }
@@ -715,6 +719,15 @@ impl Validator<'_> {
                 }
                 addresses.push(address);
             }
+            let mtu = port.mtu.unwrap_or(switch_mtu);
+            if !(68..=switch_mtu).contains(&mtu) {
+                return Err(self.error(
+                    field("mtu"),
+                    format!(
+                        "{mtu} is not between 68 and switch.mtu ({switch_mtu}), the largest packet the switch takes"
+                    ),
+                ));
+            }
             ports.push(PortConfig {
                 name: port.name,
                 device: port.device,
@@ -723,6 +736,7 @@ impl Validator<'_> {
                 peer_mac,
                 enabled: port.enabled.unwrap_or(true),
                 addresses,
+                mtu,
             });
         }
         Ok(ports)
@@ -1249,7 +1263,7 @@ ports = ["up0"]
         };
         let (field, problem) = error("[control.copp.icmp]\npps = 10\n");
         assert_eq!(field, "control.copp.icmp");
-        assert!(problem.contains("bgp, bfd, lacp, arp, lldp, ip2me, glean, ttl, other"), "{problem}");
+        assert!(problem.contains("bgp, bfd, lacp, arp, lldp, ip2me, glean, ttl, unreachable, mtu, other"), "{problem}");
         assert_eq!(error("[control.copp.arp]\npps = 0\n").0, "control.copp.arp.pps");
         assert_eq!(error("[control.copp.arp]\nburst = 10000001\n").0, "control.copp.arp.burst");
         let (field, problem) = error("punt_pps = 2000\n");

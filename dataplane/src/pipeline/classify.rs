@@ -75,8 +75,6 @@ pub struct Classifier {
     pcp_to_tc: [u8; 8],
     switch_mac: MacAddress,
     port_enabled: Vec<bool>,
-    /// Largest IP packet forwarded (`switch.mtu`); longer ones are `oversize`.
-    mtu: usize,
 }
 
 impl Classifier {
@@ -95,7 +93,6 @@ impl Classifier {
             pcp_to_tc: config.qos.pcp_to_tc,
             switch_mac: config.mac,
             port_enabled: config.ports.iter().map(|port| port.enabled).collect(),
-            mtu: config.mtu as usize,
         }
     }
 
@@ -120,9 +117,14 @@ impl Classifier {
         let next = match resolved {
             Resolved::Next(next) => Some(next),
             Resolved::Glean => None,
+            // The kernel sends the ICMP unreachable (never for multicast, which no ICMP
+            // error answers). It does its own TTL check first, as a router would.
+            Resolved::Unrouted if self.punting.is_some() && !is_multicast(ip.destination) => {
+                return Verdict::Punt(CoppClass::Unreachable)
+            }
             // Without a control plane, nothing consumes frames to the switch's addresses
             // (config validation keeps addresses for `[control]`).
-            Resolved::Local | Resolved::NoRoute => return Verdict::Drop(DropReason::NoRoute),
+            Resolved::Local | Resolved::NoRoute | Resolved::Unrouted => return Verdict::Drop(DropReason::NoRoute),
         };
         if ip.ttl <= 1 {
             return match self.punting {
@@ -130,11 +132,8 @@ impl Classifier {
                 None => Verdict::Drop(DropReason::TtlExpired),
             };
         }
-        // The IP packet with any Ethernet padding: padding only follows packets far below
-        // any MTU (frames under 60 bytes), so this never misjudges a legal packet.
-        if frame.len() - ip.l3_offset > self.mtu {
-            return Verdict::Drop(DropReason::Oversize);
-        }
+        // The egress port's MTU is checked once the switch has chosen the port
+        // (`Switch::receive`): a group's members may differ.
         let Some(next) = next else {
             // The kernel resolves the neighbour and forwards these first frames itself.
             return match self.punting {
@@ -170,6 +169,18 @@ impl Classifier {
                 Verdict::Punt(CoppClass::Other)
             }
             _ => Verdict::Drop(DropReason::Unsupported),
+        }
+    }
+
+    /// Undoes the TTL / hop limit decrement of a frame classified `Forward` that goes to the
+    /// control plane after all (over its egress port's MTU), before its MACs were rewritten:
+    /// the kernel sees it as it came in, and answers as it would have.
+    pub fn restore_ttl(frame: &mut [u8], ip: IpHeader) {
+        let l3 = &mut frame[usize::from(ip.l3_offset)..];
+        if ip.is_ipv6 {
+            ipv6::Packet::new_unchecked(l3).restore_hop_limit();
+        } else {
+            ipv4::Packet::new_unchecked(l3).restore_ttl();
         }
     }
 
@@ -233,6 +244,14 @@ const ND_TYPES: std::ops::RangeInclusive<u8> = 133..=137;
 /// Whether a destination never leaves the link: IPv6 link-local (fe80::/10) or link-scope
 /// multicast (ff02::/16); IPv4 limited broadcast or link-local multicast (224.0.0.0/24).
 #[inline]
+/// Whether `destination` is IPv4 (224.0.0.0/4) or IPv6 (ff00::/8) multicast.
+fn is_multicast(destination: Destination) -> bool {
+    match destination {
+        Destination::V4(address) => address >> 28 == 0xe,
+        Destination::V6(address) => address >> 120 == 0xff,
+    }
+}
+
 fn stays_on_link(destination: Destination) -> bool {
     match destination {
         Destination::V4(address) => address == u32::MAX || address >> 8 == 0x00e0_0000,
@@ -344,23 +363,6 @@ mod tests {
     }
 
     #[test]
-    fn packets_over_the_mtu_are_oversize_and_at_the_mtu_forwarded() {
-        let mut classifier =
-            classifier(&CONFIG.replace("mac = \"02:00:00:00:00:aa\"", "mac = \"02:00:00:00:00:aa\"\nmtu = 1500"));
-        let build = |ip_len: usize| {
-            let mut spec =
-                crate::traffic::frames::FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 1);
-            spec.frame_len = 14 + ip_len;
-            spec.build()
-        };
-        assert!(matches!(classifier.classify(&mut build(1500)), Verdict::Forward { .. }));
-        let mut over = build(1501);
-        let before = over.clone();
-        assert_eq!(classifier.classify(&mut over), Verdict::Drop(DropReason::Oversize));
-        assert_eq!(over, before, "a dropped frame is untouched");
-    }
-
-    #[test]
     fn a_route_to_a_disabled_port_is_no_route() {
         let text = CONFIG.replace("name = \"p1\"\n", "name = \"p1\"\nenabled = false\n");
         let mut classifier = classifier(&text);
@@ -436,9 +438,15 @@ mod tests {
         assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "255.255.255.255", 1)), punt(CoppClass::Ip2me));
         // A routed packet that would expire: the kernel sends time-exceeded.
         assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.1.2", 1)), punt(CoppClass::Ttl));
-        // No route stays a drop; the rest is forwarded as before.
-        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.9.2", 64)), Verdict::Drop(DropReason::NoRoute));
+        // No route: the kernel sends net unreachable, v4 and v6, but never for multicast.
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.9.2", 64)), punt(CoppClass::Unreachable));
+        assert_eq!(verdict(&mut classifier, ip_frame("fd00::2", "fd09::2", 64)), punt(CoppClass::Unreachable));
         assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "224.0.1.5", 64)), Verdict::Drop(DropReason::NoRoute));
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "239.1.1.1", 64)), Verdict::Drop(DropReason::NoRoute));
+        assert_eq!(verdict(&mut classifier, ip_frame("fd00::2", "ff0e::1", 64)), Verdict::Drop(DropReason::NoRoute));
+        // The route lookup comes first, as in Linux (ip_forward's TTL check needs a route).
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.9.2", 1)), punt(CoppClass::Unreachable));
+        // The rest is forwarded as before.
         assert!(matches!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.1.2", 64)), Verdict::Forward { .. }));
         // The peer's end of the /31 is on the connected subnet, not ours: with no neighbour
         // entry yet, the kernel resolves it (glean).

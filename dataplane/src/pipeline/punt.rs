@@ -4,7 +4,7 @@
 //! another.
 //!
 //! The classifier sorts every punted frame into a `CoppClass`, as SONiC's CoPP traps do (BGP,
-//! BFD, LACP, ARP/ND, LLDP, IP-to-me, glean, TTL errors, the rest). The switch polices it with
+//! BFD, LACP, ARP/ND, LLDP, IP-to-me, glean, TTL errors, no route, MTU exceeded, the rest). The switch polices it with
 //! the token bucket of its (ingress port, class) (`[control.copp.<class>] pps`, `burst`) in
 //! the frame's arrival time, so a replay polices exactly as a live run at the same times. What
 //! passes waits in a bounded outbox the engine drains after each burst onto the class's own
@@ -77,6 +77,14 @@ copp_classes! {
     /// TTL or hop limit 1 or less: the kernel sends the ICMP time exceeded (SONiC's
     /// `ttl_error`, in its `default` group).
     Ttl => "ttl", 600;
+    /// Unicast IP with no route: the kernel sends ICMP destination unreachable (net; host
+    /// unreachable comes from glean when the neighbour never answers). SONiC's ASICs drop
+    /// these; Linux and VPP routers answer, and so does raceway (rate as SONiC's `default`).
+    Unreachable => "unreachable", 600;
+    /// IP longer than its egress port's MTU: the kernel sends fragmentation needed (IPv4 with
+    /// DF) or Packet Too Big (IPv6) with the port's MTU, or fragments IPv4 without DF (SONiC's
+    /// `l3_mtu_error`, in its `default` group).
+    Mtu => "mtu", 600;
     /// An EtherType listed in `[control] punt_ethertypes` (SONiC's `default` group).
     Other => "other", 600;
 }

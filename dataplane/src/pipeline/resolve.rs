@@ -29,8 +29,10 @@ pub enum Resolved {
     Glean,
     /// One of the switch's own addresses.
     Local,
-    /// No route, a discard route, or an adjacency on a disabled port.
+    /// A discard route, or an adjacency on a disabled port.
     NoRoute,
+    /// No route at all (with `[control]`, the kernel answers with ICMP unreachable).
+    Unrouted,
 }
 
 impl Resolved {
@@ -46,7 +48,8 @@ impl Resolved {
             },
             Some(Target::Glean) => Self::Glean,
             Some(Target::Local) => Self::Local,
-            Some(Target::Discard) | None => Self::NoRoute,
+            Some(Target::Discard) => Self::NoRoute,
+            None => Self::Unrouted,
         }
     }
 
@@ -176,7 +179,7 @@ mod tests {
         assert_eq!(Resolved::lookup(&fib, v4("10.0.0.8"), &enabled), Resolved::Glean);
         assert_eq!(Resolved::lookup(&fib, v4("10.0.0.1"), &enabled), Resolved::Local);
         assert_eq!(Resolved::lookup(&fib, v4("10.2.0.1"), &enabled), Resolved::NoRoute, "disabled port");
-        assert_eq!(Resolved::lookup(&fib, v4("192.0.2.1"), &enabled), Resolved::NoRoute);
+        assert_eq!(Resolved::lookup(&fib, v4("192.0.2.1"), &enabled), Resolved::Unrouted, "no route at all");
     }
 
     /// IPv6 hosts often differ only in their prefix (the same interface ID behind each rack's
@@ -220,7 +223,7 @@ mod tests {
             cache.resolve(&before, Destination::V4(0x0a01_0203), &enabled),
             Resolved::lookup(&before, v4("10.1.2.3"), &enabled)
         );
-        assert_eq!(cache.resolve(&before, Destination::V6(0x0a01_0203), &enabled), Resolved::NoRoute);
+        assert_eq!(cache.resolve(&before, Destination::V6(0x0a01_0203), &enabled), Resolved::Unrouted);
 
         // The neighbour becomes known in the next snapshot: without `forget` the cache would
         // still glean.

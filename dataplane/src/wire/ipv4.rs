@@ -152,9 +152,22 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// The caller has checked that the TTL is above 1.
     #[inline]
     pub fn decrement_ttl(&mut self) {
+        self.set_ttl(self.buffer.as_ref()[field::TTL] - 1);
+    }
+
+    /// Undoes `decrement_ttl` (a frame sent to the control plane after its route was taken
+    /// goes as it came in).
+    #[inline]
+    pub fn restore_ttl(&mut self) {
+        self.set_ttl(self.buffer.as_ref()[field::TTL].wrapping_add(1));
+    }
+
+    /// Sets the TTL and patches the checksum incrementally (RFC 1624).
+    #[inline]
+    fn set_ttl(&mut self, ttl: u8) {
         let data = self.buffer.as_mut();
         let old = read_u16(data, field::TTL_PROTOCOL);
-        data[field::TTL] -= 1;
+        data[field::TTL] = ttl;
         let new = read_u16(data, field::TTL_PROTOCOL);
         let sum = checksum::incremental_update(read_u16(data, field::CHECKSUM), old, new);
         write_u16(data, field::CHECKSUM, sum);
@@ -219,12 +232,15 @@ mod tests {
     fn ttl_decrement_keeps_the_checksum_valid() {
         let mut bytes = real_datagram();
         let mut packet = Packet::new_checked(&mut bytes[..]).unwrap();
+        let original = packet.checksum();
         packet.decrement_ttl();
         assert_eq!(packet.ttl(), 63);
         assert!(packet.verify_checksum());
         let incremental = packet.checksum();
         packet.fill_checksum();
         assert_eq!(packet.checksum(), incremental);
+        packet.restore_ttl();
+        assert_eq!((packet.ttl(), packet.checksum()), (64, original), "restored as it came");
     }
 
     #[test]
