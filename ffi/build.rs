@@ -54,6 +54,8 @@ fn main() {
         .allowlist_function("rte_eth_dev_stop")
         .allowlist_function("rte_eth_dev_close")
         .allowlist_function("rte_eth_dev_set_mtu")
+        .allowlist_function("rte_eth_dev_set_link_up")
+        .allowlist_function("rte_eth_dev_set_link_down")
         .allowlist_function("rte_eth_promiscuous_enable")
         .allowlist_function("rte_eth_stats_get")
         .allowlist_function("rte_pktmbuf_pool_create")

@@ -61,6 +61,18 @@ pub enum Event {
     Neighbor { interface: u32, ip: IpAddr, mac: Option<MacAddress> },
     Route { add: bool, address: IpAddr, len: u8, next_hops: NextHops },
     Nexthop { id: u32, nexthop: Option<Nexthop> },
+    /// An interface's administrative state (IFF_UP) and MTU: for a port's host interface,
+    /// `ip link set PORT down/up` and `ip link set PORT mtu N`. Not the FIB's business (the
+    /// kernel withdraws the routes of a downed interface itself).
+    Link { interface: u32, up: bool, mtu: Option<u32> },
+}
+
+/// A port's host interface as the operator set it: administratively up or not, and its MTU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkChange {
+    pub port: usize,
+    pub up: bool,
+    pub mtu: Option<u32>,
 }
 
 /// The kernel's small tables as last reported (addresses, neighbours, nexthop objects), and
@@ -88,6 +100,7 @@ impl KernelTables {
     /// Applies one event to these tables and what it changes to `writer`.
     pub fn apply(&mut self, event: Event, writer: &mut FibWriter) {
         match event {
+            Event::Link { .. } => {}
             Event::Address { add, interface, ip } => {
                 if add {
                     self.addresses.insert((interface, ip), ());
@@ -203,6 +216,7 @@ impl Stale {
             Event::Neighbor { ip, .. } => self.neighbors.remove(ip),
             Event::Route { address, len, .. } => self.routes.remove(&(masked(*address, *len), *len)),
             Event::Nexthop { id, .. } => self.nexthops.remove(id),
+            Event::Link { .. } => false,
         };
     }
 
@@ -225,6 +239,7 @@ impl Stale {
 const RTM_NEWNEXTHOP: u16 = 104;
 const RTM_DELNEXTHOP: u16 = 105;
 const RTM_GETNEXTHOP: u16 = 106;
+const RTM_GETLINK: u16 = 18;
 const RTM_GETADDR: u16 = 22;
 const RTM_GETROUTE: u16 = 26;
 const RTM_GETNEIGH: u16 = 30;
@@ -232,7 +247,8 @@ const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 const NLMSG_OVERRUN: u16 = 4;
 /// The route netlink groups subscribed to.
-const GROUPS: [u32; 6] = [
+const GROUPS: [u32; 7] = [
+    1,  // RTNLGRP_LINK
     3,  // RTNLGRP_NEIGH
     5,  // RTNLGRP_IPV4_IFADDR
     7,  // RTNLGRP_IPV4_ROUTE
@@ -241,8 +257,9 @@ const GROUPS: [u32; 6] = [
     32, // RTNLGRP_NEXTHOP
 ];
 /// The dumps, in the order that lets each resolve against the previous: nexthop objects and
-/// neighbours before the routes that use them.
-const DUMPS: [(u16, usize); 4] = [(RTM_GETADDR, 8), (RTM_GETNEIGH, 12), (RTM_GETNEXTHOP, 8), (RTM_GETROUTE, 12)];
+/// neighbours before the routes that use them (links first: the interfaces' state and MTU).
+const DUMPS: [(u16, usize); 5] =
+    [(RTM_GETLINK, 16), (RTM_GETADDR, 8), (RTM_GETNEIGH, 12), (RTM_GETNEXTHOP, 8), (RTM_GETROUTE, 12)];
 
 /// What one netlink message says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -309,8 +326,18 @@ fn decode_route_message(message: RouteNetlinkMessage) -> Message {
         RouteNetlinkMessage::DelNeighbour(message) => neighbor_event(false, &message),
         RouteNetlinkMessage::NewRoute(message) => route_event(true, &message),
         RouteNetlinkMessage::DelRoute(message) => route_event(false, &message),
+        RouteNetlinkMessage::NewLink(message) => link_event(&message),
         _ => Message::Other,
     }
+}
+
+fn link_event(message: &netlink_packet_route::link::LinkMessage) -> Message {
+    let mtu = message.attributes.iter().find_map(|attribute| match attribute {
+        netlink_packet_route::link::LinkAttribute::Mtu(mtu) => Some(*mtu),
+        _ => None,
+    });
+    let up = message.header.flags.contains(netlink_packet_route::link::LinkFlags::Up);
+    Message::Event(Event::Link { interface: message.header.index, up, mtu })
 }
 
 fn address_event(add: bool, message: &netlink_packet_route::address::AddressMessage) -> Message {
@@ -480,6 +507,8 @@ pub struct Sync {
     stale: Option<Stale>,
     /// Times messages were lost and the tables dumped again.
     pub resyncs: u64,
+    /// Changes to the ports' host interfaces read since the caller last took them.
+    links: Vec<LinkChange>,
 }
 
 /// The socket's receive buffer: a million route messages arrive faster than any reader in
@@ -510,6 +539,7 @@ impl Sync {
             buffer: vec![0; 1 << 20],
             stale: None,
             resyncs: 0,
+            links: Vec::new(),
         };
         sync.send_next_dump()?;
         Ok(sync)
@@ -517,6 +547,11 @@ impl Sync {
 
     pub fn raw_fd(&self) -> i32 {
         std::os::fd::AsRawFd::as_raw_fd(&self.socket)
+    }
+
+    /// The ports' host interface changes read since the last call, oldest first.
+    pub fn take_link_changes(&mut self) -> Vec<LinkChange> {
+        std::mem::take(&mut self.links)
     }
 
     /// Dumps every table again; what the dumps do not report is removed once they end.
@@ -569,6 +604,11 @@ impl Sync {
             };
             for message in decode(&self.buffer[..received.min(self.buffer.len())]) {
                 match message {
+                    Message::Event(Event::Link { interface, up, mtu }) => {
+                        if let Some(port) = self.tables.port_of(interface) {
+                            self.links.push(LinkChange { port, up, mtu });
+                        }
+                    }
                     Message::Event(event) => {
                         if let Some(stale) = &mut self.stale {
                             stale.refreshed(&event);

@@ -40,7 +40,8 @@ pub mod kernel;
 
 use crate::config::{Config, ControlConfig};
 use crate::dpdk::host::{self, EventFd, Tap};
-use crate::dpdk::{Mbuf, Mempool, Port};
+use crate::dpdk::{Mbuf, Mempool};
+use crate::link::PortStates;
 use crate::observe::latency::{LatencyHistogram, SharedHistogram};
 use crate::observe::stats::ControlStats;
 use crate::pipeline::fib::{Fib, FibHandle, FibWriter};
@@ -61,9 +62,6 @@ pub const INJECT_RING_FRAMES: usize = 1024;
 pub const RING_MBUFS: usize = PUNT_RING_FRAMES * CoppClass::COUNT + INJECT_RING_FRAMES;
 /// Frames read from one TAP per turn, so one chatty interface cannot starve the others.
 const READ_PER_TURN: usize = 32;
-/// Largest frame raceway's mbufs carry in one segment (their 2048-byte data room), which bounds
-/// the TAPs' MTU.
-pub const MAX_FRAME: usize = 2048;
 /// How often link states are mirrored and counters published (also the longest sleep).
 const HOUSEKEEPING: Duration = Duration::from_millis(50);
 /// The longest a change read from the kernel waits to be published while more keep coming.
@@ -142,6 +140,24 @@ impl ControlLink {
     }
 }
 
+/// Where the control thread takes mbufs for the kernel's frames: the switch's pool, and its
+/// jumbo pool for frames longer than one of those (a host interface's MTU is its port's, up to
+/// switch.mtu).
+pub struct Pools {
+    pub small: Arc<Mempool>,
+    pub jumbo: Option<Arc<Mempool>>,
+}
+
+impl Pools {
+    /// An mbuf holding `frame`, from the pool whose mbufs fit it; `None` when it fits neither
+    /// or the pool is empty.
+    fn copy(&self, frame: &[u8]) -> Option<Mbuf> {
+        let pool = if frame.len() <= self.small.frame_room() { &self.small } else { self.jumbo.as_ref()? };
+        let mut mbuf = pool.alloc()?;
+        mbuf.append(frame).then_some(mbuf)
+    }
+}
+
 /// The running control threads.
 pub struct ControlPlane {
     pub link: Arc<ControlLink>,
@@ -167,12 +183,13 @@ fn namespace_exists(name: &str) -> bool {
 
 impl ControlPlane {
     /// Creates the namespace if needed, a TAP per port in it (the switch's MAC, the port's
-    /// MTU up to `MAX_FRAME`, the configured addresses), and starts the control and FIB
-    /// threads. Returns once both run, or with the first thing that failed.
+    /// MTU, the configured addresses), and starts the control and FIB threads. Returns once
+    /// both run, or with the first thing that failed. The TAPs' carrier follows the ports'
+    /// links in `states`; their administrative state and MTU go into `states`.
     pub fn start(
         config: &Config,
-        ports: Arc<Vec<Port>>,
-        pool: Arc<Mempool>,
+        states: Arc<PortStates>,
+        pools: Pools,
         link: Arc<ControlLink>,
     ) -> Result<Self, String> {
         let control = config.control.clone().expect("start needs [control]");
@@ -200,6 +217,7 @@ impl ControlPlane {
             let (config, link, stop, stats) =
                 (config.clone(), Arc::clone(&link), Arc::clone(&stop), Arc::clone(&stats));
             let control = control.clone();
+            let states = Arc::clone(&states);
             std::thread::Builder::new().name("raceway-control".into()).spawn(move || {
                 if let Err(err) = host::set_thread_realtime(CONTROL_RT_PRIORITY) {
                     tracing::info!("control: no real-time class for the control thread ({err}); nice {CONTROL_NICE}");
@@ -207,7 +225,7 @@ impl ControlPlane {
                         tracing::warn!("control: cannot raise the control thread's priority: {err}");
                     }
                 }
-                let opened = open_interfaces(&config, &control).and_then(|taps| {
+                let opened = open_interfaces(&config, &control, &states).and_then(|taps| {
                     let mut interfaces = Vec::with_capacity(taps.len());
                     for tap in &taps {
                         interfaces.push(
@@ -227,7 +245,7 @@ impl ControlPlane {
                         return;
                     }
                 };
-                ControlThread { taps, ports, pool, link, stop, stats, config }.run();
+                ControlThread { taps, states, pools, link, stop, stats, config }.run();
             })
         };
         match spawned {
@@ -259,7 +277,8 @@ impl ControlPlane {
                 match opened {
                     Ok(sync) => {
                         let _ = ready_tx.send(Ok(()));
-                        FibThread { writer: FibWriter::new(&config), sync, link, stop, stats }.run();
+                        let names = config.ports.iter().map(|port| port.name.clone()).collect();
+                        FibThread { writer: FibWriter::new(&config), sync, link, stop, stats, states, names }.run();
                     }
                     Err(err) => {
                         let _ = ready_tx.send(Err(err));
@@ -311,8 +330,9 @@ impl Drop for ControlPlane {
     }
 }
 
-/// In the control thread: enters the namespace and brings up a TAP per port.
-fn open_interfaces(config: &Config, control: &ControlConfig) -> Result<Vec<Tap>, String> {
+/// In the control thread: enters the namespace and brings up a TAP per port, with its port's
+/// MTU.
+fn open_interfaces(config: &Config, control: &ControlConfig, states: &PortStates) -> Result<Vec<Tap>, String> {
     host::enter_netns(&control.netns)
         .map_err(|err| format!("control.netns: cannot enter '{}': {err}", control.netns))?;
     let netns = control.netns.as_str();
@@ -339,16 +359,12 @@ fn open_interfaces(config: &Config, control: &ControlConfig) -> Result<Vec<Tap>,
     ] {
         sysctl(setting)?;
     }
-    let mtu = (config.mtu as usize).min(MAX_FRAME - 18);
-    if mtu < config.mtu as usize {
-        tracing::info!("control: host interfaces get MTU {mtu} (one mbuf per frame), switch.mtu is {}", config.mtu);
-    }
     let mut taps = Vec::with_capacity(config.ports.len());
-    for port in &config.ports {
+    for (index, port) in config.ports.iter().enumerate() {
         let tap = Tap::create(&port.name)
             .map_err(|err| format!("control: cannot create TAP '{}' in {netns}: {err}", port.name))?;
         let mac = config.mac.to_string();
-        let mtu = mtu.to_string();
+        let mtu = states.get(index).mtu.to_string();
         ip(&["-n", netns, "link", "set", "dev", &port.name, "address", &mac, "mtu", &mtu, "up"])?;
         for address in &port.addresses {
             ip(&["-n", netns, "address", "replace", &address.to_string(), "dev", &port.name])?;
@@ -362,8 +378,8 @@ fn open_interfaces(config: &Config, control: &ControlConfig) -> Result<Vec<Tap>,
 
 struct ControlThread {
     taps: Vec<Tap>,
-    ports: Arc<Vec<Port>>,
-    pool: Arc<Mempool>,
+    states: Arc<PortStates>,
+    pools: Pools,
     link: Arc<ControlLink>,
     stop: Arc<AtomicBool>,
     stats: Arc<Mutex<ControlStats>>,
@@ -406,7 +422,7 @@ impl ControlThread {
                     };
                     busy = true;
                     let read_at = Instant::now();
-                    let injected = self.pool.alloc().and_then(|mut mbuf| mbuf.append(&buffer[..len]).then_some(mbuf));
+                    let injected = self.pools.copy(&buffer[..len]);
                     match injected.map(|mbuf| self.link.inject.push((port as u16, mbuf, read_at))) {
                         Some(Ok(())) => {}
                         // No mbuf, too long for one, or the ring full (dropping the frame frees it).
@@ -416,8 +432,8 @@ impl ControlThread {
             }
             if Instant::now() >= next_housekeeping {
                 next_housekeeping = Instant::now() + HOUSEKEEPING;
-                for (index, (tap, port)) in self.taps.iter().zip(self.ports.iter()).enumerate() {
-                    let up = port.link_up() && self.config.ports[index].enabled;
+                for (index, tap) in self.taps.iter().enumerate() {
+                    let up = self.states.get(index).carrier && self.config.ports[index].enabled;
                     if carrier[index] != Some(up) {
                         match tap.set_carrier(up) {
                             Ok(()) => carrier[index] = Some(up),
@@ -455,13 +471,17 @@ impl ControlThread {
     }
 }
 
-/// The FIB side: netlink in, snapshots out.
+/// The FIB side: netlink in, snapshots out; and the ports' administrative state and MTU from
+/// their host interfaces.
 struct FibThread {
     writer: FibWriter,
     sync: kernel::Sync,
     link: Arc<ControlLink>,
     stop: Arc<AtomicBool>,
     stats: Arc<Mutex<ControlStats>>,
+    states: Arc<PortStates>,
+    /// The host interfaces' names, by port.
+    names: Vec<String>,
 }
 
 impl FibThread {
@@ -474,6 +494,9 @@ impl FibThread {
             match self.sync.poll(&mut self.writer, started + PUBLISH_WITHIN) {
                 Ok(_) => {}
                 Err(err) => tracing::warn!("control: netlink: {err}"),
+            }
+            for change in self.sync.take_link_changes() {
+                self.apply_link(change);
             }
             let changed = self.writer.take_changed();
             if changed {
@@ -504,5 +527,31 @@ impl FibThread {
         let mut stats = self.stats.lock().expect("control stats");
         stats.publish_latency = publish_latency;
         stats.fib_resyncs = self.sync.resyncs;
+    }
+
+    /// The operator changed a port's host interface: `ip link set PORT down/up` shuts the port
+    /// or opens it (as SONiC's `config interface shutdown/startup`), `mtu N` sets the largest
+    /// packet it sends (`config interface mtu`). An MTU the port cannot take is clamped, and
+    /// the interface set back to it, so that the kernel's ICMP errors give the MTU that holds.
+    fn apply_link(&self, change: kernel::LinkChange) {
+        let name = &self.names[change.port];
+        if self.states.set_admin_up(change.port, change.up) {
+            tracing::info!("control: port '{name}' {}", if change.up { "up (startup)" } else { "shut down" });
+        }
+        let Some(mtu) = change.mtu else { return };
+        let before = self.states.get(change.port).mtu;
+        let set = self.states.set_mtu(change.port, mtu);
+        if set != mtu {
+            tracing::warn!(
+                "control: port '{name}': MTU {mtu} is outside what it takes ({}-{}); it stays at {set}",
+                crate::link::MIN_MTU,
+                self.states.max_mtu(change.port)
+            );
+            if let Err(err) = host::set_interface_mtu(name, set) {
+                tracing::warn!("control: cannot set the MTU of '{name}' back to {set}: {err}");
+            }
+        } else if set != before {
+            tracing::info!("control: port '{name}' MTU {set}");
+        }
     }
 }

@@ -111,6 +111,49 @@ pub fn interface_index(name: &str) -> io::Result<u32> {
     Ok(index)
 }
 
+/// `struct ifreq` with an int in its union (`ifr_mtu`, or `ifr_flags` in its first two bytes).
+#[repr(C)]
+struct InterfaceValue {
+    name: [u8; IFNAMSIZ],
+    value: libc::c_int,
+    _rest: [u8; 20],
+}
+
+/// Runs one SIOCGIF*/SIOCSIF* ioctl on interface `name` (in the calling thread's namespace)
+/// with `value` in the request's union; returns the union's int afterwards.
+fn interface_ioctl(name: &str, request: libc::c_ulong, value: libc::c_int) -> io::Result<libc::c_int> {
+    if name.is_empty() || name.len() >= IFNAMSIZ {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("'{name}' is not 1-15 bytes")));
+    }
+    let mut request_block = InterfaceValue { name: [0; IFNAMSIZ], value, _rest: [0; 20] };
+    request_block.name[..name.len()].copy_from_slice(name.as_bytes());
+    // SAFETY: socket takes constants and returns a new descriptor or -1.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and nothing else owns it.
+    let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: the interface ioctls read and write one `struct ifreq` (40 bytes, which
+    // `InterfaceValue` is) through the pointer, valid for the call; `socket` is open.
+    let result = unsafe { libc::ioctl(socket.as_raw_fd(), request, &mut request_block as *mut InterfaceValue) };
+    if result < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(request_block.value)
+}
+
+/// Whether interface `name` is operationally up (IFF_RUNNING: up, with carrier).
+pub fn interface_running(name: &str) -> io::Result<bool> {
+    let flags = interface_ioctl(name, libc::SIOCGIFFLAGS, 0)?;
+    Ok(flags & libc::IFF_RUNNING != 0)
+}
+
+/// Sets interface `name`'s MTU.
+pub fn set_interface_mtu(name: &str, mtu: u32) -> io::Result<()> {
+    interface_ioctl(name, libc::SIOCSIFMTU, libc::c_int::try_from(mtu).unwrap_or(libc::c_int::MAX)).map(|_| ())
+}
+
 /// Waits until one of `fds` is readable or `timeout_ms` passes; returns whether any is.
 pub fn wait_readable(fds: &[i32], timeout_ms: i32) -> io::Result<bool> {
     let mut polled: Vec<libc::pollfd> =

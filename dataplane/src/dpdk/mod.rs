@@ -495,6 +495,8 @@ pub struct Port {
     pub rss: bool,
     /// How many rx queues the device offers (net_pcap: one per rx_pcap file).
     pub max_rx_queues: u16,
+    /// The MTU the device was configured with: the one asked for, or its maximum if lower.
+    pub mtu: u32,
     /// The pool its rx queues fill: freed only after the port is closed.
     _pool: Arc<Mempool>,
 }
@@ -622,7 +624,16 @@ impl Port {
             tracing::debug!("{}: {}", context("promiscuous mode"), strerror(rc));
         }
         let port =
-            Self { id, name: name.to_string(), driver, rx_queues, rss, max_rx_queues: max_rx, _pool: Arc::clone(pool) };
+            Self {
+            id,
+            name: name.to_string(),
+            driver,
+            rx_queues,
+            rss,
+            max_rx_queues: max_rx,
+            mtu: port_mtu,
+            _pool: Arc::clone(pool),
+        };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
         while !port.link_up() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -631,6 +642,28 @@ impl Port {
             tracing::warn!("{}: link is down after 3 s; continuing", context("link"));
         }
         Ok(port)
+    }
+
+    /// Takes the device's link down or up (an operator's shutdown). `Ok(false)` when the
+    /// driver cannot (net_af_packet, net_ring, ...): the switch then only stops using the port.
+    pub fn set_link(&self, up: bool) -> Result<bool, DpdkError> {
+        // SAFETY: plain calls on a started port; control-path functions the link watcher
+        // alone calls.
+        let rc = unsafe {
+            if up {
+                sys::rte_eth_dev_set_link_up(self.id)
+            } else {
+                sys::rte_eth_dev_set_link_down(self.id)
+            }
+        };
+        match rc {
+            0 => Ok(true),
+            rc if rc == -libc::ENOTSUP => Ok(false),
+            rc => Err(DpdkError {
+                context: format!("port '{}': link {}", self.name, if up { "up" } else { "down" }),
+                problem: strerror(rc),
+            }),
+        }
     }
 
     pub fn link_up(&self) -> bool {

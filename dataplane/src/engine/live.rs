@@ -41,10 +41,12 @@
 //! so a frame's arrival stamp means the same on the worker that sends it.
 
 use crate::config::{Config, WorkerModel};
-use crate::control::{ControlLink, ControlPlane};
+use crate::control::{self, ControlLink, ControlPlane};
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
 use crate::drops::DropReason;
+use crate::engine::link_watch::{self, LinkWatch};
 use crate::engine::port_tx;
+use crate::link::{Follower, PortStates};
 use crate::observe::stats::{CoreStats, SwitchStats};
 use crate::pipeline::classify::{Classifier, Verdict};
 use crate::switch::{self, Switch};
@@ -319,6 +321,9 @@ struct Shared {
     unsent: Mutex<u64>,
     /// The control thread's counters (`[control]`).
     control: Option<Arc<Mutex<crate::observe::stats::ControlStats>>>,
+    /// Each port's link, administrative state and MTU, as the link watcher and the control
+    /// plane follow them; every worker applies them to its switch.
+    port_states: Arc<PortStates>,
 }
 
 impl Shared {
@@ -446,6 +451,18 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         ports.push(started);
     }
     let ports = Arc::new(ports);
+    // A port's MTU goes up to switch.mtu (what the buffer, headroom and jumbo mbufs are sized
+    // for) or the device's maximum, whichever is lower.
+    let port_states = Arc::new(PortStates::new(
+        config.ports.iter().zip(ports.iter()).map(|(port, device)| (port.mtu, device.mtu.min(config.mtu))),
+    ));
+    let interfaces = config
+        .ports
+        .iter()
+        .map(|port| port.device.as_deref().and_then(link_watch::af_packet_interface).map(str::to_string))
+        .collect();
+    let link_watch = LinkWatch::start(Arc::clone(&ports), interfaces, Arc::clone(&port_states))
+        .map_err(|err| DpdkError { context: "link watcher".into(), problem: err.to_string() })?;
     let mut control = match &config.control {
         Some(control_config) => {
             let fib = crate::pipeline::fib::Fib::new(config, &crate::pipeline::fib::Learned::default(), 1);
@@ -453,7 +470,8 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
                 context: "control".into(),
                 problem: format!("cannot create an eventfd: {err}"),
             })?);
-            let plane = ControlPlane::start(config, Arc::clone(&ports), Arc::clone(&pool), link)
+            let pools = control::Pools { small: Arc::clone(&pool), jumbo: jumbo.clone() };
+            let plane = ControlPlane::start(config, Arc::clone(&port_states), pools, link)
                 .map_err(|problem| DpdkError { context: "control".into(), problem })?;
             tracing::info!(
                 "control: a host interface per port in network namespace {} (ip -n {} link)",
@@ -481,6 +499,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         quiet: AtomicUsize::new(0),
         unsent: Mutex::new(0),
         control: control.as_ref().map(|plane| Arc::clone(&plane.stats)),
+        port_states: Arc::clone(&port_states),
     });
     // DPDK telemetry: dpdk-telemetry.py reads /raceway/* from the published counters.
     let telemetry_shared = Arc::clone(&shared);
@@ -699,6 +718,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         final_stats.control = Some(plane.stats.lock().expect("control stats").clone());
     }
     drop(control);
+    drop(link_watch);
     // Ports close (flushing capture files, returning driver-held mbufs) before we count.
     match Arc::try_unwrap(ports) {
         Ok(ports) => drop(ports),
@@ -853,6 +873,7 @@ impl Worker {
         self.switch.stats.cores.clear();
         self.switch.stats.cores.push(CoreStats { lcore: dpdk::current_lcore(), ..CoreStats::default() });
         let mut iteration_start = dpdk::rdtsc();
+        let mut followed = Follower::new();
         loop {
             if shared.stop.load(Ordering::Relaxed) {
                 // Pipelined: keep taking frames until every RX worker has stopped and its
@@ -872,6 +893,12 @@ impl Worker {
                 // One atomic load unless the control plane published a new FIB.
                 self.switch.refresh_fib(&link.fib);
             }
+            // One atomic load unless a link, a shutdown or an MTU changed: then a port that
+            // went down drops what it queued, groups skip it, and frames for it are dropped.
+            let switch = &mut self.switch;
+            followed.follow(&shared.port_states, |port, state| {
+                switch.set_port_state(port, state);
+            });
             // Credits, pools and gauges to and from the other workers (nothing with one).
             self.switch.sync_shard(now);
             let mut received = 0;
@@ -953,10 +980,6 @@ impl Worker {
                 next_publish = iteration_end + publish_ticks;
                 self.switch.refresh_depth_gauges();
                 shared.stats[self.slot].0.lock().expect("stats lock").clone_from(&self.switch.stats);
-                // Groups skip members whose link is down.
-                for (index, port) in ports.iter().enumerate() {
-                    self.switch.set_link_up(index, port.link_up());
-                }
                 watch();
             }
         }

@@ -4,6 +4,7 @@
 //! Invariant: an engine owns time and I/O; the switch only ever sees frames and `now`.
 
 pub mod fabric;
+pub mod link_watch;
 pub mod live;
 pub mod port_tx;
 pub mod replay;
