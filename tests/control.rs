@@ -281,7 +281,9 @@ fn ping(lab: &Lab, host: usize, args: &[&str]) -> Output {
 
 /// Hosts with only an address and a default gateway reach the gateway and each other, in
 /// IPv4 and IPv6; they learn the switch's MAC and the switch learns theirs; `ping -t 1` gets
-/// time-exceeded from the gateway; after the first packets the data plane forwards alone.
+/// time-exceeded from the gateway, and a ping to an unused subnet of the plan gets
+/// destination unreachable from it, v4 and v6; after the first packets the data plane forwards
+/// alone.
 #[test]
 fn hosts_with_only_a_gateway_reach_each_other_through_the_kernels_control_plane() {
     let _alone = alone();
@@ -313,11 +315,20 @@ fn hosts_with_only_a_gateway_reach_each_other_through_the_kernels_control_plane(
     let expired = ping(&lab, 0, &["-c", "1", "-t", "1", "-W", "2", "10.0.1.2"]);
     let text = String::from_utf8_lossy(&expired.stdout);
     assert!(text.contains("From 10.0.0.1") && text.contains("Time to live exceeded"), "ping -t 1: {text}");
+    // Nothing routes 10.0.99.0/24 or fd00:99::/64: the gateway says so, as a router does.
+    let unreachable = ping(&lab, 0, &["-c", "1", "-W", "2", "10.0.99.2"]);
+    let text = String::from_utf8_lossy(&unreachable.stdout);
+    assert!(text.contains("From 10.0.0.1") && text.contains("Destination Net Unreachable"), "ping: {text}");
+    let unreachable = ping(&lab, 0, &["-6", "-c", "1", "-W", "2", "fd00:99::2"]);
+    let text = String::from_utf8_lossy(&unreachable.stdout);
+    assert!(text.contains("From fd00::1") && text.contains("No route"), "ping -6: {text}");
     let stats = lab.stop();
     let host0 = &stats["ports"]["host0"];
     assert!(host0["punted"]["arp"].as_u64().unwrap() >= 2, "ARP and ND: {host0}");
     assert!(host0["punted"]["ip2me"].as_u64().unwrap() >= 5, "the pings to the gateway: {host0}");
     assert_eq!(host0["punted"]["ttl"], 1);
+    assert_eq!(host0["punted"]["unreachable"], 2, "{host0}");
+    assert_eq!(host0["drops"]["no_route"], 0, "{host0}");
     // 10 echo requests crossed host0 -> host1; at most the first of each family went through
     // the kernel (glean), the rest through the data plane.
     assert!(host0["punted"]["glean"].as_u64().unwrap() <= 2, "{host0}");
@@ -326,6 +337,155 @@ fn hosts_with_only_a_gateway_reach_each_other_through_the_kernels_control_plane(
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"], "every mbuf back");
     assert!(stats["control"]["fib_generation"].as_u64().unwrap() >= 2, "{}", stats["control"]);
     assert!(!ok("ip", &["netns", "list"]).contains(&lab.control()), "raceway removes the namespace it created");
+}
+
+/// Path MTU discovery across a port with a smaller MTU (`mtu = 1400`): a DF ping over it gets
+/// "fragmentation needed" with 1,400 from the gateway, `tracepath` and `tracepath -6` find a
+/// path MTU of 1,400, and a TCP transfer across it completes. `ip link set host1 mtu 1300` in
+/// the control namespace then changes the port's MTU live.
+#[test]
+fn path_mtu_discovery_finds_a_smaller_ports_mtu_and_follows_it_live() {
+    let _alone = alone();
+    let mut lab = Lab::new("rwm");
+    lab.host(0);
+    lab.host(1);
+    let config = lab.config(2, "").replace("name = \"host1\"\n", "name = \"host1\"\nmtu = 1400\n");
+    lab.start(&config, &["host0", "host1"]);
+    let control = lab.control();
+    assert!(ok("ip", &["-n", &control, "link", "show", "host1"]).contains("mtu 1400"), "the TAP mirrors the port");
+    for (destination, family) in [("10.0.1.2", "-4"), ("fd00:1::2", "-6")] {
+        wait_for("host1 to answer", Duration::from_secs(10), || {
+            ping(&lab, 0, &[family, "-c", "1", "-W", "1", destination]).status.success()
+        });
+    }
+    // 1,422 bytes of payload: a 1,450-byte packet, DF set.
+    let too_big = ping(&lab, 0, &["-c", "1", "-W", "2", "-M", "do", "-s", "1422", "10.0.1.2"]);
+    let text = String::from_utf8_lossy(&too_big.stdout);
+    assert!(text.contains("From 10.0.0.1") && text.contains("Frag needed and DF set (mtu = 1400)"), "ping: {text}");
+    for (family, destination) in [("-4", "10.0.1.2"), ("-6", "fd00:1::2")] {
+        let traced = lab.in_host(0, &["tracepath", family, "-n", destination]);
+        let text = String::from_utf8_lossy(&traced.stdout);
+        assert!(text.contains("Resume: pmtu 1400"), "tracepath {family}: {text}");
+    }
+    // A TCP transfer: its full-sized segments meet the smaller port, and PMTUD makes it fit.
+    // The receiver counts what arrived once the sender has closed its side, and says so.
+    let port = 5201 + std::process::id() % 1000;
+    let receiver = format!(
+        "import socket\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         s.bind(('10.0.1.2', {port}))\ns.listen(1)\nc, _ = s.accept()\nn = 0\nwhile True:\n    d = c.recv(65536)\n\
+         \x20   if not d:\n        break\n    n += len(d)\nc.sendall(str(n).encode())\nc.close()\n"
+    );
+    let sender = format!(
+        "import socket\nc = socket.create_connection(('10.0.1.2', {port}), timeout=20)\nc.sendall(b'x' * 4194304)\n\
+         c.shutdown(socket.SHUT_WR)\nprint(c.recv(64).decode())\n"
+    );
+    let server = Command::new("ip")
+        .args(["netns", "exec", &lab.netns("h1"), "python3", "-c", &receiver])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut received = String::new();
+    wait_for("the receiver", Duration::from_secs(10), || {
+        let output = lab.in_host(0, &["python3", "-c", &sender]);
+        received = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        output.status.success()
+    });
+    assert_eq!(received, "4194304", "the whole transfer arrived");
+    let server = server.wait_with_output().unwrap();
+    assert!(server.status.success(), "{}", String::from_utf8_lossy(&server.stderr));
+    // The operator lowers the port's MTU on its host interface: the next packet over it hears
+    // the new one.
+    ok("ip", &["-n", &control, "link", "set", "dev", "host1", "mtu", "1300"]);
+    wait_for("the new MTU to be heard", Duration::from_secs(10), || {
+        let output = ping(&lab, 0, &["-c", "1", "-W", "1", "-M", "do", "-s", "1372", "10.0.1.2"]);
+        String::from_utf8_lossy(&output.stdout).contains("mtu = 1300")
+    });
+    // Above what the port takes (a net_af_packet device takes its interface's MTU, 1,500 for
+    // these veths, below switch.mtu): clamped, and the interface set back.
+    ok("ip", &["-n", &control, "link", "set", "dev", "host1", "mtu", "9000"]);
+    wait_for("the MTU set back", Duration::from_secs(10), || {
+        ok("ip", &["-n", &control, "link", "show", "host1"]).contains("mtu 1500")
+    });
+    let stats = lab.stop();
+    let host0 = &stats["ports"]["host0"];
+    assert!(host0["punted"]["mtu"].as_u64().unwrap() >= 3, "{host0}");
+    assert_eq!(host0["drops"]["oversize"], 0, "{host0}");
+    assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
+}
+
+/// Milliseconds from now until `done` holds (polled every 5 ms), for reporting how fast a link
+/// change is followed; panics after `within`.
+fn millis_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) -> u128 {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < within, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    started.elapsed().as_millis()
+}
+
+/// A host's veth losing carrier takes its port down: the TAP loses carrier, frames to the port
+/// are dropped and counted (`link_down`), none held for the link's return (no reply comes back
+/// late), and carrier back restores it. `ip link set host1 down` on the TAP shuts the port
+/// (what host1 sends is dropped too) and `up` opens it again.
+#[test]
+fn a_port_follows_its_links_carrier_and_the_operators_shutdown() {
+    let _alone = alone();
+    let mut lab = Lab::new("rwl");
+    lab.host(0);
+    lab.host(1);
+    lab.start(&lab.config(2, ""), &["host0", "host1"]);
+    let control = lab.control();
+    wait_for("host1 to answer", Duration::from_secs(10), || {
+        ping(&lab, 0, &["-c", "1", "-W", "1", "10.0.1.2"]).status.success()
+    });
+    let tap_has_carrier = || !ok("ip", &["-n", &control, "link", "show", "host1"]).contains("NO-CARRIER");
+    // A steady ping across a 3 s outage of host1's link.
+    let steady = Command::new("ip")
+        .args(["netns", "exec", &lab.netns("h0"), "ping", "-c", "120", "-i", "0.05", "-W", "4", "10.0.1.2"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000)); // traffic flowing before the outage
+    let h1 = lab.netns("h1");
+    ok("ip", &["-n", &h1, "link", "set", "eth0", "down"]);
+    let down_ms = millis_until("the TAP to lose carrier", Duration::from_secs(10), || !tap_has_carrier());
+    std::thread::sleep(Duration::from_millis(3000));
+    ok("ip", &["-n", &h1, "link", "set", "eth0", "up"]);
+    // Down took host1's default route with it.
+    ok("ip", &["-n", &h1, "route", "replace", "default", "via", "10.0.1.1"]);
+    let up_ms = millis_until("the TAP's carrier back", Duration::from_secs(10), tap_has_carrier);
+    eprintln!("carrier followed: down in {down_ms} ms, up in {up_ms} ms (ip, netlink and the watcher)");
+    let steady = steady.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&steady.stdout);
+    // Nothing was held over the outage: a request held for the link would come back up to 3 s
+    // late. (The first after it may wait one ARP retry, 1 s, on host1, whose ARP request
+    // can cross before the switch has seen the link come back.)
+    let slowest = text
+        .lines()
+        .filter_map(|line| line.split("time=").nth(1))
+        .filter_map(|time| time.split_whitespace().next()?.parse::<f64>().ok())
+        .fold(0.0, f64::max);
+    assert!(slowest < 2000.0, "a reply {slowest} ms late: held across the outage\n{text}");
+    assert!(text.contains("120 packets transmitted"), "{text}");
+    wait_for("host1 to answer again", Duration::from_secs(10), || {
+        ping(&lab, 0, &["-c", "1", "-W", "1", "10.0.1.2"]).status.success()
+    });
+    // Shut by the operator: nothing crosses either way; then opened again.
+    ok("ip", &["-n", &control, "link", "set", "dev", "host1", "down"]);
+    wait_for("the shutdown to hold", Duration::from_secs(10), || {
+        !ping(&lab, 0, &["-c", "1", "-W", "1", "10.0.1.2"]).status.success()
+    });
+    let _ = lab.in_host(1, &["ping", "-c", "3", "-i", "0.2", "-W", "1", "10.0.0.2"]);
+    ok("ip", &["-n", &control, "link", "set", "dev", "host1", "up"]);
+    wait_for("host1 to answer after startup", Duration::from_secs(10), || {
+        ping(&lab, 0, &["-c", "1", "-W", "1", "10.0.1.2"]).status.success()
+    });
+    let stats = lab.stop();
+    assert!(stats["ports"]["host0"]["drops"]["link_down"].as_u64().unwrap() > 0, "{}", stats["ports"]["host0"]);
+    assert!(stats["ports"]["host1"]["drops"]["link_down"].as_u64().unwrap() >= 3, "{}", stats["ports"]["host1"]);
+    assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
 }
 
 /// A flood of pings and ARP requests at the switch's own address is policed per port and
@@ -398,8 +558,10 @@ const LEAF_BGP: &str = "hostname leaf\nrouter bgp 65000\n bgp router-id 10.255.0
 
 /// RFC 7938 in miniature: two spines announce 10.200.0.0/24 by BGP to FRR in raceway's
 /// namespace; raceway installs it as a two-member group and spreads flows over both uplinks.
-/// When one spine's link goes down, BGP withdraws it and traffic moves to the other, while
-/// traffic between the hosts never stops.
+/// When one spine's link goes down, the group skips that member at once (the data plane fails
+/// over before any routing protocol notices: a flow on it loses no more than was in flight),
+/// then the route loses that next hop and traffic stays on the other, while traffic between
+/// the hosts never stops.
 #[test]
 fn bgp_multipath_from_two_spines_spreads_and_fails_over() {
     let _alone = alone();
@@ -449,6 +611,21 @@ fn bgp_multipath_from_two_spines_spreads_and_fails_over() {
     let before = [echoes(&lab, "s0") - start[0], echoes(&lab, "s1") - start[1]];
     assert_eq!(before[0] + before[1], 32, "each echo reached one spine: {before:?}");
     assert!(before[0] >= 4 && before[1] >= 4, "ECMP spread the flows over both uplinks: {before:?}");
+    // A destination whose flow the group sends to spine 0.
+    let on_spine0 = (1..=32)
+        .map(|last| format!("10.200.0.{last}"))
+        .find(|destination| {
+            let before = echoes(&lab, "s0");
+            ping(&lab, 0, &["-c", "1", "-W", "2", destination]);
+            echoes(&lab, "s0") > before
+        })
+        .expect("a flow on spine 0");
+    let ns0 = lab.netns("h0");
+    let failing_over = Command::new("ip")
+        .args(["netns", "exec", &ns0, "ping", "-c", "60", "-i", "0.05", "-W", "1", &on_spine0])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     // A steady ping between the hosts across the failover: other routes never stall.
     let ns1 = lab.netns("h1");
     let steady = Command::new("ip")
@@ -456,7 +633,18 @@ fn bgp_multipath_from_two_spines_spreads_and_fails_over() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    std::thread::sleep(Duration::from_millis(1000)); // both pings flowing before the failure
     ok("ip", &["-n", &lab.netns("s0"), "link", "set", "eth0", "down"]);
+    let failing_over = failing_over.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&failing_over.stdout);
+    let received: u64 = text
+        .lines()
+        .find(|line| line.contains("packets transmitted"))
+        .and_then(|line| line.split(", ").nth(1)?.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    // 20 echoes a second: one or two were on the wire or in spine 0 when its link went. BGP's
+    // hold time alone (3 s) would have lost 40 or more.
+    assert!(received >= 57, "the flow on spine 0 lost more than what was in flight: {text}");
     wait_for("BGP to withdraw spine 0", Duration::from_secs(30), || !route().contains("10.255.0.1"));
     wait_for("every destination through spine 1", Duration::from_secs(30), || all_answer(&lab));
     let withdrawn = [echoes(&lab, "s0"), echoes(&lab, "s1")];

@@ -876,6 +876,7 @@ impl<P: PacketBuf> Switch<P> {
         egress.admin_up = state.admin_up;
         egress.mtu = state.mtu as usize;
         egress.usable = egress.enabled && state.usable();
+        self.classifier.set_port_up(port, state.usable());
         if !was_usable || egress.usable || !self.owns(port) {
             return 0;
         }

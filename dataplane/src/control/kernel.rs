@@ -57,14 +57,34 @@ pub enum Nexthop {
 /// One object's new state, or its removal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    Address { add: bool, interface: u32, ip: IpAddr },
-    Neighbor { interface: u32, ip: IpAddr, mac: Option<MacAddress> },
-    Route { add: bool, address: IpAddr, len: u8, next_hops: NextHops },
-    Nexthop { id: u32, nexthop: Option<Nexthop> },
+    Address {
+        add: bool,
+        interface: u32,
+        ip: IpAddr,
+    },
+    Neighbor {
+        interface: u32,
+        ip: IpAddr,
+        mac: Option<MacAddress>,
+    },
+    Route {
+        add: bool,
+        address: IpAddr,
+        len: u8,
+        next_hops: NextHops,
+    },
+    Nexthop {
+        id: u32,
+        nexthop: Option<Nexthop>,
+    },
     /// An interface's administrative state (IFF_UP) and MTU: for a port's host interface,
     /// `ip link set PORT down/up` and `ip link set PORT mtu N`. Not the FIB's business (the
     /// kernel withdraws the routes of a downed interface itself).
-    Link { interface: u32, up: bool, mtu: Option<u32> },
+    Link {
+        interface: u32,
+        up: bool,
+        mtu: Option<u32>,
+    },
 }
 
 /// A port's host interface as the operator set it: administratively up or not, and its MTU.

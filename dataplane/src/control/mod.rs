@@ -62,7 +62,7 @@ pub const INJECT_RING_FRAMES: usize = 1024;
 pub const RING_MBUFS: usize = PUNT_RING_FRAMES * CoppClass::COUNT + INJECT_RING_FRAMES;
 /// Frames read from one TAP per turn, so one chatty interface cannot starve the others.
 const READ_PER_TURN: usize = 32;
-/// How often link states are mirrored and counters published (also the longest sleep).
+/// How often counters are published (also the longest sleep; link changes wake the thread).
 const HOUSEKEEPING: Duration = Duration::from_millis(50);
 /// The longest a change read from the kernel waits to be published while more keep coming.
 pub const PUBLISH_WITHIN: Duration = Duration::from_millis(1);
@@ -131,6 +131,12 @@ impl ControlLink {
         if self.sleeping.load(Ordering::Relaxed) && self.sleeping.swap(false, Ordering::AcqRel) {
             self.wake.notify();
         }
+    }
+
+    /// A port's link changed (the link watcher): wakes the control thread to mirror it onto
+    /// the port's host interface.
+    pub fn link_changed(&self) {
+        self.wake.notify();
     }
 
     /// A worker takes an injected frame: counts how long it waited.
@@ -394,6 +400,7 @@ impl ControlThread {
         let mut carrier: Vec<Option<bool>> = vec![None; ports];
         let mut buffer = vec![0u8; 65_536];
         let mut next_housekeeping = Instant::now();
+        let mut carrier_generation = 0;
         let mut fds: Vec<i32> = self.taps.iter().map(Tap::raw_fd).collect();
         fds.push(self.link.wake.raw_fd());
         loop {
@@ -430,8 +437,12 @@ impl ControlThread {
                     }
                 }
             }
-            if Instant::now() >= next_housekeeping {
-                next_housekeeping = Instant::now() + HOUSEKEEPING;
+            // A link change wakes this thread (`ControlLink::link_changed`): the TAP follows
+            // at once, so the kernel neither answers into a dead link nor stays silent on a
+            // live one.
+            let generation = self.states.generation();
+            if generation != carrier_generation {
+                carrier_generation = generation;
                 for (index, tap) in self.taps.iter().enumerate() {
                     let up = self.states.get(index).carrier && self.config.ports[index].enabled;
                     if carrier[index] != Some(up) {
@@ -441,6 +452,9 @@ impl ControlThread {
                         }
                     }
                 }
+            }
+            if Instant::now() >= next_housekeeping {
+                next_housekeeping = Instant::now() + HOUSEKEEPING;
                 self.publish(&tap_errors, &inject_dropped, &punt_latency);
             }
             if !busy {

@@ -623,8 +623,7 @@ impl Port {
         if rc < 0 {
             tracing::debug!("{}: {}", context("promiscuous mode"), strerror(rc));
         }
-        let port =
-            Self {
+        let port = Self {
             id,
             name: name.to_string(),
             driver,

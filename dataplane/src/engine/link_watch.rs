@@ -46,9 +46,15 @@ pub struct LinkWatch {
 
 impl LinkWatch {
     /// Reads every port's link once (so the workers start with the truth), then starts
-    /// following them. `interfaces[i]` is port i's kernel interface when it is net_af_packet.
-    pub fn start(ports: Arc<Vec<Port>>, interfaces: Vec<Option<String>>, states: Arc<PortStates>) -> io::Result<Self> {
-        let mut watcher = Watcher::new(ports, interfaces, states)?;
+    /// following them. `interfaces[i]` is port i's kernel interface when it is net_af_packet;
+    /// `changed` runs after each change (to wake whoever mirrors links).
+    pub fn start(
+        ports: Arc<Vec<Port>>,
+        interfaces: Vec<Option<String>>,
+        states: Arc<PortStates>,
+        changed: Box<dyn Fn() + Send>,
+    ) -> io::Result<Self> {
+        let mut watcher = Watcher::new(ports, interfaces, states, changed)?;
         watcher.refresh();
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -79,6 +85,7 @@ struct Watcher {
     device_admin_up: Vec<bool>,
     netlink: Option<netlink_sys::Socket>,
     buffer: Vec<u8>,
+    changed: Box<dyn Fn() + Send>,
 }
 
 /// RTM_NEWLINK and RTM_DELLINK; RTNLGRP_LINK.
@@ -87,7 +94,12 @@ const RTM_DELLINK: u16 = 17;
 const RTNLGRP_LINK: u32 = 1;
 
 impl Watcher {
-    fn new(ports: Arc<Vec<Port>>, interfaces: Vec<Option<String>>, states: Arc<PortStates>) -> io::Result<Self> {
+    fn new(
+        ports: Arc<Vec<Port>>,
+        interfaces: Vec<Option<String>>,
+        states: Arc<PortStates>,
+        changed: Box<dyn Fn() + Send>,
+    ) -> io::Result<Self> {
         let mut resolved = Vec::with_capacity(interfaces.len());
         let mut kernel_carrier = Vec::with_capacity(interfaces.len());
         for name in interfaces {
@@ -115,7 +127,16 @@ impl Watcher {
             None
         };
         let device_admin_up = vec![true; ports.len()];
-        Ok(Self { ports, states, interfaces: resolved, kernel_carrier, device_admin_up, netlink, buffer: vec![0; 64 << 10] })
+        Ok(Self {
+            ports,
+            states,
+            interfaces: resolved,
+            kernel_carrier,
+            device_admin_up,
+            netlink,
+            buffer: vec![0; 64 << 10],
+            changed,
+        })
     }
 
     fn run(mut self, stop: &AtomicBool) {
@@ -147,6 +168,7 @@ impl Watcher {
             let carrier = device.link_up() && self.kernel_carrier[port];
             if self.states.set_carrier(port, carrier) {
                 tracing::info!("port '{}': link {}", device.name, if carrier { "up" } else { "down" });
+                (self.changed)();
             }
         }
     }

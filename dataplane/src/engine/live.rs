@@ -456,13 +456,11 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let port_states = Arc::new(PortStates::new(
         config.ports.iter().zip(ports.iter()).map(|(port, device)| (port.mtu, device.mtu.min(config.mtu))),
     ));
-    let interfaces = config
+    let interfaces: Vec<Option<String>> = config
         .ports
         .iter()
         .map(|port| port.device.as_deref().and_then(link_watch::af_packet_interface).map(str::to_string))
         .collect();
-    let link_watch = LinkWatch::start(Arc::clone(&ports), interfaces, Arc::clone(&port_states))
-        .map_err(|err| DpdkError { context: "link watcher".into(), problem: err.to_string() })?;
     let mut control = match &config.control {
         Some(control_config) => {
             let fib = crate::pipeline::fib::Fib::new(config, &crate::pipeline::fib::Learned::default(), 1);
@@ -482,6 +480,16 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         }
         None => None,
     };
+    // The control thread mirrors each link onto its port's host interface as soon as it changes.
+    let wake_control: Box<dyn Fn() + Send> = match &control {
+        Some(plane) => {
+            let link = Arc::clone(&plane.link);
+            Box::new(move || link.link_changed())
+        }
+        None => Box::new(|| {}),
+    };
+    let link_watch = LinkWatch::start(Arc::clone(&ports), interfaces, Arc::clone(&port_states), wake_control)
+        .map_err(|err| DpdkError { context: "link watcher".into(), problem: err.to_string() })?;
     let fib_dump = match (&options.fib_dump, &control) {
         (Some(path), Some(plane)) => Some(FibDump {
             link: Arc::clone(&plane.link),
@@ -1292,10 +1300,13 @@ impl RxWorker {
         self.stats.cores.push(CoreStats { lcore: dpdk::current_lcore(), ..CoreStats::default() });
         let mut rx = Burst::default();
         let mut iteration_start = dpdk::rdtsc();
+        let mut followed = Follower::new();
         while !shared.stop.load(Ordering::Relaxed) {
             if let Some(link) = &self.control {
                 self.classifier.refresh(&link.fib);
             }
+            let classifier = &mut self.classifier;
+            followed.follow(&shared.port_states, |port, state| classifier.set_port_up(port, state.usable()));
             let mut received = 0;
             for &(index, queue) in &self.queues {
                 if ports[index].rx_burst(queue, &mut rx) == 0 {

@@ -75,6 +75,8 @@ pub struct Classifier {
     pcp_to_tc: [u8; 8],
     switch_mac: MacAddress,
     port_enabled: Vec<bool>,
+    /// Each port's link up and not shut (live: `set_port_up`); always in replay.
+    port_up: Vec<bool>,
 }
 
 impl Classifier {
@@ -93,6 +95,7 @@ impl Classifier {
             pcp_to_tc: config.qos.pcp_to_tc,
             switch_mac: config.mac,
             port_enabled: config.ports.iter().map(|port| port.enabled).collect(),
+            port_up: vec![true; config.ports.len()],
         }
     }
 
@@ -117,6 +120,12 @@ impl Classifier {
         let next = match resolved {
             Resolved::Next(next) => Some(next),
             Resolved::Glean => None,
+            // The kernel would hold these while it tries to resolve a neighbour behind a link
+            // that is down (seconds of ARP retries), then send them late: dropped here instead.
+            Resolved::GleanOn(port) if !self.port_up.get(usize::from(port)).copied().unwrap_or(true) => {
+                return Verdict::Drop(DropReason::LinkDown)
+            }
+            Resolved::GleanOn(_) => None,
             // The kernel sends the ICMP unreachable (never for multicast, which no ICMP
             // error answers). It does its own TTL check first, as a router would.
             Resolved::Unrouted if self.punting.is_some() && !is_multicast(ip.destination) => {
@@ -169,6 +178,14 @@ impl Classifier {
                 Verdict::Punt(CoppClass::Other)
             }
             _ => Verdict::Drop(DropReason::Unsupported),
+        }
+    }
+
+    /// Records whether a port's link is up and not shut (live): destinations on its subnet
+    /// with no neighbour are then dropped as `link_down` rather than gleaned.
+    pub fn set_port_up(&mut self, port: usize, up: bool) {
+        if let Some(slot) = self.port_up.get_mut(port) {
+            *slot = up;
         }
     }
 

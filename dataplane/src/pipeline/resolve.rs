@@ -25,8 +25,10 @@ use crate::wire::parse::Destination;
 pub enum Resolved {
     /// Forward towards this next hop (an adjacency on an enabled port, or a group).
     Next(Next),
-    /// The route's next hop, or the connected destination itself, has no neighbour yet.
+    /// The route's next hop has no neighbour yet.
     Glean,
+    /// A destination on this port's connected subnet has no neighbour yet.
+    GleanOn(u16),
     /// One of the switch's own addresses.
     Local,
     /// A discard route, or an adjacency on a disabled port.
@@ -42,9 +44,9 @@ impl Resolved {
         match fib.lookup(destination) {
             Some(Target::Adjacency(adjacency)) => Self::adjacency(adjacency, port_enabled),
             Some(Target::Group(group)) => Self::Next(Next::Group(group)),
-            Some(Target::Connected(_)) => match fib.neighbor(destination) {
+            Some(Target::Connected(port)) => match fib.neighbor(destination) {
                 Some(adjacency) => Self::adjacency(adjacency, port_enabled),
-                None => Self::Glean,
+                None => Self::GleanOn(port),
             },
             Some(Target::Glean) => Self::Glean,
             Some(Target::Local) => Self::Local,
@@ -176,7 +178,7 @@ mod tests {
             Resolved::lookup(&fib, v4("10.0.0.9"), &enabled),
             Resolved::Next(Next::Adjacency(Adjacency { port: 0, mac: mac(9) }))
         );
-        assert_eq!(Resolved::lookup(&fib, v4("10.0.0.8"), &enabled), Resolved::Glean);
+        assert_eq!(Resolved::lookup(&fib, v4("10.0.0.8"), &enabled), Resolved::GleanOn(0));
         assert_eq!(Resolved::lookup(&fib, v4("10.0.0.1"), &enabled), Resolved::Local);
         assert_eq!(Resolved::lookup(&fib, v4("10.2.0.1"), &enabled), Resolved::NoRoute, "disabled port");
         assert_eq!(Resolved::lookup(&fib, v4("192.0.2.1"), &enabled), Resolved::Unrouted, "no route at all");
@@ -232,8 +234,8 @@ mod tests {
             ..Learned::default()
         };
         let after = Fib::new(&config, &learned, 2);
-        assert_eq!(cache.resolve(&before, v4("10.0.0.8"), &enabled), Resolved::Glean);
-        assert_eq!(cache.resolve(&after, v4("10.0.0.8"), &enabled), Resolved::Glean, "stale until forgotten");
+        assert_eq!(cache.resolve(&before, v4("10.0.0.8"), &enabled), Resolved::GleanOn(0));
+        assert_eq!(cache.resolve(&after, v4("10.0.0.8"), &enabled), Resolved::GleanOn(0), "stale until forgotten");
         cache.forget();
         assert_eq!(cache.filled(), 0);
         assert_eq!(
