@@ -17,6 +17,9 @@
 //! usable state (reachable, stale, delay, probe, permanent, noarp) with a MAC; every address
 //! except loopback ones (an address on `lo`, such as a router id, is the switch's too).
 //!
+//! Links are read too (RTNLGRP_LINK and a dump): a port's host interface's administrative state
+//! and MTU, which the caller takes with `Sync::take_link_changes` (they are not the FIB's).
+//!
 //! Invariant: `KernelTables` holds exactly the last state the kernel reported for each object;
 //! `learned` is a pure function of it.
 

@@ -11,11 +11,12 @@
 //!   into the scheduler (`Switch::inject`, in the control class). It sleeps in poll(2) on the
 //!   TAPs and an eventfd the workers write when they punt to it asleep (once per wake-up, not
 //!   per frame), so a frame never waits for a timer. It also mirrors each port's link to its
-//!   TAP's carrier.
+//!   TAP's carrier, woken by the link watcher when one changes.
 //! - `raceway-fib` reads the kernel's netlink messages, applies each to a `FibWriter` as a
 //!   delta, and publishes a snapshot when the socket is drained or 1 ms after the first change
 //!   not yet published (`PUBLISH_WITHIN`), whichever is first; it frees the snapshots the
-//!   workers let go of.
+//!   workers let go of. It also reads the TAPs' own state: `ip link set PORT down/up` and
+//!   `mtu N` shut, open or re-size the port (`link::PortStates`).
 //!
 //! Neither waits for the other: they share only the FIB handle and their counters, each
 //! writing its own fields. The control thread runs in the real-time FIFO class (priority 1;
@@ -29,8 +30,9 @@
 //! The namespace (`[control] netns`) is created if missing and then removed at exit; one that
 //! existed stays. The TAPs vanish when the switch exits. Forwarding is on in the namespace, so
 //! the kernel answers for frames the data plane cannot (glean: it resolves the neighbour and
-//! forwards the first packets itself; TTL expiry: it sends time-exceeded), and redirects are
-//! off (the kernel would otherwise redirect hosts to the neighbour on their own link).
+//! forwards the first packets itself; TTL expiry: it sends time-exceeded; no route: destination
+//! unreachable; over the egress port's MTU: fragmentation needed or Packet Too Big with the
+//! TAP's MTU, which is the port's), and redirects are off (the kernel would otherwise redirect hosts to the neighbour on their own link).
 //!
 //! Invariant: every punted mbuf is written to its TAP or counted, then freed by the control
 //! thread; every mbuf the control thread allocates is injected or freed; at exit both rings

@@ -9,8 +9,10 @@
 //! of the ports' addresses (a /32 or /128 route of its own, so the check costs no extra
 //! lookup), to IPv6 link-local or link-scope multicast, or to IPv4 broadcast or link-local
 //! multicast (224.0.0.0/24), sorted by what it carries (BGP, BFD, ND, the rest); routed packets
-//! whose TTL would expire, or whose next hop is unresolved (glean). Without it, these are
-//! dropped as before (`unsupported`, `ttl_expired`, `no_route`).
+//! whose TTL would expire, or whose next hop is unresolved (glean); unicast with no route at
+//! all, for the kernel's ICMP unreachable. Without it, these are dropped (`unsupported`,
+//! `ttl_expired`, `no_route`). The egress port's MTU is the switch's to check, once it has
+//! chosen the port (`Switch::receive`).
 //!
 //! Invariant: a frame is rewritten only when the verdict is `Forward`, so a dropped or punted
 //! frame leaves the stage byte-for-byte as it came in; every other outcome carries its reason.
