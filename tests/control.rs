@@ -658,6 +658,14 @@ fn bgp_multipath_from_two_spines_spreads_and_fails_over() {
     let stats = lab.stop();
     assert!(stats["ports"]["host0"]["punted"]["glean"].as_u64().unwrap() <= 2, "{}", stats["ports"]["host0"]);
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
+    // The kernel's multipath route made a group of both spines: counted per member, named by
+    // its next hops, and kept after the route lost one of them.
+    let groups = stats["groups"].as_object().unwrap();
+    let (name, members) = groups.iter().find(|(name, _)| name.starts_with("via ")).expect("the multipath group");
+    assert!(name.contains("10.255.0.1") && name.contains("10.255.0.3"), "{name}");
+    for member in ["up0 10.255.0.1", "up1 10.255.0.3"] {
+        assert!(members[member].as_u64().unwrap() >= 4, "{member} of {name}: {members}");
+    }
 }
 
 /// `config` (from `Lab::config` with `hosts` ports) with `count` uplinks: `up<i>` on link

@@ -181,6 +181,10 @@ pub struct Switch<P: PacketBuf> {
     mac: MacAddress,
     /// Sharded: this worker's seat; `None` when this switch owns every port.
     shard: Option<Seat<P>>,
+    /// Per FIB group: its entry in `stats.next_hop_groups` (groups of next hops only), for
+    /// the groups of the snapshot last taken (`groups_counted`).
+    next_hop_slots: Vec<Option<u32>>,
+    groups_counted: std::sync::Arc<Vec<crate::pipeline::fib::Group>>,
     pub stats: SwitchStats,
 }
 
@@ -233,7 +237,8 @@ impl<P: PacketBuf> Switch<P> {
         let watchdog = &config.qos.watchdog;
         let classifier = Classifier::new(config);
         let selector = Selector::new(&classifier.fib().groups);
-        Self {
+        let groups_counted = std::sync::Arc::clone(&classifier.fib().groups);
+        let mut switch = Self {
             classifier,
             selector,
             ecn: EcnMarker::new(config.qos.ecn.clone(), buffer.plan().lossless_mask),
@@ -257,8 +262,12 @@ impl<P: PacketBuf> Switch<P> {
             control_tc: config.control.as_ref().map_or(7, |control| control.control_tc),
             mac: config.mac,
             shard,
+            next_hop_slots: Vec::new(),
+            groups_counted,
             stats: SwitchStats::new(config),
-        }
+        };
+        switch.count_next_hop_groups();
+        switch
     }
 
     /// Whether this switch owns `port` (always, unsharded).
@@ -405,8 +414,39 @@ impl<P: PacketBuf> Switch<P> {
         if let Some((group, slot)) = member {
             if let Some(counts) = self.stats.groups.get_mut(group) {
                 counts[usize::from(slot)] += 1;
+            } else if let Some(&Some(entry)) = self.next_hop_slots.get(group) {
+                if let Some(count) = self.stats.next_hop_groups[entry as usize].sent.get_mut(usize::from(slot)) {
+                    *count += 1;
+                }
             }
         }
+    }
+
+    /// Gives each group of next hops in the FIB snapshot its entry in the counters: the one of
+    /// the same members if the group was met before (its counters go on), else a new one. Runs
+    /// when a snapshot with changed groups is taken (it may allocate then), never per frame.
+    fn count_next_hop_groups(&mut self) {
+        let groups = &self.classifier.fib().groups;
+        self.next_hop_slots.clear();
+        for group in groups.iter() {
+            if group.via.len() != group.members.len() || group.via.is_empty() {
+                self.next_hop_slots.push(None);
+                continue;
+            }
+            let members: Vec<(u16, std::net::IpAddr)> =
+                group.members.iter().zip(&group.via).map(|(member, &ip)| (member.port, ip)).collect();
+            let counted = &mut self.stats.next_hop_groups;
+            let entry = match counted.iter().position(|entry| entry.members == members) {
+                Some(entry) => entry,
+                None => {
+                    let sent = vec![0; members.len()];
+                    counted.push(crate::observe::stats::NextHopGroupStats { members, sent });
+                    counted.len() - 1
+                }
+            };
+            self.next_hop_slots.push(Some(entry as u32));
+        }
+        self.groups_counted = std::sync::Arc::clone(groups);
     }
 
     /// The ingress half for a port of another worker: a lossless frame is charged to its
@@ -791,6 +831,9 @@ impl<P: PacketBuf> Switch<P> {
     pub fn refresh_fib(&mut self, handle: &FibHandle) {
         if self.classifier.refresh(handle) {
             self.selector.sync(&self.classifier.fib().groups);
+            if !std::sync::Arc::ptr_eq(&self.groups_counted, &self.classifier.fib().groups) {
+                self.count_next_hop_groups();
+            }
         }
     }
 
@@ -1249,6 +1292,15 @@ mod tests {
         let Received::Queued { egress, .. } = to(&mut switch) else { panic!() };
         let sent = switch.transmit(egress, 0).unwrap();
         assert_eq!(sent.data()[0..6], mac(egress as u8 * 2 - 1).0, "the chosen next hop's MAC");
+        // The kernel's multipath group is counted per member, named by its next hops.
+        let counted = &switch.stats.next_hop_groups;
+        assert_eq!(counted.len(), 1);
+        assert_eq!(counted[0].members, [(1, ip("10.255.0.1")), (2, ip("10.255.0.3"))]);
+        assert_eq!(counted[0].sent[egress - 1], 1);
+        assert_eq!(counted[0].sent.iter().sum::<u64>(), 1);
+        let named = switch.stats.group_counts(&config);
+        assert_eq!(named[0].0, "via 10.255.0.1 10.255.0.3");
+        assert_eq!(named[0].1[egress - 1], (format!("p{egress} 10.255.0.{}", egress * 2 - 1), 1));
         // A frame classified under generation 2 (an RX worker's) reaches a switch on generation
         // 3, where that group is gone: no route, no panic.
         let verdict = Classifier::with_fib(&config, handle.load()).classify(frame(0, 60).data_mut());
@@ -1256,6 +1308,7 @@ mod tests {
         switch.refresh_fib(&handle);
         assert!(matches!(verdict, Verdict::Forward { next: Next::Group(0), .. }));
         assert_eq!(switch.receive_classified(0, frame(0, 60), verdict, 0), Received::Dropped(DropReason::NoRoute));
+        assert_eq!(switch.stats.next_hop_groups[0].sent.iter().sum::<u64>(), 1, "kept when the group went");
     }
 
     #[test]

@@ -98,10 +98,10 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
         &mut out,
         "raceway_group_member_packets_total",
         "counter",
-        "Frames queued to each member of a port group.",
-        config.groups.iter().zip(&stats.groups).flat_map(|(group, counts)| {
-            group.members.iter().zip(counts).map(move |(&member, &count)| {
-                (format!("group=\"{}\",member=\"{}\"", label(&group.name), label(&config.ports[member].name)), count)
+        "Frames queued to each member of a group (the config's, or one of next hops).",
+        stats.group_counts(config).into_iter().flat_map(|(group, counts)| {
+            counts.into_iter().map(move |(member, count)| {
+                (format!("group=\"{}\",member=\"{}\"", label(&group), label(&member)), count)
             })
         }),
     );

@@ -76,6 +76,10 @@ pub struct SwitchStats {
     pub ports: Vec<PortStats>,
     /// Packets queued to each member, per group, in config order.
     pub groups: Vec<Vec<u64>>,
+    /// Packets queued to each member of each group of next hops the FIB made (a multipath
+    /// route of the kernel's, a `via` list), in the order they first appeared; kept when the
+    /// group goes, so that its counters never fall.
+    pub next_hop_groups: Vec<NextHopGroupStats>,
     /// Time frames spend in the switch, from being received to being handed to transmit
     /// (virtual time in replay, TSC time live).
     pub latency: LatencyHistogram,
@@ -83,6 +87,27 @@ pub struct SwitchStats {
     pub cores: Vec<CoreStats>,
     /// The control plane's (live, with `[control]`).
     pub control: Option<ControlStats>,
+}
+
+/// A group of next hops: its members (port, next-hop address) and the frames queued to each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextHopGroupStats {
+    pub members: Vec<(u16, std::net::IpAddr)>,
+    pub sent: Vec<u64>,
+}
+
+impl NextHopGroupStats {
+    /// Its name in the stats: its next hops, as `ip route` lists them ("via 10.255.0.1
+    /// 10.255.0.3"). One group serves every prefix over the same next hops (a million routes
+    /// over two spines share one), so it is named by them rather than by a prefix.
+    pub fn name(&self) -> String {
+        let mut name = String::from("via");
+        for (_, ip) in &self.members {
+            name.push(' ');
+            name.push_str(&ip.to_string());
+        }
+        name
+    }
 }
 
 /// The control thread's counters (live, with `[control]`), published every housekeeping
@@ -399,6 +424,7 @@ impl SwitchStats {
         Self {
             ports: vec![PortStats::default(); config.ports.len()],
             groups: config.groups.iter().map(|group| vec![0; group.members.len()]).collect(),
+            next_hop_groups: Vec::new(),
             latency: LatencyHistogram::default(),
             cores: Vec::new(),
             control: None,
@@ -428,6 +454,35 @@ impl SwitchStats {
                 *a += b;
             }
         }
+        // Workers meet groups in their own order: matched by members (on the main core).
+        for theirs in &other.next_hop_groups {
+            match self.next_hop_groups.iter_mut().find(|mine| mine.members == theirs.members) {
+                Some(mine) => {
+                    for (a, b) in mine.sent.iter_mut().zip(&theirs.sent) {
+                        *a += b;
+                    }
+                }
+                None => self.next_hop_groups.push(theirs.clone()),
+            }
+        }
+    }
+
+    /// Every group's name and its members' names and counts: the config's `[[group]]`s, then
+    /// the groups of next hops (members named "port address").
+    pub fn group_counts(&self, config: &Config) -> Vec<(String, Vec<(String, u64)>)> {
+        let configured = config.groups.iter().zip(&self.groups).map(|(group, counts)| {
+            let members =
+                group.members.iter().zip(counts).map(|(&port, &count)| (config.ports[port].name.clone(), count));
+            (group.name.clone(), members.collect())
+        });
+        let next_hops = self.next_hop_groups.iter().map(|group| {
+            let members = group.members.iter().zip(&group.sent).map(|((port, ip), &count)| {
+                let port = config.ports.get(usize::from(*port)).map_or("?", |port| port.name.as_str());
+                (format!("{port} {ip}"), count)
+            });
+            (group.name(), members.collect())
+        });
+        configured.chain(next_hops).collect()
     }
 
     pub fn rx_packets(&self) -> u64 {
@@ -473,12 +528,10 @@ impl SwitchStats {
             ports.insert(port.name.clone(), Value::Object(object));
         }
         let mut groups = Map::new();
-        for (group, counts) in config.groups.iter().zip(&self.groups) {
-            let mut members = Map::new();
-            for (&port, count) in group.members.iter().zip(counts) {
-                members.insert(config.ports[port].name.clone(), json!(count));
-            }
-            groups.insert(group.name.clone(), Value::Object(members));
+        for (group, counts) in self.group_counts(config) {
+            let members: Map<String, Value> =
+                counts.into_iter().map(|(member, count)| (member, json!(count))).collect();
+            groups.insert(group, Value::Object(members));
         }
         let latency = &self.latency;
         let cores: Vec<Value> = self

@@ -81,18 +81,12 @@ pub fn reply(command: &str, stats: &SwitchStats, config: &Config) -> Option<Repl
                 (port.name.clone(), values)
             })
             .collect(),
-        "/raceway/groups" => config
-            .groups
-            .iter()
-            .zip(&stats.groups)
+        "/raceway/groups" => stats
+            .group_counts(config)
+            .into_iter()
             .map(|(group, counts)| {
-                let members = group
-                    .members
-                    .iter()
-                    .zip(counts)
-                    .map(|(&m, &count)| (config.ports[m].name.clone(), count))
-                    .collect();
-                (group.name.clone(), members)
+                let members = counts.into_iter().collect();
+                (group, members)
             })
             .collect(),
         "/raceway/control" => {

@@ -263,6 +263,7 @@ mod tests {
                     mac: crate::wire::ethernet::MacAddress([2, 0, 0, 0, 0, 0x10 + port as u8]),
                 })
                 .collect(),
+            via: Vec::new(),
         };
         assert_eq!(s.select(0, 7, 0, 0, &mut rng, &view).unwrap().1, 0);
         // The same group, and a new one: the cursor goes on where it was.

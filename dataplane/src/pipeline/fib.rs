@@ -74,6 +74,9 @@ pub struct Group {
     pub mode: GroupMode,
     pub flowlet_gap_us: u32,
     pub members: Vec<Adjacency>,
+    /// Each member's next-hop address, for a group of next hops (a multipath route of the
+    /// kernel's or a `via` list); empty for a config `[[group]]`. Counters name it by these.
+    pub via: Vec<IpAddr>,
 }
 
 /// A neighbour the kernel (or the config) knows.
@@ -386,6 +389,7 @@ impl FibWriter {
                     .iter()
                     .filter_map(|&port| Some(Adjacency { port: port as u16, mac: config.ports[port].peer_mac? }))
                     .collect(),
+                via: Vec::new(),
             })
             .collect();
         let mut group_ids = HashMap::new();
@@ -707,8 +711,8 @@ impl FibWriter {
             },
             Via::ConfigGroup(group) => Target::Group(*group),
             Via::Gateways(next_hops) => {
-                let members = self.members(next_hops.iter().map(|&ip| Some(ip)));
-                self.target_of(members)
+                let (members, via) = self.members(next_hops.iter().map(|&ip| Some(ip)));
+                self.target_of(members, via)
             }
             Via::Kernel(hops) => self.resolve_kernel(hops),
             Via::Object(id) => match self.objects.get(id).cloned() {
@@ -726,41 +730,43 @@ impl FibWriter {
             // A connected route: out of the port, to the destination itself.
             [(None, port)] => Target::Connected(*port),
             _ => {
-                let members = self.members(hops.iter().map(|(gateway, _)| *gateway));
-                self.target_of(members)
+                let (members, via) = self.members(hops.iter().map(|(gateway, _)| *gateway));
+                self.target_of(members, via)
             }
         }
     }
 
-    /// The distinct resolved neighbours of `gateways`, in order.
-    fn members(&self, gateways: impl Iterator<Item = Option<IpAddr>>) -> Vec<Adjacency> {
-        let mut members: Vec<Adjacency> = Vec::new();
-        for adjacency in gateways.flatten().filter_map(|ip| self.neighbor_of(ip)) {
+    /// The distinct resolved neighbours of `gateways`, in order, and the address each was
+    /// first reached by.
+    fn members(&self, gateways: impl Iterator<Item = Option<IpAddr>>) -> (Vec<Adjacency>, Vec<IpAddr>) {
+        let (mut members, mut via): (Vec<Adjacency>, Vec<IpAddr>) = (Vec::new(), Vec::new());
+        for (ip, adjacency) in gateways.flatten().filter_map(|ip| Some((ip, self.neighbor_of(ip)?))) {
             if !members.contains(&adjacency) {
                 members.push(adjacency);
+                via.push(ip);
             }
         }
-        members
+        (members, via)
     }
 
-    fn target_of(&mut self, members: Vec<Adjacency>) -> Target {
+    fn target_of(&mut self, members: Vec<Adjacency>, via: Vec<IpAddr>) -> Target {
         match members.len() {
             0 => Target::Glean,
             1 => Target::Adjacency(members[0]),
-            _ => Target::Group(self.acquire_group(members)),
+            _ => Target::Group(self.acquire_group(members, via)),
         }
     }
 
     /// The group of `members` in the multipath mode (shared by every next hop over the same
     /// members, and its flowlet table with it), one more user of it.
-    fn acquire_group(&mut self, members: Vec<Adjacency>) -> u32 {
+    fn acquire_group(&mut self, members: Vec<Adjacency>, via: Vec<IpAddr>) -> u32 {
         let key = (self.multipath_mode, members);
         if let Some(&index) = self.group_ids.get(&key) {
             let users = &mut self.group_users[index as usize];
             *users = users.saturating_add(1);
             return index;
         }
-        let group = Group { mode: key.0, flowlet_gap_us: DEFAULT_FLOWLET_GAP_US, members: key.1.clone() };
+        let group = Group { mode: key.0, flowlet_gap_us: DEFAULT_FLOWLET_GAP_US, members: key.1.clone(), via };
         self.changed = true;
         let groups = Arc::make_mut(&mut self.fib.groups);
         let index = match self.free_groups.pop() {
@@ -881,7 +887,12 @@ mod tests {
         let Some(Target::Group(group)) = fib.lookup(v4("8.8.8.8")) else { panic!() };
         assert_eq!(
             fib.groups[group as usize],
-            Group { mode: GroupMode::Spray, flowlet_gap_us: 100, members: vec![up0, up1] }
+            Group {
+                mode: GroupMode::Spray,
+                flowlet_gap_us: 100,
+                members: vec![up0, up1],
+                via: vec!["10.255.0.0".parse().unwrap(), "10.255.0.2".parse().unwrap()],
+            }
         );
         assert_eq!(fib.lookup(v4("192.0.2.7")), Some(Target::Adjacency(up1)));
         // One of two resolved: that one alone; none resolved: glean.
