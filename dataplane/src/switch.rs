@@ -713,10 +713,7 @@ impl<P: PacketBuf> Switch<P> {
     ) -> Received {
         let len = packet.len();
         let charge = plan::charge(len);
-        let stats = &mut self.stats.ports[egress].queues[tc];
-        if len as u64 > stats.max_depth_bytes {
-            stats.max_depth_bytes = len as u64;
-        }
+        self.stats.ports[egress].queues[tc].peak(len as u64);
         // The cells go back as the frame leaves.
         if self.buffer.lossless(tc) && !self.buffer.owns_group(ingress) {
             self.buffer.give_back(ingress, tc, charge);
@@ -787,10 +784,7 @@ impl<P: PacketBuf> Switch<P> {
     #[inline(always)]
     fn link(&mut self, egress: usize, tc: usize, len: usize, lossless: bool, entry: Entry<P>, now: u64) -> Received {
         let depth = self.buffer.push(egress, tc, len, entry);
-        let stats = &mut self.stats.ports[egress].queues[tc];
-        if depth > stats.max_depth_bytes {
-            stats.max_depth_bytes = depth;
-        }
+        self.stats.ports[egress].queues[tc].peak(depth);
         if lossless && self.pfc[egress].pause_may_storm(tc, now) {
             // A paused queue now holds frames: the watchdog's clock matters.
             self.deadline =
@@ -806,16 +800,7 @@ impl<P: PacketBuf> Switch<P> {
         if group.past_xoff {
             self.pfc[ingress].decide_xoff(tc);
         }
-        // Peaks change rarely: a test and no store on the common path (written as `max`, the
-        // two updates were vectorised into an SSE2 emulation of 64-bit compares, 8% of a
-        // frame's samples).
-        let pg_stats = &mut self.stats.ports[ingress].priority_groups[tc];
-        if group.occupancy > pg_stats.max_bytes {
-            pg_stats.max_bytes = group.occupancy;
-        }
-        if group.headroom > pg_stats.max_headroom_bytes {
-            pg_stats.max_headroom_bytes = group.headroom;
-        }
+        self.stats.ports[ingress].priority_groups[tc].peak(group.occupancy, group.headroom);
     }
 
     /// Counts a frame refused on its way into `egress`'s queue `tc` (on its ingress port's
@@ -1087,11 +1072,17 @@ impl<P: PacketBuf> Switch<P> {
         self.buffer.pool_used()
     }
 
-    /// Copies every queue's current depth into its `depth_bytes` gauge (before publishing).
-    pub fn refresh_depth_gauges(&mut self) {
+    /// Brings the counters that are read rather than counted up to `now` (before publishing,
+    /// and at the end of a run): every queue's current depth (`depth_bytes`), the time the
+    /// peers' pauses held each owned port (`pfc_rx_pause_ns`).
+    pub fn refresh_gauges(&mut self, now: u64) {
         for (port, stats) in self.stats.ports.iter_mut().enumerate() {
             for (tc, gauge) in stats.queues.iter_mut().enumerate() {
                 gauge.depth_bytes = self.buffer.queue_bytes(port, tc);
+            }
+            let owned = self.shard.as_ref().is_none_or(|seat| seat.board.owner(port) == seat.me);
+            if owned {
+                stats.pfc_rx_pause_ns = self.pfc[port].paused_ns(now);
             }
         }
     }
@@ -1347,7 +1338,7 @@ mod tests {
             assert_eq!(switch.receive(0, frame(0, 60), 0), Received::Queued { egress: 1, tc: 0 });
         }
         assert_eq!(switch.shared_used(), 10 * 256);
-        switch.refresh_depth_gauges();
+        switch.refresh_gauges(0);
         assert_eq!(switch.stats.ports[1].queues[0].depth_bytes, 600);
         assert_eq!((switch.stats.ports[0].rx_packets, switch.stats.ports[0].rx_bytes), (10, 600));
         let mut sent = 0;
@@ -1361,7 +1352,7 @@ mod tests {
         assert_eq!((switch.stats.ports[1].queues[0].tx_packets, switch.stats.ports[1].queues[0].tx_bytes), (10, 600));
         assert_eq!((switch.stats.ports[1].tx_packets, switch.stats.ports[1].tx_bytes), (10, 600));
         assert_eq!(switch.stats.ports[1].queues[0].max_depth_bytes, 600);
-        switch.refresh_depth_gauges();
+        switch.refresh_gauges(0);
         assert_eq!(switch.stats.ports[1].queues[0].depth_bytes, 0);
         assert!(conserved(&switch));
     }

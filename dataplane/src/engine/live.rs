@@ -986,7 +986,7 @@ impl Worker {
             iteration_start = iteration_end;
             if iteration_end >= next_publish {
                 next_publish = iteration_end + publish_ticks;
-                self.switch.refresh_depth_gauges();
+                self.switch.refresh_gauges(now);
                 shared.stats[self.slot].0.lock().expect("stats lock").clone_from(&self.switch.stats);
                 watch();
             }

@@ -74,7 +74,13 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
         config.ports.iter().zip(&stats.ports).map(|(port, s)| (format!("port=\"{}\"", label(&port.name)), s)).collect();
     for row in &PORT_COUNTERS {
         let samples = ports.iter().flat_map(|(owner, s)| row_samples(row, owner, s));
-        family(&mut out, row.metric, row.kind.prometheus(), row.help, samples);
+        if row.json.ends_with("_ns") {
+            // Prometheus's base unit is the second.
+            let seconds = samples.map(|(labels, ns)| (labels, ns as f64 / 1e9));
+            family(&mut out, row.metric, row.kind.prometheus(), row.help, seconds);
+        } else {
+            family(&mut out, row.metric, row.kind.prometheus(), row.help, samples);
+        }
     }
     for row in &QUEUE_COUNTERS {
         let samples = ports.iter().flat_map(|(owner, s)| {

@@ -29,17 +29,81 @@ pub struct QueueStats {
     pub tx_bytes: u64,
     pub ecn_marked: u64,
     pub dropped: u64,
+    /// Peak frame bytes queued: the persistent watermark (since start, or since the
+    /// persistent watermarks were last cleared).
     pub max_depth_bytes: u64,
     /// Frame bytes queued when the counters were published (a gauge; live workers refresh it
     /// every publish period, replay at the end, when it is 0).
     pub depth_bytes: u64,
+    /// Peak frame bytes queued since the watermarks were last cleared (SONiC's user
+    /// watermark); never above `max_depth_bytes`.
+    pub watermark_bytes: u64,
 }
 
-/// Peaks of one (ingress port, priority) group, in buffer cell bytes.
+/// Peaks of one (ingress port, priority) group, in buffer cell bytes: persistent (`max_*`,
+/// since start or the last persistent clear) and since the last clear (`watermark_*`, never
+/// above the persistent ones). Occupancy is the shared part (the lossless pool, up to XOFF)
+/// plus the headroom part.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GroupStats {
     pub max_bytes: u64,
     pub max_headroom_bytes: u64,
+    pub max_shared_bytes: u64,
+    pub watermark_bytes: u64,
+    pub watermark_headroom_bytes: u64,
+    pub watermark_shared_bytes: u64,
+}
+
+impl QueueStats {
+    /// Takes a queue depth into both watermarks. The persistent one is at least the other,
+    /// so the common case is one compare.
+    #[inline(always)]
+    pub fn peak(&mut self, depth: u64) {
+        if depth > self.watermark_bytes {
+            self.watermark_bytes = depth;
+            if depth > self.max_depth_bytes {
+                self.max_depth_bytes = depth;
+            }
+        }
+    }
+}
+
+impl GroupStats {
+    /// Takes a group's occupancy (`headroom` of it in headroom) into its watermarks.
+    #[inline(always)]
+    pub fn peak(&mut self, occupancy: u64, headroom: u64) {
+        // Peaks change rarely: a test and no store on the common path (written as `max`, the
+        // updates were vectorised into an SSE2 emulation of 64-bit compares, 8% of a frame's
+        // samples).
+        if occupancy > self.watermark_bytes {
+            self.watermark_bytes = occupancy;
+            if occupancy > self.max_bytes {
+                self.max_bytes = occupancy;
+            }
+            let shared = occupancy - headroom;
+            if shared > self.watermark_shared_bytes {
+                self.watermark_shared_bytes = shared;
+                if shared > self.max_shared_bytes {
+                    self.max_shared_bytes = shared;
+                }
+            }
+        }
+        if headroom > self.watermark_headroom_bytes {
+            self.watermark_headroom_bytes = headroom;
+            if headroom > self.max_headroom_bytes {
+                self.max_headroom_bytes = headroom;
+            }
+        }
+    }
+}
+
+/// Which watermarks a clear resets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatermarkClear {
+    /// The ones since the last clear (`watermark_*`).
+    User,
+    /// Both: the persistent ones cannot be below the others.
+    Persistent,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,6 +115,9 @@ pub struct PortStats {
     pub pfc_xoff_tx: [u64; 8],
     pub pfc_xon_tx: [u64; 8],
     pub pfc_rx: [u64; 8],
+    /// Nanoseconds the peer's PFC held each egress class (refreshed when counters are
+    /// published, and at the end of a replay or fabric run).
+    pub pfc_rx_pause_ns: [u64; 8],
     pub drops: [u64; DropReason::COUNT],
     /// Frames handed to the control plane, per `CoppClass`.
     pub punted: [u64; CoppClass::COUNT],
@@ -303,7 +370,7 @@ impl<const N: usize> Values for [[u64; N]] {
 }
 
 #[rustfmt::skip]
-pub static PORT_COUNTERS: [Counter<PortStats>; 13] = [
+pub static PORT_COUNTERS: [Counter<PortStats>; 14] = [
     row!(PortStats, rx_packets, "rx_packets", "raceway_port_rx_packets_total", Counter, One, Ports, "rx_packets", "Data frames received."),
     row!(PortStats, rx_bytes, "rx_bytes", "raceway_port_rx_bytes_total", Counter, One, Ports, "rx_bytes", "Bytes of data frames received."),
     row!(PortStats, tx_packets, "tx_packets", "raceway_port_tx_packets_total", Counter, One, Ports, "tx_packets", "Data frames sent."),
@@ -315,24 +382,30 @@ pub static PORT_COUNTERS: [Counter<PortStats>; 13] = [
     row!(PortStats, pfc_xoff_tx, "pfc_xoff_tx", "raceway_pfc_xoff_sent_total", Counter, Priority, Pfc, "xoff_sent", "PFC XOFF frames sent, per priority."),
     row!(PortStats, pfc_xon_tx, "pfc_xon_tx", "raceway_pfc_xon_sent_total", Counter, Priority, Pfc, "xon_sent", "PFC XON frames sent, per priority."),
     row!(PortStats, pfc_rx, "pfc_rx", "raceway_pfc_received_total", Counter, Priority, Pfc, "received", "PFC frames received, once per enabled priority."),
+    row!(PortStats, pfc_rx_pause_ns, "pfc_rx_pause_ns", "raceway_pfc_rx_pause_seconds_total", Counter, Priority, Pfc, "rx_pause_ns", "Time the peer's PFC held the egress class, per priority."),
     row!(PortStats, watchdog_storms, "pfc_watchdog.storms", "raceway_pfc_watchdog_storms_total", Counter, Priority, Pfc, "watchdog_storms", "PFC storms the watchdog detected on the egress port, per priority."),
     row!(PortStats, watchdog_restorations, "pfc_watchdog.restorations", "raceway_pfc_watchdog_restorations_total", Counter, Priority, Pfc, "watchdog_restorations", "PFC watchdog restorations, per priority."),
 ];
 #[rustfmt::skip]
-pub static QUEUE_COUNTERS: [Counter<QueueStats>; 6] = [
+pub static QUEUE_COUNTERS: [Counter<QueueStats>; 7] = [
     row!(QueueStats, tx_packets, "tx_packets", "raceway_queue_tx_packets_total", Counter, One, Queues, "tx_packets", "Frames sent from the queue."),
     row!(QueueStats, tx_bytes, "tx_bytes", "raceway_queue_tx_bytes_total", Counter, One, Queues, "tx_bytes", "Bytes sent from the queue."),
     row!(QueueStats, ecn_marked, "ecn_marked", "raceway_queue_ecn_marked_total", Counter, One, Queues, "ecn_marked", "Frames that left the queue with CE set by the switch."),
     row!(QueueStats, dropped, "dropped", "raceway_queue_dropped_total", Counter, One, Queues, "dropped", "Frames the queue refused or lost."),
     row!(QueueStats, max_depth_bytes, "max_depth_bytes", "raceway_queue_max_depth_bytes", Peak, One, Queues, "max_depth_bytes", "Peak frame bytes queued."),
     row!(QueueStats, depth_bytes, "depth_bytes", "raceway_queue_depth_bytes", Gauge, One, Queues, "depth_bytes", "Frame bytes queued when the counters were published."),
+    row!(QueueStats, watermark_bytes, "watermark_bytes", "raceway_queue_watermark_bytes", Peak, One, Queues, "watermark_bytes", "Peak frame bytes queued since the watermarks were last cleared."),
 ];
 
 /// Rows of each lossless (ingress port, priority) group (telemetry: `<stem>_p<priority>`).
 #[rustfmt::skip]
-pub static GROUP_COUNTERS: [Counter<GroupStats>; 2] = [
+pub static GROUP_COUNTERS: [Counter<GroupStats>; 6] = [
     row!(GroupStats, max_bytes, "max_bytes", "raceway_priority_group_max_bytes", Peak, One, Pfc, "group_max_bytes", "Peak occupancy of the (ingress port, lossless priority) group, in buffer cell bytes."),
     row!(GroupStats, max_headroom_bytes, "max_headroom_bytes", "raceway_priority_group_max_headroom_bytes", Peak, One, Pfc, "group_max_headroom_bytes", "Peak headroom use of the (ingress port, lossless priority) group, in buffer cell bytes."),
+    row!(GroupStats, max_shared_bytes, "max_shared_bytes", "raceway_priority_group_max_shared_bytes", Peak, One, Pfc, "group_max_shared_bytes", "Peak shared (lossless pool) use of the group, in buffer cell bytes."),
+    row!(GroupStats, watermark_bytes, "watermark_bytes", "raceway_priority_group_watermark_bytes", Peak, One, Pfc, "group_watermark_bytes", "Peak occupancy of the group since the watermarks were last cleared, in buffer cell bytes."),
+    row!(GroupStats, watermark_headroom_bytes, "watermark_headroom_bytes", "raceway_priority_group_watermark_headroom_bytes", Peak, One, Pfc, "group_watermark_headroom_bytes", "Peak headroom use of the group since the watermarks were last cleared, in buffer cell bytes."),
+    row!(GroupStats, watermark_shared_bytes, "watermark_shared_bytes", "raceway_priority_group_watermark_shared_bytes", Peak, One, Pfc, "group_watermark_shared_bytes", "Peak shared (lossless pool) use of the group since the watermarks were last cleared, in buffer cell bytes."),
 ];
 
 /// Rows of each forwarding core (not in telemetry: the section is unused).
@@ -463,6 +536,28 @@ impl SwitchStats {
                     }
                 }
                 None => self.next_hop_groups.push(theirs.clone()),
+            }
+        }
+    }
+
+    /// Resets watermarks (the worker's own; the main core's sum follows at the next publish).
+    pub fn clear_watermarks(&mut self, which: WatermarkClear) {
+        for port in &mut self.ports {
+            for queue in &mut port.queues {
+                queue.watermark_bytes = 0;
+                if which == WatermarkClear::Persistent {
+                    queue.max_depth_bytes = 0;
+                }
+            }
+            for group in &mut port.priority_groups {
+                group.watermark_bytes = 0;
+                group.watermark_headroom_bytes = 0;
+                group.watermark_shared_bytes = 0;
+                if which == WatermarkClear::Persistent {
+                    group.max_bytes = 0;
+                    group.max_headroom_bytes = 0;
+                    group.max_shared_bytes = 0;
+                }
             }
         }
     }
@@ -660,6 +755,42 @@ impl SwitchStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watermarks_since_the_last_clear_stay_under_the_persistent_ones() {
+        let mut queue = QueueStats::default();
+        queue.peak(600);
+        queue.peak(300);
+        assert_eq!((queue.watermark_bytes, queue.max_depth_bytes), (600, 600));
+        let mut group = GroupStats::default();
+        group.peak(10_240, 2_048);
+        group.peak(4_096, 0);
+        assert_eq!((group.max_bytes, group.max_shared_bytes, group.max_headroom_bytes), (10_240, 8_192, 2_048));
+        let mut stats = SwitchStats { ports: vec![PortStats::default()], ..SwitchStats::default() };
+        stats.ports[0].queues[3] = queue;
+        stats.ports[0].priority_groups[3] = group;
+        stats.clear_watermarks(WatermarkClear::User);
+        let port = &mut stats.ports[0];
+        let (queue, group) = (&mut port.queues[3], &mut port.priority_groups[3]);
+        assert_eq!((queue.watermark_bytes, queue.max_depth_bytes), (0, 600), "the persistent one stays");
+        queue.peak(200);
+        assert_eq!((queue.watermark_bytes, queue.max_depth_bytes), (200, 600));
+        group.peak(3_072, 1_024);
+        assert_eq!(
+            (group.watermark_bytes, group.watermark_shared_bytes, group.watermark_headroom_bytes),
+            (3_072, 2_048, 1_024)
+        );
+        assert_eq!((group.max_bytes, group.max_headroom_bytes), (10_240, 2_048));
+        stats.clear_watermarks(WatermarkClear::Persistent);
+        assert_eq!(stats.ports[0].queues[3], QueueStats::default());
+        assert_eq!(stats.ports[0].priority_groups[3], GroupStats::default());
+        // Workers' peaks merge by the maximum.
+        let mut other = stats.clone();
+        other.ports[0].queues[3].peak(900);
+        stats.ports[0].queues[3].peak(100);
+        stats.add(&other);
+        assert_eq!(stats.ports[0].queues[3].watermark_bytes, 900);
+    }
 
     /// docs/STATS.md is the contract: it names every row's JSON field, metric and telemetry
     /// name, so a new counter cannot go undocumented.

@@ -96,6 +96,9 @@ pub struct PfcPort {
     /// When the last PFC frame naming the priority arrived (XOFF or XON): restoration waits
     /// for `restoration_ps` of silence.
     last_pfc_rx: [u64; 8],
+    /// Time the peer's pauses held each class, counted up to `counted_to` (`account`).
+    paused_ps: [u64; 8],
+    counted_to: [u64; 8],
 }
 
 impl PfcPort {
@@ -111,7 +114,31 @@ impl PfcPort {
             pause_horizon: 0,
             storm: [false; 8],
             last_pfc_rx: [0; 8],
+            paused_ps: [0; 8],
+            counted_to: [0; 8],
         }
+    }
+
+    /// Counts the time `priority` was held by the pause in force between the last count and
+    /// `now`. Pauses change only when a PFC frame arrives, which counts first, so the sum is
+    /// exact: an XON that ends a long XOFF early leaves only the time it really held.
+    fn account(&mut self, priority: usize, now: u64) {
+        let (since, until) = (self.received.since[priority], self.received.until[priority]);
+        let from = since.max(self.counted_to[priority]);
+        let to = until.min(now);
+        if to > from {
+            self.paused_ps[priority] += to - from;
+        }
+        self.counted_to[priority] = self.counted_to[priority].max(now);
+    }
+
+    /// Nanoseconds the peer's PFC has held each class up to `now` (received pauses, whether
+    /// or not the watchdog ignored them).
+    pub fn paused_ns(&mut self, now: u64) -> [u64; 8] {
+        for priority in 0..8 {
+            self.account(priority, now);
+        }
+        self.paused_ps.map(|ps| ps / 1000)
     }
 
     /// Whether egress class `priority` is held by a received pause at `now` (and the
@@ -247,6 +274,7 @@ impl PfcPort {
                 continue; // PFC is not enabled for this priority: counted, not obeyed
             }
             self.last_pfc_rx[priority] = now;
+            self.account(priority, now);
             self.received.apply(priority, time, now, self.speed_mbps);
             if time == 0 {
                 continue;
@@ -388,5 +416,34 @@ mod tests {
         assert_eq!(port.frame(), Repr { class_enable: 1 << 5, times });
         port.frame_sent(1, &mut stats);
         assert_eq!(stats.pfc_xoff_tx, [0, 0, 0, 1, 0, 1, 0, 0], "priority 3 counted once");
+    }
+
+    #[test]
+    fn paused_time_counts_what_each_pause_really_held() {
+        let mut port = PfcPort::new(100_000);
+        let mut stats = PortStats::default();
+        let watchdog = Watchdog { detection_ps: NEVER, restoration_ps: NEVER, action: WatchdogAction::Drop };
+        let pause = |time: u16| {
+            let mut times = [0u16; 8];
+            times[3] = time;
+            Repr { class_enable: 1 << 3, times }
+        };
+        // 100 quanta at 100G: 512 ns from 1 µs, half of it by 1,256 ns.
+        port.receive(&pause(100), 1_000_000, 1 << 3, 0, &watchdog, &mut stats);
+        assert_eq!(port.paused_ns(1_256_000)[3], 256, "in force: counted up to now");
+        assert_eq!(port.paused_ns(9_000_000)[3], 512, "expired: all of it");
+        // An XOFF of 65,535 quanta (335 µs) ended after 10 µs by an XON holds 10 µs.
+        port.receive(&pause(65_535), 10_000_000, 1 << 3, 0, &watchdog, &mut stats);
+        port.receive(&pause(0), 20_000_000, 1 << 3, 0, &watchdog, &mut stats);
+        assert_eq!(port.paused_ns(900_000_000)[3], 512 + 10_000);
+        // A refresh before the end extends the same pause; nothing is counted twice.
+        port.receive(&pause(100), 1_000_000_000, 1 << 3, 0, &watchdog, &mut stats);
+        port.receive(&pause(100), 1_000_256_000, 1 << 3, 0, &watchdog, &mut stats);
+        assert_eq!(port.paused_ns(2_000_000_000)[3], 512 + 10_000 + 256 + 512);
+        // A priority PFC is not enabled for is counted as received, never as paused.
+        let mut times = [0u16; 8];
+        times[1] = 100;
+        port.receive(&Repr { class_enable: 1 << 1, times }, 3_000_000_000, 1 << 3, 0, &watchdog, &mut stats);
+        assert_eq!(port.paused_ns(4_000_000_000)[1], 0);
     }
 }

@@ -648,6 +648,9 @@ fn results(
         drops: total_drops,
         drops_by_reason: drops,
     };
+    for switch in &mut engine.switches {
+        switch.refresh_gauges(end);
+    }
     if let Some(out) = out {
         std::fs::create_dir_all(out)
             .map_err(|err| InputError::new(out.display(), "", format!("cannot create: {err}")))?;

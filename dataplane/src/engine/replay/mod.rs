@@ -227,6 +227,7 @@ pub fn run(
     if leftover > 0 {
         tracing::warn!("{leftover} frames were still queued when the replay ran out of events; counted as buffer_full");
     }
+    engine.switch.refresh_gauges(last_event_ps);
     let stats = engine.switch.stats.clone();
     if let (Some(mut recorder), Some(dir)) = (engine.recorder.take(), &options.report) {
         recorder.finish(last_event_ps, &engine.switch);
