@@ -70,6 +70,7 @@ fn main() {
         .allowlist_function("rte_tel_data_start_dict")
         .allowlist_function("rte_tel_data_add_dict_u64")
         .allowlist_function("rte_tel_data_add_dict_container")
+        .allowlist_function("rte_tel_data_string")
         .allowlist_type("rte_eth_stats")
         .allowlist_var("RTE_MAX_ETHPORTS")
         .allowlist_var("RTE_MAX_LCORE")

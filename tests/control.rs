@@ -478,10 +478,30 @@ fn a_port_follows_its_links_carrier_and_the_operators_shutdown() {
         !ping(&lab, 0, &["-c", "1", "-W", "1", "10.0.1.2"]).status.success()
     });
     let _ = lab.in_host(1, &["ping", "-c", "3", "-i", "0.2", "-W", "1", "10.0.0.2"]);
+    let show = |what: &str| -> serde_json::Value {
+        let output =
+            raceway().args(["show", "--json", "-c"]).arg(lab.dir.join("leaf.toml")).arg(what).output().unwrap();
+        assert!(output.status.success(), "show {what}: {}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let interfaces = show("interfaces");
+    let host1 = &interfaces["interfaces"][1];
+    assert_eq!(
+        (&host1["interface"], &host1["admin"], &host1["oper"]),
+        (&"host1".into(), &"down".into(), &"down".into())
+    );
+    assert_eq!(host1["carrier"], "up", "shut, with its link up");
     ok("ip", &["-n", &control, "link", "set", "dev", "host1", "up"]);
     wait_for("host1 to answer after startup", Duration::from_secs(10), || {
         ping(&lab, 0, &["-c", "1", "-W", "1", "10.0.1.2"]).status.success()
     });
+    assert_eq!(show("interfaces")["interfaces"][1]["oper"], "up");
+    let neighbors = show("neighbors");
+    let host1_entry = neighbors["neighbors"].as_array().unwrap().iter().find(|n| n["address"] == "10.0.1.2");
+    assert_eq!(host1_entry.map(|n| &n["port"]), Some(&"host1".into()), "{neighbors}");
+    let routes = show("routes");
+    let connected = routes["routes"].as_array().unwrap().iter().find(|r| r["prefix"] == "10.0.1.0/24");
+    assert_eq!(connected.map(|r| &r["resolves_to"]), Some(&"connected host1".into()), "{routes}");
     let stats = lab.stop();
     assert!(stats["ports"]["host0"]["drops"]["link_down"].as_u64().unwrap() > 0, "{}", stats["ports"]["host0"]);
     assert!(stats["ports"]["host1"]["drops"]["link_down"].as_u64().unwrap() >= 3, "{}", stats["ports"]["host1"]);

@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use serde_json::json;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Live tests run busy-polling DPDK processes side by side. Most tolerate sharing the CPUs;
@@ -818,6 +819,23 @@ fn metrics_and_telemetry_match_the_stats_json() {
     let body = scrape(&address);
     raceway::testing::promtool_check(&body).unwrap_or_else(|said| panic!("promtool check metrics: {said}"));
     let telemetry = telemetry_query(&prefix, &["/raceway/ports", "/raceway/queues", "/raceway/pfc", "/raceway/groups"]);
+    let show = |args: &[&str]| -> serde_json::Value {
+        let output = raceway().args(["show", "--prefix", &prefix, "--json"]).args(args).output().unwrap();
+        assert!(output.status.success(), "show {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|err| panic!("show {args:?}: {err}"))
+    };
+    let shown = [
+        show(&["interfaces"]),
+        show(&["counters", "--period", "0.1"]),
+        show(&["queues"]),
+        show(&["pfc"]),
+        show(&["watermarks", "--persistent"]),
+        show(&["routes"]),
+    ];
+    // Clearing the watermarks zeroes those since the last clear, not the persistent ones.
+    let text = raceway().args(["show", "--prefix", &prefix, "clear", "watermarks"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&text.stdout), "cleared watermarks\n");
+    let cleared = show(&["watermarks"]);
     assert!(child.wait_for_exit().success(), "{}", std::fs::read_to_string(&log).unwrap());
     let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
     let mut compared = 0;
@@ -880,6 +898,40 @@ fn metrics_and_telemetry_match_the_stats_json() {
             }
         }
     }
+    // `raceway show --json` read the same numbers while the switch ran.
+    let [interfaces, counters, queues, pfc, persistent, routes] = &shown;
+    for (index, port) in PORTS.iter().enumerate() {
+        let json = &stats["ports"][port];
+        let interface = &interfaces["interfaces"][index];
+        assert_eq!(
+            (&interface["interface"], &interface["oper"], &interface["mtu"]),
+            (&json!(port), &json!("up"), &json!(9216))
+        );
+        let row = &counters["counters"][index];
+        assert_eq!(row["iface"], json!(port));
+        assert_eq!(row["rx_ok"], json["rx_packets"], "show counters {port}");
+        assert_eq!(row["tx_ok"], json["tx_packets"], "show counters {port}");
+        let drops: u64 = json["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+        assert_eq!(row["rx_drp"], drops, "show counters {port}");
+        for tc in 0..8 {
+            let queue = &json["queues"][tc];
+            let row = &queues["queues"][index * 8 + tc];
+            assert_eq!((&row["port"], &row["txq"]), (&json!(port), &json!(format!("UC{tc}"))));
+            assert_eq!(row["counter_pkts"], queue["tx_packets"]);
+            assert_eq!(row["counter_bytes"], queue["tx_bytes"]);
+            assert_eq!(row["drop_pkts"], queue["dropped"]);
+            assert_eq!(row["ecn_marked"], queue["ecn_marked"]);
+            // Before the clear the two watermarks were one.
+            assert_eq!(row["watermark_bytes"], queue["max_depth_bytes"], "show queues {port} tc{tc}");
+            assert_eq!(persistent["queues"][index][format!("uc{tc}")], queue["max_depth_bytes"]);
+            assert_eq!(cleared["queues"][index][format!("uc{tc}")], 0, "cleared {port} tc{tc}");
+            assert_eq!(queue["watermark_bytes"], 0, "the clear reached the stats JSON");
+            assert_eq!(pfc["rx"][index][format!("pfc{tc}")], json["pfc_rx"][tc]);
+            let sent = json["pfc_xoff_tx"][tc].as_u64().unwrap() + json["pfc_xon_tx"][tc].as_u64().unwrap();
+            assert_eq!(pfc["tx"][index][format!("pfc{tc}")], sent);
+        }
+    }
+    assert_eq!(routes["routes"].as_array().unwrap().len(), 4, "{routes}");
     for member in ["up0", "up1"] {
         let series = format!("raceway_group_member_packets_total{{group=\"uplinks\",member=\"{member}\"}}");
         assert_eq!(sample(&body, &series), stats["groups"]["uplinks"][member].as_u64().unwrap(), "{series}");

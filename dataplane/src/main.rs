@@ -64,6 +64,21 @@ enum Command {
         #[arg(last = true)]
         eal: Vec<String>,
     },
+    /// Ask a running switch (`raceway run`) over its DPDK telemetry socket: interfaces,
+    /// counters, pfc, queues, watermarks, routes, neighbors; clear watermarks.
+    Show {
+        /// The running switch's config (its EAL file prefix finds the switch).
+        #[arg(short, long, required_unless_present = "prefix")]
+        config: Option<PathBuf>,
+        /// The running switch's EAL file prefix (instead of --config).
+        #[arg(long)]
+        prefix: Option<String>,
+        /// JSON for scripts: each table's rows as objects keyed by column.
+        #[arg(long)]
+        json: bool,
+        #[command(subcommand)]
+        what: ShowWhat,
+    },
     /// Replay pcap or pcapng traces through the switch in virtual time; writes
     /// DIR/<port>.pcap (or .pcapng) and DIR/stats.json.
     Replay {
@@ -154,6 +169,52 @@ enum Command {
     Gen {
         #[command(subcommand)]
         kind: GenKind,
+    },
+}
+
+/// What `raceway show` prints.
+#[derive(Subcommand)]
+enum ShowWhat {
+    /// Each port: administrative and operational state, carrier, speed, MTU, addresses.
+    Interfaces,
+    /// Each port: frames, rates over --period, utilisation, drops; then drops by reason.
+    Counters {
+        /// Seconds between the two samples the rates come from.
+        #[arg(long, default_value_t = 1.0)]
+        period: f64,
+    },
+    /// PFC frames received and sent per priority, the time pauses held each class, the
+    /// watchdog of each lossless priority.
+    Pfc,
+    /// Each port's queues: frames, bytes, drops, ECN marks, depth, watermark.
+    Queues,
+    /// Queue and priority-group watermarks (shared pool, headroom).
+    Watermarks {
+        /// The persistent watermarks (since start or the last persistent clear).
+        #[arg(long)]
+        persistent: bool,
+        /// Clear them once printed (read and clear).
+        #[arg(long)]
+        clear: bool,
+    },
+    /// The FIB: each route and what it resolves to, groups with their members.
+    Routes,
+    /// The neighbours next hops resolve through.
+    Neighbors,
+    /// Clear counters that are cleared rather than counted.
+    Clear {
+        #[command(subcommand)]
+        what: ClearWhat,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClearWhat {
+    /// The queue and priority-group watermarks since the last clear.
+    Watermarks {
+        /// The persistent ones too.
+        #[arg(long)]
+        persistent: bool,
     },
 }
 
@@ -491,6 +552,31 @@ fn execute(command: Command) -> Result<(), Failure> {
             let frames = blast::load_frames(&trace)?;
             let report = blast::run(&frames, &options)?;
             println!("{}", report.to_json(pfc.is_some()));
+            Ok(())
+        }
+        Command::Show { config, prefix, json, what } => {
+            use raceway::observe::show::{self, View};
+            let prefix = match (prefix, config) {
+                (Some(prefix), _) => prefix,
+                (None, Some(path)) => show::file_prefix(&Config::load(&path)?),
+                (None, None) => return Err(Failure("show: give --config or --prefix".into())),
+            };
+            let mut period = Duration::from_secs(1);
+            let view = match what {
+                ShowWhat::Interfaces => View::Interfaces,
+                ShowWhat::Counters { period: seconds_given } => {
+                    period = seconds("--period", seconds_given)?;
+                    View::Counters
+                }
+                ShowWhat::Pfc => View::Pfc,
+                ShowWhat::Queues => View::Queues,
+                ShowWhat::Watermarks { persistent, clear } => View::Watermarks { persistent, clear },
+                ShowWhat::Routes => View::Routes,
+                ShowWhat::Neighbors => View::Neighbors,
+                ShowWhat::Clear { what: ClearWhat::Watermarks { persistent } } => View::ClearWatermarks { persistent },
+            };
+            let text = show::run(&show::socket_path(&prefix), view, period, json).map_err(Failure)?;
+            print!("{text}");
             Ok(())
         }
         Command::Check { config: path } => {

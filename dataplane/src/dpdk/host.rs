@@ -154,6 +154,83 @@ pub fn set_interface_mtu(name: &str, mtu: u32) -> io::Result<()> {
     interface_ioctl(name, libc::SIOCSIFMTU, libc::c_int::try_from(mtu).unwrap_or(libc::c_int::MAX)).map(|_| ())
 }
 
+/// A client of a Unix SOCK_SEQPACKET socket (DPDK telemetry's): one message per send and recv.
+pub struct SeqPacket {
+    fd: OwnedFd,
+}
+
+impl SeqPacket {
+    /// Connects to the socket at `path`; replies wait at most `timeout`.
+    pub fn connect(path: &std::path::Path, timeout: std::time::Duration) -> io::Result<Self> {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = path.as_os_str().as_bytes();
+        // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
+        let mut address: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        if bytes.len() >= address.sun_path.len() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "socket path too long"));
+        }
+        address.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (slot, &byte) in address.sun_path.iter_mut().zip(bytes) {
+            *slot = byte as libc::c_char;
+        }
+        // SAFETY: socket takes constants and returns a new descriptor or -1.
+        let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and nothing else owns it.
+        let socket = Self { fd: unsafe { OwnedFd::from_raw_fd(fd) } };
+        let wait = libc::timeval {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_usec: libc::suseconds_t::from(timeout.subsec_micros() as i32),
+        };
+        // SAFETY: setsockopt reads one timeval through the pointer, valid for the call.
+        unsafe {
+            libc::setsockopt(
+                socket.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                &wait as *const libc::timeval as *const libc::c_void,
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        // SAFETY: `address` is a filled sockaddr_un of the size passed.
+        let result = unsafe {
+            libc::connect(
+                socket.fd.as_raw_fd(),
+                &address as *const libc::sockaddr_un as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+            )
+        };
+        if result != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(socket)
+    }
+
+    /// Sends one message.
+    pub fn send(&self, message: &[u8]) -> io::Result<()> {
+        // SAFETY: send reads `message.len()` bytes from the slice, valid for the call.
+        let sent =
+            unsafe { libc::send(self.fd.as_raw_fd(), message.as_ptr() as *const libc::c_void, message.len(), 0) };
+        if sent < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Receives one message into `buffer`; its length (0: the peer closed).
+    pub fn recv(&self, buffer: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: recv writes at most `buffer.len()` bytes into the slice, valid for the call.
+        let received =
+            unsafe { libc::recv(self.fd.as_raw_fd(), buffer.as_mut_ptr() as *mut libc::c_void, buffer.len(), 0) };
+        if received < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(received as usize)
+    }
+}
+
 /// Waits until one of `fds` is readable or `timeout_ms` passes; returns whether any is.
 pub fn wait_readable(fds: &[i32], timeout_ms: i32) -> io::Result<bool> {
     let mut polled: Vec<libc::pollfd> =

@@ -665,6 +665,16 @@ impl Port {
         }
     }
 
+    /// The speed the device reports for its link, Mb/s (`None` where it cannot say).
+    pub fn link_speed_mbps(&self) -> Option<u64> {
+        let mut up = 0;
+        let mut speed = 0;
+        // SAFETY: the out-pointers are valid for the call.
+        let rc = unsafe { sys::shim_eth_link(self.id, &mut up, &mut speed) };
+        // RTE_ETH_SPEED_NUM_UNKNOWN is u32::MAX.
+        (rc == 0 && speed != u32::MAX).then_some(u64::from(speed))
+    }
+
     pub fn link_up(&self) -> bool {
         let mut up = 0;
         let mut speed = 0;
@@ -738,9 +748,17 @@ extern "C" fn on_signal(signal: c_int) {
 
 /// Makes SIGINT and SIGTERM set the stop flag, and SIGUSR1 the dump request (and nothing
 /// else).
-/// A telemetry reply: named sections (ports, groups), each a dict of counters. DPDK renders it
-/// as one JSON object of objects.
-pub type TelemetryReply = Vec<(String, Vec<(String, u64)>)>;
+/// A telemetry reply. DPDK renders it as JSON.
+pub enum TelemetryReply {
+    /// Named sections (ports, groups), each a dict of counters: one object of objects.
+    Sections(Vec<(String, Vec<(String, u64)>)>),
+    /// One string of at most `TELEMETRY_TEXT_MAX` bytes, of characters JSON needs no escape
+    /// for (DPDK 22.11 writes it as it is).
+    Text(String),
+}
+
+/// The longest string reply DPDK takes (RTE_TEL_MAX_SINGLE_STRING_LEN, with its NUL).
+pub const TELEMETRY_TEXT_MAX: usize = 8191;
 /// Answers a registered telemetry command (command, parameters), or `None` for an unknown one.
 pub type TelemetryHandler = Box<dyn Fn(&str, &str) -> Option<TelemetryReply> + Send + Sync>;
 
@@ -771,6 +789,18 @@ extern "C" fn telemetry_callback(cmd: *const c_char, params: *const c_char, data
         Ok(Some(reply)) => reply,
         Ok(None) => return -libc::EINVAL,
         Err(_) => return -libc::EIO,
+    };
+    let reply = match reply {
+        TelemetryReply::Text(text) => {
+            let Ok(text) = CString::new(text) else { return -libc::EINVAL };
+            if text.as_bytes().len() > TELEMETRY_TEXT_MAX {
+                return -libc::E2BIG;
+            }
+            // SAFETY: `data` is the reply object DPDK passed for this call; DPDK copies the
+            // string, which is NUL-terminated and within its limit.
+            return unsafe { sys::rte_tel_data_string(data, text.as_ptr()) };
+        }
+        TelemetryReply::Sections(sections) => sections,
     };
     // SAFETY: `data` is the reply object DPDK passed for this call.
     unsafe { sys::rte_tel_data_start_dict(data) };

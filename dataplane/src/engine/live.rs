@@ -47,13 +47,14 @@ use crate::drops::DropReason;
 use crate::engine::link_watch::{self, LinkWatch};
 use crate::engine::port_tx;
 use crate::link::{Follower, PortStates};
+use crate::observe::stats::WatermarkClear;
 use crate::observe::stats::{CoreStats, SwitchStats};
 use crate::pipeline::classify::{Classifier, Verdict};
 use crate::switch::{self, Switch};
 use crate::tm::shard::{Batch, ShardBoard, BATCH};
 use crossbeam_queue::ArrayQueue;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -324,9 +325,51 @@ struct Shared {
     /// Each port's link, administrative state and MTU, as the link watcher and the control
     /// plane follow them; every worker applies them to its switch.
     port_states: Arc<PortStates>,
+    /// Watermark clears asked for (`raceway show clear watermarks`), user and persistent:
+    /// each worker applies them to its counters at its next publish, then says so in
+    /// `cleared` (per stats slot).
+    clears: [AtomicU64; 2],
+    cleared: Vec<[AtomicU64; 2]>,
 }
 
 impl Shared {
+    /// At a worker's publish: applies the watermark clears asked for since it last looked.
+    fn apply_clears(&self, stats: &mut SwitchStats, seen: &mut [u64; 2]) {
+        let persistent = self.clears[1].load(Ordering::Acquire);
+        if persistent != seen[1] {
+            stats.clear_watermarks(WatermarkClear::Persistent);
+            seen[1] = persistent;
+        }
+        let user = self.clears[0].load(Ordering::Acquire);
+        if user != seen[0] {
+            stats.clear_watermarks(WatermarkClear::User);
+            seen[0] = user;
+        }
+    }
+
+    /// After that publish: the clears in `seen` are in the published counters.
+    fn acknowledge_clears(&self, slot: usize, seen: &[u64; 2]) {
+        self.cleared[slot][0].store(seen[0], Ordering::Release);
+        self.cleared[slot][1].store(seen[1], Ordering::Release);
+    }
+
+    /// Asks every worker to clear watermarks and waits (at most `within`) until each has
+    /// published its counters without them; false if one did not in time (it is stopping).
+    fn clear_watermarks(&self, which: WatermarkClear, within: Duration) -> bool {
+        let kind = usize::from(which == WatermarkClear::Persistent);
+        let target = self.clears[kind].fetch_add(1, Ordering::AcqRel) + 1;
+        let deadline = Instant::now() + within;
+        loop {
+            if self.cleared.iter().all(|slot| slot[kind].load(Ordering::Acquire) >= target) {
+                return true;
+            }
+            if Instant::now() >= deadline || self.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// The sum of every worker's last published counters.
     fn snapshot(&self) -> SwitchStats {
         let mut total = self.stats[0].0.lock().expect("stats lock").clone();
@@ -508,14 +551,32 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         unsent: Mutex::new(0),
         control: control.as_ref().map(|plane| Arc::clone(&plane.stats)),
         port_states: Arc::clone(&port_states),
+        clears: [AtomicU64::new(0), AtomicU64::new(0)],
+        cleared: (0..rx_lcores.len() + shard_workers).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
     });
     // DPDK telemetry: dpdk-telemetry.py reads /raceway/* from the published counters.
     let telemetry_shared = Arc::clone(&shared);
     let telemetry_config = config.clone();
-    let answer = move |command: &str, _params: &str| {
-        crate::observe::telemetry::reply(command, &telemetry_shared.snapshot(), &telemetry_config)
+    let pager = crate::observe::show::Pager::default();
+    let show_fib = control.as_ref().map(|plane| Arc::downgrade(&plane.link));
+    // Weak: the telemetry handler outlives the run, and the ports (and the control link's
+    // rings) must go before their pool.
+    let show_ports = Arc::downgrade(&ports);
+    let answer = move |command: &str, params: &str| {
+        if command != "/raceway/show" {
+            return crate::observe::telemetry::reply(command, &telemetry_shared.snapshot(), &telemetry_config)
+                .map(dpdk::TelemetryReply::Sections);
+        }
+        let build = |view: &str| {
+            let (ports, fib) = (show_ports.upgrade(), show_fib.as_ref().and_then(std::sync::Weak::upgrade));
+            let ports = ports.as_deref().map_or(&[][..], Vec::as_slice);
+            show_view(view, &telemetry_shared, &telemetry_config, fib.as_deref(), ports)
+        };
+        pager.answer(params, build).map(dpdk::TelemetryReply::Text)
     };
-    match dpdk::register_telemetry(&crate::observe::telemetry::COMMANDS, Box::new(answer)) {
+    let commands: Vec<_> =
+        crate::observe::telemetry::COMMANDS.iter().chain(&[crate::observe::telemetry::SHOW]).copied().collect();
+    match dpdk::register_telemetry(&commands, Box::new(answer)) {
         Ok(()) => tracing::info!(
             "telemetry: /raceway/ports, /raceway/queues, /raceway/pfc, /raceway/groups, /raceway/control"
         ),
@@ -749,6 +810,48 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     })
 }
 
+/// A `raceway show` document (`observe::show`): `state`, `fib`, or a watermark clear.
+fn show_view(
+    view: &str,
+    shared: &Shared,
+    config: &Config,
+    control: Option<&ControlLink>,
+    ports: &[Port],
+) -> Option<serde_json::Value> {
+    match view {
+        "state" => {
+            let interfaces = config
+                .ports
+                .iter()
+                .enumerate()
+                .map(|(index, port)| {
+                    // The device's speed where it reports one, else the configured shaping rate.
+                    let reported = ports.get(index).and_then(Port::link_speed_mbps);
+                    let speed = reported.filter(|&mbps| mbps > 0).unwrap_or(port.speed_mbps);
+                    crate::observe::show::interface_entry(port, shared.port_states.get(index), speed)
+                })
+                .collect();
+            Some(crate::observe::show::state_document(config, interfaces, shared.snapshot().to_json(config)))
+        }
+        "fib" => {
+            let names: Vec<&str> = config.ports.iter().map(|port| port.name.as_str()).collect();
+            let text = match control {
+                Some(link) => link.fib.load().to_text(&names),
+                None => {
+                    crate::pipeline::fib::Fib::new(config, &crate::pipeline::fib::Learned::default(), 1).to_text(&names)
+                }
+            };
+            Some(serde_json::json!({ "fib": text }))
+        }
+        "clear" | "clear-persistent" => {
+            let which = if view == "clear" { WatermarkClear::User } else { WatermarkClear::Persistent };
+            let cleared = shared.clear_watermarks(which, Duration::from_secs(2));
+            Some(serde_json::json!({ "cleared": cleared }))
+        }
+        _ => None,
+    }
+}
+
 /// Prints the live counter table (`SwitchStats::rate_table`) every stats interval, with rates
 /// over the time since its previous table.
 struct RatePrinter {
@@ -882,6 +985,7 @@ impl Worker {
         self.switch.stats.cores.push(CoreStats { lcore: dpdk::current_lcore(), ..CoreStats::default() });
         let mut iteration_start = dpdk::rdtsc();
         let mut followed = Follower::new();
+        let mut clears_seen = [0u64; 2];
         loop {
             if shared.stop.load(Ordering::Relaxed) {
                 // Pipelined: keep taking frames until every RX worker has stopped and its
@@ -987,7 +1091,9 @@ impl Worker {
             if iteration_end >= next_publish {
                 next_publish = iteration_end + publish_ticks;
                 self.switch.refresh_gauges(now);
+                shared.apply_clears(&mut self.switch.stats, &mut clears_seen);
                 shared.stats[self.slot].0.lock().expect("stats lock").clone_from(&self.switch.stats);
+                shared.acknowledge_clears(self.slot, &clears_seen);
                 watch();
             }
         }
@@ -1301,6 +1407,7 @@ impl RxWorker {
         let mut rx = Burst::default();
         let mut iteration_start = dpdk::rdtsc();
         let mut followed = Follower::new();
+        let mut clears_seen = [0u64; 2];
         while !shared.stop.load(Ordering::Relaxed) {
             if let Some(link) = &self.control {
                 self.classifier.refresh(&link.fib);
@@ -1353,7 +1460,9 @@ impl RxWorker {
             iteration_start = iteration_end;
             if iteration_end >= next_publish {
                 next_publish = iteration_end + publish_ticks;
+                shared.apply_clears(&mut self.stats, &mut clears_seen);
                 shared.stats[self.slot].0.lock().expect("stats lock").clone_from(&self.stats);
+                shared.acknowledge_clears(self.slot, &clears_seen);
             }
         }
         shared.stats[self.slot].0.lock().expect("stats lock").clone_from(&self.stats);

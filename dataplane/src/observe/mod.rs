@@ -9,5 +9,6 @@ pub mod latency;
 pub mod metrics;
 pub mod progress;
 pub mod report;
+pub mod show;
 pub mod stats;
 pub mod telemetry;

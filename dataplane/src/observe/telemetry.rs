@@ -25,6 +25,10 @@ pub const COMMANDS: [(&CStr, &CStr); 5] = [
     ),
 ];
 
+/// `raceway show`'s command (`observe::show`): answered with a page of a JSON document.
+pub const SHOW: (&CStr, &CStr) =
+    (c"/raceway/show", c"raceway show's pages: TOKEN VIEW PAGE (views: state, fib, clear, clear-persistent).");
+
 /// A reply: (section, [(name, value)]).
 pub type Reply = Vec<(String, Vec<(String, u64)>)>;
 

@@ -1,0 +1,724 @@
+//! `raceway show`: what a running switch says about itself, asked over its DPDK telemetry
+//! socket, printed as tables that read like SONiC's `show interfaces counters`, `show pfc
+//! counters`, `show queue counters` and `show queue watermark` (or as JSON with `--json`).
+//!
+//! The switch answers `/raceway/show,TOKEN VIEW PAGE` with one string, `PAGES HEX`: page PAGE
+//! of the view's JSON document, hex-encoded (DPDK 22.11 writes a string reply as it is, so it
+//! must need no JSON escape; a page is at most `PAGE_BYTES` of the document, under DPDK's
+//! 8 KiB string limit). The document is built once, on page 0, and kept under the client's
+//! token while it reads the rest, so a FIB of a million routes arrives whole and consistent.
+//! Views: `state` (every port's link, shutdown, MTU and addresses, and the stats JSON of
+//! docs/STATS.md), `fib` (the FIB as `run --fib-dump` writes it), `clear` and
+//! `clear-persistent` (watermarks; answered once every worker has cleared its own).
+//!
+//! The client (`run`) fetches what a view needs and formats it; rates (`counters`) come from
+//! two `state` documents `--period` apart, as SONiC's `show interfaces counters -p`.
+//!
+//! Invariant: every number printed is one of the stats JSON's (or a difference of two of
+//! them over the period), so `show` and the stats JSON never disagree.
+
+use crate::config::{Config, TRAFFIC_CLASSES};
+use crate::drops::DropReason;
+use serde_json::{json, Map, Value};
+use std::collections::VecDeque;
+use std::fmt::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Document bytes per page: 8,000 hex digits and the page count fit DPDK's 8 KiB string.
+pub const PAGE_BYTES: usize = 4000;
+/// Documents kept for clients still reading them.
+const KEPT: usize = 4;
+
+/// The switch's side: documents being read, by the client's token.
+#[derive(Default)]
+pub struct Pager {
+    kept: Mutex<VecDeque<(String, Arc<Vec<u8>>)>>,
+}
+
+impl Pager {
+    /// The reply to `TOKEN VIEW PAGE`: builds the view's document with `build` on page 0 (or
+    /// when the token is unknown), and answers `PAGES HEX` for the page asked.
+    pub fn answer(&self, params: &str, build: impl FnOnce(&str) -> Option<Value>) -> Option<String> {
+        let mut words = params.split_whitespace();
+        let (token, view, page) = (words.next()?, words.next()?, words.next()?.parse::<usize>().ok()?);
+        let document = {
+            let kept = self.kept.lock().expect("pager lock");
+            kept.iter().find(|(kept_token, _)| kept_token == token).map(|(_, document)| Arc::clone(document))
+        };
+        let document = match document {
+            Some(document) if page > 0 => document,
+            _ => {
+                let document = Arc::new(build(view)?.to_string().into_bytes());
+                let mut kept = self.kept.lock().expect("pager lock");
+                kept.retain(|(kept_token, _)| kept_token != token);
+                if kept.len() == KEPT {
+                    kept.pop_front();
+                }
+                kept.push_back((token.to_string(), Arc::clone(&document)));
+                document
+            }
+        };
+        let pages = document.len().div_ceil(PAGE_BYTES).max(1);
+        let chunk = document.chunks(PAGE_BYTES).nth(page).unwrap_or(&[]);
+        let mut reply = String::with_capacity(16 + 2 * chunk.len());
+        let _ = write!(reply, "{pages} ");
+        for byte in chunk {
+            let _ = write!(reply, "{byte:02x}");
+        }
+        Some(reply)
+    }
+}
+
+/// The `state` document: each port's state and the stats JSON.
+pub fn state_document(config: &Config, ports: Vec<Value>, stats: Value) -> Value {
+    json!({ "switch": config.name, "interfaces": ports, "stats": stats })
+}
+
+/// One port's entry in the `state` document.
+pub fn interface_entry(port: &crate::config::PortConfig, state: crate::link::PortState, speed_mbps: u64) -> Value {
+    let addresses: Vec<String> = port.addresses.iter().map(|a| format!("{}/{}", a.address, a.len)).collect();
+    json!({
+        "name": port.name,
+        "device": port.device.clone().unwrap_or_default(),
+        "speed_mbps": speed_mbps,
+        "mtu": state.mtu,
+        "enabled": port.enabled,
+        "admin_up": state.admin_up,
+        "carrier": state.carrier,
+        "addresses": addresses,
+    })
+}
+
+/// What `raceway show` was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Interfaces,
+    Counters,
+    Pfc,
+    Queues,
+    Watermarks { persistent: bool, clear: bool },
+    Routes,
+    Neighbors,
+    ClearWatermarks { persistent: bool },
+}
+
+/// Where the switch's telemetry socket is: DPDK's runtime directory for the EAL file prefix
+/// (/var/run/dpdk/PREFIX as root, else $XDG_RUNTIME_DIR or /tmp, then /dpdk/PREFIX).
+pub fn socket_path(prefix: &str) -> std::path::PathBuf {
+    // The effective uid, from /proc (std has no geteuid).
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|line| line.starts_with("Uid:"))?.to_string();
+            Some(line.split_whitespace().nth(2)? == "0")
+        })
+        .unwrap_or(false);
+    let base = if root {
+        std::path::PathBuf::from("/var/run")
+    } else {
+        std::env::var_os("XDG_RUNTIME_DIR").map_or_else(|| std::path::PathBuf::from("/tmp"), std::path::PathBuf::from)
+    };
+    base.join("dpdk").join(prefix).join("dpdk_telemetry.v2")
+}
+
+/// The EAL file prefix of a config's `[dpdk] eal` arguments (DPDK's default, "rte", if none).
+pub fn file_prefix(config: &Config) -> String {
+    let mut args = config.eal.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--file-prefix" {
+            if let Some(prefix) = args.next() {
+                return prefix.clone();
+            }
+        } else if let Some(prefix) = arg.strip_prefix("--file-prefix=") {
+            return prefix.to_string();
+        }
+    }
+    "rte".to_string()
+}
+
+/// A connection to a running switch.
+pub struct Client {
+    socket: crate::dpdk::host::SeqPacket,
+    buffer: Vec<u8>,
+    token: String,
+}
+
+impl Client {
+    /// Connects to the telemetry socket at `path`.
+    pub fn connect(path: &std::path::Path) -> Result<Self, String> {
+        let socket = crate::dpdk::host::SeqPacket::connect(path, Duration::from_secs(10)).map_err(|err| {
+            format!("{}: {err} (is a raceway with this config's EAL file prefix running?)", path.display())
+        })?;
+        let mut client = Self { socket, buffer: vec![0; 64 << 10], token: String::new() };
+        // DPDK greets with its version and output limit.
+        client.receive()?;
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        client.token = format!("{}-{nanos}", std::process::id());
+        Ok(client)
+    }
+
+    fn receive(&mut self) -> Result<Value, String> {
+        let len = self.socket.recv(&mut self.buffer).map_err(|err| format!("telemetry: {err}"))?;
+        if len == 0 {
+            return Err("telemetry: the switch closed the connection".into());
+        }
+        serde_json::from_slice(&self.buffer[..len]).map_err(|err| format!("telemetry: a reply that is not JSON: {err}"))
+    }
+
+    /// The document of `view`, page by page.
+    pub fn fetch(&mut self, view: &str) -> Result<Value, String> {
+        let mut document = Vec::new();
+        let mut page = 0;
+        loop {
+            let command = format!("/raceway/show,{} {view} {page}", self.token);
+            self.socket.send(command.as_bytes()).map_err(|err| format!("telemetry: {err}"))?;
+            let reply = self.receive()?;
+            let text = reply["/raceway/show"]
+                .as_str()
+                .ok_or_else(|| format!("telemetry: the switch does not answer /raceway/show ({reply})"))?;
+            let (pages, hex) = text.split_once(' ').ok_or("telemetry: a malformed page")?;
+            let pages: usize = pages.parse().map_err(|_| "telemetry: a malformed page count")?;
+            if hex.len() % 2 != 0 {
+                return Err("telemetry: a page of odd length".into());
+            }
+            for pair in hex.as_bytes().chunks(2) {
+                let digits = std::str::from_utf8(pair).map_err(|_| "telemetry: a page that is not hex")?;
+                document.push(u8::from_str_radix(digits, 16).map_err(|_| "telemetry: a page that is not hex")?);
+            }
+            page += 1;
+            if page >= pages {
+                break;
+            }
+        }
+        serde_json::from_slice(&document).map_err(|err| format!("telemetry: a document that is not JSON: {err}"))
+    }
+}
+
+/// A table: a title, column names, rows of cells.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub title: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(title: &str, columns: &[&str]) -> Self {
+        Self { title: title.to_string(), columns: columns.iter().map(|c| c.to_string()).collect(), rows: Vec::new() }
+    }
+
+    /// Right-aligned columns under a dashed rule, as SONiC prints them.
+    pub fn render(&self) -> String {
+        let mut widths: Vec<usize> = self.columns.iter().map(String::len).collect();
+        for row in &self.rows {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.len());
+            }
+        }
+        let line = |cells: &[String]| {
+            let padded: Vec<String> = cells.iter().zip(&widths).map(|(cell, &w)| format!("{cell:>w$}")).collect();
+            padded.join("  ").trim_end().to_string()
+        };
+        let mut out = String::new();
+        if !self.title.is_empty() {
+            let _ = writeln!(out, "{}", self.title);
+        }
+        let _ = writeln!(out, "{}", line(&self.columns));
+        let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
+        let _ = writeln!(out, "{}", rule.join("  "));
+        for row in &self.rows {
+            let _ = writeln!(out, "{}", line(row));
+        }
+        out
+    }
+
+    /// The rows as JSON objects keyed by column name (lower case, `_` for spaces); numbers
+    /// stay numbers.
+    pub fn to_json(&self) -> Value {
+        let keys: Vec<String> = self.columns.iter().map(|c| c.to_lowercase().replace([' ', '/'], "_")).collect();
+        let rows = self.rows.iter().map(|row| {
+            let object: Map<String, Value> =
+                keys.iter().zip(row).map(|(key, cell)| (key.clone(), cell_value(cell))).collect();
+            Value::Object(object)
+        });
+        Value::Array(rows.collect())
+    }
+}
+
+/// A cell as JSON: counts stay integers, rates and shares become plain numbers in their base
+/// unit (`1.50 Gb/s` is 1.5e9 b/s, `300/s` 300, `12.50%` 12.5), the rest stays text.
+fn cell_value(cell: &str) -> Value {
+    if let Ok(count) = cell.parse::<u64>() {
+        return Value::from(count);
+    }
+    let scaled =
+        [(" Tb/s", 1e12), (" Gb/s", 1e9), (" Mb/s", 1e6), (" Kb/s", 1e3), (" b/s", 1.0), ("/s", 1.0), ("%", 1.0)]
+            .iter()
+            .find_map(|(suffix, scale)| Some(cell.strip_suffix(suffix)?.parse::<f64>().ok()? * scale));
+    match scaled.or_else(|| cell.parse::<f64>().ok()) {
+        Some(value) => json!(value),
+        None => Value::from(cell),
+    }
+}
+
+fn number(value: &Value) -> u64 {
+    value.as_u64().unwrap_or(0)
+}
+
+fn sum(value: &Value) -> u64 {
+    match value {
+        Value::Array(values) => values.iter().map(number).sum(),
+        Value::Object(values) => values.values().map(number).sum(),
+        other => number(other),
+    }
+}
+
+fn up(flag: bool) -> &'static str {
+    if flag {
+        "up"
+    } else {
+        "down"
+    }
+}
+
+/// A speed in Mb/s as SONiC prints it: 100G, 25G, 1G, 100M.
+fn speed(mbps: u64) -> String {
+    if mbps >= 1000 && mbps % 1000 == 0 {
+        format!("{}G", mbps / 1000)
+    } else {
+        format!("{mbps}M")
+    }
+}
+
+/// A rate in bits per second: 1.23 Gb/s, 512.00 Mb/s, 8.00 Kb/s, 0.00 b/s.
+fn bit_rate(bits_per_second: f64) -> String {
+    for (unit, scale) in [("Tb/s", 1e12), ("Gb/s", 1e9), ("Mb/s", 1e6), ("Kb/s", 1e3)] {
+        if bits_per_second >= scale {
+            return format!("{:.2} {unit}", bits_per_second / scale);
+        }
+    }
+    format!("{bits_per_second:.2} b/s")
+}
+
+/// The ports of a `state` document: (name, its interface entry, its stats).
+fn ports(state: &Value) -> Vec<(String, &Value, &Value)> {
+    let interfaces = state["interfaces"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    interfaces
+        .iter()
+        .map(|interface| {
+            let name = interface["name"].as_str().unwrap_or("?").to_string();
+            let stats = &state["stats"]["ports"][name.as_str()];
+            (name, interface, stats)
+        })
+        .collect()
+}
+
+fn oper(interface: &Value) -> &'static str {
+    let usable = interface["carrier"].as_bool().unwrap_or(false)
+        && interface["admin_up"].as_bool().unwrap_or(false)
+        && interface["enabled"].as_bool().unwrap_or(false);
+    up(usable)
+}
+
+/// `show interfaces`: status, speed, MTU, addresses, carrier.
+pub fn interfaces(state: &Value) -> Vec<Table> {
+    let mut table = Table::new("", &["Interface", "Admin", "Oper", "Carrier", "Speed", "MTU", "Addresses", "Device"]);
+    for (name, interface, _) in ports(state) {
+        let admin = if interface["enabled"].as_bool() == Some(false) {
+            "disabled"
+        } else {
+            up(interface["admin_up"].as_bool().unwrap_or(false))
+        };
+        let addresses: Vec<&str> =
+            interface["addresses"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        table.rows.push(vec![
+            name,
+            admin.to_string(),
+            oper(interface).to_string(),
+            up(interface["carrier"].as_bool().unwrap_or(false)).to_string(),
+            speed(number(&interface["speed_mbps"])),
+            number(&interface["mtu"]).to_string(),
+            if addresses.is_empty() { "-".to_string() } else { addresses.join(",") },
+            interface["device"].as_str().unwrap_or("").to_string(),
+        ]);
+    }
+    vec![table]
+}
+
+/// `show counters`: totals, rates over `period` between `before` and `after`, drops; then the
+/// drops by reason that are not zero.
+pub fn counters(before: &Value, after: &Value, period: Duration) -> Vec<Table> {
+    let seconds = period.as_secs_f64().max(1e-9);
+    let mut table = Table::new(
+        "",
+        &[
+            "IFACE", "STATE", "RX_OK", "RX_BPS", "RX_PPS", "RX_UTIL", "RX_DRP", "TX_OK", "TX_BPS", "TX_PPS", "TX_UTIL",
+            "TX_DRP",
+        ],
+    );
+    let mut reasons =
+        Table::new("Drops by reason (charged to the port a frame came in on):", &["IFACE", "REASON", "DROPS"]);
+    for ((name, interface, now), (_, _, then)) in ports(after).into_iter().zip(ports(before)) {
+        let delta = |key: &str| number(&now[key]).saturating_sub(number(&then[key])) as f64 / seconds;
+        let link_bps = number(&interface["speed_mbps"]) as f64 * 1e6;
+        let util = |bits: f64| if link_bps > 0.0 { format!("{:.2}%", 100.0 * bits / link_bps) } else { "-".into() };
+        let (rx_bps, tx_bps) = (8.0 * delta("rx_bytes"), 8.0 * delta("tx_bytes"));
+        let tx_drops: u64 = now["queues"].as_array().into_iter().flatten().map(|queue| number(&queue["dropped"])).sum();
+        table.rows.push(vec![
+            name.clone(),
+            if oper(interface) == "up" { "U".into() } else { "D".into() },
+            number(&now["rx_packets"]).to_string(),
+            bit_rate(rx_bps),
+            format!("{:.0}/s", delta("rx_packets")),
+            util(rx_bps),
+            sum(&now["drops"]).to_string(),
+            number(&now["tx_packets"]).to_string(),
+            bit_rate(tx_bps),
+            format!("{:.0}/s", delta("tx_packets")),
+            util(tx_bps),
+            tx_drops.to_string(),
+        ]);
+        for reason in DropReason::ALL {
+            let count = number(&now["drops"][reason.name()]);
+            if count > 0 {
+                reasons.rows.push(vec![name.clone(), reason.name().to_string(), count.to_string()]);
+            }
+        }
+    }
+    vec![table, reasons]
+}
+
+/// The lossless priorities of a `state` document (those with priority groups).
+fn lossless(state: &Value) -> Vec<u64> {
+    let Some((_, _, stats)) = ports(state).into_iter().next() else { return Vec::new() };
+    stats["priority_groups"].as_array().into_iter().flatten().map(|group| number(&group["priority"])).collect()
+}
+
+/// `show pfc`: PFC frames received and sent per priority (as `show pfc counters`), the time
+/// the peers' pauses held each class, and the watchdog per lossless priority.
+pub fn pfc(state: &Value) -> Vec<Table> {
+    let priorities: Vec<String> = (0..8).map(|p| format!("PFC{p}")).collect();
+    let columns =
+        |first: &str| -> Vec<String> { std::iter::once(first.to_string()).chain(priorities.clone()).collect() };
+    let mut rx = Table { title: String::new(), columns: columns("Port Rx"), rows: Vec::new() };
+    let mut tx = Table { title: String::new(), columns: columns("Port Tx"), rows: Vec::new() };
+    let mut paused = Table { title: "Paused by the peer, ms:".into(), columns: columns("Port"), rows: Vec::new() };
+    let mut watchdog = Table::new("PFC watchdog:", &["Port", "Priority", "Status", "Storms", "Restorations"]);
+    let lossless = lossless(state);
+    for (name, _, stats) in ports(state) {
+        let per = |key: &str, index: usize| number(&stats[key][index]);
+        rx.rows.push(std::iter::once(name.clone()).chain((0..8).map(|p| per("pfc_rx", p).to_string())).collect());
+        tx.rows.push(
+            std::iter::once(name.clone())
+                .chain((0..8).map(|p| (per("pfc_xoff_tx", p) + per("pfc_xon_tx", p)).to_string()))
+                .collect(),
+        );
+        paused.rows.push(
+            std::iter::once(name.clone())
+                .chain((0..8).map(|p| format!("{:.3}", per("pfc_rx_pause_ns", p) as f64 / 1e6)))
+                .collect(),
+        );
+        for &priority in &lossless {
+            let storms = number(&stats["pfc_watchdog"]["storms"][priority as usize]);
+            let restorations = number(&stats["pfc_watchdog"]["restorations"][priority as usize]);
+            let status = if storms > restorations { "stormed" } else { "operational" };
+            watchdog.rows.push(vec![
+                name.clone(),
+                priority.to_string(),
+                status.to_string(),
+                storms.to_string(),
+                restorations.to_string(),
+            ]);
+        }
+    }
+    vec![rx, tx, paused, watchdog]
+}
+
+/// `show queues`: per port and traffic class, as `show queue counters`, with depth and
+/// watermark.
+pub fn queues(state: &Value) -> Vec<Table> {
+    let mut table = Table::new(
+        "",
+        &["Port", "TxQ", "Counter/pkts", "Counter/bytes", "Drop/pkts", "ECN marked", "Depth/bytes", "Watermark/bytes"],
+    );
+    for (name, _, stats) in ports(state) {
+        for (tc, queue) in stats["queues"].as_array().into_iter().flatten().enumerate() {
+            table.rows.push(vec![
+                name.clone(),
+                format!("UC{tc}"),
+                number(&queue["tx_packets"]).to_string(),
+                number(&queue["tx_bytes"]).to_string(),
+                number(&queue["dropped"]).to_string(),
+                number(&queue["ecn_marked"]).to_string(),
+                number(&queue["depth_bytes"]).to_string(),
+                number(&queue["watermark_bytes"]).to_string(),
+            ]);
+        }
+    }
+    vec![table]
+}
+
+/// `show watermarks`: queue watermarks (SONiC's `show queue watermark unicast`), then the
+/// priority groups' shared and headroom watermarks (`show priority-group watermark shared`,
+/// `headroom`); since the last clear, or the persistent ones.
+pub fn watermarks(state: &Value, persistent: bool) -> Vec<Table> {
+    let kind = if persistent { "persistent" } else { "since the last clear" };
+    let classes: Vec<String> =
+        std::iter::once("Port".to_string()).chain((0..TRAFFIC_CLASSES).map(|tc| format!("UC{tc}"))).collect();
+    let groups: Vec<String> = std::iter::once("Port".to_string()).chain((0..8).map(|p| format!("PG{p}"))).collect();
+    let mut queue =
+        Table { title: format!("Queue watermarks, frame bytes ({kind}):"), columns: classes, rows: Vec::new() };
+    let mut shared = Table {
+        title: format!("Priority-group shared pool watermarks, cell bytes ({kind}):"),
+        columns: groups.clone(),
+        rows: Vec::new(),
+    };
+    let mut headroom = Table {
+        title: format!("Priority-group headroom watermarks, cell bytes ({kind}):"),
+        columns: groups,
+        rows: Vec::new(),
+    };
+    let (queue_key, shared_key, headroom_key) = if persistent {
+        ("max_depth_bytes", "max_shared_bytes", "max_headroom_bytes")
+    } else {
+        ("watermark_bytes", "watermark_shared_bytes", "watermark_headroom_bytes")
+    };
+    for (name, _, stats) in ports(state) {
+        let queues = stats["queues"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        queue.rows.push(
+            std::iter::once(name.clone()).chain(queues.iter().map(|q| number(&q[queue_key]).to_string())).collect(),
+        );
+        let mut shared_row = vec![name.clone()];
+        let mut headroom_row = vec![name.clone()];
+        for priority in 0..8u64 {
+            let group =
+                stats["priority_groups"].as_array().into_iter().flatten().find(|g| number(&g["priority"]) == priority);
+            // Lossy priorities have no ingress group: nothing to watermark.
+            let cell = |key: &str| group.map_or("-".to_string(), |g| number(&g[key]).to_string());
+            shared_row.push(cell(shared_key));
+            headroom_row.push(cell(headroom_key));
+        }
+        shared.rows.push(shared_row);
+        headroom.rows.push(headroom_row);
+    }
+    vec![queue, shared, headroom]
+}
+
+/// `show routes`: the FIB's routes, each with what it resolves to (groups with their
+/// members), from a `fib` document.
+pub fn routes(fib: &Value) -> Vec<Table> {
+    let mut table = Table::new("", &["Prefix", "Resolves to"]);
+    let text = fib["fib"].as_str().unwrap_or("");
+    for line in text.lines().filter(|line| !line.starts_with('#') && !line.starts_with("neighbor ")) {
+        if let Some((prefix, target)) = line.split_once(' ') {
+            table.rows.push(vec![prefix.to_string(), target.to_string()]);
+        }
+    }
+    table.title = text.lines().next().unwrap_or("").trim_start_matches("# ").to_string();
+    vec![table]
+}
+
+/// `show neighbors`: the neighbours the FIB resolves next hops with.
+pub fn neighbors(fib: &Value) -> Vec<Table> {
+    let mut table = Table::new("", &["Address", "Port", "MAC"]);
+    for line in fib["fib"].as_str().unwrap_or("").lines() {
+        let mut words = line.split_whitespace();
+        if words.next() == Some("neighbor") {
+            let cells: Vec<String> = words.map(str::to_string).collect();
+            if cells.len() == 3 {
+                table.rows.push(cells);
+            }
+        }
+    }
+    vec![table]
+}
+
+/// Prints `tables` as text, or as one JSON object (`--json`): a table's rows under its key
+/// (`view` for the first, then its title's first word in lower case... see `json_key`).
+pub fn print(view: &str, tables: &[Table], as_json: bool) -> String {
+    if as_json {
+        let mut object = Map::new();
+        for (index, table) in tables.iter().enumerate() {
+            object.insert(json_key(view, index), table.to_json());
+        }
+        return serde_json::to_string_pretty(&Value::Object(object)).expect("json") + "\n";
+    }
+    tables.iter().map(Table::render).collect::<Vec<_>>().join("\n")
+}
+
+/// The key of a view's `index`th table in `--json` output.
+pub fn json_key(view: &str, index: usize) -> String {
+    let names: &[&str] = match view {
+        "counters" => &["counters", "drops"],
+        "pfc" => &["rx", "tx", "paused_ms", "watchdog"],
+        "watermarks" => &["queues", "priority_groups_shared", "priority_groups_headroom"],
+        _ => &[],
+    };
+    names.get(index).map_or_else(|| view.to_string(), |name| name.to_string())
+}
+
+/// Asks the switch behind `socket` for `view` and returns what to print (`period`: between the
+/// two samples of `counters`).
+pub fn run(socket: &std::path::Path, view: View, period: Duration, as_json: bool) -> Result<String, String> {
+    let mut client = Client::connect(socket)?;
+    let (name, tables) = match view {
+        View::Interfaces => ("interfaces", interfaces(&client.fetch("state")?)),
+        View::Counters => {
+            let before = client.fetch("state")?;
+            std::thread::sleep(period);
+            ("counters", counters(&before, &client.fetch("state")?, period))
+        }
+        View::Pfc => ("pfc", pfc(&client.fetch("state")?)),
+        View::Queues => ("queues", queues(&client.fetch("state")?)),
+        View::Watermarks { persistent, clear } => {
+            let tables = watermarks(&client.fetch("state")?, persistent);
+            if clear {
+                clear_watermarks(&mut client, persistent)?;
+            }
+            ("watermarks", tables)
+        }
+        View::Routes => ("routes", routes(&client.fetch("fib")?)),
+        View::Neighbors => ("neighbors", neighbors(&client.fetch("fib")?)),
+        View::ClearWatermarks { persistent } => {
+            clear_watermarks(&mut client, persistent)?;
+            let what = if persistent { "persistent and user watermarks" } else { "watermarks" };
+            return Ok(if as_json { format!("{{\"cleared\": \"{what}\"}}\n") } else { format!("cleared {what}\n") });
+        }
+    };
+    Ok(print(name, &tables, as_json))
+}
+
+fn clear_watermarks(client: &mut Client, persistent: bool) -> Result<(), String> {
+    let answer = client.fetch(if persistent { "clear-persistent" } else { "clear" })?;
+    if answer["cleared"] != Value::Bool(true) {
+        return Err("the switch's workers did not clear their watermarks in time (is it stopping?)".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_document_comes_back_whole_over_pages_and_under_dpdks_string_limit() {
+        let pager = Pager::default();
+        let document = json!({ "fib": "10.0.0.0/24 connected p0\n".repeat(1000) });
+        let mut built = 0;
+        let mut bytes = Vec::new();
+        let mut page = 0;
+        loop {
+            let reply = pager
+                .answer(&format!("t1 fib {page}"), |view| {
+                    built += 1;
+                    (view == "fib").then(|| document.clone())
+                })
+                .unwrap();
+            assert!(reply.len() <= crate::dpdk::TELEMETRY_TEXT_MAX, "{} bytes", reply.len());
+            assert!(reply.bytes().all(|b| b.is_ascii_hexdigit() || b == b' '), "nothing JSON would escape");
+            let (pages, hex) = reply.split_once(' ').unwrap();
+            bytes.extend(
+                hex.as_bytes()
+                    .chunks(2)
+                    .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap()),
+            );
+            page += 1;
+            if page >= pages.parse().unwrap() {
+                break;
+            }
+        }
+        assert!(page > 1, "several pages");
+        assert_eq!(built, 1, "built once, on page 0");
+        assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), document);
+        assert!(pager.answer("t2 nothing 0", |_| None).is_none(), "an unknown view");
+        assert!(pager.answer("t2 fib", |_| None).is_none(), "no page");
+    }
+
+    fn state() -> Value {
+        let port = |name: &str, carrier: bool| {
+            json!({ "name": name, "device": "net_null0", "speed_mbps": 100000, "mtu": 1500, "enabled": true,
+                    "admin_up": true, "carrier": carrier, "addresses": ["10.0.0.1/24"] })
+        };
+        let stats = |rx: u64, bytes: u64| {
+            json!({ "rx_packets": rx, "rx_bytes": bytes, "tx_packets": 0, "tx_bytes": 0,
+                    "drops": { "no_route": 2, "link_down": 0 },
+                    "pfc_rx": [0, 0, 0, 5, 0, 0, 0, 0], "pfc_xoff_tx": [0, 0, 0, 1, 0, 0, 0, 0],
+                    "pfc_xon_tx": [0, 0, 0, 1, 0, 0, 0, 0], "pfc_rx_pause_ns": [0, 0, 0, 2_500_000, 0, 0, 0, 0],
+                    "pfc_watchdog": { "storms": [0, 0, 0, 1, 0, 0, 0, 0], "restorations": [0, 0, 0, 0, 0, 0, 0, 0] },
+                    "queues": (0..8).map(|tc| json!({ "tc": tc, "tx_packets": tc, "tx_bytes": 0, "dropped": 1,
+                        "ecn_marked": 0, "depth_bytes": 0, "max_depth_bytes": 900, "watermark_bytes": 300 })).collect::<Vec<_>>(),
+                    "priority_groups": [{ "priority": 3, "max_bytes": 0, "max_headroom_bytes": 512,
+                        "max_shared_bytes": 4096, "watermark_bytes": 0, "watermark_headroom_bytes": 256,
+                        "watermark_shared_bytes": 1024 }] })
+        };
+        json!({ "switch": "t", "interfaces": [port("p0", true), port("p1", false)],
+                "stats": { "ports": { "p0": stats(1000, 1_000_000), "p1": stats(0, 0) } } })
+    }
+
+    #[test]
+    fn tables_read_the_stats_as_they_are() {
+        let state = state();
+        let interfaces = &interfaces(&state)[0];
+        assert_eq!(interfaces.rows[0][..6], ["p0", "up", "up", "up", "100G", "1500"]);
+        assert_eq!(interfaces.rows[1][..4], ["p1", "up", "down", "down"], "no carrier: operationally down");
+        let mut later = state.clone();
+        later["stats"]["ports"]["p0"]["rx_packets"] = json!(3000);
+        later["stats"]["ports"]["p0"]["rx_bytes"] = json!(1_250_000);
+        let counters = counters(&state, &later, Duration::from_secs(2));
+        assert_eq!(counters[0].rows[0][2], "3000");
+        assert_eq!(counters[0].rows[0][3], "1.00 Mb/s", "250,000 bytes in 2 s");
+        assert_eq!(counters[0].rows[0][4], "1000/s");
+        assert_eq!(counters[0].rows[0][6], "2", "rx drops");
+        assert_eq!(counters[0].rows[0][11], "8", "one refused by each of eight queues");
+        assert_eq!(counters[1].rows[0], ["p0", "no_route", "2"], "non-zero reasons only");
+        let pfc = pfc(&state);
+        assert_eq!(pfc[0].rows[0][4], "5", "PFC3 received");
+        assert_eq!(pfc[1].rows[0][4], "2", "XOFF and XON sent");
+        assert_eq!(pfc[2].rows[0][4], "2.500", "2.5 ms paused");
+        assert_eq!(pfc[3].rows[0], ["p0", "3", "stormed", "1", "0"]);
+        let queue_table = &queues(&state)[0];
+        assert_eq!(queue_table.rows[3][..3], ["p0", "UC3", "3"]);
+        assert_eq!(queue_table.rows[3][7], "300");
+        let user = watermarks(&state, false);
+        assert_eq!(user[0].rows[0][4], "300");
+        assert_eq!(user[1].rows[0][4], "1024");
+        assert_eq!(user[2].rows[0][4], "256");
+        assert_eq!(user[1].rows[0][1], "-", "a lossy priority has no group");
+        let persistent = watermarks(&state, true);
+        assert_eq!((persistent[0].rows[0][4].as_str(), persistent[1].rows[0][4].as_str()), ("900", "4096"));
+        // --json: numbers stay numbers, keys are the columns.
+        let json = queues(&state)[0].to_json();
+        assert_eq!(json[3]["counter_pkts"], 3);
+        assert_eq!(json[3]["txq"], "UC3");
+        let json = counters[0].to_json();
+        assert_eq!(json[0]["rx_bps"], 1e6);
+        assert_eq!(json[0]["rx_pps"], 1000.0);
+        assert_eq!(json[0]["rx_util"], 0.0);
+        assert_eq!(pfc[2].to_json()[0]["pfc3"], 2.5);
+        let text = Table::render(&interfaces.clone());
+        assert!(text.lines().nth(1).unwrap().starts_with("---"), "{text}");
+    }
+
+    #[test]
+    fn routes_and_neighbours_come_from_the_fib_dump() {
+        let fib = json!({ "fib": "# raceway FIB generation 3: 2 routes, 1 neighbours\n10.0.1.0/24 connected p1\n\
+            10.200.0.0/24 group ecmp up0 02:00:00:00:20:01 up1 02:00:00:00:21:01\nneighbor 10.0.1.2 p1 02:00:00:00:11:00\n" });
+        let routes = &routes(&fib)[0];
+        assert_eq!(routes.rows.len(), 2);
+        assert_eq!(routes.rows[1], ["10.200.0.0/24", "group ecmp up0 02:00:00:00:20:01 up1 02:00:00:00:21:01"]);
+        assert!(routes.title.starts_with("raceway FIB generation 3"));
+        assert_eq!(neighbors(&fib)[0].rows, [["10.0.1.2", "p1", "02:00:00:00:11:00"]]);
+    }
+
+    #[test]
+    fn the_file_prefix_comes_from_the_eal_arguments() {
+        let mut config = crate::testing::Leaf::new("t").port("p0", 1.0, "").config();
+        assert_eq!(file_prefix(&config), "rte");
+        config.eal = vec!["--no-huge".into(), "--file-prefix".into(), "leaf1".into()];
+        assert_eq!(file_prefix(&config), "leaf1");
+        config.eal = vec!["--file-prefix=leaf2".into()];
+        assert_eq!(file_prefix(&config), "leaf2");
+        assert!(socket_path("leaf2").ends_with("dpdk/leaf2/dpdk_telemetry.v2"));
+    }
+}
