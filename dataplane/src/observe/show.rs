@@ -284,7 +284,7 @@ fn up(flag: bool) -> &'static str {
 
 /// A speed in Mb/s as SONiC prints it: 100G, 25G, 1G, 100M.
 fn speed(mbps: u64) -> String {
-    if mbps >= 1000 && mbps % 1000 == 0 {
+    if mbps >= 1000 && mbps / 1000 * 1000 == mbps {
         format!("{}G", mbps / 1000)
     } else {
         format!("{mbps}M")
