@@ -362,6 +362,12 @@ fn path_mtu_discovery_finds_a_smaller_ports_mtu_and_follows_it_live() {
     let too_big = ping(&lab, 0, &["-c", "1", "-W", "2", "-M", "do", "-s", "1422", "10.0.1.2"]);
     let text = String::from_utf8_lossy(&too_big.stdout);
     assert!(text.contains("From 10.0.0.1") && text.contains("Frag needed and DF set (mtu = 1400)"), "ping: {text}");
+    // Without DF the kernel fragments it (at the mtu class's rate): to an address host0 has
+    // no path MTU for yet, so that host0 sends it whole.
+    ok("ip", &["-n", &lab.netns("h1"), "addr", "add", "10.0.1.3/24", "dev", "eth0"]);
+    let fragmented = ping(&lab, 0, &["-c", "1", "-W", "2", "-M", "dont", "-s", "1422", "10.0.1.3"]);
+    let text = String::from_utf8_lossy(&fragmented.stdout);
+    assert!(fragmented.status.success() && text.contains("1430 bytes from 10.0.1.3"), "ping -M dont: {text}");
     for (family, destination) in [("-4", "10.0.1.2"), ("-6", "fd00:1::2")] {
         let traced = lab.in_host(0, &["tracepath", family, "-n", destination]);
         let text = String::from_utf8_lossy(&traced.stdout);
