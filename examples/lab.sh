@@ -144,6 +144,29 @@ ip netns exec ${p}h0 ping -c 1 -t 1 -W 1 10.0.1.2 | grep -i 'exceeded' || true
 echo "\$ ip -n $ctl neigh"
 ip -n "$ctl" neigh | grep -v fe80
 
+say "what a router answers"
+ip netns exec ${p}h0 ping -c 1 -W 1 10.0.99.2 | grep -i 'unreachable' || true   # a subnet no one routes
+
+say "raceway show (over its telemetry socket)"
+for view in interfaces routes "counters --period 1"; do
+  echo "\$ raceway show -c leaf.toml $view"
+  # shellcheck disable=SC2086 # the view's flags split on purpose
+  "$raceway" show -c "$work/leaf.toml" $view
+  echo
+done
+
+say "spine 0's link goes down: the port follows, the group skips it, nothing waits for BGP"
+ip -n ${p}s0 link set eth0 down
+down_at=$(( $(date +%s%N) / 1000000 ))
+sleep 0.1
+"$raceway" show -c "$work/leaf.toml" interfaces | grep -E 'Interface|up0'
+answered=0
+for last in $(seq 1 16); do
+  ip netns exec ${p}h0 ping -c 1 -W 1 10.200.0.$last >/dev/null && answered=$((answered + 1))
+done
+echo "$answered of 16 flows answered within $(( $(date +%s%N) / 1000000 - down_at )) ms of the link going down (BGP's hold time is 3 s)"
+ip -n "$ctl" route show 10.200.0.0/24
+
 kill -INT $switch && wait $switch; switch=""
 say "raceway's counters"
 python3 - "$work/stats.json" <<'PY'

@@ -665,16 +665,6 @@ impl Port {
         }
     }
 
-    /// The speed the device reports for its link, Mb/s (`None` where it cannot say).
-    pub fn link_speed_mbps(&self) -> Option<u64> {
-        let mut up = 0;
-        let mut speed = 0;
-        // SAFETY: the out-pointers are valid for the call.
-        let rc = unsafe { sys::shim_eth_link(self.id, &mut up, &mut speed) };
-        // RTE_ETH_SPEED_NUM_UNKNOWN is u32::MAX.
-        (rc == 0 && speed != u32::MAX).then_some(u64::from(speed))
-    }
-
     pub fn link_up(&self) -> bool {
         let mut up = 0;
         let mut speed = 0;

@@ -499,6 +499,16 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let port_states = Arc::new(PortStates::new(
         config.ports.iter().zip(ports.iter()).map(|(port, device)| (port.mtu, device.mtu.min(config.mtu))),
     ));
+    for (index, port) in config.ports.iter().enumerate() {
+        let mtu = port_states.get(index).mtu;
+        if mtu < port.mtu {
+            tracing::warn!(
+                "port '{}': mtu {} is more than its device takes; it sends at most {mtu}",
+                port.name,
+                port.mtu
+            );
+        }
+    }
     let interfaces: Vec<Option<String>> = config
         .ports
         .iter()
@@ -558,19 +568,17 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let telemetry_shared = Arc::clone(&shared);
     let telemetry_config = config.clone();
     let pager = crate::observe::show::Pager::default();
+    // Weak: the telemetry handler outlives the run, and the control link's rings must go
+    // before their pool.
     let show_fib = control.as_ref().map(|plane| Arc::downgrade(&plane.link));
-    // Weak: the telemetry handler outlives the run, and the ports (and the control link's
-    // rings) must go before their pool.
-    let show_ports = Arc::downgrade(&ports);
     let answer = move |command: &str, params: &str| {
         if command != "/raceway/show" {
             return crate::observe::telemetry::reply(command, &telemetry_shared.snapshot(), &telemetry_config)
                 .map(dpdk::TelemetryReply::Sections);
         }
         let build = |view: &str| {
-            let (ports, fib) = (show_ports.upgrade(), show_fib.as_ref().and_then(std::sync::Weak::upgrade));
-            let ports = ports.as_deref().map_or(&[][..], Vec::as_slice);
-            show_view(view, &telemetry_shared, &telemetry_config, fib.as_deref(), ports)
+            let fib = show_fib.as_ref().and_then(std::sync::Weak::upgrade);
+            show_view(view, &telemetry_shared, &telemetry_config, fib.as_deref())
         };
         pager.answer(params, build).map(dpdk::TelemetryReply::Text)
     };
@@ -811,13 +819,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
 }
 
 /// A `raceway show` document (`observe::show`): `state`, `fib`, or a watermark clear.
-fn show_view(
-    view: &str,
-    shared: &Shared,
-    config: &Config,
-    control: Option<&ControlLink>,
-    ports: &[Port],
-) -> Option<serde_json::Value> {
+fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&ControlLink>) -> Option<serde_json::Value> {
     match view {
         "state" => {
             let interfaces = config
@@ -825,10 +827,9 @@ fn show_view(
                 .iter()
                 .enumerate()
                 .map(|(index, port)| {
-                    // The device's speed where it reports one, else the configured shaping rate.
-                    let reported = ports.get(index).and_then(Port::link_speed_mbps);
-                    let speed = reported.filter(|&mbps| mbps > 0).unwrap_or(port.speed_mbps);
-                    crate::observe::show::interface_entry(port, shared.port_states.get(index), speed)
+                    // The speed the port is shaped to, as SONiC shows the configured speed
+                    // (net_af_packet reports 10G whatever its interface does).
+                    crate::observe::show::interface_entry(port, shared.port_states.get(index), port.speed_mbps)
                 })
                 .collect();
             Some(crate::observe::show::state_document(config, interfaces, shared.snapshot().to_json(config)))

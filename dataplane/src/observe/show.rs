@@ -230,6 +230,9 @@ impl Table {
         for row in &self.rows {
             let _ = writeln!(out, "{}", line(row));
         }
+        if self.rows.is_empty() {
+            let _ = writeln!(out, "(none)");
+        }
         out
     }
 
