@@ -165,6 +165,9 @@ mod tests {
     fn a_follower_sees_each_change_once_and_nothing_while_steady() {
         let states = PortStates::new([(1500, 9000), (9000, 4000)]);
         assert_eq!(states.get(1).mtu, 4000, "clamped to the port's maximum");
+        assert_eq!((states.max_mtu(0), states.max_mtu(1)), (9000, 4000));
+        assert_eq!((states.len(), states.is_empty()), (2, false));
+        assert!(PortStates::new([]).is_empty());
         let mut follower = Follower::new();
         let mut seen = Vec::new();
         follower.follow(&states, |port, state| seen.push((port, state)));
