@@ -453,6 +453,26 @@ mod tests {
     }
 
     #[test]
+    fn a_full_flowlet_table_still_refreshes_its_active_flows() {
+        // The table is full of flows seen at 0; flow 7 keeps sending every 6 us (inside the
+        // 10 us gap). Each packet must move its last-seen time on, full table or not, or the
+        // flow would start a new flowlet (and may change uplink mid-burst) 10 us after 0.
+        let mut s = selector("flowlet");
+        let mut rng = Rng::new(0);
+        let mut view = ports();
+        for flow in 0..FLOWLET_TABLE as u32 {
+            s.select(0, flow, 0, 0, &mut rng, &view);
+        }
+        let first = s.select(0, 7, 0, 6_000_000, &mut rng, &view).unwrap().1;
+        // Every other member is now cheaper: a new flowlet would leave `first`.
+        view.cost = (0..4).map(|port| if port == first { 100 } else { 0 }).collect();
+        for at in [12_000_000, 18_000_000, 24_000_000] {
+            assert_eq!(s.select(0, 7, 0, at, &mut rng, &view).unwrap().1, first, "at {at} ps");
+        }
+        assert_eq!(s.groups[0].flows.len(), FLOWLET_TABLE, "the idle flows were not swept");
+    }
+
+    #[test]
     fn flowlet_table_is_bounded_and_sweeps_idle_flows() {
         let mut s = selector("flowlet");
         let mut rng = Rng::new(0);
