@@ -1508,6 +1508,10 @@ mod tests {
         assert_eq!(a.unit(), b.unit(), "as many draws");
         assert_eq!(cutting.pool_used(), (0, 0));
         assert_eq!(cutting.buffer.group_cells(0, 3), (0, 0));
+        // The scheduler's round moved as if the cut frames had been queued and picked: the
+        // same deficits, cursor and credit.
+        let scheduler = |switch: &Switch<HeapPacket>| format!("{:?}", switch.egress[1].scheduler);
+        assert_eq!(scheduler(&cutting), scheduler(&queueing));
         assert_eq!(
             cutting.egress[1].scheduler.select(0xff, 0b1001, |_| 100),
             queueing.egress[1].scheduler.select(0xff, 0b1001, |_| 100)
