@@ -416,3 +416,108 @@ impl<P> SharedBuffer<P> {
         self.queued_packets
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::HeapPacket;
+    use crate::pipeline::classify::IpHeader;
+    use crate::testing::Leaf;
+    use crate::tm::plan::CELL_BYTES;
+
+    /// Two 100G ports, TC3 lossless with a static XOFF far above the pool (so the pool's room
+    /// decides), 64 KiB of headroom per port, a 1 MiB buffer; TC0 lossy.
+    fn config() -> Config {
+        Leaf::new("b")
+            .switch("buffer_bytes = 1048576")
+            .qos(
+                "dscp_to_tc = { 26 = 3, default = 0 }\nlossless = [3]\n\
+                 [qos.pfc]\nxoff_bytes = 900000\nxon_bytes = 100000\nheadroom_bytes = 65536",
+            )
+            .port("p0", 100.0, "")
+            .port("p1", 100.0, "")
+            .config()
+    }
+
+    fn entry(ingress: usize) -> Entry<HeapPacket> {
+        Entry {
+            packet: HeapPacket::new(vec![0; 60]),
+            ingress,
+            marked: false,
+            ip: IpHeader { l3_offset: 14, is_ipv6: false, ecn: 0 },
+            arrival_ps: 0,
+        }
+    }
+
+    #[test]
+    fn a_lossless_frame_the_pool_cannot_hold_goes_to_headroom_counting_other_workers() {
+        let config = config();
+        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::sharded(&config, |port| port == 0, 0);
+        let pool = buffer.plan().lossless_pool;
+        let cell = CELL_BYTES;
+        // The other workers hold all of the pool but two cells: a three-cell frame does not fit.
+        buffer.set_others_used((pool - 2 * cell, 0));
+        let charged = buffer.admit_lossless(0, 3, 3 * cell).unwrap();
+        assert_eq!((charged.headroom, charged.occupancy), (3 * cell, 3 * cell), "into headroom");
+        assert!(charged.past_xoff, "headroom in use: pause");
+        assert_eq!(buffer.pool_used().0, 0, "nothing taken from the pool");
+        // Two cells still fit the pool.
+        let charged = buffer.admit_lossless(1, 3, 2 * cell).unwrap();
+        assert_eq!(charged.headroom, 0);
+        assert_eq!(buffer.pool_used().0, 2 * cell);
+        // The headroom holds 64 KiB: past it the frame is refused.
+        let headroom = buffer.plan().headroom[0];
+        assert_eq!(buffer.admit_lossless(0, 3, headroom - 3 * cell + cell), Err(DropReason::HeadroomOverflow));
+        assert!(buffer.admit_lossless(0, 3, headroom - 3 * cell).is_ok(), "exactly full");
+        // What the pool part gives back lowers the others' view of it too.
+        buffer.release_group(1, 3, 2 * cell);
+        assert_eq!(buffer.pool_used().0, 0);
+    }
+
+    #[test]
+    fn the_lossy_pool_and_a_queues_dynamic_limit_refuse_at_their_edges() {
+        let config = config();
+        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::new(&config);
+        let (pool, cell) = (buffer.plan().lossy_pool, CELL_BYTES);
+        // The others hold all of the lossy pool but one cell.
+        buffer.set_others_used((0, pool - cell));
+        assert_eq!(buffer.admit_lossy(1, 0, 2 * cell), Err(DropReason::BufferFull), "over the pool");
+        assert!(buffer.admit_lossy(1, 0, cell).is_ok(), "the last cell");
+        assert_eq!(buffer.admit_lossy(1, 1, cell), Err(DropReason::BufferFull), "nothing free");
+        // Alone: one queue stops at alpha x the free pool, leaving room for the others.
+        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::new(&config);
+        let mut taken = 0;
+        while buffer.admit_lossy(1, 0, cell).is_ok() {
+            taken += cell;
+        }
+        assert!(taken < pool, "{taken} of {pool}: the dynamic limit, not the pool, stopped it");
+        assert_eq!(buffer.lossy_cells(1, 0), taken);
+        assert!(buffer.admit_lossy(1, 1, cell).is_ok(), "another queue still gets in");
+        buffer.release_lossy(1, 1, cell);
+        buffer.release_lossy(1, 0, cell);
+        assert!(buffer.admit_lossy(1, 0, cell).is_ok(), "a cell back, a cell in");
+        assert!(buffer.admit_lossy(1, 0, cell).is_err(), "and at the limit again");
+    }
+
+    #[test]
+    fn a_full_arena_refuses_every_frame_and_takes_them_again_once_one_leaves() {
+        let config = config();
+        // Lossless frames from port 0, whose group another worker owns (it charged them): the
+        // arena fills with no pool standing in the way.
+        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::sharded(&config, |port| port == 1, 0);
+        let slots = SharedBuffer::<HeapPacket>::capacity(&config);
+        for _ in 0..slots {
+            assert!(buffer.has_slot());
+            buffer.push(1, 3, 60, entry(0));
+        }
+        assert!(!buffer.has_slot());
+        assert_eq!(buffer.queued_packets(), slots as u64);
+        assert_eq!(buffer.admit_lossy(1, 1, CELL_BYTES), Err(DropReason::BufferFull));
+        assert_eq!(buffer.admit_lossless(0, 3, CELL_BYTES), Err(DropReason::HeadroomOverflow));
+        assert!(buffer.pop(1, 3).is_some());
+        assert!(buffer.has_slot(), "a slot back");
+        assert_eq!(buffer.released(0, 3), CELL_BYTES, "the owner's credit");
+        assert!(buffer.admit_lossless(1, 3, CELL_BYTES).is_ok());
+        assert_eq!(buffer.queue_len(1, 3), slots as u32 - 1);
+    }
+}
