@@ -278,15 +278,48 @@ fn all_to_all(mode: &str) -> (u64, f64, u64) {
 
 #[test]
 fn all_to_all_comparison() {
-    println!("| mode | max uplink queue (bytes) | time to deliver all (us) | reordered packets |");
-    println!("|---|---|---|---|");
+    let mut table = vec![
+        "| mode | max uplink queue (bytes) | time to deliver all (us) | reordered packets |".to_string(),
+        "|---|---|---|---|".to_string(),
+    ];
     let mut results = HashMap::new();
     for mode in ["ecmp", "flowlet", "spray", "random", "adaptive"] {
         let (depth, time, reordered) = all_to_all(mode);
-        println!("| {mode} | {depth} | {time:.1} | {reordered} |");
+        table.push(format!("| {mode} | {} | {} | {} |", thousands(depth), thousands_1(time), thousands(reordered)));
         results.insert(mode, (depth, time, reordered));
     }
+    println!("{}", table.join("\n"));
     assert_eq!(results["ecmp"].2, 0, "ecmp keeps every flow in order");
+    assert_eq!(results["flowlet"].2, 0, "flowlet keeps order when the gap exceeds the path skew");
     assert!(results["adaptive"].0 < results["spray"].0, "adaptive keeps queues shorter than spray");
     assert!(results["adaptive"].1 < results["spray"].1, "adaptive finishes before spray");
+    // Spray and random give the 25G uplink a quarter of the bytes and finish when it does.
+    for mode in ["spray", "random"] {
+        assert!(results[mode].1 > 1.9 * results["ecmp"].1, "{mode} waits for the slow uplink: {results:?}");
+    }
+    // Replay is exact: the README's table is this one, figure for figure.
+    let readme = include_str!("../README.md");
+    let published = table.iter().all(|line| readme.lines().any(|readme_line| readme_line == line));
+    assert!(published, "README's all-to-all table differs from this run:\n{}", table.join("\n"));
+}
+
+/// 1234567 as "1,234,567".
+fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::new();
+    for (index, digit) in digits.chars().enumerate() {
+        let left = digits.len() - index;
+        if index > 0 && left / 3 * 3 == left {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// 1341.55 as "1,341.6".
+fn thousands_1(value: f64) -> String {
+    let text = format!("{value:.1}");
+    let (whole, fraction) = text.split_once('.').expect("one decimal");
+    format!("{}.{fraction}", thousands(whole.parse().expect("digits")))
 }

@@ -287,8 +287,22 @@ fn sigterm_stops_cleanly_with_stats_written() {
     let mut child = start_switch(&config, &stats_path, &log, &prefix);
     let runtime_dir = dpdk_runtime_dir(&prefix);
     assert!(runtime_dir.is_dir(), "no EAL runtime directory {}", runtime_dir.display());
-    // Once its worker runs, let it forward for a second under load, then signal.
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // Signal once it is forwarding under load: its counters (read as an operator would)
+    // show thousands of frames through.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let output =
+            raceway().args(["show", "--prefix", &prefix, "--json", "counters", "--period", "0.05"]).output().unwrap();
+        let through = serde_json::from_slice::<serde_json::Value>(&output.stdout)
+            .ok()
+            .and_then(|counters| counters["counters"][0]["rx_ok"].as_u64())
+            .unwrap_or(0);
+        if through > 1000 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the switch never forwarded under load");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     signal(child.0.id(), "TERM");
     let status = child.wait_for_exit();
     let stderr = std::fs::read_to_string(&log).unwrap_or_default();
@@ -813,10 +827,26 @@ fn metrics_and_telemetry_match_the_stats_json() {
         assert!(std::time::Instant::now() < deadline, "the scrape never saw all 500 frames");
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    // Every frame was received; give the transmit side two publish periods to settle, then
-    // scrape what will be compared (idle cycles keep counting; the data counters do not).
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let body = scrape(&address);
+    // Every frame was received; wait until each is sent or dropped in the published counters
+    // (the transmit side publishes on its own period), then scrape what will be compared
+    // (idle cycles keep counting; the data counters do not).
+    let family_sum = |body: &str, family: &str| -> u64 {
+        body.lines()
+            .filter(|line| line.starts_with(family) && line[family.len()..].starts_with('{'))
+            .map(|line| line.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let body = loop {
+        let body = scrape(&address);
+        let accounted =
+            family_sum(&body, "raceway_port_tx_packets_total") + family_sum(&body, "raceway_port_drops_total");
+        if accounted == 500 {
+            break body;
+        }
+        assert!(std::time::Instant::now() < deadline, "only {accounted} of 500 frames ever sent or dropped");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     raceway::testing::promtool_check(&body).unwrap_or_else(|said| panic!("promtool check metrics: {said}"));
     let telemetry = telemetry_query(&prefix, &["/raceway/ports", "/raceway/queues", "/raceway/pfc", "/raceway/groups"]);
     let show = |args: &[&str]| -> serde_json::Value {

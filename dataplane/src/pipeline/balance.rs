@@ -297,6 +297,7 @@ mod tests {
         let mut rng = Rng::new(0);
         let view = ports();
         let first = s.select(0, 0xdead_beef, 0, 0, &mut rng, &view);
+        assert!(first.is_some(), "a member");
         assert!((0..100).all(|_| s.select(0, 0xdead_beef, 0, 0, &mut rng, &view) == first));
     }
 
