@@ -254,3 +254,27 @@ speed_gbps = 40
         }
     }
 }
+
+/// The README's fabric table is what `perf/fabric-table.sh` prints now, row for row: the
+/// fabric runs in virtual time, so any difference is a stale figure, not noise.
+#[test]
+fn the_readmes_fabric_table_is_what_its_script_prints() {
+    let dir = temp_dir("fabric-table");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../perf/fabric-table.sh");
+    let output = std::process::Command::new("bash")
+        .arg(script)
+        .env("RACEWAY", env!("CARGO_BIN_EXE_raceway"))
+        .env("OUT", &dir)
+        .output()
+        .expect("bash runs perf/fabric-table.sh");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let table = String::from_utf8(output.stdout).unwrap();
+    let rows: Vec<&str> = table.lines().filter(|line| line.starts_with('|')).collect();
+    assert_eq!(rows.len(), 18, "a header, a rule and 16 runs:\n{table}");
+    let readme = include_str!("../README.md");
+    let stale: Vec<&&str> = rows.iter().filter(|row| !readme.lines().any(|line| line == **row)).collect();
+    assert!(
+        stale.is_empty(),
+        "the README's fabric table differs from perf/fabric-table.sh in:\n{stale:#?}\nits output:\n{table}"
+    );
+}
