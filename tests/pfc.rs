@@ -361,7 +361,8 @@ fn received_pfc_pauses_exactly_the_named_priority_for_the_computed_time() {
 
 /// 802.3x PAUSE and MAC control frames that are not PFC: h0's NIC sends, during h1's traffic
 /// to it, a PAUSE (opcode 1, all traffic), a PFC XOFF for priority 3 behind a VLAN tag, and
-/// one to a unicast address. None of them may hold anything back; each is counted.
+/// one to a unicast address. None of them may hold anything back on a port where PFC runs
+/// (PAUSE ignored there by default); each is counted, the PAUSE as MAC control (`rx_pause`).
 #[test]
 fn pause_and_frames_that_are_not_pfc_are_counted_and_never_obeyed() {
     let dir = temp_dir("pfc-not-pfc");
@@ -384,7 +385,8 @@ fn pause_and_frames_that_are_not_pfc_are_counted_and_never_obeyed() {
     let h0 = vec![(10_000, pause), (20_000, tagged), (30_000, unicast)];
     let out = run_replay(&dir, &config, &[("h1".into(), frames), ("h0".into(), h0)], &[]);
     let stats = stats(&out);
-    assert_eq!(stats["ports"]["h0"]["drops"]["pause_ignored"], 1);
+    assert_eq!(stats["ports"]["h0"]["rx_pause"], 1);
+    assert_eq!(stats["ports"]["h0"]["rx_packets"], 2, "the PAUSE is not data");
     assert_eq!(stats["ports"]["h0"]["drops"]["unsupported"], 2);
     assert_eq!(stats["ports"]["h0"]["pfc_rx"], serde_json::json!([0, 0, 0, 0, 0, 0, 0, 0]));
     // Nothing paused: h1's frames leave as they came, 168 ns apart, the whole time.
@@ -476,4 +478,48 @@ fn a_peer_that_ignores_pfc_overflows_its_headroom_and_only_it_loses() {
     }
     let delivered = u64_at(&stats["ports"]["h0"]["tx_packets"]);
     assert_eq!(delivered + u64_at(&stats["ports"]["h1"]["drops"]["headroom_overflow"]), 12_000);
+}
+
+/// 802.3x PAUSE per port: honoured by default where no priority is lossless (it stops every
+/// class for its quanta: 0xffff at 100G is 335.5 us), and on a PFC port that says `pause =
+/// "honour"`; `pause = "ignore"` ignores it. Counted in `rx_pause` either way, never as data.
+#[test]
+fn pause_stops_every_class_on_a_port_that_honours_it() {
+    let run = |name: &str, lossless: &str, h0_pause: &str| -> (serde_json::Value, Vec<u64>) {
+        let dir = temp_dir(name);
+        let mut config = leaf(2, "", "", lossless);
+        if !h0_pause.is_empty() {
+            config = config.replacen("name = \"h0\"\n", &format!("name = \"h0\"\npause = \"{h0_pause}\"\n"), 1);
+        }
+        // h1 sends lossy and (when PFC runs) lossless frames to h0 back to back for 500 us.
+        let frames: Vec<(u64, Vec<u8>)> = (0..3000u64)
+            .map(|i| {
+                let mut f = flow(1, if i % 2 == 0 { 26 } else { 0 }, 1, 0).remove(0);
+                f.0 = i * 168;
+                f
+            })
+            .collect();
+        let mut pause = pfc_frame(&[]);
+        pause[14..18].copy_from_slice(&[0x00, 0x01, 0xff, 0xff]); // PAUSE, 0xffff quanta
+        let out = run_replay(&dir, &config, &[("h1".into(), frames), ("h0".into(), vec![(10_000, pause)])], &[]);
+        let sent: Vec<u64> = read_pcap(&out.join("h0.pcap")).into_iter().map(|(t, _)| t).collect();
+        (stats(&out), sent)
+    };
+    let gap = |sent: &[u64]| sent.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+    // No lossless priority: honoured. Nothing leaves h0 for the pause; then the backlog.
+    let (stats, sent) = run("pause-honoured", "", "");
+    assert_eq!(stats["ports"]["h0"]["rx_pause"], 1);
+    assert_eq!(stats["ports"]["h0"]["rx_packets"], 0, "MAC control is not data");
+    assert_eq!(sent.len(), 3000, "lossless or not, held, never dropped here");
+    let largest = gap(&sent);
+    assert!((335_000..336_500).contains(&largest), "a pause of {largest} ns, not 335.5 us");
+    assert!(sent.iter().all(|&t| !(10_200..345_000).contains(&t)), "a frame left during the pause");
+    // PFC runs (TC3 lossless): ignored by default, honoured when the port says so.
+    let (stats, sent) = run("pause-ignored", "3", "");
+    assert_eq!(stats["ports"]["h0"]["rx_pause"], 1);
+    assert!(gap(&sent) <= 169, "ignored: nothing waits");
+    let (_, sent) = run("pause-honour-on-pfc", "3", "honour");
+    assert!(gap(&sent) > 300_000, "honoured on a PFC port that asks for it");
+    let (_, sent) = run("pause-ignore-without-pfc", "", "ignore");
+    assert!(gap(&sent) <= 169, "ignored where the port says so");
 }

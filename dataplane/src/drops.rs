@@ -54,9 +54,6 @@ drop_reasons! {
     /// An IP packet longer than its egress port's MTU, without `[control]` (with it, the kernel
     /// sends the ICMP error or fragments: CoPP class `mtu`).
     Oversize => "oversize";
-    /// An 802.3x PAUSE frame. raceway's ports run PFC, and PFC and link-level PAUSE are
-    /// exclusive on a port (as on switches that refuse to enable both): counted, never obeyed.
-    PauseIgnored => "pause_ignored";
     /// A frame for the control plane over the rate of its port and CoPP class
     /// (`[control.copp.<class>]`; `policed` breaks these down by class).
     PuntPoliced => "punt_policed";

@@ -116,6 +116,8 @@ struct EgressPort {
     admin_up: bool,
     /// Largest IP packet the port sends (`[[port]] mtu`, live from its host interface).
     mtu: usize,
+    /// 802.3x PAUSE received on the port stops its egress (`[[port]] pause`).
+    honour_pause: bool,
 }
 
 impl EgressPort {
@@ -232,6 +234,7 @@ impl<P: PacketBuf> Switch<P> {
                 carrier: true,
                 admin_up: true,
                 mtu: port.mtu as usize,
+                honour_pause: port.honour_pause,
             })
             .collect();
         let watchdog = &config.qos.watchdog;
@@ -329,6 +332,15 @@ impl<P: PacketBuf> Switch<P> {
         let (target, tc, flow_hash, ip) = match verdict {
             Verdict::FlowControl(repr) => {
                 self.pause_received(ingress, &repr, now);
+                return Received::FlowControl;
+            }
+            Verdict::LinkPause(quanta) => {
+                // MAC control, not data: counted apart, never in rx or drops.
+                self.stats.ports[ingress].rx_pause += 1;
+                if self.egress[ingress].honour_pause {
+                    let until = self.pfc[ingress].receive_link_pause(quanta, now);
+                    self.deadline = self.deadline.min(until);
+                }
                 return Received::FlowControl;
             }
             Verdict::Drop(reason) => {

@@ -176,6 +176,7 @@ struct RawPort {
     #[serde(default)]
     addresses: Vec<String>,
     mtu: Option<u32>,
+    pause: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -292,6 +293,8 @@ pub struct PortConfig {
     /// The largest IP packet the port sends (`switch.mtu` unless given; at most that). With
     /// `[control]` its host interface's MTU, which `ip link set ... mtu` changes live.
     pub mtu: u32,
+    /// Whether 802.3x PAUSE frames received on the port stop its egress (every class).
+    pub honour_pause: bool,
 }
 
 /// An address on an interface, with the length of the subnet it is on (host bits allowed).
@@ -611,7 +614,7 @@ impl Validator<'_> {
         if !(68..=16 * 1024).contains(&mtu) {
             return Err(self.error("switch.mtu", format!("{mtu} is not between 68 and 16384")));
         }
-        let ports = self.ports(raw.port, mtu)?;
+        let ports = self.ports(raw.port, mtu, !raw.qos.lossless.is_empty())?;
         let groups = self.groups(raw.group, &ports)?;
         let weighted: Vec<String> = raw.qos.scheduler.dwrr.keys().cloned().collect();
         let mut qos = self.qos(raw.qos)?;
@@ -678,7 +681,7 @@ impl Validator<'_> {
         Ok(config)
     }
 
-    fn ports(&self, raw: Vec<RawPort>, switch_mtu: u32) -> Result<Vec<PortConfig>, InputError> {
+    fn ports(&self, raw: Vec<RawPort>, switch_mtu: u32, pfc_runs: bool) -> Result<Vec<PortConfig>, InputError> {
         if raw.is_empty() {
             return Err(self.error("port", "at least one [[port]] is needed"));
         }
@@ -728,6 +731,16 @@ impl Validator<'_> {
                     ),
                 ));
             }
+            // PFC and PAUSE are exclusive on a port (802.3 Annex 31D): where PFC runs (any
+            // lossless priority), PAUSE is ignored unless the port says otherwise.
+            let honour_pause = match port.pause.as_deref() {
+                None => !pfc_runs,
+                Some("honour") => true,
+                Some("ignore") => false,
+                Some(other) => {
+                    return Err(self.error(field("pause"), format!("'{other}' is not honour or ignore")));
+                }
+            };
             ports.push(PortConfig {
                 name: port.name,
                 device: port.device,
@@ -737,6 +750,7 @@ impl Validator<'_> {
                 enabled: port.enabled.unwrap_or(true),
                 addresses,
                 mtu,
+                honour_pause,
             });
         }
         Ok(ports)
@@ -1241,6 +1255,28 @@ ports = ["up0"]
         assert_eq!(Config::parse(&pipelined, "t.toml").unwrap().model, WorkerModel::Pipelined);
         let err = Config::parse(&format!("{MINIMAL}\n[dpdk]\nmodel = \"turbo\"\n"), "t.toml").unwrap_err();
         assert_eq!(err.field, "dpdk.model");
+    }
+
+    #[test]
+    fn pause_is_ignored_where_pfc_runs_unless_the_port_says_otherwise() {
+        let parse = |lossless: &str, pause: &str| {
+            crate::testing::Leaf::new("p")
+                .qos(&format!("lossless = [{lossless}]"))
+                .port("p0", 100.0, pause)
+                .port("p1", 100.0, "")
+                .toml()
+        };
+        let honours = |text: String| {
+            let config = Config::parse(&text, "p.toml").unwrap();
+            (config.ports[0].honour_pause, config.ports[1].honour_pause)
+        };
+        assert_eq!(honours(parse("", "")), (true, true), "no PFC: PAUSE honoured");
+        assert_eq!(honours(parse("3", "")), (false, false), "PFC runs: ignored");
+        assert_eq!(honours(parse("3", "pause = \"honour\"")), (true, false));
+        assert_eq!(honours(parse("", "pause = \"ignore\"")), (false, true));
+        let err = Config::parse(&parse("", "pause = \"obey\""), "p.toml").unwrap_err();
+        assert_eq!(err.field, "port[0].pause");
+        assert!(err.problem.contains("'obey' is not honour or ignore"), "{}", err.problem);
     }
 
     #[test]

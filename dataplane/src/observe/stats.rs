@@ -1,8 +1,8 @@
 //! Counters and the stats JSON (docs/STATS.md is its contract).
 //!
 //! Invariant: rx/tx counters count data frames only; PFC frames are counted in
-//! `pfc_rx` (once per enabled priority) and `pfc_xoff_tx`/`pfc_xon_tx` (an ignored PAUSE is a
-//! received frame dropped as `pause_ignored`). So, summed over ports,
+//! `pfc_rx` (once per enabled priority) and `pfc_xoff_tx`/`pfc_xon_tx`, 802.3x PAUSE frames
+//! (obeyed or not) in `rx_pause`, never as drops. So, summed over ports,
 //! rx_packets + injected = tx_packets + drops + punted + packets still queued. Port `drops` are charged to the
 //! port the packet came in on; a queue's `dropped` to the egress queue that refused it.
 //! `priority_groups` (lossless priorities only) give each ingress group's peak occupancy and
@@ -118,6 +118,8 @@ pub struct PortStats {
     /// Nanoseconds the peer's PFC held each egress class (refreshed when counters are
     /// published, and at the end of a replay or fabric run).
     pub pfc_rx_pause_ns: [u64; 8],
+    /// 802.3x PAUSE frames received (MAC control, not in `rx_packets`), obeyed or not.
+    pub rx_pause: u64,
     pub drops: [u64; DropReason::COUNT],
     /// Frames handed to the control plane, per `CoppClass`.
     pub punted: [u64; CoppClass::COUNT],
@@ -370,7 +372,7 @@ impl<const N: usize> Values for [[u64; N]] {
 }
 
 #[rustfmt::skip]
-pub static PORT_COUNTERS: [Counter<PortStats>; 14] = [
+pub static PORT_COUNTERS: [Counter<PortStats>; 15] = [
     row!(PortStats, rx_packets, "rx_packets", "raceway_port_rx_packets_total", Counter, One, Ports, "rx_packets", "Data frames received."),
     row!(PortStats, rx_bytes, "rx_bytes", "raceway_port_rx_bytes_total", Counter, One, Ports, "rx_bytes", "Bytes of data frames received."),
     row!(PortStats, tx_packets, "tx_packets", "raceway_port_tx_packets_total", Counter, One, Ports, "tx_packets", "Data frames sent."),
@@ -382,6 +384,7 @@ pub static PORT_COUNTERS: [Counter<PortStats>; 14] = [
     row!(PortStats, pfc_xoff_tx, "pfc_xoff_tx", "raceway_pfc_xoff_sent_total", Counter, Priority, Pfc, "xoff_sent", "PFC XOFF frames sent, per priority."),
     row!(PortStats, pfc_xon_tx, "pfc_xon_tx", "raceway_pfc_xon_sent_total", Counter, Priority, Pfc, "xon_sent", "PFC XON frames sent, per priority."),
     row!(PortStats, pfc_rx, "pfc_rx", "raceway_pfc_received_total", Counter, Priority, Pfc, "received", "PFC frames received, once per enabled priority."),
+    row!(PortStats, rx_pause, "rx_pause", "raceway_port_rx_pause_total", Counter, One, Pfc, "rx_pause", "802.3x PAUSE frames received (MAC control, not data), obeyed or not."),
     row!(PortStats, pfc_rx_pause_ns, "pfc_rx_pause_ns", "raceway_pfc_rx_pause_seconds_total", Counter, Priority, Pfc, "rx_pause_ns", "Time the peer's PFC held the egress class, per priority."),
     row!(PortStats, watchdog_storms, "pfc_watchdog.storms", "raceway_pfc_watchdog_storms_total", Counter, Priority, Pfc, "watchdog_storms", "PFC storms the watchdog detected on the egress port, per priority."),
     row!(PortStats, watchdog_restorations, "pfc_watchdog.restorations", "raceway_pfc_watchdog_restorations_total", Counter, Priority, Pfc, "watchdog_restorations", "PFC watchdog restorations, per priority."),

@@ -41,6 +41,9 @@ pub enum Verdict {
     },
     /// A PFC frame for the receiving port's egress.
     FlowControl(pfc::Repr),
+    /// An 802.3x PAUSE frame and its time in quanta, for the receiving port's egress (obeyed
+    /// where the port honours PAUSE).
+    LinkPause(u16),
     /// For the control plane, unchanged, in this CoPP class.
     Punt(CoppClass),
     Drop(DropReason),
@@ -111,7 +114,7 @@ impl Classifier {
         let ip = match parsed.payload {
             Payload::Ip(ip) => ip,
             Payload::FlowControl(repr) => return Verdict::FlowControl(repr),
-            Payload::LinkPause(_) => return Verdict::Drop(DropReason::PauseIgnored),
+            Payload::LinkPause(quanta) => return Verdict::LinkPause(quanta),
             Payload::NotRoutable(ethertype) => return self.not_routable(ethertype),
         };
         let resolved = self.resolved.resolve(&self.fib, ip.destination, &self.port_enabled);
@@ -474,7 +477,7 @@ mod tests {
         let mut pause = ethernet(0x8808, 60);
         pause[0..6].copy_from_slice(&[0x01, 0x80, 0xc2, 0, 0, 0x01]);
         pause[14..18].copy_from_slice(&[0x00, 0x01, 0x00, 0x64]);
-        assert_eq!(verdict(&mut classifier, pause.clone()), Verdict::Drop(DropReason::PauseIgnored));
+        assert_eq!(verdict(&mut classifier, pause.clone()), Verdict::LinkPause(0x64));
         // Other MAC control stays unsupported: the control plane never sees it.
         pause[15] = 0x02;
         assert_eq!(verdict(&mut classifier, pause), Verdict::Drop(DropReason::Unsupported));

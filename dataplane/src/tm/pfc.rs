@@ -288,6 +288,21 @@ impl PfcPort {
         deadline
     }
 
+    /// An 802.3x PAUSE from the peer at `now` on a port that honours it: every class of this
+    /// port's egress stops for `time` quanta (0 resumes them). Returns when it ends, or NEVER.
+    pub fn receive_link_pause(&mut self, time: u16, now: u64) -> u64 {
+        for priority in 0..8 {
+            self.account(priority, now);
+            self.received.apply(priority, time, now, self.speed_mbps);
+        }
+        if time == 0 {
+            return NEVER;
+        }
+        let until = self.received.until[0];
+        self.pause_horizon = self.pause_horizon.max(until);
+        until
+    }
+
     /// At a timer: refreshes an outstanding XOFF that is due while the group (at `occupancy`)
     /// holds more than `xon`, or withdraws it. Returns the group's next deadline.
     pub fn refresh(&mut self, priority: usize, now: u64, occupancy: u64, xon: u64) -> u64 {
