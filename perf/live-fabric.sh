@@ -73,8 +73,10 @@ start spine0 $((DURATION + 14)); start spine1 $((DURATION + 14))
 wait_worker spine0; wait_worker spine1
 start leaf1 $((DURATION + 8)); wait_worker leaf1
 start leaf0 $((DURATION + 5)); wait_worker leaf0
+# --pfc 1: blast is a RoCE NIC on a 1 Gb/s link, honouring leaf0's pauses per priority, so
+# the traffic is lossless end to end (without it, leaf0's host port overflows its headroom).
 "$RACEWAY" blast --trace "$OUT/traffic.pcap" --device "$(memif client h0 l0 0)" --rate-gbps "$RATE_GBPS" \
-  --duration "$DURATION" -- --no-huge -m 512 --no-pci --no-shconf --file-prefix "lf-$$-blast" --log-level '*:error' \
+  --pfc 1 --duration "$DURATION" -- --no-huge -m 512 --no-pci --no-shconf --file-prefix "lf-$$-blast" --log-level '*:error' \
   -l 0 >"$OUT/blast.json" 2>"$OUT/blast.log" || { echo "error: blast failed: see $OUT/blast.log" >&2; exit 2; }
 for pid in "${pids[@]}"; do wait "$pid"; done
 python3 - "$OUT" <<'PY'
@@ -94,5 +96,5 @@ count, offset = 0, 24
 while offset + 16 <= len(data):
     count += 1
     offset += 16 + struct.unpack_from(order + "I", data, offset + 8)[0]
-print(f"arrived at leaf1's host: {count} frames")
+print(f"arrived at leaf1's host: {count} frames; blast sent {blast['sent']}")
 PY
