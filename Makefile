@@ -100,10 +100,13 @@ fuzz: fuzz-build
 # mutant at a time and runs the unit tests; a mutant that survives is a test not yet written.
 # Too slow for CI (tens of seconds per mutant on two cores); run it when these modules change.
 # `make mutants MUTANTS_FILES="dataplane/src/tm/ecn.rs"` narrows it.
+# Each mutant runs the unit tests and the four replay suites end to end (seconds each): a
+# mutant only an end-to-end replay notices is caught too.
+MUTANTS_TESTS := --lib --test replay --test pfc --test ecn --test groups
 MUTANTS_FILES ?= dataplane/src/switch.rs dataplane/src/tm/plan.rs dataplane/src/tm/pfc.rs dataplane/src/tm/buffer.rs dataplane/src/tm/ecn.rs dataplane/src/tm/schedule.rs dataplane/src/pipeline/balance.rs
 mutants: deps
 	@command -v cargo-mutants >/dev/null || $(CARGO) install --locked cargo-mutants
-	$(CARGO) mutants --test-package raceway -C --lib $(foreach file,$(MUTANTS_FILES),--file $(file)) -o target/mutants
+	$(CARGO) mutants --test-package raceway $(foreach arg,$(MUTANTS_TESTS),-C $(arg)) $(foreach file,$(MUTANTS_FILES),--file $(file)) -o target/mutants
 
 bench: deps
 	$(CARGO) bench -p raceway-perf
