@@ -374,8 +374,7 @@ fn pause_and_frames_that_are_not_pfc_are_counted_and_never_obeyed() {
             f
         })
         .collect();
-    let mut pause = pfc_frame(&[]);
-    pause[14..18].copy_from_slice(&[0x00, 0x01, 0xff, 0xff]); // PAUSE, 0xffff quanta
+    let pause = link_pause(0xffff);
     let xoff = pfc_frame(&[(3, 0xffff)]);
     let mut tagged = xoff[..12].to_vec();
     tagged.extend_from_slice(&[0x81, 0x00, 0x60, 0x00]);
@@ -499,8 +498,7 @@ fn pause_stops_every_class_on_a_port_that_honours_it() {
                 f
             })
             .collect();
-        let mut pause = pfc_frame(&[]);
-        pause[14..18].copy_from_slice(&[0x00, 0x01, 0xff, 0xff]); // PAUSE, 0xffff quanta
+        let pause = link_pause(0xffff);
         let out = run_replay(&dir, &config, &[("h1".into(), frames), ("h0".into(), vec![(10_000, pause)])], &[]);
         let sent: Vec<u64> = read_pcap(&out.join("h0.pcap")).into_iter().map(|(t, _)| t).collect();
         (stats(&out), sent)
@@ -522,4 +520,12 @@ fn pause_stops_every_class_on_a_port_that_honours_it() {
     assert!(gap(&sent) > 300_000, "honoured on a PFC port that asks for it");
     let (_, sent) = run("pause-ignore-without-pfc", "", "ignore");
     assert!(gap(&sent) <= 169, "ignored where the port says so");
+}
+
+/// An 802.3x PAUSE frame (opcode 1) of `quanta`.
+fn link_pause(quanta: u16) -> Vec<u8> {
+    let mut pause = pfc_frame(&[]);
+    pause[14..16].copy_from_slice(&[0x00, 0x01]);
+    pause[16..18].copy_from_slice(&quanta.to_be_bytes());
+    pause
 }

@@ -920,14 +920,18 @@ impl<P: PacketBuf> Switch<P> {
         if !was_usable || egress.usable || !self.owns(port) {
             return 0;
         }
+        (0..TRAFFIC_CLASSES).map(|tc| self.flush(port, tc, DropReason::LinkDown)).sum()
+    }
+
+    /// Drops every frame of queue `tc` of `port`, each counted under `reason` on the port it
+    /// came in on and in the queue's `dropped`, its cells given back; returns how many.
+    fn flush(&mut self, port: usize, tc: usize, reason: DropReason) -> u64 {
         let mut flushed = 0;
-        for tc in 0..TRAFFIC_CLASSES {
-            while let Some(Popped { packet, ingress, .. }) = self.pop(port, tc) {
-                drop(packet);
-                self.stats.ports[ingress].drops[DropReason::LinkDown.index()] += 1;
-                self.stats.ports[port].queues[tc].dropped += 1;
-                flushed += 1;
-            }
+        while let Some(Popped { packet, ingress, .. }) = self.pop(port, tc) {
+            drop(packet);
+            self.stats.ports[ingress].drops[reason.index()] += 1;
+            self.stats.ports[port].queues[tc].dropped += 1;
+            flushed += 1;
         }
         flushed
     }
@@ -1052,11 +1056,7 @@ impl<P: PacketBuf> Switch<P> {
                 if step.flush {
                     // The stormed egress queue only: the port's ingress group (what its peer
                     // sends us) keeps its PFC, since that traffic drains to other, healthy ports.
-                    while let Some(Popped { packet, ingress, .. }) = self.pop(port, priority) {
-                        drop(packet);
-                        self.stats.ports[ingress].drops[DropReason::PfcWatchdog.index()] += 1;
-                        self.stats.ports[port].queues[priority].dropped += 1;
-                    }
+                    self.flush(port, priority, DropReason::PfcWatchdog);
                 }
                 next = next.min(step.next);
                 let paused_until = self.pfc[port].paused_until(priority);
@@ -1116,12 +1116,7 @@ impl<P: PacketBuf> Switch<P> {
         let mut drained = 0;
         for port in 0..self.egress.len() {
             for tc in 0..TRAFFIC_CLASSES {
-                while let Some(Popped { packet, ingress, .. }) = self.pop(port, tc) {
-                    drop(packet);
-                    self.stats.ports[ingress].drops[DropReason::BufferFull.index()] += 1;
-                    self.stats.ports[port].queues[tc].dropped += 1;
-                    drained += 1;
-                }
+                drained += self.flush(port, tc, DropReason::BufferFull);
             }
         }
         drained
