@@ -14,7 +14,8 @@ out=$2
 seconds=${3:-4}
 traces=$out/traces
 mkdir -p "$out"
-rm -f "$out"/*.pcapng "$out"/stats.json "$out"/host-*.json
+# The old log too: the wait for the switch below reads it, and must not see the last run.
+rm -f "$out"/*.pcapng "$out"/stats.json "$out"/host-*.json "$out"/raceway.log
 # Who plays which host: port, trace.
 hosts=("host0 $traces/host0.pcap" "host1 $traces/host1.pcap" "up0 $traces/incast/host2.pcap" "up1 $traces/incast/host3.pcap")
 
@@ -68,4 +69,7 @@ for port, counters in stats["ports"].items():
           f"{marked:>11} {lossless:>15} {other:>12}         {host['sent']:>9} {sum(host['pfc_rx']):>7} "
           f"{sum(host['paused_us']) / 1000:>10.1f}")
 print("other drops: the mixed traces' deliberately bad frames (malformed, no route, TTL) and lossy tail drops")
+capture = stats.get("capture", {})
+written = sum(capture.get("files", {}).values())
+print(f"capture: {written} frames written, {capture.get('not_captured', 0)} not captured (the writer fell behind)")
 PY
