@@ -367,13 +367,7 @@ fn received_pfc_pauses_exactly_the_named_priority_for_the_computed_time() {
 fn pause_and_frames_that_are_not_pfc_are_counted_and_never_obeyed() {
     let dir = temp_dir("pfc-not-pfc");
     let config = leaf(2, "", "", "3");
-    let frames: Vec<(u64, Vec<u8>)> = (0..400u64)
-        .map(|i| {
-            let mut f = flow(1, if i % 2 == 0 { 26 } else { 0 }, 1, 0).remove(0);
-            f.0 = i * 168;
-            f
-        })
-        .collect();
+    let frames = back_to_back(400);
     let pause = link_pause(0xffff);
     let xoff = pfc_frame(&[(3, 0xffff)]);
     let mut tagged = xoff[..12].to_vec();
@@ -491,13 +485,7 @@ fn pause_stops_every_class_on_a_port_that_honours_it() {
             config = config.replacen("name = \"h0\"\n", &format!("name = \"h0\"\npause = \"{h0_pause}\"\n"), 1);
         }
         // h1 sends lossy and (when PFC runs) lossless frames to h0 back to back for 500 us.
-        let frames: Vec<(u64, Vec<u8>)> = (0..3000u64)
-            .map(|i| {
-                let mut f = flow(1, if i % 2 == 0 { 26 } else { 0 }, 1, 0).remove(0);
-                f.0 = i * 168;
-                f
-            })
-            .collect();
+        let frames = back_to_back(3000);
         let pause = link_pause(0xffff);
         let out = run_replay(&dir, &config, &[("h1".into(), frames), ("h0".into(), vec![(10_000, pause)])], &[]);
         let sent: Vec<u64> = read_pcap(&out.join("h0.pcap")).into_iter().map(|(t, _)| t).collect();
@@ -528,4 +516,16 @@ fn link_pause(quanta: u16) -> Vec<u8> {
     pause[14..16].copy_from_slice(&[0x00, 0x01]);
     pause[16..18].copy_from_slice(&quanta.to_be_bytes());
     pause
+}
+
+/// `count` frames from h1 to h0, 168 ns apart (back to back at 100G), alternating TC3 (DSCP
+/// 26) and TC0.
+fn back_to_back(count: u64) -> Vec<(u64, Vec<u8>)> {
+    (0..count)
+        .map(|i| {
+            let mut f = flow(1, if i % 2 == 0 { 26 } else { 0 }, 1, 0).remove(0);
+            f.0 = i * 168;
+            f
+        })
+        .collect()
 }
