@@ -118,6 +118,27 @@ fn check_warns_when_ecn_would_act_after_pfc() {
     let output = run_ok(raceway().args(["check", "-c"]).arg(&path));
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.contains("warning: qos.ecn.3.kmin_bytes 150000 is above the XOFF point 100000"), "{text}");
+
+    // Like with like: 30,000 bytes of cells is below XOFF; 30,000 frame bytes of 60-byte
+    // frames hold 500 x 256 = 128,000 cell bytes, above it.
+    let check = |measure: &str| {
+        let text = four_port_config("", ["", "", "", ""], "").replace(
+            "lossless = [3]",
+            &format!("lossless = [3]\n[qos.pfc]\nxoff_bytes = 100000\n[qos.ecn.3]\nkmin_bytes = 30000\nkmax_bytes = 90000\npmax = 0.2\nmeasure = \"{measure}\""),
+        );
+        std::fs::write(&path, text).unwrap();
+        String::from_utf8_lossy(&run_ok(raceway().args(["check", "-c"]).arg(&path)).stdout).into_owned()
+    };
+    let cells = check("cells");
+    assert!(!cells.contains("warning: qos.ecn"), "{cells}");
+    assert!(cells.contains("depth in buffer cells"), "{cells}");
+    let frame_bytes = check("frame_bytes");
+    assert!(
+        frame_bytes.contains(
+            "warning: qos.ecn.3.kmin_bytes 30000 frame bytes (128000 cell bytes of 60-byte frames) is above the XOFF point 100000"
+        ),
+        "{frame_bytes}"
+    );
 }
 
 #[test]

@@ -33,7 +33,7 @@
 //! (PFC), punted or dropped and counted; every queued frame leaves through `transmit`, a watchdog flush or
 //! `drain`, counted.
 
-use crate::config::{wire_bytes, Config, LinkRate, MarkOn, WatchdogAction, TRAFFIC_CLASSES};
+use crate::config::{wire_bytes, Config, EcnMeasure, LinkRate, MarkOn, WatchdogAction, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::link::PortState;
 use crate::observe::stats::SwitchStats;
@@ -692,8 +692,18 @@ impl<P: PacketBuf> Switch<P> {
         if !self.ecn.marks_on(tc, MarkOn::Enqueue) {
             return Ok(false);
         }
-        let depth = self.buffer.queue_bytes(egress, tc);
+        let depth = self.ecn_depth(egress, tc);
         self.ecn.apply(tc, depth, packet, ip, &mut self.rng)
+    }
+
+    /// The depth class `tc`'s ECN profile compares with kmin/kmax: the queue's cells, or its
+    /// frame bytes.
+    #[inline(always)]
+    fn ecn_depth(&self, egress: usize, tc: usize) -> u64 {
+        match self.ecn.measure(tc) {
+            EcnMeasure::Cells => self.buffer.queue_cells(egress, tc),
+            EcnMeasure::FrameBytes => self.buffer.queue_bytes(egress, tc),
+        }
     }
 
     /// Whether a frame of class `tc` may cut through `egress` now: nothing queued on the
@@ -953,7 +963,7 @@ impl<P: PacketBuf> Switch<P> {
             let Popped { mut packet, ingress, mut marked, mut ip, arrival_ps, len } =
                 self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
             if self.ecn.marks_on(tc, MarkOn::Dequeue) {
-                let depth = self.buffer.queue_bytes(egress, tc);
+                let depth = self.ecn_depth(egress, tc);
                 match self.ecn.apply(tc, depth, &mut packet, &mut ip, &mut self.rng) {
                     Ok(ce) => marked |= ce,
                     Err(reason) => {

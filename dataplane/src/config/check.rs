@@ -6,7 +6,10 @@
 //! Invariant: it only reads a validated config; everything it prints is computed by the same
 //! functions the switch uses (`tm::plan`), so what `check` says is what the switch does.
 
-use crate::config::{Config, RouteTarget, Trust};
+use crate::config::{Config, EcnMeasure, RouteTarget, Trust};
+
+/// The shortest frame a port receives (no FCS): what holds the most cells per frame byte.
+const MIN_FRAME: u64 = 60;
 use crate::pipeline::punt::CoppClass;
 use std::fmt::Write as _;
 
@@ -67,13 +70,21 @@ fn buffer(out: &mut String, config: &Config) {
         );
     }
     for &tc in &lossless {
-        if let Some(profile) = &qos.ecn[tc] {
-            if profile.kmin_bytes > idle_xoff {
-                say!(out,
-                    "warning: qos.ecn.{tc}.kmin_bytes {} is above the XOFF point {idle_xoff}: PFC would pause before ECN marks",
-                    profile.kmin_bytes
-                );
+        let Some(profile) = &qos.ecn[tc] else { continue };
+        // Like with like: XOFF counts a group's cells. A profile in frame bytes reaches kmin
+        // holding the most cells with the smallest frames (60 bytes in 256).
+        let (kmin_cells, unit) = match profile.measure {
+            EcnMeasure::Cells => (profile.kmin_bytes, String::new()),
+            EcnMeasure::FrameBytes => {
+                let cells = profile.kmin_bytes.div_ceil(MIN_FRAME) * crate::tm::plan::charge(MIN_FRAME as usize);
+                (cells, format!(" frame bytes ({cells} cell bytes of {MIN_FRAME}-byte frames)"))
             }
+        };
+        if kmin_cells > idle_xoff {
+            say!(out,
+                "warning: qos.ecn.{tc}.kmin_bytes {}{unit} is above the XOFF point {idle_xoff}: PFC would pause before ECN marks",
+                profile.kmin_bytes
+            );
         }
     }
 }
@@ -219,11 +230,15 @@ pub fn report(config: &Config) -> String {
         if let Some(profile) = profile {
             say!(
                 out,
-                "  ECN TC{tc}: kmin {} kmax {} pmax {}, marked at {:?}",
+                "  ECN TC{tc}: kmin {} kmax {} pmax {}, marked at {:?}, depth in {}",
                 profile.kmin_bytes,
                 profile.kmax_bytes,
                 profile.pmax,
-                profile.mark_on
+                profile.mark_on,
+                match profile.measure {
+                    EcnMeasure::Cells => "buffer cells",
+                    EcnMeasure::FrameBytes => "frame bytes",
+                }
             );
         }
     }

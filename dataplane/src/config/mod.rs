@@ -161,6 +161,7 @@ struct RawEcn {
     kmax_bytes: u64,
     pmax: f64,
     mark_on: Option<String>,
+    measure: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -251,12 +252,23 @@ pub enum MarkOn {
     Dequeue,
 }
 
+/// What an ECN profile's kmin and kmax are compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EcnMeasure {
+    /// The buffer cells the queue's frames hold (`tm::plan::CELL_BYTES` each), as Broadcom
+    /// and Spectrum WRED profiles compare buffer occupancy: the unit XOFF points are in.
+    Cells,
+    /// The frame bytes queued: a 60-byte frame counts 60, not the 256 it holds.
+    FrameBytes,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct EcnProfile {
     pub kmin_bytes: u64,
     pub kmax_bytes: u64,
     pub pmax: f64,
     pub mark_on: MarkOn,
+    pub measure: EcnMeasure,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -1124,11 +1136,19 @@ impl Validator<'_> {
                     return Err(self.error(format!("{field}.mark_on"), format!("'{other}' is not enqueue or dequeue")))
                 }
             };
+            let measure = match profile.measure.as_deref().unwrap_or("cells") {
+                "cells" => EcnMeasure::Cells,
+                "frame_bytes" => EcnMeasure::FrameBytes,
+                other => {
+                    return Err(self.error(format!("{field}.measure"), format!("'{other}' is not cells or frame_bytes")))
+                }
+            };
             profiles[usize::from(tc)] = Some(EcnProfile {
                 kmin_bytes: profile.kmin_bytes,
                 kmax_bytes: profile.kmax_bytes,
                 pmax: profile.pmax,
                 mark_on,
+                measure,
             });
         }
         Ok(profiles)
@@ -1225,6 +1245,13 @@ ports = ["up0"]
             (
                 ("lossless = [3]", "lossless = [3]\n[qos.ecn.3]\nkmin_bytes = 9\nkmax_bytes = 1\npmax = 0.1"),
                 "qos.ecn.3.kmin_bytes",
+            ),
+            (
+                (
+                    "lossless = [3]",
+                    "lossless = [3]\n[qos.ecn.3]\nkmin_bytes = 1\nkmax_bytes = 9\npmax = 0.1\nmeasure = \"packets\"",
+                ),
+                "qos.ecn.3.measure",
             ),
             (("lossless = [3]", "lossless = [3]\n[qos.pfc]\nxoff_bytes = 100\nxon_bytes = 200"), "qos.pfc.xon_bytes"),
         ];

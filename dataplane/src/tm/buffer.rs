@@ -71,8 +71,11 @@ struct Fifo {
     head: u32,
     tail: u32,
     len: u32,
-    /// Frame bytes (not cells): what queue depths and ECN look at.
+    /// Frame bytes: what queue depth counters, watermarks and pacing look at.
     bytes: u64,
+    /// Cell bytes of the frames queued, whichever pool or headroom paid for them: the
+    /// occupancy ECN compares with kmin/kmax by default, as WRED on an ASIC's buffer does.
+    cells: u64,
     /// Cell bytes this queue holds in the lossy pool (0 for a lossless class): what its
     /// dynamic limit applies to.
     lossy_cells: u64,
@@ -80,7 +83,7 @@ struct Fifo {
 
 impl Default for Fifo {
     fn default() -> Self {
-        Self { head: NIL, tail: NIL, len: 0, bytes: 0, lossy_cells: 0 }
+        Self { head: NIL, tail: NIL, len: 0, bytes: 0, cells: 0, lossy_cells: 0 }
     }
 }
 
@@ -257,6 +260,7 @@ impl<P> SharedBuffer<P> {
         queue.tail = slot;
         queue.len += 1;
         queue.bytes += len as u64;
+        queue.cells += plan::charge(len);
         self.queued_packets += 1;
         queue.bytes
     }
@@ -296,6 +300,7 @@ impl<P> SharedBuffer<P> {
         self.free = slot;
         queue.len -= 1;
         queue.bytes -= len;
+        queue.cells -= charge;
         self.queued_packets -= 1;
         if !lossless {
             queue.lossy_cells -= charge;
@@ -364,10 +369,16 @@ impl<P> SharedBuffer<P> {
         self.ports[port].backlog
     }
 
-    /// Frame bytes queued on `port` in class `tc` (what ECN compares with kmin/kmax).
+    /// Frame bytes queued on `port` in class `tc` (ECN's depth with `measure = "frame_bytes"`).
     #[inline]
     pub fn queue_bytes(&self, port: usize, tc: usize) -> u64 {
         self.ports[port].fifos[tc].bytes
+    }
+
+    /// Cell bytes the frames queued on `port` in class `tc` hold (ECN's depth by default).
+    #[inline]
+    pub fn queue_cells(&self, port: usize, tc: usize) -> u64 {
+        self.ports[port].fifos[tc].cells
     }
 
     /// Frames queued on `port` in class `tc`.
@@ -519,5 +530,23 @@ mod tests {
         assert_eq!(buffer.released(0, 3), CELL_BYTES, "the owner's credit");
         assert!(buffer.admit_lossless(1, 3, CELL_BYTES).is_ok());
         assert_eq!(buffer.queue_len(1, 3), slots as u32 - 1);
+    }
+
+    #[test]
+    fn a_queue_counts_its_frames_in_bytes_and_in_the_cells_they_hold() {
+        let config = config();
+        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::new(&config);
+        for len in [60, 257, 512] {
+            buffer.admit_lossless(0, 3, plan::charge(len)).unwrap();
+            buffer.push(1, 3, len, Entry { packet: HeapPacket::new(vec![0; len]), ..entry(0) });
+        }
+        assert_eq!(buffer.queue_bytes(1, 3), 60 + 257 + 512);
+        assert_eq!(buffer.queue_cells(1, 3), (1 + 2 + 2) * CELL_BYTES, "a started cell is a whole cell");
+        assert_eq!(buffer.queue_cells(1, 0), 0, "per class");
+        buffer.pop(1, 3);
+        assert_eq!((buffer.queue_bytes(1, 3), buffer.queue_cells(1, 3)), (257 + 512, 4 * CELL_BYTES));
+        buffer.pop(1, 3);
+        buffer.pop(1, 3);
+        assert_eq!((buffer.queue_bytes(1, 3), buffer.queue_cells(1, 3)), (0, 0));
     }
 }

@@ -3,7 +3,11 @@
 //!
 //! - depth < kmin: never; kmin <= depth <= kmax: pmax x (depth - kmin) / (kmax - kmin);
 //!   depth > kmax: always.
-//! - The depth is the queue's frame bytes: at enqueue (default) what is ahead of the frame, at
+//! - The depth is the buffer cells the queue's frames hold (`measure = "cells"`, the default:
+//!   WRED on Broadcom and Spectrum compares buffer occupancy, the unit PFC's XOFF is in, so a
+//!   queue of small frames is marked before it pauses; in frame bytes a 60-byte frame counts
+//!   60 of the 256 it holds, and a 2:1 incast of them paused its senders with 4.7% marked),
+//!   or its frame bytes (`measure = "frame_bytes"`): at enqueue (default) what is ahead of the frame, at
 //!   dequeue (`mark_on = "dequeue"`) what it leaves behind. Dequeue marking reports the queue
 //!   as it is when the frame leaves, a fresher signal that reaches senders sooner under a
 //!   growing queue; enqueue marking is what most ASICs do and decides before the frame
@@ -16,7 +20,7 @@
 //! Invariant: a random draw happens only when kmin <= depth <= kmax and kmin < kmax, from the
 //! switch's seeded PRNG, so replays with one seed mark the same frames.
 
-use crate::config::{EcnProfile, MarkOn, TRAFFIC_CLASSES};
+use crate::config::{EcnMeasure, EcnProfile, MarkOn, TRAFFIC_CLASSES};
 use crate::drops::DropReason;
 use crate::packet::PacketBuf;
 use crate::pipeline::classify::IpHeader;
@@ -72,6 +76,12 @@ impl EcnMarker {
         self.profiles[tc].as_ref().is_some_and(|profile| profile.mark_on == when)
     }
 
+    /// What class `tc`'s profile compares with kmin/kmax (cells for a class without one).
+    #[inline]
+    pub fn measure(&self, tc: usize) -> EcnMeasure {
+        self.profiles[tc].as_ref().map_or(EcnMeasure::Cells, |profile| profile.measure)
+    }
+
     /// Applies class `tc`'s profile at `depth`: marks an ECT frame CE (true), says to drop a
     /// lossy non-ECT frame (`wred`), leaves everything else alone (false).
     #[inline]
@@ -108,7 +118,7 @@ mod tests {
     use crate::wire::parse::{parse, Payload};
 
     fn profile(kmin: u64, kmax: u64, pmax: f64) -> EcnProfile {
-        EcnProfile { kmin_bytes: kmin, kmax_bytes: kmax, pmax, mark_on: MarkOn::Enqueue }
+        EcnProfile { kmin_bytes: kmin, kmax_bytes: kmax, pmax, mark_on: MarkOn::Enqueue, measure: EcnMeasure::Cells }
     }
 
     #[test]
