@@ -538,3 +538,41 @@ fn the_progress_bar_shows_on_a_terminal_only() {
     ));
     assert!(fabric.contains("28/28 delivered") && fabric.contains("ETA"), "{fabric}");
 }
+
+/// `check` prints the automatic headroom part by part, as docs/CONFIG.md works it by hand for
+/// 100 Gb/s, 3 m, MTU 9216: 814 cells with a PFC tx queue (a PCI NIC), 1,401 with one (memif).
+#[test]
+fn check_prints_each_part_of_the_auto_headroom() {
+    let dir = temp_dir("cli-check-headroom");
+    let path = dir.join("leaf.toml");
+    let text = raceway::testing::Leaf::new("h")
+        .qos("lossless = [3]")
+        .port_to("nic", 100.0, "02:00:00:00:10:00", "cable_m = 3\ndevice = \"0000:3b:00.0\"")
+        .port_to("memif", 100.0, "02:00:00:00:10:01", "cable_m = 3\ndevice = \"net_memif0\"")
+        .toml();
+    std::fs::write(&path, text).unwrap();
+    let output = run_ok(raceway().args(["check", "-c"]).arg(&path));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    let parts = |port: &str| {
+        let at = lines.iter().position(|l| l.contains(&format!("PFC {port} "))).unwrap_or_else(|| panic!("{text}"));
+        (lines[at], lines[at + 1])
+    };
+    let (nic, nic_parts) = parts("nic");
+    assert!(nic.contains("headroom 208384 bytes"), "{nic}");
+    assert!(
+        nic_parts.contains(
+            "frame in progress 9258 + data ahead in the tx queue 0 (PFC has a tx queue of its own) + PFC frame 84 \
+             + cable there and back 375 + peer's response 49344 + peer's frame in progress 9258 = 68319"
+        ) && nic_parts.ends_with(": 814 cells"),
+        "{nic_parts}"
+    );
+    let (memif, memif_parts) = parts("memif");
+    assert!(memif.contains("headroom 358656 bytes"), "{memif}");
+    assert!(
+        memif_parts.contains("data ahead in the tx queue 49344 (one tx queue: the shaper's lookahead)")
+            && memif_parts.contains("= 117663;")
+            && memif_parts.ends_with(": 1401 cells"),
+        "{memif_parts}"
+    );
+}

@@ -335,9 +335,9 @@ fn sigterm_stops_cleanly_with_stats_written() {
 }
 
 /// PFC on real DPDK ports: two senders flood a lossless class into a port shaped to 1 Gb/s.
-/// The switch sends XOFF (built in mbufs, ahead of data) to both, then XON once drained; a
-/// net_pcap peer ignores PFC, so its excess overflows the headroom and is counted. A PFC frame
-/// received on the egress port is counted.
+/// The switch sends XOFF (built in mbufs, ahead of data) to both, then XON once drained, on
+/// host1 over a tx queue of their own; a net_pcap peer ignores PFC, so its excess overflows
+/// the headroom and is counted. A PFC frame received on the egress port is counted.
 /// 2,000 lossless RoCEv2 frames of 1000 bytes from 10.0.1.<host> to 10.0.0.2.
 fn flood_to_host0(host: u8) -> Vec<(u64, Vec<u8>)> {
     let mut spec = raceway::traffic::frames::FrameSpec::rocev2(
@@ -381,11 +381,16 @@ fn live_pfc_frames_are_sent_ahead_of_data_and_counted() {
     let device = |index: usize, port: &str| {
         format!("net_pcap{},rx_pcap={}/in-{port}.pcap,tx_pcap={}/{port}.pcap", 20 + index, dir.display(), out.display())
     };
-    let devices = [device(0, "host0"), device(1, "host1"), device(2, "up0"), "net_null20,no-rx=1".to_string()];
+    // host1 sends its PFC frames on a tx queue of their own: net_pcap writes each tx queue to
+    // its own file, so the second file holds exactly what left on the PFC queue.
+    let host1 = format!("{},tx_pcap={}/host1-pfc.pcap", device(1, "host1"), out.display());
+    let devices = [device(0, "host0"), host1.clone(), device(2, "up0"), "net_null20,no-rx=1".to_string()];
     let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
     let config_text = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)
         .replacen("speed_gbps = 100", "speed_gbps = 1", 1)
+        .replace(&format!("device = \"{host1}\""), &format!("device = \"{host1}\"\npfc_tx_queue = true"))
         .replace("lossless = [3]", "lossless = [3]\n[qos.pfc]\nxoff_bytes = 100000\nheadroom_bytes = 200000");
+    assert!(config_text.contains("pfc_tx_queue = true"));
     let config = dir.join("leaf.toml");
     std::fs::write(&config, &config_text).unwrap();
     let stats = run_live(&dir, &config, "pfc", &[]);
@@ -399,7 +404,14 @@ fn live_pfc_frames_are_sent_ahead_of_data_and_counted() {
         assert!(xoff_tx > 0 && xon_tx > 0, "{port}: xoff {xoff_tx} xon {xon_tx}");
         overflow += s["drops"]["headroom_overflow"].as_u64().unwrap();
         let frames = read_pcap(&out.join(format!("{port}.pcap")));
-        let pfc: Vec<&Vec<u8>> = frames.iter().map(|(_, f)| f).filter(|f| f[12..14] == [0x88, 0x08]).collect();
+        let is_pfc = |f: &&Vec<u8>| f[12..14] == [0x88, 0x08];
+        let mut pfc: Vec<&Vec<u8>> = frames.iter().map(|(_, f)| f).filter(is_pfc).collect();
+        let pfc_queue = if port == "host1" { read_pcap(&out.join("host1-pfc.pcap")) } else { Vec::new() };
+        if port == "host1" {
+            assert!(pfc.is_empty(), "host1: PFC frames on the data queue");
+            assert!(pfc_queue.iter().map(|(_, f)| f).all(|f| is_pfc(&f)), "host1: data on the PFC queue");
+            pfc = pfc_queue.iter().map(|(_, f)| f).collect();
+        }
         assert_eq!(pfc.len() as u64, xoff_tx + xon_tx, "{port}: PFC frames on the wire");
         assert_eq!(pfc[0][14 + 4 + 6..14 + 4 + 8], [0xff, 0xff], "{port}: XOFF first");
         assert_eq!(pfc[0].len(), 60);
@@ -1070,6 +1082,27 @@ fn a_port_that_fails_to_start_is_a_clear_error() {
     assert_eq!(ours.len(), 1, "{stderr}");
     assert!(ours[0].contains("port 'host0'") && ours[0].contains("net_pcap60"), "{}", ours[0]);
     assert!(!stderr.contains("panicked"));
+
+    // A PFC tx queue asked of a device with one tx queue (net_pcap: one per tx_pcap file).
+    let input = dir.join("in.pcap");
+    write_pcap(&input, &[]);
+    let device = format!("net_pcap61,rx_pcap={},tx_pcap={}/out.pcap", input.display(), dir.display());
+    let devices = with_null_sinks(device.clone(), 61);
+    let text = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)
+        .replace(&format!("device = \"{device}\""), &format!("device = \"{device}\"\npfc_tx_queue = true"));
+    assert!(text.contains("pfc_tx_queue = true"));
+    std::fs::write(&config, text).unwrap();
+    let output = raceway()
+        .args(["run", "-c"])
+        .arg(&config)
+        .args(["--duration", "1", "--", "--file-prefix", &format!("{prefix}-pfcq")])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let ours: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(ours.len(), 1, "{stderr}");
+    assert!(ours[0].contains("port 'host0'") && ours[0].contains("set pfc_tx_queue = false"), "{}", ours[0]);
 }
 
 /// A switch config of the live fabric. PFC goes early (static XOFF at 100 KB) and the headroom
@@ -1332,7 +1365,19 @@ fn a_four_to_one_lossless_incast_across_two_workers_loses_nothing() {
     lossless_incast_with_pfc_honouring_hosts("live-pfc-4to1", "lcores = \"0@0,1@1,2@1\"\n#four");
 }
 
+/// The incast of the first test with the automatic headroom: net_memif ports have one tx
+/// queue, so the plan counts the shaper's lookahead twice (ahead of raceway's PFC frame and
+/// at the peer), 358,656 bytes per group at MTU 9216. A blast host that honours PFC sends at
+/// most its 64-frame memif ring (about 82 KB of cells) after the XOFF was written, so a switch
+/// descheduled by the shared CPU still loses nothing.
+#[test]
+fn a_live_lossless_incast_with_the_automatic_headroom_loses_nothing() {
+    lossless_incast_with_pfc_honouring_hosts("live-pfc-auto", "#auto");
+}
+
 fn lossless_incast_with_pfc_honouring_hosts(name: &str, lcores: &str) {
+    let auto = lcores == "#auto";
+    let lcores = lcores.strip_prefix("#auto").unwrap_or(lcores);
     let (ring_log2, headroom, link_gbps, rate_gbps) =
         if lcores.is_empty() { (6, 1_048_576, 10, 2) } else { (10, 2_097_152, 1, 1) };
     let four = lcores.contains("#four");
@@ -1341,6 +1386,7 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, lcores: &str) {
     let trace = dir.join("flows.pcap");
     run_ok(raceway().args(["gen", "flows", "--packets", "200", "--size", "1078", "--dscp", "26", "--out"]).arg(&trace));
     let socket = |name: &str| format!("{}/{name}.sock,socket-abstract=no,rsize={ring_log2}", dir.display());
+    let headroom = if auto { "\"auto\"".to_string() } else { headroom.to_string() };
     let pfc = format!("[qos.pfc]\nheadroom_bytes = {headroom}\nxoff_bytes = 500000\nxon_bytes = 250000");
     // The sending ports, and the port all their traffic (to 10.0.1.0/24) leaves by.
     let (senders, sink): (Vec<String>, &str) = if four {

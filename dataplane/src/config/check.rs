@@ -68,6 +68,21 @@ fn buffer(out: &mut String, config: &Config) {
             crate::tm::plan::quanta_ps(0xffff, port.speed_mbps) as f64 / 1e6,
             crate::tm::plan::lookahead_ps(port) as f64 / 1e6
         );
+        if qos.pfc.headroom_bytes == crate::config::Threshold::Auto {
+            let parts = crate::tm::plan::HeadroomParts::of(port, config.mtu);
+            say!(out,
+                "    headroom, wire bytes: frame in progress {} + data ahead in the tx queue {} ({}) + PFC frame {} + cable there and back {:.0} + peer's response {} + peer's frame in progress {} = {:.0}; as minimum frames (84 wire bytes, one cell each): {} cells",
+                parts.frame_in_progress,
+                parts.local_lookahead,
+                if port.pfc_tx_queue { "PFC has a tx queue of its own" } else { "one tx queue: the shaper's lookahead" },
+                parts.pfc_frame,
+                parts.cable_round_trip,
+                parts.peer_response,
+                parts.peer_frame,
+                parts.wire_bytes(),
+                parts.cell_bytes() / crate::tm::plan::CELL_BYTES
+            );
+        }
     }
     for &tc in &lossless {
         let Some(profile) = &qos.ecn[tc] else { continue };

@@ -178,6 +178,7 @@ struct RawPort {
     addresses: Vec<String>,
     mtu: Option<u32>,
     pause: Option<String>,
+    pfc_tx_queue: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -307,6 +308,44 @@ pub struct PortConfig {
     pub mtu: u32,
     /// Whether 802.3x PAUSE frames received on the port stop its egress (every class).
     pub honour_pause: bool,
+    /// Whether the port's PFC frames leave on a tx queue of their own, so that on the wire
+    /// they wait for at most the frame in progress, not for the data the shaper handed the
+    /// NIC ahead of its wire time; without one the headroom counts that lookahead
+    /// (`tm::plan`). Replay sends PFC frames ahead of data either way.
+    pub pfc_tx_queue: bool,
+}
+
+/// The ethdev name of a device string: what precedes the first comma.
+pub fn device_name(device: &str) -> &str {
+    device.split(',').next().unwrap_or(device)
+}
+
+/// `0000:3b:00.0` or `3b:00.0`.
+pub fn is_pci_address(name: &str) -> bool {
+    let parts: Vec<&str> = name.split(':').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
+    let (bus, device_function) = match parts.as_slice() {
+        [domain, bus, df] if hex(domain, 4) => (*bus, *df),
+        [bus, df] => (*bus, *df),
+        _ => return false,
+    };
+    match device_function.split_once('.') {
+        Some((device, function)) => {
+            hex(bus, 2) && hex(device, 2) && function.len() == 1 && function.chars().all(|c| ('0'..='7').contains(&c))
+        }
+        None => false,
+    }
+}
+
+/// Whether a port's PFC frames get a tx queue of their own unless the config says: on a PCI
+/// NIC, whose tx queues all feed one wire (and which offers several), and on a port with no
+/// device (replay). Not on a virtual device: net_memif and net_ring carry each tx queue to
+/// the peer's rx queue of the same number, net_pcap writes one file per queue, and
+/// net_af_packet, net_af_xdp and net_tap spread a queue pair each over the kernel's queues,
+/// while raceway opens one rx queue per port: a second queue there would be a link the peer
+/// does not read.
+fn default_pfc_tx_queue(device: Option<&str>) -> bool {
+    device.is_none_or(|device| is_pci_address(device_name(device)))
 }
 
 /// An address on an interface, with the length of the subnet it is on (host bits allowed).
@@ -753,6 +792,7 @@ impl Validator<'_> {
                     return Err(self.error(field("pause"), format!("'{other}' is not honour or ignore")));
                 }
             };
+            let pfc_tx_queue = port.pfc_tx_queue.unwrap_or_else(|| default_pfc_tx_queue(port.device.as_deref()));
             ports.push(PortConfig {
                 name: port.name,
                 device: port.device,
@@ -763,6 +803,7 @@ impl Validator<'_> {
                 addresses,
                 mtu,
                 honour_pause,
+                pfc_tx_queue,
             });
         }
         Ok(ports)
@@ -1304,6 +1345,20 @@ ports = ["up0"]
         let err = Config::parse(&parse("", "pause = \"obey\""), "p.toml").unwrap_err();
         assert_eq!(err.field, "port[0].pause");
         assert!(err.problem.contains("'obey' is not honour or ignore"), "{}", err.problem);
+    }
+
+    #[test]
+    fn pfc_frames_get_a_tx_queue_of_their_own_on_pci_nics_and_without_a_device() {
+        let queue = |extra: &str| {
+            let text = crate::testing::Leaf::new("q").qos("lossless = [3]").port("p0", 100.0, extra).toml();
+            Config::parse(&text, "q.toml").unwrap().ports[0].pfc_tx_queue
+        };
+        assert!(queue(""), "replay: no NIC queue to wait in");
+        assert!(queue("device = \"0000:3b:00.0\""));
+        assert!(!queue("device = \"net_memif0,role=server\""), "a second memif queue is another link");
+        assert!(!queue("device = \"net_af_packet0,iface=veth0\""));
+        assert!(queue("device = \"net_null0\"\npfc_tx_queue = true"), "the port says");
+        assert!(!queue("device = \"0000:3b:00.0\"\npfc_tx_queue = false"));
     }
 
     #[test]

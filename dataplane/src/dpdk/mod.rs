@@ -489,6 +489,8 @@ pub struct Port {
     pub driver: String,
     /// Rx queues opened: as many as asked for, up to what the device offers.
     pub rx_queues: u16,
+    /// Tx queues opened: the data's, and PFC's own where the port has one.
+    pub tx_queues: u16,
     /// Whether the device spreads frames over the rx queues by RSS (IP addresses, UDP/TCP
     /// ports), so each flow keeps to one queue. Without it, each queue has its own source (a
     /// net_pcap rx_pcap file per queue, say).
@@ -532,7 +534,18 @@ impl Port {
     /// queues. `mtu` is the switch's (IP) MTU: the port takes it, or the largest the device
     /// does (a warning says so), and receives frames longer than an mbuf as chains where the
     /// device can; 0 leaves the driver's default.
-    pub fn start(id: u16, name: &str, pool: &Arc<Mempool>, rx_queues: u16, mtu: u32) -> Result<Self, DpdkError> {
+    ///
+    /// `pfc_tx_queue` opens a second tx queue for PFC frames (`tx_control_burst`), so that
+    /// they wait on the wire behind the frame in progress only; a device with one tx queue
+    /// is then an error, since the headroom was planned for the second.
+    pub fn start(
+        id: u16,
+        name: &str,
+        pool: &Arc<Mempool>,
+        rx_queues: u16,
+        mtu: u32,
+        pfc_tx_queue: bool,
+    ) -> Result<Self, DpdkError> {
         let context = |step: &str| format!("port '{name}' (ethdev {id}): {step}");
         let mut max_rx = 0u16;
         let mut max_tx = 0u16;
@@ -567,6 +580,16 @@ impl Port {
                 problem: format!("driver {driver} offers {max_rx} rx / {max_tx} tx queues"),
             });
         }
+        let tx_queues: u16 = if pfc_tx_queue { 2 } else { 1 };
+        if tx_queues > max_tx {
+            return Err(DpdkError {
+                context: context("pfc_tx_queue"),
+                problem: format!(
+                    "driver {driver} offers {max_tx} tx queue, none for PFC frames: set pfc_tx_queue = false \
+                     (the auto headroom then counts the data PFC waits behind)"
+                ),
+            });
+        }
         if DRIVERS_UNMAPPING_UNDER_BURSTS.contains(&driver.as_str()) {
             // SAFETY: a flag write for a valid port id, before the port starts and any burst.
             unsafe { sys::shim_guard_bursts(id) };
@@ -588,7 +611,7 @@ impl Port {
         let rss_hf = if rss { rss_hf } else { 0 };
         let scatter = c_int::from(scatter);
         // SAFETY: plain calls on a valid port id; configuration is built in C with defaults.
-        let configured = unsafe { sys::shim_eth_dev_configure(id, rx_queues, 1, rss_hf, port_mtu, scatter) };
+        let configured = unsafe { sys::shim_eth_dev_configure(id, rx_queues, tx_queues, rss_hf, port_mtu, scatter) };
         check(configured, || context("configure"))?;
         let mut rx_desc = RX_DESCRIPTORS;
         let mut tx_desc = TX_DESCRIPTORS;
@@ -612,8 +635,12 @@ impl Port {
                 err
             })?;
         }
-        // SAFETY: as above.
-        check(unsafe { sys::shim_eth_tx_queue_setup(id, 0, tx_desc, socket) }, || context("tx queue"))?;
+        for queue in 0..tx_queues {
+            // SAFETY: as above.
+            check(unsafe { sys::shim_eth_tx_queue_setup(id, queue, tx_desc, socket) }, || {
+                context(&format!("tx queue {queue}"))
+            })?;
+        }
         // SAFETY: the port is configured with its queues.
         check(unsafe { sys::rte_eth_dev_start(id) }, || context("start"))?;
         // Not every PMD supports promiscuous mode (-ENOTSUP); a leaf switch routes frames
@@ -628,6 +655,7 @@ impl Port {
             name: name.to_string(),
             driver,
             rx_queues,
+            tx_queues,
             rss,
             max_rx_queues: max_rx,
             mtu: port_mtu,
@@ -688,13 +716,25 @@ impl Port {
     /// Sends as much of `burst` as the tx queue takes; the rest stays in the burst, in order.
     #[inline]
     pub fn tx_burst(&self, burst: &mut Burst) -> usize {
+        self.tx_burst_on(0, burst)
+    }
+
+    /// `tx_burst` for PFC frames: on their own tx queue where the port has one, so the NIC
+    /// sends them after the frame in progress rather than after the data queued before them.
+    #[inline]
+    pub fn tx_control_burst(&self, burst: &mut Burst) -> usize {
+        self.tx_burst_on(self.tx_queues - 1, burst)
+    }
+
+    #[inline]
+    fn tx_burst_on(&self, queue: u16, burst: &mut Burst) -> usize {
         if burst.len == 0 {
             return 0;
         }
         // SAFETY: the first `len` slots are owned mbufs; the PMD takes ownership of the first
-        // `sent` of them.
+        // `sent` of them; the queue was set up in `start`.
         let sent =
-            usize::from(unsafe { sys::shim_eth_tx_burst(self.id, 0, burst.mbufs.as_mut_ptr(), burst.len as u16) });
+            usize::from(unsafe { sys::shim_eth_tx_burst(self.id, queue, burst.mbufs.as_mut_ptr(), burst.len as u16) });
         burst.mbufs.copy_within(sent..burst.len, 0);
         burst.len -= sent;
         sent

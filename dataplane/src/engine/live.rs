@@ -21,14 +21,17 @@
 //!
 //! Each egress port is shaped to its configured speed: a frame may leave when the port's
 //! virtual link is free, allowing a lookahead window of one tx burst of maximum standard frames
-//! (`pfc::lookahead_ps`: 3.95 us at 100G) so each loop can fill a tx burst. The window must
+//! (`plan::lookahead_ps`: 3.95 us at 100G) so each loop can fill a tx burst. The window must
 //! cover a poll loop: time the link idles between loops is lost, and with a 1.01 us window one
 //! core forwarded 1 KB frames at 1.8 Mpps instead of 8.0. Frames handed to the NIC cannot be
 //! recalled by a PFC pause that arrives later, so raceway answers a pause within the window
 //! (plus the loop that reads it), longer than a NIC's 394 quanta (2.02 us at 100G); the auto
-//! headroom counts raceway's response (`pfc::peer_response_wire_bytes`), so raceways facing
+//! headroom counts raceway's response (`plan::peer_response_wire_bytes`), so raceways facing
 //! each other stay lossless.
-//! PFC frames leave in a tx burst of their own, ahead of data already pending for the queue.
+//! PFC frames leave in a tx burst of their own, ahead of data already pending for the port,
+//! and on a tx queue of their own where the port has one (`[[port]] pfc_tx_queue`): in the
+//! data's queue they would wait on the wire behind the whole window, which the headroom then
+//! counts too (`plan::HeadroomParts`).
 //!
 //! A frame longer than an mbuf (a jumbo frame, which drivers chain) is copied into one mbuf of
 //! a second pool before any stage sees it (`whole_frame`), so the pipeline always works on a
@@ -40,7 +43,7 @@
 //! closed before the pool is freed. All workers read time on one epoch (the TSC at start),
 //! so a frame's arrival stamp means the same on the worker that sends it.
 
-use crate::config::{Config, WorkerModel};
+use crate::config::{device_name, is_pci_address, Config, WorkerModel};
 use crate::control::{self, ControlLink, ControlPlane};
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
 use crate::drops::DropReason;
@@ -140,36 +143,17 @@ pub fn eal_arguments(config: &Config, extra: &[String]) -> Result<Vec<String>, S
     Ok(args)
 }
 
-/// The ethdev name of a device string: what precedes the first comma.
-pub fn device_name(device: &str) -> &str {
-    device.split(',').next().unwrap_or(device)
-}
-
-/// `0000:3b:00.0` or `3b:00.0`.
-fn is_pci_address(name: &str) -> bool {
-    let parts: Vec<&str> = name.split(':').collect();
-    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
-    let (bus, device_function) = match parts.as_slice() {
-        [domain, bus, df] if hex(domain, 4) => (*bus, *df),
-        [bus, df] => (*bus, *df),
-        _ => return false,
-    };
-    match device_function.split_once('.') {
-        Some((device, function)) => {
-            hex(bus, 2) && hex(device, 2) && function.len() == 1 && function.chars().all(|c| ('0'..='7').contains(&c))
-        }
-        None => false,
-    }
-}
-
-/// Mbufs needed: rx rings (`rx_queues_per_port` each) and tx rings, the bursts in flight, and
+/// Mbufs needed: rx rings (`rx_queues_per_port` each) and tx rings (two on a port with a
+/// PFC tx queue), the bursts in flight, and
 /// as many frames as the buffer can hold (one per cell). With several run-to-completion
 /// workers, also the frames between them (rings and batches being filled) and the frames
 /// their stale views of the pools may overcommit (`tm::shard`). With `[control]`, also the
 /// rings to and from the control thread and each worker's punt outbox.
 pub fn mempool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u32 {
     let ports = config.ports.len() as u64;
-    let rings = ports * (u64::from(dpdk::RX_DESCRIPTORS) * rx_queues_per_port + u64::from(dpdk::TX_DESCRIPTORS));
+    // A PFC tx queue holds the PFC frames it sent until the driver recycles its descriptors.
+    let tx_queues = ports + config.ports.iter().filter(|port| port.pfc_tx_queue).count() as u64;
+    let rings = ports * u64::from(dpdk::RX_DESCRIPTORS) * rx_queues_per_port + tx_queues * u64::from(dpdk::TX_DESCRIPTORS);
     let bursts = ports * 2 * BURST as u64;
     let queued = Switch::<Mbuf>::arena_capacity(config) as u64;
     let between_workers = workers * (workers - 1) * (SHARD_RING as u64 + 1) * BATCH as u64;
@@ -474,7 +458,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         })?;
         // One rx queue per RX worker (RSS spreads flows over them where the device hashes);
         // run-to-completion's single worker polls one.
-        let started = Port::start(id, &port.name, &pool, rx_lcores.len().max(1) as u16, config.mtu)?;
+        let started = Port::start(id, &port.name, &pool, rx_lcores.len().max(1) as u16, config.mtu, port.pfc_tx_queue)?;
         tracing::info!(
             "port '{}': ethdev {id}, driver {}, {} Gb/s configured, {} rx queue(s){}",
             port.name,
@@ -1152,7 +1136,7 @@ impl Worker {
             let state = &mut egress[index];
             // What an earlier turn left: the PFC frame first, never behind data.
             if !state.control.is_empty() {
-                sent += port.tx_burst(&mut state.control) as u64;
+                sent += port.tx_control_burst(&mut state.control) as u64;
                 if !state.control.is_empty() {
                     continue; // the tx queue is full: data waits behind the PFC frame
                 }
@@ -1166,7 +1150,7 @@ impl Worker {
             let mut bursts = TxBursts { egress: state, pool: &self.pool, tap, port: index, tsc };
             port_tx::serve(&mut self.switch, index, now, window_ps, &mut bursts);
             if !state.control.is_empty() {
-                sent += port.tx_burst(&mut state.control) as u64;
+                sent += port.tx_control_burst(&mut state.control) as u64;
                 if !state.control.is_empty() {
                     continue;
                 }
@@ -1477,13 +1461,21 @@ mod tests {
 
     #[test]
     fn the_mbuf_pool_holds_rings_bursts_and_a_frame_per_buffer_cell() {
-        let mut text = String::from("[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n");
-        for port in 0..4 {
-            text.push_str(&format!(
-                "[[port]]\nname = \"p{port}\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n"
-            ));
-        }
-        let config = Config::parse(&text, "t.toml").unwrap();
+        let config_on = |device: &dyn Fn(usize) -> String| {
+            let mut text = String::from("[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n");
+            for port in 0..4 {
+                text.push_str(&format!(
+                    "[[port]]\nname = \"p{port}\"\ndevice = \"{}\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n",
+                    device(port)
+                ));
+            }
+            Config::parse(&text, "t.toml").unwrap()
+        };
+        let config = config_on(&|port| format!("net_null{port}"));
+        // PCI NICs open a PFC tx queue each, whose ring may hold as many mbufs.
+        let pci = config_on(&|port| format!("0000:3b:00.{port}"));
+        assert_eq!(mempool_size(&pci, 1, 1), mempool_size(&config, 1, 1) + 4 * 1024);
+        assert_eq!(mempool_size(&pci, 1, 1), 78_593);
         // 4 x (1024 rx + 1024 tx descriptors) + 4 x 2 bursts of 32 + 16 MiB / 256 + 1 + 512:
         // the README's figure.
         assert_eq!(mempool_size(&config, 1, 1), 8192 + 256 + 65_537 + 512);

@@ -16,27 +16,34 @@
 //! lossless priorities). So a lossy incast fills only the lossy pool and never moves a
 //! lossless group's XOFF point: PFC acts only on congestion of lossless traffic.
 //!
-//! Headroom ("auto") is what can still arrive after the switch decides to send XOFF:
-//! - the switch may be sending a maximum frame when it decides (the XOFF waits for it), and the
-//!   XOFF frame itself takes 84 bytes of wire time;
+//! Headroom ("auto") is what can still arrive after the switch decides to send XOFF, the
+//! delays of 802.1Qbb Annex N (`HeadroomParts`):
+//! - the switch may be sending a maximum frame when it decides (the XOFF waits for it);
+//! - where the port has one tx queue, the XOFF also waits on the wire behind the data the
+//!   shaper handed the NIC ahead of its wire time: up to `LOOKAHEAD_FRAMES` maximum standard
+//!   frames (1518 bytes), 32 x 1542 = 49,344 wire bytes (3.95 us at 100 Gb/s). Where PFC
+//!   frames leave on a tx queue of their own (`[[port]] pfc_tx_queue`: PCI NICs by default),
+//!   the NIC sends them after the frame in progress, and this part is 0;
+//! - the XOFF frame itself takes 84 bytes of wire time;
 //! - the XOFF travels the cable, and data the peer already sent travels back: 2 x cable_m x
 //!   5 ns/m (light in fibre);
 //! - the peer answers within its response time, whichever is longer of a NIC's and raceway's:
 //!   - 394 pause quanta at the port's speed (IEEE's allowance at 100 Gb/s, 2.017 us): 394 x 64
 //!     = 25,216 wire bytes at any speed;
-//!   - raceway's own: its live shaper hands the NIC up to `LOOKAHEAD_FRAMES` maximum standard
-//!     frames (1518 bytes) ahead of their wire time (`lookahead_ps`), and a pause cannot recall
-//!     them: 32 x 1542 = 49,344 wire bytes (3.95 us at 100 Gb/s). So two raceways face each
-//!     other losslessly. A shorter lookahead starves the link whenever one poll loop takes
-//!     longer than it (measured: 1.01 us cut 1 KB forwarding on one core from 8.0 to 1.8 Mpps);
+//!   - raceway's own: the same lookahead, 49,344 wire bytes, handed to its NIC before the
+//!     pause arrived, which it cannot recall. So two raceways face each other losslessly. A
+//!     shorter lookahead starves the link whenever one poll loop takes longer than it
+//!     (measured: 1.01 us cut 1 KB forwarding on one core from 8.0 to 1.8 Mpps);
 //! - the peer may have just started a maximum frame, which it finishes.
 //!
-//! In wire bytes: W = 2 x (mtu + 18 + 24) + 84 + (2 x cable_m x 5 ns) x speed / 8 + 49,344.
-//! Converted to cells at the worst case, minimum-size frames (84 wire bytes each, one cell
-//! each): headroom = ceil(W / 84) x CELL_BYTES. A 100 Gb/s port with 3 m of cable and a 9216
-//! MTU needs 814 cells, 208,384 bytes; with a 1500 MTU, 630 cells.
+//! In wire bytes: W = 2 x (mtu + 18 + 24) + local lookahead + 84 + (2 x cable_m x 5 ns) x
+//! speed / 8 + 49,344. Converted to cells at the worst case, minimum-size frames (84 wire
+//! bytes each, one cell each): headroom = ceil(W / 84) x CELL_BYTES. A 100 Gb/s port with 3 m
+//! of cable and a 9216 MTU needs 814 cells, 208,384 bytes, with a PFC tx queue, and 1,401
+//! cells, 358,656 bytes, with one tx queue (docs/CONFIG.md works it by hand).
 //! Not counted: the time between a PFC frame reaching raceway's port and the poll loop reading
-//! it (one loop iteration, a few us on a busy core).
+//! it (one loop iteration, a few us on a busy core), and frames a NIC slower than the port's
+//! configured speed holds beyond the lookahead (the shaper assumes the configured speed).
 //!
 //! XOFF ("auto") is SONiC's dynamic threshold: alpha x the free lossless pool. XON ("auto")
 //! is XOFF - 2 x mtu.
@@ -96,14 +103,54 @@ pub fn cable_delay_ps(cable_m: f64) -> u64 {
     (cable_m * PROPAGATION_PS_PER_M).round() as u64
 }
 
+/// What the "auto" headroom of a port is made of, in wire bytes: 802.1Qbb Annex N's delays,
+/// from the moment the switch decides XOFF to the last frame the peer sent before it paused.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeadroomParts {
+    /// The maximum frame the port may be sending when it decides; the PFC frame follows it.
+    pub frame_in_progress: u64,
+    /// Data ahead of the PFC frame in the port's one tx queue: the shaper's lookahead (0 when
+    /// PFC frames have a tx queue of their own).
+    pub local_lookahead: u64,
+    /// The PFC frame itself.
+    pub pfc_frame: u64,
+    /// The cable twice: the PFC frame going out, the peer's data coming back.
+    pub cable_round_trip: f64,
+    /// The peer's response: the longer of a NIC's 394 quanta and raceway's lookahead.
+    pub peer_response: u64,
+    /// The maximum frame the peer may have just started, which it finishes.
+    pub peer_frame: u64,
+}
+
+impl HeadroomParts {
+    pub fn of(port: &PortConfig, mtu: u32) -> Self {
+        let max_frame_wire = u64::from(mtu) + 18 + 24;
+        let lookahead = LOOKAHEAD_FRAMES * crate::config::wire_bytes(LOOKAHEAD_FRAME_BYTES);
+        Self {
+            frame_in_progress: max_frame_wire,
+            local_lookahead: if port.pfc_tx_queue { 0 } else { lookahead },
+            pfc_frame: MIN_WIRE_BYTES,
+            cable_round_trip: 2.0 * port.cable_m * PROPAGATION_PS_PER_M * port.speed_mbps as f64 / 8e6,
+            peer_response: peer_response_wire_bytes(),
+            peer_frame: max_frame_wire,
+        }
+    }
+
+    /// Every part, in wire bytes.
+    pub fn wire_bytes(&self) -> f64 {
+        (self.frame_in_progress + self.local_lookahead + self.pfc_frame + self.peer_response + self.peer_frame) as f64
+            + self.cable_round_trip
+    }
+
+    /// The headroom in cell bytes: the wire bytes as minimum-size frames, one cell each.
+    pub fn cell_bytes(&self) -> u64 {
+        (self.wire_bytes() / MIN_WIRE_BYTES as f64).ceil() as u64 * CELL_BYTES
+    }
+}
+
 /// The "auto" headroom of a port, in cell bytes (see the module notes).
 pub fn auto_headroom(port: &PortConfig, mtu: u32) -> u64 {
-    let bytes_per_ps = port.speed_mbps as f64 / 8e6;
-    let max_frame_wire = f64::from(mtu) + 18.0 + 24.0;
-    let cable_bytes = 2.0 * port.cable_m * PROPAGATION_PS_PER_M * bytes_per_ps;
-    let response_bytes = peer_response_wire_bytes() as f64;
-    let wire = 2.0 * max_frame_wire + MIN_WIRE_BYTES as f64 + cable_bytes + response_bytes;
-    (wire / MIN_WIRE_BYTES as f64).ceil() as u64 * CELL_BYTES
+    HeadroomParts::of(port, mtu).cell_bytes()
 }
 
 /// XOFF of a group, static or dynamic.
@@ -265,6 +312,26 @@ mod tests {
         assert_eq!(auto_headroom(&config.ports[1], 9216), 824 * CELL_BYTES);
         // Longer cables and faster links need more.
         assert!(auto_headroom(&config.ports[0], 1500) < auto_headroom(&config.ports[0], 9216));
+    }
+
+    #[test]
+    fn one_tx_queue_adds_the_lookahead_the_pfc_frame_waits_behind() {
+        // The hand calculation: 100G, 3 m, MTU 9216 on a port whose PFC frames share
+        // the data's tx queue: W = 68319 + 49344 = 117663 -> 1401 cells, 358,656 bytes.
+        let text = config_text("", "").replacen("cable_m = 3\n", "cable_m = 3\npfc_tx_queue = false\n", 1);
+        let config = Config::parse(&text, "t.toml").unwrap();
+        let parts = HeadroomParts::of(&config.ports[0], 9216);
+        assert_eq!(
+            (parts.frame_in_progress, parts.local_lookahead, parts.pfc_frame, parts.peer_response, parts.peer_frame),
+            (9258, 49_344, 84, 49_344, 9258)
+        );
+        assert_eq!(parts.cable_round_trip, 375.0);
+        assert_eq!(parts.wire_bytes(), 117_663.0);
+        assert_eq!(auto_headroom(&config.ports[0], 9216), 358_656);
+        // With a queue of its own the PFC frame waits for the frame in progress only.
+        assert_eq!(HeadroomParts::of(&config.ports[1], 9216).local_lookahead, 0);
+        let plan = BufferPlan::new(&config).unwrap();
+        assert_eq!(plan.headroom, vec![358_656, 824 * CELL_BYTES], "the plan takes each port's own");
     }
 
     #[test]
