@@ -153,7 +153,8 @@ pub fn mempool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u
     let ports = config.ports.len() as u64;
     // A PFC tx queue holds the PFC frames it sent until the driver recycles its descriptors.
     let tx_queues = ports + config.ports.iter().filter(|port| port.pfc_tx_queue).count() as u64;
-    let rings = ports * u64::from(dpdk::RX_DESCRIPTORS) * rx_queues_per_port + tx_queues * u64::from(dpdk::TX_DESCRIPTORS);
+    let rings =
+        ports * u64::from(dpdk::RX_DESCRIPTORS) * rx_queues_per_port + tx_queues * u64::from(dpdk::TX_DESCRIPTORS);
     let bursts = ports * 2 * BURST as u64;
     let queued = Switch::<Mbuf>::arena_capacity(config) as u64;
     let between_workers = workers * (workers - 1) * (SHARD_RING as u64 + 1) * BATCH as u64;
