@@ -1043,7 +1043,7 @@ fn a_port_whose_link_is_down_holds_nothing_and_counts_every_frame() {
     let config = dir.join("leaf.toml");
     std::fs::write(
         &config,
-        four_port_config("buffer_bytes = 1048576", [&devices[0], &devices[1], &devices[2], &devices[3]], eal),
+        four_port_config("buffer_bytes = 2097152", [&devices[0], &devices[1], &devices[2], &devices[3]], eal),
     )
     .unwrap();
     let stats = run_live(&dir, &config, "down", &[]);
