@@ -21,7 +21,7 @@
 #   and rfc2544.lua's own: PKTGEN_SIZES, PKTGEN_TRIAL_MS, PKTGEN_STEPS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-: "${PKTGEN:?set PKTGEN to pktgen-dpdk's binary (perf/pktgen/README.md)}"
+: "${PKTGEN:?set PKTGEN to the pktgen binary, see perf/pktgen/README.md}"
 if [ -z "${RACEWAY:-}" ]; then
   cargo build --release -q -p raceway
   RACEWAY=target/release/raceway
