@@ -1657,6 +1657,24 @@ mod tests {
     }
 
     #[test]
+    fn sharded_a_lossless_frame_that_cuts_through_gives_its_cells_back_as_credits() {
+        // p0 (worker 0) charges its group; the frame cuts through p3 on worker 1, which does
+        // not own the group: the cells go back as credits, never to worker 1's own counts.
+        let (_, mut ingress, mut egress) = sharded_pair("");
+        assert_eq!(ingress.receive(0, to_port(3, 26, 1000), 0), Received::Transferred { egress: 3, tc: 3 });
+        assert_eq!(ingress.buffer.group_cells(0, 3), (1024, 0));
+        let mut link = Collect { open: true, sent: Vec::new() };
+        let mut batch = std::mem::take(ingress.outgoing(1).expect("a batch for worker 1"));
+        assert_eq!(egress.accept(&mut batch, 0, &mut link), 1);
+        assert_eq!(link.sent.len(), 1, "cut through");
+        assert_eq!(egress.buffer.released(0, 3), 1024, "a credit for worker 0");
+        assert_eq!(egress.buffer.group_cells(0, 3), (0, 0));
+        egress.sync_shard(0);
+        ingress.sync_shard(0);
+        assert_eq!(ingress.buffer.group_cells(0, 3), (0, 0), "the credit applied by the owner");
+    }
+
+    #[test]
     fn sharded_pools_add_the_other_workers_published_charges() {
         // Dynamic XOFF: alpha x the free lossless pool, whoever holds the cells.
         let (config, mut first, mut second) = sharded_pair("");

@@ -7,11 +7,11 @@
 //! functions the switch uses (`tm::plan`), so what `check` says is what the switch does.
 
 use crate::config::{Config, EcnMeasure, RouteTarget, Trust};
+use crate::pipeline::punt::CoppClass;
+use std::fmt::Write as _;
 
 /// The shortest frame a port receives (no FCS): what holds the most cells per frame byte.
 const MIN_FRAME: u64 = 60;
-use crate::pipeline::punt::CoppClass;
-use std::fmt::Write as _;
 
 /// `writeln!` into a `String`, which cannot fail.
 macro_rules! say {

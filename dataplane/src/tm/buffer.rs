@@ -506,6 +506,7 @@ mod tests {
         assert!(buffer.admit_lossy(1, 1, cell).is_ok(), "another queue still gets in");
         buffer.release_lossy(1, 1, cell);
         buffer.release_lossy(1, 0, cell);
+        assert_eq!((buffer.lossy_cells(1, 0), buffer.lossy_cells(1, 1)), (taken - cell, 0), "the queue's own cells");
         assert!(buffer.admit_lossy(1, 0, cell).is_ok(), "a cell back, a cell in");
         assert!(buffer.admit_lossy(1, 0, cell).is_err(), "and at the limit again");
     }
@@ -530,6 +531,18 @@ mod tests {
         assert_eq!(buffer.released(0, 3), CELL_BYTES, "the owner's credit");
         assert!(buffer.admit_lossless(1, 3, CELL_BYTES).is_ok());
         assert_eq!(buffer.queue_len(1, 3), slots as u32 - 1);
+    }
+
+    #[test]
+    fn a_sharded_arena_has_room_for_what_other_workers_may_overcommit() {
+        let config = config();
+        let slots = SharedBuffer::<HeapPacket>::capacity(&config);
+        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::sharded(&config, |port| port == 1, 3);
+        for _ in 0..slots + 3 {
+            assert!(buffer.has_slot(), "one slot per cell and three more");
+            buffer.push(1, 3, 60, entry(0));
+        }
+        assert!(!buffer.has_slot());
     }
 
     #[test]
