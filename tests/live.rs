@@ -1070,18 +1070,23 @@ fn a_port_that_fails_to_start_is_a_clear_error() {
     let config = dir.join("leaf.toml");
     std::fs::write(&config, four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)).unwrap();
     let prefix = format!("raceway-badstart-{}", std::process::id());
-    let output = raceway()
-        .args(["run", "-c"])
-        .arg(&config)
-        .args(["--duration", "1", "--", "--file-prefix", &prefix])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let ours: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(ours.len(), 1, "{stderr}");
-    assert!(ours[0].contains("port 'host0'") && ours[0].contains("net_pcap60"), "{}", ours[0]);
-    assert!(!stderr.contains("panicked"));
+    // `raceway run` exits 2 with one error line, no panic; the line.
+    let the_error = |prefix: &str| -> String {
+        let output = raceway()
+            .args(["run", "-c"])
+            .arg(&config)
+            .args(["--duration", "1", "--", "--file-prefix", prefix])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let ours: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(ours.len(), 1, "{stderr}");
+        assert!(!stderr.contains("panicked"));
+        ours[0].to_string()
+    };
+    let error = the_error(&prefix);
+    assert!(error.contains("port 'host0'") && error.contains("net_pcap60"), "{error}");
 
     // A PFC tx queue asked of a device with one tx queue (net_pcap: one per tx_pcap file).
     let input = dir.join("in.pcap");
@@ -1092,17 +1097,8 @@ fn a_port_that_fails_to_start_is_a_clear_error() {
         .replace(&format!("device = \"{device}\""), &format!("device = \"{device}\"\npfc_tx_queue = true"));
     assert!(text.contains("pfc_tx_queue = true"));
     std::fs::write(&config, text).unwrap();
-    let output = raceway()
-        .args(["run", "-c"])
-        .arg(&config)
-        .args(["--duration", "1", "--", "--file-prefix", &format!("{prefix}-pfcq")])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let ours: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
-    assert_eq!(ours.len(), 1, "{stderr}");
-    assert!(ours[0].contains("port 'host0'") && ours[0].contains("set pfc_tx_queue = false"), "{}", ours[0]);
+    let error = the_error(&format!("{prefix}-pfcq"));
+    assert!(error.contains("port 'host0'") && error.contains("set pfc_tx_queue = false"), "{error}");
 }
 
 /// A switch config of the live fabric. PFC goes early (static XOFF at 100 KB) and the headroom
