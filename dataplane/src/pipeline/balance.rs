@@ -465,6 +465,10 @@ mod tests {
             s.select(0, flow, 0, 0, &mut rng, &view);
         }
         let first = s.select(0, 7, 0, 6_000_000, &mut rng, &view).unwrap().1;
+        // A new flow while every remembered one is still inside its gap: it is routed, not
+        // remembered, and the table stays at its bound.
+        assert!(s.select(0, u32::MAX, 0, 6_000_000, &mut rng, &view).is_some());
+        assert_eq!(s.groups[0].flows.len(), FLOWLET_TABLE, "the table never passes its bound");
         // Every other member is now cheaper: a new flowlet would leave `first`.
         view.cost = (0..4).map(|port| if port == first { 100 } else { 0 }).collect();
         for at in [12_000_000, 18_000_000, 24_000_000] {

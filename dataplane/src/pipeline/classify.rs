@@ -554,6 +554,15 @@ mod tests {
         assert!(matches!(v6, Verdict::Forward { next, .. } if next == adjacency(0x17)), "{v6:?}");
         // An expiring packet to an unresolved neighbour is a TTL punt (the kernel answers it).
         assert_eq!(verdict(&mut classifier, ip_frame("10.0.1.2", "10.0.0.8", 1)), Verdict::Punt(CoppClass::Ttl));
+        // With p0's link down, an unresolved neighbour behind it is dropped at once (the
+        // kernel would hold the frame through seconds of ARP retries); a resolved one still
+        // forwards (the switch drops it at the port, counted there).
+        classifier.set_port_up(0, false);
+        let mut to = |destination: &str| verdict(&mut classifier, ip_frame("10.0.1.2", destination, 64));
+        assert_eq!(to("10.0.0.8"), Verdict::Drop(DropReason::LinkDown));
+        assert!(matches!(to("10.0.0.7"), Verdict::Forward { next, .. } if next == adjacency(0x07)));
+        classifier.set_port_up(0, true);
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.1.2", "10.0.0.8", 64)), Verdict::Punt(CoppClass::Glean));
     }
 
     #[test]
