@@ -910,6 +910,8 @@ fn metrics_and_telemetry_match_the_stats_json() {
                 ("raceway_queue_ecn_marked_total", "ecn_marked"),
                 ("raceway_queue_max_depth_bytes", "max_depth_bytes"),
                 ("raceway_queue_depth_bytes", "depth_bytes"),
+                ("raceway_queue_max_depth_cell_bytes", "max_depth_cell_bytes"),
+                ("raceway_queue_depth_cell_bytes", "depth_cell_bytes"),
             ] {
                 let series = format!("{metric}{{port=\"{port}\",tc=\"{tc}\"}}");
                 assert_eq!(sample(&body, &series), queue[key].as_u64().unwrap(), "{series}");
@@ -966,8 +968,11 @@ fn metrics_and_telemetry_match_the_stats_json() {
             // Before the clear the two watermarks were one.
             assert_eq!(row["watermark_bytes"], queue["max_depth_bytes"], "show queues {port} tc{tc}");
             assert_eq!(persistent["queues"][index][format!("uc{tc}")], queue["max_depth_bytes"]);
+            assert_eq!(persistent["queue_cells"][index][format!("uc{tc}")], queue["max_depth_cell_bytes"]);
+            assert!(queue["max_depth_cell_bytes"].as_u64() >= queue["max_depth_bytes"].as_u64(), "a frame's cells hold it");
             assert_eq!(cleared["queues"][index][format!("uc{tc}")], 0, "cleared {port} tc{tc}");
-            assert_eq!(queue["watermark_bytes"], 0, "the clear reached the stats JSON");
+            assert_eq!(cleared["queue_cells"][index][format!("uc{tc}")], 0, "cleared {port} tc{tc}");
+            assert_eq!((&queue["watermark_bytes"], &queue["watermark_cell_bytes"]), (&json!(0), &json!(0)), "the clear reached the stats JSON");
             assert_eq!(pfc["rx"][index][format!("pfc{tc}")], json["pfc_rx"][tc]);
             let sent = json["pfc_xoff_tx"][tc].as_u64().unwrap() + json["pfc_xon_tx"][tc].as_u64().unwrap();
             assert_eq!(pfc["tx"][index][format!("pfc{tc}")], sent);
@@ -991,7 +996,7 @@ fn metrics_and_telemetry_match_the_stats_json() {
         let pfc = &telemetry["/raceway/pfc"][port];
         for tc in 0..8 {
             let queues = &telemetry["/raceway/queues"][port];
-            for key in ["tx_packets", "tx_bytes", "dropped", "ecn_marked", "max_depth_bytes"] {
+            for key in ["tx_packets", "tx_bytes", "dropped", "ecn_marked", "max_depth_bytes", "max_depth_cell_bytes"] {
                 assert_eq!(queues[format!("tc{tc}_{key}")], json["queues"][tc][key], "telemetry {port} tc{tc} {key}");
             }
             assert_eq!(pfc[format!("xoff_sent_p{tc}")], json["pfc_xoff_tx"][tc]);

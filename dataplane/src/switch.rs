@@ -735,7 +735,7 @@ impl<P: PacketBuf> Switch<P> {
     ) -> Received {
         let len = packet.len();
         let charge = plan::charge(len);
-        self.stats.ports[egress].queues[tc].peak(len as u64);
+        self.stats.ports[egress].queues[tc].peak(len as u64, charge);
         // The cells go back as the frame leaves.
         if self.buffer.lossless(tc) && !self.buffer.owns_group(ingress) {
             self.buffer.give_back(ingress, tc, charge);
@@ -806,7 +806,7 @@ impl<P: PacketBuf> Switch<P> {
     #[inline(always)]
     fn link(&mut self, egress: usize, tc: usize, len: usize, lossless: bool, entry: Entry<P>, now: u64) -> Received {
         let depth = self.buffer.push(egress, tc, len, entry);
-        self.stats.ports[egress].queues[tc].peak(depth);
+        self.stats.ports[egress].queues[tc].peak(depth, self.buffer.queue_cells(egress, tc));
         if lossless && self.pfc[egress].pause_may_storm(tc, now) {
             // A paused queue now holds frames: the watchdog's clock matters.
             self.deadline =
@@ -1095,12 +1095,13 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     /// Brings the counters that are read rather than counted up to `now` (before publishing,
-    /// and at the end of a run): every queue's current depth (`depth_bytes`), the time the
+    /// and at the end of a run): every queue's current depth (`depth_bytes`, `depth_cell_bytes`), the time the
     /// peers' pauses held each owned port (`pfc_rx_pause_ns`).
     pub fn refresh_gauges(&mut self, now: u64) {
         for (port, stats) in self.stats.ports.iter_mut().enumerate() {
             for (tc, gauge) in stats.queues.iter_mut().enumerate() {
                 gauge.depth_bytes = self.buffer.queue_bytes(port, tc);
+                gauge.depth_cell_bytes = self.buffer.queue_cells(port, tc);
             }
             let owned = self.shard.as_ref().is_none_or(|seat| seat.board.owner(port) == seat.me);
             if owned {
@@ -1356,7 +1357,8 @@ mod tests {
         }
         assert_eq!(switch.shared_used(), 10 * 256);
         switch.refresh_gauges(0);
-        assert_eq!(switch.stats.ports[1].queues[0].depth_bytes, 600);
+        let queue = switch.stats.ports[1].queues[0];
+        assert_eq!((queue.depth_bytes, queue.depth_cell_bytes), (600, 10 * 256));
         assert_eq!((switch.stats.ports[0].rx_packets, switch.stats.ports[0].rx_bytes), (10, 600));
         let mut sent = 0;
         while let Some(packet) = switch.transmit(1, 0) {
@@ -1368,9 +1370,11 @@ mod tests {
         assert_eq!(switch.queue_bytes(1, 0), 0);
         assert_eq!((switch.stats.ports[1].queues[0].tx_packets, switch.stats.ports[1].queues[0].tx_bytes), (10, 600));
         assert_eq!((switch.stats.ports[1].tx_packets, switch.stats.ports[1].tx_bytes), (10, 600));
-        assert_eq!(switch.stats.ports[1].queues[0].max_depth_bytes, 600);
+        let queue = switch.stats.ports[1].queues[0];
+        assert_eq!((queue.max_depth_bytes, queue.max_depth_cell_bytes), (600, 10 * 256));
         switch.refresh_gauges(0);
-        assert_eq!(switch.stats.ports[1].queues[0].depth_bytes, 0);
+        let queue = switch.stats.ports[1].queues[0];
+        assert_eq!((queue.depth_bytes, queue.depth_cell_bytes), (0, 0));
         assert!(conserved(&switch));
     }
 

@@ -471,7 +471,10 @@ pub fn watermarks(state: &Value, persistent: bool) -> Vec<Table> {
         std::iter::once("Port".to_string()).chain((0..TRAFFIC_CLASSES).map(|tc| format!("UC{tc}"))).collect();
     let groups: Vec<String> = std::iter::once("Port".to_string()).chain((0..8).map(|p| format!("PG{p}"))).collect();
     let mut queue =
-        Table { title: format!("Queue watermarks, frame bytes ({kind}):"), columns: classes, rows: Vec::new() };
+        Table { title: format!("Queue watermarks, frame bytes ({kind}):"), columns: classes.clone(), rows: Vec::new() };
+    // What ECN compares by default and an ASIC's queue watermark counts.
+    let mut queue_cells =
+        Table { title: format!("Queue watermarks, cell bytes ({kind}):"), columns: classes, rows: Vec::new() };
     let mut shared = Table {
         title: format!("Priority-group shared pool watermarks, cell bytes ({kind}):"),
         columns: groups.clone(),
@@ -482,16 +485,18 @@ pub fn watermarks(state: &Value, persistent: bool) -> Vec<Table> {
         columns: groups,
         rows: Vec::new(),
     };
-    let (queue_key, shared_key, headroom_key) = if persistent {
-        ("max_depth_bytes", "max_shared_bytes", "max_headroom_bytes")
+    let (queue_key, queue_cells_key, shared_key, headroom_key) = if persistent {
+        ("max_depth_bytes", "max_depth_cell_bytes", "max_shared_bytes", "max_headroom_bytes")
     } else {
-        ("watermark_bytes", "watermark_shared_bytes", "watermark_headroom_bytes")
+        ("watermark_bytes", "watermark_cell_bytes", "watermark_shared_bytes", "watermark_headroom_bytes")
     };
     for (name, _, stats) in ports(state) {
         let queues = stats["queues"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-        queue.rows.push(
-            std::iter::once(name.clone()).chain(queues.iter().map(|q| number(&q[queue_key]).to_string())).collect(),
-        );
+        let row = |key: &str| -> Vec<String> {
+            std::iter::once(name.clone()).chain(queues.iter().map(|q| number(&q[key]).to_string())).collect()
+        };
+        queue.rows.push(row(queue_key));
+        queue_cells.rows.push(row(queue_cells_key));
         let mut shared_row = vec![name.clone()];
         let mut headroom_row = vec![name.clone()];
         for priority in 0..8u64 {
@@ -505,7 +510,7 @@ pub fn watermarks(state: &Value, persistent: bool) -> Vec<Table> {
         shared.rows.push(shared_row);
         headroom.rows.push(headroom_row);
     }
-    vec![queue, shared, headroom]
+    vec![queue, queue_cells, shared, headroom]
 }
 
 /// `show routes`: the FIB's routes, each with what it resolves to (groups with their
@@ -555,7 +560,7 @@ pub fn json_key(view: &str, index: usize) -> String {
     let names: &[&str] = match view {
         "counters" => &["counters", "drops"],
         "pfc" => &["rx", "tx", "paused_ms", "watchdog"],
-        "watermarks" => &["queues", "priority_groups_shared", "priority_groups_headroom"],
+        "watermarks" => &["queues", "queue_cells", "priority_groups_shared", "priority_groups_headroom"],
         _ => &[],
     };
     names.get(index).map_or_else(|| view.to_string(), |name| name.to_string())
@@ -650,7 +655,8 @@ mod tests {
                     "pfc_xon_tx": [0, 0, 0, 1, 0, 0, 0, 0], "pfc_rx_pause_ns": [0, 0, 0, 2_500_000, 0, 0, 0, 0],
                     "pfc_watchdog": { "storms": [0, 0, 0, 1, 0, 0, 0, 0], "restorations": [0, 0, 0, 0, 0, 0, 0, 0] },
                     "queues": (0..8).map(|tc| json!({ "tc": tc, "tx_packets": tc, "tx_bytes": 0, "dropped": 1,
-                        "ecn_marked": 0, "depth_bytes": 0, "max_depth_bytes": 900, "watermark_bytes": 300 })).collect::<Vec<_>>(),
+                        "ecn_marked": 0, "depth_bytes": 0, "max_depth_bytes": 900, "watermark_bytes": 300,
+                        "max_depth_cell_bytes": 3840, "watermark_cell_bytes": 1280 })).collect::<Vec<_>>(),
                     "priority_groups": [{ "priority": 3, "max_bytes": 0, "max_headroom_bytes": 512,
                         "max_shared_bytes": 4096, "watermark_bytes": 0, "watermark_headroom_bytes": 256,
                         "watermark_shared_bytes": 1024 }] })
@@ -685,11 +691,13 @@ mod tests {
         assert_eq!(queue_table.rows[3][7], "300");
         let user = watermarks(&state, false);
         assert_eq!(user[0].rows[0][4], "300");
-        assert_eq!(user[1].rows[0][4], "1024");
-        assert_eq!(user[2].rows[0][4], "256");
-        assert_eq!(user[1].rows[0][1], "-", "a lossy priority has no group");
+        assert_eq!(user[1].rows[0][4], "1280", "the same queue in cell bytes");
+        assert_eq!(user[2].rows[0][4], "1024");
+        assert_eq!(user[3].rows[0][4], "256");
+        assert_eq!(user[2].rows[0][1], "-", "a lossy priority has no group");
         let persistent = watermarks(&state, true);
-        assert_eq!((persistent[0].rows[0][4].as_str(), persistent[1].rows[0][4].as_str()), ("900", "4096"));
+        let row = |table: usize| persistent[table].rows[0][4].as_str();
+        assert_eq!((row(0), row(1), row(2), row(3)), ("900", "3840", "4096", "512"));
         // --json: numbers stay numbers, keys are the columns.
         let json = queues(&state)[0].to_json();
         assert_eq!(json[3]["counter_pkts"], 3);

@@ -38,6 +38,11 @@ pub struct QueueStats {
     /// Peak frame bytes queued since the watermarks were last cleared (SONiC's user
     /// watermark); never above `max_depth_bytes`.
     pub watermark_bytes: u64,
+    /// The same three in buffer cell bytes, the cells the queued frames hold: what ECN
+    /// compares with kmin and kmax by default, and what an ASIC's queue watermark counts.
+    pub max_depth_cell_bytes: u64,
+    pub depth_cell_bytes: u64,
+    pub watermark_cell_bytes: u64,
 }
 
 /// Peaks of one (ingress port, priority) group, in buffer cell bytes: persistent (`max_*`,
@@ -55,14 +60,21 @@ pub struct GroupStats {
 }
 
 impl QueueStats {
-    /// Takes a queue depth into both watermarks. The persistent one is at least the other,
-    /// so the common case is one compare.
+    /// Takes a queue depth (`depth` frame bytes, holding `cells` cell bytes) into the
+    /// watermarks. The persistent ones are at least the others, so the common case is one
+    /// compare per unit.
     #[inline(always)]
-    pub fn peak(&mut self, depth: u64) {
+    pub fn peak(&mut self, depth: u64, cells: u64) {
         if depth > self.watermark_bytes {
             self.watermark_bytes = depth;
             if depth > self.max_depth_bytes {
                 self.max_depth_bytes = depth;
+            }
+        }
+        if cells > self.watermark_cell_bytes {
+            self.watermark_cell_bytes = cells;
+            if cells > self.max_depth_cell_bytes {
+                self.max_depth_cell_bytes = cells;
             }
         }
     }
@@ -390,7 +402,7 @@ pub static PORT_COUNTERS: [Counter<PortStats>; 15] = [
     row!(PortStats, watchdog_restorations, "pfc_watchdog.restorations", "raceway_pfc_watchdog_restorations_total", Counter, Priority, Pfc, "watchdog_restorations", "PFC watchdog restorations, per priority."),
 ];
 #[rustfmt::skip]
-pub static QUEUE_COUNTERS: [Counter<QueueStats>; 7] = [
+pub static QUEUE_COUNTERS: [Counter<QueueStats>; 10] = [
     row!(QueueStats, tx_packets, "tx_packets", "raceway_queue_tx_packets_total", Counter, One, Queues, "tx_packets", "Frames sent from the queue."),
     row!(QueueStats, tx_bytes, "tx_bytes", "raceway_queue_tx_bytes_total", Counter, One, Queues, "tx_bytes", "Bytes sent from the queue."),
     row!(QueueStats, ecn_marked, "ecn_marked", "raceway_queue_ecn_marked_total", Counter, One, Queues, "ecn_marked", "Frames that left the queue with CE set by the switch."),
@@ -398,6 +410,9 @@ pub static QUEUE_COUNTERS: [Counter<QueueStats>; 7] = [
     row!(QueueStats, max_depth_bytes, "max_depth_bytes", "raceway_queue_max_depth_bytes", Peak, One, Queues, "max_depth_bytes", "Peak frame bytes queued."),
     row!(QueueStats, depth_bytes, "depth_bytes", "raceway_queue_depth_bytes", Gauge, One, Queues, "depth_bytes", "Frame bytes queued when the counters were published."),
     row!(QueueStats, watermark_bytes, "watermark_bytes", "raceway_queue_watermark_bytes", Peak, One, Queues, "watermark_bytes", "Peak frame bytes queued since the watermarks were last cleared."),
+    row!(QueueStats, max_depth_cell_bytes, "max_depth_cell_bytes", "raceway_queue_max_depth_cell_bytes", Peak, One, Queues, "max_depth_cell_bytes", "Peak buffer cell bytes the queued frames held."),
+    row!(QueueStats, depth_cell_bytes, "depth_cell_bytes", "raceway_queue_depth_cell_bytes", Gauge, One, Queues, "depth_cell_bytes", "Buffer cell bytes the queued frames held when the counters were published."),
+    row!(QueueStats, watermark_cell_bytes, "watermark_cell_bytes", "raceway_queue_watermark_cell_bytes", Peak, One, Queues, "watermark_cell_bytes", "Peak buffer cell bytes the queued frames held since the watermarks were last cleared."),
 ];
 
 /// Rows of each lossless (ingress port, priority) group (telemetry: `<stem>_p<priority>`).
@@ -548,8 +563,10 @@ impl SwitchStats {
         for port in &mut self.ports {
             for queue in &mut port.queues {
                 queue.watermark_bytes = 0;
+                queue.watermark_cell_bytes = 0;
                 if which == WatermarkClear::Persistent {
                     queue.max_depth_bytes = 0;
+                    queue.max_depth_cell_bytes = 0;
                 }
             }
             for group in &mut port.priority_groups {
@@ -762,9 +779,11 @@ mod tests {
     #[test]
     fn watermarks_since_the_last_clear_stay_under_the_persistent_ones() {
         let mut queue = QueueStats::default();
-        queue.peak(600);
-        queue.peak(300);
+        // Ten 60-byte frames hold ten cells; then five.
+        queue.peak(600, 2_560);
+        queue.peak(300, 1_280);
         assert_eq!((queue.watermark_bytes, queue.max_depth_bytes), (600, 600));
+        assert_eq!((queue.watermark_cell_bytes, queue.max_depth_cell_bytes), (2_560, 2_560));
         let mut group = GroupStats::default();
         group.peak(10_240, 2_048);
         group.peak(4_096, 0);
@@ -776,8 +795,15 @@ mod tests {
         let port = &mut stats.ports[0];
         let (queue, group) = (&mut port.queues[3], &mut port.priority_groups[3]);
         assert_eq!((queue.watermark_bytes, queue.max_depth_bytes), (0, 600), "the persistent one stays");
-        queue.peak(200);
+        assert_eq!((queue.watermark_cell_bytes, queue.max_depth_cell_bytes), (0, 2_560), "in cells too");
+        // One 200-byte frame: one cell. The units peak apart (a 1,000-byte frame's four cells
+        // are below the ten 60-byte frames').
+        queue.peak(200, 256);
         assert_eq!((queue.watermark_bytes, queue.max_depth_bytes), (200, 600));
+        assert_eq!((queue.watermark_cell_bytes, queue.max_depth_cell_bytes), (256, 2_560));
+        queue.peak(1_000, 1_024);
+        assert_eq!((queue.watermark_bytes, queue.max_depth_bytes), (1_000, 1_000));
+        assert_eq!((queue.watermark_cell_bytes, queue.max_depth_cell_bytes), (1_024, 2_560));
         group.peak(3_072, 1_024);
         assert_eq!(
             (group.watermark_bytes, group.watermark_shared_bytes, group.watermark_headroom_bytes),
@@ -789,10 +815,11 @@ mod tests {
         assert_eq!(stats.ports[0].priority_groups[3], GroupStats::default());
         // Workers' peaks merge by the maximum.
         let mut other = stats.clone();
-        other.ports[0].queues[3].peak(900);
-        stats.ports[0].queues[3].peak(100);
+        other.ports[0].queues[3].peak(900, 1_024);
+        stats.ports[0].queues[3].peak(100, 2_048);
         stats.add(&other);
         assert_eq!(stats.ports[0].queues[3].watermark_bytes, 900);
+        assert_eq!(stats.ports[0].queues[3].watermark_cell_bytes, 2_048);
     }
 
     /// docs/STATS.md is the contract: it names every row's JSON field, metric and telemetry

@@ -848,6 +848,27 @@ mod tests {
     }
 
     #[test]
+    fn masked_clears_exactly_the_bits_past_the_length() {
+        let cases = [
+            ("10.1.2.3", 0, "0.0.0.0"),
+            ("10.1.2.3", 8, "10.0.0.0"),
+            ("10.1.2.255", 23, "10.1.2.0"),
+            ("10.1.2.3", 31, "10.1.2.2"),
+            ("10.1.2.3", 32, "10.1.2.3"),
+            ("fd00:1:2:3:4:5:6:7", 0, "::"),
+            ("fd00:1:2:3:4:5:6:7", 1, "8000::"),
+            ("fd00:1:2:3:4:5:6:7", 48, "fd00:1:2::"),
+            ("fd00:1:2:3:4:5:6:7", 64, "fd00:1:2:3::"),
+            ("fd00:1:2:3:4:5:6:7", 127, "fd00:1:2:3:4:5:6:6"),
+            ("fd00:1:2:3:4:5:6:7", 128, "fd00:1:2:3:4:5:6:7"),
+        ];
+        for (address, len, expected) in cases {
+            let expected: IpAddr = expected.parse().unwrap();
+            assert_eq!(masked(address.parse().unwrap(), len), expected, "{address}/{len}");
+        }
+    }
+
+    #[test]
     fn the_text_dump_has_a_line_per_route_and_neighbour_with_port_names() {
         let config = Config::parse(&CONFIG, "t.toml").unwrap();
         let fib = Fib::new(&config, &Learned::default(), 3);
