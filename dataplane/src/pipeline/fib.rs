@@ -870,12 +870,13 @@ mod tests {
 
     #[test]
     fn the_text_dump_has_a_line_per_route_and_neighbour_with_port_names() {
-        let config = Config::parse(&CONFIG, "t.toml").unwrap();
+        let v6 = "[[neighbor]]\nip = \"fd00::7\"\nmac = \"02:00:00:00:10:07\"\nport = \"host0\"\n";
+        let config = Config::parse(&format!("{}{v6}", *CONFIG), "t.toml").unwrap();
         let fib = Fib::new(&config, &Learned::default(), 3);
         let text = fib.to_text(&["host0", "up0", "up1"]);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], format!("# raceway FIB generation 3: {} routes, 2 neighbours", fib.routes()));
-        assert_eq!(lines.len(), 1 + fib.routes() + 2);
+        assert_eq!(lines[0], format!("# raceway FIB generation 3: {} routes, 3 neighbours", fib.routes()));
+        assert_eq!(lines.len(), 1 + fib.routes() + 3);
         for line in [
             "0.0.0.0/0 group spray up0 02:00:00:00:20:01 up1 02:00:00:00:21:01",
             "10.0.0.0/24 connected host0",
@@ -887,6 +888,7 @@ mod tests {
             "fd00::1/128 local",
             "neighbor 10.255.0.0 up0 02:00:00:00:20:01",
             "neighbor 10.255.0.2 up1 02:00:00:00:21:01",
+            "neighbor fd00::7 host0 02:00:00:00:10:07",
         ] {
             assert!(lines.contains(&line), "no '{line}' in\n{text}");
         }
