@@ -556,21 +556,6 @@ impl FibWriter {
         self.prefixes.iter().filter(|(_, sources)| sources.kernel.is_some()).map(|(key, _)| *key).collect()
     }
 
-    /// Every address the kernel has given the switch.
-    pub fn kernel_addresses(&self) -> Vec<IpAddr> {
-        self.prefixes.iter().filter(|(_, sources)| sources.kernel_local).map(|((address, _), _)| *address).collect()
-    }
-
-    /// Every neighbour the kernel has reported.
-    pub fn learned_neighbors(&self) -> Vec<IpAddr> {
-        self.learned_neighbors.keys().copied().collect()
-    }
-
-    /// Every kernel nexthop object.
-    pub fn objects(&self) -> Vec<u32> {
-        self.objects.keys().copied().collect()
-    }
-
     /// Installs what `key`'s sources say in the route table.
     fn update_prefix(&mut self, key: (IpAddr, u8)) {
         let Some(sources) = self.prefixes.get(&key).copied() else { return };
@@ -1237,6 +1222,36 @@ mod tests {
         assert_eq!(writer.snapshot(7).lookup(v4("10.0.0.7")), Some(Target::Connected(0)));
         assert_eq!(writer.routes(), writer.snapshot(8).routes());
         assert_eq!(writer.kernel_prefixes(), vec![(ip("192.0.2.0"), 24)]);
-        assert!(writer.kernel_addresses().is_empty());
+    }
+
+    /// The control thread publishes a snapshot only when `take_changed` says so: every change
+    /// a worker would see says so once, a change to what is already there never does.
+    #[test]
+    fn the_writer_says_once_when_a_snapshot_would_differ() {
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
+        let mut writer = FibWriter::new(&config);
+        assert!(writer.take_changed(), "the first snapshot is news");
+        assert!(!writer.take_changed(), "and only once");
+        let via = || Some(Via::Kernel(Box::new([(None, 1)])));
+        writer.set_route(Source::Kernel, ip("172.16.0.0"), 16, via());
+        assert!(writer.take_changed(), "a new route");
+        writer.set_route(Source::Kernel, ip("172.16.0.0"), 16, via());
+        assert!(!writer.take_changed(), "the same route again");
+        writer.set_route(Source::Kernel, ip("172.16.0.0"), 16, None);
+        assert!(writer.take_changed(), "a route gone");
+        writer.set_route(Source::Kernel, ip("172.16.0.0"), 16, None);
+        assert!(!writer.take_changed(), "gone already");
+        // Neighbours: the config's two; one learned; one on a port the switch does not have
+        // (index 3 of ports 0-2) is ignored.
+        assert_eq!(writer.neighbors(), 2);
+        writer.set_neighbor(ip("10.0.0.9"), Some((0, mac(0x09, 0x10))));
+        assert!(writer.take_changed());
+        assert_eq!(writer.neighbors(), 3);
+        writer.set_neighbor(ip("10.0.0.10"), Some((config.ports.len(), mac(0x0a, 0x10))));
+        assert!(!writer.take_changed(), "a neighbour past the ports");
+        assert_eq!((writer.neighbors(), writer.snapshot(1).neighbors()), (3, 3));
+        writer.set_neighbor(ip("10.0.0.9"), None);
+        assert!(writer.take_changed());
+        assert_eq!(writer.neighbors(), 2);
     }
 }
