@@ -969,10 +969,17 @@ fn metrics_and_telemetry_match_the_stats_json() {
             assert_eq!(row["watermark_bytes"], queue["max_depth_bytes"], "show queues {port} tc{tc}");
             assert_eq!(persistent["queues"][index][format!("uc{tc}")], queue["max_depth_bytes"]);
             assert_eq!(persistent["queue_cells"][index][format!("uc{tc}")], queue["max_depth_cell_bytes"]);
-            assert!(queue["max_depth_cell_bytes"].as_u64() >= queue["max_depth_bytes"].as_u64(), "a frame's cells hold it");
+            assert!(
+                queue["max_depth_cell_bytes"].as_u64() >= queue["max_depth_bytes"].as_u64(),
+                "a frame's cells hold it"
+            );
             assert_eq!(cleared["queues"][index][format!("uc{tc}")], 0, "cleared {port} tc{tc}");
             assert_eq!(cleared["queue_cells"][index][format!("uc{tc}")], 0, "cleared {port} tc{tc}");
-            assert_eq!((&queue["watermark_bytes"], &queue["watermark_cell_bytes"]), (&json!(0), &json!(0)), "the clear reached the stats JSON");
+            assert_eq!(
+                (&queue["watermark_bytes"], &queue["watermark_cell_bytes"]),
+                (&json!(0), &json!(0)),
+                "the clear reached the stats JSON"
+            );
             assert_eq!(pfc["rx"][index][format!("pfc{tc}")], json["pfc_rx"][tc]);
             let sent = json["pfc_xoff_tx"][tc].as_u64().unwrap() + json["pfc_xon_tx"][tc].as_u64().unwrap();
             assert_eq!(pfc["tx"][index][format!("pfc{tc}")], sent);

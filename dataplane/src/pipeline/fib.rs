@@ -1190,10 +1190,41 @@ mod tests {
         let fib = writer.snapshot(4);
         let Some(Target::Group(group)) = fib.lookup(v4("172.16.99.1")) else { panic!() };
         assert_eq!(fib.groups[group as usize].members, vec![Adjacency { port: 1, mac: mac(0x99, 0x20) }, up1]);
+        // The same for an object whose only next hop is that neighbour.
+        writer.set_object(9, Some(Some(Box::new([(Some(ip("10.255.0.9")), 1)]))));
+        assert_eq!(
+            writer.snapshot(5).lookup(v4("172.16.5.1")),
+            Some(Target::Adjacency(Adjacency { port: 1, mac: mac(0x99, 0x20) }))
+        );
+        writer.set_neighbor(ip("10.255.0.9"), Some((1, mac(0x77, 0x20))));
+        assert_eq!(
+            writer.snapshot(6).lookup(v4("172.16.5.1")),
+            Some(Target::Adjacency(Adjacency { port: 1, mac: mac(0x77, 0x20) }))
+        );
         writer.set_object(9, Some(None));
-        assert_eq!(writer.snapshot(5).lookup(v4("172.16.5.1")), Some(Target::Discard));
+        assert_eq!(writer.snapshot(7).lookup(v4("172.16.5.1")), Some(Target::Discard));
+        // Next hops on none of the switch's interfaces: the kernel forwards (glean), as for
+        // an object not (or no longer) known.
+        writer.set_object(9, Some(Some(Box::new([]))));
+        assert_eq!(writer.snapshot(8).lookup(v4("172.16.5.1")), Some(Target::Glean));
         writer.set_object(9, None);
-        assert_eq!(writer.snapshot(6).lookup(v4("172.16.5.1")), Some(Target::Glean));
+        assert_eq!(writer.snapshot(9).lookup(v4("172.16.5.1")), Some(Target::Glean));
+    }
+
+    /// Next hops live in chunks of CHUNK shared between snapshots: as many chunks as the
+    /// indices need, no more.
+    #[test]
+    fn next_hops_take_as_many_chunks_as_their_indices_need() {
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
+        let mut writer = FibWriter::new(&config);
+        for i in 0..2 * CHUNK as u32 + 5 {
+            let prefix = IpAddr::V4(std::net::Ipv4Addr::from(0xac10_0000 + (i << 8)));
+            let gateway = IpAddr::V4(std::net::Ipv4Addr::from(0x0aff_1000 + i));
+            writer.set_route(Source::Kernel, prefix, 24, Some(Via::Kernel(Box::new([(Some(gateway), 1)]))));
+        }
+        let used = writer.entries.len();
+        assert!(used > 2 * CHUNK, "{used} next hops");
+        assert_eq!(writer.snapshot(1).next_hops.len(), used.div_ceil(CHUNK));
     }
 
     /// The switch's own address beats the config's route, which beats the kernel's, which
