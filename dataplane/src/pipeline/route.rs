@@ -608,6 +608,22 @@ mod tests {
         assert!((0..count).all(|key| map.get(&key.wrapping_mul(2_654_435_761)).is_some()));
     }
 
+    /// A map grows when an insert would make it more than half full: never fuller (probe runs
+    /// stay short), never sooner (a million routes take 2 M slots, not 4 M).
+    #[test]
+    fn a_map_grows_exactly_when_an_insert_would_pass_half_full() {
+        let mut map: CowMap<u32, u32> = CowMap::default();
+        for round in 0..3 {
+            let slots = map.mask + 1;
+            while map.len() < slots / 2 {
+                map.insert(map.len() as u32, 0);
+            }
+            assert_eq!(map.mask + 1, slots, "round {round}: {} entries, half full", map.len());
+            map.insert(u32::MAX - round, 0);
+            assert_eq!(map.mask + 1, 2 * slots, "round {round}: one more");
+        }
+    }
+
     #[test]
     fn a_map_grows_removes_and_counts() {
         let mut map: CowMap<u128, u8> = CowMap::default();
