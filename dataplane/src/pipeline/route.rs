@@ -557,6 +557,8 @@ mod tests {
         assert_eq!(routes.len(), 1);
         assert!(!routes.is_empty());
         assert_eq!(routes.routes().collect::<Vec<_>>(), vec![(ip("0.0.0.0"), 0, 100)]);
+        assert_eq!(routes.remove(ip("0.0.0.0"), 0), Some(100));
+        assert!(routes.is_empty() && routes.v4.is_empty(), "the last route gone, no length left");
     }
 
     /// A clone is a snapshot: changes on either side never show on the other, and the pages
