@@ -461,4 +461,95 @@ mod tests {
         port.receive(&Repr { class_enable: 1 << 1, times }, 3_000_000_000, 1 << 3, 0, &watchdog, &mut stats);
         assert_eq!(port.paused_ns(4_000_000_000)[1], 0);
     }
+
+    #[test]
+    fn a_pause_frame_holds_every_class_for_its_quanta_and_zero_resumes_them() {
+        let mut port = PfcPort::new(100_000);
+        // 100 quanta at 100G: 512 ns from 1 µs; the caller's timer is its end.
+        assert_eq!(port.receive_link_pause(100, 1_000_000), 1_512_000);
+        assert_eq!(port.eligible(1_000_000, WatchdogAction::Drop), 0, "every class held");
+        assert_eq!(port.eligible(1_511_999, WatchdogAction::Drop), 0);
+        assert_eq!(port.eligible(1_512_000, WatchdogAction::Drop), 0xff);
+        // A second PAUSE ended 100 ns later by a PAUSE of zero quanta: no timer to set.
+        assert_eq!(port.receive_link_pause(100, 2_000_000), 2_512_000);
+        assert_eq!(port.receive_link_pause(0, 2_100_000), NEVER);
+        assert_eq!(port.eligible(2_100_000, WatchdogAction::Drop), 0xff);
+        assert_eq!(port.paused_ns(3_000_000), [512 + 100; 8], "each class counts what held it");
+    }
+
+    #[test]
+    fn an_outstanding_xoff_is_refreshed_at_its_deadline_while_the_group_is_above_xon() {
+        let mut port = PfcPort::new(100_000);
+        let mut stats = PortStats::default();
+        port.decide_xoff(3);
+        let due = port.frame_sent(0, &mut stats);
+        assert_eq!(port.refresh(3, due - 1, 2_000, 1_000), due, "not due yet: the same deadline");
+        assert!(!port.has_frame());
+        assert_eq!(port.refresh(3, due, 2_000, 1_000), NEVER, "due: refreshed, armed again when sent");
+        assert_eq!(port.frame().times[3], XOFF_QUANTA);
+        let next = port.frame_sent(due, &mut stats);
+        assert_eq!((next, stats.pfc_xoff_tx[3]), (2 * due, 2));
+        // At XON by the next deadline: withdrawn instead; then nothing is outstanding.
+        assert_eq!(port.refresh(3, next, 1_000, 1_000), NEVER);
+        assert_eq!(port.frame().times[3], 0);
+        assert!(!port.xoff_outstanding(3));
+        port.frame_sent(next, &mut stats);
+        assert_eq!(port.refresh(3, next + 1, 5_000, 1_000), NEVER);
+        assert!(!port.has_frame());
+    }
+
+    /// Collects what a tracing subscriber prints, for tests of log lines.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_watchdog_declares_a_storm_after_detection_and_restores_after_silence() {
+        let watchdog =
+            Watchdog { detection_ps: 200_000_000_000, restoration_ps: 400_000_000_000, action: WatchdogAction::Drop };
+        // At 10 Mb/s an XOFF holds for 3.36 s, longer than the test: no refresh is needed.
+        let mut port = PfcPort::new(10);
+        let mut stats = PortStats::default();
+        let xoff = Repr { class_enable: 1 << 3, times: [0, 0, 0, XOFF_QUANTA, 0, 0, 0, 0] };
+        let ms = 1_000_000_000u64;
+        let log = Captured::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        tracing::subscriber::with_default(subscriber, || {
+            // Paused from 1 ms (and refreshed at 101 ms), with frames queued: the clock runs.
+            port.receive(&xoff, ms, 1 << 3, 1 << 3, &watchdog, &mut stats);
+            let idle = port.watch(7, 3, 2 * ms, 0, &watchdog, &mut stats);
+            assert_eq!(idle, WatchdogStep { next: NEVER, flush: false }, "an empty queue is no storm");
+            assert_eq!(port.watch(7, 3, 2 * ms, 5, &watchdog, &mut stats).next, 201 * ms);
+            port.receive(&xoff, 101 * ms, 1 << 3, 1 << 3, &watchdog, &mut stats);
+            let storm = port.watch(7, 3, 201 * ms, 5, &watchdog, &mut stats);
+            assert_eq!(
+                storm,
+                WatchdogStep { next: 501 * ms, flush: true },
+                "restoration 400 ms after the last PFC frame"
+            );
+            assert_eq!(stats.watchdog_storms[3], 1);
+            assert!(port.storm_drops(3, WatchdogAction::Drop) && !port.paused(3, 201 * ms, WatchdogAction::Drop));
+            assert_eq!(port.watch(7, 3, 500 * ms, 5, &watchdog, &mut stats).next, 501 * ms);
+            let restored = port.watch(7, 3, 501 * ms, 5, &watchdog, &mut stats);
+            assert_eq!(restored, WatchdogStep { next: NEVER, flush: false });
+            assert_eq!(stats.watchdog_restorations[3], 1);
+            assert!(!port.storm_drops(3, WatchdogAction::Drop));
+        });
+        let log = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            log.contains("port 7 priority 3 paused for 200.000 ms with 5 frames queued: storm, action Drop"),
+            "{log}"
+        );
+        assert!(log.contains("port 7 priority 3 restored"), "{log}");
+    }
 }

@@ -302,8 +302,9 @@ mod tests {
     #[test]
     fn auto_headroom_follows_the_documented_formula() {
         let config = config("", "");
-        // The response: raceway's lookahead, 32 x 1542 wire bytes, longer than 394 x 64.
-        assert_eq!(peer_response_wire_bytes(), 49_344);
+        // The response: raceway's lookahead, 32 x 1542 wire bytes, longer than a NIC's 394
+        // quanta of 64 bytes.
+        assert_eq!((NIC_RESPONSE_WIRE_BYTES, peer_response_wire_bytes()), (25_216, 49_344));
         // 100G, 3 m, MTU 9216: W = 2 x 9258 + 84 + 30 ns x 12.5 B/ns + 49344 = 68319 -> 814 cells.
         assert_eq!(auto_headroom(&config.ports[0], 9216), 814 * CELL_BYTES);
         // MTU 1500: W = 2 x 1542 + 84 + 375 + 49344 = 52887 -> 630 cells.

@@ -71,10 +71,6 @@ impl<P> Batch<P> {
         self.len == BATCH
     }
 
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
     /// Adds a transfer; a full batch gives it back.
     pub fn push(&mut self, transfer: Transfer<P>) -> Result<(), Transfer<P>> {
         if self.is_full() {
