@@ -8,6 +8,7 @@
 // A counting global allocator needs `unsafe impl GlobalAlloc`; the workspace denies unsafe elsewhere.
 #![allow(unsafe_code)]
 
+use raceway::config::GroupMode;
 use raceway::packet::HeapPacket;
 use raceway::switch::Switch;
 use raceway::testing::{rocev2_burst, Leaf};
@@ -64,7 +65,7 @@ fn frames() -> Vec<Vec<u8>> {
 #[test]
 fn zero_allocations_per_packet_in_every_group_mode() {
     COUNTED.with(|counted| counted.set(true));
-    for mode in ["ecmp", "spray", "random", "adaptive", "flowlet"] {
+    for mode in GroupMode::ALL.iter().map(|mode| mode.name()) {
         // ECN marks from the first byte queued, so marking runs on the measured path too.
         let qos = "dscp_to_tc = { 26 = 3, default = 0 }\nlossless = [3]\n[qos.scheduler]\ndwrr = { 0 = 50, 3 = 50 }\n\
                    [qos.ecn.3]\nkmin_bytes = 0\nkmax_bytes = 100000\npmax = 0.5";

@@ -12,7 +12,7 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use raceway::config::Config;
+use raceway::config::{Config, GroupMode};
 use raceway::packet::HeapPacket;
 use raceway::switch::{Received, Switch};
 use raceway::tm::schedule::Scheduler;
@@ -255,7 +255,7 @@ proptest! {
         spines in 1u8..=3,
         hosts_per_leaf in 1u8..=3,
         workload in 0usize..3,
-        mode in prop_oneof![Just("ecmp"), Just("flowlet"), Just("spray"), Just("random"), Just("adaptive")],
+        mode in proptest::sample::select(GroupMode::ALL),
         dcqcn in any::<bool>(),
         kib in 16u64..512,
         seed in any::<u64>(),

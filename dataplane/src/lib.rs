@@ -22,6 +22,7 @@ pub mod dpdk;
 pub mod drops;
 pub mod engine;
 pub mod error;
+pub mod keyword;
 pub mod link;
 pub mod observe;
 pub mod packet;

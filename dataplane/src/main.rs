@@ -5,7 +5,7 @@
 //! file, the field and the problem, and exit status 2; never a panic or a backtrace.
 
 use clap::{Args, Parser, Subcommand};
-use raceway::config::Config;
+use raceway::config::{Config, GroupMode};
 use raceway::engine::live::{self, LiveOptions};
 use raceway::engine::{fabric, replay};
 use raceway::observe::capture::CaptureRequest;
@@ -147,9 +147,9 @@ enum Command {
         /// Messages per sender (per destination for all-to-all; iterations for all-reduce).
         #[arg(long, default_value_t = 4)]
         messages: u32,
-        /// Leaf uplink group mode, overriding the file: ecmp, flowlet, spray, random, adaptive.
-        #[arg(long)]
-        mode: Option<String>,
+        /// Leaf uplink group mode, overriding the file.
+        #[arg(long, value_enum)]
+        mode: Option<GroupMode>,
         /// Senders at line rate, no CNPs (DCQCN off), whatever the file says.
         #[arg(long)]
         no_dcqcn: bool,
@@ -344,13 +344,23 @@ impl<E: std::fmt::Display> From<E> for Failure {
     }
 }
 
+/// A flag mistake as one line, as every other input error: clap's message with its context
+/// (`[possible values: ...]`, a tip) joined, without the pointer to `--help`.
+fn one_line(clap_message: &str) -> String {
+    let lines = clap_message.lines().map(str::trim).filter(|line| !line.is_empty());
+    lines.filter(|line| !line.starts_with("For more information")).collect::<Vec<_>>().join("; ")
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(err) => {
-            let code = if err.use_stderr() { 2 } else { 0 };
-            let _ = err.print();
-            return ExitCode::from(code);
+        Err(err) if err.use_stderr() => {
+            eprintln!("{}", one_line(&err.render().to_string()));
+            return ExitCode::from(2);
+        }
+        Err(help) => {
+            let _ = help.print();
+            return ExitCode::SUCCESS;
         }
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -521,7 +531,7 @@ fn execute(command: Command) -> Result<(), Failure> {
             horizon_ms,
             out,
         } => {
-            let mut fabric = fabric::Fabric::load(&config, mode.as_deref())?;
+            let mut fabric = fabric::Fabric::load(&config, mode)?;
             if no_dcqcn {
                 fabric.dcqcn.enabled = false;
             }

@@ -347,7 +347,7 @@ impl<P: PacketBuf> Switch<P> {
                 let rx = &mut self.stats.ports[ingress];
                 rx.rx_packets += 1;
                 rx.rx_bytes += len as u64;
-                rx.drops[reason.index()] += 1;
+                rx.count_drop(reason);
                 return Received::Dropped(reason);
             }
             Verdict::Punt(class) => return self.punt(ingress, packet, class, now),
@@ -383,7 +383,7 @@ impl<P: PacketBuf> Switch<P> {
                             Some(group) if !group.members.is_empty() => DropReason::LinkDown,
                             _ => DropReason::NoRoute,
                         };
-                        self.stats.ports[ingress].drops[reason.index()] += 1;
+                        self.stats.ports[ingress].count_drop(reason);
                         return Received::Dropped(reason);
                     }
                 }
@@ -412,7 +412,7 @@ impl<P: PacketBuf> Switch<P> {
     #[cold]
     fn too_big(&mut self, ingress: usize, mut packet: P, ip: IpHeader, now: u64) -> Received {
         if self.punt_policers.is_empty() {
-            self.stats.ports[ingress].drops[DropReason::Oversize.index()] += 1;
+            self.stats.ports[ingress].count_drop(DropReason::Oversize);
             return Received::Dropped(DropReason::Oversize);
         }
         Classifier::restore_ttl(packet.data_mut(), ip);
@@ -828,7 +828,7 @@ impl<P: PacketBuf> Switch<P> {
     /// Counts a frame refused on its way into `egress`'s queue `tc` (on its ingress port's
     /// drops and the queue's).
     fn refuse(&mut self, ingress: usize, egress: usize, tc: usize, reason: DropReason) -> Received {
-        self.stats.ports[ingress].drops[reason.index()] += 1;
+        self.stats.ports[ingress].count_drop(reason);
         self.stats.ports[egress].queues[tc].dropped += 1;
         Received::Dropped(reason)
     }
@@ -857,11 +857,11 @@ impl<P: PacketBuf> Switch<P> {
         let rx = &mut self.stats.ports[ingress];
         let Some(policers) = self.punt_policers.get_mut(ingress) else {
             // The classifier punts only with `[control]`, which gives every port its policers.
-            rx.drops[DropReason::Unsupported.index()] += 1;
+            rx.count_drop(DropReason::Unsupported);
             return Received::Dropped(DropReason::Unsupported);
         };
         if !policers[class.index()].admit(now) {
-            rx.drops[DropReason::PuntPoliced.index()] += 1;
+            rx.count_drop(DropReason::PuntPoliced);
             rx.policed[class.index()] += 1;
             return Received::Dropped(DropReason::PuntPoliced);
         }
@@ -871,7 +871,7 @@ impl<P: PacketBuf> Switch<P> {
                 Received::Punted(class)
             }
             Err(_) => {
-                rx.drops[DropReason::PuntQueueFull.index()] += 1;
+                rx.count_drop(DropReason::PuntQueueFull);
                 Received::Dropped(DropReason::PuntQueueFull)
             }
         }
@@ -882,7 +882,7 @@ impl<P: PacketBuf> Switch<P> {
     pub fn punt_refused(&mut self, port: usize, class: CoppClass) {
         let stats = &mut self.stats.ports[port];
         stats.punted[class.index()] -= 1;
-        stats.drops[DropReason::PuntQueueFull.index()] += 1;
+        stats.count_drop(DropReason::PuntQueueFull);
     }
 
     /// The next frame for the control plane, oldest first.
@@ -939,7 +939,7 @@ impl<P: PacketBuf> Switch<P> {
         let mut flushed = 0;
         while let Some(Popped { packet, ingress, .. }) = self.pop(port, tc) {
             drop(packet);
-            self.stats.ports[ingress].drops[reason.index()] += 1;
+            self.stats.ports[ingress].count_drop(reason);
             self.stats.ports[port].queues[tc].dropped += 1;
             flushed += 1;
         }
@@ -1141,7 +1141,7 @@ pub fn discard_transfers<P>(stats: &mut SwitchStats, batch: &mut Batch<P>) -> u6
     for transfer in batch.drain() {
         let (ingress, egress, tc) =
             (usize::from(transfer.ingress), usize::from(transfer.egress), usize::from(transfer.tc));
-        stats.ports[ingress].drops[DropReason::BufferFull.index()] += 1;
+        stats.ports[ingress].count_drop(DropReason::BufferFull);
         stats.ports[egress].queues[tc].dropped += 1;
         discarded += 1;
     }
@@ -1230,7 +1230,7 @@ mod tests {
             ),
             (7, 3, 1, 1)
         );
-        assert_eq!(stats.drops[DropReason::PuntPoliced.index()], 2);
+        assert_eq!(stats.drops_for(DropReason::PuntPoliced), 2);
         assert_eq!(class(&stats.policed, CoppClass::Arp), 2, "the breakdown of punt_policed");
         assert_eq!(stats.policed.iter().sum::<u64>(), 2);
         assert_eq!(switch.stats.ports[1].punted[CoppClass::Arp.index()], 1);
@@ -1251,14 +1251,14 @@ mod tests {
             assert_eq!(switch.receive(0, arp(), 0), Received::Punted(CoppClass::Arp));
         }
         assert_eq!(switch.receive(0, arp(), 0), Received::Dropped(DropReason::PuntQueueFull));
-        assert_eq!(switch.stats.ports[0].drops[DropReason::PuntQueueFull.index()], 1);
+        assert_eq!(switch.stats.ports[0].drops_for(DropReason::PuntQueueFull), 1);
         assert_eq!(switch.stats.ports[0].policed, [0; CoppClass::COUNT], "not policed: queue full");
         assert!(switch.take_punted().is_some());
         assert_eq!(switch.receive(0, arp(), 0), Received::Punted(CoppClass::Arp), "room again");
         switch.punt_refused(0, CoppClass::Arp);
         let stats = &switch.stats.ports[0];
         assert_eq!(
-            (stats.punted[CoppClass::Arp.index()], stats.drops[DropReason::PuntQueueFull.index()]),
+            (stats.punted[CoppClass::Arp.index()], stats.drops_for(DropReason::PuntQueueFull)),
             (PUNT_OUTBOX as u64, 2)
         );
     }
@@ -1411,7 +1411,7 @@ mod tests {
         let sent = switch.transmit(1, 0).expect("the last frame");
         assert_eq!(sent.data()[15] & 0b11, 0b10);
         assert!(switch.transmit(1, 0).is_none());
-        assert_eq!(switch.stats.ports[0].drops[DropReason::Wred.index()], 2);
+        assert_eq!(switch.stats.ports[0].drops_for(DropReason::Wred), 2);
         assert_eq!(switch.stats.ports[1].queues[0].dropped, 2);
         assert_eq!(switch.stats.ports[1].queues[0].ecn_marked, 1);
         assert_eq!(switch.pool_used(), (0, 0));
@@ -1447,7 +1447,7 @@ mod tests {
         }
         assert_eq!(switch.queued_packets(), 80);
         assert_eq!(switch.pool_used(), (0, 80 * 1024));
-        assert_eq!(switch.stats.ports[0].drops[DropReason::BufferFull.index()], 5);
+        assert_eq!(switch.stats.ports[0].drops_for(DropReason::BufferFull), 5);
         assert_eq!(switch.stats.ports[1].queues[0].dropped, 5);
         // Another lossy queue (TC 1 of p1, DSCP 8) still finds room: 9 of the 10 frames left.
         let mut tc1 = config.clone();
@@ -1657,7 +1657,7 @@ mod tests {
         total.add(&egress.stats);
         assert_eq!((total.rx_packets(), total.tx_packets(), total.dropped()), (15, 14, 1));
         assert_eq!(total.ports[3].queues[3].tx_packets, 14);
-        assert_eq!(total.ports[0].drops[DropReason::HeadroomOverflow.index()], 1);
+        assert_eq!(total.ports[0].drops_for(DropReason::HeadroomOverflow), 1);
     }
 
     #[test]
@@ -1793,7 +1793,7 @@ mod tests {
         for _ in 0..offered {
             switch.receive(0, ect(1000), 0);
         }
-        let dropped = switch.stats.ports[0].drops[DropReason::BufferFull.index()];
+        let dropped = switch.stats.ports[0].drops_for(DropReason::BufferFull);
         assert!(dropped > 0, "the buffer overflowed: {:?} {}", switch.stats.ports[0].drops, switch.queued_packets());
         let mut ce_sent = 0;
         while let Some(packet) = switch.transmit(1, 0) {
@@ -1861,7 +1861,7 @@ mod tests {
         unrouted.frame_len = 300;
         assert_eq!(switch.receive(0, HeapPacket::new(unrouted.build()), 0), Received::Dropped(DropReason::NoRoute));
         assert_eq!((switch.stats.ports[0].rx_packets, switch.stats.ports[0].rx_bytes), (1, 300));
-        assert_eq!(switch.stats.ports[0].drops[DropReason::NoRoute.index()], 1);
+        assert_eq!(switch.stats.ports[0].drops_for(DropReason::NoRoute), 1);
         assert_eq!(switch.priority_of(&frame(26, 100).bytes), Some(3));
         assert_eq!(switch.priority_of(&frame(0, 100).bytes), Some(0));
         assert_eq!(switch.priority_of(&pfc_frame(0x08, [0; 8]).bytes), None, "PFC is never held back");
@@ -1878,7 +1878,7 @@ mod tests {
             switch.receive(0, HeapPacket::new(not_ect.build()), 0);
         }
         assert_eq!(switch.queued_packets(), 1);
-        assert_eq!(switch.stats.ports[0].drops[DropReason::Wred.index()], 2);
+        assert_eq!(switch.stats.ports[0].drops_for(DropReason::Wred), 2);
         assert_eq!(switch.stats.ports[1].queues[0].dropped, 2);
         assert!(conserved(&switch));
     }
@@ -1899,7 +1899,7 @@ mod tests {
         switch.set_link_up(2, false);
         assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Dropped(DropReason::LinkDown));
         // The one that found no member, and the one queued on each member when it went down.
-        assert_eq!(switch.stats.ports[0].drops[DropReason::LinkDown.index()], 3);
+        assert_eq!(switch.stats.ports[0].drops_for(DropReason::LinkDown), 3);
         assert_eq!(switch.stats.groups[0], [1, 1, 0]);
         switch.set_link_up(2, true);
         assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 2, tc: 0 });
@@ -1930,7 +1930,7 @@ mod tests {
         let mut plain: Switch<HeapPacket> = Switch::new(&leaf("").config(), 0);
         assert_eq!(plain.receive(0, HeapPacket::new(packet(1400, 64)), 0), Received::Queued { egress: 1, tc: 3 });
         assert_eq!(plain.receive(0, HeapPacket::new(packet(1401, 64)), 0), Received::Dropped(DropReason::Oversize));
-        assert_eq!(plain.stats.ports[0].drops[DropReason::Oversize.index()], 1);
+        assert_eq!(plain.stats.ports[0].drops_for(DropReason::Oversize), 1);
         assert_eq!(plain.stats.ports[0].rx_packets, 2, "counted as received once each");
         // The port's MTU changes live (from its host interface).
         plain.set_port_state(1, PortState { carrier: true, admin_up: true, mtu: 1500 });
@@ -1961,7 +1961,7 @@ mod tests {
         assert_eq!(switch.set_port_state(1, PortState { carrier: false, ..up }), 3, "flushed, not held");
         assert_eq!(switch.queued_packets(), 0);
         assert_eq!(switch.shared_used(), 0, "their cells are back");
-        assert_eq!(switch.stats.ports[0].drops[DropReason::LinkDown.index()], 3);
+        assert_eq!(switch.stats.ports[0].drops_for(DropReason::LinkDown), 3);
         assert_eq!((switch.stats.ports[1].queues[0].dropped, switch.stats.ports[1].queues[3].dropped), (1, 2));
         assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Dropped(DropReason::LinkDown));
         assert_eq!(switch.set_port_state(1, PortState { carrier: false, ..up }), 0, "already down");
@@ -1972,7 +1972,7 @@ mod tests {
         assert_eq!(switch.set_port_state(1, PortState { admin_up: false, ..up }), 1);
         let back = FrameSpec::rocev2("10.0.1.2".parse().unwrap(), "10.0.0.2".parse().unwrap(), 7).build();
         assert_eq!(switch.receive(1, HeapPacket::new(back.clone()), 0), Received::Dropped(DropReason::LinkDown));
-        assert_eq!(switch.stats.ports[1].drops[DropReason::LinkDown.index()], 1);
+        assert_eq!(switch.stats.ports[1].drops_for(DropReason::LinkDown), 1);
         assert_eq!(switch.stats.ports[1].rx_packets, 1);
         switch.set_port_state(1, up);
         assert_eq!(switch.receive(1, HeapPacket::new(back), 0), Received::Queued { egress: 0, tc: 3 });
@@ -2192,7 +2192,7 @@ mod tests {
         }
         assert_eq!(switch.drain(), 3);
         assert_eq!(switch.queued_packets(), 0);
-        assert_eq!(switch.stats.ports[0].drops[DropReason::BufferFull.index()], 3);
+        assert_eq!(switch.stats.ports[0].drops_for(DropReason::BufferFull), 3);
         assert_eq!((switch.stats.ports[1].queues[0].dropped, switch.stats.ports[1].queues[3].dropped), (2, 1));
         assert_eq!(switch.shared_used(), 0);
         assert!(conserved(&switch));
@@ -2255,7 +2255,7 @@ mod tests {
         let (mut switch, now) = storm("drop");
         assert_eq!(switch.stats.ports[1].watchdog_storms[3], 1);
         assert_eq!(switch.queued_packets(), 0, "flushed");
-        assert_eq!(switch.stats.ports[0].drops[DropReason::PfcWatchdog.index()], 5);
+        assert_eq!(switch.stats.ports[0].drops_for(DropReason::PfcWatchdog), 5);
         assert_eq!(switch.stats.ports[1].queues[3].dropped, 5);
         // Last XOFF at 1.5 ms: restored at 3.5 ms.
         // Arrivals for the stormed queue, from any port, are dropped.

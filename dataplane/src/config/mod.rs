@@ -8,6 +8,7 @@
 pub mod check;
 
 use crate::error::InputError;
+use crate::keyword::{keywords, Keyword};
 use crate::pipeline::punt::{CoppClass, CoppRate};
 use crate::wire::ethernet::MacAddress;
 use serde::Deserialize;
@@ -199,11 +200,12 @@ struct RawGroup {
     flowlet_gap_us: Option<u32>,
 }
 
-/// Which header field picks the traffic class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trust {
-    Dscp,
-    Pcp,
+keywords! {
+    /// Which header field picks the traffic class (`qos.trust`).
+    pub enum Trust {
+        Dscp => "dscp",
+        Pcp => "pcp",
+    }
 }
 
 /// A byte threshold given as a number or derived ("auto").
@@ -233,11 +235,13 @@ pub struct PfcConfig {
     pub alpha: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WatchdogAction {
-    Drop,
-    Forward,
-    Alert,
+keywords! {
+    /// What the PFC watchdog does in a storm (`qos.pfc_watchdog.action`).
+    pub enum WatchdogAction {
+        Drop => "drop",
+        Forward => "forward",
+        Alert => "alert",
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -247,20 +251,23 @@ pub struct WatchdogConfig {
     pub action: WatchdogAction,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MarkOn {
-    Enqueue,
-    Dequeue,
+keywords! {
+    /// When an ECN profile marks (`qos.ecn.N.mark_on`).
+    pub enum MarkOn {
+        Enqueue => "enqueue",
+        Dequeue => "dequeue",
+    }
 }
 
-/// What an ECN profile's kmin and kmax are compared with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EcnMeasure {
-    /// The buffer cells the queue's frames hold (`tm::plan::CELL_BYTES` each), as Broadcom
-    /// and Spectrum WRED profiles compare buffer occupancy: the unit XOFF points are in.
-    Cells,
-    /// The frame bytes queued: a 60-byte frame counts 60, not the 256 it holds.
-    FrameBytes,
+keywords! {
+    /// What an ECN profile's kmin and kmax are compared with (`qos.ecn.N.measure`).
+    pub enum EcnMeasure {
+        /// The buffer cells the queue's frames hold (`tm::plan::CELL_BYTES` each), as Broadcom
+        /// and Spectrum WRED profiles compare buffer occupancy: the unit XOFF points are in.
+        Cells => "cells",
+        /// The frame bytes queued: a 60-byte frame counts 60, not the 256 it holds.
+        FrameBytes => "frame_bytes",
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -459,13 +466,22 @@ pub fn wire_bytes(len: usize) -> u64 {
     (len as u64).max(MIN_FRAME_BYTES) + WIRE_OVERHEAD_BYTES
 }
 
-/// How live workers share the pipeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkerModel {
-    /// One worker polls every port and runs the whole pipeline.
-    RunToCompletion,
-    /// RX workers classify and hand frames over lock-free rings to one scheduler/TX worker.
-    Pipelined,
+keywords! {
+    /// How live workers share the pipeline (`dpdk.model`).
+    pub enum WorkerModel {
+        /// One worker polls every port and runs the whole pipeline.
+        RunToCompletion => "run-to-completion",
+        /// RX workers classify and hand frames over lock-free rings to one scheduler/TX worker.
+        Pipelined => "pipelined",
+    }
+}
+
+keywords! {
+    /// Whether a port obeys 802.3x PAUSE (`port.pause`).
+    pub enum PauseRx {
+        Honour => "honour",
+        Ignore => "ignore",
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -508,38 +524,15 @@ pub struct RouteConfig {
     pub target: RouteTarget,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GroupMode {
-    Ecmp,
-    Spray,
-    Random,
-    Adaptive,
-    Flowlet,
-}
-
-impl GroupMode {
-    /// The mode a config names: ecmp, spray, random, adaptive or flowlet.
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "ecmp" => Some(Self::Ecmp),
-            "spray" => Some(Self::Spray),
-            "random" => Some(Self::Random),
-            "adaptive" => Some(Self::Adaptive),
-            "flowlet" => Some(Self::Flowlet),
-            _ => None,
-        }
-    }
-}
-
-impl GroupMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Ecmp => "ecmp",
-            Self::Spray => "spray",
-            Self::Random => "random",
-            Self::Adaptive => "adaptive",
-            Self::Flowlet => "flowlet",
-        }
+keywords! {
+    /// How a group spreads frames over its members (`group.mode`, `control.multipath_mode`,
+    /// `raceway fabric --mode`; `pipeline::balance` implements each).
+    pub enum GroupMode {
+        Ecmp => "ecmp",
+        Spray => "spray",
+        Random => "random",
+        Adaptive => "adaptive",
+        Flowlet => "flowlet",
     }
 }
 
@@ -647,6 +640,11 @@ impl Validator<'_> {
         InputError { file: self.file.to_string(), field: field.into(), problem: problem.into() }
     }
 
+    /// The value an optional word names (`default` when the config leaves it out).
+    fn keyword<K: Keyword>(&self, field: &str, word: Option<&str>, default: K) -> Result<K, InputError> {
+        word.map_or(Ok(default), |word| K::from_word(word).map_err(|problem| self.error(field, problem)))
+    }
+
     fn traffic_class(&self, field: &str, value: i64) -> Result<u8, InputError> {
         u8::try_from(value)
             .ok()
@@ -708,11 +706,7 @@ impl Validator<'_> {
                 ));
             }
         }
-        let model = match raw.dpdk.model.as_deref().unwrap_or("run-to-completion") {
-            "run-to-completion" => WorkerModel::RunToCompletion,
-            "pipelined" => WorkerModel::Pipelined,
-            other => return Err(self.error("dpdk.model", format!("'{other}' is not run-to-completion or pipelined"))),
-        };
+        let model = self.keyword("dpdk.model", raw.dpdk.model.as_deref(), WorkerModel::RunToCompletion)?;
         let config = Config {
             name: raw.switch.name,
             mac,
@@ -784,14 +778,8 @@ impl Validator<'_> {
             }
             // PFC and PAUSE are exclusive on a port (802.3 Annex 31D): where PFC runs (any
             // lossless priority), PAUSE is ignored unless the port says otherwise.
-            let honour_pause = match port.pause.as_deref() {
-                None => !pfc_runs,
-                Some("honour") => true,
-                Some("ignore") => false,
-                Some(other) => {
-                    return Err(self.error(field("pause"), format!("'{other}' is not honour or ignore")));
-                }
-            };
+            let default_pause = if pfc_runs { PauseRx::Ignore } else { PauseRx::Honour };
+            let honour_pause = self.keyword(&field("pause"), port.pause.as_deref(), default_pause)? == PauseRx::Honour;
             let pfc_tx_queue = port.pfc_tx_queue.unwrap_or_else(|| default_pfc_tx_queue(port.device.as_deref()));
             ports.push(PortConfig {
                 name: port.name,
@@ -833,10 +821,7 @@ impl Validator<'_> {
                 }
                 members.push(port);
             }
-            let name = group.mode.as_deref().unwrap_or("ecmp");
-            let mode = GroupMode::parse(name).ok_or_else(|| {
-                self.error(field("mode"), format!("'{name}' is not ecmp, spray, random, adaptive or flowlet"))
-            })?;
+            let mode = self.keyword(&field("mode"), group.mode.as_deref(), GroupMode::Ecmp)?;
             groups.push(GroupConfig {
                 name: group.name,
                 members,
@@ -969,10 +954,7 @@ impl Validator<'_> {
             Some(tc) => self.traffic_class("control.control_tc", tc)?,
             None => DEFAULT_CONTROL_TC,
         };
-        let name = raw.multipath_mode.as_deref().unwrap_or("ecmp");
-        let multipath_mode = GroupMode::parse(name).ok_or_else(|| {
-            self.error("control.multipath_mode", format!("'{name}' is not ecmp, spray, random, adaptive or flowlet"))
-        })?;
+        let multipath_mode = self.keyword("control.multipath_mode", raw.multipath_mode.as_deref(), GroupMode::Ecmp)?;
         let mut punt_ethertypes = Vec::with_capacity(raw.punt_ethertypes.len());
         for text in &raw.punt_ethertypes {
             let digits = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X"));
@@ -1024,11 +1006,7 @@ impl Validator<'_> {
     }
 
     fn qos(&self, raw: RawQos) -> Result<Qos, InputError> {
-        let trust = match raw.trust.as_deref().unwrap_or("dscp") {
-            "dscp" => Trust::Dscp,
-            "pcp" => Trust::Pcp,
-            other => return Err(self.error("qos.trust", format!("'{other}' is not dscp or pcp"))),
-        };
+        let trust = self.keyword("qos.trust", raw.trust.as_deref(), Trust::Dscp)?;
         let dscp_to_tc = self.class_map::<64>("qos.dscp_to_tc", "DSCP", &raw.dscp_to_tc)?;
         let pcp_to_tc = self.class_map::<8>("qos.pcp_to_tc", "PCP", &raw.pcp_to_tc)?;
         let mut lossless_mask = 0u8;
@@ -1139,14 +1117,7 @@ impl Validator<'_> {
         if detection_ms == 0 {
             return Err(self.error("qos.pfc_watchdog.detection_ms", "must be positive"));
         }
-        let action = match raw.action.as_deref().unwrap_or("drop") {
-            "drop" => WatchdogAction::Drop,
-            "forward" => WatchdogAction::Forward,
-            "alert" => WatchdogAction::Alert,
-            other => {
-                return Err(self.error("qos.pfc_watchdog.action", format!("'{other}' is not drop, forward or alert")))
-            }
-        };
+        let action = self.keyword("qos.pfc_watchdog.action", raw.action.as_deref(), WatchdogAction::Drop)?;
         // SONiC's defaults: 200 ms to detect, 200 ms without PFC to restore.
         let restoration_ms = raw.restoration_ms.unwrap_or(200);
         if restoration_ms == 0 {
@@ -1170,20 +1141,8 @@ impl Validator<'_> {
             if !(profile.pmax.is_finite() && (0.0..=1.0).contains(&profile.pmax)) {
                 return Err(self.error(format!("{field}.pmax"), format!("{} is not a probability 0-1", profile.pmax)));
             }
-            let mark_on = match profile.mark_on.as_deref().unwrap_or("enqueue") {
-                "enqueue" => MarkOn::Enqueue,
-                "dequeue" => MarkOn::Dequeue,
-                other => {
-                    return Err(self.error(format!("{field}.mark_on"), format!("'{other}' is not enqueue or dequeue")))
-                }
-            };
-            let measure = match profile.measure.as_deref().unwrap_or("cells") {
-                "cells" => EcnMeasure::Cells,
-                "frame_bytes" => EcnMeasure::FrameBytes,
-                other => {
-                    return Err(self.error(format!("{field}.measure"), format!("'{other}' is not cells or frame_bytes")))
-                }
-            };
+            let mark_on = self.keyword(&format!("{field}.mark_on"), profile.mark_on.as_deref(), MarkOn::Enqueue)?;
+            let measure = self.keyword(&format!("{field}.measure"), profile.measure.as_deref(), EcnMeasure::Cells)?;
             profiles[usize::from(tc)] = Some(EcnProfile {
                 kmin_bytes: profile.kmin_bytes,
                 kmax_bytes: profile.kmax_bytes,

@@ -1426,7 +1426,7 @@ impl RxWorker {
                         let port = &mut self.stats.ports[index];
                         port.rx_packets += 1;
                         port.rx_bytes += len;
-                        port.drops[reason.index()] += 1;
+                        port.count_drop(reason);
                         continue;
                     }
                     handoff.frames[count] = Some((mbuf, index as u16, verdict));

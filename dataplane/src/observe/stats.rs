@@ -147,6 +147,17 @@ pub struct PortStats {
 }
 
 impl PortStats {
+    /// Counts one frame dropped for `reason`: the one place a drop is counted.
+    #[inline]
+    pub fn count_drop(&mut self, reason: DropReason) {
+        self.drops[reason.index()] += 1;
+    }
+
+    /// Frames dropped for `reason`.
+    pub fn drops_for(&self, reason: DropReason) -> u64 {
+        self.drops[reason.index()]
+    }
+
     pub fn dropped(&self) -> u64 {
         self.drops.iter().sum()
     }

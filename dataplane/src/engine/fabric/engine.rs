@@ -593,7 +593,7 @@ fn results(
             max_queue.insert(format!("{}:{}", config.name, port.name), depth);
             marked += counters.queues.iter().map(|q| q.ecn_marked).sum::<u64>();
             for reason in crate::drops::DropReason::ALL {
-                let count = counters.drops[reason.index()];
+                let count = counters.drops_for(reason);
                 if count > 0 {
                     *drops.entry(reason.name().to_string()).or_insert(0) += count;
                 }
@@ -678,9 +678,9 @@ fn results(
 mod tests {
     use super::*;
 
-    fn small(extra: &str, mode: Option<&str>) -> Fabric {
+    fn small(extra: &str) -> Fabric {
         let text = format!("{}{extra}", super::super::tests::small());
-        Fabric::parse(&text, "small.toml", mode).unwrap()
+        Fabric::parse(&text, "small.toml", None).unwrap()
     }
 
     fn options(collective: Collective) -> FabricOptions {
@@ -697,7 +697,7 @@ mod tests {
 
     #[test]
     fn every_message_completes_and_the_results_are_deterministic() {
-        let fabric = small("", None);
+        let fabric = small("");
         for collective in [Collective::Incast { target: 0 }, Collective::AllToAll, Collective::AllReduce] {
             let first = run(&fabric, &options(collective), None).unwrap();
             assert_eq!(first.incomplete_messages, 0, "{collective:?}: {first:?}");
@@ -711,7 +711,7 @@ mod tests {
     fn an_uncongested_message_runs_at_line_rate() {
         // One host sends 256 KiB twice to a host on the other leaf: 64 frames each of 4154 B
         // at 100G (~340 ns each), plus three hops of store and forward.
-        let fabric = small("", None);
+        let fabric = small("");
         let result =
             run(&fabric, &FabricOptions { messages: 1, ..options(Collective::Incast { target: 0 }) }, None).unwrap();
         // Three senders into one host: about 3 x 64 frames at line rate into h0.

@@ -106,7 +106,7 @@ fn mac(kind: u8, a: u8, b: u8) -> String {
 
 impl Fabric {
     /// Reads a fabric file; `mode` overrides the uplink group mode.
-    pub fn load(path: &Path, mode: Option<&str>) -> Result<Self, InputError> {
+    pub fn load(path: &Path, mode: Option<GroupMode>) -> Result<Self, InputError> {
         let text = std::fs::read_to_string(path)
             .map_err(|err| InputError::new(path.display(), "", format!("cannot read: {err}")))?;
         let base = path.parent().unwrap_or(Path::new("."));
@@ -114,12 +114,12 @@ impl Fabric {
     }
 
     /// Parses a fabric whose switch configs (if listed) are relative to the working directory.
-    pub fn parse(text: &str, file: &str, mode: Option<&str>) -> Result<Self, InputError> {
+    pub fn parse(text: &str, file: &str, mode: Option<GroupMode>) -> Result<Self, InputError> {
         Self::parse_in(text, file, Path::new("."), mode)
     }
 
     /// Parses a fabric; listed switch configs are read relative to `base`.
-    pub fn parse_in(text: &str, file: &str, base: &Path, mode: Option<&str>) -> Result<Self, InputError> {
+    pub fn parse_in(text: &str, file: &str, base: &Path, mode: Option<GroupMode>) -> Result<Self, InputError> {
         let mut table: toml::Table = text.parse().map_err(|err: toml::de::Error| {
             InputError::new(file, "", err.message().lines().next().unwrap_or("not TOML").to_string())
         })?;
@@ -172,7 +172,7 @@ impl Fabric {
                 ));
             }
         }
-        let mode_name = mode.unwrap_or(&topology.mode).to_string();
+        let mode_name = mode.map_or_else(|| topology.mode.clone(), |mode| mode.name().to_string());
         let mut switches = Vec::new();
         let mut links = Vec::new();
         let mut hosts = Vec::new();
@@ -314,7 +314,7 @@ fn explicit(
     dcqcn: DcqcnParams,
     file: &str,
     base: &Path,
-    mode: Option<&str>,
+    mode: Option<GroupMode>,
 ) -> Result<Fabric, InputError> {
     fn entries<T: serde::de::DeserializeOwned>(
         table: &mut toml::Table,
@@ -334,12 +334,6 @@ fn explicit(
     if let Some(key) = table.keys().next() {
         return Err(InputError::new(file, key.to_string(), "not a fabric table (fabric, dcqcn, switch, host, link)"));
     }
-    let override_mode = match mode {
-        Some(name) => Some(GroupMode::parse(name).ok_or_else(|| {
-            InputError::flag("--mode", format!("'{name}' is not ecmp, spray, random, adaptive or flowlet"))
-        })?),
-        None => None,
-    };
     let mut configs: Vec<Config> = Vec::new();
     for (index, entry) in switch_entries.iter().enumerate() {
         let mut config = Config::load(&base.join(&entry.config))?;
@@ -357,7 +351,7 @@ fn explicit(
                 format!("'{}' is listed twice", entry.name),
             ));
         }
-        if let Some(mode) = override_mode {
+        if let Some(mode) = mode {
             for group in &mut config.groups {
                 group.mode = mode;
             }
@@ -530,7 +524,7 @@ mod tests {
         assert_eq!(fabric.endpoint_name(fabric.links[4].a), "leaf1-h0");
         assert_eq!(fabric.endpoint_name(fabric.links[3].a), "leaf0:s1");
         assert_eq!(fabric.endpoint_name(fabric.links[3].b), "spine1:l0");
-        assert_eq!(Fabric::parse(&small(), "small.toml", Some("spray")).unwrap().mode(), GroupMode::Spray);
+        assert_eq!(Fabric::parse(&small(), "small.toml", Some(GroupMode::Spray)).unwrap().mode(), GroupMode::Spray);
     }
 
     #[test]
@@ -539,7 +533,13 @@ mod tests {
         assert_eq!((err.file.as_str(), err.field.as_str()), ("f.toml", "fabric.leaves"), "{err}");
         let err = Fabric::parse(&small().replace("[switch]", "[switch]\nname = \"x\""), "f.toml", None).unwrap_err();
         assert_eq!(err.field, "switch.name", "{err}");
-        let err = Fabric::parse(&small(), "f.toml", Some("teleport")).unwrap_err().to_string();
+        let err = Fabric::parse(
+            &small().replace("hosts_per_leaf = 2\n", "hosts_per_leaf = 2\nmode = \"teleport\"\n"),
+            "f.toml",
+            None,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("f.toml (leaf0)") && err.contains("mode"), "{err}");
         let err = Fabric::parse(&format!("{}\n[dcqcn]\ng = 2.0\n", small()), "f.toml", None).unwrap_err().to_string();
         assert!(err.starts_with("f.toml: dcqcn.g: "), "{err}");
