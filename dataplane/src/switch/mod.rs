@@ -10,24 +10,9 @@
 //! among the classes PFC does not pause, ECN at dequeue, cells back, XON decision). A port
 //! sends its PFC frame (`take_control`) before any data.
 //!
-//! Punting (with `[control]`): a frame the classifier says is for the control plane passes the
-//! policer of its ingress port and CoPP class (`punt::Policer`, in the frame's arrival time)
-//! into a bounded outbox the engine drains with `take_punted`; over the rate it is
-//! `punt_policed` (and `policed` under its class), into a full outbox `punt_queue_full`.
-//!
-//! Sharded (`Switch::sharded`, `tm::shard`): each worker's switch owns some ports. A frame for
-//! another worker's port is admitted to its ingress group here, then waits in `outgoing` for
-//! the engine to carry it over a ring to the owner's `accept`; `sync_shard`, once per loop,
-//! applies the credits other workers gave back, publishes this worker's, and refreshes the
-//! pools and the balance gauges.
-//!
-//! Cut-through (`receive_cutting`): when a frame's egress port has nothing queued and no PFC
-//! frame pending, its class is not paused, and the engine says the port's transmitter has
-//! room now, the frame is admitted and leaves in the same instant, without touching the
-//! queue arena, as on a switch ASIC: every count, the ECN decisions (at depth 0), the group's
-//! charge and release (XON), the scheduler's round and the link time are as if it had been
-//! queued and sent at once. A lossless frame whose charge crosses its group's XOFF point is
-//! queued instead, so that the pause goes out before it. Replay does not cut through.
+//! Three concerns have files of their own, each an `impl Switch` block with its tests:
+//! punting to the control plane and injecting from it (`punt.rs`), sharding over workers
+//! (`shard.rs`) and cut-through (`cut.rs`).
 //!
 //! Invariant: every frame handed to `receive` is queued, cut through, transferred, consumed
 //! (PFC), punted or dropped and counted; every queued frame leaves through `transmit`, a watchdog flush or
@@ -48,11 +33,19 @@ use crate::tm::ecn::{self, EcnMarker};
 use crate::tm::pfc::{PfcPort, Watchdog};
 use crate::tm::plan;
 use crate::tm::schedule::Scheduler;
-use crate::tm::shard::{Batch, ShardBoard, Transfer};
+use crate::tm::shard::{ShardBoard, Transfer};
 use crate::wire::ethernet::MacAddress;
 use crate::wire::pfc::Repr;
 
 pub use crate::tm::pfc::NEVER;
+pub use cut::{CutThrough, QueueAll};
+pub use punt::PUNT_OUTBOX;
+pub use shard::discard_transfers;
+use shard::Seat;
+
+mod cut;
+mod punt;
+mod shard;
 
 /// What became of a received frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,33 +65,6 @@ pub enum Received {
         tc: usize,
     },
 }
-
-/// Where a frame may leave at once (`Switch::receive_cutting`): the engine's transmitter.
-pub trait CutThrough<P> {
-    /// Whether `port`'s transmitter takes a frame now, its link being busy until
-    /// `link_free_ps`.
-    fn may_send(&self, port: usize, link_free_ps: u64) -> bool;
-    /// Takes a data frame for `port`, received at `arrival_ps` (counted as sent by the switch;
-    /// its latency is the engine's to record when it hands the frame to the port).
-    fn send(&mut self, port: usize, packet: P, arrival_ps: u64);
-}
-
-/// Never cuts through: every frame is queued (replay, fabric, unit tests).
-pub struct QueueAll;
-
-impl<P> CutThrough<P> for QueueAll {
-    #[inline(always)]
-    fn may_send(&self, _: usize, _: u64) -> bool {
-        false
-    }
-
-    fn send(&mut self, _: usize, _: P, _: u64) {
-        unreachable!("may_send is always false")
-    }
-}
-
-/// Punted frames the outbox holds between the engine's drains: two bursts.
-pub const PUNT_OUTBOX: usize = 64;
 
 /// A port's transmitter: its scheduler and its link.
 struct EgressPort {
@@ -190,35 +156,11 @@ pub struct Switch<P: PacketBuf> {
     pub stats: SwitchStats,
 }
 
-/// A worker's place in a sharded run.
-struct Seat<P> {
-    board: std::sync::Arc<ShardBoard>,
-    me: usize,
-    /// Per worker, the batch being filled for it (this worker's own stays empty). Boxed, so
-    /// that handing one over moves a pointer, not the batch.
-    outgoing: Vec<Box<Batch<P>>>,
-    /// Per ingress port and priority: the other workers' credits already applied (owned
-    /// ports only).
-    applied: Vec<[u64; TRAFFIC_CLASSES]>,
-}
-
 impl<P: PacketBuf> Switch<P> {
     /// Builds the switch; `seed` seeds its random choices. The config was validated
     /// (`Config::parse`), so the buffer plan exists.
     pub fn new(config: &Config, seed: u64) -> Self {
         Self::build(config, seed, SharedBuffer::new(config), None)
-    }
-
-    /// Worker `me`'s switch of a sharded run: it owns the ports `board` gives it.
-    pub fn sharded(config: &Config, seed: u64, board: std::sync::Arc<ShardBoard>, me: usize) -> Self {
-        let buffer = SharedBuffer::sharded(config, |port| board.owner(port) == me, board.overcommit_frames());
-        let seat = Seat {
-            outgoing: (0..board.workers()).map(|_| Box::default()).collect(),
-            applied: vec![[0; TRAFFIC_CLASSES]; config.ports.len()],
-            board,
-            me,
-        };
-        Self::build(config, seed, buffer, Some(seat))
     }
 
     fn build(config: &Config, seed: u64, buffer: SharedBuffer<P>, shard: Option<Seat<P>>) -> Self {
@@ -461,161 +403,6 @@ impl<P: PacketBuf> Switch<P> {
         self.groups_counted = std::sync::Arc::clone(groups);
     }
 
-    /// The ingress half for a port of another worker: a lossless frame is charged to its
-    /// group here (XOFF decided here, on the exact count), then the frame waits in the
-    /// batch for the owner.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(never)]
-    fn hand_off(
-        &mut self,
-        ingress: usize,
-        egress: usize,
-        tc: usize,
-        packet: P,
-        ip: IpHeader,
-        now: u64,
-        member: Option<(usize, u16)>,
-    ) -> Received {
-        let charge = plan::charge(packet.len());
-        let lossless = self.buffer.lossless(tc);
-        if lossless {
-            match self.buffer.admit_lossless(ingress, tc, charge) {
-                Ok(group) => self.group_charged(ingress, tc, group),
-                Err(reason) => return self.refuse(ingress, egress, tc, reason),
-            }
-        }
-        let transfer = Transfer {
-            packet,
-            ingress: ingress as u16,
-            egress: egress as u16,
-            tc: tc as u8,
-            charged: lossless,
-            ip,
-            arrival_ps: now,
-            member: member.map(|(group, slot)| (group as u16, slot)),
-        };
-        let seat = self.shard.as_mut().expect("only a sharded switch hands off");
-        let worker = seat.board.owner(egress);
-        if seat.outgoing[worker].push(transfer).is_err() {
-            // The engine takes the batches after each rx burst, so this is its bug; still
-            // counted, never lost.
-            if lossless {
-                self.buffer.release_group(ingress, tc, charge);
-            }
-            return self.refuse(ingress, egress, tc, DropReason::BufferFull);
-        }
-        Received::Transferred { egress, tc }
-    }
-
-    /// Whether a batch for another worker holds frames (the engine polls no rx until it has
-    /// handed them all over).
-    pub fn outgoing_pending(&self) -> bool {
-        self.shard.as_ref().is_some_and(|seat| seat.outgoing.iter().any(|batch| !batch.is_empty()))
-    }
-
-    /// The batch waiting for worker `to` (empty when there is none).
-    pub fn outgoing(&mut self, to: usize) -> Option<&mut Box<Batch<P>>> {
-        self.shard.as_mut().and_then(|seat| seat.outgoing.get_mut(to))
-    }
-
-    /// Drops the frames still waiting for other workers (at shutdown, when they could not
-    /// be handed over in time), counted as `buffer_full`.
-    pub fn discard_outgoing(&mut self) -> u64 {
-        let Some(seat) = self.shard.as_mut() else { return 0 };
-        seat.outgoing.iter_mut().map(|batch| discard_transfers(&mut self.stats, batch)).sum()
-    }
-
-    /// The egress half of frames another worker received for this worker's ports: each is
-    /// queued (ECN, the watchdog, the lossy limit; lossless cells were charged by the
-    /// sender) or dropped and counted, its credits given back. Returns how many it took.
-    /// `now` is when this worker takes the batch (a frame's link time and cut-through start
-    /// then; its arrival stamp stays the receiving worker's).
-    pub fn accept(&mut self, batch: &mut Batch<P>, now: u64, cut: &mut impl CutThrough<P>) -> u64 {
-        let mut accepted = 0;
-        for transfer in batch.drain() {
-            accepted += 1;
-            let member = transfer.member.map(|(group, slot)| (usize::from(group), slot));
-            if let Received::Queued { .. } = self.enqueue_transferred(transfer, now, cut) {
-                self.count_member(member);
-            }
-        }
-        accepted
-    }
-
-    /// Once per loop of a sharded worker: applies the credits other workers gave back to
-    /// this worker's groups (deciding XON), publishes the credits it owes them, its pool
-    /// charges and its ports' gauges, and reads the others' pool charges.
-    pub fn sync_shard(&mut self, now: u64) {
-        let Some(seat) = self.shard.as_mut() else { return };
-        let (board, me) = (&*seat.board, seat.me);
-        let lossless_mask = self.buffer.plan().lossless_mask;
-        for port in 0..self.egress.len() {
-            let owned = board.owner(port) == me;
-            for priority in (0..TRAFFIC_CLASSES).filter(|&priority| lossless_mask & (1 << priority) != 0) {
-                if owned {
-                    let total = board.released_to(me, port, priority);
-                    let credit = total - seat.applied[port][priority];
-                    if credit > 0 {
-                        seat.applied[port][priority] = total;
-                        self.buffer.release_group(port, priority, credit);
-                        if self.pfc[port].xoff_outstanding(priority) {
-                            let occupancy = self.buffer.group_occupancy(port, priority);
-                            self.pfc[port].decide_xon(priority, occupancy, self.buffer.xon());
-                        }
-                    }
-                } else {
-                    board.publish_released(me, port, priority, self.buffer.released(port, priority));
-                }
-            }
-            if owned {
-                let queue_bytes = std::array::from_fn(|tc| self.buffer.queue_bytes(port, tc));
-                let paused = !self.pfc[port].eligible(now, self.watchdog.action);
-                board.publish_gauge(port, self.egress[port].link_free_ps, queue_bytes, paused);
-            }
-        }
-        let (lossless, lossy) = self.buffer.pool_used();
-        board.publish_pools(me, lossless, lossy);
-        self.buffer.set_others_used(board.others_pool_used(me));
-    }
-
-    /// Queues a frame the control plane sends out of `egress` (the kernel wrote it on the
-    /// port's host interface) in the control class: as written (its MACs and TTL are the
-    /// kernel's), through admission, ECN and the scheduler like any frame, so it never
-    /// bypasses PFC or the shaper. Its drops are charged to `egress`, the port whose host
-    /// interface it came from.
-    pub fn inject(&mut self, egress: usize, packet: P, now: u64) -> Received {
-        self.stats.ports[egress].injected += 1;
-        let ip = match crate::wire::parse::parse(packet.data()).map(|parsed| parsed.payload) {
-            Ok(crate::wire::parse::Payload::Ip(ip)) => IpHeader {
-                l3_offset: ip.l3_offset as u16,
-                is_ipv6: matches!(ip.destination, crate::wire::parse::Destination::V6(_)),
-                ecn: ip.ecn,
-            },
-            // Not IP (ARP, ND's link layer is IP; LLDP): never marked.
-            _ => IpHeader { l3_offset: 0, is_ipv6: false, ecn: ecn::NOT_ECT },
-        };
-        let tc = usize::from(self.control_tc);
-        if !self.owns(egress) {
-            let seat = self.shard.as_mut().expect("a port not owned is another worker's");
-            let transfer = Transfer {
-                packet,
-                ingress: egress as u16,
-                egress: egress as u16,
-                tc: tc as u8,
-                charged: false,
-                ip,
-                arrival_ps: now,
-                member: None,
-            };
-            let worker = seat.board.owner(egress);
-            return match seat.outgoing[worker].push(transfer) {
-                Ok(()) => Received::Transferred { egress, tc },
-                Err(_) => self.refuse(egress, egress, tc, DropReason::BufferFull),
-            };
-        }
-        self.enqueue(egress, egress, tc, packet, ip, now, &mut QueueAll)
-    }
-
     /// Admits a frame to `egress`'s queue `tc` (ECN at enqueue, the pools, PFC's XOFF
     /// decision), charging drops to `ingress`; then queues it, or lets it cut through to `cut`.
     #[allow(clippy::too_many_arguments)]
@@ -706,101 +493,6 @@ impl<P: PacketBuf> Switch<P> {
         }
     }
 
-    /// Whether a frame of class `tc` may cut through `egress` now: nothing queued on the
-    /// port, no PFC frame pending, the class not paused, the transmitter has room.
-    #[inline(always)]
-    fn cut_allowed(&self, egress: usize, tc: usize, now: u64, cut: &impl CutThrough<P>) -> bool {
-        self.buffer.backlog(egress) == 0
-            && !self.pfc[egress].has_frame()
-            && cut.may_send(egress, self.egress[egress].link_free_ps)
-            && self.pfc[egress].eligible(now, self.watchdog.action) & (1 << tc) != 0
-    }
-
-    /// The frame just admitted to `egress`'s empty queue `tc` leaves at once: what `link`
-    /// then `transmit` would do, without the arena. A lossless frame's cells go back to its
-    /// group, or as credits to the worker that owns the group.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn cut_through(
-        &mut self,
-        ingress: usize,
-        egress: usize,
-        tc: usize,
-        mut packet: P,
-        mut ip: IpHeader,
-        mut marked: bool,
-        arrival_ps: u64,
-        now: u64,
-        cut: &mut impl CutThrough<P>,
-    ) -> Received {
-        let len = packet.len();
-        let charge = plan::charge(len);
-        self.stats.ports[egress].queues[tc].peak(len as u64, charge);
-        // The cells go back as the frame leaves.
-        if self.buffer.lossless(tc) && !self.buffer.owns_group(ingress) {
-            self.buffer.give_back(ingress, tc, charge);
-        } else if self.buffer.lossless(tc) {
-            self.buffer.release_group(ingress, tc, charge);
-            if self.pfc[ingress].xoff_outstanding(tc) {
-                let occupancy = self.buffer.group_occupancy(ingress, tc);
-                self.pfc[ingress].decide_xon(tc, occupancy, self.buffer.xon());
-            }
-        } else {
-            self.buffer.release_lossy(egress, tc, charge);
-        }
-        // The scheduler's round moves as if it had picked this frame.
-        let eligible = self.pfc[egress].eligible(now, self.watchdog.action);
-        self.egress[egress].scheduler.select(eligible, 1 << tc, |_| wire_bytes(len) as usize);
-        if self.ecn.marks_on(tc, MarkOn::Dequeue) {
-            match self.ecn.apply(tc, 0, &mut packet, &mut ip, &mut self.rng) {
-                Ok(ce) => marked |= ce,
-                Err(reason) => return self.refuse(ingress, egress, tc, reason),
-            }
-        }
-        self.egress[egress].occupy(now, len);
-        let stats = &mut self.stats.ports[egress];
-        stats.tx_packets += 1;
-        stats.tx_bytes += len as u64;
-        stats.queues[tc].tx_packets += 1;
-        stats.queues[tc].tx_bytes += len as u64;
-        stats.queues[tc].ecn_marked += u64::from(marked);
-        cut.send(egress, packet, arrival_ps);
-        Received::Queued { egress, tc }
-    }
-
-    /// `enqueue` for a frame another worker received: a lossless frame's cells were charged
-    /// to its group there, and go back to that worker as credits if it is dropped here.
-    fn enqueue_transferred(&mut self, transfer: Transfer<P>, now: u64, cut: &mut impl CutThrough<P>) -> Received {
-        let Transfer { mut packet, ingress, egress, tc, charged, mut ip, arrival_ps, .. } = transfer;
-        let (ingress, egress, tc) = (usize::from(ingress), usize::from(egress), usize::from(tc));
-        if !charged {
-            // Lossy, or written by the control plane: the whole admission happens here.
-            return self.enqueue_at(ingress, egress, tc, packet, ip, arrival_ps, now, cut);
-        }
-        let len = packet.len();
-        let refused = 'admit: {
-            if !self.egress[egress].usable {
-                break 'admit DropReason::LinkDown;
-            }
-            let marked = match self.mark_at_enqueue(egress, tc, &mut packet, &mut ip) {
-                Ok(marked) => marked,
-                Err(reason) => break 'admit reason,
-            };
-            if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
-                break 'admit DropReason::PfcWatchdog;
-            }
-            if self.cut_allowed(egress, tc, now, cut) {
-                return self.cut_through(ingress, egress, tc, packet, ip, marked, arrival_ps, now, cut);
-            }
-            if !self.buffer.has_slot() {
-                break 'admit DropReason::HeadroomOverflow;
-            }
-            return self.link(egress, tc, len, true, Entry { packet, ingress, marked, ip, arrival_ps }, now);
-        };
-        self.buffer.give_back(ingress, tc, plan::charge(len));
-        self.refuse(ingress, egress, tc, refused)
-    }
-
     /// Links an admitted frame at the tail of its queue, keeps the queue's peak, and arms the
     /// watchdog when a lossless frame joins a paused queue.
     #[inline(always)]
@@ -842,53 +534,6 @@ impl<P: PacketBuf> Switch<P> {
                 self.count_next_hop_groups();
             }
         }
-    }
-
-    /// Polices a frame for the control plane in its class and puts it in the outbox.
-    fn punt(&mut self, ingress: usize, packet: P, class: CoppClass, now: u64) -> Received {
-        let rx = &mut self.stats.ports[ingress];
-        rx.rx_packets += 1;
-        rx.rx_bytes += packet.len() as u64;
-        self.punt_received(ingress, packet, class, now)
-    }
-
-    /// `punt` for a frame already counted as received.
-    fn punt_received(&mut self, ingress: usize, packet: P, class: CoppClass, now: u64) -> Received {
-        let rx = &mut self.stats.ports[ingress];
-        let Some(policers) = self.punt_policers.get_mut(ingress) else {
-            // The classifier punts only with `[control]`, which gives every port its policers.
-            rx.count_drop(DropReason::Unsupported);
-            return Received::Dropped(DropReason::Unsupported);
-        };
-        if !policers[class.index()].admit(now) {
-            rx.count_drop(DropReason::PuntPoliced);
-            rx.policed[class.index()] += 1;
-            return Received::Dropped(DropReason::PuntPoliced);
-        }
-        match self.punted.push(Punted { port: ingress, class, packet }) {
-            Ok(()) => {
-                rx.punted[class.index()] += 1;
-                Received::Punted(class)
-            }
-            Err(_) => {
-                rx.count_drop(DropReason::PuntQueueFull);
-                Received::Dropped(DropReason::PuntQueueFull)
-            }
-        }
-    }
-
-    /// Recounts a frame `take_punted` gave out that the engine could not hand to the control
-    /// plane (its queue was full): no longer punted, dropped as `punt_queue_full`.
-    pub fn punt_refused(&mut self, port: usize, class: CoppClass) {
-        let stats = &mut self.stats.ports[port];
-        stats.punted[class.index()] -= 1;
-        stats.count_drop(DropReason::PuntQueueFull);
-    }
-
-    /// The next frame for the control plane, oldest first.
-    #[inline]
-    pub fn take_punted(&mut self) -> Option<Punted<P>> {
-        self.punted.pop()
     }
 
     /// Unlinks the head of a queue, giving back its cells; a lossless group that falls to
@@ -1134,20 +779,6 @@ impl<P: PacketBuf> Switch<P> {
     }
 }
 
-/// Drops a batch of frames between workers that will never be queued (shutdown), counting
-/// each as `buffer_full` on its ingress port and its egress queue; returns how many.
-pub fn discard_transfers<P>(stats: &mut SwitchStats, batch: &mut Batch<P>) -> u64 {
-    let mut discarded = 0;
-    for transfer in batch.drain() {
-        let (ingress, egress, tc) =
-            (usize::from(transfer.ingress), usize::from(transfer.egress), usize::from(transfer.tc));
-        stats.ports[ingress].count_drop(DropReason::BufferFull);
-        stats.ports[egress].queues[tc].dropped += 1;
-        discarded += 1;
-    }
-    discarded
-}
-
 #[cfg(test)]
 impl<P: PacketBuf> Switch<P> {
     /// The group selector's view of the ports at `now`.
@@ -1164,11 +795,11 @@ mod tests {
     use crate::traffic::frames::FrameSpec;
 
     /// Two 100G ports, p0 (10.0.0.0/24) and p1 (10.0.1.0/24); DSCP 26 in lossless TC3.
-    fn config(extra_switch: &str, extra_qos: &str) -> Config {
+    pub(super) fn config(extra_switch: &str, extra_qos: &str) -> Config {
         config_with_p0(extra_switch, "", extra_qos)
     }
 
-    fn config_with_p0(extra_switch: &str, p0: &str, extra_qos: &str) -> Config {
+    pub(super) fn config_with_p0(extra_switch: &str, p0: &str, extra_qos: &str) -> Config {
         Leaf::new("t")
             .switch(extra_switch)
             .qos(&format!("dscp_to_tc = {{ 26 = 3, default = 0 }}\nlossless = [3]\n{extra_qos}"))
@@ -1177,90 +808,6 @@ mod tests {
             .route("10.0.1.0/24", "p1")
             .route("10.0.0.0/24", "p0")
             .config()
-    }
-
-    fn arp() -> HeapPacket {
-        let mut frame = vec![0u8; 42];
-        frame[0..6].copy_from_slice(&[0xff; 6]);
-        frame[12..14].copy_from_slice(&[0x08, 0x06]);
-        HeapPacket::new(frame)
-    }
-
-    /// A frame to 10.0.0.1 (an address of port 0's with `[control]`) carrying `transport`.
-    fn to_switch(transport: crate::traffic::frames::Transport) -> HeapPacket {
-        let mut spec = FrameSpec::rocev2("10.0.0.0".parse().unwrap(), "10.0.0.1".parse().unwrap(), 7);
-        spec.transport = transport;
-        HeapPacket::new(spec.build())
-    }
-
-    #[test]
-    fn punted_frames_are_policed_per_port_and_class_then_wait_in_the_outbox() {
-        // ARP at 1,000 pps, burst 3; BGP at its default.
-        let copp = "[control.copp.arp]\npps = 1000\nburst = 3";
-        let mut switch: Switch<HeapPacket> = Switch::new(&config_with_p0("", "addresses = [\"10.0.0.1/31\"]", copp), 1);
-        let now = 1_000_000_000; // 1 ms
-        let mut outcomes = Vec::new();
-        for _ in 0..4 {
-            outcomes.push(switch.receive(0, arp(), now));
-        }
-        let punted = Received::Punted(CoppClass::Arp);
-        assert_eq!(outcomes, [punted, punted, punted, Received::Dropped(DropReason::PuntPoliced)]);
-        // Another port has its own bucket, and so has another class on the same port: BGP
-        // passes while ARP is over its rate.
-        assert_eq!(switch.receive(1, arp(), now), punted);
-        let bgp = crate::traffic::frames::Transport::Tcp { source: 40000, destination: 179 };
-        assert_eq!(switch.receive(0, to_switch(bgp), now), Received::Punted(CoppClass::Bgp));
-        assert_eq!(switch.receive(0, arp(), now), Received::Dropped(DropReason::PuntPoliced));
-        // A TTL-expiring routed frame, a millisecond later when a token is back.
-        let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
-        spec.ttl = 1;
-        let expiring = spec.build();
-        assert_eq!(
-            switch.receive(0, HeapPacket::new(expiring.clone()), now + 1_000_000_000),
-            Received::Punted(CoppClass::Ttl)
-        );
-        let stats = &switch.stats.ports[0];
-        let class = |counts: &[u64; CoppClass::COUNT], class: CoppClass| counts[class.index()];
-        assert_eq!(
-            (
-                stats.rx_packets,
-                class(&stats.punted, CoppClass::Arp),
-                class(&stats.punted, CoppClass::Bgp),
-                class(&stats.punted, CoppClass::Ttl)
-            ),
-            (7, 3, 1, 1)
-        );
-        assert_eq!(stats.drops_for(DropReason::PuntPoliced), 2);
-        assert_eq!(class(&stats.policed, CoppClass::Arp), 2, "the breakdown of punt_policed");
-        assert_eq!(stats.policed.iter().sum::<u64>(), 2);
-        assert_eq!(switch.stats.ports[1].punted[CoppClass::Arp.index()], 1);
-        // The engine takes them oldest first, as received (the TTL untouched).
-        let taken: Vec<(usize, CoppClass)> =
-            std::iter::from_fn(|| switch.take_punted()).map(|p| (p.port, p.class)).collect();
-        use CoppClass::{Arp, Bgp, Ttl};
-        assert_eq!(taken, [(0, Arp), (0, Arp), (0, Arp), (1, Arp), (0, Bgp), (0, Ttl)]);
-        let mut switch: Switch<HeapPacket> = Switch::new(&config("", copp), 1);
-        switch.receive(0, HeapPacket::new(expiring.clone()), now);
-        assert_eq!(switch.take_punted().unwrap().packet.data(), &expiring[..]);
-    }
-
-    #[test]
-    fn a_full_punt_outbox_drops_and_counts() {
-        let mut switch: Switch<HeapPacket> = Switch::new(&config("", "[control.copp.arp]\nburst = 1000"), 1);
-        for _ in 0..PUNT_OUTBOX {
-            assert_eq!(switch.receive(0, arp(), 0), Received::Punted(CoppClass::Arp));
-        }
-        assert_eq!(switch.receive(0, arp(), 0), Received::Dropped(DropReason::PuntQueueFull));
-        assert_eq!(switch.stats.ports[0].drops_for(DropReason::PuntQueueFull), 1);
-        assert_eq!(switch.stats.ports[0].policed, [0; CoppClass::COUNT], "not policed: queue full");
-        assert!(switch.take_punted().is_some());
-        assert_eq!(switch.receive(0, arp(), 0), Received::Punted(CoppClass::Arp), "room again");
-        switch.punt_refused(0, CoppClass::Arp);
-        let stats = &switch.stats.ports[0];
-        assert_eq!(
-            (stats.punted[CoppClass::Arp.index()], stats.drops_for(DropReason::PuntQueueFull)),
-            (PUNT_OUTBOX as u64, 2)
-        );
     }
 
     #[test]
@@ -1320,31 +867,29 @@ mod tests {
         assert_eq!(switch.stats.next_hop_groups[0].sent.iter().sum::<u64>(), 1, "kept when the group went");
     }
 
-    #[test]
-    fn injected_frames_queue_in_the_control_class_unchanged_and_are_counted() {
-        let mut switch: Switch<HeapPacket> = Switch::new(&config("", "[control]\ncontrol_tc = 6"), 1);
-        // What the kernel wrote: an ARP reply, and a TCP segment with TTL 64.
-        let reply = arp().data().to_vec();
-        let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), 7);
-        spec.transport = crate::traffic::frames::Transport::Tcp { source: 179, destination: 40000 };
-        let segment = spec.build();
-        assert_eq!(switch.inject(1, HeapPacket::new(reply.clone()), 0), Received::Queued { egress: 1, tc: 6 });
-        assert_eq!(switch.inject(1, HeapPacket::new(segment.clone()), 0), Received::Queued { egress: 1, tc: 6 });
-        assert_eq!(switch.stats.ports[1].injected, 2);
-        assert_eq!(switch.stats.ports[1].rx_packets, 0, "not received from the wire");
-        assert_eq!(switch.transmit(1, 0).unwrap().data(), &reply[..]);
-        assert_eq!(switch.transmit(1, 0).unwrap().data(), &segment[..], "MACs and TTL as the kernel wrote them");
-        assert_eq!(switch.stats.ports[1].queues[6].tx_packets, 2);
+    /// A transmitter that takes every frame it is offered while `open`.
+    pub(super) struct Collect {
+        pub(super) open: bool,
+        pub(super) sent: Vec<(usize, Vec<u8>)>,
     }
 
-    fn frame(dscp: u8, len: usize) -> HeapPacket {
+    impl CutThrough<HeapPacket> for Collect {
+        fn may_send(&self, _: usize, _: u64) -> bool {
+            self.open
+        }
+        fn send(&mut self, port: usize, packet: HeapPacket, _: u64) {
+            self.sent.push((port, packet.bytes));
+        }
+    }
+
+    pub(super) fn frame(dscp: u8, len: usize) -> HeapPacket {
         let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
         spec.dscp = dscp;
         spec.frame_len = len;
         HeapPacket::new(spec.build())
     }
 
-    fn conserved<P: PacketBuf>(switch: &Switch<P>) -> bool {
+    pub(super) fn conserved<P: PacketBuf>(switch: &Switch<P>) -> bool {
         switch.stats.rx_packets() == switch.stats.tx_packets() + switch.stats.dropped() + switch.queued_packets()
     }
 
@@ -1472,260 +1017,6 @@ mod tests {
         }
         assert_eq!(switch.queued_packets(), 80);
         assert!(conserved(&switch));
-    }
-
-    /// A transmitter that takes every frame it is offered while `open`.
-    struct Collect {
-        open: bool,
-        sent: Vec<(usize, Vec<u8>)>,
-    }
-
-    impl CutThrough<HeapPacket> for Collect {
-        fn may_send(&self, _: usize, _: u64) -> bool {
-            self.open
-        }
-        fn send(&mut self, port: usize, packet: HeapPacket, _: u64) {
-            self.sent.push((port, packet.bytes));
-        }
-    }
-
-    #[test]
-    fn a_frame_that_cuts_through_counts_as_one_queued_and_sent_at_once() {
-        // ECN with kmin 0 decides at enqueue (TC0) and at dequeue (TC3) at every depth,
-        // drawing from the generator each time (at depth 0 it never marks): the draws must
-        // match. TC0 is lossy, TC3 lossless; DWRR between them.
-        let qos = "[qos.ecn.0]\nkmin_bytes = 0\nkmax_bytes = 100000\npmax = 1.0\n\
-                   [qos.ecn.3]\nkmin_bytes = 0\nkmax_bytes = 100000\npmax = 1.0\nmark_on = \"dequeue\"\n\
-                   [qos.scheduler]\ndwrr = { 0 = 1, 3 = 3 }";
-        let config = config("", qos);
-        let mut cutting: Switch<HeapPacket> = Switch::new(&config, 7);
-        let mut queueing: Switch<HeapPacket> = Switch::new(&config, 7);
-        let mut link = Collect { open: true, sent: Vec::new() };
-        let mut sent = Vec::new();
-        let mut now = 0;
-        for index in 0..40u64 {
-            let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
-            spec.dscp = if index % 3 == 0 { 0 } else { 26 };
-            spec.ecn = if index % 5 == 0 { 0 } else { 0b10 };
-            spec.frame_len = 64 + (index as usize * 37) % 1400;
-            let frame = spec.build();
-            // The port is idle at each arrival: queued, the frame would leave at once.
-            now = now.max(queueing.link_free_ps(1)) + 1_000;
-            let cut = cutting.receive_cutting(0, HeapPacket::new(frame.clone()), now, &mut link);
-            let queued = queueing.receive(0, HeapPacket::new(frame), now);
-            assert_eq!(cut, queued, "frame {index}");
-            if let Some(packet) = queueing.transmit(1, now) {
-                sent.push((1, packet.bytes));
-            }
-            assert_eq!(cutting.link_free_ps(1), queueing.link_free_ps(1), "frame {index}");
-        }
-        assert!(link.sent.len() > 20 && cutting.queued_packets() == 0, "{} cut through", link.sent.len());
-        assert_eq!(link.sent, sent, "the same bytes, CE marks included");
-        // Every counter but latency (the engine records a cut frame's) is the same.
-        let mut queued_stats = queueing.stats.clone();
-        queued_stats.latency = cutting.stats.latency.clone();
-        assert_eq!(cutting.stats, queued_stats);
-        let (mut a, mut b) = (cutting.rng.clone(), queueing.rng.clone());
-        assert_eq!(a.unit(), b.unit(), "as many draws");
-        assert_eq!(cutting.pool_used(), (0, 0));
-        assert_eq!(cutting.buffer.group_cells(0, 3), (0, 0));
-        // The scheduler's round moved as if the cut frames had been queued and picked: the
-        // same deficits, cursor and credit.
-        let scheduler = |switch: &Switch<HeapPacket>| format!("{:?}", switch.egress[1].scheduler);
-        assert_eq!(scheduler(&cutting), scheduler(&queueing));
-        assert_eq!(
-            cutting.egress[1].scheduler.select(0xff, 0b1001, |_| 100),
-            queueing.egress[1].scheduler.select(0xff, 0b1001, |_| 100)
-        );
-    }
-
-    #[test]
-    fn frames_queue_behind_a_backlog_a_pause_or_a_busy_link() {
-        let config = config("", "[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 4096");
-        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
-        let mut link = Collect { open: false, sent: Vec::new() };
-        // The transmitter has no room: queued.
-        switch.receive_cutting(0, frame(26, 1000), 0, &mut link);
-        assert_eq!(switch.queued_packets(), 1);
-        // Room again, but a frame waits: this one queues behind it, in order.
-        link.open = true;
-        switch.receive_cutting(0, frame(26, 1000), 0, &mut link);
-        assert_eq!((switch.queued_packets(), link.sent.len()), (2, 0));
-        while switch.transmit(1, 0).is_some() {}
-        // p1's peer pauses TC3: nothing cuts through a paused class; TC0 still does.
-        let mut times = [0u16; 8];
-        times[3] = 0xffff;
-        switch.receive(1, pfc_frame(0x08, times), 0);
-        switch.receive_cutting(0, frame(26, 1000), 10, &mut link);
-        assert_eq!((switch.queued_packets(), link.sent.len()), (1, 0));
-        switch.receive(1, pfc_frame(0x08, [0; 8]), 20);
-        while switch.transmit(1, 20).is_some() {}
-        // A lossless frame whose charge crosses XOFF queues, so that the pause goes first.
-        for _ in 0..10 {
-            switch.receive_cutting(0, frame(26, 1000), 30, &mut link);
-        }
-        assert_eq!((switch.queued_packets(), link.sent.len()), (0, 10), "ten cut through");
-        let mut held = Vec::new();
-        link.open = false;
-        for _ in 0..11 {
-            switch.receive_cutting(0, frame(26, 1000), 40, &mut link);
-            held.push(());
-        }
-        assert!(switch.has_control(0), "XOFF");
-        link.open = true;
-        assert!(matches!(switch.receive_cutting(0, frame(0, 100), 50, &mut link), Received::Queued { .. }));
-        assert_eq!(link.sent.len(), 10, "behind the backlog, even in another class");
-        assert!(conserved(&switch));
-    }
-
-    /// Four 100G ports p0..p3 (10.0.N.0/24), dealt to two workers: p0, p1 to worker 0 and
-    /// p2, p3 to worker 1.
-    fn sharded_pair(extra_qos: &str) -> (Config, Switch<HeapPacket>, Switch<HeapPacket>) {
-        let mut leaf =
-            Leaf::new("t").qos(&format!("dscp_to_tc = {{ 26 = 3, default = 0 }}\nlossless = [3]\n{extra_qos}"));
-        for port in 0..4 {
-            leaf = leaf.port(&format!("p{port}"), 100.0, "").route(&format!("10.0.{port}.0/24"), &format!("p{port}"));
-        }
-        let config = leaf.config();
-        let board = std::sync::Arc::new(ShardBoard::new(ShardBoard::deal(4, 2), BURST_FOR_TESTS));
-        let first = Switch::sharded(&config, 0, std::sync::Arc::clone(&board), 0);
-        let second = Switch::sharded(&config, 1, board, 1);
-        (config, first, second)
-    }
-
-    const BURST_FOR_TESTS: usize = 32;
-
-    fn to_port(port: u8, dscp: u8, len: usize) -> HeapPacket {
-        let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), format!("10.0.{port}.2").parse().unwrap(), 7);
-        spec.dscp = dscp;
-        spec.frame_len = len;
-        HeapPacket::new(spec.build())
-    }
-
-    /// What an engine does between two workers: the sender's batch into the receiver.
-    fn carry(from: &mut Switch<HeapPacket>, to: &mut Switch<HeapPacket>, worker: usize) -> u64 {
-        let batch = from.outgoing(worker).expect("a batch per worker");
-        let mut taken = std::mem::take(batch);
-        to.accept(&mut taken, 0, &mut QueueAll)
-    }
-
-    #[test]
-    fn sharded_a_lossless_group_pauses_on_its_exact_count_and_resumes_on_credits() {
-        // As `lossless_group_sends_xoff_uses_headroom_then_xon`, but the frames come in on p0
-        // (worker 0) for p3 (worker 1).
-        let (_, mut ingress, mut egress) =
-            sharded_pair("[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 4096");
-        assert!(ingress.owns(0) && ingress.owns(1) && !ingress.owns(2) && egress.owns(3));
-        for _ in 0..10 {
-            assert_eq!(ingress.receive(0, to_port(3, 26, 1000), 0), Received::Transferred { egress: 3, tc: 3 });
-        }
-        assert!(!ingress.has_control(0));
-        ingress.receive(0, to_port(3, 26, 1000), 0);
-        assert!(ingress.has_control(0), "XOFF from the ingress worker, at once");
-        assert_eq!(ingress.take_control(0, 1_000).unwrap().times[3], 0xffff);
-        for _ in 0..3 {
-            ingress.receive(0, to_port(3, 26, 1000), 0);
-        }
-        assert_eq!(ingress.receive(0, to_port(3, 26, 1000), 0), Received::Dropped(DropReason::HeadroomOverflow));
-        assert!(ingress.outgoing_pending());
-        assert_eq!(ingress.queued_packets(), 0, "nothing queues on the ingress worker");
-        assert_eq!(carry(&mut ingress, &mut egress, 1), 14);
-        assert!(!ingress.outgoing_pending());
-        assert_eq!(egress.queue_bytes(3, 3), 14 * 1000);
-        assert_eq!(egress.pool_used(), (0, 0), "the egress worker charges no lossless pool");
-        assert_eq!(ingress.pool_used(), (10 * 1024, 0));
-        // Nine leave worker 1; worker 0 has not seen the credits yet: no XON.
-        for _ in 0..9 {
-            egress.transmit(3, 0).unwrap();
-        }
-        assert!(!egress.has_control(0) && !ingress.has_control(0));
-        ingress.sync_shard(0);
-        assert!(!ingress.has_control(0), "credits published once per loop, not yet");
-        egress.sync_shard(0);
-        ingress.sync_shard(0);
-        let xon = ingress.take_control(0, 300_000_000).unwrap();
-        assert_eq!((xon.class_enable, xon.times[3]), (0x08, 0));
-        // Headroom gave back first, as a local frame would.
-        assert_eq!(ingress.buffer.group_cells(0, 3), (5 * 1024, 0));
-        while egress.transmit(3, 0).is_some() {}
-        egress.sync_shard(0);
-        ingress.sync_shard(0);
-        assert_eq!(ingress.buffer.group_cells(0, 3), (0, 0));
-        assert_eq!((ingress.pool_used(), egress.pool_used()), ((0, 0), (0, 0)));
-        // Every frame counted once across the two workers.
-        let mut total = ingress.stats.clone();
-        total.add(&egress.stats);
-        assert_eq!((total.rx_packets(), total.tx_packets(), total.dropped()), (15, 14, 1));
-        assert_eq!(total.ports[3].queues[3].tx_packets, 14);
-        assert_eq!(total.ports[0].drops_for(DropReason::HeadroomOverflow), 1);
-    }
-
-    #[test]
-    fn sharded_a_lossless_frame_that_cuts_through_gives_its_cells_back_as_credits() {
-        // p0 (worker 0) charges its group; the frame cuts through p3 on worker 1, which does
-        // not own the group: the cells go back as credits, never to worker 1's own counts.
-        let (_, mut ingress, mut egress) = sharded_pair("");
-        assert_eq!(ingress.receive(0, to_port(3, 26, 1000), 0), Received::Transferred { egress: 3, tc: 3 });
-        assert_eq!(ingress.buffer.group_cells(0, 3), (1024, 0));
-        let mut link = Collect { open: true, sent: Vec::new() };
-        let mut batch = std::mem::take(ingress.outgoing(1).expect("a batch for worker 1"));
-        assert_eq!(egress.accept(&mut batch, 0, &mut link), 1);
-        assert_eq!(link.sent.len(), 1, "cut through");
-        assert_eq!(egress.buffer.released(0, 3), 1024, "a credit for worker 0");
-        assert_eq!(egress.buffer.group_cells(0, 3), (0, 0));
-        egress.sync_shard(0);
-        ingress.sync_shard(0);
-        assert_eq!(ingress.buffer.group_cells(0, 3), (0, 0), "the credit applied by the owner");
-    }
-
-    #[test]
-    fn sharded_pools_add_the_other_workers_published_charges() {
-        // Dynamic XOFF: alpha x the free lossless pool, whoever holds the cells.
-        let (config, mut first, mut second) = sharded_pair("");
-        let mut whole: Switch<HeapPacket> = Switch::new(&config, 0);
-        for _ in 0..20 {
-            first.receive(0, to_port(3, 26, 1000), 0);
-            whole.receive(0, to_port(3, 26, 1000), 0);
-        }
-        assert_eq!(second.pfc_thresholds(), Switch::<HeapPacket>::new(&config, 0).pfc_thresholds());
-        first.sync_shard(0);
-        second.sync_shard(0);
-        assert_eq!(second.pfc_thresholds(), whole.pfc_thresholds(), "worker 1 sees worker 0's cells");
-        assert_ne!(whole.pfc_thresholds(), Switch::<HeapPacket>::new(&config, 0).pfc_thresholds());
-        // Lossy frames are charged by the egress worker, in its lossy pool.
-        for _ in 0..5 {
-            assert_eq!(first.receive(1, to_port(2, 0, 500), 0), Received::Transferred { egress: 2, tc: 0 });
-        }
-        assert_eq!(first.pool_used().1, 0);
-        carry(&mut first, &mut second, 1);
-        assert_eq!(second.pool_used(), (0, 5 * 512));
-        // A frame between two ports of one worker never leaves it.
-        assert!(matches!(second.receive(2, to_port(3, 0, 500), 0), Received::Queued { egress: 3, .. }));
-        assert!(!second.outgoing_pending());
-    }
-
-    #[test]
-    fn sharded_a_stormed_queue_drops_transferred_frames_and_gives_their_cells_back() {
-        let (_, mut ingress, mut egress) =
-            sharded_pair("[qos.pfc_watchdog]\ndetection_ms = 1\nrestoration_ms = 2\naction = \"drop\"");
-        ingress.receive(0, to_port(3, 26, 1000), 0);
-        carry(&mut ingress, &mut egress, 1);
-        // p3's peer sends XOFF every 100 us for 1.5 ms: continuously paused, a storm.
-        let mut times = [0u16; 8];
-        times[3] = 0xffff;
-        let mut now = 0;
-        while now <= 1_500_000_000 {
-            assert_eq!(egress.receive(3, pfc_frame(0x08, times), now), Received::FlowControl);
-            egress.advance(now);
-            now += 100_000_000;
-        }
-        assert_eq!((egress.stats.ports[3].watchdog_storms[3], egress.queued_packets()), (1, 0));
-        ingress.receive(0, to_port(3, 26, 1000), now);
-        carry(&mut ingress, &mut egress, 1);
-        assert_eq!(egress.stats.ports[3].queues[3].dropped, 2, "flushed, then dropped on arrival");
-        egress.sync_shard(now);
-        ingress.sync_shard(now);
-        assert_eq!(ingress.buffer.group_cells(0, 3), (0, 0), "both frames' cells came back");
     }
 
     #[test]
@@ -2198,7 +1489,7 @@ mod tests {
         assert!(conserved(&switch));
     }
 
-    fn pfc_frame(class_enable: u8, times: [u16; 8]) -> HeapPacket {
+    pub(super) fn pfc_frame(class_enable: u8, times: [u16; 8]) -> HeapPacket {
         let mut bytes = vec![0; 60];
         Repr { class_enable, times }.emit(crate::wire::ethernet::MacAddress([2, 0, 0, 0, 0x11, 0]), &mut bytes);
         HeapPacket::new(bytes)

@@ -1,0 +1,365 @@
+//! Sharded (`Switch::sharded`, `tm::shard`): each worker's switch owns some ports. A frame for
+//! another worker's port is admitted to its ingress group here, then waits in `outgoing` for
+//! the engine to carry it over a ring to the owner's `accept`; `sync_shard`, once per loop,
+//! applies the credits other workers gave back, publishes this worker's, and refreshes the
+//! pools and the balance gauges.
+//!
+//! Invariant: a frame for another worker's port is charged to its ingress group here, exactly
+//! once, and its cells come back as credits when the owner sends or drops it (`tm::shard`).
+
+use super::*;
+use crate::tm::shard::Batch;
+
+/// A worker's place in a sharded run.
+pub(super) struct Seat<P> {
+    pub(super) board: std::sync::Arc<ShardBoard>,
+    pub(super) me: usize,
+    /// Per worker, the batch being filled for it (this worker's own stays empty). Boxed, so
+    /// that handing one over moves a pointer, not the batch.
+    pub(super) outgoing: Vec<Box<Batch<P>>>,
+    /// Per ingress port and priority: the other workers' credits already applied (owned
+    /// ports only).
+    pub(super) applied: Vec<[u64; TRAFFIC_CLASSES]>,
+}
+
+/// Drops a batch of frames between workers that will never be queued (shutdown), counting
+/// each as `buffer_full` on its ingress port and its egress queue; returns how many.
+pub fn discard_transfers<P>(stats: &mut SwitchStats, batch: &mut Batch<P>) -> u64 {
+    let mut discarded = 0;
+    for transfer in batch.drain() {
+        let (ingress, egress, tc) =
+            (usize::from(transfer.ingress), usize::from(transfer.egress), usize::from(transfer.tc));
+        stats.ports[ingress].count_drop(DropReason::BufferFull);
+        stats.ports[egress].queues[tc].dropped += 1;
+        discarded += 1;
+    }
+    discarded
+}
+
+impl<P: PacketBuf> Switch<P> {
+    /// Worker `me`'s switch of a sharded run: it owns the ports `board` gives it.
+    pub fn sharded(config: &Config, seed: u64, board: std::sync::Arc<ShardBoard>, me: usize) -> Self {
+        let buffer = SharedBuffer::sharded(config, |port| board.owner(port) == me, board.overcommit_frames());
+        let seat = Seat {
+            outgoing: (0..board.workers()).map(|_| Box::default()).collect(),
+            applied: vec![[0; TRAFFIC_CLASSES]; config.ports.len()],
+            board,
+            me,
+        };
+        Self::build(config, seed, buffer, Some(seat))
+    }
+
+    /// The ingress half for a port of another worker: a lossless frame is charged to its
+    /// group here (XOFF decided here, on the exact count), then the frame waits in the
+    /// batch for the owner.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    pub(super) fn hand_off(
+        &mut self,
+        ingress: usize,
+        egress: usize,
+        tc: usize,
+        packet: P,
+        ip: IpHeader,
+        now: u64,
+        member: Option<(usize, u16)>,
+    ) -> Received {
+        let charge = plan::charge(packet.len());
+        let lossless = self.buffer.lossless(tc);
+        if lossless {
+            match self.buffer.admit_lossless(ingress, tc, charge) {
+                Ok(group) => self.group_charged(ingress, tc, group),
+                Err(reason) => return self.refuse(ingress, egress, tc, reason),
+            }
+        }
+        let transfer = Transfer {
+            packet,
+            ingress: ingress as u16,
+            egress: egress as u16,
+            tc: tc as u8,
+            charged: lossless,
+            ip,
+            arrival_ps: now,
+            member: member.map(|(group, slot)| (group as u16, slot)),
+        };
+        let seat = self.shard.as_mut().expect("only a sharded switch hands off");
+        let worker = seat.board.owner(egress);
+        if seat.outgoing[worker].push(transfer).is_err() {
+            // The engine takes the batches after each rx burst, so this is its bug; still
+            // counted, never lost.
+            if lossless {
+                self.buffer.release_group(ingress, tc, charge);
+            }
+            return self.refuse(ingress, egress, tc, DropReason::BufferFull);
+        }
+        Received::Transferred { egress, tc }
+    }
+
+    /// Whether a batch for another worker holds frames (the engine polls no rx until it has
+    /// handed them all over).
+    pub fn outgoing_pending(&self) -> bool {
+        self.shard.as_ref().is_some_and(|seat| seat.outgoing.iter().any(|batch| !batch.is_empty()))
+    }
+
+    /// The batch waiting for worker `to` (empty when there is none).
+    pub fn outgoing(&mut self, to: usize) -> Option<&mut Box<Batch<P>>> {
+        self.shard.as_mut().and_then(|seat| seat.outgoing.get_mut(to))
+    }
+
+    /// Drops the frames still waiting for other workers (at shutdown, when they could not
+    /// be handed over in time), counted as `buffer_full`.
+    pub fn discard_outgoing(&mut self) -> u64 {
+        let Some(seat) = self.shard.as_mut() else { return 0 };
+        seat.outgoing.iter_mut().map(|batch| discard_transfers(&mut self.stats, batch)).sum()
+    }
+
+    /// The egress half of frames another worker received for this worker's ports: each is
+    /// queued (ECN, the watchdog, the lossy limit; lossless cells were charged by the
+    /// sender) or dropped and counted, its credits given back. Returns how many it took.
+    /// `now` is when this worker takes the batch (a frame's link time and cut-through start
+    /// then; its arrival stamp stays the receiving worker's).
+    pub fn accept(&mut self, batch: &mut Batch<P>, now: u64, cut: &mut impl CutThrough<P>) -> u64 {
+        let mut accepted = 0;
+        for transfer in batch.drain() {
+            accepted += 1;
+            let member = transfer.member.map(|(group, slot)| (usize::from(group), slot));
+            if let Received::Queued { .. } = self.enqueue_transferred(transfer, now, cut) {
+                self.count_member(member);
+            }
+        }
+        accepted
+    }
+
+    /// Once per loop of a sharded worker: applies the credits other workers gave back to
+    /// this worker's groups (deciding XON), publishes the credits it owes them, its pool
+    /// charges and its ports' gauges, and reads the others' pool charges.
+    pub fn sync_shard(&mut self, now: u64) {
+        let Some(seat) = self.shard.as_mut() else { return };
+        let (board, me) = (&*seat.board, seat.me);
+        let lossless_mask = self.buffer.plan().lossless_mask;
+        for port in 0..self.egress.len() {
+            let owned = board.owner(port) == me;
+            for priority in (0..TRAFFIC_CLASSES).filter(|&priority| lossless_mask & (1 << priority) != 0) {
+                if owned {
+                    let total = board.released_to(me, port, priority);
+                    let credit = total - seat.applied[port][priority];
+                    if credit > 0 {
+                        seat.applied[port][priority] = total;
+                        self.buffer.release_group(port, priority, credit);
+                        if self.pfc[port].xoff_outstanding(priority) {
+                            let occupancy = self.buffer.group_occupancy(port, priority);
+                            self.pfc[port].decide_xon(priority, occupancy, self.buffer.xon());
+                        }
+                    }
+                } else {
+                    board.publish_released(me, port, priority, self.buffer.released(port, priority));
+                }
+            }
+            if owned {
+                let queue_bytes = std::array::from_fn(|tc| self.buffer.queue_bytes(port, tc));
+                let paused = !self.pfc[port].eligible(now, self.watchdog.action);
+                board.publish_gauge(port, self.egress[port].link_free_ps, queue_bytes, paused);
+            }
+        }
+        let (lossless, lossy) = self.buffer.pool_used();
+        board.publish_pools(me, lossless, lossy);
+        self.buffer.set_others_used(board.others_pool_used(me));
+    }
+
+    /// `enqueue` for a frame another worker received: a lossless frame's cells were charged
+    /// to its group there, and go back to that worker as credits if it is dropped here.
+    pub(super) fn enqueue_transferred(
+        &mut self,
+        transfer: Transfer<P>,
+        now: u64,
+        cut: &mut impl CutThrough<P>,
+    ) -> Received {
+        let Transfer { mut packet, ingress, egress, tc, charged, mut ip, arrival_ps, .. } = transfer;
+        let (ingress, egress, tc) = (usize::from(ingress), usize::from(egress), usize::from(tc));
+        if !charged {
+            // Lossy, or written by the control plane: the whole admission happens here.
+            return self.enqueue_at(ingress, egress, tc, packet, ip, arrival_ps, now, cut);
+        }
+        let len = packet.len();
+        let refused = 'admit: {
+            if !self.egress[egress].usable {
+                break 'admit DropReason::LinkDown;
+            }
+            let marked = match self.mark_at_enqueue(egress, tc, &mut packet, &mut ip) {
+                Ok(marked) => marked,
+                Err(reason) => break 'admit reason,
+            };
+            if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
+                break 'admit DropReason::PfcWatchdog;
+            }
+            if self.cut_allowed(egress, tc, now, cut) {
+                return self.cut_through(ingress, egress, tc, packet, ip, marked, arrival_ps, now, cut);
+            }
+            if !self.buffer.has_slot() {
+                break 'admit DropReason::HeadroomOverflow;
+            }
+            return self.link(egress, tc, len, true, Entry { packet, ingress, marked, ip, arrival_ps }, now);
+        };
+        self.buffer.give_back(ingress, tc, plan::charge(len));
+        self.refuse(ingress, egress, tc, refused)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use super::*;
+    use crate::packet::HeapPacket;
+    use crate::testing::Leaf;
+    use crate::traffic::frames::FrameSpec;
+
+    /// Four 100G ports p0..p3 (10.0.N.0/24), dealt to two workers: p0, p1 to worker 0 and
+    /// p2, p3 to worker 1.
+    fn sharded_pair(extra_qos: &str) -> (Config, Switch<HeapPacket>, Switch<HeapPacket>) {
+        let mut leaf =
+            Leaf::new("t").qos(&format!("dscp_to_tc = {{ 26 = 3, default = 0 }}\nlossless = [3]\n{extra_qos}"));
+        for port in 0..4 {
+            leaf = leaf.port(&format!("p{port}"), 100.0, "").route(&format!("10.0.{port}.0/24"), &format!("p{port}"));
+        }
+        let config = leaf.config();
+        let board = std::sync::Arc::new(ShardBoard::new(ShardBoard::deal(4, 2), BURST_FOR_TESTS));
+        let first = Switch::sharded(&config, 0, std::sync::Arc::clone(&board), 0);
+        let second = Switch::sharded(&config, 1, board, 1);
+        (config, first, second)
+    }
+
+    const BURST_FOR_TESTS: usize = 32;
+
+    fn to_port(port: u8, dscp: u8, len: usize) -> HeapPacket {
+        let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), format!("10.0.{port}.2").parse().unwrap(), 7);
+        spec.dscp = dscp;
+        spec.frame_len = len;
+        HeapPacket::new(spec.build())
+    }
+
+    /// What an engine does between two workers: the sender's batch into the receiver.
+    fn carry(from: &mut Switch<HeapPacket>, to: &mut Switch<HeapPacket>, worker: usize) -> u64 {
+        let batch = from.outgoing(worker).expect("a batch per worker");
+        let mut taken = std::mem::take(batch);
+        to.accept(&mut taken, 0, &mut QueueAll)
+    }
+
+    #[test]
+    fn sharded_a_lossless_group_pauses_on_its_exact_count_and_resumes_on_credits() {
+        // As `lossless_group_sends_xoff_uses_headroom_then_xon`, but the frames come in on p0
+        // (worker 0) for p3 (worker 1).
+        let (_, mut ingress, mut egress) =
+            sharded_pair("[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 4096");
+        assert!(ingress.owns(0) && ingress.owns(1) && !ingress.owns(2) && egress.owns(3));
+        for _ in 0..10 {
+            assert_eq!(ingress.receive(0, to_port(3, 26, 1000), 0), Received::Transferred { egress: 3, tc: 3 });
+        }
+        assert!(!ingress.has_control(0));
+        ingress.receive(0, to_port(3, 26, 1000), 0);
+        assert!(ingress.has_control(0), "XOFF from the ingress worker, at once");
+        assert_eq!(ingress.take_control(0, 1_000).unwrap().times[3], 0xffff);
+        for _ in 0..3 {
+            ingress.receive(0, to_port(3, 26, 1000), 0);
+        }
+        assert_eq!(ingress.receive(0, to_port(3, 26, 1000), 0), Received::Dropped(DropReason::HeadroomOverflow));
+        assert!(ingress.outgoing_pending());
+        assert_eq!(ingress.queued_packets(), 0, "nothing queues on the ingress worker");
+        assert_eq!(carry(&mut ingress, &mut egress, 1), 14);
+        assert!(!ingress.outgoing_pending());
+        assert_eq!(egress.queue_bytes(3, 3), 14 * 1000);
+        assert_eq!(egress.pool_used(), (0, 0), "the egress worker charges no lossless pool");
+        assert_eq!(ingress.pool_used(), (10 * 1024, 0));
+        // Nine leave worker 1; worker 0 has not seen the credits yet: no XON.
+        for _ in 0..9 {
+            egress.transmit(3, 0).unwrap();
+        }
+        assert!(!egress.has_control(0) && !ingress.has_control(0));
+        ingress.sync_shard(0);
+        assert!(!ingress.has_control(0), "credits published once per loop, not yet");
+        egress.sync_shard(0);
+        ingress.sync_shard(0);
+        let xon = ingress.take_control(0, 300_000_000).unwrap();
+        assert_eq!((xon.class_enable, xon.times[3]), (0x08, 0));
+        // Headroom gave back first, as a local frame would.
+        assert_eq!(ingress.buffer.group_cells(0, 3), (5 * 1024, 0));
+        while egress.transmit(3, 0).is_some() {}
+        egress.sync_shard(0);
+        ingress.sync_shard(0);
+        assert_eq!(ingress.buffer.group_cells(0, 3), (0, 0));
+        assert_eq!((ingress.pool_used(), egress.pool_used()), ((0, 0), (0, 0)));
+        // Every frame counted once across the two workers.
+        let mut total = ingress.stats.clone();
+        total.add(&egress.stats);
+        assert_eq!((total.rx_packets(), total.tx_packets(), total.dropped()), (15, 14, 1));
+        assert_eq!(total.ports[3].queues[3].tx_packets, 14);
+        assert_eq!(total.ports[0].drops_for(DropReason::HeadroomOverflow), 1);
+    }
+
+    #[test]
+    fn sharded_a_lossless_frame_that_cuts_through_gives_its_cells_back_as_credits() {
+        // p0 (worker 0) charges its group; the frame cuts through p3 on worker 1, which does
+        // not own the group: the cells go back as credits, never to worker 1's own counts.
+        let (_, mut ingress, mut egress) = sharded_pair("");
+        assert_eq!(ingress.receive(0, to_port(3, 26, 1000), 0), Received::Transferred { egress: 3, tc: 3 });
+        assert_eq!(ingress.buffer.group_cells(0, 3), (1024, 0));
+        let mut link = Collect { open: true, sent: Vec::new() };
+        let mut batch = std::mem::take(ingress.outgoing(1).expect("a batch for worker 1"));
+        assert_eq!(egress.accept(&mut batch, 0, &mut link), 1);
+        assert_eq!(link.sent.len(), 1, "cut through");
+        assert_eq!(egress.buffer.released(0, 3), 1024, "a credit for worker 0");
+        assert_eq!(egress.buffer.group_cells(0, 3), (0, 0));
+        egress.sync_shard(0);
+        ingress.sync_shard(0);
+        assert_eq!(ingress.buffer.group_cells(0, 3), (0, 0), "the credit applied by the owner");
+    }
+
+    #[test]
+    fn sharded_pools_add_the_other_workers_published_charges() {
+        // Dynamic XOFF: alpha x the free lossless pool, whoever holds the cells.
+        let (config, mut first, mut second) = sharded_pair("");
+        let mut whole: Switch<HeapPacket> = Switch::new(&config, 0);
+        for _ in 0..20 {
+            first.receive(0, to_port(3, 26, 1000), 0);
+            whole.receive(0, to_port(3, 26, 1000), 0);
+        }
+        assert_eq!(second.pfc_thresholds(), Switch::<HeapPacket>::new(&config, 0).pfc_thresholds());
+        first.sync_shard(0);
+        second.sync_shard(0);
+        assert_eq!(second.pfc_thresholds(), whole.pfc_thresholds(), "worker 1 sees worker 0's cells");
+        assert_ne!(whole.pfc_thresholds(), Switch::<HeapPacket>::new(&config, 0).pfc_thresholds());
+        // Lossy frames are charged by the egress worker, in its lossy pool.
+        for _ in 0..5 {
+            assert_eq!(first.receive(1, to_port(2, 0, 500), 0), Received::Transferred { egress: 2, tc: 0 });
+        }
+        assert_eq!(first.pool_used().1, 0);
+        carry(&mut first, &mut second, 1);
+        assert_eq!(second.pool_used(), (0, 5 * 512));
+        // A frame between two ports of one worker never leaves it.
+        assert!(matches!(second.receive(2, to_port(3, 0, 500), 0), Received::Queued { egress: 3, .. }));
+        assert!(!second.outgoing_pending());
+    }
+
+    #[test]
+    fn sharded_a_stormed_queue_drops_transferred_frames_and_gives_their_cells_back() {
+        let (_, mut ingress, mut egress) =
+            sharded_pair("[qos.pfc_watchdog]\ndetection_ms = 1\nrestoration_ms = 2\naction = \"drop\"");
+        ingress.receive(0, to_port(3, 26, 1000), 0);
+        carry(&mut ingress, &mut egress, 1);
+        // p3's peer sends XOFF every 100 us for 1.5 ms: continuously paused, a storm.
+        let mut times = [0u16; 8];
+        times[3] = 0xffff;
+        let mut now = 0;
+        while now <= 1_500_000_000 {
+            assert_eq!(egress.receive(3, pfc_frame(0x08, times), now), Received::FlowControl);
+            egress.advance(now);
+            now += 100_000_000;
+        }
+        assert_eq!((egress.stats.ports[3].watchdog_storms[3], egress.queued_packets()), (1, 0));
+        ingress.receive(0, to_port(3, 26, 1000), now);
+        carry(&mut ingress, &mut egress, 1);
+        assert_eq!(egress.stats.ports[3].queues[3].dropped, 2, "flushed, then dropped on arrival");
+        egress.sync_shard(now);
+        ingress.sync_shard(now);
+        assert_eq!(ingress.buffer.group_cells(0, 3), (0, 0), "both frames' cells came back");
+    }
+}
