@@ -22,6 +22,12 @@ impl InputError {
         Self { file: file.to_string(), field: field.into(), problem: problem.into() }
     }
 
+    /// A problem with a file as a whole, no field of it (it cannot be read, it is not the
+    /// format it should be): `file: problem`.
+    pub fn whole_file(file: impl fmt::Display, problem: impl Into<String>) -> Self {
+        Self { file: file.to_string(), field: String::new(), problem: problem.into() }
+    }
+
     /// A bad command-line flag: `--flag: problem`.
     pub fn flag(flag: &str, problem: impl Into<String>) -> Self {
         Self { file: flag.to_string(), field: String::new(), problem: problem.into() }
@@ -51,5 +57,6 @@ mod tests {
             "leaf.toml: port[1].speed_gbps: is 0"
         );
         assert_eq!(InputError::flag("--in", "'x' is not PORT=FILE").to_string(), "--in: 'x' is not PORT=FILE");
+        assert_eq!(InputError::whole_file("t.pcap", "cannot open: gone").to_string(), "t.pcap: cannot open: gone");
     }
 }

@@ -1,5 +1,7 @@
-//! The `raceway` command line: `run` (live on DPDK), `replay` (deterministic virtual time),
-//! `check` (validate a config, print derived values) and `gen` (synthetic traces).
+//! The `raceway` command line: `run` (live on DPDK), `show` (a running switch's views, over
+//! its telemetry socket), `replay` (deterministic virtual time), `check` (validate a config,
+//! print derived values), `blast` (send a trace at a rate from a DPDK port), `fabric` (a
+//! leaf-spine with DCQCN hosts in virtual time) and `gen` (synthetic traces).
 //!
 //! Invariant: a user's mistake (flag, file, config) ends with one line on stderr naming the
 //! file, the field and the problem, and exit status 2; never a panic or a backtrace.
@@ -472,7 +474,6 @@ fn execute(command: Command) -> Result<(), Failure> {
             let options = LiveOptions {
                 duration: duration.map(|d| seconds("--duration", d)).transpose()?,
                 stats_interval: seconds("--stats-interval", stats_interval)?,
-                stats_json: stats_json.clone(),
                 extra_eal: eal,
                 seed,
                 metrics,

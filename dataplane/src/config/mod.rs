@@ -598,11 +598,8 @@ impl Config {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Self, InputError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|err| InputError {
-            file: file.clone(),
-            field: "-".into(),
-            problem: format!("cannot read: {err}"),
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| InputError::whole_file(&file, format!("cannot read: {err}")))?;
         Self::parse(&text, &file)
     }
 
@@ -626,7 +623,7 @@ fn toml_error(text: &str, file: &str, err: &toml::de::Error) -> InputError {
                 _ => format!("line {line_no}"),
             }
         }
-        None => "-".to_string(),
+        None => String::new(),
     };
     InputError { file: file.to_string(), field, problem: message }
 }

@@ -65,7 +65,6 @@ use std::time::{Duration, Instant};
 pub struct LiveOptions {
     pub duration: Option<Duration>,
     pub stats_interval: Duration,
-    pub stats_json: Option<PathBuf>,
     /// Extra EAL arguments from the command line (after `--`).
     pub extra_eal: Vec<String>,
     /// Seed of the workers' random choices (each worker mixes in its index).

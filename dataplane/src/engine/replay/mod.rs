@@ -142,10 +142,8 @@ pub fn run(
     for ((port, _), source) in inputs.iter().zip(opened) {
         sources[*port] = Some(source);
     }
-    std::fs::create_dir_all(out_dir).map_err(|err| InputError {
-        file: out_dir.display().to_string(),
-        field: "-".into(),
-        problem: format!("cannot create the output directory: {err}"),
+    std::fs::create_dir_all(out_dir).map_err(|err| {
+        InputError::whole_file(out_dir.display(), format!("cannot create the output directory: {err}"))
     })?;
     let switch = Switch::new(config, options.seed);
     let recorder = match &options.report {
@@ -242,11 +240,8 @@ pub fn run(
     }
     let stats_path = out_dir.join("stats.json");
     let json = serde_json::to_string_pretty(&stats.to_json(config)).expect("stats serialise");
-    std::fs::write(&stats_path, json + "\n").map_err(|err| InputError {
-        file: stats_path.display().to_string(),
-        field: "-".into(),
-        problem: format!("cannot write: {err}"),
-    })?;
+    std::fs::write(&stats_path, json + "\n")
+        .map_err(|err| InputError::whole_file(stats_path.display(), format!("cannot write: {err}")))?;
     Ok(stats)
 }
 

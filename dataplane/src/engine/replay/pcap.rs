@@ -230,18 +230,19 @@ impl Clock {
 impl TraceReader {
     pub fn open(spec: &TraceSpec) -> Result<Self, InputError> {
         let file = spec.path.display().to_string();
-        let error = |field: &str, problem: String| InputError::new(&file, field, problem);
-        let mut handle = File::open(&spec.path).map_err(|err| error("-", format!("cannot open: {err}")))?;
+        let error = |problem: String| InputError::whole_file(&file, problem);
+        let mut handle = File::open(&spec.path).map_err(|err| error(format!("cannot open: {err}")))?;
         let mut magic = [0u8; 4];
         let is_pcapng = handle.read_exact(&mut magic).is_ok() && magic == PCAPNG_MAGIC;
-        handle.rewind().map_err(|err| error("-", format!("cannot read: {err}")))?;
+        handle.rewind().map_err(|err| error(format!("cannot read: {err}")))?;
         let read = std::rc::Rc::new(std::cell::Cell::new(0));
         // Unbuffered here: the readers keep a buffer of their own (8 MB reads), and a second
         // one would copy every byte once more.
         let buffered = Counted { file: Box::new(handle), read: read.clone() };
         let format = if is_pcapng {
-            let reader = PcapNgReader::new(buffered)
-                .map_err(|err| error("section header", format!("not a pcapng file: {}", first_line(err))))?;
+            let reader = PcapNgReader::new(buffered).map_err(|err| {
+                InputError::new(&file, "section header", format!("not a pcapng file: {}", first_line(err)))
+            })?;
             Format::PcapNg(Box::new(PcapNgState {
                 reader,
                 interface: spec.interface.clone(),
@@ -251,9 +252,11 @@ impl TraceReader {
             }))
         } else {
             if spec.interface.is_some() || spec.direction.is_some() {
-                return Err(error("-", "if= and dir= choose frames of a pcapng file; this is a pcap file".into()));
+                return Err(error("if= and dir= choose frames of a pcapng file; this is a pcap file".into()));
             }
-            Format::Pcap(Box::new(PcapRecords::open(buffered).map_err(|(field, problem)| error(field, problem))?))
+            Format::Pcap(Box::new(
+                PcapRecords::open(buffered).map_err(|(field, problem)| InputError::new(&file, field, problem))?,
+            ))
         };
         // pcapng blocks count from the section header (block 0), which opening read.
         let position = usize::from(matches!(format, Format::PcapNg(_)));
@@ -284,9 +287,8 @@ impl TraceReader {
                 let Some(block) = state.reader.next_block() else {
                     // At the end: an interface chosen by index or name that no packet had.
                     return match state.interface.take() {
-                        Some(choice) if !state.found_interface => Some(Err(InputError::new(
+                        Some(choice) if !state.found_interface => Some(Err(InputError::whole_file(
                             &self.file,
-                            "-",
                             format!("no interface {choice} ({} interfaces)", state.reader.interfaces().len()),
                         ))),
                         _ => None,
@@ -519,7 +521,7 @@ pub fn open_traces(specs: &[&TraceSpec]) -> Result<(u128, Vec<TraceSource>), Inp
     let first = sources.iter().filter_map(|(_, first, _)| first.as_ref()).map(|frame| frame.time_ps).min().unwrap_or(0);
     let origin_ps = first / PS_PER_S * PS_PER_S;
     if origin_ps / 1000 > u128::from(u64::MAX) {
-        return Err(InputError::new(specs[0], "-", "timestamps beyond the year 2554"));
+        return Err(InputError::whole_file(specs[0], "timestamps beyond the year 2554"));
     }
     let sources =
         sources.into_iter().map(|(reader, first, file)| TraceSource::new(reader, first, origin_ps, file)).collect();
@@ -647,7 +649,7 @@ impl CaptureWriter {
 
     /// A capture in `format`; a pcapng file describes one interface named `port`.
     pub fn create_as(path: &Path, origin_ns: u64, format: OutputFormat, port: &str) -> Result<Self, InputError> {
-        let error = |problem: String| InputError { file: path.display().to_string(), field: "-".into(), problem };
+        let error = |problem: String| InputError::whole_file(path.display(), problem);
         // Large writes: with BufWriter's default 8 KiB, writes end mid-page and ext4 zeroes
         // the rest of each new page first (7.5% of a 64 B replay's time, measured).
         let file = BufWriter::with_capacity(
@@ -699,7 +701,7 @@ impl CaptureWriter {
                 .map(|_| ())
                 .map_err(first_line),
         };
-        written.map_err(|problem| InputError { file: self.path.display().to_string(), field: "-".into(), problem })
+        written.map_err(|problem| InputError::whole_file(self.path.display(), problem))
     }
 
     pub fn finish(self) -> Result<(), InputError> {
@@ -708,11 +710,7 @@ impl CaptureWriter {
             Writer::Pcap(writer) => writer,
             Writer::PcapNg(writer) => writer.into_inner(),
         };
-        std::io::Write::flush(&mut inner).map_err(|err| InputError {
-            file: path.display().to_string(),
-            field: "-".into(),
-            problem: err.to_string(),
-        })
+        std::io::Write::flush(&mut inner).map_err(|err| InputError::whole_file(path.display(), err.to_string()))
     }
 }
 
@@ -915,7 +913,7 @@ mod tests {
         let err = read_trace(&TraceSpec::file(&path)).err().unwrap();
         assert_eq!(err.field, "record 1", "{err}");
 
-        assert_eq!(read_trace(&TraceSpec::file(dir.join("missing.pcap"))).err().unwrap().field, "-");
+        assert_eq!(read_trace(&TraceSpec::file(dir.join("missing.pcap"))).err().unwrap().field, "");
     }
 
     use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
