@@ -32,4 +32,5 @@ pub mod switch;
 pub mod testing;
 pub mod tm;
 pub mod traffic;
+pub mod units;
 pub mod wire;

@@ -10,6 +10,7 @@ pub mod check;
 use crate::error::InputError;
 use crate::keyword::{keywords, Keyword};
 use crate::pipeline::punt::{CoppClass, CoppRate};
+use crate::units::{LinkRate, TRAFFIC_CLASSES};
 use crate::wire::ethernet::MacAddress;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -17,7 +18,6 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::Path;
 
-pub const TRAFFIC_CLASSES: usize = 8;
 const DEFAULT_BUFFER_BYTES: u64 = 16 * 1024 * 1024;
 const DEFAULT_MTU: u32 = 9216;
 pub const DEFAULT_FLOWLET_GAP_US: u32 = 100;
@@ -420,52 +420,6 @@ impl PortConfig {
     }
 }
 
-/// A link's speed, with the time of a byte on it worked out once: the per-frame wire time is
-/// then a multiply. (Deciding per frame whether the speed divides evenly cost a 64-bit
-/// division, ~2% of a 64-byte frame's samples on one worker.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LinkRate {
-    speed_mbps: u64,
-    /// Picoseconds per byte when a whole number (80 at 100G, 320 at 25G), else 0.
-    ps_per_byte: u64,
-}
-
-impl LinkRate {
-    pub fn new(speed_mbps: u64) -> Self {
-        let ps_per_byte = if 8_000_000 % speed_mbps == 0 { 8_000_000 / speed_mbps } else { 0 };
-        Self { speed_mbps, ps_per_byte }
-    }
-
-    pub fn speed_mbps(self) -> u64 {
-        self.speed_mbps
-    }
-
-    /// Time on the wire of a frame of `len` bytes, in picoseconds (see `wire_bytes`); speeds
-    /// that are not a whole number of picoseconds per byte round up.
-    #[inline(always)]
-    pub fn wire_time_ps(self, len: usize) -> u64 {
-        let bytes = wire_bytes(len);
-        if self.ps_per_byte != 0 {
-            bytes * self.ps_per_byte
-        } else {
-            (bytes * 8_000_000).div_ceil(self.speed_mbps)
-        }
-    }
-}
-
-/// Preamble + SFD (8) + IFG (12) + FCS (4), which frames in captures and mbufs do not hold.
-pub const WIRE_OVERHEAD_BYTES: u64 = 24;
-/// The shortest frame Ethernet carries, without its FCS: a MAC pads shorter ones to this.
-pub const MIN_FRAME_BYTES: u64 = 60;
-
-/// Bytes a frame of `len` bytes (as captured, without FCS) takes on the link: padded to the
-/// 64-byte minimum with its FCS, plus preamble, start delimiter and inter-frame gap. A 42-byte
-/// ARP takes 84, as a 60-byte frame does.
-#[inline]
-pub fn wire_bytes(len: usize) -> u64 {
-    (len as u64).max(MIN_FRAME_BYTES) + WIRE_OVERHEAD_BYTES
-}
-
 keywords! {
     /// How live workers share the pipeline (`dpdk.model`).
     pub enum WorkerModel {
@@ -518,6 +472,15 @@ impl fmt::Display for Prefix {
     }
 }
 
+/// A neighbour the kernel (or the config, `[[neighbor]]`) knows: the FIB resolves next hops
+/// to these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Neighbor {
+    pub ip: IpAddr,
+    pub mac: MacAddress,
+    pub port: usize,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteConfig {
     pub prefix: Prefix,
@@ -559,7 +522,7 @@ pub struct Config {
     pub groups: Vec<GroupConfig>,
     pub control: Option<ControlConfig>,
     /// Static neighbours (`[[neighbor]]`).
-    pub neighbors: Vec<crate::pipeline::fib::Neighbor>,
+    pub neighbors: Vec<Neighbor>,
 }
 
 impl Config {
@@ -829,12 +792,8 @@ impl Validator<'_> {
         Ok(groups)
     }
 
-    fn neighbors(
-        &self,
-        raw: Vec<RawNeighbor>,
-        ports: &[PortConfig],
-    ) -> Result<Vec<crate::pipeline::fib::Neighbor>, InputError> {
-        let mut neighbors: Vec<crate::pipeline::fib::Neighbor> = Vec::with_capacity(raw.len());
+    fn neighbors(&self, raw: Vec<RawNeighbor>, ports: &[PortConfig]) -> Result<Vec<Neighbor>, InputError> {
+        let mut neighbors: Vec<Neighbor> = Vec::with_capacity(raw.len());
         for (index, neighbor) in raw.into_iter().enumerate() {
             let field = |name: &str| format!("neighbor[{index}].{name}");
             let ip: IpAddr = neighbor
@@ -853,7 +812,7 @@ impl Validator<'_> {
                 .iter()
                 .position(|port| port.name == neighbor.port)
                 .ok_or_else(|| self.error(field("port"), format!("unknown port '{}'", neighbor.port)))?;
-            neighbors.push(crate::pipeline::fib::Neighbor { ip, mac, port });
+            neighbors.push(Neighbor { ip, mac, port });
         }
         Ok(neighbors)
     }
@@ -863,7 +822,7 @@ impl Validator<'_> {
         raw: Vec<RawRoute>,
         ports: &[PortConfig],
         groups: &[GroupConfig],
-        neighbors: &[crate::pipeline::fib::Neighbor],
+        neighbors: &[Neighbor],
         control: bool,
     ) -> Result<Vec<RouteConfig>, InputError> {
         let mut routes: Vec<RouteConfig> = Vec::with_capacity(raw.len());
@@ -907,7 +866,7 @@ impl Validator<'_> {
         &self,
         field: &str,
         raw: RawVia,
-        neighbors: &[crate::pipeline::fib::Neighbor],
+        neighbors: &[Neighbor],
         control: bool,
     ) -> Result<Vec<IpAddr>, InputError> {
         let texts = match raw {

@@ -17,8 +17,9 @@
 //! Invariant: every number printed is one of the stats JSON's (or a difference of two of
 //! them over the period), so `show` and the stats JSON never disagree.
 
-use crate::config::{Config, TRAFFIC_CLASSES};
+use crate::config::Config;
 use crate::drops::DropReason;
+use crate::units::TRAFFIC_CLASSES;
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
 use std::fmt::Write;

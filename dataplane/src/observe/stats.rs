@@ -17,10 +17,11 @@
 //! workers' counters (`add`) are all generated from these rows: a new counter is its field
 //! and one row.
 
-use crate::config::{Config, TRAFFIC_CLASSES};
+use crate::config::Config;
 use crate::drops::DropReason;
 use crate::observe::latency::LatencyHistogram;
 use crate::pipeline::punt::CoppClass;
+use crate::units::TRAFFIC_CLASSES;
 use serde_json::{json, Map, Value};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

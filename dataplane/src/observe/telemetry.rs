@@ -7,10 +7,11 @@
 //! the metrics endpoint, and every name is a fixed pattern (`tc3_depth_bytes`,
 //! `xoff_sent_p3`, `drops_buffer_full`), so scripts can rely on them.
 
-use crate::config::{Config, TRAFFIC_CLASSES};
+use crate::config::Config;
 use crate::observe::stats::{
     ControlValue, Counter, Section, SwitchStats, CONTROL_COUNTERS, GROUP_COUNTERS, PORT_COUNTERS, QUEUE_COUNTERS,
 };
+use crate::units::TRAFFIC_CLASSES;
 use std::ffi::CStr;
 
 /// The commands and their help lines.

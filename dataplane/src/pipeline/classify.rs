@@ -19,7 +19,7 @@
 
 use crate::config::{Config, Trust};
 use crate::drops::DropReason;
-use crate::pipeline::fib::{Adjacency, Fib, FibHandle, Learned};
+use crate::pipeline::fib::{Fib, FibHandle, Learned, Next};
 use crate::pipeline::punt::CoppClass;
 use crate::pipeline::resolve::{ResolveCache, Resolved};
 use crate::wire::ethernet::{self, MacAddress};
@@ -47,14 +47,6 @@ pub enum Verdict {
     /// For the control plane, unchanged, in this CoPP class.
     Punt(CoppClass),
     Drop(DropReason),
-}
-
-/// Where a forwarded frame goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Next {
-    Adjacency(Adjacency),
-    /// A group of the FIB (`Fib::groups`): the switch picks the member.
-    Group(u32),
 }
 
 /// What the classifier punts, with `[control]`.
@@ -303,6 +295,7 @@ fn local_class(frame: &[u8], ip: &parse::IpPacket) -> CoppClass {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::fib::Adjacency;
     use crate::traffic::frames::Transport;
     use crate::wire::checksum::ones_complement_sum;
 

@@ -35,6 +35,7 @@
 //! next-hop index in the route table is a live next hop of the same snapshot; the writer's
 //! tables after any sequence of changes equal those built at once from the resulting state.
 
+pub use crate::config::Neighbor;
 use crate::config::{Config, GroupMode, RouteTarget, DEFAULT_FLOWLET_GAP_US};
 use crate::pipeline::route::{CowMap, RouteTable};
 use crate::wire::ethernet::MacAddress;
@@ -50,6 +51,14 @@ use std::sync::Arc;
 pub struct Adjacency {
     pub port: u16,
     pub mac: MacAddress,
+}
+
+/// Where a forwarded frame goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    Adjacency(Adjacency),
+    /// A group of the FIB (`Fib::groups`): the switch picks the member.
+    Group(u32),
 }
 
 /// What a route leads to.
@@ -77,14 +86,6 @@ pub struct Group {
     /// Each member's next-hop address, for a group of next hops (a multipath route of the
     /// kernel's or a `via` list); empty for a config `[[group]]`. Counters name it by these.
     pub via: Vec<IpAddr>,
-}
-
-/// A neighbour the kernel (or the config) knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Neighbor {
-    pub ip: IpAddr,
-    pub mac: MacAddress,
-    pub port: usize,
 }
 
 /// A route the kernel knows: a prefix and its next hops (an IP on a port, or none for a

@@ -16,7 +16,7 @@
 //! (~32 cycles: a call into hashbrown's probe through the snapshot's tables); a hit is a
 //! multiply, one slot load and a compare.
 
-use crate::pipeline::classify::Next;
+use crate::pipeline::fib::Next;
 use crate::pipeline::fib::{Fib, Target};
 use crate::wire::parse::Destination;
 

@@ -18,14 +18,15 @@
 //! (PFC), punted or dropped and counted; every queued frame leaves through `transmit`, a watchdog flush or
 //! `drain`, counted.
 
-use crate::config::{wire_bytes, Config, EcnMeasure, LinkRate, MarkOn, WatchdogAction, TRAFFIC_CLASSES};
+use crate::config::{Config, EcnMeasure, MarkOn, WatchdogAction};
 use crate::drops::DropReason;
 use crate::link::PortState;
 use crate::observe::stats::SwitchStats;
 use crate::packet::PacketBuf;
 use crate::pipeline::balance::{PortView, Selector};
-use crate::pipeline::classify::{Classifier, IpHeader, Next, Verdict};
+use crate::pipeline::classify::{Classifier, IpHeader, Verdict};
 use crate::pipeline::fib::FibHandle;
+use crate::pipeline::fib::Next;
 use crate::pipeline::punt::{CoppClass, Outbox, Policer, Punted};
 use crate::rng::Rng;
 use crate::tm::buffer::{Entry, Popped, SharedBuffer};
@@ -34,6 +35,7 @@ use crate::tm::pfc::{PfcPort, Watchdog};
 use crate::tm::plan;
 use crate::tm::schedule::Scheduler;
 use crate::tm::shard::{ShardBoard, Transfer};
+use crate::units::{wire_bytes, LinkRate, TRAFFIC_CLASSES};
 use crate::wire::ethernet::MacAddress;
 use crate::wire::pfc::Repr;
 

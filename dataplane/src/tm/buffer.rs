@@ -23,11 +23,12 @@
 //! frames queued (sharded: plus the charges of this worker's groups whose frames other
 //! workers hold, and less the credits not yet applied), and it never allocates after `new`.
 
-use crate::config::{Config, TRAFFIC_CLASSES};
+use crate::config::Config;
 use crate::drops::DropReason;
 use crate::packet::PacketBuf;
 use crate::pipeline::classify::IpHeader;
 use crate::tm::plan::{self, BufferPlan};
+use crate::units::TRAFFIC_CLASSES;
 
 const NIL: u32 = u32::MAX;
 

@@ -20,11 +20,12 @@
 //! Invariant: a random draw happens only when kmin <= depth <= kmax and kmin < kmax, from the
 //! switch's seeded PRNG, so replays with one seed mark the same frames.
 
-use crate::config::{EcnMeasure, EcnProfile, MarkOn, TRAFFIC_CLASSES};
+use crate::config::{EcnMeasure, EcnProfile, MarkOn};
 use crate::drops::DropReason;
 use crate::packet::PacketBuf;
 use crate::pipeline::classify::IpHeader;
 use crate::rng::Rng;
+use crate::units::TRAFFIC_CLASSES;
 use crate::wire::{ipv4, ipv6};
 
 pub const NOT_ECT: u8 = 0b00;

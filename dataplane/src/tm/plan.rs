@@ -90,7 +90,7 @@ pub fn lookahead_ps(port: &PortConfig) -> u64 {
 
 /// The peer's response in wire bytes: the longer of a NIC's 394 quanta and raceway's lookahead.
 pub fn peer_response_wire_bytes() -> u64 {
-    NIC_RESPONSE_WIRE_BYTES.max(LOOKAHEAD_FRAMES * crate::config::wire_bytes(LOOKAHEAD_FRAME_BYTES))
+    NIC_RESPONSE_WIRE_BYTES.max(LOOKAHEAD_FRAMES * crate::units::wire_bytes(LOOKAHEAD_FRAME_BYTES))
 }
 
 /// Propagation delay of a port's cable, one way, in ps.
@@ -125,7 +125,7 @@ pub struct HeadroomParts {
 impl HeadroomParts {
     pub fn of(port: &PortConfig, mtu: u32) -> Self {
         let max_frame_wire = u64::from(mtu) + 18 + 24;
-        let lookahead = LOOKAHEAD_FRAMES * crate::config::wire_bytes(LOOKAHEAD_FRAME_BYTES);
+        let lookahead = LOOKAHEAD_FRAMES * crate::units::wire_bytes(LOOKAHEAD_FRAME_BYTES);
         Self {
             frame_in_progress: max_frame_wire,
             local_lookahead: if port.pfc_tx_queue { 0 } else { lookahead },

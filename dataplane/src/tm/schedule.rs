@@ -8,7 +8,8 @@
 //! dequeue exactly that packet. A DWRR TC that runs empty loses its deficit (classic DRR), so
 //! an idle TC cannot save up credit.
 
-use crate::config::{Qos, TRAFFIC_CLASSES};
+use crate::config::Qos;
+use crate::units::TRAFFIC_CLASSES;
 
 /// Bytes of credit per unit of weight per round. A weight-1 TC with a 9216-byte frame at its
 /// head needs 9 rounds; larger units make rounds coarser, smaller ones loop more.

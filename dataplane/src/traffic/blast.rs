@@ -286,7 +286,7 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
             if !mbuf.append(frame) {
                 continue; // longer than an mbuf: skipped (the trace is checked up front)
             }
-            due_q32 += u128::from(crate::config::wire_bytes(frame.len())) * ticks_per_byte;
+            due_q32 += u128::from(crate::units::wire_bytes(frame.len())) * ticks_per_byte;
             report.sent_bytes += frame.len() as u64;
             burst.push(mbuf);
         }

@@ -442,7 +442,7 @@ fn push_paced(frames: &mut Vec<(u64, Vec<u8>)>, time_ps: u64, bytes: Vec<u8>, ra
 
 /// When the frame after one of `len` bytes sent at `time_ps` may start, at `rate_gbps`.
 fn paced(time_ps: u64, len: usize, rate_gbps: f64) -> u64 {
-    let wire_bytes = crate::config::wire_bytes(len) as f64;
+    let wire_bytes = crate::units::wire_bytes(len) as f64;
     time_ps + (wire_bytes * 8.0 * 1000.0 / rate_gbps).ceil() as u64
 }
 

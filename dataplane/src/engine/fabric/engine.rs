@@ -242,7 +242,7 @@ impl Engine<'_> {
         let receiver = state.receiver;
         let to = self.nics[receiver].address;
         let bytes = host::data_frame(&self.nics[host], to, qp, psn, host::send_opcode(sent, frames), payload);
-        let wire_bits = crate::config::wire_bytes(bytes.len()) * 8;
+        let wire_bits = crate::units::wire_bytes(bytes.len()) * 8;
         // The rate limiter: the next frame of this queue pair goes when this one would have
         // finished at the queue pair's rate (at line rate, when it finishes on the wire).
         let state = &mut self.qps[qp];
