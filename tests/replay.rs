@@ -279,7 +279,7 @@ fn a_pcapng_conversion_replays_like_its_pcap() {
 /// file named after its port, every frame outbound.
 #[test]
 fn pcapng_outputs_hold_what_the_pcap_outputs_do() {
-    use raceway::engine::replay::pcap::{TraceReader, TraceSpec};
+    use raceway::traffic::pcap::{TraceReader, TraceSpec};
     let host0 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
         packets: 300,
         seed: 4,

@@ -503,15 +503,17 @@ fn execute(command: Command) -> Result<(), Failure> {
             let inputs = config
                 .port_files("--in", &inputs, &config_path)?
                 .into_iter()
-                .map(|(port, file)| Ok((port, replay::pcap::TraceSpec::parse("--in", &file.to_string_lossy())?)))
+                .map(|(port, file)| {
+                    Ok((port, raceway::traffic::pcap::TraceSpec::parse("--in", &file.to_string_lossy())?))
+                })
                 .collect::<Result<Vec<_>, raceway::error::InputError>>()?;
             let ignore_pfc = ignore_pfc
                 .iter()
                 .map(|port| config.port_for_flag("--peer-ignores-pfc", port, &config_path))
                 .collect::<Result<Vec<usize>, _>>()?;
             let out_format = match out_format.as_str() {
-                "pcapng" => replay::pcap::OutputFormat::PcapNg,
-                _ => replay::pcap::OutputFormat::Pcap,
+                "pcapng" => raceway::traffic::pcap::OutputFormat::PcapNg,
+                _ => raceway::traffic::pcap::OutputFormat::Pcap,
             };
             let progress = show_progress();
             let options = replay::ReplayOptions { seed, ignore_pfc, report, out_format, progress };

@@ -53,11 +53,10 @@ impl BlastOptions {
 
 /// The frames of `trace` to send in a loop: at least one, each fitting an mbuf.
 pub fn load_frames(trace: &std::path::Path) -> Result<Vec<Vec<u8>>, InputError> {
-    let frames: Vec<Vec<u8>> =
-        crate::engine::replay::pcap::read_trace(&crate::engine::replay::pcap::TraceSpec::file(trace))?
-            .into_iter()
-            .map(|frame| frame.bytes)
-            .collect();
+    let frames: Vec<Vec<u8>> = crate::traffic::pcap::read_trace(&crate::traffic::pcap::TraceSpec::file(trace))?
+        .into_iter()
+        .map(|frame| frame.bytes)
+        .collect();
     if frames.is_empty() {
         return Err(InputError::new(trace.display(), "", "no frames to send"));
     }

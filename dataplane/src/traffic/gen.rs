@@ -54,7 +54,7 @@ pub fn write_trace<B: AsRef<[u8]>>(
     frames: impl ExactSizeIterator<Item = (u64, B)>,
     progress: bool,
 ) -> Result<u64, InputError> {
-    let mut writer = crate::engine::replay::pcap::CaptureWriter::create(path, 0)?;
+    let mut writer = crate::traffic::pcap::CaptureWriter::create(path, 0)?;
     let total = frames.len() as u64;
     let mut bar = crate::observe::progress::Progress::new(progress, total, "frames");
     for (index, (time_ns, bytes)) in frames.enumerate() {

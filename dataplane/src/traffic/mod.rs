@@ -6,3 +6,4 @@
 pub mod blast;
 pub mod frames;
 pub mod gen;
+pub mod pcap;

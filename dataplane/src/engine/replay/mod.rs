@@ -27,8 +27,6 @@
 //! no hash order, no thread) feeds the outputs, so the same inputs and seed give the same
 //! bytes. At the end every queue is empty, so rx = tx + drops + punted.
 
-pub mod pcap;
-
 use crate::config::Config;
 use crate::engine::port_tx;
 use crate::engine::sim::{self, Alarm, EventQueue, LinkTx};
@@ -39,8 +37,8 @@ use crate::packet::HeapPacket;
 use crate::switch::{Switch, NEVER};
 use crate::tm::pfc::Pauses;
 use crate::tm::plan;
+use crate::traffic::pcap::{open_traces, CaptureWriter, OutputFormat, TraceFrame, TraceSource, TraceSpec};
 use crate::wire::pfc::Repr;
-use pcap::{open_traces, CaptureWriter, OutputFormat, TraceFrame, TraceSource, TraceSpec};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 

@@ -1,37 +1,15 @@
-//! Reading input traces and writing output captures for replay.
-//!
-//! Inputs are Ethernet captures in either format Wireshark and tcpdump write:
-//! - pcap, with micro- or nanosecond timestamps, in either byte order;
-//! - pcapng: section headers (either byte order, several sections), interface descriptions
-//!   (link type, `if_name`, `if_tsresol`, `if_tsoffset`), enhanced and simple packet blocks,
-//!   any number of interfaces. A `TraceSpec` picks the frames of one interface (`:if=1` or
-//!   `:if=NAME`; required when the file has several) and, optionally, one direction
-//!   (`:dir=in` or `:dir=out`, from the enhanced packet block's flags), so that a live
-//!   `run --capture` file replays directly. A simple packet block has no timestamp: it
-//!   takes the time of the frame before it. Other blocks are skipped.
-//!
-//! A truncated record (captured length under the frame's length: the capture ran with a snap
-//! length) is an error naming the file and record: replay needs whole frames, and a cut
-//! frame would be counted as malformed by the switch instead of as what it was.
-//!
-//! Timestamps are the file's (Unix time for real captures): `read_traces` counts them from the
-//! whole second of the earliest input's first frame, and output captures add that back.
-//!
-//! Invariant: a trace is read as frames with timestamps in picoseconds, in file order, or
-//! rejected with one `InputError` naming the file, the record or block and the problem; output
-//! captures are Ethernet pcaps with nanosecond timestamps.
+//! The readers: pcap and pcapng records as frames with picosecond timestamps, and several
+//! inputs merged in time order.
 
+use super::*;
 use crate::error::InputError;
 use pcap_file::pcap::PcapHeader;
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::{DataLink, TsResolution};
-use std::fmt;
 use std::fs::File;
-use std::io::{BufWriter, Read, Seek};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::io::{Read, Seek};
 
 /// A frame offered at `time_ps`, counted from the replay's origin.
 pub struct TraceFrame {
@@ -44,109 +22,6 @@ pub struct TraceFrame {
 pub struct CapturedFrame {
     pub time_ps: u128,
     pub bytes: Vec<u8>,
-}
-
-/// Picoseconds per second.
-const PS_PER_S: u128 = 1_000_000_000_000;
-
-fn first_line(err: impl fmt::Display) -> String {
-    err.to_string().lines().next().unwrap_or("").to_string()
-}
-
-/// Which interface of a pcapng file to read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum InterfaceChoice {
-    Index(u32),
-    Name(String),
-}
-
-impl InterfaceChoice {
-    /// Whether it names interface `index`, described by `interface`.
-    fn names(&self, index: u32, interface: &InterfaceDescriptionBlock) -> bool {
-        match self {
-            Self::Index(wanted) => index == *wanted,
-            Self::Name(name) => interface
-                .options
-                .iter()
-                .any(|option| matches!(option, InterfaceDescriptionOption::IfName(n) if n == name)),
-        }
-    }
-}
-
-impl fmt::Display for InterfaceChoice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Index(index) => write!(f, "{index}"),
-            Self::Name(name) => write!(f, "'{name}'"),
-        }
-    }
-}
-
-/// Which direction of a pcapng file's frames to read (the enhanced packet block's flags).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// Frames the capturing port received.
-    In,
-    /// Frames it sent.
-    Out,
-}
-
-/// An input trace: a file, and for pcapng which of its frames.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TraceSpec {
-    pub path: PathBuf,
-    pub interface: Option<InterfaceChoice>,
-    pub direction: Option<Direction>,
-}
-
-impl TraceSpec {
-    /// A whole file.
-    pub fn file(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into(), interface: None, direction: None }
-    }
-
-    /// `FILE[:if=N|NAME][:dir=in|out]`, as `--in` takes it after `PORT=`; `flag` names the
-    /// flag in errors.
-    pub fn parse(flag: &str, text: &str) -> Result<Self, InputError> {
-        let mut rest = text;
-        let mut spec = Self::file("");
-        // Selectors are peeled from the end, so a path may itself hold ':'.
-        while let Some((head, tail)) = rest.rsplit_once(':') {
-            let Some((key, value)) = tail.split_once('=') else { break };
-            match key {
-                "if" if spec.interface.is_none() => {
-                    spec.interface = Some(match value.parse::<u32>() {
-                        Ok(index) => InterfaceChoice::Index(index),
-                        Err(_) if !value.is_empty() => InterfaceChoice::Name(value.to_string()),
-                        Err(_) => {
-                            return Err(InputError::flag(flag, format!("'{text}': if= needs an index or a name")))
-                        }
-                    })
-                }
-                "dir" if spec.direction.is_none() => {
-                    spec.direction = Some(match value {
-                        "in" => Direction::In,
-                        "out" => Direction::Out,
-                        _ => return Err(InputError::flag(flag, format!("'{text}': dir= is in or out, not '{value}'"))),
-                    })
-                }
-                "if" | "dir" => return Err(InputError::flag(flag, format!("'{text}': {key}= is given twice"))),
-                _ => break,
-            }
-            rest = head;
-        }
-        if rest.is_empty() {
-            return Err(InputError::flag(flag, format!("'{text}' names no file")));
-        }
-        spec.path = PathBuf::from(rest);
-        Ok(spec)
-    }
-}
-
-impl fmt::Display for TraceSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.path.display())
-    }
 }
 
 /// The first four bytes of a pcapng file (a section header block's type).
@@ -332,10 +207,10 @@ fn whole(captured: usize, original: usize) -> Result<(), String> {
 
 /// The largest record a pcap may hold (a frame of 256 KiB; Ethernet's jumbo frames are 9 KB):
 /// a corrupt length beyond it is an error, not an allocation of gigabytes.
-const MAX_RECORD: usize = 1 << 18;
+pub(super) const MAX_RECORD: usize = 1 << 18;
 
 /// The read buffer of a pcap: large reads, and room for the largest record.
-const READ_BUFFER: usize = 1 << 20;
+pub(super) const READ_BUFFER: usize = 1 << 20;
 
 /// Classic pcap records, parsed from large reads of the file (pcap-file's reader copied each
 /// frame through two buffers and a borrowed packet: reading was 12% of a 64 B replay; this
@@ -600,141 +475,12 @@ pub fn read_trace(spec: &TraceSpec) -> Result<Vec<TraceFrame>, InputError> {
     Ok(traces.pop().unwrap_or_default())
 }
 
-/// The format of replay's output captures.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum OutputFormat {
-    /// Ethernet pcap, nanosecond timestamps: `<port>.pcap`.
-    #[default]
-    Pcap,
-    /// pcapng, one interface (the port: its name, nanosecond `if_tsresol`), every frame
-    /// flagged outbound: `<port>.pcapng`.
-    PcapNg,
-}
-
-impl OutputFormat {
-    pub fn extension(self) -> &'static str {
-        match self {
-            Self::Pcap => "pcap",
-            Self::PcapNg => "pcapng",
-        }
-    }
-}
-
-/// Writes a port's frames to a capture with nanosecond timestamps.
-pub struct CaptureWriter {
-    path: PathBuf,
-    writer: Writer,
-    /// Added to every timestamp: the inputs' origin (`read_traces`).
-    origin_ns: u64,
-}
-
-enum Writer {
-    Pcap(BufWriter<File>),
-    PcapNg(pcap_file::pcapng::PcapNgWriter<BufWriter<File>>),
-}
-
-/// The output buffer of a capture, in bytes: 64 B replays ran fastest from 256 KiB to 1 MiB
-/// (8 KiB: 1.30 s, 64 KiB: 1.11 s, 256 KiB: 1.07 s, 4 MiB: 1.16 s for 5 M frames).
-const WRITE_BUFFER: usize = 1 << 18;
-
-/// The enhanced packet block flag of a frame the interface sent.
-const OUTBOUND: u32 = 2;
-
-impl CaptureWriter {
-    /// A pcap whose timestamps count from `origin_ns` (the inputs' origin, so that output
-    /// and input captures share one clock).
-    pub fn create(path: &Path, origin_ns: u64) -> Result<Self, InputError> {
-        Self::create_as(path, origin_ns, OutputFormat::Pcap, "")
-    }
-
-    /// A capture in `format`; a pcapng file describes one interface named `port`.
-    pub fn create_as(path: &Path, origin_ns: u64, format: OutputFormat, port: &str) -> Result<Self, InputError> {
-        let error = |problem: String| InputError::whole_file(path.display(), problem);
-        // Large writes: with BufWriter's default 8 KiB, writes end mid-page and ext4 zeroes
-        // the rest of each new page first (7.5% of a 64 B replay's time, measured).
-        let file = BufWriter::with_capacity(
-            WRITE_BUFFER,
-            File::create(path).map_err(|err| error(format!("cannot create: {err}")))?,
-        );
-        let writer = match format {
-            OutputFormat::Pcap => {
-                let header = PcapHeader {
-                    datalink: DataLink::ETHERNET,
-                    ts_resolution: TsResolution::NanoSecond,
-                    snaplen: 65535,
-                    endianness: pcap_file::Endianness::Big,
-                    ..PcapHeader::default()
-                };
-                let mut file = file;
-                header.write_to(&mut file).map_err(|err| error(first_line(err)))?;
-                Writer::Pcap(file)
-            }
-            OutputFormat::PcapNg => {
-                let mut writer = pcap_file::pcapng::PcapNgWriter::new(file).map_err(|err| error(first_line(err)))?;
-                let interface = InterfaceDescriptionBlock {
-                    linktype: DataLink::ETHERNET,
-                    snaplen: 0,
-                    options: vec![
-                        InterfaceDescriptionOption::IfName(port.to_string().into()),
-                        InterfaceDescriptionOption::IfTsResol(9),
-                    ],
-                };
-                writer.write_pcapng_block(interface).map_err(|err| error(first_line(err)))?;
-                Writer::PcapNg(writer)
-            }
-        };
-        Ok(Self { path: path.to_path_buf(), writer, origin_ns })
-    }
-
-    pub fn write(&mut self, time_ps: u64, bytes: &[u8]) -> Result<(), InputError> {
-        let timestamp = Duration::from_nanos(time_ps / 1000 + self.origin_ns);
-        let written = match &mut self.writer {
-            Writer::Pcap(writer) => write_record(writer, timestamp, bytes).map_err(first_line),
-            Writer::PcapNg(writer) => writer
-                .write_pcapng_block(pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock {
-                    interface_id: 0,
-                    timestamp,
-                    original_len: bytes.len() as u32,
-                    data: std::borrow::Cow::Borrowed(bytes),
-                    options: vec![EnhancedPacketOption::Flags(OUTBOUND)],
-                })
-                .map(|_| ())
-                .map_err(first_line),
-        };
-        written.map_err(|problem| InputError::whole_file(self.path.display(), problem))
-    }
-
-    pub fn finish(self) -> Result<(), InputError> {
-        let path = self.path;
-        let mut inner = match self.writer {
-            Writer::Pcap(writer) => writer,
-            Writer::PcapNg(writer) => writer.into_inner(),
-        };
-        std::io::Write::flush(&mut inner).map_err(|err| InputError::whole_file(path.display(), err.to_string()))
-    }
-}
-
-/// Writes one pcap record (big-endian, as the file header says and as raceway's captures
-/// always were; nanosecond timestamps): the 16-byte record header and the frame, straight
-/// into the buffered file.
-fn write_record(writer: &mut BufWriter<File>, timestamp: Duration, bytes: &[u8]) -> std::io::Result<()> {
-    let seconds = u32::try_from(timestamp.as_secs()).map_err(|_| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "a timestamp after 2106 does not fit pcap's seconds")
-    })?;
-    let length = bytes.len() as u32;
-    let mut header = [0u8; 16];
-    header[..4].copy_from_slice(&seconds.to_be_bytes());
-    header[4..8].copy_from_slice(&timestamp.subsec_nanos().to_be_bytes());
-    header[8..12].copy_from_slice(&length.to_be_bytes());
-    header[12..].copy_from_slice(&length.to_be_bytes());
-    std::io::Write::write_all(writer, &header)?;
-    std::io::Write::write_all(writer, bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use pcap_file::pcap::{PcapPacket, PcapWriter};
+    use std::path::Path;
+    use std::time::Duration;
 
     /// A little-endian microsecond pcap (snap length 1,500) of the given 16-byte record headers
     /// (seconds, fraction, captured, original), each followed by `captured` bytes, cut to
