@@ -23,7 +23,7 @@ fn cpus_alone() -> RwLockWriteGuard<'static, ()> {
 #[test]
 fn live_run_on_net_pcap_matches_replay_and_leaks_no_mbufs() {
     let _cpus = cpus_shared();
-    live_matches_replay("live", "");
+    live_matches_replay("live", LiveCase::default());
 }
 
 /// The pipelined model: two RX/classify workers would need more ports; one RX worker and the
@@ -31,7 +31,7 @@ fn live_run_on_net_pcap_matches_replay_and_leaks_no_mbufs() {
 #[test]
 fn pipelined_workers_match_replay_and_leak_no_mbufs() {
     let _cpus = cpus_shared();
-    live_matches_replay("live-pipelined", "model = \"pipelined\"");
+    live_matches_replay("live-pipelined", LiveCase { pipelined: true, ..LiveCase::default() });
 }
 
 /// Two RX/classify workers: host0's frames arrive on two rx queues of its net_pcap port (an
@@ -39,7 +39,7 @@ fn pipelined_workers_match_replay_and_leak_no_mbufs() {
 #[test]
 fn two_rx_workers_poll_a_queue_each_of_a_multi_queue_port() {
     let _cpus = cpus_shared();
-    live_matches_replay("live-multiqueue", "model = \"pipelined\"\n#two-rx-workers");
+    live_matches_replay("live-multiqueue", LiveCase { pipelined: true, two_rx_workers: true, ..LiveCase::default() });
 }
 
 /// Two run-to-completion workers: host0 and host1 belong to one, up0 and up1 to the other, so
@@ -48,7 +48,7 @@ fn two_rx_workers_poll_a_queue_each_of_a_multi_queue_port() {
 #[test]
 fn two_run_to_completion_workers_match_replay_and_leak_no_mbufs() {
     let _cpus = cpus_shared();
-    live_matches_replay("live-shards", "#two-shards");
+    live_matches_replay("live-shards", LiveCase { two_shards: true, ..LiveCase::default() });
 }
 
 /// Jumbo frames, with `switch.mtu = 8000`: host1 sends 4,000-byte frames, which net_pcap
@@ -58,20 +58,31 @@ fn two_run_to_completion_workers_match_replay_and_leak_no_mbufs() {
 #[test]
 fn jumbo_frames_cross_live_as_in_replay_and_leak_no_mbufs() {
     let _cpus = cpus_shared();
-    live_matches_replay("live-jumbo", "#jumbo");
+    live_matches_replay("live-jumbo", LiveCase { jumbo: true, ..LiveCase::default() });
 }
 
 /// Jumbo frames through a pipelined RX worker, which copies chains the same way.
 #[test]
 fn jumbo_frames_cross_a_pipelined_rx_worker_as_in_replay() {
     let _cpus = cpus_shared();
-    live_matches_replay("live-jumbo-pipelined", "model = \"pipelined\"\n#jumbo");
+    live_matches_replay("live-jumbo-pipelined", LiveCase { pipelined: true, jumbo: true, ..LiveCase::default() });
 }
 
-fn live_matches_replay(name: &str, dpdk_extra: &str) {
-    let two_rx_workers = dpdk_extra.contains("#two-rx-workers");
-    let two_shards = dpdk_extra.contains("#two-shards");
-    let jumbo = dpdk_extra.contains("#jumbo");
+/// How a live run that must match replay is set up.
+#[derive(Debug, Default, Clone, Copy)]
+struct LiveCase {
+    /// `[dpdk] model = "pipelined"`: an RX worker (or two) and the scheduler worker.
+    pipelined: bool,
+    /// host0's frames over two rx queues, one RX worker each (with `pipelined`).
+    two_rx_workers: bool,
+    /// Two run-to-completion workers, each owning two ports.
+    two_shards: bool,
+    /// host1 sends 4,000-byte frames and a few over the MTU, with `mtu = 8000`.
+    jumbo: bool,
+}
+
+fn live_matches_replay(name: &str, case: LiveCase) {
+    let LiveCase { pipelined, two_rx_workers, two_shards, jumbo } = case;
     let dir = temp_dir(name);
     let host0 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
         packets: 600,
@@ -121,8 +132,7 @@ fn live_matches_replay(name: &str, dpdk_extra: &str) {
     let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
     let extra_switch = if jumbo { "mtu = 8000" } else { "" };
     let mut config_text = four_port_config(extra_switch, [&devices[0], &devices[1], &devices[2], &devices[3]], eal);
-    // Only "#jumbo": one worker, as with nothing.
-    let one_worker = dpdk_extra.is_empty() || dpdk_extra == "#jumbo";
+    let one_worker = !pipelined && !two_shards;
     if !one_worker {
         // Main lcore 0, then the RX worker(s), then the scheduler worker, on two CPUs.
         let lcores = if two_rx_workers {
@@ -132,7 +142,8 @@ fn live_matches_replay(name: &str, dpdk_extra: &str) {
         } else {
             "0@0,1@1,2@0"
         };
-        config_text = config_text.replace("lcores = \"0-1\"", &format!("lcores = \"{lcores}\"\n{dpdk_extra}"));
+        let model = if pipelined { "model = \"pipelined\"" } else { "" };
+        config_text = config_text.replace("lcores = \"0-1\"", &format!("lcores = \"{lcores}\"\n{model}"));
     }
     let config = dir.join("leaf.toml");
     std::fs::write(&config, &config_text).unwrap();
@@ -1344,7 +1355,7 @@ fn live_memif_leaf_spine_forwards_sprays_and_propagates_pfc() {
 /// dynamic thresholds do here).
 #[test]
 fn a_live_lossless_incast_with_pfc_honouring_hosts_loses_nothing() {
-    lossless_incast_with_pfc_honouring_hosts("live-pfc-hosts", "");
+    lossless_incast_with_pfc_honouring_hosts("live-pfc-hosts", Incast::TwoToOne);
 }
 
 /// The same incast with two run-to-completion workers: host0 and host1 on one, up0 and up1 on
@@ -1360,7 +1371,7 @@ fn a_live_lossless_incast_with_pfc_honouring_hosts_loses_nothing() {
 /// slice of the other worker, and the hosts resumed before the refresh came).
 #[test]
 fn a_lossless_incast_across_two_workers_loses_nothing() {
-    lossless_incast_with_pfc_honouring_hosts("live-pfc-shards", "lcores = \"0@0,1@1,2@1\"");
+    lossless_incast_with_pfc_honouring_hosts("live-pfc-shards", Incast::TwoToOneOverTwoWorkers);
 }
 
 /// Four hosts into one port, over two run-to-completion workers: s0, s1 and s2 on one worker,
@@ -1370,7 +1381,7 @@ fn a_lossless_incast_across_two_workers_loses_nothing() {
 /// first CPU.
 #[test]
 fn a_four_to_one_lossless_incast_across_two_workers_loses_nothing() {
-    lossless_incast_with_pfc_honouring_hosts("live-pfc-4to1", "lcores = \"0@0,1@1,2@1\"\n#four");
+    lossless_incast_with_pfc_honouring_hosts("live-pfc-4to1", Incast::FourToOne);
 }
 
 /// The incast of the first test with the automatic headroom: net_memif ports have one tx
@@ -1380,15 +1391,29 @@ fn a_four_to_one_lossless_incast_across_two_workers_loses_nothing() {
 /// descheduled by the shared CPU still loses nothing.
 #[test]
 fn a_live_lossless_incast_with_the_automatic_headroom_loses_nothing() {
-    lossless_incast_with_pfc_honouring_hosts("live-pfc-auto", "#auto");
+    lossless_incast_with_pfc_honouring_hosts("live-pfc-auto", Incast::AutoHeadroom);
 }
 
-fn lossless_incast_with_pfc_honouring_hosts(name: &str, lcores: &str) {
-    let auto = lcores == "#auto";
-    let lcores = lcores.strip_prefix("#auto").unwrap_or(lcores);
+/// Which incast `lossless_incast_with_pfc_honouring_hosts` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Incast {
+    /// host0 and up0 into host1 (1 Gb/s), one worker, 10 Gb/s links, a static headroom.
+    TwoToOne,
+    /// The same over two run-to-completion workers, 1 Gb/s links.
+    TwoToOneOverTwoWorkers,
+    /// Four senders into one 1 Gb/s port, two workers.
+    FourToOne,
+    /// `TwoToOne` with the automatic headroom.
+    AutoHeadroom,
+}
+
+fn lossless_incast_with_pfc_honouring_hosts(name: &str, case: Incast) {
+    let auto = case == Incast::AutoHeadroom;
+    let four = case == Incast::FourToOne;
+    let two_workers = matches!(case, Incast::TwoToOneOverTwoWorkers | Incast::FourToOne);
+    let lcores = if two_workers { "lcores = \"0@0,1@1,2@1\"" } else { "" };
     let (ring_log2, headroom, link_gbps, rate_gbps) =
-        if lcores.is_empty() { (6, 1_048_576, 10, 2) } else { (10, 2_097_152, 1, 1) };
-    let four = lcores.contains("#four");
+        if two_workers { (10, 2_097_152, 1, 1) } else { (6, 1_048_576, 10, 2) };
     let _cpus = cpus_alone();
     let dir = temp_dir(name);
     let trace = dir.join("flows.pcap");
@@ -1414,7 +1439,7 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, lcores: &str) {
         }
         leaf.port_to(sink, 1.0, "02:00:00:00:11:00", "device = \"net_null60,no-rx=1\"")
             .route("10.0.1.0/24", sink)
-            .tables(&format!("[dpdk]\neal = [{eal}]\n{}", lcores.replace("\n#four", "")))
+            .tables(&format!("[dpdk]\neal = [{eal}]\n{lcores}"))
             .toml()
     } else {
         let devices = [
@@ -1433,10 +1458,10 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, lcores: &str) {
             )
             .replace("lossless = [3]", &format!("lossless = [3]\n{pfc}"));
         assert!(text.contains("net_null60,no-rx=1\"\nspeed_gbps = 1\n"), "host1 runs at 1 Gb/s");
-        if lcores.is_empty() {
-            text
-        } else {
+        if two_workers {
             text.replace("lcores = \"0-1\"", lcores)
+        } else {
+            text
         }
     };
     let config = dir.join("leaf.toml");
