@@ -10,9 +10,7 @@
 
 use crossbeam_queue::ArrayQueue;
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
-use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use pcap_file::pcapng::PcapNgWriter;
-use pcap_file::DataLink;
 use std::borrow::Cow;
 use std::fs::File;
 use std::io::BufWriter;
@@ -141,15 +139,7 @@ impl Capture {
                 }
             };
             let output = &mut outputs[index];
-            let interface = InterfaceDescriptionBlock {
-                linktype: DataLink::ETHERNET,
-                snaplen: SNAPLEN as u32,
-                options: vec![
-                    InterfaceDescriptionOption::IfName(Cow::Owned(request.port_name.clone())),
-                    // Timestamps in nanoseconds (what pcap-file writes).
-                    InterfaceDescriptionOption::IfTsResol(9),
-                ],
-            };
+            let interface = crate::traffic::pcap::ethernet_interface(&request.port_name, SNAPLEN as u32);
             output.writer.write_pcapng_block(interface).map_err(|e| write_error(&request.file, e))?;
             output.interfaces.push((request.port, output.interfaces.len() as u32));
         }
@@ -259,6 +249,7 @@ fn write_records(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
     use pcap_file::pcapng::{Block, PcapNgReader};
 
     #[test]

@@ -32,7 +32,7 @@ mod write;
 
 pub use read::{open_traces, read_trace, read_traces, CapturedFrame, TraceFrame, TraceReader, TraceSource};
 pub use spec::{Direction, InterfaceChoice, TraceSpec};
-pub use write::{CaptureWriter, OutputFormat};
+pub use write::{ethernet_interface, CaptureWriter, OutputFormat};
 
 /// Picoseconds per second.
 const PS_PER_S: u128 = 1_000_000_000_000;

@@ -11,6 +11,20 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// A pcapng interface description for an Ethernet port named `name`, with nanosecond
+/// timestamps (what pcap-file writes) and `snaplen` (0: no limit): the one every raceway
+/// pcapng file uses, replay's output and the live capture alike.
+pub fn ethernet_interface(name: &str, snaplen: u32) -> InterfaceDescriptionBlock<'static> {
+    InterfaceDescriptionBlock {
+        linktype: DataLink::ETHERNET,
+        snaplen,
+        options: vec![
+            InterfaceDescriptionOption::IfName(name.to_string().into()),
+            InterfaceDescriptionOption::IfTsResol(9),
+        ],
+    }
+}
+
 /// The format of replay's output captures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum OutputFormat {
@@ -82,15 +96,7 @@ impl CaptureWriter {
             }
             OutputFormat::PcapNg => {
                 let mut writer = pcap_file::pcapng::PcapNgWriter::new(file).map_err(|err| error(first_line(err)))?;
-                let interface = InterfaceDescriptionBlock {
-                    linktype: DataLink::ETHERNET,
-                    snaplen: 0,
-                    options: vec![
-                        InterfaceDescriptionOption::IfName(port.to_string().into()),
-                        InterfaceDescriptionOption::IfTsResol(9),
-                    ],
-                };
-                writer.write_pcapng_block(interface).map_err(|err| error(first_line(err)))?;
+                writer.write_pcapng_block(ethernet_interface(port, 0)).map_err(|err| error(first_line(err)))?;
                 Writer::PcapNg(writer)
             }
         };
