@@ -138,9 +138,9 @@ enum Command {
         /// The fabric file (config/fabric/*.toml).
         #[arg(short, long)]
         config: PathBuf,
-        /// incast, alltoall or allreduce.
-        #[arg(long)]
-        workload: String,
+        /// The collective the hosts run.
+        #[arg(long, value_enum)]
+        workload: fabric::workload::Workload,
         /// For incast: the receiving host's index (leaf-major).
         #[arg(long, default_value_t = 0)]
         target: usize,
@@ -538,7 +538,7 @@ fn execute(command: Command) -> Result<(), Failure> {
             if no_dcqcn {
                 fabric.dcqcn.enabled = false;
             }
-            let collective = fabric::workload::Collective::parse(&workload, target)?;
+            let collective = fabric::workload::Collective::of(workload, target);
             let options = fabric::engine::FabricOptions {
                 collective,
                 message_bytes,

@@ -20,25 +20,35 @@ pub enum Collective {
     AllReduce,
 }
 
+crate::keyword::keywords! {
+    /// The collective a fabric run's `--workload` names.
+    pub enum Workload {
+        Incast => "incast",
+        AllToAll => "alltoall",
+        AllReduce => "allreduce",
+    }
+}
+
 impl Collective {
-    pub fn parse(name: &str, target: usize) -> Result<Self, crate::error::InputError> {
-        match name {
-            "incast" => Ok(Self::Incast { target }),
-            "alltoall" => Ok(Self::AllToAll),
-            "allreduce" => Ok(Self::AllReduce),
-            other => Err(crate::error::InputError::flag(
-                "--workload",
-                format!("'{other}' is not incast, alltoall or allreduce"),
-            )),
+    /// The collective of `workload`; `target` is the incast's receiver.
+    pub fn of(workload: Workload, target: usize) -> Self {
+        match workload {
+            Workload::Incast => Self::Incast { target },
+            Workload::AllToAll => Self::AllToAll,
+            Workload::AllReduce => Self::AllReduce,
+        }
+    }
+
+    pub fn workload(self) -> Workload {
+        match self {
+            Self::Incast { .. } => Workload::Incast,
+            Self::AllToAll => Workload::AllToAll,
+            Self::AllReduce => Workload::AllReduce,
         }
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Incast { .. } => "incast",
-            Self::AllToAll => "alltoall",
-            Self::AllReduce => "allreduce",
-        }
+        self.workload().name()
     }
 }
 
