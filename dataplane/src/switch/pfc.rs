@@ -1,0 +1,210 @@
+//! PFC frames in and out of the switch, and its timers: the PFC frame a port sends ahead of
+//! data (`send_control`), a PFC frame received (`pause_received`), and `advance`, which runs
+//! what is due at a time: XOFF refreshes, the ends of received pauses, and the watchdog's
+//! detection and restoration (with the flush of a stormed queue).
+//!
+//! Invariant: every deadline a PFC decision creates lowers `deadline`, so `advance` at or after
+//! it runs; `advance` recomputes the earliest one of everything still pending.
+
+use super::*;
+
+impl<P: PacketBuf> Switch<P> {
+    /// Sends `port`'s pending PFC frame at `now`, if it has one: `emit` gets the frame's
+    /// bytes (from the switch's MAC) and says whether it took them. Only a frame taken
+    /// counts (sent, refreshes armed, link time used); one refused stays pending. Returns the
+    /// frame's meaning when taken.
+    pub fn send_control(&mut self, port: usize, now: u64, emit: impl FnOnce(&[u8]) -> bool) -> Option<Repr> {
+        if !self.pfc[port].has_frame() {
+            return None;
+        }
+        let repr = self.pfc[port].frame();
+        let mut frame = [0u8; crate::wire::pfc::FRAME_LEN];
+        repr.emit(self.mac, &mut frame);
+        if !emit(&frame) {
+            return None;
+        }
+        let refresh = self.pfc[port].frame_sent(now, &mut self.stats.ports[port]);
+        self.deadline = self.deadline.min(refresh);
+        self.egress[port].occupy(now, crate::wire::pfc::FRAME_LEN);
+        Some(repr)
+    }
+
+    /// The PFC frame `port` sends now, combining every pending priority; counts it.
+    pub fn take_control(&mut self, port: usize, now: u64) -> Option<Repr> {
+        self.send_control(port, now, |_| true)
+    }
+
+    pub(super) fn pause_received(&mut self, port: usize, repr: &Repr, now: u64) {
+        let lossless = self.buffer.plan().lossless_mask;
+        let backlog = self.buffer.backlog(port);
+        let deadline =
+            self.pfc[port].receive(repr, now, lossless, backlog, &self.watchdog, &mut self.stats.ports[port]);
+        self.deadline = self.deadline.min(deadline);
+    }
+
+    /// Earliest time at which `advance` has work (a pause ends, an XOFF needs refreshing, the
+    /// watchdog detects or restores), or `NEVER`.
+    pub fn next_deadline(&self) -> u64 {
+        self.deadline
+    }
+
+    /// Runs the timers due at `now`: XOFF refreshes, the watchdog, and the end of pauses (after
+    /// which the engine should try to transmit). Cheap when nothing is due.
+    #[inline]
+    pub fn advance(&mut self, now: u64) {
+        if now < self.deadline {
+            return;
+        }
+        let mut next = NEVER;
+        for port in 0..self.pfc.len() {
+            if !self.owns(port) {
+                continue;
+            }
+            for priority in 0..8 {
+                if !self.buffer.lossless(priority) {
+                    continue;
+                }
+                let occupancy = self.buffer.group_occupancy(port, priority);
+                next = next.min(self.pfc[port].refresh(priority, now, occupancy, self.buffer.xon()));
+                let queued = self.buffer.queue_len(port, priority);
+                let step =
+                    self.pfc[port].watch(port, priority, now, queued, &self.watchdog, &mut self.stats.ports[port]);
+                if step.flush {
+                    // The stormed egress queue only: the port's ingress group (what its peer
+                    // sends us) keeps its PFC, since that traffic drains to other, healthy ports.
+                    self.flush(port, priority, DropReason::PfcWatchdog);
+                }
+                next = next.min(step.next);
+                let paused_until = self.pfc[port].paused_until(priority);
+                if paused_until > now {
+                    next = next.min(paused_until);
+                }
+            }
+        }
+        self.deadline = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use super::*;
+    use crate::packet::HeapPacket;
+
+    #[test]
+    fn timers_follow_pauses_and_queued_frames() {
+        // A pause of 100 quanta at 100G (512 ns) on an empty queue: its end is the deadline,
+        // and stays so when the timers run before it.
+        let config = config("", "[qos.pfc_watchdog]\ndetection_ms = 1\naction = \"alert\"");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        let mut times = [0u16; 8];
+        times[3] = 100;
+        switch.receive(1, pfc_frame(0x08, times), 0);
+        assert_eq!(switch.next_deadline(), 512_000);
+        switch.advance(512_000);
+        assert_eq!(switch.next_deadline(), NEVER);
+        // A pause of 0xffff quanta at 1G (33.5 ms) received with frames queued: the watchdog
+        // must look at 1 ms, and after timers run early the pause's end is still due.
+        let mut config = config;
+        config.ports[1].speed_mbps = 1_000;
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        switch.receive(0, frame(26, 100), 0);
+        times[3] = 0xffff;
+        switch.receive(1, pfc_frame(0x08, times), 0);
+        assert_eq!(switch.next_deadline(), 1_000_000_000);
+        switch.advance(1_000_000_000);
+        assert_eq!(switch.stats.ports[1].watchdog_storms[3], 1);
+        assert_eq!(switch.next_deadline(), 33_553_920_000);
+    }
+
+    #[test]
+    fn a_refresh_keeps_pausing_while_the_group_holds_more_than_xon() {
+        // XON at XOFF (10 frames), headroom for 4: 13 frames, 3 in headroom. At the refresh the
+        // group holds 13 > 10: XOFF again.
+        let config = config("", "[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 10240\nheadroom_bytes = 4096");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        for _ in 0..13 {
+            switch.receive(0, frame(26, 1000), 0);
+        }
+        switch.take_control(0, 0).unwrap();
+        switch.advance(switch.next_deadline());
+        assert_eq!(switch.take_control(0, 1).map(|r| r.times[3]), Some(0xffff));
+    }
+
+    #[test]
+    fn a_refresh_looks_at_the_pool_too_when_the_headroom_is_empty() {
+        // XOFF 10 frames, XON 5: 11 frames (one in headroom), then one leaves and gives the
+        // headroom back. At the refresh the group holds 10 frames, all in the pool: above XON,
+        // so XOFF again, not XON.
+        let config = config("", "[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 4096");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        for _ in 0..11 {
+            switch.receive(0, frame(26, 1000), 0);
+        }
+        switch.take_control(0, 0).unwrap();
+        switch.transmit(1, 0).unwrap();
+        assert_eq!(switch.buffer.group_cells(0, 3), (10 * 1024, 0));
+        switch.advance(switch.next_deadline());
+        assert_eq!(switch.take_control(0, 1).map(|r| r.times[3]), Some(0xffff));
+    }
+
+    #[test]
+    fn another_timer_does_not_refresh_an_xoff_early() {
+        let config = config("", "[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 4096");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        for _ in 0..11 {
+            switch.receive(0, frame(26, 1000), 0);
+        }
+        switch.take_control(0, 0).unwrap();
+        // p1 is paused for 100 quanta (512 ns): its end is a deadline long before the refresh.
+        let mut times = [0u16; 8];
+        times[3] = 100;
+        switch.receive(1, pfc_frame(0x08, times), 0);
+        assert_eq!(switch.next_deadline(), 512_000);
+        switch.advance(512_000);
+        assert!(!switch.has_control(0), "the XOFF is refreshed at half its pause, not before");
+        switch.advance(switch.next_deadline());
+        assert!(switch.has_control(0));
+    }
+
+    #[test]
+    fn a_queue_that_was_paused_once_is_not_a_storm() {
+        let config = config("", "[qos.pfc_watchdog]\ndetection_ms = 1\naction = \"alert\"");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        let mut times = [0u16; 8];
+        times[3] = 100;
+        switch.receive(1, pfc_frame(0x08, times), 0);
+        switch.receive(0, frame(26, 100), 1_000);
+        // Long after the 512 ns pause ended, the frame still queued: not paused, no storm.
+        switch.advance(2_000_000_000);
+        assert_eq!(switch.stats.ports[1].watchdog_storms[3], 0);
+        assert_eq!(switch.queued_packets(), 1);
+    }
+
+    #[test]
+    fn a_frame_into_a_paused_queue_arms_the_watchdog() {
+        // p1 at 1 Gb/s: an XOFF of 0xffff quanta lasts 33.5 ms, past the 1 ms detection time.
+        let mut config = config("", "[qos.pfc_watchdog]\ndetection_ms = 1\naction = \"alert\"");
+        config.ports[1].speed_mbps = 1_000;
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        // Into a queue nobody paused: nothing to watch.
+        switch.receive(0, frame(26, 100), 0);
+        assert_eq!(switch.next_deadline(), NEVER);
+        switch.transmit(1, 0).unwrap();
+        let mut times = [0u16; 8];
+        times[3] = 0xffff;
+        // The pause starts 5 us in.
+        switch.receive(1, pfc_frame(0x08, times), 5_000_000);
+        let pause_end = 5_000_000 + 33_553_920_000;
+        assert_eq!(switch.next_deadline(), pause_end, "the pause ends; the queue is empty");
+        // Lossy frames into the unpaused TC 0 arm nothing.
+        switch.receive(0, frame(0, 100), 50_000_000);
+        assert_eq!(switch.next_deadline(), pause_end);
+        // A lossless frame into the paused queue: the watchdog must look 1 ms after the pause
+        // began.
+        switch.receive(0, frame(26, 100), 100_000_000);
+        assert_eq!(switch.next_deadline(), 1_005_000_000);
+        switch.advance(1_005_000_000);
+        assert_eq!(switch.stats.ports[1].watchdog_storms[3], 1);
+    }
+}
