@@ -29,6 +29,7 @@ pub mod packet;
 pub mod pipeline;
 pub mod rng;
 pub mod switch;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tm;
 pub mod traffic;

@@ -1,6 +1,7 @@
-//! Fixtures for unit tests, end-to-end tests, benchmarks and fuzz targets: a config builder
-//! (`Leaf`) and bursts of real RoCEv2 frames, so each test says what is special about its
-//! switch instead of copying a page of TOML.
+//! Fixtures for unit tests, end-to-end tests, benchmarks and fuzz targets (behind the `testing`
+//! feature, so what ships does not carry them): a config builder (`Leaf`) and bursts of real
+//! RoCEv2 frames, so each test says what is special about its switch instead of copying a page
+//! of TOML.
 //!
 //! Invariant: what the builder writes is an ordinary config file that `Config::parse`
 //! validates like any user's; port `i` has peer MAC `02:00:00:00:<0x10 + i>:00` and the switch
