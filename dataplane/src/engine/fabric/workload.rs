@@ -149,6 +149,16 @@ fn ring_order(hosts: usize, leaf_of: &dyn Fn(usize) -> usize) -> Vec<usize> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn each_workload_word_names_its_collective() {
+        for workload in Workload::ALL {
+            let collective = Collective::of(*workload, 3);
+            assert_eq!((collective.workload(), collective.name()), (*workload, workload.name()));
+        }
+        assert_eq!(Collective::of(Workload::Incast, 3), Collective::Incast { target: 3 });
+        assert_eq!(Collective::AllReduce.name(), "allreduce");
+    }
+
     fn two_leaves(host: usize) -> usize {
         host / 2
     }
