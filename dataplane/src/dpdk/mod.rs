@@ -888,3 +888,17 @@ pub fn stop_requested() -> bool {
 pub fn take_dump_request() -> bool {
     DUMP.swap(false, Ordering::Relaxed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pdump_needs_shared_memory() {
+        let args = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(shares_memory(&args(&["-l", "0-1", "--file-prefix", "x"])));
+        assert!(!shares_memory(&args(&["--no-huge", "-m", "1024"])));
+        assert!(!shares_memory(&args(&["--in-memory"])));
+        assert!(!shares_memory(&args(&["--no-shconf"])));
+    }
+}

@@ -261,8 +261,18 @@ impl<P: PacketBuf> Switch<P> {
         self.receive_verdict(ingress, packet, verdict, now, &mut QueueAll)
     }
 
+    /// The classifier, for an engine that classifies a frame itself (with its rx prologue)
+    /// and then hands it over with `receive_verdict`.
     #[inline(always)]
-    fn receive_verdict(
+    pub fn classifier_mut(&mut self) -> &mut Classifier {
+        &mut self.classifier
+    }
+
+    /// Takes a frame with its verdict (from `classifier_mut`): counts it, queues it or lets it
+    /// cut through to `cut`, or applies its PFC frame; `receive_cutting` without the
+    /// classify.
+    #[inline(always)]
+    pub fn receive_verdict(
         &mut self,
         ingress: usize,
         mut packet: P,

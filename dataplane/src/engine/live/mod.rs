@@ -1,0 +1,326 @@
+//! The live engine: the switch pipeline on DPDK ports, polled by workers on pinned lcores.
+//!
+//! Two models (`[dpdk] model`):
+//! - run-to-completion (default): the ports are dealt to the worker lcores in contiguous
+//!   blocks (`tm::shard`); each worker polls its ports' rx queue and runs every stage for what
+//!   it receives, owns its ports' egress queues, schedulers and shapers, and transmits on
+//!   them. A frame for another worker's port crosses over the single-producer
+//!   single-consumer ring of that (from, to) pair, a batch of up to one rx burst at a time.
+//!   A worker with a batch it cannot hand over (the ring is full) polls no rx until it can;
+//!   it keeps taking its own rings meanwhile, so two workers never wait on each other.
+//!   With one worker lcore this is the whole switch on one core, with no hand-off.
+//! - pipelined: the last worker lcore owns the switch (buffer, PFC, ECN, group choice,
+//!   schedulers, shaping, tx); every other worker lcore owns some ports' rx queues, runs the
+//!   stateless classify stage (parse, route, class, TTL rewrite) and hands frames over its own
+//!   bounded lock-free ring. It spreads the per-frame work over two or more cores. An RX worker
+//!   whose ring is full waits rather than drop (the NIC's rx ring then fills and its
+//!   `missed` counter, logged at exit, shows it).
+//!
+//! The main lcore starts ports, sums the workers' counters and prints them, watches for
+//! SIGINT/SIGTERM or the end of `--duration`, and tears down.
+//!
+//! Each egress port is shaped to its configured speed: a frame may leave when the port's
+//! virtual link is free, allowing a lookahead window of one tx burst of maximum standard frames
+//! (`plan::lookahead_ps`: 3.95 us at 100G) so each loop can fill a tx burst. The window must
+//! cover a poll loop: time the link idles between loops is lost, and with a 1.01 us window one
+//! core forwarded 1 KB frames at 1.8 Mpps instead of 8.0. Frames handed to the NIC cannot be
+//! recalled by a PFC pause that arrives later, so raceway answers a pause within the window
+//! (plus the loop that reads it), longer than a NIC's 394 quanta (2.02 us at 100G); the auto
+//! headroom counts raceway's response (`plan::peer_response_wire_bytes`), so raceways facing
+//! each other stay lossless.
+//! PFC frames leave in a tx burst of their own, ahead of data already pending for the port,
+//! and on a tx queue of their own where the port has one (`[[port]] pfc_tx_queue`): in the
+//! data's queue they would wait on the wire behind the whole window, which the headroom then
+//! counts too (`plan::HeadroomParts`).
+//!
+//! A frame longer than an mbuf (a jumbo frame, which drivers chain) is copied into one mbuf of
+//! a second pool before any stage sees it (`whole_frame`), so the pipeline always works on a
+//! frame in one segment.
+//!
+//! Invariant: at exit every mbuf is back in its pool. Queued frames drain (shaped) for up to
+//! a second; whatever is still queued then, or still between workers, is dropped and counted
+//! (`buffer_full`), frames the tx queue never took are freed and reported, and ports are
+//! closed before the pool is freed. All workers read time on one epoch (the TSC at start),
+//! so a frame's arrival stamp means the same on the worker that sends it.
+
+mod ingress;
+mod pipelined;
+mod setup;
+mod shard_ring;
+mod shared;
+mod supervise;
+mod worker;
+
+pub use setup::{eal_arguments, jumbo_pool_size, mempool_size};
+pub use worker::shaper_window_ps;
+
+use crate::config::Config;
+use crate::dpdk::{self, DpdkError, Eal, Mbuf, Port};
+use crate::observe::stats::SwitchStats;
+use crate::switch::{self, Switch};
+use crate::tm::shard::ShardBoard;
+use crossbeam_queue::ArrayQueue;
+use pipelined::{deal_rx_queues, RxWorker, HANDOFF_RING};
+use setup::{Layout, MetricsServer, Resources};
+use shard_ring::{frames_per_loop, Links, ShardRing};
+use shared::{Clock, Shared};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use supervise::{FibDump, Supervisor};
+use worker::{Input, Worker};
+
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    pub duration: Option<Duration>,
+    pub stats_interval: Duration,
+    /// Extra EAL arguments from the command line (after `--`).
+    pub extra_eal: Vec<String>,
+    /// Seed of the workers' random choices (each worker mixes in its index).
+    pub seed: u64,
+    /// Serve Prometheus metrics on this (already bound) socket while running.
+    pub metrics: Option<Arc<std::net::TcpListener>>,
+    /// Ports to capture into pcapng files.
+    pub capture: Vec<crate::observe::capture::CaptureRequest>,
+    /// Where the FIB is written on SIGUSR1 and at exit (with `[control]`).
+    pub fib_dump: Option<PathBuf>,
+}
+
+/// What a live run reports beyond the switch counters.
+#[derive(Debug, Clone, Default)]
+pub struct LiveReport {
+    pub stats: SwitchStats,
+    pub mbufs_in_pool: u32,
+    pub mbufs_available_at_exit: u32,
+    /// Frames the tx queues never accepted before shutdown (freed).
+    pub unsent_at_exit: u64,
+    pub elapsed: Duration,
+    /// What `--capture` wrote, when asked.
+    pub capture: Option<crate::observe::capture::CaptureSummary>,
+}
+
+impl LiveReport {
+    /// The stats JSON of a live run (docs/STATS.md): the switch's counters, plus the run's
+    /// length, the mbuf pool at exit and what `--capture` wrote.
+    pub fn to_json(&self, config: &Config) -> serde_json::Value {
+        let mut json = self.stats.to_json(config);
+        json["elapsed_s"] = serde_json::json!(self.elapsed.as_secs_f64());
+        json["mbufs"] = serde_json::json!({
+            "pool": self.mbufs_in_pool,
+            "available_at_exit": self.mbufs_available_at_exit,
+            "unsent_at_exit": self.unsent_at_exit,
+        });
+        if let Some(summary) = &self.capture {
+            let files: serde_json::Map<String, serde_json::Value> = summary
+                .written
+                .iter()
+                .map(|(file, frames)| (file.display().to_string(), serde_json::json!(frames)))
+                .collect();
+            json["capture"] = serde_json::json!({ "files": files, "not_captured": summary.not_captured });
+        }
+        json
+    }
+}
+
+/// How often a worker publishes its counters for the main lcore.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+/// How long queued frames may drain at shutdown.
+const DRAIN_FOR: Duration = Duration::from_secs(1);
+
+/// Runs the live switch until SIGINT/SIGTERM or the end of the duration.
+pub fn run(config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkError> {
+    let args =
+        eal_arguments(config, &options.extra_eal).map_err(|problem| DpdkError { context: "config".into(), problem })?;
+    tracing::info!("EAL arguments: {}", args.join(" "));
+    dpdk::install_stop_signals();
+    // rte_eal_cleanup runs when the last handle goes: this one, the pool's or a port's.
+    run_with_eal(&Eal::init(&args)?, config, options)
+}
+
+/// Opens the resources, starts the workers, supervises them from the main lcore until the
+/// stop, and closes everything in teardown order.
+fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkError> {
+    let layout = Layout::of(config, &eal.worker_lcores())?;
+    let mut resources = Resources::open(eal, config, &layout)?;
+    let shared = Arc::new(Shared::new(
+        config,
+        layout.stats_slots(),
+        layout.rx_lcores.len(),
+        resources.control.as_ref().map(|plane| Arc::clone(&plane.stats)),
+        Arc::clone(&resources.port_states),
+    ));
+    let control_link = resources.control.as_ref().map(|plane| Arc::clone(&plane.link));
+    supervise::register_telemetry(config, &shared, control_link.as_ref());
+    if let Some(listener) = &options.metrics {
+        resources.metrics = Some(MetricsServer::start(listener, &shared, config)?);
+    }
+    resources.start_capture(&options.capture, eal.tsc_hz())?;
+    let fib_dump = FibDump::new(options.fib_dump.as_ref(), control_link.as_ref(), config);
+    let clock = Clock::new(dpdk::rdtsc(), eal.tsc_hz());
+    let started = Instant::now();
+    let deadline = options.duration.map(|duration| started + duration);
+    let mut supervisor = Supervisor::new(config, &shared, options.stats_interval, deadline, fib_dump.as_ref());
+    let crew = Crew::assemble(eal, config, options, &layout, &resources, clock)?;
+    let between_workers = crew.run(eal, config, &layout, &resources.ports, &shared, &mut supervisor)?;
+    // What the workers could not hand over in time (shutdown): dropped and counted.
+    {
+        let mut stats = shared.stats[0].0.lock().expect("stats lock");
+        let left: u64 = between_workers
+            .iter()
+            .map(|ring| {
+                std::iter::from_fn(|| ring.pop())
+                    .map(|mut batch| switch::discard_transfers(&mut stats, &mut batch))
+                    .sum::<u64>()
+            })
+            .sum();
+        if left > 0 {
+            tracing::warn!("{left} frames still between workers at shutdown; counted as buffer_full");
+        }
+    }
+    let mut final_stats = shared.snapshot();
+    let unsent = *shared.unsent.lock().expect("unsent lock");
+    drop(supervisor);
+    let closed = resources.close(&mut final_stats, started, || {
+        if let Some(dump) = &fib_dump {
+            dump.write();
+        }
+    })?;
+    Ok(LiveReport {
+        stats: final_stats,
+        mbufs_in_pool: closed.mbufs_in_pool,
+        mbufs_available_at_exit: closed.mbufs_available_at_exit,
+        unsent_at_exit: unsent,
+        elapsed: closed.elapsed,
+        capture: closed.capture,
+    })
+}
+
+/// The workers of a run, wired and not yet started: the forwarders (run-to-completion
+/// shards, or the pipelined scheduler) with what each polls, and the pipelined RX workers.
+struct Crew {
+    forwarders: Vec<(Worker, Input)>,
+    rx_workers: Vec<RxWorker>,
+    /// Every ring between run-to-completion workers, to count what is left in them after the
+    /// workers stop.
+    between_workers: Vec<Arc<ShardRing>>,
+}
+
+impl Crew {
+    fn assemble(
+        eal: &Eal,
+        config: &Config,
+        options: &LiveOptions,
+        layout: &Layout,
+        resources: &Resources,
+        clock: Clock,
+    ) -> Result<Self, DpdkError> {
+        let new_worker = |switch: Switch<Mbuf>, slot: usize| {
+            Worker::new(config, resources.worker_kit(), switch, slot, clock, eal.tsc_hz())
+        };
+        if !layout.rx_lcores.is_empty() {
+            let queue_counts: Vec<u16> = resources.ports.iter().map(|port| port.rx_queues).collect();
+            let dealt = deal_rx_queues(&queue_counts, layout.rx_lcores.len());
+            let mut rings = Vec::new();
+            let mut rx_workers = Vec::new();
+            for (index, queues) in dealt.into_iter().enumerate() {
+                let ring = Arc::new(ArrayQueue::new(HANDOFF_RING));
+                rings.push(Arc::clone(&ring));
+                rx_workers.push(RxWorker::new(config, resources.worker_kit(), queues, ring, index + 1, eal.tsc_hz()));
+            }
+            let mut worker = new_worker(Switch::new(config, crate::rng::stream_seed(options.seed, 0)), 0);
+            worker.owned = (0..config.ports.len()).collect();
+            worker.injects = true;
+            return Ok(Self {
+                forwarders: vec![(worker, Input::Rings(rings))],
+                rx_workers,
+                between_workers: Vec::new(),
+            });
+        }
+        let workers = layout.shard_workers;
+        let owner = ShardBoard::deal(config.ports.len(), workers);
+        let board = Arc::new(ShardBoard::new(owner.clone(), frames_per_loop(config, workers)));
+        let rings = Links::rings(workers);
+        let between_workers = rings.iter().flatten().flatten().cloned().collect();
+        let mut forwarders = Vec::new();
+        for me in 0..workers {
+            let seed = crate::rng::stream_seed(options.seed, me as u64);
+            let switch = if workers == 1 {
+                Switch::new(config, seed)
+            } else {
+                Switch::sharded(config, seed, Arc::clone(&board), me)
+            };
+            let mut worker = new_worker(switch, me);
+            worker.owned = (0..config.ports.len()).filter(|&port| owner[port] == me).collect();
+            worker.rx_queues = worker
+                .owned
+                .iter()
+                .flat_map(|&port| (0..resources.ports[port].rx_queues).map(move |queue| (port, queue)))
+                .collect();
+            // The control plane's frames enter through worker 0, which hands on those for
+            // other workers' ports.
+            worker.injects = me == 0;
+            forwarders.push((worker, Input::Ports(Links::of(&rings, me))));
+        }
+        if workers > 1 {
+            let held = board.overcommit_frames();
+            tracing::info!(
+                "{workers} run-to-completion workers, ports dealt in blocks; pools may be overcommitted by {held} frames of stale views, which the mbuf pool holds"
+            );
+        }
+        Ok(Self { forwarders, rx_workers: Vec::new(), between_workers })
+    }
+
+    /// Launches the workers on their lcores (or forwards on the main lcore when there is no
+    /// worker lcore) and supervises them until they have all stopped; returns the rings
+    /// between workers, for what is left in them.
+    fn run(
+        self,
+        eal: &Eal,
+        config: &Config,
+        layout: &Layout,
+        ports: &Arc<Vec<Port>>,
+        shared: &Arc<Shared>,
+        supervisor: &mut Supervisor,
+    ) -> Result<Vec<Arc<ShardRing>>, DpdkError> {
+        let Self { mut forwarders, rx_workers, between_workers } = self;
+        let mut launched = Vec::new();
+        for (rx, &lcore) in rx_workers.into_iter().zip(&layout.rx_lcores) {
+            let polled: Vec<String> =
+                rx.queues.iter().map(|&(port, queue)| format!("{}/{queue}", config.ports[port].name)).collect();
+            tracing::info!("RX/classify worker on lcore {lcore} for port/queue {}", polled.join(" "));
+            let (task_ports, task_shared) = (Arc::clone(ports), Arc::clone(shared));
+            launched.push(eal.launch(lcore, move || {
+                rx.run(&task_ports, &task_shared);
+                0
+            })?);
+        }
+        if layout.forwarder_lcores.is_empty() {
+            tracing::info!("one lcore: forwarding and counters both on lcore {}", eal.main_lcore());
+            let (worker, input) = forwarders.pop().expect("one worker on the main lcore");
+            worker.run(ports, shared, &input, || {
+                supervisor.tick();
+            });
+            return Ok(between_workers);
+        }
+        for ((worker, input), &lcore) in forwarders.into_iter().zip(&layout.forwarder_lcores) {
+            let names: Vec<&str> = worker.owned.iter().map(|&port| config.ports[port].name.as_str()).collect();
+            tracing::info!("forwarding worker on lcore {lcore} for ports {}", names.join(" "));
+            let (task_ports, task_shared) = (Arc::clone(ports), Arc::clone(shared));
+            launched.push(eal.launch(lcore, move || {
+                worker.run(&task_ports, &task_shared, &input, || {});
+                0
+            })?);
+        }
+        tracing::info!("main lcore {} prints counters", eal.main_lcore());
+        loop {
+            std::thread::sleep(Duration::from_millis(10));
+            if supervisor.tick() {
+                break;
+            }
+        }
+        for task in launched {
+            task.wait();
+        }
+        Ok(between_workers)
+    }
+}

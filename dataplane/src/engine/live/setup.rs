@@ -1,0 +1,534 @@
+//! What a live run opens before its workers start and closes after they stop: the EAL's
+//! arguments, which lcores do what (`Layout`), the mbuf pools, the ports, the link watcher,
+//! the control plane, the metrics server and the capture writer, all held in one
+//! `Resources`.
+//!
+//! Invariant: `Resources`' fields are declared in teardown order (Rust drops a struct's
+//! fields in declaration order), so a run that fails half way tears down as a finished one
+//! does: whatever holds mbufs (the control plane's rings, the ports' queues) goes before the
+//! pools they came from, and the pools are counted last.
+
+use super::shard_ring::{frames_per_loop, SHARD_RING};
+use super::shared::Shared;
+use crate::config::{device_name, is_pci_address, Config, WorkerModel};
+use crate::control::{self, ControlLink, ControlPlane};
+use crate::dpdk::{self, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
+use crate::engine::link_watch::{self, LinkWatch};
+use crate::link::PortStates;
+use crate::observe::capture::{Capture, CaptureSummary, Tap};
+use crate::observe::stats::SwitchStats;
+use crate::switch::Switch;
+use crate::tm::shard::BATCH;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// The EAL arguments: the config's, the lcores, one `--vdev`/`-a` per port, then the extras.
+pub fn eal_arguments(config: &Config, extra: &[String]) -> Result<Vec<String>, String> {
+    let mut args = config.eal.clone();
+    if let Some(lcores) = &config.lcores {
+        // "0-1" is a core list (-l); "0@0,1@1,2@0" maps lcores to CPUs (--lcores).
+        args.push(if lcores.contains(['@', '(']) { "--lcores" } else { "-l" }.into());
+        args.push(lcores.clone());
+    }
+    for (index, port) in config.ports.iter().enumerate() {
+        let device = port
+            .device
+            .as_deref()
+            .ok_or_else(|| format!("port[{index}].device: live mode needs a device for port '{}'", port.name))?;
+        if is_pci_address(device_name(device)) {
+            args.push("-a".into());
+        } else {
+            args.push("--vdev".into());
+        }
+        args.push(device.to_string());
+    }
+    args.extend(extra.iter().cloned());
+    Ok(args)
+}
+
+/// Mbufs needed: rx rings (`rx_queues_per_port` each) and tx rings (two on a port with a
+/// PFC tx queue), the bursts in flight, and
+/// as many frames as the buffer can hold (one per cell). With several run-to-completion
+/// workers, also the frames between them (rings and batches being filled) and the frames
+/// their stale views of the pools may overcommit (`tm::shard`). With `[control]`, also the
+/// rings to and from the control thread and each worker's punt outbox.
+pub fn mempool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u32 {
+    let ports = config.ports.len() as u64;
+    // A PFC tx queue holds the PFC frames it sent until the driver recycles its descriptors.
+    let tx_queues = ports + config.ports.iter().filter(|port| port.pfc_tx_queue).count() as u64;
+    let rings =
+        ports * u64::from(dpdk::RX_DESCRIPTORS) * rx_queues_per_port + tx_queues * u64::from(dpdk::TX_DESCRIPTORS);
+    let bursts = ports * 2 * BURST as u64;
+    let queued = Switch::<Mbuf>::arena_capacity(config) as u64;
+    let between_workers = workers * (workers - 1) * (SHARD_RING as u64 + 1) * BATCH as u64;
+    let overcommit = workers * (workers - 1) * frames_per_loop(config, workers as usize) as u64;
+    let control = match config.control {
+        Some(_) => (crate::control::RING_MBUFS + workers as usize * crate::switch::PUNT_OUTBOX) as u64,
+        None => 0,
+    };
+    (rings + bursts + queued + between_workers + overcommit + control + 512).min(u64::from(u32::MAX)) as u32
+}
+
+/// Jumbo mbufs a run needs: a frame that takes one is longer than a plain mbuf, so it
+/// charges more than `frame_room` bytes of buffer, and the buffer (with the staleness
+/// overcommit of sharded workers, `mempool_size`) holds proportionally fewer of them; plus
+/// the tx rings and bursts, the rings between workers and a margin, which may all be jumbo.
+pub fn jumbo_pool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u32 {
+    let all = u64::from(mempool_size(config, rx_queues_per_port, workers));
+    let queued = Switch::<Mbuf>::arena_capacity(config) as u64;
+    let frame_room = u64::from(dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE - dpdk_sys::RTE_PKTMBUF_HEADROOM);
+    let cells_per_jumbo = crate::tm::plan::charge(frame_room as usize + 1) / crate::tm::plan::CELL_BYTES;
+    // The rx rings hold plain mbufs (chains): what is not queued, less the rx rings, may be
+    // jumbo; what is queued is at most one jumbo frame per `cells_per_jumbo` cells.
+    let ports = config.ports.len() as u64;
+    let rx_rings = ports * u64::from(dpdk::RX_DESCRIPTORS) * rx_queues_per_port;
+    let elsewhere = all - queued - rx_rings;
+    (queued.div_ceil(cells_per_jumbo) + elsewhere).min(u64::from(u32::MAX)) as u32
+}
+
+/// Which lcores do what, by the worker model.
+pub(super) struct Layout {
+    /// Pipelined: the RX/classify workers' lcores (none in run-to-completion).
+    pub rx_lcores: Vec<u32>,
+    /// The forwarding workers' lcores: the run-to-completion shards, or the pipelined
+    /// scheduler. Empty when the main lcore forwards (no worker lcore).
+    pub forwarder_lcores: Vec<u32>,
+    /// Run-to-completion workers: one per worker lcore, at most one per port (on the main
+    /// lcore when there is no worker lcore); 1 when pipelined.
+    pub shard_workers: usize,
+}
+
+impl Layout {
+    pub fn of(config: &Config, workers: &[u32]) -> Result<Self, DpdkError> {
+        let rx_lcores: Vec<u32> = match config.model {
+            WorkerModel::RunToCompletion => {
+                if workers.len() > config.ports.len() {
+                    tracing::warn!(
+                        "run-to-completion deals whole ports to workers: {} worker lcores for {} ports leaves {} idle",
+                        workers.len(),
+                        config.ports.len(),
+                        workers.len() - config.ports.len()
+                    );
+                }
+                Vec::new()
+            }
+            WorkerModel::Pipelined if workers.len() >= 2 => workers[..workers.len() - 1].to_vec(),
+            WorkerModel::Pipelined => {
+                return Err(DpdkError {
+                    context: "dpdk.model".into(),
+                    problem: format!(
+                        "pipelined needs at least two worker lcores besides the main one; lcores gives {}",
+                        workers.len()
+                    ),
+                })
+            }
+        };
+        let shard_workers = match config.model {
+            WorkerModel::RunToCompletion => workers.len().clamp(1, config.ports.len().max(1)),
+            WorkerModel::Pipelined => 1,
+        };
+        Ok(Self { forwarder_lcores: workers[rx_lcores.len()..].to_vec(), rx_lcores, shard_workers })
+    }
+
+    /// Rx queues each port opens: one per RX worker (RSS spreads flows over them where the
+    /// device hashes); run-to-completion's single worker per port polls one.
+    pub fn rx_queues_per_port(&self) -> u16 {
+        self.rx_lcores.len().max(1) as u16
+    }
+
+    /// Slots in the published counters: the forwarders' first, then each RX worker's.
+    pub fn stats_slots(&self) -> usize {
+        self.rx_lcores.len() + self.shard_workers
+    }
+}
+
+/// `--metrics`: the thread serving Prometheus text from the workers' published counters;
+/// stops and joins when dropped.
+pub(super) struct MetricsServer {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    pub fn start(
+        listener: &Arc<std::net::TcpListener>,
+        shared: &Arc<Shared>,
+        config: &Config,
+    ) -> Result<Self, DpdkError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (listener, shared, stopped) = (Arc::clone(listener), Arc::clone(shared), Arc::clone(&stop));
+        let config = config.clone();
+        if let Ok(address) = listener.local_addr() {
+            tracing::info!("metrics on http://{address}/metrics");
+        }
+        let serve = move || {
+            crate::observe::metrics::serve(&listener, &stopped, || {
+                crate::observe::metrics::render(&shared.snapshot(), &config)
+            })
+        };
+        let thread = std::thread::Builder::new().name("raceway-metrics".into()).spawn(serve).map_err(|err| {
+            DpdkError { context: "--metrics".into(), problem: format!("cannot start the metrics thread: {err}") }
+        })?;
+        Ok(Self { stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Everything a live run opens, in teardown order (see the module notes).
+pub(super) struct Resources {
+    /// Reads the published counters: stops first.
+    pub metrics: Option<MetricsServer>,
+    /// `--capture`: finishing flushes its files.
+    pub capture: Option<Capture>,
+    /// `[control]`: stops after the workers (its thread frees what they punted last) and
+    /// empties its rings before the pools are counted.
+    pub control: Option<ControlPlane>,
+    pub link_watch: LinkWatch,
+    /// Close before the pools are counted, returning what their drivers hold.
+    pub ports: Arc<Vec<Port>>,
+    /// Each port's link, administrative state and MTU, as the link watcher and the control
+    /// plane follow them.
+    pub port_states: Arc<PortStates>,
+    /// Frames longer than one of `pool`'s mbufs are copied into these (`whole_frame`).
+    pub jumbo: Option<Arc<Mempool>>,
+    pub pool: Arc<Mempool>,
+}
+
+/// What closing the resources reports.
+pub(super) struct Closed {
+    pub capture: Option<CaptureSummary>,
+    pub elapsed: std::time::Duration,
+    pub mbufs_in_pool: u32,
+    pub mbufs_available_at_exit: u32,
+}
+
+impl Resources {
+    /// Opens the pools, the ports, the control plane and the link watcher; the metrics
+    /// server and the capture start later, once the workers' counters exist.
+    pub fn open(eal: &Eal, config: &Config, layout: &Layout) -> Result<Self, DpdkError> {
+        let (pool, jumbo) = open_pools(eal, config, layout)?;
+        let ports = Arc::new(open_ports(config, &pool, layout)?);
+        // A port's MTU goes up to switch.mtu (what the buffer, headroom and jumbo mbufs are
+        // sized for) or the device's maximum, whichever is lower.
+        let port_states = Arc::new(PortStates::new(
+            config.ports.iter().zip(ports.iter()).map(|(port, device)| (port.mtu, device.mtu.min(config.mtu))),
+        ));
+        for (index, port) in config.ports.iter().enumerate() {
+            let mtu = port_states.get(index).mtu;
+            if mtu < port.mtu {
+                tracing::warn!(
+                    "port '{}': mtu {} is more than its device takes; it sends at most {mtu}",
+                    port.name,
+                    port.mtu
+                );
+            }
+        }
+        let control = start_control(config, &port_states, &pool, jumbo.as_ref())?;
+        let link_watch = start_link_watch(config, &ports, &port_states, control.as_ref())?;
+        Ok(Self { metrics: None, capture: None, control, link_watch, ports, port_states, jumbo, pool })
+    }
+
+    /// `--capture`: starts the writer for the requested ports.
+    pub fn start_capture(
+        &mut self,
+        requests: &[crate::observe::capture::CaptureRequest],
+        tsc_hz: u64,
+    ) -> Result<(), DpdkError> {
+        if requests.is_empty() {
+            return Ok(());
+        }
+        let capture = Capture::start(requests, tsc_hz, dpdk::rdtsc())
+            .map_err(|problem| DpdkError { context: "--capture".into(), problem })?;
+        for request in requests {
+            tracing::info!("capturing port '{}' into {}", request.port_name, request.file.display());
+        }
+        self.capture = Some(capture);
+        Ok(())
+    }
+
+    /// What a worker needs of the resources: the pools, a capture tap, the control link.
+    pub fn worker_kit(&self) -> WorkerKit {
+        WorkerKit {
+            pool: Arc::clone(&self.pool),
+            jumbo: self.jumbo.clone(),
+            tap: self.capture.as_ref().map(Capture::tap),
+            control: self.control.as_ref().map(|plane| Arc::clone(&plane.link)),
+        }
+    }
+
+    /// After the workers stopped: closes everything in teardown order and counts the mbufs
+    /// back in the pools. `stats` gets the control plane's final counters; `dump_fib` runs
+    /// while the control plane still publishes the FIB.
+    pub fn close(
+        self,
+        stats: &mut SwitchStats,
+        started: Instant,
+        dump_fib: impl FnOnce(),
+    ) -> Result<Closed, DpdkError> {
+        let Self { metrics, capture, mut control, link_watch, ports, port_states, jumbo, pool } = self;
+        drop(metrics);
+        let capture = capture
+            .map(Capture::finish)
+            .transpose()
+            .map_err(|problem| DpdkError { context: "--capture".into(), problem })?;
+        if let Some(summary) = &capture {
+            for (file, frames) in &summary.written {
+                tracing::info!("capture: {frames} frames written to {}", file.display());
+            }
+            if summary.not_captured > 0 {
+                tracing::warn!(
+                    "capture: {} frames forwarded but not captured (the writer fell behind)",
+                    summary.not_captured
+                );
+            }
+        }
+        let elapsed = started.elapsed();
+        for port in ports.iter() {
+            let (rx, tx, missed, nombuf) = port.hw_stats();
+            tracing::info!(
+                "port '{}': device counters rx {rx} tx {tx} missed/errors {missed} no-mbuf {nombuf}",
+                port.name
+            );
+        }
+        dump_fib();
+        if let Some(plane) = control.as_mut() {
+            plane.stop();
+            stats.control = Some(plane.stats.lock().expect("control stats").clone());
+        }
+        drop(control);
+        drop(link_watch);
+        // Ports close (flushing capture files, returning driver-held mbufs) before we count.
+        match Arc::try_unwrap(ports) {
+            Ok(ports) => drop(ports),
+            Err(_) => unreachable!("the workers have exited and released their ports"),
+        }
+        drop(port_states);
+        // Both pools: what is missing from either at exit leaked.
+        let pools = std::iter::once(&pool).chain(jumbo.as_ref());
+        let (size, available) =
+            pools.fold((0, 0), |(size, available), pool| (size + pool.size(), available + pool.available()));
+        if available != size {
+            tracing::warn!("{} mbufs not back in the pool at exit", size - available);
+        }
+        Ok(Closed { capture, elapsed, mbufs_in_pool: size, mbufs_available_at_exit: available })
+    }
+}
+
+/// What every worker is handed from the resources.
+pub(super) struct WorkerKit {
+    /// For the PFC frames the switch sends.
+    pub pool: Arc<Mempool>,
+    pub jumbo: Option<Arc<Mempool>>,
+    /// Copies captured ports' frames for `--capture`.
+    pub tap: Option<Tap>,
+    /// The rings to and from the control thread, and the FIB it publishes (`[control]`).
+    pub control: Option<Arc<ControlLink>>,
+}
+
+/// The mbuf pool, and the jumbo pool when switch.mtu needs frames longer than one mbuf.
+fn open_pools(eal: &Eal, config: &Config, layout: &Layout) -> Result<(Arc<Mempool>, Option<Arc<Mempool>>), DpdkError> {
+    let rx_queues = u64::from(layout.rx_queues_per_port());
+    let workers = layout.shard_workers as u64;
+    let pool_size = mempool_size(config, rx_queues, workers);
+    let data_room = (dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE) as u16;
+    let pool =
+        Arc::new(Mempool::new(eal, "raceway_mbufs", pool_size, 256, data_room, -1).map_err(|err| DpdkError {
+            context: err.context,
+            problem: format!(
+                "{} (about {} MiB): give the EAL more memory (-m) or lower switch.buffer_bytes",
+                err.problem,
+                (u64::from(pool_size) * (u64::from(data_room) + 192)) >> 20
+            ),
+        })?);
+    tracing::info!("mbuf pool: {pool_size} mbufs of {data_room} bytes");
+    // Frames longer than one mbuf (jumbo frames up to switch.mtu) are copied out of their
+    // chains into mbufs of a second pool, sized by the buffer's bytes, not its frame count.
+    let jumbo_room = config.mtu as usize + dpdk::LINK_HEADERS;
+    if jumbo_room <= pool.frame_room() {
+        return Ok((pool, None));
+    }
+    let size = jumbo_pool_size(config, rx_queues, workers);
+    let data_room = (jumbo_room + dpdk_sys::RTE_PKTMBUF_HEADROOM as usize) as u16;
+    let jumbo = Mempool::new(eal, "raceway_jumbo", size, 64, data_room, -1).map_err(|err| DpdkError {
+        context: err.context,
+        problem: format!(
+            "{} (about {} MiB for frames up to switch.mtu = {}): give the EAL more memory (-m), or lower \
+             switch.mtu or switch.buffer_bytes",
+            err.problem,
+            (u64::from(size) * (u64::from(data_room) + 192)) >> 20,
+            config.mtu
+        ),
+    })?;
+    tracing::info!("jumbo mbuf pool: {size} mbufs of {data_room} bytes");
+    Ok((pool, Some(Arc::new(jumbo))))
+}
+
+/// Finds and starts each configured port's device.
+fn open_ports(config: &Config, pool: &Arc<Mempool>, layout: &Layout) -> Result<Vec<Port>, DpdkError> {
+    let mut ports = Vec::with_capacity(config.ports.len());
+    for port in &config.ports {
+        let name = device_name(port.device.as_deref().unwrap_or_default());
+        let id = Port::find(name).map_err(|err| DpdkError {
+            context: format!("port '{}'", port.name),
+            problem: format!("device '{name}' not found after EAL init ({})", err.problem),
+        })?;
+        let started = Port::start(id, &port.name, pool, layout.rx_queues_per_port(), config.mtu, port.pfc_tx_queue)?;
+        tracing::info!(
+            "port '{}': ethdev {id}, driver {}, {} Gb/s configured, {} rx queue(s){}",
+            port.name,
+            started.driver,
+            port.speed_mbps as f64 / 1000.0,
+            started.rx_queues,
+            if started.rss { " with RSS" } else { "" }
+        );
+        if started.driver == "net_pcap" && started.max_rx_queues > started.rx_queues {
+            tracing::warn!(
+                "port '{}': {} rx_pcap files but {} rx queue(s), one per RX worker: the other files are not read",
+                port.name,
+                started.max_rx_queues,
+                started.rx_queues
+            );
+        }
+        ports.push(started);
+    }
+    Ok(ports)
+}
+
+/// `[control]`: the host interfaces in their namespace, and the control and FIB threads.
+fn start_control(
+    config: &Config,
+    port_states: &Arc<PortStates>,
+    pool: &Arc<Mempool>,
+    jumbo: Option<&Arc<Mempool>>,
+) -> Result<Option<ControlPlane>, DpdkError> {
+    let Some(control_config) = &config.control else { return Ok(None) };
+    let fib = crate::pipeline::fib::Fib::new(config, &crate::pipeline::fib::Learned::default(), 1);
+    let link =
+        Arc::new(ControlLink::new(fib).map_err(|err| DpdkError {
+            context: "control".into(),
+            problem: format!("cannot create an eventfd: {err}"),
+        })?);
+    let pools = control::Pools { small: Arc::clone(pool), jumbo: jumbo.cloned() };
+    let plane = ControlPlane::start(config, Arc::clone(port_states), pools, link)
+        .map_err(|problem| DpdkError { context: "control".into(), problem })?;
+    tracing::info!(
+        "control: a host interface per port in network namespace {} (ip -n {} link)",
+        control_config.netns,
+        control_config.netns
+    );
+    Ok(Some(plane))
+}
+
+/// The link watcher; with `[control]` it wakes the control thread, which mirrors each link
+/// onto its port's host interface as soon as it changes.
+fn start_link_watch(
+    config: &Config,
+    ports: &Arc<Vec<Port>>,
+    port_states: &Arc<PortStates>,
+    control: Option<&ControlPlane>,
+) -> Result<LinkWatch, DpdkError> {
+    let interfaces: Vec<Option<String>> = config
+        .ports
+        .iter()
+        .map(|port| port.device.as_deref().and_then(link_watch::af_packet_interface).map(str::to_string))
+        .collect();
+    let wake_control: Box<dyn Fn() + Send> = match control {
+        Some(plane) => {
+            let link = Arc::clone(&plane.link);
+            Box::new(move || link.link_changed())
+        }
+        None => Box::new(|| {}),
+    };
+    LinkWatch::start(Arc::clone(ports), interfaces, Arc::clone(port_states), wake_control)
+        .map_err(|err| DpdkError { context: "link watcher".into(), problem: err.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mbuf_pool_holds_rings_bursts_and_a_frame_per_buffer_cell() {
+        let config_on = |device: &dyn Fn(usize) -> String| {
+            let mut text = String::from("[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n");
+            for port in 0..4 {
+                text.push_str(&format!(
+                    "[[port]]\nname = \"p{port}\"\ndevice = \"{}\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n",
+                    device(port)
+                ));
+            }
+            Config::parse(&text, "t.toml").unwrap()
+        };
+        let config = config_on(&|port| format!("net_null{port}"));
+        // PCI NICs open a PFC tx queue each, whose ring may hold as many mbufs.
+        let pci = config_on(&|port| format!("0000:3b:00.{port}"));
+        assert_eq!(mempool_size(&pci, 1, 1), mempool_size(&config, 1, 1) + 4 * 1024);
+        assert_eq!(mempool_size(&pci, 1, 1), 78_593);
+        // 4 x (1024 rx + 1024 tx descriptors) + 4 x 2 bursts of 32 + 16 MiB / 256 + 1 + 512:
+        // the README's figure.
+        assert_eq!(mempool_size(&config, 1, 1), 8192 + 256 + 65_537 + 512);
+        assert_eq!(mempool_size(&config, 1, 1), 74_497);
+        assert_eq!(mempool_size(&config, 2, 1), 74_497 + 4 * 1024);
+        // Two workers: two rings of 16 batches and a batch being filled each way, and one loop
+        // of the other worker each (2 ports, 2 rings + 1, of 32 frames).
+        assert_eq!(mempool_size(&config, 1, 2), 74_497 + 2 * 17 * 32 + 2 * (5 * 32));
+        // Jumbo mbufs: a jumbo frame takes at least 9 cells (2,049 bytes or more), so the
+        // buffer holds 65,537 / 9 of them; everything else but the rx rings may be jumbo.
+        assert_eq!(jumbo_pool_size(&config, 1, 1), 65_537u32.div_ceil(9) + (74_497 - 65_537 - 4 * 1024));
+        assert_eq!(jumbo_pool_size(&config, 1, 1), 12_146);
+    }
+
+    fn config_with(model: &str, ports: usize) -> Config {
+        let mut text = format!("[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n[dpdk]\nmodel = \"{model}\"\n");
+        for port in 0..ports {
+            text.push_str(&format!(
+                "[[port]]\nname = \"p{port}\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n"
+            ));
+        }
+        Config::parse(&text, "t.toml").unwrap()
+    }
+
+    #[test]
+    fn run_to_completion_deals_ports_to_at_most_one_worker_each() {
+        let config = config_with("run-to-completion", 2);
+        let one = Layout::of(&config, &[]).unwrap();
+        assert_eq!((one.shard_workers, one.forwarder_lcores.len(), one.rx_queues_per_port()), (1, 0, 1));
+        let three = Layout::of(&config, &[1, 2, 3]).unwrap();
+        assert_eq!(three.shard_workers, 2, "a third worker would own no port");
+        assert!(three.rx_lcores.is_empty());
+        assert_eq!(three.forwarder_lcores, vec![1, 2, 3]);
+        assert_eq!(three.stats_slots(), 2);
+    }
+
+    #[test]
+    fn pipelined_puts_rx_on_every_worker_lcore_but_the_last() {
+        let config = config_with("pipelined", 2);
+        let layout = Layout::of(&config, &[1, 2, 3]).unwrap();
+        assert_eq!(layout.rx_lcores, vec![1, 2]);
+        assert_eq!(layout.forwarder_lcores, vec![3]);
+        assert_eq!((layout.shard_workers, layout.rx_queues_per_port(), layout.stats_slots()), (1, 2, 3));
+        let error = Layout::of(&config, &[1]).err().expect("one worker lcore is too few");
+        assert_eq!(error.context, "dpdk.model");
+        assert!(error.problem.contains("at least two worker lcores"), "{}", error.problem);
+    }
+
+    #[test]
+    fn pci_addresses_and_vdevs_are_told_apart() {
+        assert!(is_pci_address("0000:3b:00.0"));
+        assert!(is_pci_address("3b:00.1"));
+        assert!(!is_pci_address("net_pcap0"));
+        assert!(!is_pci_address("net_memif0"));
+        assert!(!is_pci_address("0000:3b:00.9"));
+        assert_eq!(device_name("net_pcap0,rx_pcap=a.pcap,tx_pcap=b.pcap"), "net_pcap0");
+    }
+}

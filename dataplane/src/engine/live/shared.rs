@@ -1,0 +1,191 @@
+//! What the workers and the main lcore share, and the bookkeeping every worker's loop keeps
+//! alike: the clock on the common epoch (`Clock`), the cycles charged per loop and the
+//! counters published for the main lcore (`Ticker`).
+//!
+//! Invariant: a worker writes only its own stats slot, under that slot's lock, once per
+//! `PUBLISH_EVERY` and at exit; the main lcore only reads the slots (summing them in
+//! `snapshot`). Each slot sits on cache lines of its own, so one worker's publish never
+//! invalidates another's.
+
+use super::PUBLISH_EVERY;
+use crate::dpdk;
+use crate::link::PortStates;
+use crate::observe::stats::{ControlStats, CoreStats, SwitchStats, WatermarkClear};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A value alone on its cache line(s), so that workers writing neighbouring slots do not
+/// invalidate each other's lines (false sharing).
+#[repr(align(64))]
+pub(super) struct CacheAligned<T>(pub T);
+
+pub(super) struct Shared {
+    pub stop: AtomicBool,
+    /// Counters each worker publishes: the forwarders' first, then each RX worker's.
+    pub stats: Vec<CacheAligned<Mutex<SwitchStats>>>,
+    /// RX workers still running (the scheduler drains their rings until none is).
+    pub rx_running: AtomicUsize,
+    /// Run-to-completion workers that, stopping, have handed over every batch: when all
+    /// have, rings that are empty stay empty.
+    pub quiet: AtomicUsize,
+    /// Frames the tx queues never took before shutdown (freed).
+    pub unsent: Mutex<u64>,
+    /// The control thread's counters (`[control]`).
+    pub control: Option<Arc<Mutex<ControlStats>>>,
+    /// Each port's link, administrative state and MTU, as the link watcher and the control
+    /// plane follow them; every worker applies them to its switch.
+    pub port_states: Arc<PortStates>,
+    /// Watermark clears asked for (`raceway show clear watermarks`), user and persistent:
+    /// each worker applies them to its counters at its next publish, then says so in
+    /// `cleared` (per stats slot).
+    clears: [AtomicU64; 2],
+    cleared: Vec<[AtomicU64; 2]>,
+}
+
+impl Shared {
+    /// `slots` stats slots (one per worker), `rx_workers` of them pipelined RX workers.
+    pub fn new(
+        config: &crate::config::Config,
+        slots: usize,
+        rx_workers: usize,
+        control: Option<Arc<Mutex<ControlStats>>>,
+        port_states: Arc<PortStates>,
+    ) -> Self {
+        Self {
+            stop: AtomicBool::new(false),
+            stats: (0..slots).map(|_| CacheAligned(Mutex::new(SwitchStats::new(config)))).collect(),
+            rx_running: AtomicUsize::new(rx_workers),
+            quiet: AtomicUsize::new(0),
+            unsent: Mutex::new(0),
+            control,
+            port_states,
+            clears: [AtomicU64::new(0), AtomicU64::new(0)],
+            cleared: (0..slots).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
+        }
+    }
+
+    /// At a worker's publish: applies the watermark clears asked for since it last looked.
+    fn apply_clears(&self, stats: &mut SwitchStats, seen: &mut [u64; 2]) {
+        let persistent = self.clears[1].load(Ordering::Acquire);
+        if persistent != seen[1] {
+            stats.clear_watermarks(WatermarkClear::Persistent);
+            seen[1] = persistent;
+        }
+        let user = self.clears[0].load(Ordering::Acquire);
+        if user != seen[0] {
+            stats.clear_watermarks(WatermarkClear::User);
+            seen[0] = user;
+        }
+    }
+
+    /// After that publish: the clears in `seen` are in the published counters.
+    fn acknowledge_clears(&self, slot: usize, seen: &[u64; 2]) {
+        self.cleared[slot][0].store(seen[0], Ordering::Release);
+        self.cleared[slot][1].store(seen[1], Ordering::Release);
+    }
+
+    /// Asks every worker to clear watermarks and waits (at most `within`) until each has
+    /// published its counters without them; false if one did not in time (it is stopping).
+    pub fn clear_watermarks(&self, which: WatermarkClear, within: Duration) -> bool {
+        let kind = usize::from(which == WatermarkClear::Persistent);
+        let target = self.clears[kind].fetch_add(1, Ordering::AcqRel) + 1;
+        let deadline = Instant::now() + within;
+        loop {
+            if self.cleared.iter().all(|slot| slot[kind].load(Ordering::Acquire) >= target) {
+                return true;
+            }
+            if Instant::now() >= deadline || self.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// The sum of every worker's last published counters.
+    pub fn snapshot(&self) -> SwitchStats {
+        let mut total = self.stats[0].0.lock().expect("stats lock").clone();
+        for stats in &self.stats[1..] {
+            total.add(&stats.0.lock().expect("stats lock"));
+        }
+        if let Some(control) = &self.control {
+            total.control = Some(control.lock().expect("control stats").clone());
+        }
+        total
+    }
+}
+
+/// Time in picoseconds since the epoch every worker shares (the TSC at start), so a frame's
+/// arrival stamp means the same on the worker that sends it.
+#[derive(Clone, Copy)]
+pub(super) struct Clock {
+    epoch_tsc: u64,
+    /// Picoseconds per TSC tick in 32.32 fixed point: a multiply per loop instead of a u128
+    /// division.
+    ps_per_tick: u128,
+}
+
+impl Clock {
+    pub fn new(epoch_tsc: u64, tsc_hz: u64) -> Self {
+        Self { epoch_tsc, ps_per_tick: (1_000_000_000_000u128 << 32) / u128::from(tsc_hz.max(1)) }
+    }
+
+    #[inline(always)]
+    pub fn now_ps(&self) -> u64 {
+        ((u128::from(dpdk::rdtsc() - self.epoch_tsc) * self.ps_per_tick) >> 32) as u64
+    }
+}
+
+/// The TSC side of a worker's loop: one TSC read per loop, its cycles charged to busy when
+/// the loop received or sent frames, else to idle; and when to publish the counters.
+pub(super) struct Ticker {
+    /// The worker's slot in `Shared::stats`.
+    slot: usize,
+    publish_ticks: u64,
+    next_publish: u64,
+    iteration_start: u64,
+    /// The watermark clears already applied (`Shared::apply_clears`).
+    clears_seen: [u64; 2],
+}
+
+impl Ticker {
+    pub fn new(slot: usize, tsc_hz: u64) -> Self {
+        let publish_ticks = (u128::from(tsc_hz) * PUBLISH_EVERY.as_millis() / 1000) as u64;
+        Self { slot, publish_ticks, next_publish: 0, iteration_start: 0, clears_seen: [0; 2] }
+    }
+
+    /// On the worker's lcore, before its first loop: the counters get this core's entry.
+    pub fn start(&mut self, stats: &mut SwitchStats) {
+        stats.cores.clear();
+        stats.cores.push(CoreStats { lcore: dpdk::current_lcore(), ..CoreStats::default() });
+        let now = dpdk::rdtsc();
+        self.next_publish = now + self.publish_ticks;
+        self.iteration_start = now;
+    }
+
+    /// At the end of a loop: charges its cycles; true when the counters are due to publish.
+    #[inline(always)]
+    pub fn end_iteration(&mut self, core: &mut CoreStats, received: u64, busy: bool) -> bool {
+        let end = dpdk::rdtsc();
+        core.charge_iteration(end - self.iteration_start, received, busy);
+        self.iteration_start = end;
+        if end < self.next_publish {
+            return false;
+        }
+        self.next_publish = end + self.publish_ticks;
+        true
+    }
+
+    /// Publishes `stats` to the worker's slot, with the watermark clears asked for since the
+    /// last publish applied first.
+    pub fn publish(&mut self, shared: &Shared, stats: &mut SwitchStats) {
+        shared.apply_clears(stats, &mut self.clears_seen);
+        shared.stats[self.slot].0.lock().expect("stats lock").clone_from(stats);
+        shared.acknowledge_clears(self.slot, &self.clears_seen);
+    }
+
+    /// The last publish, at exit.
+    pub fn publish_final(&self, shared: &Shared, stats: &SwitchStats) {
+        shared.stats[self.slot].0.lock().expect("stats lock").clone_from(stats);
+    }
+}

@@ -1,0 +1,194 @@
+//! What the main lcore does while the workers forward: prints the counter table every stats
+//! interval, writes the FIB on SIGUSR1, and answers DPDK telemetry and `raceway show`. All
+//! of it reads what the workers published; none of it is on the packet path.
+//!
+//! Invariant: the main lcore never writes a worker's state; the one thing it asks of the
+//! workers (a watermark clear) goes through `Shared` and is applied by each worker itself.
+
+use super::shared::Shared;
+use crate::config::Config;
+use crate::control::ControlLink;
+use crate::dpdk;
+use crate::observe::stats::{SwitchStats, WatermarkClear};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Registers the `/raceway/*` telemetry commands, answered from the published counters.
+pub(super) fn register_telemetry(config: &Config, shared: &Arc<Shared>, control: Option<&Arc<ControlLink>>) {
+    let telemetry_shared = Arc::clone(shared);
+    let telemetry_config = config.clone();
+    let pager = crate::observe::show::Pager::default();
+    // Weak: the telemetry handler outlives the run, and the control link's rings must go
+    // before their pool.
+    let show_fib = control.map(Arc::downgrade);
+    let answer = move |command: &str, params: &str| {
+        if command != "/raceway/show" {
+            return crate::observe::telemetry::reply(command, &telemetry_shared.snapshot(), &telemetry_config)
+                .map(dpdk::TelemetryReply::Sections);
+        }
+        let build = |view: &str| {
+            let fib = show_fib.as_ref().and_then(std::sync::Weak::upgrade);
+            show_view(view, &telemetry_shared, &telemetry_config, fib.as_deref())
+        };
+        pager.answer(params, build).map(dpdk::TelemetryReply::Text)
+    };
+    let commands: Vec<_> =
+        crate::observe::telemetry::COMMANDS.iter().chain(&[crate::observe::telemetry::SHOW]).copied().collect();
+    match dpdk::register_telemetry(&commands, Box::new(answer)) {
+        Ok(()) => tracing::info!(
+            "telemetry: /raceway/ports, /raceway/queues, /raceway/pfc, /raceway/groups, /raceway/control"
+        ),
+        Err(err) => tracing::warn!("telemetry commands not registered: {err}"),
+    }
+}
+
+/// A `raceway show` document (`observe::show`): `state`, `fib`, or a watermark clear.
+fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&ControlLink>) -> Option<serde_json::Value> {
+    match view {
+        "state" => {
+            let interfaces = config
+                .ports
+                .iter()
+                .enumerate()
+                .map(|(index, port)| {
+                    // The speed the port is shaped to, as SONiC shows the configured speed
+                    // (net_af_packet reports 10G whatever its interface does).
+                    crate::observe::show::interface_entry(port, shared.port_states.get(index), port.speed_mbps)
+                })
+                .collect();
+            Some(crate::observe::show::state_document(config, interfaces, shared.snapshot().to_json(config)))
+        }
+        "fib" => {
+            let names: Vec<&str> = config.ports.iter().map(|port| port.name.as_str()).collect();
+            let text = match control {
+                Some(link) => link.fib.load().to_text(&names),
+                None => {
+                    crate::pipeline::fib::Fib::new(config, &crate::pipeline::fib::Learned::default(), 1).to_text(&names)
+                }
+            };
+            Some(serde_json::json!({ "fib": text }))
+        }
+        "clear" | "clear-persistent" => {
+            let which = if view == "clear" { WatermarkClear::User } else { WatermarkClear::Persistent };
+            let cleared = shared.clear_watermarks(which, Duration::from_secs(2));
+            Some(serde_json::json!({ "cleared": cleared }))
+        }
+        _ => None,
+    }
+}
+
+/// The main lcore's duties between the workers' start and stop: decides when to stop
+/// (SIGINT/SIGTERM or the end of `--duration`), prints the counter table, writes the FIB when
+/// asked.
+pub(super) struct Supervisor<'a> {
+    shared: &'a Shared,
+    printer: RatePrinter,
+    interval: Duration,
+    deadline: Option<Instant>,
+    fib_dump: Option<&'a FibDump>,
+}
+
+impl<'a> Supervisor<'a> {
+    pub fn new(
+        config: &Config,
+        shared: &'a Shared,
+        interval: Duration,
+        deadline: Option<Instant>,
+        fib_dump: Option<&'a FibDump>,
+    ) -> Self {
+        Self { shared, printer: RatePrinter::new(config), interval, deadline, fib_dump }
+    }
+
+    /// One look: asks the workers to stop when it is time (and says so), else prints and
+    /// dumps what is due.
+    pub fn tick(&mut self) -> bool {
+        let finished = dpdk::stop_requested() || self.deadline.is_some_and(|deadline| Instant::now() >= deadline);
+        if finished {
+            self.shared.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            return true;
+        }
+        self.printer.maybe_print(self.shared, self.interval);
+        FibDump::if_asked(self.fib_dump);
+        false
+    }
+}
+
+/// Prints the live counter table (`SwitchStats::rate_table`) every stats interval, with rates
+/// over the time since its previous table.
+struct RatePrinter {
+    config: Config,
+    previous: SwitchStats,
+    printed_at: Instant,
+}
+
+impl RatePrinter {
+    fn new(config: &Config) -> Self {
+        Self { config: config.clone(), previous: SwitchStats::new(config), printed_at: Instant::now() }
+    }
+
+    fn maybe_print(&mut self, shared: &Shared, interval: Duration) {
+        let elapsed = self.printed_at.elapsed();
+        if elapsed < interval {
+            return;
+        }
+        let now = shared.snapshot();
+        tracing::info!(
+            "counters over the last {:.1} s\n{}",
+            elapsed.as_secs_f64(),
+            now.rate_table(&self.previous, elapsed.as_secs_f64(), &self.config)
+        );
+        self.previous = now;
+        self.printed_at = Instant::now();
+    }
+}
+
+/// `--fib-dump`: the FIB the workers forward by, written as text (`Fib::to_text`) on SIGUSR1
+/// and at exit, by the main lcore, off the packet path.
+pub(super) struct FibDump {
+    link: Arc<ControlLink>,
+    path: PathBuf,
+    ports: Vec<String>,
+}
+
+impl FibDump {
+    /// The dump asked for, when there is a control plane to publish a FIB.
+    pub fn new(path: Option<&PathBuf>, control: Option<&Arc<ControlLink>>, config: &Config) -> Option<Self> {
+        Some(Self {
+            link: Arc::clone(control?),
+            path: path?.clone(),
+            ports: config.ports.iter().map(|port| port.name.clone()).collect(),
+        })
+    }
+
+    /// Writes the dump if SIGUSR1 asked for one since the last call.
+    fn if_asked(dump: Option<&FibDump>) {
+        if dpdk::take_dump_request() {
+            match dump {
+                Some(dump) => dump.write(),
+                None => tracing::warn!("SIGUSR1: no --fib-dump FILE to write the FIB to"),
+            }
+        }
+    }
+
+    /// Writes the published snapshot to a temporary file renamed over the path, so a reader
+    /// sees the old dump or the new one, never half of one. A failure is a warning: the
+    /// switch goes on.
+    pub fn write(&self) {
+        let names: Vec<&str> = self.ports.iter().map(String::as_str).collect();
+        let fib = self.link.fib.load();
+        let text = fib.to_text(&names);
+        let mut partial = self.path.clone().into_os_string();
+        partial.push(".partial");
+        let written = std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &self.path));
+        match written {
+            Ok(()) => tracing::info!(
+                "FIB generation {} ({} routes) written to {}",
+                fib.generation,
+                fib.routes(),
+                self.path.display()
+            ),
+            Err(err) => tracing::warn!("--fib-dump {}: cannot write: {err}", self.path.display()),
+        }
+    }
+}

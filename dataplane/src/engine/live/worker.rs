@@ -1,0 +1,450 @@
+//! A forwarding worker: the switch on one lcore, with the tx bursts and shapers of the ports
+//! it owns, and the run-to-completion model's loop. The halves of a loop that both models
+//! share (`begin_loop`, `end_loop`, `drain`) are here too; the pipelined scheduler's loop is
+//! in `pipelined.rs`.
+//!
+//! Invariant: every frame a worker takes is handed to its switch, which counts it (forwarded,
+//! queued or dropped by reason); at exit every frame the worker still holds is either sent,
+//! counted as dropped (`buffer_full`) or, never taken by a tx queue, freed and counted in
+//! `unsent`.
+
+use super::ingress::Ingress;
+use super::setup::WorkerKit;
+use super::shard_ring::Links;
+use super::shared::{Clock, Shared, Ticker};
+use super::DRAIN_FOR;
+use crate::config::Config;
+use crate::control::ControlLink;
+use crate::dpdk::{self, Burst, Mbuf, Mempool, Port, BURST};
+use crate::engine::port_tx;
+use crate::link::Follower;
+use crate::observe::capture::Tap;
+use crate::packet::PacketBuf;
+use crate::switch::{CutThrough, QueueAll, Switch};
+use crate::tm::shard::BATCH;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// How far ahead of its wire time the shaper hands frames to a port's NIC: a tx burst of
+/// maximum standard frames (what is handed over cannot be recalled by a pause, so the auto
+/// headroom counts it; see the engine's notes).
+pub fn shaper_window_ps(port: &crate::config::PortConfig) -> u64 {
+    const _: () = assert!(crate::tm::plan::LOOKAHEAD_FRAMES == BURST as u64, "the lookahead is one tx burst");
+    crate::tm::plan::lookahead_ps(port)
+}
+
+/// The per-lcore forwarding state: the switch, tx bursts and shapers for the ports it owns.
+pub(super) struct Worker {
+    pub switch: Switch<Mbuf>,
+    clock: Clock,
+    pub ticker: Ticker,
+    /// The ports it transmits on.
+    pub owned: Vec<usize>,
+    /// The (port, rx queue) pairs it polls (run-to-completion).
+    pub rx_queues: Vec<(usize, u16)>,
+    /// Whether it takes the control plane's frames (one worker does).
+    pub injects: bool,
+    /// Each port's tx bursts and shaper window (only the owned ports' are used).
+    egress: Vec<Egress>,
+    /// The port states it has applied to its switch.
+    followed: Follower,
+    /// For the PFC frames the switch sends.
+    pool: std::sync::Arc<Mempool>,
+    /// Jumbo mbufs that frames longer than one of `pool`'s are copied into (`whole_frame`).
+    jumbo: Option<std::sync::Arc<Mempool>>,
+    /// Copies captured ports' frames for `--capture`.
+    tap: Option<Tap>,
+    /// The rings to and from the control thread, and the FIB it publishes (`[control]`).
+    control: Option<std::sync::Arc<ControlLink>>,
+}
+
+/// Per-port transmit state on the worker. When the port's virtual link is next free is the
+/// switch's `link_free_ps`, which load balancing reads too.
+struct Egress {
+    pending: Burst,
+    /// A PFC frame the tx queue has not taken yet (it goes before any pending data).
+    control: Burst,
+    /// How far ahead of now the shaper lets frames go, so tx bursts fill.
+    window_ps: u64,
+}
+
+/// What a worker polls for frames.
+pub(super) enum Input {
+    /// Its ports' rx queues and the rings from the other workers (run-to-completion).
+    Ports(Links),
+    /// The RX workers' rings (pipelined).
+    Rings(Vec<std::sync::Arc<crossbeam_queue::ArrayQueue<super::pipelined::Handoff>>>),
+}
+
+impl Worker {
+    /// A worker publishing into stats slot `slot`, on the common `clock`.
+    pub fn new(config: &Config, kit: WorkerKit, switch: Switch<Mbuf>, slot: usize, clock: Clock, tsc_hz: u64) -> Self {
+        let egress = config
+            .ports
+            .iter()
+            .map(|port| Egress {
+                pending: Burst::default(),
+                control: Burst::default(),
+                window_ps: shaper_window_ps(port),
+            })
+            .collect();
+        Self {
+            switch,
+            clock,
+            ticker: Ticker::new(slot, tsc_hz),
+            owned: Vec::new(),
+            rx_queues: Vec::new(),
+            injects: false,
+            egress,
+            followed: Follower::new(),
+            pool: kit.pool,
+            jumbo: kit.jumbo,
+            tap: kit.tap,
+            control: kit.control,
+        }
+    }
+
+    /// Polls `input` until told to stop, then drains; `watch` runs every publish period (the
+    /// single-lcore case prints there).
+    pub fn run(self, ports: &[Port], shared: &Shared, input: &Input, watch: impl FnMut()) {
+        match input {
+            Input::Ports(links) => self.run_to_completion(ports, shared, links, watch),
+            Input::Rings(rings) => self.run_pipelined(ports, shared, rings, watch),
+        }
+    }
+
+    /// Run-to-completion: polls its ports' rx queues and the rings from the other workers,
+    /// runs every stage, and transmits on its ports.
+    fn run_to_completion(mut self, ports: &[Port], shared: &Shared, links: &Links, mut watch: impl FnMut()) {
+        let mut rx = Burst::default();
+        // Arrival stamps of frames from other workers that cut through this loop (at most a
+        // batch from each; the capacity is never exceeded, so it never allocates).
+        let mut earlier: Vec<u64> = Vec::with_capacity(links.from.len() * BATCH);
+        self.ticker.start(&mut self.switch.stats);
+        while !shared.stop.load(Ordering::Relaxed) {
+            let now = self.begin_loop(shared);
+            let mut received = 0;
+            // Frames that cut through to a tx burst this loop: their latency is recorded at
+            // the end of the loop, on the transmit half's clock, as a queued frame's is.
+            let mut cut_through = 0;
+            // No rx while a batch for another worker waits: the NIC's rx ring holds what
+            // arrives meanwhile, and the batch never overflows.
+            let mut handed = links.hand_over(&mut self.switch);
+            for &(index, queue) in &self.rx_queues {
+                if !handed {
+                    break;
+                }
+                if ports[index].rx_burst(queue, &mut rx) == 0 {
+                    continue;
+                }
+                // One stamp per burst for the frames captured on their way in and out.
+                let tsc = if self.tap.is_some() { dpdk::rdtsc() } else { 0 };
+                let ingress = Ingress::new(index, self.jumbo.as_deref(), self.tap.as_ref(), tsc);
+                let mut cut = CutToTx::new(&mut self.egress, self.tap.as_ref(), now, tsc, &mut earlier);
+                for mbuf in rx.drain() {
+                    received += 1;
+                    let (mbuf, verdict) = ingress.classify(mbuf, self.switch.classifier_mut());
+                    self.switch.receive_verdict(index, mbuf, verdict, now, &mut cut);
+                }
+                cut_through += cut.sent;
+                handed = links.hand_over(&mut self.switch);
+            }
+            let tsc = if self.tap.is_some() { dpdk::rdtsc() } else { 0 };
+            let mut cut = CutToTx::new(&mut self.egress, self.tap.as_ref(), now, tsc, &mut earlier);
+            for ring in &links.from {
+                if let Some(mut batch) = ring.pop() {
+                    received += self.switch.accept(&mut batch, now, &mut cut);
+                    ring.recycle(batch);
+                }
+            }
+            cut_through += cut.sent;
+            self.end_loop(ports, shared, now, received, cut_through, &mut earlier, &mut watch);
+        }
+        // Hand over what waits for other workers and take what they hand over, until every
+        // worker has handed over all it had and the rings are empty.
+        let mut quiet = false;
+        self.drain(ports, shared, |switch, clock| {
+            let handed = links.hand_over(switch);
+            if handed && !quiet {
+                quiet = true;
+                shared.quiet.fetch_add(1, Ordering::AcqRel);
+            }
+            for ring in &links.from {
+                while let Some(mut batch) = ring.pop() {
+                    switch.accept(&mut batch, clock.now_ps(), &mut QueueAll);
+                    ring.recycle(batch);
+                }
+            }
+            !handed
+                || shared.quiet.load(Ordering::Acquire) < links.workers
+                || links.from.iter().any(|ring| !ring.is_empty())
+        });
+    }
+
+    /// The start of a loop, either model: the FIB the control plane published, the ports'
+    /// states, and the credits, pools and gauges to and from the other workers (nothing with
+    /// one). Returns the loop's receive time.
+    #[inline(always)]
+    pub fn begin_loop(&mut self, shared: &Shared) -> u64 {
+        let now = self.clock.now_ps();
+        if let Some(link) = &self.control {
+            // One atomic load unless the control plane published a new FIB.
+            self.switch.refresh_fib(&link.fib);
+        }
+        // One atomic load unless a link, a shutdown or an MTU changed: then a port that went
+        // down drops what it queued, groups skip it, and frames for it are dropped.
+        let switch = &mut self.switch;
+        self.followed.follow(&shared.port_states, |port, state| {
+            switch.set_port_state(port, state);
+        });
+        self.switch.sync_shard(now);
+        now
+    }
+
+    /// The end of a loop, either model: frames to and from the control plane, latency, the
+    /// transmit half, the loop's cycles and, when due, the published counters.
+    /// `received_at` is the loop's receive time; `cut_through` frames received then, and
+    /// those received earlier at `earlier`, went straight to a tx burst.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn end_loop(
+        &mut self,
+        ports: &[Port],
+        shared: &Shared,
+        received_at: u64,
+        mut received: u64,
+        cut_through: u64,
+        earlier: &mut Vec<u64>,
+        watch: &mut impl FnMut(),
+    ) {
+        if let Some(link) = &self.control {
+            // Injected frames for another worker's port join its batch: only into an empty
+            // one, so that it never overflows.
+            let injects = self.injects && !self.switch.outgoing_pending();
+            received += exchange_with_control(&mut self.switch, link, received_at, injects);
+        }
+        // A fresh clock for the transmit half, so that latency (rx to tx hand-off) counts the
+        // time the burst spent in classify and queue, not zero.
+        let now = self.clock.now_ps();
+        self.switch.stats.latency.record_many((now - received_at) / 1000, cut_through);
+        for arrival in earlier.drain(..) {
+            self.switch.stats.latency.record(now.saturating_sub(arrival) / 1000);
+        }
+        self.switch.advance(now);
+        let sent = self.transmit_all(ports, now);
+        if self.ticker.end_iteration(&mut self.switch.stats.cores[0], received, received + sent > 0) {
+            self.switch.refresh_gauges(now);
+            self.ticker.publish(shared, &mut self.switch.stats);
+            watch();
+        }
+    }
+
+    /// Shutdown: no more rx; `between_workers` moves what crosses between workers and says
+    /// whether any is still in flight. Queued frames leave at line rate for at most
+    /// `DRAIN_FOR`; what is still queued then is dropped and counted (`buffer_full`), and
+    /// what a tx queue never took is freed and counted in `unsent`.
+    pub fn drain(
+        mut self,
+        ports: &[Port],
+        shared: &Shared,
+        mut between_workers: impl FnMut(&mut Switch<Mbuf>, &Clock) -> bool,
+    ) {
+        let deadline = Instant::now() + DRAIN_FOR;
+        loop {
+            let in_flight = between_workers(&mut self.switch, &self.clock);
+            let now = self.clock.now_ps();
+            self.switch.sync_shard(now);
+            self.switch.advance(now);
+            self.transmit_all(ports, now);
+            let queued = self.switch.queued_packets() > 0
+                || self.egress.iter().any(|e| !e.pending.is_empty() || !e.control.is_empty());
+            if !(queued || in_flight) || Instant::now() >= deadline {
+                break;
+            }
+        }
+        let leftover = self.switch.drain() + self.switch.discard_outgoing();
+        if leftover > 0 {
+            tracing::warn!("{leftover} queued frames could not be sent before shutdown; counted as buffer_full");
+        }
+        let unsent: u64 = self.egress.iter().map(|e| (e.pending.len() + e.control.len()) as u64).sum();
+        if unsent > 0 {
+            tracing::warn!("{unsent} frames were never accepted by a tx queue; freed");
+        }
+        self.egress.clear();
+        *shared.unsent.lock().expect("unsent lock") += unsent;
+        self.ticker.publish_final(shared, &self.switch.stats);
+    }
+
+    /// Hands every port's due frames to its tx queue; returns how many the queues took.
+    #[inline]
+    fn transmit_all(&mut self, ports: &[Port], now: u64) -> u64 {
+        let mut sent = 0;
+        for &index in &self.owned {
+            let port = &ports[index];
+            let state = &mut self.egress[index];
+            // What an earlier turn left: the PFC frame first, never behind data.
+            if !state.control.is_empty() {
+                sent += port.tx_control_burst(&mut state.control) as u64;
+                if !state.control.is_empty() {
+                    continue; // the tx queue is full: data waits behind the PFC frame
+                }
+            }
+            if !state.pending.is_empty() {
+                sent += port.tx_burst(&mut state.pending) as u64;
+            }
+            let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
+            let window_ps = state.window_ps;
+            let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
+            let mut bursts = TxBursts { egress: state, pool: &self.pool, tap, port: index, tsc };
+            port_tx::serve(&mut self.switch, index, now, window_ps, &mut bursts);
+            if !state.control.is_empty() {
+                sent += port.tx_control_burst(&mut state.control) as u64;
+                if !state.control.is_empty() {
+                    continue;
+                }
+            }
+            if !state.pending.is_empty() {
+                sent += port.tx_burst(&mut state.pending) as u64;
+            }
+        }
+        sent
+    }
+}
+
+/// The tx bursts as the cut-through path fills them (`Switch::receive_cutting`): a frame
+/// may join a port's pending burst when it has room, no PFC frame waits, and the port's link
+/// is free within the shaper's window.
+struct CutToTx<'a> {
+    egress: &'a mut [Egress],
+    tap: Option<&'a Tap>,
+    now: u64,
+    tsc: u64,
+    /// Frames taken that were received this loop (at `now`).
+    sent: u64,
+    /// Arrival stamps of frames taken that were received earlier (on another worker).
+    earlier: &'a mut Vec<u64>,
+}
+
+impl<'a> CutToTx<'a> {
+    /// The tx bursts of a loop at `now`; `tsc` stamps captured frames.
+    fn new(egress: &'a mut [Egress], tap: Option<&'a Tap>, now: u64, tsc: u64, earlier: &'a mut Vec<u64>) -> Self {
+        Self { egress, tap, now, tsc, sent: 0, earlier }
+    }
+}
+
+impl CutThrough<Mbuf> for CutToTx<'_> {
+    #[inline(always)]
+    fn may_send(&self, port: usize, link_free_ps: u64) -> bool {
+        let egress = &self.egress[port];
+        egress.control.is_empty() && !egress.pending.is_full() && link_free_ps <= self.now + egress.window_ps
+    }
+
+    #[inline(always)]
+    fn send(&mut self, port: usize, mbuf: Mbuf, arrival_ps: u64) {
+        if let Some(tap) = self.tap.filter(|tap| tap.wants(port)) {
+            tap.copy(port, true, self.tsc, PacketBuf::data(&mbuf));
+        }
+        self.egress[port].pending.push(mbuf);
+        if arrival_ps == self.now {
+            self.sent += 1;
+        } else {
+            self.earlier.push(arrival_ps);
+        }
+    }
+}
+
+/// A port's tx bursts as `port_tx` fills them: a PFC frame in a burst of its own (one at a
+/// time, in an mbuf from the pool), data in the pending burst. Captured frames are those
+/// handed to the tx queue (as a NIC's tx capture sees them).
+struct TxBursts<'a> {
+    egress: &'a mut Egress,
+    pool: &'a Mempool,
+    tap: Option<&'a Tap>,
+    port: usize,
+    tsc: u64,
+}
+
+impl port_tx::TxQueue<Mbuf> for TxBursts<'_> {
+    #[inline]
+    fn pfc(&mut self, frame: &[u8]) -> bool {
+        if !self.egress.control.is_empty() {
+            return false;
+        }
+        // Without an mbuf the frame stays pending and goes on a later turn.
+        let Some(mut mbuf) = self.pool.alloc() else { return false };
+        if !mbuf.append(frame) {
+            return false;
+        }
+        if let Some(tap) = self.tap {
+            tap.copy(self.port, true, dpdk::rdtsc(), frame);
+        }
+        self.egress.control.push(mbuf);
+        true
+    }
+
+    #[inline(always)]
+    fn data(&mut self, mbuf: Mbuf) {
+        if let Some(tap) = self.tap {
+            tap.copy(self.port, true, self.tsc, PacketBuf::data(&mbuf));
+        }
+        mbuf.prefetch_header();
+        self.egress.pending.push(mbuf);
+    }
+
+    #[inline(always)]
+    fn has_room(&self) -> bool {
+        !self.egress.pending.is_full()
+    }
+}
+
+/// Hands what the switch punted to the control thread and injects up to a burst of what the
+/// kernel sent; returns how many frames were injected.
+fn exchange_with_control(switch: &mut Switch<Mbuf>, link: &ControlLink, now: u64, injects: bool) -> u64 {
+    let mut punted_any = false;
+    while let Some(punted) = switch.take_punted() {
+        punted_any = true;
+        if link.punt(punted.class, (punted.port as u16, punted.packet, std::time::Instant::now())).is_err() {
+            // The control thread is behind on this class: the frame is freed (dropping it) and
+            // counted.
+            switch.punt_refused(punted.port, punted.class);
+        }
+    }
+    if punted_any {
+        link.punted();
+    }
+    let mut injected = 0;
+    while injects && injected < BURST as u64 {
+        let Some((port, mbuf, since)) = link.inject.pop() else { break };
+        link.took_injected(since);
+        switch.inject(usize::from(port), mbuf, now);
+        injected += 1;
+    }
+    injected
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shaper_commits_one_tx_burst_of_maximum_frames_as_the_headroom_assumes() {
+        let text = "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n\
+                    [[port]]\nname = \"a\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n\
+                    [[port]]\nname = \"b\"\nspeed_gbps = 1\npeer_mac = \"02:00:00:00:00:03\"\n\
+                    [[port]]\nname = \"c\"\nspeed_gbps = 800\npeer_mac = \"02:00:00:00:00:04\"\n";
+        let config = Config::parse(text, "t.toml").unwrap();
+        // 32 x 1542 wire bytes: 3.95 us at 100G, 394.8 us at 1G, 493 ns at 800G.
+        assert_eq!(shaper_window_ps(&config.ports[0]), 3_947_520);
+        assert_eq!(shaper_window_ps(&config.ports[1]), 394_752_000);
+        assert_eq!(shaper_window_ps(&config.ports[2]), 493_440);
+        // Exactly the response the auto headroom allows for, at every speed.
+        for port in &config.ports {
+            assert_eq!(
+                shaper_window_ps(port),
+                crate::tm::plan::peer_response_wire_bytes() * 8_000_000 / port.speed_mbps,
+                "{}",
+                port.name
+            );
+        }
+    }
+}
