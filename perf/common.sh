@@ -36,3 +36,46 @@ blast_through() {
     >"$stem-blast.json" 2>"$stem-blast.log"
   wait "$pid"
 }
+
+# Forwarded Mpps of raceway BINARY (default $RACEWAY) for DURATION s: SIZE-byte frames of
+# $OUT/flows-SIZE.pcap (from `raceway gen flows`) replayed without end on one port, routed to
+# a net_null port, with the benchmark QoS. CORES 1 is run-to-completion on one worker; 2 is
+# pipelined. CONTROL "-control" adds an idle [control]. Writes its config, stats and log
+# under $OUT.
+#   raceway_mpps SIZE CORES [CONTROL] [BINARY]
+raceway_mpps() {
+  local size=$1 cores=$2 control=${3:-} binary=${4:-$RACEWAY}
+  local config="$OUT/raceway-$1-$2$control.toml" stats="$OUT/raceway-$1-$2$control.json"
+  # One core: run-to-completion. Two: pipelined, an RX/classify worker on CPU 1 and the
+  # scheduler/TX worker on CPU 0 beside the (sleeping) main lcore.
+  local lcores="0-1" model="run-to-completion"
+  if [ "$cores" = 2 ]; then lcores="0@0,1@1,2@0"; model="pipelined"; fi
+  cat >"$config" <<TOML
+[switch]
+name = "bench"
+mac = "02:00:00:00:00:01"
+[dpdk]
+eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
+lcores = "$lcores"
+model = "$model"
+$(bench_qos)
+[[port]]
+name = "in"
+device = "net_pcap0,rx_pcap=$OUT/flows-$size.pcap,infinite_rx=1"
+speed_gbps = 400
+peer_mac = "02:00:00:00:10:00"
+[[port]]
+name = "out"
+device = "net_null0,no-rx=1"
+speed_gbps = 400
+peer_mac = "02:00:00:00:11:00"
+[[route]]
+prefix = "10.0.1.0/24"
+port = "out"
+TOML
+  if [ "$control" = -control ]; then printf '[control]\nnetns = "rw-bench-%s"\n' "$$" >>"$config"; fi
+  "$binary" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \
+    -- --file-prefix "rw-$$" >"$OUT/raceway-$size-$cores.log" 2>&1
+  python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print('%.2f' % (s['ports']['out']['tx_packets'] / s['elapsed_s'] / 1e6))" "$stats"
+}
+

@@ -86,42 +86,6 @@ l3fwd_mpps() {
   wait "$pid" || true
 }
 
-raceway_mpps() {
-  local size=$1 cores=$2 control=${3:-} binary=${4:-$RACEWAY}
-  local config="$OUT/raceway-$1-$2$control.toml" stats="$OUT/raceway-$1-$2$control.json"
-  # One core: run-to-completion. Two: pipelined, an RX/classify worker on CPU 1 and the
-  # scheduler/TX worker on CPU 0 beside the (sleeping) main lcore.
-  local lcores="0-1" model="run-to-completion"
-  if [ "$cores" = 2 ]; then lcores="0@0,1@1,2@0"; model="pipelined"; fi
-  cat >"$config" <<TOML
-[switch]
-name = "bench"
-mac = "02:00:00:00:00:01"
-[dpdk]
-eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
-lcores = "$lcores"
-model = "$model"
-$(bench_qos)
-[[port]]
-name = "in"
-device = "net_pcap0,rx_pcap=$OUT/flows-$size.pcap,infinite_rx=1"
-speed_gbps = 400
-peer_mac = "02:00:00:00:10:00"
-[[port]]
-name = "out"
-device = "net_null0,no-rx=1"
-speed_gbps = 400
-peer_mac = "02:00:00:00:11:00"
-[[route]]
-prefix = "10.0.1.0/24"
-port = "out"
-TOML
-  if [ "$control" = -control ]; then printf '[control]\nnetns = "rw-bench-%s"\n' "$$" >>"$config"; fi
-  "$binary" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \
-    -- --file-prefix "rw-$$" >"$OUT/raceway-$size-$cores.log" 2>&1
-  python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print('%.2f' % (s['ports']['out']['tx_packets'] / s['elapsed_s'] / 1e6))" "$stats"
-}
-
 build_l3fwd
 header="| frame | cores | testpmd io Mpps | testpmd 5tswap Mpps | l3fwd-lpm Mpps | raceway Mpps | raceway / io | raceway / l3fwd |"
 rule="|---|---|---|---|---|---|---|---|"
