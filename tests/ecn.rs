@@ -340,7 +340,7 @@ fn small_frame_incast(measure: &str) -> SmallFrameIncast {
         .flat_map(|(_, frames)| frames.iter().map(|s| (s.time_ns * 1000 + wire_ps(s.bytes.len()), key(&s.bytes))))
         .collect();
     arrivals.sort();
-    let cell = raceway::tm::plan::charge(SMALL_FRAME);
+    let cell = raceway::config::plan::charge(SMALL_FRAME);
     let xoff_ps = first_xoff_ns.map_or(u64::MAX, |t| t * 1000);
     let (mut gone, mut past_kmax, mut past_kmax_marked) = (0, 0, 0);
     for (arrived, (at, key)) in arrivals.iter().enumerate() {

@@ -186,7 +186,7 @@ fn a_lossy_incast_never_pauses_an_unrelated_lossless_sender() {
     // The incast is tail-dropped at h0's dynamic limit: a frame joins a lone queue q while
     // q + frame <= 8 x (pool - q), so the queue peaks within a frame of 8/9 of the pool.
     let plan =
-        raceway::tm::plan::BufferPlan::new(&raceway::config::Config::parse(&config, "leaf.toml").unwrap()).unwrap();
+        raceway::config::plan::BufferPlan::new(&raceway::config::Config::parse(&config, "leaf.toml").unwrap()).unwrap();
     let frame = FRAME_LEN as u64; // one frame takes exactly four cells
     let depth = u64_at(&both["ports"]["h0"]["queues"][0]["max_depth_bytes"]);
     let (lowest, highest) = (plan.lossy_pool * 8 / 9 - frame, (plan.lossy_pool + frame) * 8 / 9);

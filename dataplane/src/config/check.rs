@@ -4,9 +4,10 @@
 //! control class that is not strict).
 //!
 //! Invariant: it only reads a validated config; everything it prints is computed by the same
-//! functions the switch uses (`tm::plan`), so what `check` says is what the switch does.
+//! functions the switch uses (`config::plan`), so what `check` says is what the switch does.
 
-use crate::config::{Config, EcnMeasure, RouteTarget, Trust};
+use super::plan::{self, BufferPlan, Xoff};
+use super::{Config, EcnMeasure, RouteTarget, Trust};
 use crate::pipeline::punt::CoppClass;
 use std::fmt::Write as _;
 
@@ -23,7 +24,6 @@ macro_rules! say {
 /// The buffer's pools, the lossy queue limit, the PFC thresholds of every port, and warnings
 /// where ECN would act after PFC.
 fn buffer(out: &mut String, config: &Config) {
-    use crate::tm::plan::{BufferPlan, Xoff};
     let qos = &config.qos;
     let plan = BufferPlan::new(config).expect("validated");
     let alpha = qos.buffer.lossy_alpha;
@@ -65,11 +65,11 @@ fn buffer(out: &mut String, config: &Config) {
             "  PFC {:<10} headroom {headroom} bytes per priority, xoff {idle_xoff} (idle), xon {} (idle), XOFF lasts {:.1} us, pause answered within {:.2} us (live tx lookahead)",
             port.name,
             plan.xon(idle_xoff),
-            crate::tm::plan::quanta_ps(0xffff, port.speed_mbps) as f64 / 1e6,
-            crate::tm::plan::lookahead_ps(port) as f64 / 1e6
+            plan::quanta_ps(0xffff, port.speed_mbps) as f64 / 1e6,
+            plan::lookahead_ps(port) as f64 / 1e6
         );
         if qos.pfc.headroom_bytes == crate::config::Threshold::Auto {
-            let parts = crate::tm::plan::HeadroomParts::of(port, config.mtu);
+            let parts = plan::HeadroomParts::of(port, config.mtu);
             say!(out,
                 "    headroom, wire bytes: frame in progress {} + data ahead in the tx queue {} ({}) + PFC frame {} + cable there and back {:.0} + peer's response {} + peer's frame in progress {} = {:.0}; as minimum frames (84 wire bytes, one cell each): {} cells",
                 parts.frame_in_progress,
@@ -80,7 +80,7 @@ fn buffer(out: &mut String, config: &Config) {
                 parts.peer_response,
                 parts.peer_frame,
                 parts.wire_bytes(),
-                parts.cell_bytes() / crate::tm::plan::CELL_BYTES
+                parts.cell_bytes() / plan::CELL_BYTES
             );
         }
     }
@@ -91,7 +91,7 @@ fn buffer(out: &mut String, config: &Config) {
         let (kmin_cells, unit) = match profile.measure {
             EcnMeasure::Cells => (profile.kmin_bytes, String::new()),
             EcnMeasure::FrameBytes => {
-                let cells = profile.kmin_bytes.div_ceil(MIN_FRAME) * crate::tm::plan::charge(MIN_FRAME as usize);
+                let cells = profile.kmin_bytes.div_ceil(MIN_FRAME) * plan::charge(MIN_FRAME as usize);
                 (cells, format!(" frame bytes ({cells} cell bytes of {MIN_FRAME}-byte frames)"))
             }
         };
@@ -128,8 +128,8 @@ pub fn report(config: &Config) -> String {
         config.name,
         config.mac,
         config.buffer_bytes,
-        config.buffer_bytes / crate::tm::plan::CELL_BYTES,
-        crate::tm::plan::CELL_BYTES,
+        config.buffer_bytes / plan::CELL_BYTES,
+        plan::CELL_BYTES,
         config.mtu
     );
     say!(out, "ports:");
@@ -296,7 +296,7 @@ mod tests {
             assert!(text.contains(expect), "check lacks '{expect}':\n{text}");
         }
         // The numbers come from the switch's own plan.
-        let plan = crate::tm::plan::BufferPlan::new(&config).unwrap();
+        let plan = plan::BufferPlan::new(&config).unwrap();
         assert!(
             text.contains(&format!("lossless pool {} bytes, lossy pool {} bytes", plan.lossless_pool, plan.lossy_pool))
         );

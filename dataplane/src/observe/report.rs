@@ -7,11 +7,11 @@
 //! one value per sample; a sample covers `interval_ps` and holds the interval's transmitted
 //! bytes and its maximum queue depths, so a short burst is never averaged away.
 
+use crate::config::plan;
 use crate::config::Config;
 use crate::observe::stats::SwitchStats;
 use crate::packet::PacketBuf;
 use crate::switch::Switch;
-use crate::tm::plan;
 use crate::units::TRAFFIC_CLASSES;
 use crate::wire::pfc::Repr;
 use plotters::prelude::*;

@@ -18,6 +18,7 @@
 //! (PFC), punted or dropped and counted; every queued frame leaves through `transmit`, a watchdog flush or
 //! `drain`, counted.
 
+use crate::config::plan;
 use crate::config::{Config, EcnMeasure, MarkOn, WatchdogAction};
 use crate::drops::DropReason;
 use crate::link::PortState;
@@ -32,7 +33,6 @@ use crate::rng::Rng;
 use crate::tm::buffer::{Entry, Popped, SharedBuffer};
 use crate::tm::ecn::{self, EcnMarker};
 use crate::tm::pfc::{PfcPort, Watchdog};
-use crate::tm::plan;
 use crate::tm::schedule::Scheduler;
 use crate::tm::shard::{ShardBoard, Transfer};
 use crate::units::{wire_bytes, LinkRate, TRAFFIC_CLASSES};

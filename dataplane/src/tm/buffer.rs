@@ -23,11 +23,11 @@
 //! frames queued (sharded: plus the charges of this worker's groups whose frames other
 //! workers hold, and less the credits not yet applied), and it never allocates after `new`.
 
+use crate::config::plan::{self, BufferPlan};
 use crate::config::Config;
 use crate::drops::DropReason;
 use crate::packet::PacketBuf;
 use crate::pipeline::classify::IpHeader;
-use crate::tm::plan::{self, BufferPlan};
 use crate::units::TRAFFIC_CLASSES;
 
 const NIL: u32 = u32::MAX;
@@ -432,10 +432,10 @@ impl<P> SharedBuffer<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::plan::CELL_BYTES;
     use crate::packet::HeapPacket;
     use crate::pipeline::classify::IpHeader;
     use crate::testing::Leaf;
-    use crate::tm::plan::CELL_BYTES;
 
     /// Two 100G ports, TC3 lossless with a static XOFF far above the pool (so the pool's room
     /// decides), 64 KiB of headroom per port, a 1 MiB buffer; TC0 lossy.

@@ -1,4 +1,4 @@
-//! Traffic management: the shared buffer and its pools (`pfc::BufferPlan`), PFC, ECN and the
+//! Traffic management: the shared buffer and its pools (sized by `config::plan::BufferPlan`), PFC, ECN and the
 //! egress scheduler. `Switch` composes them.
 //!
 //! Invariant: nothing here parses a frame or knows a route; these types see cells, classes
@@ -7,6 +7,5 @@
 pub mod buffer;
 pub mod ecn;
 pub mod pfc;
-pub mod plan;
 pub mod schedule;
 pub mod shard;

@@ -10,15 +10,15 @@
 //!   priority.
 //!
 //! How full a group is, and where XOFF and XON are, is the shared buffer's business
-//! (`tm::buffer`, `tm::plan`): this type is told the occupancy and the thresholds.
+//! (`tm::buffer`, `config::plan`): this type is told the occupancy and the thresholds.
 //!
 //! Invariant: a group that decided XOFF either is refreshed while it stays above XON or sends
 //! XON once at or below it; every deadline this type creates is reported to the caller, so no
 //! timer is lost.
 
+use crate::config::plan::{quanta_ps, XOFF_QUANTA};
 use crate::config::WatchdogAction;
 use crate::observe::stats::PortStats;
-use crate::tm::plan::{quanta_ps, XOFF_QUANTA};
 use crate::wire::pfc::Repr;
 
 /// "Never", for deadlines.

@@ -445,7 +445,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
     }
     let mut wires = HashMap::new();
     for link in &fabric.links {
-        let propagation_ps = crate::tm::plan::cable_delay_ps(link.cable_m);
+        let propagation_ps = crate::config::plan::cable_delay_ps(link.cable_m);
         wires.insert(link.a, Wire { to: link.b, speed_mbps: link.speed_mbps, propagation_ps });
         wires.insert(link.b, Wire { to: link.a, speed_mbps: link.speed_mbps, propagation_ps });
     }

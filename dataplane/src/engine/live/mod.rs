@@ -68,7 +68,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use supervise::{FibDump, Supervisor};
-use worker::{Input, Worker};
+use worker::Worker;
 
 #[derive(Debug, Clone)]
 pub struct LiveOptions {
@@ -195,6 +195,25 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     })
 }
 
+/// What a forwarding worker polls for frames, which picks its loop.
+enum Input {
+    /// Its ports' rx queues and the rings from the other workers (run-to-completion).
+    Ports(Links),
+    /// The RX workers' rings (pipelined).
+    Rings(Vec<Arc<ArrayQueue<pipelined::Handoff>>>),
+}
+
+impl Input {
+    /// Runs `worker`'s loop for this input until told to stop, then drains; `watch` runs
+    /// every publish period (the single-lcore case prints there).
+    fn run(&self, worker: Worker, ports: &[Port], shared: &Shared, watch: impl FnMut()) {
+        match self {
+            Input::Ports(links) => worker.run_to_completion(ports, shared, links, watch),
+            Input::Rings(rings) => worker.run_pipelined(ports, shared, rings, watch),
+        }
+    }
+}
+
 /// The workers of a run, wired and not yet started: the forwarders (run-to-completion
 /// shards, or the pipelined scheduler) with what each polls, and the pipelined RX workers.
 struct Crew {
@@ -297,7 +316,7 @@ impl Crew {
         if layout.forwarder_lcores.is_empty() {
             tracing::info!("one lcore: forwarding and counters both on lcore {}", eal.main_lcore());
             let (worker, input) = forwarders.pop().expect("one worker on the main lcore");
-            worker.run(ports, shared, &input, || {
+            input.run(worker, ports, shared, || {
                 supervisor.tick();
             });
             return Ok(between_workers);
@@ -307,7 +326,7 @@ impl Crew {
             tracing::info!("forwarding worker on lcore {lcore} for ports {}", names.join(" "));
             let (task_ports, task_shared) = (Arc::clone(ports), Arc::clone(shared));
             launched.push(eal.launch(lcore, move || {
-                worker.run(&task_ports, &task_shared, &input, || {});
+                input.run(worker, &task_ports, &task_shared, || {});
                 0
             })?);
         }

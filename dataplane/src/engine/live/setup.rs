@@ -79,7 +79,7 @@ pub fn jumbo_pool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -
     let all = u64::from(mempool_size(config, rx_queues_per_port, workers));
     let queued = Switch::<Mbuf>::arena_capacity(config) as u64;
     let frame_room = u64::from(dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE - dpdk_sys::RTE_PKTMBUF_HEADROOM);
-    let cells_per_jumbo = crate::tm::plan::charge(frame_room as usize + 1) / crate::tm::plan::CELL_BYTES;
+    let cells_per_jumbo = crate::config::plan::charge(frame_room as usize + 1) / crate::config::plan::CELL_BYTES;
     // The rx rings hold plain mbufs (chains): what is not queued, less the rx rings, may be
     // jumbo; what is queued is at most one jumbo frame per `cells_per_jumbo` cells.
     let ports = config.ports.len() as u64;

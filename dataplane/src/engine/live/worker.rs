@@ -29,8 +29,8 @@ use std::time::Instant;
 /// maximum standard frames (what is handed over cannot be recalled by a pause, so the auto
 /// headroom counts it; see the engine's notes).
 pub fn shaper_window_ps(port: &crate::config::PortConfig) -> u64 {
-    const _: () = assert!(crate::tm::plan::LOOKAHEAD_FRAMES == BURST as u64, "the lookahead is one tx burst");
-    crate::tm::plan::lookahead_ps(port)
+    const _: () = assert!(crate::config::plan::LOOKAHEAD_FRAMES == BURST as u64, "the lookahead is one tx burst");
+    crate::config::plan::lookahead_ps(port)
 }
 
 /// The per-lcore forwarding state: the switch, tx bursts and shapers for the ports it owns.
@@ -68,14 +68,6 @@ struct Egress {
     window_ps: u64,
 }
 
-/// What a worker polls for frames.
-pub(super) enum Input {
-    /// Its ports' rx queues and the rings from the other workers (run-to-completion).
-    Ports(Links),
-    /// The RX workers' rings (pipelined).
-    Rings(Vec<std::sync::Arc<crossbeam_queue::ArrayQueue<super::pipelined::Handoff>>>),
-}
-
 impl Worker {
     /// A worker publishing into stats slot `slot`, on the common `clock`.
     pub fn new(config: &Config, kit: WorkerKit, switch: Switch<Mbuf>, slot: usize, clock: Clock, tsc_hz: u64) -> Self {
@@ -104,18 +96,9 @@ impl Worker {
         }
     }
 
-    /// Polls `input` until told to stop, then drains; `watch` runs every publish period (the
-    /// single-lcore case prints there).
-    pub fn run(self, ports: &[Port], shared: &Shared, input: &Input, watch: impl FnMut()) {
-        match input {
-            Input::Ports(links) => self.run_to_completion(ports, shared, links, watch),
-            Input::Rings(rings) => self.run_pipelined(ports, shared, rings, watch),
-        }
-    }
-
     /// Run-to-completion: polls its ports' rx queues and the rings from the other workers,
     /// runs every stage, and transmits on its ports.
-    fn run_to_completion(mut self, ports: &[Port], shared: &Shared, links: &Links, mut watch: impl FnMut()) {
+    pub fn run_to_completion(mut self, ports: &[Port], shared: &Shared, links: &Links, mut watch: impl FnMut()) {
         let mut rx = Burst::default();
         // Arrival stamps of frames from other workers that cut through this loop (at most a
         // batch from each; the capacity is never exceeded, so it never allocates).
@@ -441,7 +424,7 @@ mod tests {
         for port in &config.ports {
             assert_eq!(
                 shaper_window_ps(port),
-                crate::tm::plan::peer_response_wire_bytes() * 8_000_000 / port.speed_mbps,
+                crate::config::plan::peer_response_wire_bytes() * 8_000_000 / port.speed_mbps,
                 "{}",
                 port.name
             );

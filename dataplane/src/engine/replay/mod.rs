@@ -27,6 +27,7 @@
 //! no hash order, no thread) feeds the outputs, so the same inputs and seed give the same
 //! bytes. At the end every queue is empty, so rx = tx + drops + punted.
 
+use crate::config::plan;
 use crate::config::Config;
 use crate::engine::port_tx;
 use crate::engine::sim::{self, Alarm, EventQueue, LinkTx};
@@ -36,7 +37,6 @@ use crate::observe::stats::SwitchStats;
 use crate::packet::HeapPacket;
 use crate::switch::{Switch, NEVER};
 use crate::tm::pfc::Pauses;
-use crate::tm::plan;
 use crate::traffic::pcap::{open_traces, CaptureWriter, OutputFormat, TraceFrame, TraceSource, TraceSpec};
 use crate::wire::pfc::Repr;
 use std::collections::VecDeque;

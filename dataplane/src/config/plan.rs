@@ -1,6 +1,12 @@
 //! The buffer plan: the shared buffer's pools (SONiC's buffer model on Broadcom), and the PFC
 //! thresholds of each lossless (ingress port, priority) group: headroom, XOFF and XON.
 //!
+//! It is part of the configuration, not of `tm/`: it is derived from the ports' speeds and
+//! cables and the `[qos]` sections alone, as SONiC's buffer manager derives the buffer
+//! profiles in its config database from the same inputs, and a config whose headroom or pools
+//! do not fit in the buffer is refused when it is read (`Config::parse`), with the field at
+//! fault. `tm/` applies the plan; it never derives one.
+//!
 //! Buffer is accounted in cells of `CELL_BYTES`, as switch ASICs do: a frame occupies
 //! ceil(len / CELL_BYTES) cells. Every threshold here is in cell bytes.
 //!
@@ -51,7 +57,7 @@
 //! Invariant: headroom and both pools fit in the buffer (`BufferPlan::new` refuses
 //! otherwise), and the pools are whole cells.
 
-use crate::config::{BufferConfig, Config, PortConfig, Threshold};
+use super::{BufferConfig, Config, PortConfig, Threshold};
 
 /// Bytes per buffer cell.
 pub const CELL_BYTES: u64 = 256;

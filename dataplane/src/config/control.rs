@@ -1,0 +1,164 @@
+//! `[control]`: the control plane (a Linux interface per port in a namespace of the switch's
+//! own), its CoPP policers per class, the class its frames leave in and the EtherTypes it
+//! takes, validated into `ControlConfig`.
+//!
+//! Invariant: the namespace name is one the kernel takes; every CoPP class is known and its
+//! rate and burst are 1-10,000,000; a punted EtherType is not one the data plane routes or
+//! always punts.
+
+use super::{GroupMode, Validator};
+use crate::error::InputError;
+use crate::pipeline::punt::{CoppClass, CoppRate};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// The traffic class the control plane's own frames leave in.
+const DEFAULT_CONTROL_TC: u8 = 7;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawControl {
+    pub(super) netns: Option<String>,
+    /// Replaced by `[control.copp.<class>]`; kept to say so.
+    pub(super) punt_pps: Option<toml::Value>,
+    pub(super) punt_burst: Option<toml::Value>,
+    #[serde(default)]
+    pub(super) copp: BTreeMap<String, RawCopp>,
+    pub(super) control_tc: Option<i64>,
+    pub(super) multipath_mode: Option<String>,
+    #[serde(default)]
+    pub(super) punt_ethertypes: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCopp {
+    pub(super) pps: Option<u64>,
+    pub(super) burst: Option<u64>,
+}
+
+/// The control plane (`[control]`): a Linux interface per port in a namespace of the switch's
+/// own, and the frames punted to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControlConfig {
+    /// The network namespace of the host interfaces.
+    pub netns: String,
+    /// Each (port, CoPP class)'s policer, by `CoppClass::index`.
+    pub copp: [CoppRate; CoppClass::COUNT],
+    /// The traffic class frames from the control plane leave in.
+    pub control_tc: u8,
+    /// The load-balancing mode of the kernel's multipath routes.
+    pub multipath_mode: GroupMode,
+    /// EtherTypes punted besides ARP, slow protocols and LLDP (class `other`).
+    pub punt_ethertypes: Vec<u16>,
+}
+
+impl Validator<'_> {
+    pub(super) fn control(&self, raw: RawControl, switch_name: &str) -> Result<ControlConfig, InputError> {
+        let netns = raw.netns.unwrap_or_else(|| format!("raceway-{switch_name}"));
+        if netns.is_empty() || netns.len() > 64 || netns.contains(['/', ' ', '\0']) || netns == "." || netns == ".." {
+            return Err(self.error(
+                "control.netns",
+                format!("'{netns}' is not a namespace name (1-64 characters, no '/' or spaces)"),
+            ));
+        }
+        for (field, value) in [("control.punt_pps", &raw.punt_pps), ("control.punt_burst", &raw.punt_burst)] {
+            if value.is_some() {
+                return Err(self.error(field, "replaced by per-class policers: [control.copp.<class>] pps, burst"));
+            }
+        }
+        let copp = self.copp(&raw.copp)?;
+        let control_tc = match raw.control_tc {
+            Some(tc) => self.traffic_class("control.control_tc", tc)?,
+            None => DEFAULT_CONTROL_TC,
+        };
+        let multipath_mode = self.keyword("control.multipath_mode", raw.multipath_mode.as_deref(), GroupMode::Ecmp)?;
+        let mut punt_ethertypes = Vec::with_capacity(raw.punt_ethertypes.len());
+        for text in &raw.punt_ethertypes {
+            let digits = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X"));
+            let value = digits.and_then(|digits| u16::from_str_radix(digits, 16).ok()).filter(|v| *v >= 0x0600);
+            let value = value.ok_or_else(|| {
+                self.error("control.punt_ethertypes", format!("'{text}' is not an EtherType (0x0600-0xffff, in hex)"))
+            })?;
+            if matches!(value, 0x0800 | 0x86dd | 0x8100 | 0x88a8 | 0x8808) {
+                return Err(self.error(
+                    "control.punt_ethertypes",
+                    format!("{text} is routed or handled by the data plane; it cannot be punted whole"),
+                ));
+            }
+            if let Some(class) = [(0x0806, "arp"), (0x8809, "lacp"), (0x88cc, "lldp")]
+                .iter()
+                .find_map(|(always, class)| (*always == value).then_some(class))
+            {
+                return Err(self.error(
+                    "control.punt_ethertypes",
+                    format!("{text} is always punted (class {class}); list only other EtherTypes"),
+                ));
+            }
+            punt_ethertypes.push(value);
+        }
+        Ok(ControlConfig { netns, copp, control_tc, multipath_mode, punt_ethertypes })
+    }
+
+    /// `[control.copp.<class>]`: each class's rate and burst, SONiC's defaults where unset; a
+    /// burst left out is one second's worth of the rate.
+    fn copp(&self, raw: &BTreeMap<String, RawCopp>) -> Result<[CoppRate; CoppClass::COUNT], InputError> {
+        let mut rates = CoppClass::ALL.map(CoppRate::default_for);
+        for (name, settings) in raw {
+            let class = CoppClass::parse(name).ok_or_else(|| {
+                let names: Vec<&str> = CoppClass::ALL.iter().map(|class| class.name()).collect();
+                self.error(format!("control.copp.{name}"), format!("not a CoPP class ({})", names.join(", ")))
+            })?;
+            let pps = settings.pps.unwrap_or(class.default_pps());
+            let burst = settings.burst.unwrap_or(pps);
+            for (field, value) in [("pps", pps), ("burst", burst)] {
+                if !(1..=10_000_000).contains(&value) {
+                    return Err(
+                        self.error(format!("control.copp.{name}.{field}"), format!("{value} is not 1-10000000"))
+                    );
+                }
+            }
+            rates[class.index()] = CoppRate { pps, burst };
+        }
+        Ok(rates)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::tests::MINIMAL;
+    use crate::config::Config;
+
+    #[test]
+    fn copp_classes_take_sonic_defaults_and_overrides_per_class() {
+        let copp = |tables: &str| {
+            Config::parse(&format!("{MINIMAL}\n[control]\n{tables}"), "t.toml")
+                .map(|config| config.control.unwrap().copp)
+        };
+        let rate = |pps, burst| CoppRate { pps, burst };
+        let defaults = copp("").unwrap();
+        assert_eq!(defaults, CoppClass::ALL.map(CoppRate::default_for));
+        // A rate alone sets the burst to one second of it; a burst alone keeps the rate.
+        let set = copp("[control.copp.ip2me]\npps = 100\n[control.copp.bgp]\nburst = 50\n").unwrap();
+        assert_eq!(set[CoppClass::Ip2me.index()], rate(100, 100));
+        assert_eq!(set[CoppClass::Bgp.index()], rate(6000, 50));
+        assert_eq!(set[CoppClass::Arp.index()], defaults[CoppClass::Arp.index()]);
+        let error = |tables: &str| {
+            let err = copp(tables).unwrap_err();
+            (err.field, err.problem)
+        };
+        let (field, problem) = error("[control.copp.icmp]\npps = 10\n");
+        assert_eq!(field, "control.copp.icmp");
+        assert!(problem.contains("bgp, bfd, lacp, arp, lldp, ip2me, glean, ttl, unreachable, mtu, other"), "{problem}");
+        assert_eq!(error("[control.copp.arp]\npps = 0\n").0, "control.copp.arp.pps");
+        assert_eq!(error("[control.copp.arp]\nburst = 10000001\n").0, "control.copp.arp.burst");
+        let (field, problem) = error("punt_pps = 2000\n");
+        assert_eq!(field, "control.punt_pps");
+        assert!(problem.contains("[control.copp.<class>]"), "{problem}");
+        assert_eq!(error("punt_burst = 10\n").0, "control.punt_burst");
+        let (field, problem) = error("punt_ethertypes = [\"0x8809\"]\n");
+        assert_eq!(field, "control.punt_ethertypes");
+        assert!(problem.contains("class lacp"), "{problem}");
+    }
+}
