@@ -6,6 +6,7 @@
 //! flags; a port's MTU is at most `switch.mtu`; an address is on one port at most.
 
 use super::Validator;
+use crate::dpdk::{device_name, is_pci_address};
 use crate::error::InputError;
 use crate::keyword::keywords;
 use crate::units::LinkRate;
@@ -55,28 +56,6 @@ pub struct PortConfig {
     /// NIC ahead of its wire time; without one the headroom counts that lookahead
     /// (`config::plan`). Replay sends PFC frames ahead of data either way.
     pub pfc_tx_queue: bool,
-}
-
-/// The ethdev name of a device string: what precedes the first comma.
-pub fn device_name(device: &str) -> &str {
-    device.split(',').next().unwrap_or(device)
-}
-
-/// `0000:3b:00.0` or `3b:00.0`.
-pub fn is_pci_address(name: &str) -> bool {
-    let parts: Vec<&str> = name.split(':').collect();
-    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
-    let (bus, device_function) = match parts.as_slice() {
-        [domain, bus, df] if hex(domain, 4) => (*bus, *df),
-        [bus, df] => (*bus, *df),
-        _ => return false,
-    };
-    match device_function.split_once('.') {
-        Some((device, function)) => {
-            hex(bus, 2) && hex(device, 2) && function.len() == 1 && function.chars().all(|c| ('0'..='7').contains(&c))
-        }
-        None => false,
-    }
 }
 
 /// Whether a port's PFC frames get a tx queue of their own unless the config says: on a PCI

@@ -10,9 +10,9 @@
 
 use super::shard_ring::{frames_per_loop, SHARD_RING};
 use super::shared::Shared;
-use crate::config::{device_name, is_pci_address, Config, WorkerModel};
+use crate::config::{Config, WorkerModel};
 use crate::control::{self, ControlLink, ControlPlane};
-use crate::dpdk::{self, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
+use crate::dpdk::{self, device_name, is_pci_address, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
 use crate::engine::link_watch::{self, LinkWatch};
 use crate::link::PortStates;
 use crate::observe::capture::{Capture, CaptureSummary, Tap};
@@ -520,15 +520,5 @@ mod tests {
         let error = Layout::of(&config, &[1]).err().expect("one worker lcore is too few");
         assert_eq!(error.context, "dpdk.model");
         assert!(error.problem.contains("at least two worker lcores"), "{}", error.problem);
-    }
-
-    #[test]
-    fn pci_addresses_and_vdevs_are_told_apart() {
-        assert!(is_pci_address("0000:3b:00.0"));
-        assert!(is_pci_address("3b:00.1"));
-        assert!(!is_pci_address("net_pcap0"));
-        assert!(!is_pci_address("net_memif0"));
-        assert!(!is_pci_address("0000:3b:00.9"));
-        assert_eq!(device_name("net_pcap0,rx_pcap=a.pcap,tx_pcap=b.pcap"), "net_pcap0");
     }
 }

@@ -1,0 +1,331 @@
+//! Ethdev ports: finding a device, starting it with its rx and tx queues, rx and tx bursts,
+//! link and hardware counters, and closing it; and the devargs a device string names.
+//!
+//! Invariant: a `Port` holds the pool its rx queues fill, so the pool is freed only after the
+//! port is stopped and closed (which returns the mbufs its driver held).
+
+#![allow(unsafe_code)]
+
+use super::{check, strerror, Burst, DpdkError, Mempool, BURST};
+use dpdk_sys as sys;
+use std::ffi::{c_char, c_int, c_uint, CStr, CString};
+use std::sync::Arc;
+
+/// A started ethdev port with one tx queue and `rx_queues` rx queues.
+pub struct Port {
+    id: u16,
+    pub name: String,
+    pub driver: String,
+    /// Rx queues opened: as many as asked for, up to what the device offers.
+    pub rx_queues: u16,
+    /// Tx queues opened: the data's, and PFC's own where the port has one.
+    pub tx_queues: u16,
+    /// Whether the device spreads frames over the rx queues by RSS (IP addresses, UDP/TCP
+    /// ports), so each flow keeps to one queue. Without it, each queue has its own source (a
+    /// net_pcap rx_pcap file per queue, say).
+    pub rss: bool,
+    /// How many rx queues the device offers (net_pcap: one per rx_pcap file).
+    pub max_rx_queues: u16,
+    /// The MTU the device was configured with: the one asked for, or its maximum if lower.
+    pub mtu: u32,
+    /// The pool its rx queues fill: freed only after the port is closed.
+    _pool: Arc<Mempool>,
+}
+
+/// What a frame carries besides its IP packet: Ethernet header and two VLAN tags (QinQ).
+pub const LINK_HEADERS: usize = 14 + 2 * 4;
+
+/// Drivers that unmap a port's memory on the interrupt thread while lcores may be inside a
+/// burst on it (net_memif, when its peer goes away): their bursts are guarded so the unmap
+/// waits for them (`shim.c`, "Bursts against a driver's teardown"). Without it a switch could
+/// die of SIGSEGV when a memif peer went away (`tests/live.rs`,
+/// `switch_survives_memif_peers_vanishing_mid_traffic`, failed 5 runs of 5 without it).
+const DRIVERS_UNMAPPING_UNDER_BURSTS: &[&str] = &["net_memif"];
+
+/// Descriptors asked for per queue (the driver may adjust them).
+pub const RX_DESCRIPTORS: u16 = 1024;
+pub const TX_DESCRIPTORS: u16 = 1024;
+
+impl Port {
+    /// Finds the ethdev whose name is `device_name` (the devargs before the first comma).
+    pub fn find(device_name: &str) -> Result<u16, DpdkError> {
+        let c_name = CString::new(device_name)
+            .map_err(|_| DpdkError { context: device_name.into(), problem: "NUL in name".into() })?;
+        let mut id = 0u16;
+        // SAFETY: c_name and &mut id are valid for the call.
+        let rc = unsafe { sys::rte_eth_dev_get_port_by_name(c_name.as_ptr(), &mut id) };
+        check(rc, || format!("device '{device_name}'")).map(|_| id)
+    }
+
+    /// Brings the port up: info, configure (with RSS when more than one rx queue is opened and
+    /// the device hashes; the MTU), descriptors, queues on the port's socket, start,
+    /// promiscuous mode (where supported), link up (bounded wait). Opens up to `rx_queues` rx
+    /// queues. `mtu` is the switch's (IP) MTU: the port takes it, or the largest the device
+    /// does (a warning says so), and receives frames longer than an mbuf as chains where the
+    /// device can; 0 leaves the driver's default.
+    ///
+    /// `pfc_tx_queue` opens a second tx queue for PFC frames (`tx_control_burst`), so that
+    /// they wait on the wire behind the frame in progress only; a device with one tx queue
+    /// is then an error, since the headroom was planned for the second.
+    pub fn start(
+        id: u16,
+        name: &str,
+        pool: &Arc<Mempool>,
+        rx_queues: u16,
+        mtu: u32,
+        pfc_tx_queue: bool,
+    ) -> Result<Self, DpdkError> {
+        let context = |step: &str| format!("port '{name}' (ethdev {id}): {step}");
+        let mut max_rx = 0u16;
+        let mut max_tx = 0u16;
+        let mut rss_offloads = 0u64;
+        let mut driver: *const c_char = std::ptr::null();
+        let mut max_mtu = 0u16;
+        let mut can_scatter = 0;
+        check(
+            // SAFETY: the out-pointers are valid; the driver name is a static string of the PMD.
+            unsafe {
+                sys::shim_eth_dev_info(
+                    id,
+                    &mut max_rx,
+                    &mut max_tx,
+                    &mut rss_offloads,
+                    &mut driver,
+                    &mut max_mtu,
+                    &mut can_scatter,
+                )
+            },
+            || context("device info"),
+        )?;
+        let driver = if driver.is_null() {
+            String::new()
+        } else {
+            // SAFETY: non-null, NUL-terminated, owned by the PMD for the process lifetime.
+            unsafe { CStr::from_ptr(driver) }.to_string_lossy().into_owned()
+        };
+        if max_rx == 0 || max_tx == 0 {
+            return Err(DpdkError {
+                context: context("queues"),
+                problem: format!("driver {driver} offers {max_rx} rx / {max_tx} tx queues"),
+            });
+        }
+        let tx_queues: u16 = if pfc_tx_queue { 2 } else { 1 };
+        if tx_queues > max_tx {
+            return Err(DpdkError {
+                context: context("pfc_tx_queue"),
+                problem: format!(
+                    "driver {driver} offers {max_tx} tx queue, none for PFC frames: set pfc_tx_queue = false \
+                     (the auto headroom then counts the data PFC waits behind)"
+                ),
+            });
+        }
+        if DRIVERS_UNMAPPING_UNDER_BURSTS.contains(&driver.as_str()) {
+            // SAFETY: a flag write for a valid port id, before the port starts and any burst.
+            unsafe { sys::shim_guard_bursts(id) };
+        }
+        let rx_queues = rx_queues.clamp(1, max_rx);
+        // SAFETY: a plain constant getter.
+        let rss_hf = rss_offloads & unsafe { sys::shim_rss_ip_udp_tcp() };
+        let rss = rx_queues > 1 && rss_hf != 0;
+        let port_mtu = mtu.min(u32::from(max_mtu));
+        if port_mtu < mtu {
+            tracing::warn!(
+                "{}: the device takes an MTU of at most {port_mtu} bytes; switch.mtu is {mtu}",
+                context("mtu")
+            );
+        }
+        // Frames longer than an mbuf's room arrive as chains where the device scatters (and
+        // the engine copies them into one jumbo mbuf); elsewhere the driver decides.
+        let scatter = can_scatter != 0 && port_mtu as usize + LINK_HEADERS > pool.frame_room();
+        let rss_hf = if rss { rss_hf } else { 0 };
+        let scatter = c_int::from(scatter);
+        // SAFETY: plain calls on a valid port id; configuration is built in C with defaults.
+        let configured = unsafe { sys::shim_eth_dev_configure(id, rx_queues, tx_queues, rss_hf, port_mtu, scatter) };
+        check(configured, || context("configure"))?;
+        let mut rx_desc = RX_DESCRIPTORS;
+        let mut tx_desc = TX_DESCRIPTORS;
+        // SAFETY: the out-pointers are valid.
+        check(unsafe { sys::shim_eth_adjust_desc(id, &mut rx_desc, &mut tx_desc) }, || context("descriptors"))?;
+        // SAFETY: plain getter on a valid port id.
+        let socket = unsafe { sys::rte_eth_dev_socket_id(id) }.max(0) as c_uint;
+        for queue in 0..rx_queues {
+            // SAFETY: the pool outlives the port (teardown order); defaults for the queue conf.
+            check(unsafe { sys::shim_eth_rx_queue_setup(id, queue, rx_desc, socket, pool.as_ptr()) }, || {
+                context(&format!("rx queue {queue}"))
+            })
+            .map_err(|mut err| {
+                // Drivers that preload frames (net_pcap with infinite_rx=1) refuse frames longer
+                // than one mbuf, which they would have to chain.
+                err.problem.push_str(&format!(
+                    " (frames over {} bytes need chained mbufs, which some drivers refuse, e.g. net_pcap with \
+                     infinite_rx=1)",
+                    pool.frame_room()
+                ));
+                err
+            })?;
+        }
+        for queue in 0..tx_queues {
+            // SAFETY: as above.
+            check(unsafe { sys::shim_eth_tx_queue_setup(id, queue, tx_desc, socket) }, || {
+                context(&format!("tx queue {queue}"))
+            })?;
+        }
+        // SAFETY: the port is configured with its queues.
+        check(unsafe { sys::rte_eth_dev_start(id) }, || context("start"))?;
+        // Not every PMD supports promiscuous mode (-ENOTSUP); a leaf switch routes frames
+        // addressed to it either way, so only log it.
+        // SAFETY: plain call on a started port.
+        let rc = unsafe { sys::rte_eth_promiscuous_enable(id) };
+        if rc < 0 {
+            tracing::debug!("{}: {}", context("promiscuous mode"), strerror(rc));
+        }
+        let port = Self {
+            id,
+            name: name.to_string(),
+            driver,
+            rx_queues,
+            tx_queues,
+            rss,
+            max_rx_queues: max_rx,
+            mtu: port_mtu,
+            _pool: Arc::clone(pool),
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while !port.link_up() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if !port.link_up() {
+            tracing::warn!("{}: link is down after 3 s; continuing", context("link"));
+        }
+        Ok(port)
+    }
+
+    /// Takes the device's link down or up (an operator's shutdown). `Ok(false)` when the
+    /// driver cannot (net_af_packet, net_ring, ...): the switch then only stops using the port.
+    pub fn set_link(&self, up: bool) -> Result<bool, DpdkError> {
+        // SAFETY: plain calls on a started port; control-path functions the link watcher
+        // alone calls.
+        let rc = unsafe {
+            if up {
+                sys::rte_eth_dev_set_link_up(self.id)
+            } else {
+                sys::rte_eth_dev_set_link_down(self.id)
+            }
+        };
+        match rc {
+            0 => Ok(true),
+            rc if rc == -libc::ENOTSUP => Ok(false),
+            rc => Err(DpdkError {
+                context: format!("port '{}': link {}", self.name, if up { "up" } else { "down" }),
+                problem: strerror(rc),
+            }),
+        }
+    }
+
+    pub fn link_up(&self) -> bool {
+        let mut up = 0;
+        let mut speed = 0;
+        // SAFETY: the out-pointers are valid for the call.
+        let rc = unsafe { sys::shim_eth_link(self.id, &mut up, &mut speed) };
+        rc == 0 && up != 0
+    }
+
+    /// Receives up to `BURST - burst.len()` frames from rx queue `queue` into `burst`.
+    #[inline]
+    pub fn rx_burst(&self, queue: u16, burst: &mut Burst) -> usize {
+        debug_assert!(queue < self.rx_queues);
+        let room = (BURST - burst.len) as u16;
+        // SAFETY: the slots from `len` on are writable; rx fills at most `room` of them with
+        // mbufs that the burst then owns; the queue was set up in `start`.
+        let received = unsafe { sys::shim_eth_rx_burst(self.id, queue, burst.mbufs.as_mut_ptr().add(burst.len), room) };
+        burst.len += usize::from(received);
+        usize::from(received)
+    }
+
+    /// Sends as much of `burst` as the tx queue takes; the rest stays in the burst, in order.
+    #[inline]
+    pub fn tx_burst(&self, burst: &mut Burst) -> usize {
+        self.tx_burst_on(0, burst)
+    }
+
+    /// `tx_burst` for PFC frames: on their own tx queue where the port has one, so the NIC
+    /// sends them after the frame in progress rather than after the data queued before them.
+    #[inline]
+    pub fn tx_control_burst(&self, burst: &mut Burst) -> usize {
+        self.tx_burst_on(self.tx_queues - 1, burst)
+    }
+
+    #[inline]
+    fn tx_burst_on(&self, queue: u16, burst: &mut Burst) -> usize {
+        if burst.len == 0 {
+            return 0;
+        }
+        // SAFETY: the first `len` slots are owned mbufs; the PMD takes ownership of the first
+        // `sent` of them; the queue was set up in `start`.
+        let sent =
+            usize::from(unsafe { sys::shim_eth_tx_burst(self.id, queue, burst.mbufs.as_mut_ptr(), burst.len as u16) });
+        burst.mbufs.copy_within(sent..burst.len, 0);
+        burst.len -= sent;
+        sent
+    }
+
+    /// Device counters: (rx packets, tx packets, rx missed + errors, rx without mbuf).
+    pub fn hw_stats(&self) -> (u64, u64, u64, u64) {
+        let mut stats = sys::rte_eth_stats::default();
+        // SAFETY: the out-pointer is valid for the call.
+        let rc = unsafe { sys::rte_eth_stats_get(self.id, &mut stats) };
+        if rc != 0 {
+            return (0, 0, 0, 0);
+        }
+        (stats.ipackets, stats.opackets, stats.imissed + stats.ierrors, stats.rx_nombuf)
+    }
+}
+
+impl Drop for Port {
+    fn drop(&mut self) {
+        // Stop, then close: closing flushes capture-backed vdevs (net_pcap writes its file)
+        // and releases the mbufs the driver held.
+        // SAFETY: nothing uses the port any more (workers have been waited for).
+        unsafe {
+            sys::rte_eth_dev_stop(self.id);
+            sys::rte_eth_dev_close(self.id);
+        }
+    }
+}
+
+/// The ethdev name of a device string: what precedes the first comma.
+pub fn device_name(device: &str) -> &str {
+    device.split(',').next().unwrap_or(device)
+}
+
+/// `0000:3b:00.0` or `3b:00.0`.
+pub fn is_pci_address(name: &str) -> bool {
+    let parts: Vec<&str> = name.split(':').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
+    let (bus, device_function) = match parts.as_slice() {
+        [domain, bus, df] if hex(domain, 4) => (*bus, *df),
+        [bus, df] => (*bus, *df),
+        _ => return false,
+    };
+    match device_function.split_once('.') {
+        Some((device, function)) => {
+            hex(bus, 2) && hex(device, 2) && function.len() == 1 && function.chars().all(|c| ('0'..='7').contains(&c))
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_addresses_and_vdevs_are_told_apart() {
+        assert!(is_pci_address("0000:3b:00.0"));
+        assert!(is_pci_address("3b:00.1"));
+        assert!(!is_pci_address("net_pcap0"));
+        assert!(!is_pci_address("net_memif0"));
+        assert!(!is_pci_address("0000:3b:00.9"));
+        assert_eq!(device_name("net_pcap0,rx_pcap=a.pcap,tx_pcap=b.pcap"), "net_pcap0");
+    }
+}
