@@ -106,7 +106,8 @@ fuzz: fuzz-build
 # too. Debug info off and mold (when installed) shorten each rebuild: 11 s against 15 s for
 # the same mutant here. cargo-mutants exits 2 or 3 when mutants were missed or timed out.
 MUTANTS_TESTS := --lib --test replay --test pfc --test ecn --test groups
-MUTANTS_FILES ?= $(wildcard dataplane/src/tm/*.rs dataplane/src/pipeline/*.rs dataplane/src/switch/*.rs)
+MUTANTS_FILES ?= $(wildcard dataplane/src/tm/*.rs dataplane/src/pipeline/*.rs dataplane/src/pipeline/fib/*.rs \
+	dataplane/src/switch/*.rs dataplane/src/config/plan.rs)
 MUTANTS_ENV := CARGO_PROFILE_DEV_DEBUG=0 $(if $(shell command -v mold),RUSTFLAGS="-C link-arg=-fuse-ld=mold")
 MUTANTS_ARGS := --test-package raceway --copy-target false $(foreach file,$(MUTANTS_FILES),--file $(file)) -o target/mutants
 mutants: deps
