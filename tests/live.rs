@@ -51,17 +51,18 @@ fn two_run_to_completion_workers_match_replay_and_leak_no_mbufs() {
     live_matches_replay("live-shards", LiveCase { two_shards: true, ..LiveCase::default() });
 }
 
-/// Jumbo frames, with `switch.mtu = 8000`: host1 sends 4,000-byte frames, which net_pcap
-/// hands over as chains of mbufs and the worker copies into jumbo mbufs, and a few of 9,216
-/// bytes, longer than the MTU allows (dropped as `oversize`, live as in replay); host0's
-/// small frames are unaffected. Captured frames are cut at the capture's snap length.
+/// Jumbo frames, with `switch.mtu = 9000`: host1 sends 9,000-byte frames, which net_pcap
+/// hands over as chains of mbufs that cross the switch as they are (no copy) and leave
+/// byte for byte as replay sends them, and a few of 9,216 bytes, longer than the MTU allows
+/// (dropped as `oversize`, live as in replay); host0's small frames are unaffected; no mbuf
+/// is lost. Captured frames are cut at the capture's snap length.
 #[test]
 fn jumbo_frames_cross_live_as_in_replay_and_leak_no_mbufs() {
     let _cpus = cpus_shared();
     live_matches_replay("live-jumbo", LiveCase { jumbo: true, ..LiveCase::default() });
 }
 
-/// Jumbo frames through a pipelined RX worker, which copies chains the same way.
+/// Jumbo frames through a pipelined RX worker, which hands the chains on the same way.
 #[test]
 fn jumbo_frames_cross_a_pipelined_rx_worker_as_in_replay() {
     let _cpus = cpus_shared();
@@ -77,7 +78,7 @@ struct LiveCase {
     two_rx_workers: bool,
     /// Two run-to-completion workers, each owning two ports.
     two_shards: bool,
-    /// host1 sends 4,000-byte frames and a few over the MTU, with `mtu = 8000`.
+    /// host1 sends 9,000-byte frames and a few over the MTU, with `mtu = 9000`.
     jumbo: bool,
 }
 
@@ -94,7 +95,7 @@ fn live_matches_replay(name: &str, case: LiveCase) {
         packets: 600,
         seed: 12,
         host: 1,
-        frame_len: if jumbo { 4000 } else { 400 },
+        frame_len: if jumbo { 9000 } else { 400 },
         rate_gbps: 20.0,
         ..Default::default()
     });
@@ -130,7 +131,7 @@ fn live_matches_replay(name: &str, case: LiveCase) {
     let devices =
         [device(0, "host0", true), device(1, "host1", true), device(2, "up0", false), device(3, "up1", false)];
     let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
-    let extra_switch = if jumbo { "mtu = 8000" } else { "" };
+    let extra_switch = if jumbo { "mtu = 9000" } else { "" };
     let mut config_text = four_port_config(extra_switch, [&devices[0], &devices[1], &devices[2], &devices[3]], eal);
     let one_worker = !pipelined && !two_shards;
     if !one_worker {
@@ -165,6 +166,12 @@ fn live_matches_replay(name: &str, case: LiveCase) {
     let live: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
     assert_eq!(live["mbufs"]["available_at_exit"], live["mbufs"]["pool"], "mbufs leaked");
     assert_eq!(live["mbufs"]["unsent_at_exit"], 0);
+    if jumbo {
+        // Chains were carried, not copied: no jumbo pool was made (net_pcap sends chains).
+        let parsed = raceway::config::Config::parse(&config_text, "leaf.toml").unwrap();
+        let plain = raceway::engine::live::mempool_size(&parsed, 1, 1);
+        assert_eq!(live["mbufs"]["pool"], plain, "only the plain mbuf pool");
+    }
 
     let replay_dir = dir.join("replay");
     run_ok(
@@ -182,7 +189,7 @@ fn live_matches_replay(name: &str, case: LiveCase) {
     if jumbo {
         assert!(live["ports"]["host1"]["drops"]["oversize"].as_u64().unwrap() > 0, "{}", live["ports"]["host1"]);
         let longest = read_pcap(&live_dir.join("up0.pcap")).into_iter().chain(read_pcap(&live_dir.join("up1.pcap")));
-        assert_eq!(longest.map(|(_, frame)| frame.len()).max(), Some(4000), "jumbo frames forwarded whole");
+        assert_eq!(longest.map(|(_, frame)| frame.len()).max(), Some(9000), "jumbo frames forwarded whole");
     }
     for port in PORTS {
         // Frames from different input ports may interleave differently live, so compare each

@@ -142,24 +142,40 @@ int shim_pktmbuf_linearize_into(const struct rte_mbuf *src, struct rte_mbuf *dst
 	return 0;
 }
 
+const void *shim_pktmbuf_read(const struct rte_mbuf *m, uint32_t off, uint32_t len, void *buf)
+{
+	return rte_pktmbuf_read(m, off, len, buf);
+}
+
 uint8_t *shim_pktmbuf_append(struct rte_mbuf *m, uint16_t len) { return (uint8_t *)rte_pktmbuf_append(m, len); }
 int shim_errno(void) { return rte_errno; }
 unsigned int shim_lcore_id(void) { return rte_lcore_id(); }
 uint64_t shim_rdtsc(void) { return rte_rdtsc(); }
 
-int shim_eth_dev_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint64_t rss_hf, uint32_t mtu, int scatter)
+int shim_eth_dev_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint64_t rss_hf, uint32_t mtu, int scatter, int tx_multi_seg)
 {
 	struct rte_eth_conf conf;
 	memset(&conf, 0, sizeof(conf));
 	conf.rxmode.mtu = mtu;
 	if (scatter)
 		conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
+	if (tx_multi_seg)
+		conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
 	if (nb_rx > 1 && rss_hf != 0) {
 		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
 		conf.rx_adv_conf.rss_conf.rss_key = NULL; /* the driver's default key */
 		conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
 	}
 	return rte_eth_dev_configure(port, nb_rx, nb_tx, &conf);
+}
+
+int shim_eth_tx_multi_seg(uint16_t port)
+{
+	struct rte_eth_dev_info info;
+	int rc = rte_eth_dev_info_get(port, &info);
+	if (rc != 0)
+		return rc;
+	return (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
 }
 
 uint64_t shim_rss_ip_udp_tcp(void) { return RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP; }

@@ -29,6 +29,9 @@ uint8_t *shim_pktmbuf_append(struct rte_mbuf *m, uint16_t len);
 /* Copies the whole frame of a (chained) mbuf into the empty single-segment mbuf dst, and its
  * port: 0, or -1 when dst has too little room. src is left as it was. */
 int shim_pktmbuf_linearize_into(const struct rte_mbuf *src, struct rte_mbuf *dst);
+/* The frame's `len` bytes from `off`: a pointer into the mbuf when they are in one segment,
+ * else copied into `buf`; NULL when the frame is shorter. */
+const void *shim_pktmbuf_read(const struct rte_mbuf *m, uint32_t off, uint32_t len, void *buf);
 int shim_errno(void);
 unsigned int shim_lcore_id(void);
 uint64_t shim_rdtsc(void);
@@ -37,7 +40,9 @@ uint64_t shim_rdtsc(void);
  * when nb_rx > 1 and rss_hf != 0, the MTU (0: the driver's default) and, when scatter is
  * set, rx of frames larger than an mbuf as chains. Returns the negative errno from
  * rte_eth_dev_configure. */
-int shim_eth_dev_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint64_t rss_hf, uint32_t mtu, int scatter);
+int shim_eth_dev_configure(uint16_t port, uint16_t nb_rx, uint16_t nb_tx, uint64_t rss_hf, uint32_t mtu, int scatter, int tx_multi_seg);
+/* 1 when the device sends chained mbufs (RTE_ETH_TX_OFFLOAD_MULTI_SEGS), 0 when not, < 0 on error. */
+int shim_eth_tx_multi_seg(uint16_t port);
 /* The RSS hash types raceway asks for: IPv4/IPv6 addresses, UDP and TCP ports. */
 uint64_t shim_rss_ip_udp_tcp(void);
 /* Fills max queue counts, the RSS hash types the device offers, the driver name (a static

@@ -401,6 +401,7 @@ impl ControlThread {
         let mut punt_latency = LatencyHistogram::default();
         let mut carrier: Vec<Option<bool>> = vec![None; ports];
         let mut buffer = vec![0u8; 65_536];
+        let mut whole = vec![0u8; 65_536];
         let mut next_housekeeping = Instant::now();
         let mut carrier_generation = 0;
         let mut fds: Vec<i32> = self.taps.iter().map(Tap::raw_fd).collect();
@@ -411,7 +412,9 @@ impl ControlThread {
             while let Some((_, (port, mbuf, since))) = self.link.next_punted() {
                 busy = true;
                 let port = usize::from(port);
-                if self.taps[port].write(crate::packet::PacketBuf::data(&mbuf)).is_err() {
+                // A chained frame (longer than one mbuf) is gathered into `whole` first.
+                let frame = mbuf.whole(&mut whole);
+                if frame.is_none_or(|frame| self.taps[port].write(frame).is_err()) {
                     tap_errors[port] += 1;
                 }
                 punt_latency.record(since.elapsed().as_nanos() as u64);

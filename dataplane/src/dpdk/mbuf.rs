@@ -74,9 +74,11 @@ impl Drop for Mempool {
     }
 }
 
-/// One mbuf, uniquely owned. Only the first segment's bytes are visible; `len` is the whole
-/// frame's. The engines linearize a chained frame (`linearize`) before the pipeline sees it,
-/// so a frame the pipeline handles is one segment, whole.
+/// One mbuf, uniquely owned. Only the first segment's bytes are visible (`data`); `len` is
+/// the whole frame's. A frame longer than one mbuf's room arrives chained and stays so: the
+/// pipeline reads and rewrites only headers, which are in the first segment
+/// (`parse::parse_beyond`), and the driver sends the chain; `whole` reads all of it where a
+/// copy is needed (the control plane's TAP).
 ///
 /// The data pointer and length are read inline at the offsets `dpdk_sys::mbuf_offsets` gives
 /// (constants that `shim.c` checks against `offsetof` at build time): five shim calls per
@@ -121,6 +123,23 @@ impl Mbuf {
         // SAFETY: the mbuf is ours and valid; PKT_LEN is `rte_mbuf.pkt_len`'s offset (checked
         // in shim.c), a naturally aligned u32.
         unsafe { base.add(sys::mbuf_offsets::PKT_LEN).cast::<u32>().read() as usize }
+    }
+
+    /// The whole frame: its one segment as it is, or, when it is chained, its bytes copied
+    /// into `scratch`; `None` when `scratch` is too short for a chained frame. For the
+    /// control thread, which writes punted frames to the kernel whole.
+    pub fn whole<'a>(&'a self, scratch: &'a mut [u8]) -> Option<&'a [u8]> {
+        if !self.is_chained() {
+            return Some(PacketBuf::data(self));
+        }
+        let len = self.frame_len();
+        let out = scratch.get_mut(..len)?;
+        // SAFETY: the mbuf is ours; `out` has room for `len` bytes, and the pointer returned
+        // (into the mbuf or `out`) is valid for `len` bytes while both are borrowed.
+        unsafe {
+            let data = sys::shim_pktmbuf_read(self.0.as_ptr(), 0, len as u32, out.as_mut_ptr().cast());
+            (!data.is_null()).then(|| std::slice::from_raw_parts(data.cast::<u8>(), len))
+        }
     }
 
     /// The frame copied whole into one mbuf of `pool` (whose room must hold it); `None` when

@@ -42,6 +42,10 @@ pub const LINK_HEADERS: usize = 14 + 2 * 4;
 /// `switch_survives_memif_peers_vanishing_mid_traffic`, failed 5 runs of 5 without it).
 const DRIVERS_UNMAPPING_UNDER_BURSTS: &[&str] = &["net_memif"];
 
+/// Virtual devices that send chained mbufs without offering `RTE_ETH_TX_OFFLOAD_MULTI_SEGS`
+/// (DPDK 22.11): see `Port::sends_chains`.
+const DRIVERS_SENDING_CHAINS_UNOFFERED: &[&str] = &["net_pcap", "net_null", "net_ring"];
+
 /// Descriptors asked for per queue (the driver may adjust them).
 pub const RX_DESCRIPTORS: u16 = 1024;
 pub const TX_DESCRIPTORS: u16 = 1024;
@@ -55,6 +59,38 @@ impl Port {
         // SAFETY: c_name and &mut id are valid for the call.
         let rc = unsafe { sys::rte_eth_dev_get_port_by_name(c_name.as_ptr(), &mut id) };
         check(rc, || format!("device '{device_name}'")).map(|_| id)
+    }
+
+    /// Whether the device sends a frame chained over several mbufs (it offers
+    /// `RTE_ETH_TX_OFFLOAD_MULTI_SEGS`): then a frame longer than one mbuf crosses the switch
+    /// as the chain it arrived in, with no copy.
+    ///
+    /// Some virtual devices take chains without offering the flag: net_pcap reads a chain
+    /// into its file whole, net_null and net_ring hand it on or free it whole
+    /// (`tests/live.rs` forwards jumbo frames through net_pcap byte for byte).
+    pub fn sends_chains(id: u16) -> Result<bool, DpdkError> {
+        // SAFETY: a device-info query on a port id; no pointer crosses.
+        let rc = unsafe { sys::shim_eth_tx_multi_seg(id) };
+        let offered = check(rc, || format!("ethdev {id}: device info"))? == 1;
+        Ok(offered || DRIVERS_SENDING_CHAINS_UNOFFERED.contains(&Self::driver(id)?.as_str()))
+    }
+
+    /// The name of the device's driver (`net_pcap`, `net_memif`, ...).
+    fn driver(id: u16) -> Result<String, DpdkError> {
+        let (mut max_rx, mut max_tx, mut rss, mut max_mtu, mut scatter) = (0u16, 0u16, 0u64, 0u16, 0);
+        let mut driver: *const c_char = std::ptr::null();
+        check(
+            // SAFETY: the out-pointers are valid; the driver name is a static string of the PMD.
+            unsafe {
+                sys::shim_eth_dev_info(id, &mut max_rx, &mut max_tx, &mut rss, &mut driver, &mut max_mtu, &mut scatter)
+            },
+            || format!("ethdev {id}: device info"),
+        )?;
+        if driver.is_null() {
+            return Ok(String::new());
+        }
+        // SAFETY: non-null, NUL-terminated, owned by the PMD for the process lifetime.
+        Ok(unsafe { CStr::from_ptr(driver) }.to_string_lossy().into_owned())
     }
 
     /// Brings the port up: info, configure (with RSS when more than one rx queue is opened and
@@ -134,13 +170,18 @@ impl Port {
                 context("mtu")
             );
         }
-        // Frames longer than an mbuf's room arrive as chains where the device scatters (and
-        // the engine copies them into one jumbo mbuf); elsewhere the driver decides.
+        // Frames longer than an mbuf's room arrive as chains where the device scatters (the
+        // engine carries them, or copies them into one jumbo mbuf where a port cannot send
+        // chains); elsewhere the driver decides.
         let scatter = can_scatter != 0 && port_mtu as usize + LINK_HEADERS > pool.frame_room();
         let rss_hf = if rss { rss_hf } else { 0 };
         let scatter = c_int::from(scatter);
+        // Asked for only where offered: configure refuses an offload the device lacks.
+        // SAFETY: a device-info query on a port id; no pointer crosses.
+        let tx_chains = c_int::from(unsafe { sys::shim_eth_tx_multi_seg(id) } == 1);
         // SAFETY: plain calls on a valid port id; configuration is built in C with defaults.
-        let configured = unsafe { sys::shim_eth_dev_configure(id, rx_queues, tx_queues, rss_hf, port_mtu, scatter) };
+        let configured =
+            unsafe { sys::shim_eth_dev_configure(id, rx_queues, tx_queues, rss_hf, port_mtu, scatter, tx_chains) };
         check(configured, || context("configure"))?;
         let mut rx_desc = RX_DESCRIPTORS;
         let mut tx_desc = TX_DESCRIPTORS;

@@ -60,16 +60,23 @@ impl Tap {
     /// Copies `frame`, seen on `port` at TSC `tsc`, into a free record for the writer.
     #[inline]
     pub fn copy(&self, port: usize, outbound: bool, tsc: u64, frame: &[u8]) {
+        self.copy_head(port, outbound, tsc, frame, frame.len());
+    }
+
+    /// `copy` of a frame `len` bytes long of which `head` holds the first (a chained mbuf's
+    /// first segment): the record keeps up to `SNAPLEN` bytes of `head` (a first segment of
+    /// 2,048 bytes holds all the snap length keeps) and says the frame was `len` long.
+    pub fn copy_head(&self, port: usize, outbound: bool, tsc: u64, head: &[u8], len: usize) {
         let Some(mut record) = self.free.pop() else {
             self.not_captured.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        let kept = frame.len().min(SNAPLEN);
-        record.bytes[..kept].copy_from_slice(&frame[..kept]);
+        let kept = head.len().min(SNAPLEN);
+        record.bytes[..kept].copy_from_slice(&head[..kept]);
         record.port = port as u16;
         record.outbound = outbound;
         record.tsc = tsc;
-        record.original_len = frame.len() as u32;
+        record.original_len = len as u32;
         record.captured_len = kept as u16;
         // The pool holds RECORDS records in all, and `filled` has room for all of them.
         let _ = self.filled.push(record);

@@ -99,7 +99,15 @@ impl Classifier {
     /// Classifies `frame` and, when it is forwarded, decrements its TTL / hop limit.
     #[inline(always)]
     pub fn classify(&mut self, frame: &mut [u8]) -> Verdict {
-        let parsed = match parse::parse(frame) {
+        self.classify_beyond(frame, 0)
+    }
+
+    /// `classify` for a frame of which `frame` holds the first bytes and `beyond` more follow
+    /// elsewhere (a chained mbuf's first segment: `parse::parse_beyond`). Only headers are
+    /// read or rewritten, and they are all in `frame`.
+    #[inline(always)]
+    pub fn classify_beyond(&mut self, frame: &mut [u8], beyond: usize) -> Verdict {
+        let parsed = match parse::parse_beyond(frame, beyond) {
             Ok(parsed) => parsed,
             Err(_) => return Verdict::Drop(DropReason::Malformed),
         };
@@ -111,7 +119,7 @@ impl Classifier {
         };
         let resolved = self.resolved.resolve(&self.fib, ip.destination, &self.port_enabled);
         if self.punting.is_some() && (resolved == Resolved::Local || stays_on_link(ip.destination)) {
-            return Verdict::Punt(local_class(frame, &ip));
+            return Verdict::Punt(local_class(frame, &ip, beyond));
         }
         // `None`: the next hop is not resolved (glean).
         let next = match resolved {
@@ -276,14 +284,14 @@ fn stays_on_link(destination: Destination) -> bool {
 /// The CoPP class of an IP packet for the switch: `arp` for neighbour discovery (ICMPv6
 /// straight after the IPv6 header, types 133-137), `bgp` for TCP from or to port 179, `bfd`
 /// for UDP to 3784/4784, else `ip2me`. Only punted frames pay for reading the ports.
-fn local_class(frame: &[u8], ip: &parse::IpPacket) -> CoppClass {
+fn local_class(frame: &[u8], ip: &parse::IpPacket, beyond: usize) -> CoppClass {
     let is_nd = matches!(ip.destination, Destination::V6(_))
         && frame.get(ip.l3_offset + 6) == Some(&58)
         && frame.get(ip.l3_offset + 40).is_some_and(|kind| ND_TYPES.contains(kind));
     if is_nd {
         return CoppClass::Arp;
     }
-    match parse::transport_ports(frame, ip) {
+    match parse::transport_ports(frame, ip, beyond) {
         Some((ipv4::protocol::TCP, source, destination)) if source == BGP_PORT || destination == BGP_PORT => {
             CoppClass::Bgp
         }

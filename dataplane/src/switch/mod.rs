@@ -250,7 +250,11 @@ impl<P: PacketBuf> Switch<P> {
         now: u64,
         cut: &mut impl CutThrough<P>,
     ) -> Received {
-        let verdict = self.classifier.classify(packet.data_mut());
+        let len = packet.len();
+        let head = packet.data_mut();
+        // A chained frame (live, longer than one mbuf) is classified from its first segment.
+        let beyond = len - head.len();
+        let verdict = self.classifier.classify_beyond(head, beyond);
         self.receive_verdict(ingress, packet, verdict, now, cut)
     }
 

@@ -19,7 +19,9 @@ impl<P: PacketBuf> Switch<P> {
     /// interface it came from.
     pub fn inject(&mut self, egress: usize, packet: P, now: u64) -> Received {
         self.stats.ports[egress].injected += 1;
-        let ip = match crate::wire::parse::parse(packet.data()).map(|parsed| parsed.payload) {
+        let ip = match crate::wire::parse::parse_beyond(packet.data(), packet.len() - packet.data().len())
+            .map(|parsed| parsed.payload)
+        {
             Ok(crate::wire::parse::Payload::Ip(ip)) => IpHeader {
                 l3_offset: ip.l3_offset as u16,
                 is_ipv6: matches!(ip.destination, crate::wire::parse::Destination::V6(_)),

@@ -41,8 +41,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
+        Self::new_checked_beyond(buffer, 0)
+    }
+
+    /// `new_checked` for a packet whose first bytes `buffer` holds, with `beyond` more bytes of
+    /// the frame past its end (a chained mbuf's first segment): the header must be in
+    /// `buffer`, the total length within `buffer.len() + beyond`.
+    #[inline]
+    pub fn new_checked_beyond(buffer: T, beyond: usize) -> Result<Self> {
         let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
+        packet.check_len_beyond(beyond)?;
         Ok(packet)
     }
 
@@ -50,6 +58,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// past the total length (Ethernet padding) are allowed.
     #[inline]
     pub fn check_len(&self) -> Result<()> {
+        self.check_len_beyond(0)
+    }
+
+    /// `check_len` with `beyond` bytes of the packet past the buffer's end.
+    #[inline]
+    pub fn check_len_beyond(&self, beyond: usize) -> Result<()> {
         let data = self.buffer.as_ref();
         if data.len() < MIN_HEADER_LEN {
             return Err(WireError::Truncated);
@@ -68,7 +82,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if total_len < header_len {
             return Err(WireError::BadLength);
         }
-        if data.len() < total_len {
+        if data.len() + beyond < total_len {
             return Err(WireError::Truncated);
         }
         Ok(())
@@ -142,8 +156,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// The datagram's payload, up to the total length (Ethernet padding excluded).
     #[inline]
+    /// The payload, or as much of it as the buffer holds (a view made `new_checked_beyond`).
     pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[self.header_len()..usize::from(self.total_len())]
+        let data = self.buffer.as_ref();
+        &data[self.header_len()..usize::from(self.total_len()).min(data.len())]
     }
 }
 

@@ -30,13 +30,26 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
+        Self::new_checked_beyond(buffer, 0)
+    }
+
+    /// `new_checked` for a packet whose first bytes `buffer` holds, with `beyond` more bytes of
+    /// the frame past its end (a chained mbuf's first segment).
+    #[inline]
+    pub fn new_checked_beyond(buffer: T, beyond: usize) -> Result<Self> {
         let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
+        packet.check_len_beyond(beyond)?;
         Ok(packet)
     }
 
     #[inline]
     pub fn check_len(&self) -> Result<()> {
+        self.check_len_beyond(0)
+    }
+
+    /// `check_len` with `beyond` bytes of the packet past the buffer's end.
+    #[inline]
+    pub fn check_len_beyond(&self, beyond: usize) -> Result<()> {
         let data = self.buffer.as_ref();
         if data.len() < HEADER_LEN {
             return Err(WireError::Truncated);
@@ -44,7 +57,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if self.version() != 6 {
             return Err(WireError::BadVersion);
         }
-        if data.len() < HEADER_LEN + usize::from(self.payload_len()) {
+        if data.len() + beyond < HEADER_LEN + usize::from(self.payload_len()) {
             return Err(WireError::Truncated);
         }
         Ok(())
@@ -104,8 +117,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     #[inline]
+    /// The payload, or as much of it as the buffer holds (a view made `new_checked_beyond`).
     pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[HEADER_LEN..HEADER_LEN + usize::from(self.payload_len())]
+        let data = self.buffer.as_ref();
+        &data[HEADER_LEN..(HEADER_LEN + usize::from(self.payload_len())).min(data.len())]
     }
 }
 

@@ -68,6 +68,14 @@ pub struct ParsedFrame {
 /// Parses one frame.
 #[inline(always)]
 pub fn parse(frame: &[u8]) -> Result<ParsedFrame> {
+    parse_beyond(frame, 0)
+}
+
+/// Parses a frame of which `frame` holds the first bytes and `beyond` more follow elsewhere
+/// (a chained mbuf's first segment): every header must be in `frame`, and the lengths the
+/// headers declare are checked against the whole frame. With `beyond` 0 it is `parse`.
+#[inline(always)]
+pub fn parse_beyond(frame: &[u8], beyond: usize) -> Result<ParsedFrame> {
     let ethernet = ethernet::Frame::new_checked(frame)?;
     let mut ethertype = ethernet.ethertype();
     let mut offset = ethernet::HEADER_LEN;
@@ -84,8 +92,8 @@ pub fn parse(frame: &[u8]) -> Result<ParsedFrame> {
         tags += 1;
     }
     let payload = match ethertype {
-        EtherType::Ipv4 => Payload::Ip(parse_ipv4(frame, offset)?),
-        EtherType::Ipv6 => Payload::Ip(parse_ipv6(frame, offset)?),
+        EtherType::Ipv4 => Payload::Ip(parse_ipv4(frame, offset, beyond)?),
+        EtherType::Ipv6 => Payload::Ip(parse_ipv6(frame, offset, beyond)?),
         EtherType::MacControl => {
             let control = pfc::Payload::new_checked(&frame[offset..])?;
             if tags > 0 || ethernet.destination() != pfc::DESTINATION {
@@ -117,13 +125,15 @@ pub fn flow_control(frame: &[u8]) -> Option<pfc::Repr> {
 }
 
 #[inline(always)]
-fn parse_ipv4(frame: &[u8], l3_offset: usize) -> Result<IpPacket> {
-    let packet = ipv4::Packet::new_checked(&frame[l3_offset..])?;
+fn parse_ipv4(frame: &[u8], l3_offset: usize, beyond: usize) -> Result<IpPacket> {
+    let packet = ipv4::Packet::new_checked_beyond(&frame[l3_offset..], beyond)?;
     if !packet.verify_checksum() {
         return Err(WireError::BadChecksum);
     }
     let protocol = packet.protocol();
-    let ports = if packet.is_fragment() { L4::default() } else { parse_l4(protocol, packet.payload())? };
+    // What of the packet lies past `frame` (0 unless the frame is chained).
+    let l4_beyond = (l3_offset + usize::from(packet.total_len())).saturating_sub(frame.len());
+    let ports = if packet.is_fragment() { L4::default() } else { parse_l4(protocol, packet.payload(), l4_beyond)? };
     let source = u32::from(packet.source());
     let destination = u32::from(packet.destination());
     let flow_hash = flow_hash(&[source, destination, u32::from(protocol), ports.ports, ports.dest_qp]);
@@ -144,11 +154,12 @@ fn parse_ipv4(frame: &[u8], l3_offset: usize) -> Result<IpPacket> {
 // pieces other than those written (store-forwarding stalls, ~10% of a 64-byte frame: one
 // worker 222 -> 199 cycles, min of four alternating runs).
 #[inline(always)]
-fn parse_ipv6(frame: &[u8], l3_offset: usize) -> Result<IpPacket> {
-    let packet = ipv6::Packet::new_checked(&frame[l3_offset..])?;
+fn parse_ipv6(frame: &[u8], l3_offset: usize, beyond: usize) -> Result<IpPacket> {
+    let packet = ipv6::Packet::new_checked_beyond(&frame[l3_offset..], beyond)?;
     let (protocol, l4) = walk_extensions(packet.next_header(), packet.payload())?;
+    let l4_beyond = (l3_offset + ipv6::HEADER_LEN + usize::from(packet.payload_len())).saturating_sub(frame.len());
     let ports = match l4 {
-        Some(bytes) => parse_l4(protocol, bytes)?,
+        Some(bytes) => parse_l4(protocol, bytes, l4_beyond)?,
         None => L4::default(),
     };
     let source = u128::from(packet.source());
@@ -177,28 +188,33 @@ fn parse_ipv6(frame: &[u8], l3_offset: usize) -> Result<IpPacket> {
 /// again from the frame: for the rare frames that need them (sorting punted frames into CoPP
 /// classes), so the forwarding path does not carry them. `None` for a non-first fragment, an
 /// unwalkable IPv6 chain, or a protocol other than TCP and UDP.
-pub fn transport_ports(frame: &[u8], ip: &IpPacket) -> Option<(u8, u16, u16)> {
+pub fn transport_ports(frame: &[u8], ip: &IpPacket, beyond: usize) -> Option<(u8, u16, u16)> {
     let l3 = frame.get(ip.l3_offset..)?;
-    let (protocol, bytes) = match ip.destination {
+    let (protocol, bytes, l3_len) = match ip.destination {
         Destination::V4(_) => {
-            let packet = ipv4::Packet::new_checked(l3).ok()?;
+            let packet = ipv4::Packet::new_checked_beyond(l3, beyond).ok()?;
             if packet.is_fragment() && u16::from_be_bytes([l3[6], l3[7]]) & 0x1fff != 0 {
                 return None;
             }
-            // The checked view vouches for these bounds.
-            (packet.protocol(), &l3[packet.header_len()..usize::from(packet.total_len())])
+            let total_len = usize::from(packet.total_len());
+            // The checked view vouches for these bounds (the payload ends with the buffer).
+            (packet.protocol(), &l3[packet.header_len()..total_len.min(l3.len())], total_len)
         }
         Destination::V6(_) => {
-            let packet = ipv6::Packet::new_checked(l3).ok()?;
-            let payload = &l3[ipv6::HEADER_LEN..ipv6::HEADER_LEN + usize::from(packet.payload_len())];
+            let packet = ipv6::Packet::new_checked_beyond(l3, beyond).ok()?;
+            let l3_len = ipv6::HEADER_LEN + usize::from(packet.payload_len());
+            let payload = &l3[ipv6::HEADER_LEN..l3_len.min(l3.len())];
             match walk_extensions(packet.next_header(), payload).ok()? {
-                (protocol, Some(bytes)) => (protocol, bytes),
+                (protocol, Some(bytes)) => (protocol, bytes, l3_len),
                 (_, None) => return None,
             }
         }
     };
+    let l4_beyond = l3_len.saturating_sub(l3.len());
     let ports = match protocol {
-        ipv4::protocol::UDP => udp::Datagram::new_checked(bytes).ok().map(|d| (d.src_port(), d.dst_port())),
+        ipv4::protocol::UDP => {
+            udp::Datagram::new_checked_beyond(bytes, l4_beyond).ok().map(|d| (d.src_port(), d.dst_port()))
+        }
         ipv4::protocol::TCP => tcp::Segment::new_checked(bytes).ok().map(|s| (s.src_port(), s.dst_port())),
         _ => None,
     }?;
@@ -248,18 +264,20 @@ struct L4 {
 }
 
 #[inline(always)]
-fn parse_l4(protocol: u8, bytes: &[u8]) -> Result<L4> {
+fn parse_l4(protocol: u8, bytes: &[u8], beyond: usize) -> Result<L4> {
     match protocol {
         ipv4::protocol::UDP => {
-            let datagram = udp::Datagram::new_checked(bytes)?;
+            let datagram = udp::Datagram::new_checked_beyond(bytes, beyond)?;
             let ports = u32::from(datagram.src_port()) << 16 | u32::from(datagram.dst_port());
             if datagram.dst_port() != udp::ROCEV2_PORT {
                 return Ok(L4 { ports, ..L4::default() });
             }
-            let payload = datagram.payload();
-            if payload.len() < bth::HEADER_LEN + bth::ICRC_LEN {
+            // The payload's length as declared (the bytes at hand may end sooner, in a chain).
+            let payload_len = usize::from(datagram.len()) - udp::HEADER_LEN;
+            if payload_len < bth::HEADER_LEN + bth::ICRC_LEN {
                 return Err(WireError::Truncated);
             }
+            let payload = datagram.payload();
             let header = bth::Header::new_checked(payload)?;
             let roce = Roce { opcode: header.opcode(), dest_qp: header.dest_qp() };
             Ok(L4 { ports, dest_qp: roce.dest_qp, roce: Some(roce) })
@@ -438,7 +456,7 @@ pub(crate) mod tests {
     fn transport_ports_are_read_again_through_extensions_but_not_from_later_fragments() {
         let ports = |frame: &[u8]| {
             let Payload::Ip(ip) = parse(frame).unwrap().payload else { panic!("not IP") };
-            transport_ports(frame, &ip)
+            transport_ports(frame, &ip, 0)
         };
         assert_eq!(ports(&rocev2_frame(true)), Some((17, 49152, 4791)));
         // IPv6 TCP 12345 -> 80 behind a hop-by-hop header.
@@ -494,5 +512,61 @@ pub(crate) mod tests {
         let Payload::Ip(second) = parse(&udp).unwrap().payload else { panic!() };
         assert_eq!((first.roce, second.roce), (None, None));
         assert_ne!(first.flow_hash, second.flow_hash);
+    }
+
+    /// A RoCE frame of 9,000 bytes parses from its first 2,048 bytes (a chained mbuf's first
+    /// segment) as it does whole, over IPv4 and IPv6, with and without a VLAN tag; what the
+    /// headers declare is checked against the whole frame.
+    #[test]
+    fn a_chained_frame_parses_from_its_first_segment_as_it_does_whole() {
+        use crate::traffic::frames::{FrameSpec, Transport};
+        let v4 = FrameSpec {
+            frame_len: 9000,
+            ..FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7)
+        };
+        let v6 = FrameSpec {
+            source: "fd00::1".parse().unwrap(),
+            destination: "fd00:1::2".parse().unwrap(),
+            vlan: Some((3, 100)),
+            ..v4.clone()
+        };
+        let tcp = FrameSpec { transport: Transport::Tcp { source: 1, destination: 179 }, ..v4.clone() };
+        for spec in [v4, v6, tcp] {
+            let frame = spec.build();
+            assert_eq!(frame.len(), 9000);
+            let whole = parse(&frame).unwrap();
+            let head = &frame[..2048];
+            assert_eq!(parse_beyond(head, frame.len() - head.len()).unwrap(), whole);
+            let Payload::Ip(ip) = whole.payload else { panic!("not IP") };
+            assert_eq!(transport_ports(head, &ip, frame.len() - head.len()), transport_ports(&frame, &ip, 0));
+            // Shorter than its headers say: truncated, in one buffer or in a chain.
+            assert_eq!(parse(&frame[..8999]), Err(WireError::Truncated));
+            assert_eq!(parse_beyond(head, frame.len() - head.len() - 1), Err(WireError::Truncated));
+            // Headers must be in the first segment.
+            assert_eq!(parse_beyond(&frame[..40], frame.len() - 40), Err(WireError::Truncated));
+        }
+    }
+
+    /// Wherever a frame is split, its head parses as the whole frame does, or is truncated
+    /// (a header crosses the split); never another answer, never a panic.
+    #[test]
+    fn a_head_parses_as_the_whole_frame_or_not_at_all() {
+        let mut frames = vec![rocev2_frame(false), rocev2_frame(true)];
+        let tcp = crate::traffic::frames::FrameSpec {
+            source: "fd00::1".parse().unwrap(),
+            destination: "fd00:1::2".parse().unwrap(),
+            transport: crate::traffic::frames::Transport::Tcp { source: 9, destination: 179 },
+            frame_len: 200,
+            ..crate::traffic::frames::FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), 1)
+        };
+        frames.push(tcp.build());
+        for frame in &frames {
+            let whole = parse(frame);
+            assert!(whole.is_ok());
+            for split in 0..=frame.len() {
+                let head = parse_beyond(&frame[..split], frame.len() - split);
+                assert!(head == whole || head == Err(WireError::Truncated), "split at {split}: {head:?}");
+            }
+        }
     }
 }

@@ -29,13 +29,26 @@ impl<T: AsRef<[u8]>> Datagram<T> {
 
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
+        Self::new_checked_beyond(buffer, 0)
+    }
+
+    /// `new_checked` for a datagram whose first bytes `buffer` holds, with `beyond` more bytes
+    /// of the frame past its end (a chained mbuf's first segment).
+    #[inline]
+    pub fn new_checked_beyond(buffer: T, beyond: usize) -> Result<Self> {
         let datagram = Self::new_unchecked(buffer);
-        datagram.check_len()?;
+        datagram.check_len_beyond(beyond)?;
         Ok(datagram)
     }
 
     #[inline]
     pub fn check_len(&self) -> Result<()> {
+        self.check_len_beyond(0)
+    }
+
+    /// `check_len` with `beyond` bytes of the datagram past the buffer's end.
+    #[inline]
+    pub fn check_len_beyond(&self, beyond: usize) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {
             return Err(WireError::Truncated);
@@ -44,7 +57,7 @@ impl<T: AsRef<[u8]>> Datagram<T> {
         if declared < HEADER_LEN {
             return Err(WireError::BadLength);
         }
-        if declared > len {
+        if declared > len + beyond {
             return Err(WireError::Truncated);
         }
         Ok(())
@@ -73,8 +86,10 @@ impl<T: AsRef<[u8]>> Datagram<T> {
     }
 
     #[inline]
+    /// The payload, or as much of it as the buffer holds (a view made `new_checked_beyond`).
     pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[HEADER_LEN..usize::from(self.len())]
+        let data = self.buffer.as_ref();
+        &data[HEADER_LEN..usize::from(self.len()).min(data.len())]
     }
 }
 

@@ -33,9 +33,10 @@
 //! data's queue they would wait on the wire behind the whole window, which the headroom then
 //! counts too (`plan::HeadroomParts`).
 //!
-//! A frame longer than an mbuf (a jumbo frame, which drivers chain) is copied into one mbuf of
-//! a second pool before any stage sees it (`whole_frame`), so the pipeline always works on a
-//! frame in one segment.
+//! A frame longer than an mbuf (a jumbo frame, which drivers chain) crosses as its chain:
+//! the pipeline reads and rewrites headers only, in the first segment, and counts the whole
+//! length; where a port's device cannot send chains it is copied into one jumbo mbuf first
+//! (`ingress::LongFrames`).
 //!
 //! Invariant: at exit every mbuf is back in its pool. Queued frames drain (shaped) for up to
 //! a second; whatever is still queued then, or still between workers, is dropped and counted
@@ -234,7 +235,7 @@ impl Crew {
         clock: Clock,
     ) -> Result<Self, DpdkError> {
         let new_worker = |switch: Switch<Mbuf>, slot: usize| {
-            Worker::new(config, resources.worker_kit(), switch, slot, clock, eal.tsc_hz())
+            Worker::new(config, resources.worker_kit(config), switch, slot, clock, eal.tsc_hz())
         };
         if !layout.rx_lcores.is_empty() {
             let queue_counts: Vec<u16> = resources.ports.iter().map(|port| port.rx_queues).collect();
@@ -244,7 +245,14 @@ impl Crew {
             for (index, queues) in dealt.into_iter().enumerate() {
                 let ring = Arc::new(ArrayQueue::new(HANDOFF_RING));
                 rings.push(Arc::clone(&ring));
-                rx_workers.push(RxWorker::new(config, resources.worker_kit(), queues, ring, index + 1, eal.tsc_hz()));
+                rx_workers.push(RxWorker::new(
+                    config,
+                    resources.worker_kit(config),
+                    queues,
+                    ring,
+                    index + 1,
+                    eal.tsc_hz(),
+                ));
             }
             let mut worker = new_worker(Switch::new(config, crate::rng::stream_seed(options.seed, 0)), 0);
             worker.owned = (0..config.ports.len()).collect();

@@ -8,13 +8,13 @@
 //! the scheduler keeps taking frames after the stop until every RX worker has stopped and
 //! its ring is empty.
 
-use super::ingress::Ingress;
+use super::ingress::{Ingress, LongFrames};
 use super::setup::WorkerKit;
 use super::shared::{Shared, Ticker};
 use super::worker::Worker;
 use crate::config::Config;
 use crate::control::ControlLink;
-use crate::dpdk::{self, Burst, Mbuf, Mempool, Port, BURST};
+use crate::dpdk::{self, Burst, Mbuf, Port, BURST};
 use crate::link::Follower;
 use crate::observe::capture::Tap;
 use crate::observe::stats::SwitchStats;
@@ -96,8 +96,8 @@ pub(super) struct RxWorker {
     tap: Option<Tap>,
     /// Where the control plane publishes the FIB (`[control]`).
     control: Option<Arc<ControlLink>>,
-    /// Jumbo mbufs that frames longer than one mbuf are copied into (`whole_frame`).
-    jumbo: Option<Arc<Mempool>>,
+    /// What the rx prologue does with frames longer than one mbuf.
+    long_frames: LongFrames,
 }
 
 impl RxWorker {
@@ -117,7 +117,7 @@ impl RxWorker {
             ticker: Ticker::new(slot, tsc_hz),
             tap: kit.tap,
             control: kit.control,
-            jumbo: kit.jumbo,
+            long_frames: kit.long_frames,
         }
     }
 
@@ -139,7 +139,7 @@ impl RxWorker {
                 let mut handoff = Handoff { frames: std::array::from_fn(|_| None) };
                 let mut count = 0;
                 let tsc = if self.tap.is_some() { dpdk::rdtsc() } else { 0 };
-                let ingress = Ingress::new(index, self.jumbo.as_deref(), self.tap.as_ref(), tsc);
+                let ingress = Ingress::new(index, &self.long_frames, self.tap.as_ref(), tsc);
                 for mbuf in rx.drain() {
                     received += 1;
                     let len = crate::packet::PacketBuf::len(&mbuf) as u64;

@@ -8,6 +8,7 @@
 //! does: whatever holds mbufs (the control plane's rings, the ports' queues) goes before the
 //! pools they came from, and the pools are counted last.
 
+use super::ingress::LongFrames;
 use super::shard_ring::{frames_per_loop, SHARD_RING};
 use super::shared::Shared;
 use crate::config::{Config, WorkerModel};
@@ -50,7 +51,8 @@ pub fn eal_arguments(config: &Config, extra: &[String]) -> Result<Vec<String>, S
 
 /// Mbufs needed: rx rings (`rx_queues_per_port` each) and tx rings (two on a port with a
 /// PFC tx queue), the bursts in flight, and
-/// as many frames as the buffer can hold (one per cell). With several run-to-completion
+/// as many frames as the buffer can hold (one per cell; a chained frame holds one mbuf per
+/// segment, and a segment of up to 2,048 bytes is at least one of the frame's cells). With several run-to-completion
 /// workers, also the frames between them (rings and batches being filled) and the frames
 /// their stale views of the pools may overcommit (`tm::shard`). With `[control]`, also the
 /// rings to and from the control thread and each worker's punt outbox.
@@ -199,9 +201,13 @@ pub(super) struct Resources {
     /// Each port's link, administrative state and MTU, as the link watcher and the control
     /// plane follow them.
     pub port_states: Arc<PortStates>,
-    /// Frames longer than one of `pool`'s mbufs are copied into these (`whole_frame`).
+    /// Mbufs of `switch.mtu`'s size: what the control plane's long frames are copied into,
+    /// and the forwarded ones where chains are not carried (`LongFrames`).
     pub jumbo: Option<Arc<Mempool>>,
     pub pool: Arc<Mempool>,
+    /// Whether frames longer than one mbuf cross as the chains they arrive in (every port's
+    /// device sends chains) or are copied into jumbo mbufs.
+    pub carry_chains: bool,
 }
 
 /// What closing the resources reports.
@@ -216,7 +222,8 @@ impl Resources {
     /// Opens the pools, the ports, the control plane and the link watcher; the metrics
     /// server and the capture start later, once the workers' counters exist.
     pub fn open(eal: &Eal, config: &Config, layout: &Layout) -> Result<Self, DpdkError> {
-        let (pool, jumbo) = open_pools(eal, config, layout)?;
+        let carry_chains = every_device_sends_chains(config)?;
+        let (pool, jumbo) = open_pools(eal, config, layout, carry_chains)?;
         let ports = Arc::new(open_ports(config, &pool, layout)?);
         // A port's MTU goes up to switch.mtu (what the buffer, headroom and jumbo mbufs are
         // sized for) or the device's maximum, whichever is lower.
@@ -235,7 +242,7 @@ impl Resources {
         }
         let control = start_control(config, &port_states, &pool, jumbo.as_ref())?;
         let link_watch = start_link_watch(config, &ports, &port_states, control.as_ref())?;
-        Ok(Self { metrics: None, capture: None, control, link_watch, ports, port_states, jumbo, pool })
+        Ok(Self { metrics: None, capture: None, control, link_watch, ports, port_states, jumbo, pool, carry_chains })
     }
 
     /// `--capture`: starts the writer for the requested ports.
@@ -257,10 +264,13 @@ impl Resources {
     }
 
     /// What a worker needs of the resources: the pools, a capture tap, the control link.
-    pub fn worker_kit(&self) -> WorkerKit {
+    pub fn worker_kit(&self, config: &Config) -> WorkerKit {
         WorkerKit {
             pool: Arc::clone(&self.pool),
-            jumbo: self.jumbo.clone(),
+            long_frames: LongFrames {
+                max_len: config.mtu as usize + dpdk::LINK_HEADERS,
+                copy_into: if self.carry_chains { None } else { self.jumbo.clone() },
+            },
             tap: self.capture.as_ref().map(Capture::tap),
             control: self.control.as_ref().map(|plane| Arc::clone(&plane.link)),
         }
@@ -275,7 +285,7 @@ impl Resources {
         started: Instant,
         dump_fib: impl FnOnce(),
     ) -> Result<Closed, DpdkError> {
-        let Self { metrics, capture, mut control, link_watch, ports, port_states, jumbo, pool } = self;
+        let Self { metrics, capture, mut control, link_watch, ports, port_states, jumbo, pool, carry_chains: _ } = self;
         drop(metrics);
         let capture = capture
             .map(Capture::finish)
@@ -328,15 +338,42 @@ impl Resources {
 pub(super) struct WorkerKit {
     /// For the PFC frames the switch sends.
     pub pool: Arc<Mempool>,
-    pub jumbo: Option<Arc<Mempool>>,
+    /// What the rx prologue does with frames longer than one mbuf.
+    pub long_frames: LongFrames,
     /// Copies captured ports' frames for `--capture`.
     pub tap: Option<Tap>,
     /// The rings to and from the control thread, and the FIB it publishes (`[control]`).
     pub control: Option<Arc<ControlLink>>,
 }
 
-/// The mbuf pool, and the jumbo pool when switch.mtu needs frames longer than one mbuf.
-fn open_pools(eal: &Eal, config: &Config, layout: &Layout) -> Result<(Arc<Mempool>, Option<Arc<Mempool>>), DpdkError> {
+/// Whether every port's device sends chained mbufs; the log names those that do not.
+fn every_device_sends_chains(config: &Config) -> Result<bool, DpdkError> {
+    let mut refusing = Vec::new();
+    for port in &config.ports {
+        let name = device_name(port.device.as_deref().unwrap_or_default());
+        let sends = Port::find(name).and_then(Port::sends_chains).unwrap_or(false);
+        if !sends {
+            refusing.push(format!("'{}' ({name})", port.name));
+        }
+    }
+    if !refusing.is_empty() {
+        tracing::info!(
+            "frames longer than one mbuf are copied into one jumbo mbuf: port {} cannot send a chain",
+            refusing.join(", ")
+        );
+    }
+    Ok(refusing.is_empty())
+}
+
+/// The mbuf pool, and the jumbo pool when switch.mtu allows frames longer than one mbuf and
+/// something copies them: the control plane (frames from the kernel), or the rx prologue
+/// where chains are not carried.
+fn open_pools(
+    eal: &Eal,
+    config: &Config,
+    layout: &Layout,
+    carry_chains: bool,
+) -> Result<(Arc<Mempool>, Option<Arc<Mempool>>), DpdkError> {
     let rx_queues = u64::from(layout.rx_queues_per_port());
     let workers = layout.shard_workers as u64;
     let pool_size = mempool_size(config, rx_queues, workers);
@@ -351,10 +388,10 @@ fn open_pools(eal: &Eal, config: &Config, layout: &Layout) -> Result<(Arc<Mempoo
             ),
         })?);
     tracing::info!("mbuf pool: {pool_size} mbufs of {data_room} bytes");
-    // Frames longer than one mbuf (jumbo frames up to switch.mtu) are copied out of their
-    // chains into mbufs of a second pool, sized by the buffer's bytes, not its frame count.
+    // Frames longer than one mbuf (jumbo frames up to switch.mtu) copied whole go into
+    // mbufs of a second pool, sized by the buffer's bytes, not its frame count.
     let jumbo_room = config.mtu as usize + dpdk::LINK_HEADERS;
-    if jumbo_room <= pool.frame_room() {
+    if jumbo_room <= pool.frame_room() || (carry_chains && config.control.is_none()) {
         return Ok((pool, None));
     }
     let size = jumbo_pool_size(config, rx_queues, workers);

@@ -8,7 +8,7 @@
 //! counted as dropped (`buffer_full`) or, never taken by a tx queue, freed and counted in
 //! `unsent`.
 
-use super::ingress::Ingress;
+use super::ingress::{Ingress, LongFrames};
 use super::setup::WorkerKit;
 use super::shard_ring::Links;
 use super::shared::{Clock, Shared, Ticker};
@@ -50,8 +50,8 @@ pub(super) struct Worker {
     followed: Follower,
     /// For the PFC frames the switch sends.
     pool: std::sync::Arc<Mempool>,
-    /// Jumbo mbufs that frames longer than one of `pool`'s are copied into (`whole_frame`).
-    jumbo: Option<std::sync::Arc<Mempool>>,
+    /// What the rx prologue does with frames longer than one mbuf.
+    long_frames: LongFrames,
     /// Copies captured ports' frames for `--capture`.
     tap: Option<Tap>,
     /// The rings to and from the control thread, and the FIB it publishes (`[control]`).
@@ -90,7 +90,7 @@ impl Worker {
             egress,
             followed: Follower::new(),
             pool: kit.pool,
-            jumbo: kit.jumbo,
+            long_frames: kit.long_frames,
             tap: kit.tap,
             control: kit.control,
         }
@@ -122,7 +122,7 @@ impl Worker {
                 }
                 // One stamp per burst for the frames captured on their way in and out.
                 let tsc = if self.tap.is_some() { dpdk::rdtsc() } else { 0 };
-                let ingress = Ingress::new(index, self.jumbo.as_deref(), self.tap.as_ref(), tsc);
+                let ingress = Ingress::new(index, &self.long_frames, self.tap.as_ref(), tsc);
                 let mut cut = CutToTx::new(&mut self.egress, self.tap.as_ref(), now, tsc, &mut earlier);
                 for mbuf in rx.drain() {
                     received += 1;
@@ -325,7 +325,7 @@ impl CutThrough<Mbuf> for CutToTx<'_> {
     #[inline(always)]
     fn send(&mut self, port: usize, mbuf: Mbuf, arrival_ps: u64) {
         if let Some(tap) = self.tap.filter(|tap| tap.wants(port)) {
-            tap.copy(port, true, self.tsc, PacketBuf::data(&mbuf));
+            tap.copy_head(port, true, self.tsc, PacketBuf::data(&mbuf), PacketBuf::len(&mbuf));
         }
         self.egress[port].pending.push(mbuf);
         if arrival_ps == self.now {
@@ -368,7 +368,7 @@ impl port_tx::TxQueue<Mbuf> for TxBursts<'_> {
     #[inline(always)]
     fn data(&mut self, mbuf: Mbuf) {
         if let Some(tap) = self.tap {
-            tap.copy(self.port, true, self.tsc, PacketBuf::data(&mbuf));
+            tap.copy_head(self.port, true, self.tsc, PacketBuf::data(&mbuf), PacketBuf::len(&mbuf));
         }
         mbuf.prefetch_header();
         self.egress.pending.push(mbuf);
