@@ -50,6 +50,7 @@ pub const MIN_FRAME_BYTES: u64 = 60;
 /// 64-byte minimum with its FCS, plus preamble, start delimiter and inter-frame gap. A 42-byte
 /// ARP takes 84, as a 60-byte frame does.
 #[inline]
-pub fn wire_bytes(len: usize) -> u64 {
-    (len as u64).max(MIN_FRAME_BYTES) + WIRE_OVERHEAD_BYTES
+pub const fn wire_bytes(len: usize) -> u64 {
+    let len = len as u64;
+    (if len > MIN_FRAME_BYTES { len } else { MIN_FRAME_BYTES }) + WIRE_OVERHEAD_BYTES
 }

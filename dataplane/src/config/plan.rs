@@ -70,6 +70,8 @@ pub const NIC_RESPONSE_WIRE_BYTES: u64 = PEER_RESPONSE_QUANTA as u64 * 64;
 pub const LOOKAHEAD_FRAMES: u64 = 32;
 /// The frame size the lookahead is counted in.
 const LOOKAHEAD_FRAME_BYTES: usize = 1518;
+/// The lookahead in wire bytes, the same at every speed: 32 x 1,542 = 49,344.
+pub const LOOKAHEAD_WIRE_BYTES: u64 = LOOKAHEAD_FRAMES * crate::units::wire_bytes(LOOKAHEAD_FRAME_BYTES);
 /// Propagation delay of light in fibre, per metre.
 pub const PROPAGATION_PS_PER_M: f64 = 5_000.0;
 /// Pause time sent in XOFF frames, in quanta.
@@ -96,7 +98,7 @@ pub fn lookahead_ps(port: &PortConfig) -> u64 {
 
 /// The peer's response in wire bytes: the longer of a NIC's 394 quanta and raceway's lookahead.
 pub fn peer_response_wire_bytes() -> u64 {
-    NIC_RESPONSE_WIRE_BYTES.max(LOOKAHEAD_FRAMES * crate::units::wire_bytes(LOOKAHEAD_FRAME_BYTES))
+    NIC_RESPONSE_WIRE_BYTES.max(LOOKAHEAD_WIRE_BYTES)
 }
 
 /// Propagation delay of a port's cable, one way, in ps.
@@ -131,7 +133,7 @@ pub struct HeadroomParts {
 impl HeadroomParts {
     pub fn of(port: &PortConfig, mtu: u32) -> Self {
         let max_frame_wire = u64::from(mtu) + 18 + 24;
-        let lookahead = LOOKAHEAD_FRAMES * crate::units::wire_bytes(LOOKAHEAD_FRAME_BYTES);
+        let lookahead = LOOKAHEAD_WIRE_BYTES;
         Self {
             frame_in_progress: max_frame_wire,
             local_lookahead: if port.pfc_tx_queue { 0 } else { lookahead },

@@ -274,8 +274,14 @@ impl Port {
     /// Receives up to `BURST - burst.len()` frames from rx queue `queue` into `burst`.
     #[inline]
     pub fn rx_burst(&self, queue: u16, burst: &mut Burst) -> usize {
+        self.rx_burst_upto(queue, burst, BURST)
+    }
+
+    /// `rx_burst` of at most `most` frames.
+    #[inline]
+    pub fn rx_burst_upto(&self, queue: u16, burst: &mut Burst, most: usize) -> usize {
         debug_assert!(queue < self.rx_queues);
-        let room = (BURST - burst.len) as u16;
+        let room = (BURST - burst.len).min(most) as u16;
         // SAFETY: the slots from `len` on are writable; rx fills at most `room` of them with
         // mbufs that the burst then owns; the queue was set up in `start`.
         let received = unsafe { sys::shim_eth_rx_burst(self.id, queue, burst.mbufs.as_mut_ptr().add(burst.len), room) };

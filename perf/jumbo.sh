@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# RoCE-sized frames: 4,160 bytes (a 4,096-byte RoCE MTU's data frame) and 9,000 bytes, through
+# raceway and through dpdk-testpmd io on the same devices, in one run. A testpmd in txonly mode
+# generates the frames into a memif link; the forwarder under test receives them on its memif
+# port and sends them to net_null. net_pcap cannot be the source: with infinite_rx=1 it
+# refuses frames longer than one mbuf, which raceway's 2,048-byte mbufs chain.
+#
+#   perf/jumbo.sh                 # 8 s per run
+#   DURATION=15 perf/jumbo.sh
+#
+# testpmd io gets mbufs of 10,240 bytes (`--mbuf-size`), so a frame is one mbuf; raceway keeps
+# its 2,048-byte mbufs and carries each frame as the chain memif hands it over (no copy). Each
+# forwarder's rate is the mean of its per-second samples after the first two (testpmd's
+# Tx-pps; raceway's counter table, `--stats-interval 1`).
+#
+# DPDK 22.11's memif splits or merges a few multi-segment frames between the two processes
+# (frames of 808 or 6,952 bytes out of 9,000, the rest zeros): raceway counts them as
+# `malformed`, `unsupported` or `oversize` and says how many per run; testpmd io forwards them.
+#
+# Cores (2-vCPU machine): the generator forwards on CPU 1, the forwarder under test on CPU 0;
+# each main lcore mostly sleeps on the other CPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=perf/common.sh
+. perf/common.sh
+DURATION=${DURATION:-8}
+OUT=${OUT:-target/jumbo}
+mkdir -p "$OUT"
+command -v dpdk-testpmd >/dev/null || { echo "error: dpdk-testpmd not found: install dpdk-dev (make deps does it)"; exit 2; }
+cargo build --release -q -p raceway
+RACEWAY=target/release/raceway
+EAL=(--no-huge -m 1024 --no-pci --no-shconf --log-level '*:error')
+
+# The generator, in the background for at most DURATION + 6 s: SIZE-byte UDP frames from
+# 10.0.0.1 to 10.0.1.2 into the memif link at SOCKET (it connects once the forwarder listens).
+# `stop_generator` ends it, so the next run starts alone.
+start_generator() {
+  local size=$1 socket=$2 log=$3
+  timeout -s INT $((DURATION + 6)) dpdk-testpmd -l 0,1 --main-lcore 0 "${EAL[@]}" --file-prefix "gen-$$-$RANDOM" \
+    --vdev "net_memif0,role=client,socket=$socket" -- --mbuf-size=10240 --total-num-mbufs=16384 --forward-mode=txonly \
+    --txpkts="$size" --tx-ip=10.0.0.1,10.0.1.2 --stats-period=1 </dev/null >"$log" 2>&1 &
+  GENERATOR=$!
+}
+
+# Waits (up to 10 s) for the forwarder's memif socket (an abstract one: DPDK's default), then
+# starts the generator on it.
+generate_once_listening() {
+  local socket=$2
+  for _ in $(seq 100); do grep -q "@$socket\$" /proc/net/unix && break; sleep 0.1; done
+  start_generator "$@"
+}
+
+stop_generator() {
+  kill -INT "$GENERATOR" 2>/dev/null || true
+  wait "$GENERATOR" 2>/dev/null || true
+}
+
+# Mean of the per-second samples after the first two, in Mpps.
+after_warmup() {
+  awk '{n++; if (n>2) {sum+=$1; k++}} END {if (k) printf "%.3f", sum/k; else print "n/a"}'
+}
+
+# testpmd io's rate for SIZE-byte frames with mbufs of MBUF bytes (2176: DPDK's default, so
+# frames arrive chained as raceway's do; 10240: one mbuf per frame).
+testpmd_mpps() {
+  local size=$1 mbuf=$2 socket="$OUT/tp-$1.sock" log="$OUT/testpmd-$1-$2.log"
+  rm -f "$socket"
+  timeout -s INT "$DURATION" dpdk-testpmd -l 0,1 --main-lcore 1 "${EAL[@]}" --file-prefix "tp-$$-$RANDOM" \
+    --vdev "net_memif0,role=server,socket=$socket" --vdev "net_null0,no-rx=1" -- \
+    --forward-mode=io --mbuf-size="$mbuf" --total-num-mbufs=16384 --stats-period=1 </dev/null >"$log" 2>&1 &
+  local forwarder=$!
+  generate_once_listening "$size" "$socket" "$OUT/gen-testpmd-$size-$mbuf.log"
+  wait "$forwarder" || true
+  stop_generator
+  awk '/NIC statistics for port/ {port=$(NF-1)} /Tx-pps:/ && port==1 {print $2/1e6}' "$log" | after_warmup
+}
+
+raceway_chain_mpps() {
+  local size=$1 socket="$OUT/rw-$1.sock" log="$OUT/raceway-$1.log" config="$OUT/raceway-$1.toml"
+  rm -f "$socket"
+  cat >"$config" <<TOML
+[switch]
+name = "jumbo"
+mac = "02:00:00:00:00:01"
+[dpdk]
+eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
+lcores = "0@1,1@0"
+$(bench_qos)
+[[port]]
+name = "gen"
+device = "net_memif0,role=server,socket=$socket"
+speed_gbps = 400
+peer_mac = "02:00:00:00:10:00"
+[[port]]
+name = "out"
+device = "net_null0,no-rx=1"
+speed_gbps = 400
+peer_mac = "02:00:00:00:11:00"
+[[route]]
+prefix = "10.0.1.0/24"
+port = "out"
+TOML
+  "$RACEWAY" --log-level info run -c "$config" --duration "$DURATION" --stats-interval 1 \
+    --stats-json "$OUT/raceway-$size.json" -- --file-prefix "rw-$$-$RANDOM" >"$log" 2>&1 &
+  local forwarder=$!
+  generate_once_listening "$size" "$socket" "$OUT/gen-raceway-$size.log"
+  wait "$forwarder"
+  stop_generator
+  python3 - "$OUT/raceway-$size.json" "$size" >&2 <<'PY'
+import json, sys
+stats = json.load(open(sys.argv[1]))
+gen, mbufs = stats["ports"]["gen"], stats["mbufs"]
+drops = {reason: count for reason, count in gen["drops"].items() if count}
+print(f"raceway, {sys.argv[2]} B: received {gen['rx_packets']} frames, mean {gen['rx_bytes'] / max(1, gen['rx_packets']):.0f} "
+      f"bytes, dropped {drops or 'none'}, mbufs back {mbufs['available_at_exit']}/{mbufs['pool']}")
+PY
+  awk '$1 == "out" && NF == 9 {print $4}' "$log" | after_warmup
+}
+
+echo "machine: $(nproc) vCPU $(lscpu | sed -n 's/^Model name: *//p' | head -1), DPDK $(pkg-config --modversion libdpdk), $(date -u +%Y-%m-%d)"
+echo
+echo "| frame | testpmd io Mpps, 10 KB mbufs | testpmd io Mpps, 2 KB mbufs (chains) | raceway Mpps (chains) | raceway / io 10 KB | raceway / io 2 KB | raceway Gb/s |"
+echo "|---|---|---|---|---|---|---|"
+for size in 4160 9000; do
+  io=$(testpmd_mpps "$size" 10240)
+  io_chains=$(testpmd_mpps "$size" 2176)
+  rw=$(raceway_chain_mpps "$size")
+  awk -v s="$size" -v io="$io" -v ioc="$io_chains" -v rw="$rw" 'BEGIN {
+    printf "| %d B | %s | %s | %s | %.2f | %.2f | %.1f |\n", s, io, ioc, rw, (io > 0 ? rw / io : 0),
+      (ioc > 0 ? rw / ioc : 0), rw * s * 8 / 1000 }'
+done
