@@ -8,10 +8,11 @@
 #   perf/jumbo.sh                 # 8 s per run
 #   DURATION=15 perf/jumbo.sh
 #
-# testpmd io gets mbufs of 10,240 bytes (`--mbuf-size`), so a frame is one mbuf; raceway keeps
-# its 2,048-byte mbufs and carries each frame as the chain memif hands it over (no copy). Each
-# forwarder's rate is the mean of its per-second samples after the first two (testpmd's
-# Tx-pps; raceway's counter table, `--stats-interval 1`).
+# Each forwarder runs twice: with mbufs of 10,240 bytes (testpmd `--mbuf-size=10240`, raceway
+# `[dpdk] mbuf_bytes = 10240` with the same room), so a frame is one mbuf, and with DPDK's
+# default 2,048-byte room, so memif hands each frame over as a chain (raceway carries it, no
+# copy). Rates are in Mpps, the mean of each forwarder's per-second samples after the first two
+# (testpmd's Tx-pps; raceway's counter table, `--stats-interval 1`).
 #
 # DPDK 22.11's memif splits or merges a few multi-segment frames between the two processes
 # (frames of 808 or 6,952 bytes out of 9,000, the rest zeros): raceway counts them as
@@ -75,16 +76,19 @@ testpmd_mpps() {
   awk '/NIC statistics for port/ {port=$(NF-1)} /Tx-pps:/ && port==1 {print $2/1e6}' "$log" | after_warmup
 }
 
-raceway_chain_mpps() {
-  local size=$1 socket="$OUT/rw-$1.sock" log="$OUT/raceway-$1.log" config="$OUT/raceway-$1.toml"
+# raceway's rate for SIZE-byte frames with mbufs of MBUF frame bytes (`[dpdk] mbuf_bytes`;
+# 2048, the default, chains them).
+raceway_mpps_with() {
+  local size=$1 mbuf=$2 socket="$OUT/rw-$1.sock" log="$OUT/raceway-$1-$2.log" config="$OUT/raceway-$1-$2.toml"
   rm -f "$socket"
   cat >"$config" <<TOML
 [switch]
 name = "jumbo"
 mac = "02:00:00:00:00:01"
 [dpdk]
-eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
+eal = ["--no-huge", "-m", "2048", "--no-pci", "--no-shconf", "--log-level", "*:error"]
 lcores = "0@1,1@0"
+mbuf_bytes = $mbuf
 $(bench_qos)
 [[port]]
 name = "gen"
@@ -101,17 +105,17 @@ prefix = "10.0.1.0/24"
 port = "out"
 TOML
   "$RACEWAY" --log-level info run -c "$config" --duration "$DURATION" --stats-interval 1 \
-    --stats-json "$OUT/raceway-$size.json" -- --file-prefix "rw-$$-$RANDOM" >"$log" 2>&1 &
+    --stats-json "$OUT/raceway-$size-$mbuf.json" -- --file-prefix "rw-$$-$RANDOM" >"$log" 2>&1 &
   local forwarder=$!
   generate_once_listening "$size" "$socket" "$OUT/gen-raceway-$size.log"
   wait "$forwarder"
   stop_generator
-  python3 - "$OUT/raceway-$size.json" "$size" >&2 <<'PY'
+  python3 - "$OUT/raceway-$size-$mbuf.json" "$size" "$mbuf" >&2 <<'PY'
 import json, sys
 stats = json.load(open(sys.argv[1]))
 gen, mbufs = stats["ports"]["gen"], stats["mbufs"]
 drops = {reason: count for reason, count in gen["drops"].items() if count}
-print(f"raceway, {sys.argv[2]} B: received {gen['rx_packets']} frames, mean {gen['rx_bytes'] / max(1, gen['rx_packets']):.0f} "
+print(f"raceway, {sys.argv[2]} B, mbuf_bytes {sys.argv[3]}: received {gen['rx_packets']} frames, mean {gen['rx_bytes'] / max(1, gen['rx_packets']):.0f} "
       f"bytes, dropped {drops or 'none'}, mbufs back {mbufs['available_at_exit']}/{mbufs['pool']}")
 PY
   awk '$1 == "out" && NF == 9 {print $4}' "$log" | after_warmup
@@ -119,13 +123,14 @@ PY
 
 echo "machine: $(nproc) vCPU $(lscpu | sed -n 's/^Model name: *//p' | head -1), DPDK $(pkg-config --modversion libdpdk), $(date -u +%Y-%m-%d)"
 echo
-echo "| frame | testpmd io Mpps, 10 KB mbufs | testpmd io Mpps, 2 KB mbufs (chains) | raceway Mpps (chains) | raceway / io 10 KB | raceway / io 2 KB | raceway Gb/s |"
+echo "| frame | testpmd io, 10 KB mbufs | testpmd io, 2 KB mbufs | raceway, 10 KB mbufs | raceway, 2 KB mbufs | raceway 10 KB / io 10 KB | raceway 2 KB / io 2 KB |"
 echo "|---|---|---|---|---|---|---|"
 for size in 4160 9000; do
   io=$(testpmd_mpps "$size" 10240)
   io_chains=$(testpmd_mpps "$size" 2176)
-  rw=$(raceway_chain_mpps "$size")
-  awk -v s="$size" -v io="$io" -v ioc="$io_chains" -v rw="$rw" 'BEGIN {
-    printf "| %d B | %s | %s | %s | %.2f | %.2f | %.1f |\n", s, io, ioc, rw, (io > 0 ? rw / io : 0),
-      (ioc > 0 ? rw / ioc : 0), rw * s * 8 / 1000 }'
+  rw=$(raceway_mpps_with "$size" 10240)
+  rw_chains=$(raceway_mpps_with "$size" 2048)
+  awk -v s="$size" -v io="$io" -v ioc="$io_chains" -v rw="$rw" -v rwc="$rw_chains" 'BEGIN {
+    printf "| %d B | %s | %s | %s | %s | %.2f | %.2f |\n", s, io, ioc, rw, rwc, (io > 0 ? rw / io : 0),
+      (ioc > 0 ? rwc / ioc : 0) }'
 done

@@ -37,6 +37,8 @@ use std::path::Path;
 
 const DEFAULT_BUFFER_BYTES: u64 = 16 * 1024 * 1024;
 const DEFAULT_MTU: u32 = 9216;
+/// DPDK's default (`RTE_MBUF_DEFAULT_DATAROOM`).
+pub const DEFAULT_MBUF_BYTES: u32 = 2048;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,6 +75,7 @@ struct RawDpdk {
     eal: Vec<String>,
     lcores: Option<String>,
     model: Option<String>,
+    mbuf_bytes: Option<u32>,
 }
 
 keywords! {
@@ -94,6 +97,9 @@ pub struct Config {
     pub eal: Vec<String>,
     pub lcores: Option<String>,
     pub model: WorkerModel,
+    /// Frame bytes an mbuf holds (its data room less the headroom): a longer frame arrives
+    /// as a chain of them (`[dpdk] mbuf_bytes`).
+    pub mbuf_bytes: u32,
     pub qos: Qos,
     pub ports: Vec<PortConfig>,
     pub routes: Vec<RouteConfig>,
@@ -245,6 +251,10 @@ impl Validator<'_> {
             }
         }
         let model = self.keyword("dpdk.model", raw.dpdk.model.as_deref(), WorkerModel::RunToCompletion)?;
+        let mbuf_bytes = raw.dpdk.mbuf_bytes.unwrap_or(DEFAULT_MBUF_BYTES);
+        if !(1024..=32 * 1024).contains(&mbuf_bytes) {
+            return Err(self.error("dpdk.mbuf_bytes", format!("{mbuf_bytes} is not between 1024 and 32768")));
+        }
         let config = Config {
             name: raw.switch.name,
             mac,
@@ -253,6 +263,7 @@ impl Validator<'_> {
             eal: raw.dpdk.eal,
             lcores: raw.dpdk.lcores,
             model,
+            mbuf_bytes,
             qos,
             ports,
             routes,
@@ -392,5 +403,10 @@ ports = ["up0"]
         assert_eq!(Config::parse(&pipelined, "t.toml").unwrap().model, WorkerModel::Pipelined);
         let err = Config::parse(&format!("{MINIMAL}\n[dpdk]\nmodel = \"turbo\"\n"), "t.toml").unwrap_err();
         assert_eq!(err.field, "dpdk.model");
+        let mbufs = |bytes: &str| Config::parse(&format!("{MINIMAL}\n[dpdk]\nmbuf_bytes = {bytes}\n"), "t.toml");
+        assert_eq!(Config::parse(MINIMAL, "t.toml").unwrap().mbuf_bytes, 2048);
+        assert_eq!(mbufs("10240").unwrap().mbuf_bytes, 10_240);
+        assert_eq!(mbufs("512").unwrap_err().field, "dpdk.mbuf_bytes");
+        assert_eq!(mbufs("65536").unwrap_err().field, "dpdk.mbuf_bytes");
     }
 }

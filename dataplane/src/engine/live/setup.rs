@@ -80,7 +80,7 @@ pub fn mempool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u
 pub fn jumbo_pool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u32 {
     let all = u64::from(mempool_size(config, rx_queues_per_port, workers));
     let queued = Switch::<Mbuf>::arena_capacity(config) as u64;
-    let frame_room = u64::from(dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE - dpdk_sys::RTE_PKTMBUF_HEADROOM);
+    let frame_room = u64::from(config.mbuf_bytes);
     let cells_per_jumbo = crate::config::plan::charge(frame_room as usize + 1) / crate::config::plan::CELL_BYTES;
     // The rx rings hold plain mbufs (chains): what is not queued, less the rx rings, may be
     // jumbo; what is queued is at most one jumbo frame per `cells_per_jumbo` cells.
@@ -377,12 +377,12 @@ fn open_pools(
     let rx_queues = u64::from(layout.rx_queues_per_port());
     let workers = layout.shard_workers as u64;
     let pool_size = mempool_size(config, rx_queues, workers);
-    let data_room = (dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE) as u16;
+    let data_room = (config.mbuf_bytes + dpdk_sys::RTE_PKTMBUF_HEADROOM) as u16;
     let pool =
         Arc::new(Mempool::new(eal, "raceway_mbufs", pool_size, 256, data_room, -1).map_err(|err| DpdkError {
             context: err.context,
             problem: format!(
-                "{} (about {} MiB): give the EAL more memory (-m) or lower switch.buffer_bytes",
+                "{} (about {} MiB): give the EAL more memory (-m), or lower switch.buffer_bytes or dpdk.mbuf_bytes",
                 err.problem,
                 (u64::from(pool_size) * (u64::from(data_room) + 192)) >> 20
             ),
@@ -523,6 +523,14 @@ mod tests {
         // buffer holds 65,537 / 9 of them; everything else but the rx rings may be jumbo.
         assert_eq!(jumbo_pool_size(&config, 1, 1), 65_537u32.div_ceil(9) + (74_497 - 65_537 - 4 * 1024));
         assert_eq!(jumbo_pool_size(&config, 1, 1), 12_146);
+    }
+
+    #[test]
+    fn the_default_mbuf_is_dpdks() {
+        assert_eq!(
+            crate::config::DEFAULT_MBUF_BYTES,
+            dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE - dpdk_sys::RTE_PKTMBUF_HEADROOM
+        );
     }
 
     fn config_with(model: &str, ports: usize) -> Config {
