@@ -41,7 +41,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
-        Self::new_checked_beyond(buffer, 0)
+        let packet = Self::new_unchecked(buffer);
+        packet.check_len()?;
+        Ok(packet)
     }
 
     /// `new_checked` for a packet whose first bytes `buffer` holds, with `beyond` more bytes of
@@ -306,5 +308,29 @@ mod tests {
         for len in 0..20 {
             assert_eq!(Packet::new_checked(&good[..len]).err(), Some(WireError::Truncated));
         }
+    }
+
+    /// The edges: a header with no payload, a buffer that ends with the header or the
+    /// datagram, and (for a chain's first segment) bytes past the buffer counted by `beyond`.
+    #[test]
+    fn a_datagram_may_end_exactly_where_its_header_or_its_buffer_does() {
+        let mut header_only = real_datagram()[..20].to_vec();
+        header_only[2..4].copy_from_slice(&20u16.to_be_bytes());
+        let packet = Packet::new_checked(&header_only[..]).unwrap();
+        assert_eq!(packet.payload(), &[] as &[u8]);
+        let mut options_only = [0u8; 24];
+        options_only[..20].copy_from_slice(&header_only);
+        options_only[0] = 0x46;
+        options_only[2..4].copy_from_slice(&24u16.to_be_bytes());
+        assert!(Packet::new_checked(&options_only[..]).is_ok(), "IHL 6 in a 24-byte buffer");
+        assert_eq!(Packet::new_checked(&options_only[..23]).err(), Some(WireError::Truncated));
+        let good = real_datagram();
+        assert!(Packet::new_checked(&good[..]).is_ok(), "the buffer ends with the datagram");
+        assert_eq!(Packet::new_checked(&good[..0x72]).err(), Some(WireError::Truncated));
+        // The first 40 bytes of the datagram, with the rest beyond: whole, or one byte short.
+        assert_eq!(Packet::new_checked_beyond(&good[..40], 0x73 - 40).unwrap().payload(), &good[20..40]);
+        assert_eq!(Packet::new_checked_beyond(&good[..40], 0x72 - 40).err(), Some(WireError::Truncated));
+        // The header itself must be in the buffer, whatever lies beyond.
+        assert_eq!(Packet::new_checked_beyond(&options_only[..22], 100).err(), Some(WireError::Truncated));
     }
 }

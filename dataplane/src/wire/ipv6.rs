@@ -30,7 +30,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
-        Self::new_checked_beyond(buffer, 0)
+        let packet = Self::new_unchecked(buffer);
+        packet.check_len()?;
+        Ok(packet)
     }
 
     /// `new_checked` for a packet whose first bytes `buffer` holds, with `beyond` more bytes of
@@ -200,5 +202,26 @@ mod tests {
         for len in 0..HEADER_LEN {
             assert_eq!(Packet::new_checked(&good[..len]).err(), Some(WireError::Truncated));
         }
+    }
+
+    /// The edges: a header with no payload, a payload followed by padding, and (for a chain's
+    /// first segment) payload bytes past the buffer counted by `beyond`.
+    #[test]
+    fn a_packet_may_end_where_its_header_or_its_buffer_does() {
+        let good = real_packet();
+        let mut header_only = good[..HEADER_LEN].to_vec();
+        header_only[4..6].copy_from_slice(&0u16.to_be_bytes());
+        assert_eq!(Packet::new_checked(&header_only[..]).unwrap().payload(), &[] as &[u8]);
+        let mut padded = good.clone();
+        padded[4..6].copy_from_slice(&3u16.to_be_bytes());
+        padded.resize(good.len().max(HEADER_LEN + 20), 0);
+        assert_eq!(Packet::new_checked(&padded[..]).unwrap().payload(), &good[HEADER_LEN..HEADER_LEN + 3]);
+        let declared = usize::from(Packet::new_checked(&good[..]).unwrap().payload_len());
+        let head = &good[..HEADER_LEN + 1];
+        assert_eq!(
+            Packet::new_checked_beyond(head, declared - 1).unwrap().payload(),
+            &good[HEADER_LEN..HEADER_LEN + 1]
+        );
+        assert_eq!(Packet::new_checked_beyond(head, declared - 2).err(), Some(WireError::Truncated));
     }
 }

@@ -547,6 +547,31 @@ pub(crate) mod tests {
         }
     }
 
+    /// A UDP length past the end of its IP packet is truncated, whether the bytes after the
+    /// packet are padding in one buffer or the rest of a chain.
+    #[test]
+    fn a_udp_length_past_its_ip_packet_is_truncated() {
+        use crate::traffic::frames::FrameSpec;
+        let v4 = FrameSpec {
+            frame_len: 300,
+            ..FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7)
+        };
+        let v6 =
+            FrameSpec { source: "fd00::1".parse().unwrap(), destination: "fd00:1::2".parse().unwrap(), ..v4.clone() };
+        for (spec, udp) in [(v4, 34), (v6, 54)] {
+            let mut frame = spec.build();
+            let ip_end = frame.len();
+            let Ok(ParsedFrame { payload: Payload::Ip(ip), .. }) = parse(&frame) else { panic!("not IP") };
+            let declared = u16::from_be_bytes([frame[udp + 4], frame[udp + 5]]);
+            frame[udp + 4..udp + 6].copy_from_slice(&(declared + 1).to_be_bytes());
+            frame.resize(ip_end + 64, 0);
+            assert_eq!(parse(&frame), Err(WireError::Truncated), "padding is not the datagram's");
+            assert_eq!(parse_beyond(&frame[..100], frame.len() - 100), Err(WireError::Truncated), "nor a chain's rest");
+            assert_eq!(transport_ports(&frame, &ip, 0), None);
+            assert_eq!(transport_ports(&frame[..100], &ip, frame.len() - 100), None);
+        }
+    }
+
     /// Wherever a frame is split, its head parses as the whole frame does, or is truncated
     /// (a header crosses the split); never another answer, never a panic.
     #[test]

@@ -29,7 +29,9 @@ impl<T: AsRef<[u8]>> Datagram<T> {
 
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
-        Self::new_checked_beyond(buffer, 0)
+        let datagram = Self::new_unchecked(buffer);
+        datagram.check_len()?;
+        Ok(datagram)
     }
 
     /// `new_checked` for a datagram whose first bytes `buffer` holds, with `beyond` more bytes
