@@ -19,6 +19,27 @@ pmax = 0.2
 TOML
 }
 
+# The ports and route of every one-in, one-out live benchmark: NAME on DEVICE (400 Gb/s, so
+# the shaper never holds back), routed to a net_null port "out" for 10.0.1.0/24.
+#   bench_ports NAME DEVICE
+bench_ports() {
+  cat <<TOML
+[[port]]
+name = "$1"
+device = "$2"
+speed_gbps = 400
+peer_mac = "02:00:00:00:10:00"
+[[port]]
+name = "out"
+device = "net_null0,no-rx=1"
+speed_gbps = 400
+peer_mac = "02:00:00:00:11:00"
+[[route]]
+prefix = "10.0.1.0/24"
+port = "out"
+TOML
+}
+
 # Runs raceway with CONFIG for DURATION + 5 s in the background, then `raceway blast` of
 # TRACE at RATE Gb/s for DURATION s into the memif SOCKET it serves, and waits for both.
 # Writes STEM.json and STEM.log for raceway, STEM-blast.json and STEM-blast.log for blast.
@@ -59,19 +80,7 @@ eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:e
 lcores = "$lcores"
 model = "$model"
 $(bench_qos)
-[[port]]
-name = "in"
-device = "net_pcap0,rx_pcap=$OUT/flows-$size.pcap,infinite_rx=1"
-speed_gbps = 400
-peer_mac = "02:00:00:00:10:00"
-[[port]]
-name = "out"
-device = "net_null0,no-rx=1"
-speed_gbps = 400
-peer_mac = "02:00:00:00:11:00"
-[[route]]
-prefix = "10.0.1.0/24"
-port = "out"
+$(bench_ports in "net_pcap0,rx_pcap=$OUT/flows-$size.pcap,infinite_rx=1")
 TOML
   if [ "$control" = -control ]; then printf '[control]\nnetns = "rw-bench-%s"\n' "$$" >>"$config"; fi
   "$binary" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \

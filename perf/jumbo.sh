@@ -90,19 +90,7 @@ eal = ["--no-huge", "-m", "2048", "--no-pci", "--no-shconf", "--log-level", "*:e
 lcores = "0@1,1@0"
 mbuf_bytes = $mbuf
 $(bench_qos)
-[[port]]
-name = "gen"
-device = "net_memif0,role=server,socket=$socket"
-speed_gbps = 400
-peer_mac = "02:00:00:00:10:00"
-[[port]]
-name = "out"
-device = "net_null0,no-rx=1"
-speed_gbps = 400
-peer_mac = "02:00:00:00:11:00"
-[[route]]
-prefix = "10.0.1.0/24"
-port = "out"
+$(bench_ports gen "net_memif0,role=server,socket=$socket")
 TOML
   "$RACEWAY" --log-level info run -c "$config" --duration "$DURATION" --stats-interval 1 \
     --stats-json "$OUT/raceway-$size-$mbuf.json" -- --file-prefix "rw-$$-$RANDOM" >"$log" 2>&1 &
