@@ -169,7 +169,7 @@ fn live_matches_replay(name: &str, case: LiveCase) {
     if jumbo {
         // Chains were carried, not copied: no jumbo pool was made (net_pcap sends chains).
         let parsed = raceway::config::Config::parse(&config_text, "leaf.toml").unwrap();
-        let plain = raceway::engine::live::mempool_size(&parsed, 1, 1);
+        let plain = raceway::engine::live::mempool_size(&parsed, parsed.ports.len() as u64, 1);
         assert_eq!(live["mbufs"]["pool"], plain, "only the plain mbuf pool");
     }
 

@@ -71,7 +71,7 @@ fn buffer(out: &mut String, config: &Config) {
         if qos.pfc.headroom_bytes == crate::config::Threshold::Auto {
             let parts = plan::HeadroomParts::of(port, config.mtu);
             say!(out,
-                "    headroom, wire bytes: frame in progress {} + data ahead in the tx queue {} ({}) + PFC frame {} + cable there and back {:.0} + peer's response {} + peer's frame in progress {} = {:.0}; as minimum frames (84 wire bytes, one cell each): {} cells",
+                "    headroom, wire bytes: frame in progress {} + data ahead in the tx queue {} ({}) + PFC frame {} + cable there and back {:.0} + peer's response {} + peer's frame in progress {}{} = {:.0}; as minimum frames (84 wire bytes, one cell each): {} cells",
                 parts.frame_in_progress,
                 parts.local_lookahead,
                 if port.pfc_tx_queue { "PFC has a tx queue of its own" } else { "one tx queue: the shaper's lookahead" },
@@ -79,6 +79,11 @@ fn buffer(out: &mut String, config: &Config) {
                 parts.cable_round_trip,
                 parts.peer_response,
                 parts.peer_frame,
+                if parts.shared_rx > 0 {
+                    format!(" + the other rx queues' last bursts {} ({} queues over workers)", parts.shared_rx, port.rx_queues)
+                } else {
+                    String::new()
+                },
                 parts.wire_bytes(),
                 parts.cell_bytes() / plan::CELL_BYTES
             );

@@ -251,6 +251,14 @@ impl Validator<'_> {
             }
         }
         let model = self.keyword("dpdk.model", raw.dpdk.model.as_deref(), WorkerModel::RunToCompletion)?;
+        if model == WorkerModel::Pipelined {
+            if let Some(index) = ports.iter().position(|port| port.rx_queues > 1) {
+                return Err(self.error(
+                    format!("port[{index}].rx_queues"),
+                    "the pipelined model opens one rx queue per RX worker itself; rx_queues is for run-to-completion",
+                ));
+            }
+        }
         let mbuf_bytes = raw.dpdk.mbuf_bytes.unwrap_or(DEFAULT_MBUF_BYTES);
         if !(1024..=32 * 1024).contains(&mbuf_bytes) {
             return Err(self.error("dpdk.mbuf_bytes", format!("{mbuf_bytes} is not between 1024 and 32768")));

@@ -40,10 +40,14 @@
 //!     pause arrived, which it cannot recall. So two raceways face each other losslessly. A
 //!     shorter lookahead starves the link whenever one poll loop takes longer than it
 //!     (measured: 1.01 us cut 1 KB forwarding on one core from 8.0 to 1.8 Mpps);
-//! - the peer may have just started a maximum frame, which it finishes.
+//! - the peer may have just started a maximum frame, which it finishes;
+//! - where a port's rx queues are spread over several workers (`[[port]] rx_queues`), its
+//!   owner decides XOFF on the other workers' shares of its groups as they published them at
+//!   the start of their last loop: each other queue's last rx burst may be unseen, at most a
+//!   lookahead of wire bytes each (`rx_burst_size`), so (rx_queues - 1) x 49,344.
 //!
 //! In wire bytes: W = 2 x (mtu + 18 + 24) + local lookahead + 84 + (2 x cable_m x 5 ns) x
-//! speed / 8 + 49,344. Converted to cells at the worst case, minimum-size frames (84 wire
+//! speed / 8 + 49,344 (+ the shared rx part). Converted to cells at the worst case, minimum-size frames (84 wire
 //! bytes each, one cell each): headroom = ceil(W / 84) x CELL_BYTES. A 100 Gb/s port with 3 m
 //! of cable and a 9216 MTU needs 814 cells, 208,384 bytes, with a PFC tx queue, and 1,401
 //! cells, 358,656 bytes, with one tx queue (docs/CONFIG.md works it by hand).
@@ -128,6 +132,11 @@ pub struct HeadroomParts {
     pub peer_response: u64,
     /// The maximum frame the peer may have just started, which it finishes.
     pub peer_frame: u64,
+    /// A port whose rx queues are polled by several workers: the port's owner decides XOFF on
+    /// the others' shares of its groups as they published them once per loop, so it may see
+    /// each other queue's last rx burst late (at most a lookahead of wire bytes each,
+    /// `rx_burst_size`). 0 with one rx queue.
+    pub shared_rx: u64,
 }
 
 impl HeadroomParts {
@@ -141,12 +150,18 @@ impl HeadroomParts {
             cable_round_trip: 2.0 * port.cable_m * PROPAGATION_PS_PER_M * port.speed_mbps as f64 / 8e6,
             peer_response: peer_response_wire_bytes(),
             peer_frame: max_frame_wire,
+            shared_rx: u64::from(port.rx_queues.saturating_sub(1)) * lookahead,
         }
     }
 
     /// Every part, in wire bytes.
     pub fn wire_bytes(&self) -> f64 {
-        (self.frame_in_progress + self.local_lookahead + self.pfc_frame + self.peer_response + self.peer_frame) as f64
+        (self.frame_in_progress
+            + self.local_lookahead
+            + self.pfc_frame
+            + self.peer_response
+            + self.peer_frame
+            + self.shared_rx) as f64
             + self.cable_round_trip
     }
 
@@ -339,8 +354,33 @@ mod tests {
         assert_eq!(auto_headroom(&config.ports[0], 9216), 358_656);
         // With a queue of its own the PFC frame waits for the frame in progress only.
         assert_eq!(HeadroomParts::of(&config.ports[1], 9216).local_lookahead, 0);
+        assert_eq!(parts.shared_rx, 0, "one rx queue");
         let plan = BufferPlan::new(&config).unwrap();
         assert_eq!(plan.headroom, vec![358_656, 824 * CELL_BYTES], "the plan takes each port's own");
+    }
+
+    #[test]
+    fn a_port_spread_over_rx_queues_adds_one_lookahead_per_other_queue() {
+        // 100G, 3 m, MTU 9216, PFC tx queue (814 cells, 68,319 wire bytes) with 3 rx queues:
+        // + 2 x 49,344 = 167,007 wire bytes -> 1,989 cells.
+        let text = config_text("", "").replacen("cable_m = 3\n", "cable_m = 3\nrx_queues = 3\n", 1);
+        let config = Config::parse(&text, "t.toml").unwrap();
+        let parts = HeadroomParts::of(&config.ports[0], 9216);
+        assert_eq!(parts.shared_rx, 2 * 49_344);
+        assert_eq!(parts.wire_bytes(), 167_007.0);
+        assert_eq!(auto_headroom(&config.ports[0], 9216), 1_989 * CELL_BYTES);
+        assert_eq!(HeadroomParts::of(&config.ports[1], 9216).shared_rx, 0);
+        for bad in ["0", "65"] {
+            let text = config_text("", "").replacen("cable_m = 3\n", &format!("cable_m = 3\nrx_queues = {bad}\n"), 1);
+            let err = Config::parse(&text, "t.toml").unwrap_err();
+            assert_eq!(
+                (err.field.as_str(), err.problem.as_str()),
+                ("port[0].rx_queues", &*format!("{bad} is not between 1 and 64"))
+            );
+        }
+        let pipelined = config_text("", "").replacen("cable_m = 3\n", "cable_m = 3\nrx_queues = 2\n", 1)
+            + "[dpdk]\nlcores = \"0@0,1@1,2@0\"\nmodel = \"pipelined\"\n";
+        assert_eq!(Config::parse(&pipelined, "t.toml").unwrap_err().field, "port[0].rx_queues");
     }
 
     #[test]

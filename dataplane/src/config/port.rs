@@ -30,6 +30,7 @@ pub(super) struct RawPort {
     pub(super) mtu: Option<u32>,
     pub(super) pause: Option<String>,
     pub(super) pfc_tx_queue: Option<bool>,
+    pub(super) rx_queues: Option<u16>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -56,7 +57,15 @@ pub struct PortConfig {
     /// NIC ahead of its wire time; without one the headroom counts that lookahead
     /// (`config::plan`). Replay sends PFC frames ahead of data either way.
     pub pfc_tx_queue: bool,
+    /// Rx queues the port opens live (run-to-completion): the device spreads flows over them
+    /// (RSS), and each is polled by its own worker where there are enough, so that one hot
+    /// port's work is shared by several cores (`tm::shard`).
+    pub rx_queues: u16,
 }
+
+/// The most rx queues a port may open: a worker per queue at most, and 64 lcores is more
+/// than any machine this runs on gives one switch.
+pub const MAX_RX_QUEUES: u16 = 64;
 
 /// Whether a port's PFC frames get a tx queue of their own unless the config says: on a PCI
 /// NIC, whose tx queues all feed one wire (and which offers several), and on a port with no
@@ -187,6 +196,10 @@ impl Validator<'_> {
             let default_pause = if pfc_runs { PauseRx::Ignore } else { PauseRx::Honour };
             let honour_pause = self.keyword(&field("pause"), port.pause.as_deref(), default_pause)? == PauseRx::Honour;
             let pfc_tx_queue = port.pfc_tx_queue.unwrap_or_else(|| default_pfc_tx_queue(port.device.as_deref()));
+            let rx_queues = port.rx_queues.unwrap_or(1);
+            if !(1..=MAX_RX_QUEUES).contains(&rx_queues) {
+                return Err(self.error(field("rx_queues"), format!("{rx_queues} is not between 1 and {MAX_RX_QUEUES}")));
+            }
             ports.push(PortConfig {
                 name: port.name,
                 device: port.device,
@@ -198,6 +211,7 @@ impl Validator<'_> {
                 mtu,
                 honour_pause,
                 pfc_tx_queue,
+                rx_queues,
             });
         }
         Ok(ports)

@@ -48,13 +48,14 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     /// The frame just admitted to `egress`'s empty queue `tc` leaves at once: what `link`
-    /// then `transmit` would do, without the arena. A lossless frame's cells go back to its
-    /// group, or as credits to the worker that owns the group.
+    /// then `transmit` would do, without the arena. A lossless frame's cells go back to the
+    /// share of its group that `charger` (a worker) charged: this worker's, or as credits.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn cut_through(
         &mut self,
         ingress: usize,
+        charger: u8,
         egress: usize,
         tc: usize,
         mut packet: P,
@@ -68,14 +69,9 @@ impl<P: PacketBuf> Switch<P> {
         let charge = plan::charge(len);
         self.stats.ports[egress].queues[tc].peak(len as u64, charge);
         // The cells go back as the frame leaves.
-        if self.buffer.lossless(tc) && !self.buffer.owns_group(ingress) {
-            self.buffer.give_back(ingress, tc, charge);
-        } else if self.buffer.lossless(tc) {
-            self.buffer.release_group(ingress, tc, charge);
-            if self.pfc[ingress].xoff_outstanding(tc) {
-                let occupancy = self.buffer.group_occupancy(ingress, tc);
-                self.pfc[ingress].decide_xon(tc, occupancy, self.buffer.xon());
-            }
+        if self.buffer.lossless(tc) {
+            self.buffer.give_back(charger, ingress, tc, charge);
+            self.group_released(ingress, tc);
         } else {
             self.buffer.release_lossy(egress, tc, charge);
         }

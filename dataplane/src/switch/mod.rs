@@ -289,6 +289,10 @@ impl<P: PacketBuf> Switch<P> {
         // never forwarded or acted on.
         let verdict = if self.egress[ingress].admin_up { verdict } else { Verdict::Drop(DropReason::LinkDown) };
         let (target, tc, flow_hash, ip) = match verdict {
+            Verdict::FlowControl(_) | Verdict::LinkPause(_) if !self.owns(ingress) => {
+                // On a queue of a port another worker owns (and transmits on).
+                return self.hand_off_control(ingress, packet, now);
+            }
             Verdict::FlowControl(repr) => {
                 self.pause_received(ingress, &repr, now);
                 return Received::FlowControl;
@@ -469,7 +473,9 @@ impl<P: PacketBuf> Switch<P> {
                 // Past XOFF the frame queues, so that the pause leaves first.
                 Ok(group) if group.past_xoff => {
                     self.group_charged(ingress, tc, group);
-                    return self.link(egress, tc, len, true, Entry { packet, ingress, marked, ip, arrival_ps }, now);
+                    let charger = self.buffer.me();
+                    let entry = Entry { packet, ingress, charger, marked, ip, arrival_ps };
+                    return self.link(egress, tc, len, true, entry, now);
                 }
                 Ok(group) => self.group_charged(ingress, tc, group),
                 Err(reason) => return self.refuse(ingress, egress, tc, reason),
@@ -478,9 +484,11 @@ impl<P: PacketBuf> Switch<P> {
             return self.refuse(ingress, egress, tc, reason);
         }
         if self.cut_allowed(egress, tc, now, cut) {
-            return self.cut_through(ingress, egress, tc, packet, ip, marked, arrival_ps, now, cut);
+            let charger = self.buffer.me();
+            return self.cut_through(ingress, charger, egress, tc, packet, ip, marked, arrival_ps, now, cut);
         }
-        self.link(egress, tc, len, lossless, Entry { packet, ingress, marked, ip, arrival_ps }, now)
+        let entry = Entry { packet, ingress, charger: self.buffer.me(), marked, ip, arrival_ps };
+        self.link(egress, tc, len, lossless, entry, now)
     }
 
     /// ECN where the class marks at enqueue: whether the frame was marked CE against the
@@ -528,7 +536,9 @@ impl<P: PacketBuf> Switch<P> {
     /// group's peaks.
     #[inline]
     fn group_charged(&mut self, ingress: usize, tc: usize, group: crate::tm::buffer::GroupCharge) {
-        if group.past_xoff {
+        // The port's owner sends its PFC frames: another worker polling one of its queues
+        // leaves the decision to the owner's next loop (`sync_shard`).
+        if group.past_xoff && self.owns(ingress) {
             self.pfc[ingress].decide_xoff(tc);
         }
         self.stats.ports[ingress].priority_groups[tc].peak(group.occupancy, group.headroom);
@@ -558,16 +568,22 @@ impl<P: PacketBuf> Switch<P> {
     #[inline]
     fn pop(&mut self, port: usize, tc: usize) -> Option<Popped<P>> {
         let popped = self.buffer.pop(port, tc)?;
-        // Most groups never sent XOFF: check that before computing thresholds. Another
-        // worker's group decides its XON when the credit reaches it (`sync_shard`).
-        if self.buffer.lossless(tc)
-            && self.pfc[popped.ingress].xoff_outstanding(tc)
-            && self.buffer.owns_group(popped.ingress)
-        {
-            let occupancy = self.buffer.group_occupancy(popped.ingress, tc);
-            self.pfc[popped.ingress].decide_xon(tc, occupancy, self.buffer.xon());
+        if self.buffer.lossless(tc) {
+            self.group_released(popped.ingress, tc);
         }
         Some(popped)
+    }
+
+    /// After cells of group (`ingress`, `tc`) were given back: XON if the group has fallen to
+    /// it. Most groups never sent XOFF: that is checked before computing thresholds. Only the
+    /// port's owner decides; a share of another worker's group, or of one this worker shares,
+    /// is decided when the credit or the share reaches the owner (`sync_shard`).
+    #[inline(always)]
+    fn group_released(&mut self, ingress: usize, tc: usize) {
+        if self.pfc[ingress].xoff_outstanding(tc) && self.owns(ingress) {
+            let occupancy = self.buffer.group_occupancy(ingress, tc);
+            self.pfc[ingress].decide_xon(tc, occupancy, self.buffer.xon());
+        }
     }
 
     /// Marks a port's link up or down (live); a disabled port stays unusable.
@@ -622,7 +638,7 @@ impl<P: PacketBuf> Switch<P> {
                 let head_cost = |tc: usize| wire_bytes(head_len(tc)) as usize;
                 self.egress[egress].scheduler.select(eligible, self.buffer.backlog(egress), head_cost)?
             };
-            let Popped { mut packet, ingress, mut marked, mut ip, arrival_ps, len } =
+            let Popped { mut packet, ingress, mut marked, mut ip, arrival_ps, len, .. } =
                 self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
             if self.ecn.marks_on(tc, MarkOn::Dequeue) {
                 let depth = self.ecn_depth(egress, tc);

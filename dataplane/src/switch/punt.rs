@@ -42,6 +42,7 @@ impl<P: PacketBuf> Switch<P> {
                 ip,
                 arrival_ps: now,
                 member: None,
+                charger: seat.me as u8,
             };
             let worker = seat.board.owner(egress);
             return match seat.outgoing[worker].push(transfer) {

@@ -8,7 +8,7 @@
 //! once, and its cells come back as credits when the owner sends or drops it (`tm::shard`).
 
 use super::*;
-use crate::tm::shard::Batch;
+use crate::tm::shard::{Batch, MAC_CONTROL};
 
 /// A worker's place in a sharded run.
 pub(super) struct Seat<P> {
@@ -17,8 +17,8 @@ pub(super) struct Seat<P> {
     /// Per worker, the batch being filled for it (this worker's own stays empty). Boxed, so
     /// that handing one over moves a pointer, not the batch.
     pub(super) outgoing: Vec<Box<Batch<P>>>,
-    /// Per ingress port and priority: the other workers' credits already applied (owned
-    /// ports only).
+    /// Per ingress port and priority: the other workers' credits to this worker's share
+    /// already applied (polled ports only).
     pub(super) applied: Vec<[u64; TRAFFIC_CLASSES]>,
 }
 
@@ -39,7 +39,8 @@ pub fn discard_transfers<P>(stats: &mut SwitchStats, batch: &mut Batch<P>) -> u6
 impl<P: PacketBuf> Switch<P> {
     /// Worker `me`'s switch of a sharded run: it owns the ports `board` gives it.
     pub fn sharded(config: &Config, seed: u64, board: std::sync::Arc<ShardBoard>, me: usize) -> Self {
-        let buffer = SharedBuffer::sharded(config, |port| board.owner(port) == me, board.overcommit_frames());
+        let buffer =
+            SharedBuffer::sharded(config, me, board.workers(), |port| board.polls(me, port), board.overcommit_frames());
         let seat = Seat {
             outgoing: (0..board.workers()).map(|_| Box::default()).collect(),
             applied: vec![[0; TRAFFIC_CLASSES]; config.ports.len()],
@@ -81,6 +82,7 @@ impl<P: PacketBuf> Switch<P> {
             ip,
             arrival_ps: now,
             member: member.map(|(group, slot)| (group as u16, slot)),
+            charger: self.buffer.me(),
         };
         let seat = self.shard.as_mut().expect("only a sharded switch hands off");
         let worker = seat.board.owner(egress);
@@ -93,6 +95,31 @@ impl<P: PacketBuf> Switch<P> {
             return self.refuse(ingress, egress, tc, DropReason::BufferFull);
         }
         Received::Transferred { egress, tc }
+    }
+
+    /// A PFC or PAUSE frame received on a queue of another worker's port: it crosses to the
+    /// port's owner, which applies it (`accept`) as received at `now`.
+    #[cold]
+    pub(super) fn hand_off_control(&mut self, ingress: usize, packet: P, now: u64) -> Received {
+        let transfer = Transfer {
+            packet,
+            ingress: ingress as u16,
+            egress: ingress as u16,
+            tc: MAC_CONTROL,
+            charged: false,
+            ip: IpHeader { l3_offset: 0, is_ipv6: false, ecn: 0 },
+            arrival_ps: now,
+            member: None,
+            charger: self.buffer.me(),
+        };
+        let seat = self.shard.as_mut().expect("only a sharded switch hands off");
+        let worker = seat.board.owner(ingress);
+        if seat.outgoing[worker].push(transfer).is_err() {
+            // As in `hand_off`: the engine's bug, counted.
+            self.stats.ports[ingress].count_drop(DropReason::BufferFull);
+            return Received::Dropped(DropReason::BufferFull);
+        }
+        Received::FlowControl
     }
 
     /// Whether a batch for another worker holds frames (the engine polls no rx until it has
@@ -122,6 +149,12 @@ impl<P: PacketBuf> Switch<P> {
         let mut accepted = 0;
         for transfer in batch.drain() {
             accepted += 1;
+            if transfer.tc == MAC_CONTROL {
+                let mut packet = transfer.packet;
+                let verdict = self.classifier.classify(packet.data_mut());
+                self.receive_verdict(usize::from(transfer.ingress), packet, verdict, transfer.arrival_ps, cut);
+                continue;
+            }
             let member = transfer.member.map(|(group, slot)| (usize::from(group), slot));
             if let Received::Queued { .. } = self.enqueue_transferred(transfer, now, cut) {
                 self.count_member(member);
@@ -131,28 +164,42 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     /// Once per loop of a sharded worker: applies the credits other workers gave back to
-    /// this worker's groups (deciding XON), publishes the credits it owes them, its pool
-    /// charges and its ports' gauges, and reads the others' pool charges.
+    /// this worker's shares of groups (deciding XON), publishes the credits it owes them, its
+    /// shares of spread ports' groups, its pool charges and its ports' gauges, and reads the
+    /// others' pool charges and shares. The owner of a spread port decides its XOFF and XON
+    /// here on the whole group, the other pollers' frames included.
     pub fn sync_shard(&mut self, now: u64) {
         let Some(seat) = self.shard.as_mut() else { return };
         let (board, me) = (&*seat.board, seat.me);
         let lossless_mask = self.buffer.plan().lossless_mask;
         for port in 0..self.egress.len() {
             let owned = board.owner(port) == me;
+            let polled = board.polls(me, port);
+            let spread = board.spread(port);
             for priority in (0..TRAFFIC_CLASSES).filter(|&priority| lossless_mask & (1 << priority) != 0) {
-                if owned {
+                if polled {
                     let total = board.released_to(me, port, priority);
                     let credit = total - seat.applied[port][priority];
                     if credit > 0 {
                         seat.applied[port][priority] = total;
                         self.buffer.release_group(port, priority, credit);
-                        if self.pfc[port].xoff_outstanding(priority) {
-                            let occupancy = self.buffer.group_occupancy(port, priority);
-                            self.pfc[port].decide_xon(priority, occupancy, self.buffer.xon());
-                        }
                     }
-                } else {
-                    board.publish_released(me, port, priority, self.buffer.released(port, priority));
+                }
+                for charger in (0..board.workers()).filter(|&worker| worker != me && board.polls(worker, port)) {
+                    board.publish_released(me, charger, port, priority, self.buffer.released(charger, port, priority));
+                }
+                if spread && polled {
+                    board.publish_share(me, port, priority, self.buffer.group_cells(port, priority));
+                    self.buffer.set_others_share(port, priority, board.others_share(me, port, priority));
+                }
+                if owned {
+                    let occupancy = self.buffer.group_occupancy(port, priority);
+                    let past_xoff = || occupancy > self.buffer.xoff() || self.buffer.group_headroom(port, priority) > 0;
+                    if spread && past_xoff() {
+                        self.pfc[port].decide_xoff(priority);
+                    } else if self.pfc[port].xoff_outstanding(priority) {
+                        self.pfc[port].decide_xon(priority, occupancy, self.buffer.xon());
+                    }
                 }
             }
             if owned {
@@ -174,7 +221,7 @@ impl<P: PacketBuf> Switch<P> {
         now: u64,
         cut: &mut impl CutThrough<P>,
     ) -> Received {
-        let Transfer { mut packet, ingress, egress, tc, charged, mut ip, arrival_ps, .. } = transfer;
+        let Transfer { mut packet, ingress, egress, tc, charged, mut ip, arrival_ps, charger, .. } = transfer;
         let (ingress, egress, tc) = (usize::from(ingress), usize::from(egress), usize::from(tc));
         if !charged {
             // Lossy, or written by the control plane: the whole admission happens here.
@@ -193,14 +240,14 @@ impl<P: PacketBuf> Switch<P> {
                 break 'admit DropReason::PfcWatchdog;
             }
             if self.cut_allowed(egress, tc, now, cut) {
-                return self.cut_through(ingress, egress, tc, packet, ip, marked, arrival_ps, now, cut);
+                return self.cut_through(ingress, charger, egress, tc, packet, ip, marked, arrival_ps, now, cut);
             }
             if !self.buffer.has_slot() {
                 break 'admit DropReason::HeadroomOverflow;
             }
-            return self.link(egress, tc, len, true, Entry { packet, ingress, marked, ip, arrival_ps }, now);
+            return self.link(egress, tc, len, true, Entry { packet, ingress, charger, marked, ip, arrival_ps }, now);
         };
-        self.buffer.give_back(ingress, tc, plan::charge(len));
+        self.buffer.give_back(charger, ingress, tc, plan::charge(len));
         self.refuse(ingress, egress, tc, refused)
     }
 }
@@ -229,6 +276,25 @@ mod tests {
     }
 
     const BURST_FOR_TESTS: usize = 32;
+
+    /// `sharded_pair` with p0's two rx queues spread over both workers: worker 0 owns p0 and
+    /// polls its queue 0, worker 1 polls queue 1.
+    fn spread_pair(extra_qos: &str) -> (Switch<HeapPacket>, Switch<HeapPacket>) {
+        let (config, _, _) = sharded_pair(extra_qos);
+        let board = ShardBoard::with_rx_queues(ShardBoard::deal(4, 2), vec![2, 1, 1, 1], BURST_FOR_TESTS);
+        let board = std::sync::Arc::new(board);
+        assert!(board.spread(0) && board.polls(1, 0) && !board.spread(2));
+        let first = Switch::sharded(&config, 0, std::sync::Arc::clone(&board), 0);
+        let second = Switch::sharded(&config, 1, board, 1);
+        (first, second)
+    }
+
+    /// One loop's end on both workers: each publishes, then each reads the other.
+    fn sync_both(first: &mut Switch<HeapPacket>, second: &mut Switch<HeapPacket>, now: u64) {
+        first.sync_shard(now);
+        second.sync_shard(now);
+        first.sync_shard(now);
+    }
 
     fn to_port(port: u8, dscp: u8, len: usize) -> HeapPacket {
         let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), format!("10.0.{port}.2").parse().unwrap(), 7);
@@ -296,6 +362,85 @@ mod tests {
     }
 
     #[test]
+    fn a_spread_port_pauses_on_its_whole_group_from_its_owner_and_resumes_on_both_workers_credits() {
+        // p0's peer sends on both queues: worker 0 takes frames for p1 (its own port), worker 1
+        // frames for p3 (its own). XOFF 10 frames of 1,000 bytes (1,024 cell bytes each).
+        let (mut owner, mut other) =
+            spread_pair("[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 8192");
+        for _ in 0..5 {
+            assert!(matches!(owner.receive(0, to_port(1, 26, 1000), 0), Received::Queued { egress: 1, .. }));
+            assert!(matches!(other.receive(0, to_port(3, 26, 1000), 0), Received::Queued { egress: 3, .. }));
+        }
+        assert_eq!((owner.buffer.group_cells(0, 3), other.buffer.group_cells(0, 3)), ((5120, 0), (5120, 0)));
+        assert!(!owner.has_control(0), "each share alone is half the XOFF point");
+        // Worker 1's sixth frame takes the group past XOFF: only the owner may send the XOFF,
+        // and it decides at its next loop, once worker 1 has published.
+        sync_both(&mut owner, &mut other, 0);
+        assert_eq!(owner.buffer.group_occupancy(0, 3), 10_240);
+        other.receive(0, to_port(3, 26, 1000), 0);
+        assert!(!other.has_control(0), "worker 1 never sends p0's PFC frames");
+        assert!(!owner.has_control(0));
+        sync_both(&mut owner, &mut other, 0);
+        assert_eq!(owner.take_control(0, 1_000).unwrap().times[3], 0xffff, "XOFF from the owner");
+        // Past XOFF both workers charge headroom, judged on the whole group: 8 cells of it.
+        assert_eq!(owner.receive(0, to_port(1, 26, 1000), 0), Received::Queued { egress: 1, tc: 3 });
+        assert_eq!(other.buffer.group_headroom(0, 3), 1024, "its own frame");
+        sync_both(&mut owner, &mut other, 0);
+        assert_eq!(other.buffer.group_headroom(0, 3), 2048, "and the owner's");
+        // Worker 1 may take the 6 frames left of the headroom: the next is refused.
+        for _ in 0..6 {
+            assert_eq!(other.receive(0, to_port(3, 26, 1000), 0), Received::Queued { egress: 3, tc: 3 });
+        }
+        assert_eq!(other.receive(0, to_port(3, 26, 1000), 0), Received::Dropped(DropReason::HeadroomOverflow));
+        // Both ports drain: each worker's frames go back to its own share (no credits cross),
+        // and the owner decides XON from both once it reads worker 1's share.
+        while owner.transmit(1, 0).is_some() {}
+        assert!(!owner.has_control(0), "worker 1's share still holds the group above XON");
+        while other.transmit(3, 0).is_some() {}
+        sync_both(&mut owner, &mut other, 0);
+        let xon = owner.take_control(0, 300_000_000).unwrap();
+        assert_eq!((xon.class_enable, xon.times[3]), (0x08, 0));
+        assert_eq!((owner.buffer.group_occupancy(0, 3), other.buffer.group_occupancy(0, 3)), (0, 0));
+        let mut total = owner.stats.clone();
+        total.add(&other.stats);
+        assert_eq!((total.ports[0].rx_packets, total.tx_packets(), total.dropped()), (19, 18, 1));
+        assert_eq!(total.ports[0].pfc_xoff_tx[3], 1, "one XOFF, sent by the owner");
+    }
+
+    #[test]
+    fn a_spread_ports_frame_queued_on_another_worker_gives_its_cells_back_to_the_share_that_charged_it() {
+        let (mut owner, mut other) = spread_pair("");
+        // Worker 1 takes a frame on p0 for p1 (the owner's port): charged to worker 1's share.
+        assert_eq!(other.receive(0, to_port(1, 26, 1000), 0), Received::Transferred { egress: 1, tc: 3 });
+        assert_eq!(other.buffer.group_cells(0, 3), (1024, 0));
+        carry(&mut other, &mut owner, 0);
+        assert_eq!(owner.buffer.group_cells(0, 3), (0, 0), "not the owner's share");
+        owner.transmit(1, 0).unwrap();
+        assert_eq!((owner.buffer.released(1, 0, 3), owner.buffer.released(0, 0, 3)), (1024, 0));
+        sync_both(&mut owner, &mut other, 0);
+        other.sync_shard(0);
+        assert_eq!(other.buffer.group_cells(0, 3), (0, 0), "worker 1's credit");
+        assert_eq!((owner.pool_used(), other.pool_used()), ((0, 0), (0, 0)));
+    }
+
+    #[test]
+    fn a_pfc_frame_on_another_workers_queue_of_a_spread_port_pauses_the_owners_egress() {
+        let (mut owner, mut other) = spread_pair("");
+        let mut times = [0u16; 8];
+        times[3] = 0xffff;
+        assert_eq!(other.receive(0, pfc_frame(0x08, times), 5_000), Received::FlowControl);
+        assert_eq!(other.stats.ports[0].pfc_rx[3], 0, "not applied on worker 1");
+        assert!(other.outgoing_pending());
+        carry(&mut other, &mut owner, 0);
+        assert_eq!(owner.stats.ports[0].pfc_rx[3], 1, "applied by the owner");
+        // p0's TC3 is paused from the time worker 1 received the frame.
+        owner.receive(1, to_port(0, 26, 1000), 6_000);
+        assert!(owner.transmit(0, 6_000).is_none(), "paused");
+        assert!(owner.receive(1, to_port(0, 0, 1000), 6_000) != Received::Dropped(DropReason::BufferFull));
+        assert!(owner.transmit(0, 6_000).is_some(), "TC0 is not paused");
+    }
+
+    #[test]
     fn sharded_a_lossless_frame_that_cuts_through_gives_its_cells_back_as_credits() {
         // p0 (worker 0) charges its group; the frame cuts through p3 on worker 1, which does
         // not own the group: the cells go back as credits, never to worker 1's own counts.
@@ -306,7 +451,7 @@ mod tests {
         let mut batch = std::mem::take(ingress.outgoing(1).expect("a batch for worker 1"));
         assert_eq!(egress.accept(&mut batch, 0, &mut link), 1);
         assert_eq!(link.sent.len(), 1, "cut through");
-        assert_eq!(egress.buffer.released(0, 3), 1024, "a credit for worker 0");
+        assert_eq!(egress.buffer.released(0, 0, 3), 1024, "a credit for worker 0");
         assert_eq!(egress.buffer.group_cells(0, 3), (0, 0));
         egress.sync_shard(0);
         ingress.sync_shard(0);

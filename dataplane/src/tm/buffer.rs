@@ -15,12 +15,14 @@
 //! traffic never touches the lossless pool, so it cannot move an XOFF point.
 //!
 //! Sharded over workers (`tm::shard`), a buffer holds the queues of its worker's egress ports
-//! and the groups of its worker's ingress ports. A lossless frame queued here for another
-//! worker's group gives its cells back as credits (`released`) for that worker to apply
-//! (`release_group`); the pool checks add the other workers' published occupancy.
+//! and its worker's share of the groups of the ports it polls (all of a port's groups when it
+//! alone polls the port). A lossless frame queued here that another worker charged gives its
+//! cells back as credits to that worker (`released`) for it to apply (`release_group`); the
+//! pool checks add the other workers' published occupancy, and the group checks the other
+//! pollers' published shares of the group.
 //!
 //! Invariant: the pool, per-queue and per-group cell counts are exactly the charges of the
-//! frames queued (sharded: plus the charges of this worker's groups whose frames other
+//! frames queued (sharded: plus the charges of this worker's shares whose frames other
 //! workers hold, and less the credits not yet applied), and it never allocates after `new`.
 
 use crate::config::plan::{self, BufferPlan};
@@ -36,6 +38,8 @@ const NIL: u32 = u32::MAX;
 pub struct Entry<P> {
     pub packet: P,
     pub ingress: usize,
+    /// The worker that charged a lossless frame to its share of the group (0 unsharded).
+    pub charger: u8,
     /// Marked CE at enqueue; counted in `ecn_marked` only when it leaves, so the counter
     /// equals the CE frames sent, whatever is dropped or flushed after marking.
     pub marked: bool,
@@ -48,6 +52,7 @@ struct Slot<P> {
     packet: Option<P>,
     next: u32,
     ingress: u16,
+    charger: u8,
     marked: bool,
     /// Frame bytes, kept here so the scheduler and release never touch the packet's buffer
     /// (reading an mbuf's length at dequeue cost ~10% of transmit in `perf`). Its cell charge
@@ -61,6 +66,7 @@ struct Slot<P> {
 pub struct Popped<P> {
     pub packet: P,
     pub ingress: usize,
+    pub charger: u8,
     pub marked: bool,
     pub ip: IpHeader,
     pub arrival_ps: u64,
@@ -121,16 +127,22 @@ pub struct SharedBuffer<P> {
     slots: Vec<Slot<P>>,
     free: u32,
     ports: Vec<PortQueues>,
-    /// Per ingress port and priority.
+    /// Per ingress port and priority: this buffer's share.
     groups: Vec<[GroupCells; 8]>,
+    /// Per ingress port and priority: the other pollers' shares, as last published (zero
+    /// where this worker alone polls the port).
+    others_groups: Vec<[GroupCells; 8]>,
     /// Cell bytes in use in each pool (headroom apart).
     lossless_used: u64,
     lossy_used: u64,
     queued_packets: u64,
-    /// Per ingress port: whether this buffer owns its groups (all, unsharded).
-    owns_group: Vec<bool>,
-    /// Per ingress port and priority, for groups owned elsewhere: cumulative cell bytes of
-    /// their frames this buffer has sent or dropped (the credits to give back).
+    /// The worker this buffer is (0 unsharded): what its charged frames carry.
+    me: u8,
+    /// Per ingress port: whether this buffer charges a share of its groups (all, unsharded).
+    charges_group: Vec<bool>,
+    /// Per (worker that charged, ingress port) and priority, for the other workers' shares:
+    /// cumulative cell bytes of their frames this buffer has sent or dropped (the credits to
+    /// give back).
     released: Vec<[u64; 8]>,
     /// The pools' cell bytes charged by other workers, as last published.
     others_used: (u64, u64),
@@ -139,13 +151,20 @@ pub struct SharedBuffer<P> {
 impl<P> SharedBuffer<P> {
     /// The buffer of a validated config (`Config::parse` checked that the plan exists).
     pub fn new(config: &Config) -> Self {
-        Self::sharded(config, |_| true, 0)
+        Self::sharded(config, 0, 1, |_| true, 0)
     }
 
-    /// The buffer of one worker of a sharded run: it owns the groups of the ingress ports
-    /// `owns` says, and its arena has `overcommit` slots more than the buffer's cells (the
-    /// frames other workers may admit on a stale view of the pools, `tm::shard`).
-    pub fn sharded(config: &Config, owns: impl Fn(usize) -> bool, overcommit: usize) -> Self {
+    /// The buffer of worker `me` of `workers` in a sharded run: it charges a share of the
+    /// groups of the ingress ports `polls` says, and its arena has `overcommit` slots more
+    /// than the buffer's cells (the frames other workers may admit on a stale view of the
+    /// pools, `tm::shard`).
+    pub fn sharded(
+        config: &Config,
+        me: usize,
+        workers: usize,
+        polls: impl Fn(usize) -> bool,
+        overcommit: usize,
+    ) -> Self {
         let plan = BufferPlan::new(config).expect("a validated config has a buffer plan");
         let capacity = Self::capacity(config) + overcommit;
         let slots = (0..capacity)
@@ -153,6 +172,7 @@ impl<P> SharedBuffer<P> {
                 packet: None,
                 next: if i + 1 < capacity { i as u32 + 1 } else { NIL },
                 ingress: 0,
+                charger: 0,
                 marked: false,
                 len: 0,
                 ip: IpHeader { l3_offset: 0, is_ipv6: false, ecn: 0 },
@@ -165,11 +185,13 @@ impl<P> SharedBuffer<P> {
             free: if capacity > 0 { 0 } else { NIL },
             ports: vec![PortQueues::default(); config.ports.len()],
             groups: vec![[GroupCells::default(); 8]; config.ports.len()],
+            others_groups: vec![[GroupCells::default(); 8]; config.ports.len()],
             lossless_used: 0,
             lossy_used: 0,
             queued_packets: 0,
-            owns_group: (0..config.ports.len()).map(owns).collect(),
-            released: vec![[0; 8]; config.ports.len()],
+            me: me as u8,
+            charges_group: (0..config.ports.len()).map(polls).collect(),
+            released: vec![[0; 8]; workers * config.ports.len()],
             others_used: (0, 0),
         }
     }
@@ -203,28 +225,30 @@ impl<P> SharedBuffer<P> {
         Ok(())
     }
 
-    /// Charges a lossless frame to its group: the pool up to XOFF, then the group's headroom
-    /// (the plan's for its port).
+    /// Charges a lossless frame to its group (this buffer's share): the pool up to XOFF, then
+    /// the group's headroom (the plan's for its port), both judged on the whole group.
     #[inline(always)]
     pub fn admit_lossless(&mut self, ingress: usize, priority: usize, charge: u64) -> Result<GroupCharge, DropReason> {
         if self.free == NIL {
             return Err(DropReason::HeadroomOverflow);
         }
         let xoff = self.xoff();
+        let others = self.others_groups[ingress][priority];
         let group = &mut self.groups[ingress][priority];
         let pool_room = self.lossless_used + self.others_used.0 + charge <= self.plan.lossless_pool;
-        let in_headroom = if group.shared + charge <= xoff && pool_room {
+        let in_headroom = if group.shared + others.shared + charge <= xoff && pool_room {
             group.shared += charge;
             self.lossless_used += charge;
             false
-        } else if group.headroom + charge <= self.plan.headroom[ingress] {
+        } else if group.headroom + others.headroom + charge <= self.plan.headroom[ingress] {
             group.headroom += charge;
             true
         } else {
             return Err(DropReason::HeadroomOverflow);
         };
-        let occupancy = group.shared + group.headroom;
-        Ok(GroupCharge { occupancy, headroom: group.headroom, past_xoff: in_headroom || occupancy > xoff })
+        let occupancy = group.shared + group.headroom + others.shared + others.headroom;
+        let headroom = group.headroom + others.headroom;
+        Ok(GroupCharge { occupancy, headroom, past_xoff: in_headroom || occupancy > xoff })
     }
 
     /// Whether the arena has a slot for one more frame.
@@ -245,6 +269,7 @@ impl<P> SharedBuffer<P> {
             packet: Some(entry.packet),
             next: NIL,
             ingress: entry.ingress as u16,
+            charger: entry.charger,
             marked: entry.marked,
             len: len as u32,
             ip: entry.ip,
@@ -289,7 +314,8 @@ impl<P> SharedBuffer<P> {
         }
         let entry = &mut self.slots[slot as usize];
         let packet = entry.packet.take().expect("a linked slot holds a frame");
-        let (ingress, marked, len, ip) = (usize::from(entry.ingress), entry.marked, u64::from(entry.len), entry.ip);
+        let (ingress, charger, marked, len, ip) =
+            (usize::from(entry.ingress), entry.charger, entry.marked, u64::from(entry.len), entry.ip);
         let charge = plan::charge(len as usize);
         let arrival_ps = entry.arrival_ps;
         queue.head = entry.next;
@@ -306,12 +332,10 @@ impl<P> SharedBuffer<P> {
         if !lossless {
             queue.lossy_cells -= charge;
             self.lossy_used -= charge;
-        } else if self.owns_group[ingress] {
-            self.release_group(ingress, tc, charge);
         } else {
-            self.released[ingress][tc] += charge;
+            self.give_back(charger, ingress, tc, charge);
         }
-        Some(Popped { packet, ingress, marked, ip, arrival_ps, len })
+        Some(Popped { packet, ingress, charger, marked, ip, arrival_ps, len })
     }
 
     /// Gives `cells` back to group (`ingress`, `priority`): its headroom first, then the pool.
@@ -332,22 +356,40 @@ impl<P> SharedBuffer<P> {
         self.lossy_used -= cells;
     }
 
-    /// Whether this buffer owns the groups of ingress port `port`.
+    /// Whether this buffer charges a share of the groups of ingress port `port`.
     #[inline]
-    pub fn owns_group(&self, port: usize) -> bool {
-        self.owns_group[port]
+    pub fn charges_group(&self, port: usize) -> bool {
+        self.charges_group[port]
     }
 
-    /// Credits the cells of a frame of another worker's group that this worker drops
-    /// before queueing it.
-    pub fn give_back(&mut self, ingress: usize, priority: usize, cells: u64) {
-        self.released[ingress][priority] += cells;
+    /// The worker this buffer is.
+    #[inline]
+    pub fn me(&self) -> u8 {
+        self.me
     }
 
-    /// Cumulative cell bytes given back to group (`port`, `priority`) of another worker.
+    /// Gives back the cells of a lossless frame leaving (or dropped) here: to this buffer's
+    /// share of the group if it charged them, else as a credit for the worker that did.
     #[inline]
-    pub fn released(&self, port: usize, priority: usize) -> u64 {
-        self.released[port][priority]
+    pub fn give_back(&mut self, charger: u8, ingress: usize, priority: usize, cells: u64) {
+        if charger == self.me {
+            self.release_group(ingress, priority, cells);
+        } else {
+            self.released[usize::from(charger) * self.groups.len() + ingress][priority] += cells;
+        }
+    }
+
+    /// Cumulative cell bytes given back to `charger`'s share of group (`port`, `priority`).
+    #[inline]
+    pub fn released(&self, charger: usize, port: usize, priority: usize) -> u64 {
+        self.released[charger * self.groups.len() + port][priority]
+    }
+
+    /// The other pollers' shares of group (`port`, `priority`), (lossless pool, headroom) cell
+    /// bytes, as last published.
+    #[inline]
+    pub fn set_others_share(&mut self, port: usize, priority: usize, (shared, headroom): (u64, u64)) {
+        self.others_groups[port][priority] = GroupCells { shared, headroom };
     }
 
     /// The other workers' pool charges, (lossless, lossy), as last published.
@@ -388,14 +430,23 @@ impl<P> SharedBuffer<P> {
         self.ports[port].fifos[tc].len
     }
 
-    /// Cell bytes group (`port`, `priority`) holds, pool and headroom.
+    /// Cell bytes group (`port`, `priority`) holds, pool and headroom: this buffer's share
+    /// and the other pollers' as last published.
     #[inline]
     pub fn group_occupancy(&self, port: usize, priority: usize) -> u64 {
-        let group = &self.groups[port][priority];
-        group.shared + group.headroom
+        let (group, others) = (&self.groups[port][priority], &self.others_groups[port][priority]);
+        group.shared + group.headroom + others.shared + others.headroom
     }
 
-    /// Cell bytes group (`port`, `priority`) holds in the lossless pool and in its headroom.
+    /// Cell bytes group (`port`, `priority`) holds in its headroom: this buffer's share and
+    /// the other pollers' as last published.
+    #[inline]
+    pub fn group_headroom(&self, port: usize, priority: usize) -> u64 {
+        self.groups[port][priority].headroom + self.others_groups[port][priority].headroom
+    }
+
+    /// Cell bytes this buffer's share of group (`port`, `priority`) holds in the lossless pool
+    /// and in its headroom.
     pub fn group_cells(&self, port: usize, priority: usize) -> (u64, u64) {
         let group = &self.groups[port][priority];
         (group.shared, group.headroom)
@@ -455,6 +506,7 @@ mod tests {
         Entry {
             packet: HeapPacket::new(vec![0; 60]),
             ingress,
+            charger: 0,
             marked: false,
             ip: IpHeader { l3_offset: 14, is_ipv6: false, ecn: 0 },
             arrival_ps: 0,
@@ -464,7 +516,7 @@ mod tests {
     #[test]
     fn a_lossless_frame_the_pool_cannot_hold_goes_to_headroom_counting_other_workers() {
         let config = config();
-        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::sharded(&config, |port| port == 0, 0);
+        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::sharded(&config, 0, 2, |port| port == 0, 0);
         let pool = buffer.plan().lossless_pool;
         let cell = CELL_BYTES;
         // The other workers hold all of the pool but two cells: a three-cell frame does not fit.
@@ -484,6 +536,39 @@ mod tests {
         // What the pool part gives back lowers the others' view of it too.
         buffer.release_group(1, 3, 2 * cell);
         assert_eq!(buffer.pool_used().0, 0);
+    }
+
+    #[test]
+    fn a_share_of_a_spread_group_is_judged_with_the_other_pollers_shares() {
+        // Worker 1 of 2 polls a queue of port 0 (static XOFF 900,000, headroom 64 KiB).
+        let config = config();
+        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::sharded(&config, 1, 2, |port| port == 0, 0);
+        let cell = CELL_BYTES;
+        let xoff = buffer.xoff();
+        // The other poller holds all of XOFF but one cell: a two-cell frame goes to headroom.
+        buffer.set_others_share(0, 3, (xoff - cell, 0));
+        assert_eq!(buffer.group_occupancy(0, 3), xoff - cell);
+        let charged = buffer.admit_lossless(0, 3, 2 * cell).unwrap();
+        assert_eq!(charged, GroupCharge { occupancy: xoff + cell, headroom: 2 * cell, past_xoff: true });
+        assert_eq!(buffer.group_cells(0, 3), (0, 2 * cell), "its own share");
+        // One cell still fits under XOFF, in the pool, but the group is past it.
+        let charged = buffer.admit_lossless(0, 3, cell).unwrap();
+        assert!(charged.past_xoff && charged.headroom == 2 * cell);
+        assert_eq!(buffer.group_cells(0, 3), (cell, 2 * cell));
+        // The other's headroom counts against the one headroom of the port.
+        let headroom = buffer.plan().headroom[0];
+        buffer.set_others_share(0, 3, (xoff - cell, headroom - 3 * cell));
+        assert_eq!(buffer.group_headroom(0, 3), headroom - cell);
+        assert_eq!(buffer.admit_lossless(0, 3, 2 * cell), Err(DropReason::HeadroomOverflow));
+        assert!(buffer.admit_lossless(0, 3, cell).is_ok(), "exactly full");
+        // Another port's group is untouched by port 0's shares.
+        assert_eq!(buffer.admit_lossless(1, 3, cell).unwrap().occupancy, cell);
+        // What it gives back of a frame it charged returns to its own share; a frame worker 0
+        // charged becomes worker 0's credit.
+        buffer.give_back(1, 0, 3, cell);
+        assert_eq!(buffer.group_cells(0, 3), (cell, 2 * cell), "headroom first");
+        buffer.give_back(0, 0, 3, cell);
+        assert_eq!((buffer.group_cells(0, 3), buffer.released(0, 0, 3)), ((cell, 2 * cell), cell));
     }
 
     #[test]
@@ -515,9 +600,9 @@ mod tests {
     #[test]
     fn a_full_arena_refuses_every_frame_and_takes_them_again_once_one_leaves() {
         let config = config();
-        // Lossless frames from port 0, whose group another worker owns (it charged them): the
+        // Lossless frames from port 0, whose group worker 0 owns (it charged them): worker 1's
         // arena fills with no pool standing in the way.
-        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::sharded(&config, |port| port == 1, 0);
+        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::sharded(&config, 1, 2, |port| port == 1, 0);
         let slots = SharedBuffer::<HeapPacket>::capacity(&config);
         for _ in 0..slots {
             assert!(buffer.has_slot());
@@ -529,7 +614,8 @@ mod tests {
         assert_eq!(buffer.admit_lossless(0, 3, CELL_BYTES), Err(DropReason::HeadroomOverflow));
         assert!(buffer.pop(1, 3).is_some());
         assert!(buffer.has_slot(), "a slot back");
-        assert_eq!(buffer.released(0, 3), CELL_BYTES, "the owner's credit");
+        assert_eq!(buffer.released(0, 0, 3), CELL_BYTES, "the owner's credit");
+        assert_eq!(buffer.released(1, 0, 3), 0, "none for itself");
         assert!(buffer.admit_lossless(1, 3, CELL_BYTES).is_ok());
         assert_eq!(buffer.queue_len(1, 3), slots as u32 - 1);
     }
@@ -538,7 +624,7 @@ mod tests {
     fn a_sharded_arena_has_room_for_what_other_workers_may_overcommit() {
         let config = config();
         let slots = SharedBuffer::<HeapPacket>::capacity(&config);
-        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::sharded(&config, |port| port == 1, 3);
+        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::sharded(&config, 1, 2, |port| port == 1, 3);
         for _ in 0..slots + 3 {
             assert!(buffer.has_slot(), "one slot per cell and three more");
             buffer.push(1, 3, 60, entry(0));

@@ -265,7 +265,9 @@ impl Crew {
         }
         let workers = layout.shard_workers;
         let owner = ShardBoard::deal(config.ports.len(), workers);
-        let board = Arc::new(ShardBoard::new(owner.clone(), frames_per_loop(config, workers)));
+        // The rx queues the devices opened (a driver may offer fewer than asked for).
+        let rx_queues = resources.ports.iter().map(|port| port.rx_queues).collect();
+        let board = Arc::new(ShardBoard::with_rx_queues(owner.clone(), rx_queues, frames_per_loop(config, workers)));
         let rings = Links::rings(workers);
         let between_workers = rings.iter().flatten().flatten().cloned().collect();
         let mut forwarders = Vec::new();
@@ -278,11 +280,7 @@ impl Crew {
             };
             let mut worker = new_worker(switch, me);
             worker.owned = (0..config.ports.len()).filter(|&port| owner[port] == me).collect();
-            worker.rx_queues = worker
-                .owned
-                .iter()
-                .flat_map(|&port| (0..resources.ports[port].rx_queues).map(move |queue| (port, queue)))
-                .collect();
+            worker.rx_queues = board.polled_by(me);
             // The control plane's frames enter through worker 0, which hands on those for
             // other workers' ports.
             worker.injects = me == 0;
@@ -331,7 +329,13 @@ impl Crew {
         }
         for ((worker, input), &lcore) in forwarders.into_iter().zip(&layout.forwarder_lcores) {
             let names: Vec<&str> = worker.owned.iter().map(|&port| config.ports[port].name.as_str()).collect();
-            tracing::info!("forwarding worker on lcore {lcore} for ports {}", names.join(" "));
+            let polled: Vec<String> =
+                worker.rx_queues.iter().map(|&(port, queue)| format!("{}/{queue}", config.ports[port].name)).collect();
+            tracing::info!(
+                "forwarding worker on lcore {lcore} for ports {}, polling port/queue {}",
+                names.join(" "),
+                polled.join(" ")
+            );
             let (task_ports, task_shared) = (Arc::clone(ports), Arc::clone(shared));
             launched.push(eal.launch(lcore, move || {
                 input.run(worker, &task_ports, &task_shared, || {});

@@ -49,19 +49,18 @@ pub fn eal_arguments(config: &Config, extra: &[String]) -> Result<Vec<String>, S
     Ok(args)
 }
 
-/// Mbufs needed: rx rings (`rx_queues_per_port` each) and tx rings (two on a port with a
-/// PFC tx queue), the bursts in flight, and
+/// Mbufs needed: rx rings (`rx_queues` of them, all ports together) and tx rings (two on a
+/// port with a PFC tx queue), the bursts in flight, and
 /// as many frames as the buffer can hold (one per cell; a chained frame holds one mbuf per
 /// segment, and a segment of up to 2,048 bytes is at least one of the frame's cells). With several run-to-completion
 /// workers, also the frames between them (rings and batches being filled) and the frames
 /// their stale views of the pools may overcommit (`tm::shard`). With `[control]`, also the
 /// rings to and from the control thread and each worker's punt outbox.
-pub fn mempool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u32 {
+pub fn mempool_size(config: &Config, rx_queues: u64, workers: u64) -> u32 {
     let ports = config.ports.len() as u64;
     // A PFC tx queue holds the PFC frames it sent until the driver recycles its descriptors.
     let tx_queues = ports + config.ports.iter().filter(|port| port.pfc_tx_queue).count() as u64;
-    let rings =
-        ports * u64::from(dpdk::RX_DESCRIPTORS) * rx_queues_per_port + tx_queues * u64::from(dpdk::TX_DESCRIPTORS);
+    let rings = rx_queues * u64::from(dpdk::RX_DESCRIPTORS) + tx_queues * u64::from(dpdk::TX_DESCRIPTORS);
     let bursts = ports * 2 * BURST as u64;
     let queued = Switch::<Mbuf>::arena_capacity(config) as u64;
     let between_workers = workers * (workers - 1) * (SHARD_RING as u64 + 1) * BATCH as u64;
@@ -77,15 +76,14 @@ pub fn mempool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u
 /// charges more than `frame_room` bytes of buffer, and the buffer (with the staleness
 /// overcommit of sharded workers, `mempool_size`) holds proportionally fewer of them; plus
 /// the tx rings and bursts, the rings between workers and a margin, which may all be jumbo.
-pub fn jumbo_pool_size(config: &Config, rx_queues_per_port: u64, workers: u64) -> u32 {
-    let all = u64::from(mempool_size(config, rx_queues_per_port, workers));
+pub fn jumbo_pool_size(config: &Config, rx_queues: u64, workers: u64) -> u32 {
+    let all = u64::from(mempool_size(config, rx_queues, workers));
     let queued = Switch::<Mbuf>::arena_capacity(config) as u64;
     let frame_room = u64::from(config.mbuf_bytes);
     let cells_per_jumbo = crate::config::plan::charge(frame_room as usize + 1) / crate::config::plan::CELL_BYTES;
     // The rx rings hold plain mbufs (chains): what is not queued, less the rx rings, may be
     // jumbo; what is queued is at most one jumbo frame per `cells_per_jumbo` cells.
-    let ports = config.ports.len() as u64;
-    let rx_rings = ports * u64::from(dpdk::RX_DESCRIPTORS) * rx_queues_per_port;
+    let rx_rings = u64::from(dpdk::RX_DESCRIPTORS) * rx_queues;
     let elsewhere = all - queued - rx_rings;
     (queued.div_ceil(cells_per_jumbo) + elsewhere).min(u64::from(u32::MAX)) as u32
 }
@@ -134,10 +132,20 @@ impl Layout {
         Ok(Self { forwarder_lcores: workers[rx_lcores.len()..].to_vec(), rx_lcores, shard_workers })
     }
 
-    /// Rx queues each port opens: one per RX worker (RSS spreads flows over them where the
-    /// device hashes); run-to-completion's single worker per port polls one.
-    pub fn rx_queues_per_port(&self) -> u16 {
-        self.rx_lcores.len().max(1) as u16
+    /// Rx queues port `port` opens (RSS spreads flows over them where the device hashes):
+    /// pipelined, one per RX worker; run-to-completion, the port's `rx_queues`, dealt over
+    /// the workers from its owner on (`ShardBoard::rx_worker`).
+    pub fn rx_queues(&self, config: &Config, port: usize) -> u16 {
+        if self.rx_lcores.is_empty() {
+            config.ports[port].rx_queues
+        } else {
+            self.rx_lcores.len() as u16
+        }
+    }
+
+    /// Rx queues all ports open together.
+    pub fn all_rx_queues(&self, config: &Config) -> u64 {
+        (0..config.ports.len()).map(|port| u64::from(self.rx_queues(config, port))).sum()
     }
 
     /// Slots in the published counters: the forwarders' first, then each RX worker's.
@@ -374,7 +382,7 @@ fn open_pools(
     layout: &Layout,
     carry_chains: bool,
 ) -> Result<(Arc<Mempool>, Option<Arc<Mempool>>), DpdkError> {
-    let rx_queues = u64::from(layout.rx_queues_per_port());
+    let rx_queues = layout.all_rx_queues(config);
     let workers = layout.shard_workers as u64;
     let pool_size = mempool_size(config, rx_queues, workers);
     let data_room = (config.mbuf_bytes + dpdk_sys::RTE_PKTMBUF_HEADROOM) as u16;
@@ -413,13 +421,22 @@ fn open_pools(
 /// Finds and starts each configured port's device.
 fn open_ports(config: &Config, pool: &Arc<Mempool>, layout: &Layout) -> Result<Vec<Port>, DpdkError> {
     let mut ports = Vec::with_capacity(config.ports.len());
-    for port in &config.ports {
+    for (index, port) in config.ports.iter().enumerate() {
         let name = device_name(port.device.as_deref().unwrap_or_default());
         let id = Port::find(name).map_err(|err| DpdkError {
             context: format!("port '{}'", port.name),
             problem: format!("device '{name}' not found after EAL init ({})", err.problem),
         })?;
-        let started = Port::start(id, &port.name, pool, layout.rx_queues_per_port(), config.mtu, port.pfc_tx_queue)?;
+        let rx_queues = layout.rx_queues(config, index);
+        let started = Port::start(id, &port.name, pool, rx_queues, config.mtu, port.pfc_tx_queue)?;
+        if started.rx_queues < rx_queues {
+            tracing::warn!(
+                "port '{}': driver {} offers {} rx queue(s), not the {rx_queues} asked for; fewer workers share it",
+                port.name,
+                started.driver,
+                started.rx_queues
+            );
+        }
         tracing::info!(
             "port '{}': ethdev {id}, driver {}, {} Gb/s configured, {} rx queue(s){}",
             port.name,
@@ -509,20 +526,20 @@ mod tests {
         let config = config_on(&|port| format!("net_null{port}"));
         // PCI NICs open a PFC tx queue each, whose ring may hold as many mbufs.
         let pci = config_on(&|port| format!("0000:3b:00.{port}"));
-        assert_eq!(mempool_size(&pci, 1, 1), mempool_size(&config, 1, 1) + 4 * 1024);
-        assert_eq!(mempool_size(&pci, 1, 1), 78_593);
+        assert_eq!(mempool_size(&pci, 4, 1), mempool_size(&config, 4, 1) + 4 * 1024);
+        assert_eq!(mempool_size(&pci, 4, 1), 78_593);
         // 4 x (1024 rx + 1024 tx descriptors) + 4 x 2 bursts of 32 + 16 MiB / 256 + 1 + 512:
         // the README's figure.
-        assert_eq!(mempool_size(&config, 1, 1), 8192 + 256 + 65_537 + 512);
-        assert_eq!(mempool_size(&config, 1, 1), 74_497);
-        assert_eq!(mempool_size(&config, 2, 1), 74_497 + 4 * 1024);
+        assert_eq!(mempool_size(&config, 4, 1), 8192 + 256 + 65_537 + 512);
+        assert_eq!(mempool_size(&config, 4, 1), 74_497);
+        assert_eq!(mempool_size(&config, 8, 1), 74_497 + 4 * 1024);
         // Two workers: two rings of 16 batches and a batch being filled each way, and one loop
-        // of the other worker each (2 ports, 2 rings + 1, of 32 frames).
-        assert_eq!(mempool_size(&config, 1, 2), 74_497 + 2 * 17 * 32 + 2 * (5 * 32));
+        // of the other worker each (2 rx queues, 2 rings + 1, of 32 frames).
+        assert_eq!(mempool_size(&config, 4, 2), 74_497 + 2 * 17 * 32 + 2 * (5 * 32));
         // Jumbo mbufs: a jumbo frame takes at least 9 cells (2,049 bytes or more), so the
         // buffer holds 65,537 / 9 of them; everything else but the rx rings may be jumbo.
-        assert_eq!(jumbo_pool_size(&config, 1, 1), 65_537u32.div_ceil(9) + (74_497 - 65_537 - 4 * 1024));
-        assert_eq!(jumbo_pool_size(&config, 1, 1), 12_146);
+        assert_eq!(jumbo_pool_size(&config, 4, 1), 65_537u32.div_ceil(9) + (74_497 - 65_537 - 4 * 1024));
+        assert_eq!(jumbo_pool_size(&config, 4, 1), 12_146);
     }
 
     #[test]
@@ -547,7 +564,7 @@ mod tests {
     fn run_to_completion_deals_ports_to_at_most_one_worker_each() {
         let config = config_with("run-to-completion", 2);
         let one = Layout::of(&config, &[]).unwrap();
-        assert_eq!((one.shard_workers, one.forwarder_lcores.len(), one.rx_queues_per_port()), (1, 0, 1));
+        assert_eq!((one.shard_workers, one.forwarder_lcores.len(), one.rx_queues(&config, 1)), (1, 0, 1));
         let three = Layout::of(&config, &[1, 2, 3]).unwrap();
         assert_eq!(three.shard_workers, 2, "a third worker would own no port");
         assert!(three.rx_lcores.is_empty());
@@ -561,7 +578,8 @@ mod tests {
         let layout = Layout::of(&config, &[1, 2, 3]).unwrap();
         assert_eq!(layout.rx_lcores, vec![1, 2]);
         assert_eq!(layout.forwarder_lcores, vec![3]);
-        assert_eq!((layout.shard_workers, layout.rx_queues_per_port(), layout.stats_slots()), (1, 2, 3));
+        assert_eq!((layout.shard_workers, layout.rx_queues(&config, 1), layout.stats_slots()), (1, 2, 3));
+        assert_eq!(layout.all_rx_queues(&config), 4);
         let error = Layout::of(&config, &[1]).err().expect("one worker lcore is too few");
         assert_eq!(error.context, "dpdk.model");
         assert!(error.problem.contains("at least two worker lcores"), "{}", error.problem);

@@ -64,12 +64,13 @@ impl ShardRing {
     }
 }
 
-/// Frames a run-to-completion worker may admit in one loop at most: an rx burst per port it
-/// owns (the most any worker owns), a batch from each other worker, a burst from the control
-/// plane.
+/// Frames a run-to-completion worker may admit in one loop at most: an rx burst per rx queue
+/// it polls (the most any worker polls), a batch from each other worker, a burst from the
+/// control plane.
 pub(super) fn frames_per_loop(config: &Config, workers: usize) -> usize {
-    let most_ports = config.ports.len().div_ceil(workers.max(1));
-    (most_ports + workers + 1) * BATCH
+    let rx_queues: Vec<u16> = config.ports.iter().map(|port| port.rx_queues).collect();
+    let most_queues = crate::tm::shard::most_rx_queues_per_worker(&rx_queues, workers.max(1));
+    (most_queues + workers + 1) * BATCH
 }
 
 /// A run-to-completion worker's rings to and from the others (none with one worker).
