@@ -7,9 +7,16 @@
 # the machine runs out. CROSS=1 routes pair i's traffic to the out port of pair i+1 instead,
 # so every frame crosses to another worker's port over a ring (k >= 2).
 #
+# Then one hot port: for k = 1 .. N workers, one in port with k rx queues (net_pcap, a trace
+# per queue, each to all k subnets in turn) and k out ports, each owned by a worker
+# (`[[port]] rx_queues = k`): every worker polls a queue of the hot port, and (k-1)/k of its
+# frames cross to another worker's out port, as RSS hashing flows to queues would have them.
+# testpmd io forwards the same k rx queues to k tx queues of one out port. ONLY=pairs or
+# ONLY=hot runs one table.
+#
 #   perf/scaling.sh                  # 64 B frames, 6 s per point
 #   SIZE=1020 DURATION=10 perf/scaling.sh
-#   CROSS=1 perf/scaling.sh
+#   CROSS=1 ONLY=pairs perf/scaling.sh
 #
 # Prints Mpps (sum over the out ports), the speed-up over one worker, and raceway / testpmd.
 # Machine notes: lcore j runs on CPU j mod N and the main lcore on CPU 0, so with N workers one
@@ -23,6 +30,7 @@ SIZE=${SIZE:-60}
 CPUS=$(nproc)
 WORKERS=${WORKERS:-$CPUS}
 CROSS=${CROSS:-}
+ONLY=${ONLY:-}
 OUT=${OUT:-target/scaling}
 mkdir -p "$OUT"
 command -v dpdk-testpmd >/dev/null || { echo "error: dpdk-testpmd not found: install dpdk-dev (make deps does it)"; exit 2; }
@@ -33,6 +41,13 @@ EAL=(--no-huge -m 2048 --no-pci --no-shconf --log-level '*:error')
 for pair in $(seq 1 "$WORKERS"); do
   "$RACEWAY" gen flows --out "$OUT/flows-$SIZE-$pair.pcap" --flows 64 --packets 10000 --size "$SIZE" \
     --to-subnet "$pair" >/dev/null
+done
+# The hot port's traces: for k subnets, the k pair traces interleaved (same timestamps), one
+# copy per rx queue.
+for k in $(seq 1 "$WORKERS"); do
+  parts=()
+  for pair in $(seq 1 "$k"); do parts+=("$OUT/flows-$SIZE-$pair.pcap"); done
+  mergecap -F pcap -w "$OUT/hot-$SIZE-$k.pcap" "${parts[@]}"
 done
 
 # --lcores for k workers: main lcore 0 on CPU 0, worker lcore j on CPU j mod CPUS.
@@ -94,15 +109,87 @@ print("%.2f" % (sent / stats["elapsed_s"] / 1e6))
 PY
 }
 
+# One hot port over k workers: queue q of "in" replays the k-subnet trace; out j takes subnet j.
+hot_rx_pcaps() {
+  local k=$1 list=""
+  for queue in $(seq 1 "$k"); do list="${list}rx_pcap=$OUT/hot-$SIZE-$k.pcap,"; done
+  echo "$list"
+}
+
+testpmd_hot_mpps() {
+  local k=$1 log="$OUT/testpmd-hot-$SIZE-$1.log"
+  timeout -s INT $((DURATION + 3)) dpdk-testpmd --lcores "$(lcores "$k")" "${EAL[@]}" --file-prefix "sc-tph-$$" \
+    --vdev "net_pcap0,$(hot_rx_pcaps "$k")infinite_rx=1" --vdev "net_null0,no-rx=1" \
+    -- --forward-mode=io --nb-cores="$k" --rxq="$k" --txq="$k" --stats-period=1 </dev/null >"$log" 2>&1 || true
+  awk '/NIC statistics for port/ {port=$(NF-1)} /Tx-pps:/ && port == 1 {n++; if (n > 2) {sum+=$2; m++}}
+       END {if (m) printf "%.2f", sum / m / 1e6; else print "n/a"}' "$log"
+}
+
+raceway_hot_mpps() {
+  local k=$1 config="$OUT/raceway-hot-$SIZE-$1.toml" stats="$OUT/raceway-hot-$SIZE-$1.json"
+  cat >"$config" <<TOML
+[switch]
+name = "scaling-hot"
+mac = "02:00:00:00:00:01"
+[dpdk]
+eal = ["--no-huge", "-m", "2048", "--no-pci", "--no-shconf", "--log-level", "*:error"]
+lcores = "$(lcores "$k")"
+$(bench_qos)
+[[port]]
+name = "in"
+device = "net_pcap0,$(hot_rx_pcaps "$k")infinite_rx=1"
+speed_gbps = 400
+peer_mac = "02:00:00:00:10:00"
+rx_queues = $k
+TOML
+  for out in $(seq 1 "$k"); do
+    cat >>"$config" <<TOML
+[[port]]
+name = "out$out"
+device = "net_null$out,no-rx=1"
+speed_gbps = 400
+peer_mac = "02:00:00:00:11:0$out"
+[[route]]
+prefix = "10.0.$out.0/24"
+port = "out$out"
+TOML
+  done
+  "$RACEWAY" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \
+    -- --file-prefix "sc-rwh-$$" >"$OUT/raceway-hot-$SIZE-$k.log" 2>&1
+  python3 - "$stats" <<'PY'
+import json, sys
+stats = json.load(open(sys.argv[1]))
+sent = sum(port["tx_packets"] for name, port in stats["ports"].items() if name.startswith("out"))
+print("%.2f" % (sent / stats["elapsed_s"] / 1e6))
+PY
+}
+
 ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/float(b)) if 'n/a' not in (a,b) and float(b)>0 else 'n/a')" "$1" "$2"; }
 
-echo "| workers | testpmd io Mpps | raceway Mpps | raceway speed-up | testpmd speed-up | raceway / io |"
-echo "|---|---|---|---|---|---|"
-for k in $(seq 1 "$WORKERS"); do
-  io=$(testpmd_mpps "$k")
-  rw=$(raceway_mpps "$k")
-  if [ "$k" = 1 ]; then io1=$io; rw1=$rw; fi
-  echo "| $k | $io | $rw | $(ratio "$rw" "$rw1") | $(ratio "$io" "$io1") | $(ratio "$rw" "$io") |"
-done
-echo
-echo "frames $((SIZE + 4)) B${CROSS:+, every frame crossing workers}; machine: $CPUS vCPU $(lscpu | sed -n 's/^Model name: *//p' | head -1), DPDK $(pkg-config --modversion libdpdk), $(date -u +%Y-%m-%d)"
+if [ "$ONLY" != hot ]; then
+  echo "A port pair per worker${CROSS:+, every frame crossing workers}:"
+  echo
+  echo "| workers | testpmd io Mpps | raceway Mpps | raceway speed-up | testpmd speed-up | raceway / io |"
+  echo "|---|---|---|---|---|---|"
+  for k in $(seq 1 "$WORKERS"); do
+    io=$(testpmd_mpps "$k")
+    rw=$(raceway_mpps "$k")
+    if [ "$k" = 1 ]; then io1=$io; rw1=$rw; fi
+    echo "| $k | $io | $rw | $(ratio "$rw" "$rw1") | $(ratio "$io" "$io1") | $(ratio "$rw" "$io") |"
+  done
+  echo
+fi
+if [ "$ONLY" != pairs ]; then
+  echo "One hot port, its rx queues over the workers, (k-1)/k of its frames crossing to another worker's out port:"
+  echo
+  echo "| workers | testpmd io Mpps | raceway Mpps | raceway speed-up | testpmd speed-up | raceway / io |"
+  echo "|---|---|---|---|---|---|"
+  for k in $(seq 1 "$WORKERS"); do
+    io=$(testpmd_hot_mpps "$k")
+    rw=$(raceway_hot_mpps "$k")
+    if [ "$k" = 1 ]; then io1=$io; rw1=$rw; fi
+    echo "| $k | $io | $rw | $(ratio "$rw" "$rw1") | $(ratio "$io" "$io1") | $(ratio "$rw" "$io") |"
+  done
+  echo
+fi
+echo "frames $((SIZE + 4)) B; machine: $CPUS vCPU $(lscpu | sed -n 's/^Model name: *//p' | head -1), DPDK $(pkg-config --modversion libdpdk), $(date -u +%Y-%m-%d)"

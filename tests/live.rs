@@ -1391,6 +1391,18 @@ fn a_four_to_one_lossless_incast_across_two_workers_loses_nothing() {
     lossless_incast_with_pfc_honouring_hosts("live-pfc-4to1", Incast::FourToOne);
 }
 
+/// One sender's port spread over two run-to-completion workers: s0's host sends on two memif
+/// queues, which are s0's two rx queues (`rx_queues = 2`, as RSS would spread its flows),
+/// polled by worker 0 (s0's owner, with s1) and worker 1 (with the sink). Worker 0's frames
+/// from s0 cross to the sink; worker 1's stay. Each charges its own share of s0's group;
+/// worker 0 decides XOFF and XON on the whole group and sends them, and the host, honouring
+/// them, loses nothing. Set up as the other two-worker incasts (1 Gb/s links, 1,024-frame
+/// memif rings, 2 MB of headroom).
+#[test]
+fn a_lossless_incast_from_a_port_spread_over_two_workers_loses_nothing() {
+    lossless_incast_with_pfc_honouring_hosts("live-pfc-spread", Incast::SpreadPort);
+}
+
 /// The incast of the first test with the automatic headroom: net_memif ports have one tx
 /// queue, so the plan counts the shaper's lookahead twice (ahead of raceway's PFC frame and
 /// at the peer), 358,656 bytes per group at MTU 9216. A blast host that honours PFC sends at
@@ -1410,14 +1422,19 @@ enum Incast {
     TwoToOneOverTwoWorkers,
     /// Four senders into one 1 Gb/s port, two workers.
     FourToOne,
+    /// Two senders into one 1 Gb/s port, two workers; the first sender's port has two rx
+    /// queues, one on each worker.
+    SpreadPort,
     /// `TwoToOne` with the automatic headroom.
     AutoHeadroom,
 }
 
 fn lossless_incast_with_pfc_honouring_hosts(name: &str, case: Incast) {
     let auto = case == Incast::AutoHeadroom;
-    let four = case == Incast::FourToOne;
-    let two_workers = matches!(case, Incast::TwoToOneOverTwoWorkers | Incast::FourToOne);
+    let spread = case == Incast::SpreadPort;
+    let four = case == Incast::FourToOne || spread;
+    let two_workers = matches!(case, Incast::TwoToOneOverTwoWorkers | Incast::FourToOne | Incast::SpreadPort);
+    let senders_count = if spread { 2 } else { 4 };
     let lcores = if two_workers { "lcores = \"0@0,1@1,2@1\"" } else { "" };
     let (ring_log2, headroom, link_gbps, rate_gbps) =
         if two_workers { (10, 2_097_152, 1, 1) } else { (6, 1_048_576, 10, 2) };
@@ -1430,7 +1447,7 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, case: Incast) {
     let pfc = format!("[qos.pfc]\nheadroom_bytes = {headroom}\nxoff_bytes = 500000\nxon_bytes = 250000");
     // The sending ports, and the port all their traffic (to 10.0.1.0/24) leaves by.
     let (senders, sink): (Vec<String>, &str) = if four {
-        ((0..4).map(|index| format!("s{index}")).collect(), "sink")
+        ((0..senders_count).map(|index| format!("s{index}")).collect(), "sink")
     } else {
         (vec!["host0".into(), "up0".into()], "host1")
     };
@@ -1441,7 +1458,10 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, case: Incast) {
              dwrr = {{ 0 = 50, 3 = 50 }}\n{pfc}"
         ));
         for (index, sender) in senders.iter().enumerate() {
-            let device = format!("device = \"net_memif{},role=server,socket={}\"", 60 + index, socket(sender));
+            let mut device = format!("device = \"net_memif{},role=server,socket={}\"", 60 + index, socket(sender));
+            if spread && index == 0 {
+                device.push_str("\nrx_queues = 2");
+            }
             leaf = leaf.port_to(sender, f64::from(link_gbps), &format!("02:00:00:00:10:{index:02x}"), &device);
         }
         leaf.port_to(sink, 1.0, "02:00:00:00:11:00", "device = \"net_null60,no-rx=1\"")
@@ -1487,6 +1507,7 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, case: Incast) {
                     .arg("--device")
                     .arg(format!("net_memif{index},role=client,socket={}", socket(port)))
                     .args(["--rate-gbps", &rate_gbps.to_string(), "--pfc", &link_gbps.to_string(), "--duration", "2"])
+                    .args(["--tx-queues", if spread && index == 0 { "2" } else { "1" }])
                     .args(["--", "-l", "0", "--no-huge"])
                     .args(["-m", "256", "--no-pci", "--no-shconf", "--log-level", "*:error", "--file-prefix"])
                     .arg(format!("raceway-{name}-host{index}-{id}"))
@@ -1535,4 +1556,15 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, case: Incast) {
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"]);
     let workers = if lcores.is_empty() { 1 } else { 2 };
     assert_eq!(stats["cores"].as_array().unwrap().len(), workers, "{}", stats["cores"]);
+    if spread {
+        assert!(
+            log.contains("for ports sink, polling port/queue sink/0 s0/1"),
+            "worker 1 polls s0's second queue: {log}"
+        );
+        // Worker 1 takes what worker 0 received (all of it crosses to the sink) and what s0's
+        // second queue brought it: more than worker 0, by that queue's share.
+        let cores = stats["cores"].as_array().unwrap();
+        let packets = |core: usize| cores[core]["packets"].as_u64().unwrap();
+        assert!(packets(1) > packets(0) + 100, "{}", stats["cores"]);
+    }
 }

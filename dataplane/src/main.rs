@@ -129,6 +129,9 @@ enum Command {
         /// of dropping.
         #[arg(long, value_name = "LINK_GBPS")]
         pfc: Option<f64>,
+        /// Bursts take turns on this many tx queues (over net_memif, the peer's rx queues).
+        #[arg(long, default_value_t = 1)]
+        tx_queues: u16,
         /// EAL arguments.
         #[arg(last = true)]
         eal: Vec<String>,
@@ -553,13 +556,14 @@ fn execute(command: Command) -> Result<(), Failure> {
             println!("{}", results.summary_line());
             Ok(())
         }
-        Command::Blast { trace, device, rate_gbps, duration, pfc, eal } => {
+        Command::Blast { trace, device, rate_gbps, duration, pfc, tx_queues, eal } => {
             let options = blast::BlastOptions {
                 device,
                 rate_gbps,
                 duration: seconds("--duration", duration)?,
                 eal,
                 pfc_link_gbps: pfc,
+                tx_queues,
             };
             options.validate()?;
             let frames = blast::load_frames(&trace)?;

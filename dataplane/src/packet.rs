@@ -21,6 +21,10 @@ pub trait PacketBuf {
     fn prefetch<T>(value: &T) {
         let _ = value;
     }
+    /// A hint that the buffer's own header (an mbuf's, written last on another core) is
+    /// needed soon; nothing in memory.
+    #[inline(always)]
+    fn prefetch_buffer(&self) {}
 }
 
 /// A frame in ordinary memory (replay, tests, benchmarks).

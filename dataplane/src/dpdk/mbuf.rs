@@ -224,6 +224,11 @@ impl PacketBuf for Mbuf {
     fn prefetch<T>(value: &T) {
         prefetch_line((value as *const T).cast());
     }
+
+    #[inline(always)]
+    fn prefetch_buffer(&self) {
+        self.prefetch_header();
+    }
 }
 
 impl Drop for Mbuf {

@@ -16,7 +16,7 @@ mod port;
 mod telemetry;
 
 pub use mbuf::{Burst, Mbuf, Mempool};
-pub use port::{device_name, is_pci_address, Port, LINK_HEADERS, RX_DESCRIPTORS, TX_DESCRIPTORS};
+pub use port::{device_name, is_pci_address, Port, TxQueues, LINK_HEADERS, RX_DESCRIPTORS, TX_DESCRIPTORS};
 pub use telemetry::{register_telemetry, TelemetryHandler, TelemetryReply, TELEMETRY_TEXT_MAX};
 
 use dpdk_sys as sys;

@@ -11,14 +11,26 @@ use dpdk_sys as sys;
 use std::ffi::{c_char, c_int, c_uint, CStr, CString};
 use std::sync::Arc;
 
-/// A started ethdev port with one tx queue and `rx_queues` rx queues.
+/// The tx queues a port opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxQueues {
+    /// One, for everything.
+    One,
+    /// The data's, and one of its own for PFC frames (`tx_control_burst`).
+    WithPfcQueue,
+    /// This many data queues (a load generator spreading its frames, `tx_burst_on`).
+    Data(u16),
+}
+
+/// A started ethdev port with `rx_queues` rx queues and its tx queues.
 pub struct Port {
     id: u16,
     pub name: String,
     pub driver: String,
     /// Rx queues opened: as many as asked for, up to what the device offers.
     pub rx_queues: u16,
-    /// Tx queues opened: the data's, and PFC's own where the port has one.
+    /// Tx queues opened: the data's, and PFC's own where the port has one
+    /// (`TxQueues::WithPfcQueue`).
     pub tx_queues: u16,
     /// Whether the device spreads frames over the rx queues by RSS (IP addresses, UDP/TCP
     /// ports), so each flow keeps to one queue. Without it, each queue has its own source (a
@@ -100,16 +112,17 @@ impl Port {
     /// does (a warning says so), and receives frames longer than an mbuf as chains where the
     /// device can; 0 leaves the driver's default.
     ///
-    /// `pfc_tx_queue` opens a second tx queue for PFC frames (`tx_control_burst`), so that
-    /// they wait on the wire behind the frame in progress only; a device with one tx queue
-    /// is then an error, since the headroom was planned for the second.
+    /// `TxQueues::WithPfcQueue` opens a second tx queue for PFC frames (`tx_control_burst`), so
+    /// that they wait on the wire behind the frame in progress only; a device with one tx
+    /// queue is then an error, since the headroom was planned for the second. A device
+    /// offering fewer than `TxQueues::Data` asks for is an error too.
     pub fn start(
         id: u16,
         name: &str,
         pool: &Arc<Mempool>,
         rx_queues: u16,
         mtu: u32,
-        pfc_tx_queue: bool,
+        tx: TxQueues,
     ) -> Result<Self, DpdkError> {
         let context = |step: &str| format!("port '{name}' (ethdev {id}): {step}");
         let mut max_rx = 0u16;
@@ -145,7 +158,19 @@ impl Port {
                 problem: format!("driver {driver} offers {max_rx} rx / {max_tx} tx queues"),
             });
         }
-        let tx_queues: u16 = if pfc_tx_queue { 2 } else { 1 };
+        let tx_queues: u16 = match tx {
+            TxQueues::One => 1,
+            TxQueues::WithPfcQueue => 2,
+            TxQueues::Data(queues) => queues.max(1),
+        };
+        if let TxQueues::Data(queues) = tx {
+            if queues > max_tx {
+                return Err(DpdkError {
+                    context: context("tx queues"),
+                    problem: format!("driver {driver} offers {max_tx} tx queues, not {queues}"),
+                });
+            }
+        }
         if tx_queues > max_tx {
             return Err(DpdkError {
                 context: context("pfc_tx_queue"),
@@ -302,8 +327,10 @@ impl Port {
         self.tx_burst_on(self.tx_queues - 1, burst)
     }
 
+    /// `tx_burst` on tx queue `queue` (one the port opened).
     #[inline]
-    fn tx_burst_on(&self, queue: u16, burst: &mut Burst) -> usize {
+    pub fn tx_burst_on(&self, queue: u16, burst: &mut Burst) -> usize {
+        debug_assert!(queue < self.tx_queues);
         if burst.len == 0 {
             return 0;
         }

@@ -58,14 +58,13 @@ impl<P: PacketBuf> Switch<P> {
         charger: u8,
         egress: usize,
         tc: usize,
-        mut packet: P,
+        (mut packet, len): (P, usize),
         mut ip: IpHeader,
         mut marked: bool,
         arrival_ps: u64,
         now: u64,
         cut: &mut impl CutThrough<P>,
     ) -> Received {
-        let len = packet.len();
         let charge = plan::charge(len);
         self.stats.ports[egress].queues[tc].peak(len as u64, charge);
         // The cells go back as the frame leaves.

@@ -438,10 +438,13 @@ impl<P: PacketBuf> Switch<P> {
         now: u64,
         cut: &mut impl CutThrough<P>,
     ) -> Received {
-        self.enqueue_at(ingress, egress, tc, packet, ip, now, now, cut)
+        let len = packet.len();
+        self.enqueue_at(ingress, egress, tc, packet, len, ip, now, now, cut)
     }
 
-    /// `enqueue` of a frame received at `arrival_ps`, at `now`.
+    /// `enqueue` of a frame of `len` bytes received at `arrival_ps`, at `now` (a frame from
+    /// another worker comes with its length, so that its mbuf, last written on that worker's
+    /// core, is not read before the tx burst needs it).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn enqueue_at(
@@ -450,6 +453,7 @@ impl<P: PacketBuf> Switch<P> {
         egress: usize,
         tc: usize,
         mut packet: P,
+        len: usize,
         mut ip: IpHeader,
         arrival_ps: u64,
         now: u64,
@@ -458,7 +462,6 @@ impl<P: PacketBuf> Switch<P> {
         if !self.egress[egress].usable {
             return self.refuse(ingress, egress, tc, DropReason::LinkDown);
         }
-        let len = packet.len();
         let marked = match self.mark_at_enqueue(egress, tc, &mut packet, &mut ip) {
             Ok(marked) => marked,
             Err(reason) => return self.refuse(ingress, egress, tc, reason),
@@ -485,7 +488,7 @@ impl<P: PacketBuf> Switch<P> {
         }
         if self.cut_allowed(egress, tc, now, cut) {
             let charger = self.buffer.me();
-            return self.cut_through(ingress, charger, egress, tc, packet, ip, marked, arrival_ps, now, cut);
+            return self.cut_through(ingress, charger, egress, tc, (packet, len), ip, marked, arrival_ps, now, cut);
         }
         let entry = Entry { packet, ingress, charger: self.buffer.me(), marked, ip, arrival_ps };
         self.link(egress, tc, len, lossless, entry, now)

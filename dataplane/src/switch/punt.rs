@@ -34,6 +34,7 @@ impl<P: PacketBuf> Switch<P> {
         if !self.owns(egress) {
             let seat = self.shard.as_mut().expect("a port not owned is another worker's");
             let transfer = Transfer {
+                len: packet.len() as u32,
                 packet,
                 ingress: egress as u16,
                 egress: egress as u16,

@@ -63,6 +63,8 @@ pub struct Transfer<P> {
     pub member: Option<(u16, u16)>,
     /// The worker that received the frame (and charged it, when `charged`).
     pub charger: u8,
+    /// The frame's length, so that the egress worker need not read it from the buffer.
+    pub len: u32,
 }
 
 /// `Transfer::tc` of a MAC control frame (PFC or PAUSE) received on a queue of another
@@ -99,6 +101,11 @@ impl<P> Batch<P> {
         self.frames[self.len] = Some(transfer);
         self.len += 1;
         Ok(())
+    }
+
+    /// The transfers held, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Transfer<P>> {
+        self.frames[..self.len].iter().map_while(Option::as_ref)
     }
 
     /// The transfers in order, emptying the batch.
@@ -420,6 +427,7 @@ mod tests {
             arrival_ps: u64::from(n),
             member: None,
             charger: 0,
+            len: 1,
         };
         for n in 0..BATCH as u8 {
             assert!(batch.push(transfer(n)).is_ok());

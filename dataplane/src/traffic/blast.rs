@@ -17,10 +17,15 @@
 //! Without `pfc`, received frames are only counted, and frames the tx queue refuses are freed
 //! and counted (`refused`), so a zero-loss search sees overload.
 //!
+//! With `tx_queues` above one, bursts take turns on the port's tx queues (a burst the queue
+//! does not take whole is finished on the same queue first): over net_memif each tx queue is
+//! one of the peer's rx queues, as RSS would spread a host's flows over a switch port's.
+//! PFC frames are read from its one rx queue.
+//!
 //! Invariant: every frame of the trace handed out is sent, refused and counted, or (with
 //! `pfc`) still waiting at exit and counted as `unsent`; every mbuf is back in the pool at exit.
 
-use crate::dpdk::{self, Burst, DpdkError, Eal, Mempool, Port};
+use crate::dpdk::{self, Burst, DpdkError, Eal, Mempool, Port, TxQueues};
 use crate::error::InputError;
 use crate::packet::PacketBuf;
 use crate::wire::parse::{parse, Payload};
@@ -37,6 +42,8 @@ pub struct BlastOptions {
     pub eal: Vec<String>,
     /// Honour PFC as a NIC would, with pause quanta at this link speed (Gb/s).
     pub pfc_link_gbps: Option<f64>,
+    /// Tx queues the bursts take turns on.
+    pub tx_queues: u16,
 }
 
 impl BlastOptions {
@@ -46,6 +53,10 @@ impl BlastOptions {
         }
         if let Some(link) = self.pfc_link_gbps.filter(|link| !(link.is_finite() && *link > 0.0)) {
             return Err(InputError::flag("--pfc", format!("{link} is not a positive link speed in Gb/s")));
+        }
+        if !(1..=crate::config::MAX_RX_QUEUES).contains(&self.tx_queues) {
+            let most = crate::config::MAX_RX_QUEUES;
+            return Err(InputError::flag("--tx-queues", format!("{} is not between 1 and {most}", self.tx_queues)));
         }
         Ok(())
     }
@@ -226,7 +237,7 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     let name = crate::dpdk::device_name(&options.device);
     let id = Port::find(name)?;
     // MTU 0: the driver's default; blast's frames fit one mbuf.
-    let port = Port::start(id, "blast", &pool, 1, 0, false)?;
+    let port = Port::start(id, "blast", &pool, 1, 0, TxQueues::Data(options.tx_queues))?;
     // Settle before the trial: the receiver may still be starting its other ports after our
     // link came up, and frames sent then would find its rx ring full.
     std::thread::sleep(SETTLE);
@@ -246,6 +257,8 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     let mut pauses = options.pfc_link_gbps.map(|gbps| Pauses::new(tsc_hz, gbps));
     let mut due_q32: u128 = u128::from(start) << 32;
     let mut burst = Burst::default();
+    // The tx queue whose turn it is: it keeps the turn until it has taken the whole burst.
+    let mut tx_queue = 0;
     let mut rx = Burst::default();
     let started = Instant::now();
     loop {
@@ -291,8 +304,11 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
         }
         if !burst.is_empty() {
             let queued = burst.len();
-            let sent = port.tx_burst(&mut burst);
+            let sent = port.tx_burst_on(tx_queue, &mut burst);
             report.sent += sent as u64;
+            if sent == queued || pauses.is_none() {
+                tx_queue = (tx_queue + 1) % port.tx_queues;
+            }
             // A full tx queue: a NIC honouring PFC waits for room; a load generator frees what
             // would fall behind the pace.
             if sent < queued && pauses.is_none() {

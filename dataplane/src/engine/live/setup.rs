@@ -13,7 +13,7 @@ use super::shard_ring::{frames_per_loop, SHARD_RING};
 use super::shared::Shared;
 use crate::config::{Config, WorkerModel};
 use crate::control::{self, ControlLink, ControlPlane};
-use crate::dpdk::{self, device_name, is_pci_address, DpdkError, Eal, Mbuf, Mempool, Port, BURST};
+use crate::dpdk::{self, device_name, is_pci_address, DpdkError, Eal, Mbuf, Mempool, Port, TxQueues, BURST};
 use crate::engine::link_watch::{self, LinkWatch};
 use crate::link::PortStates;
 use crate::observe::capture::{Capture, CaptureSummary, Tap};
@@ -428,7 +428,8 @@ fn open_ports(config: &Config, pool: &Arc<Mempool>, layout: &Layout) -> Result<V
             problem: format!("device '{name}' not found after EAL init ({})", err.problem),
         })?;
         let rx_queues = layout.rx_queues(config, index);
-        let started = Port::start(id, &port.name, pool, rx_queues, config.mtu, port.pfc_tx_queue)?;
+        let tx = if port.pfc_tx_queue { TxQueues::WithPfcQueue } else { TxQueues::One };
+        let started = Port::start(id, &port.name, pool, rx_queues, config.mtu, tx)?;
         if started.rx_queues < rx_queues {
             tracing::warn!(
                 "port '{}': driver {} offers {} rx queue(s), not the {rx_queues} asked for; fewer workers share it",
