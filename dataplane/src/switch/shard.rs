@@ -23,10 +23,11 @@ pub(super) struct Seat<P> {
 }
 
 /// Drops a batch of frames between workers that will never be queued (shutdown), counting
-/// each as `buffer_full` on its ingress port and its egress queue; returns how many.
+/// each as `buffer_full` on its ingress port and its egress queue; returns how many. A MAC
+/// control frame on its way to its port's owner is not data: freed, never counted as a drop.
 pub fn discard_transfers<P>(stats: &mut SwitchStats, batch: &mut Batch<P>) -> u64 {
     let mut discarded = 0;
-    for transfer in batch.drain() {
+    for transfer in batch.drain().filter(|transfer| transfer.tc != MAC_CONTROL) {
         let (ingress, egress, tc) =
             (usize::from(transfer.ingress), usize::from(transfer.egress), usize::from(transfer.tc));
         stats.ports[ingress].count_drop(DropReason::BufferFull);
@@ -439,6 +440,12 @@ mod tests {
         assert_eq!(other.receive(0, pfc_frame(0x08, times), 5_000), Received::FlowControl);
         assert_eq!(other.stats.ports[0].pfc_rx[3], 0, "not applied on worker 1");
         assert!(other.outgoing_pending());
+        // At shutdown such a frame would be freed, not counted as a drop.
+        let mut left = std::mem::take(other.outgoing(0).unwrap());
+        let mut stats = other.stats.clone();
+        assert_eq!(discard_transfers(&mut stats, &mut left), 0);
+        assert_eq!(stats.dropped(), 0);
+        other.receive(0, pfc_frame(0x08, times), 5_000);
         carry(&mut other, &mut owner, 0);
         assert_eq!(owner.stats.ports[0].pfc_rx[3], 1, "applied by the owner");
         // p0's TC3 is paused from the time worker 1 received the frame.
