@@ -20,8 +20,9 @@ TOML
 }
 
 # The ports and route of every one-in, one-out live benchmark: NAME on DEVICE (400 Gb/s, so
-# the shaper never holds back), routed to a net_null port "out" for 10.0.1.0/24.
-#   bench_ports NAME DEVICE
+# the shaper never holds back), routed to a net_null port "out" for 10.0.1.0/24; EXTRA lines
+# go in NAME's table.
+#   bench_ports NAME DEVICE [EXTRA]
 bench_ports() {
   cat <<TOML
 [[port]]
@@ -29,6 +30,7 @@ name = "$1"
 device = "$2"
 speed_gbps = 400
 peer_mac = "02:00:00:00:10:00"
+${3:-}
 [[port]]
 name = "out"
 device = "net_null0,no-rx=1"
@@ -63,14 +65,19 @@ blast_through() {
 # a net_null port, with the benchmark QoS. CORES 1 is run-to-completion on one worker; 2 is
 # pipelined. CONTROL "-control" adds an idle [control]. Writes its config, stats and log
 # under $OUT.
-#   raceway_mpps SIZE CORES [CONTROL] [BINARY]
+#   raceway_mpps SIZE CORES [CONTROL] [BINARY] [TWO_CORES]
 raceway_mpps() {
-  local size=$1 cores=$2 control=${3:-} binary=${4:-$RACEWAY}
+  local size=$1 cores=$2 control=${3:-} binary=${4:-$RACEWAY} two=${5:-pipelined}
   local config="$OUT/raceway-$1-$2$control.toml" stats="$OUT/raceway-$1-$2$control.json"
-  # One core: run-to-completion. Two: pipelined, an RX/classify worker on CPU 1 and the
-  # scheduler/TX worker on CPU 0 beside the (sleeping) main lcore.
-  local lcores="0-1" model="run-to-completion"
+  # One core: run-to-completion. Two (workers on CPU 1 and on CPU 0 beside the sleeping main
+  # lcore), by TWO_CORES: "pipelined", an RX/classify worker and the scheduler/TX worker; or
+  # "spread", run-to-completion with the in port's two rx queues (a trace each) one on each
+  # worker, the out port on the second, so the first's frames all cross to it.
+  local lcores="0-1" model="run-to-completion" rx="rx_pcap=$OUT/flows-$size.pcap" extra=""
   if [ "$cores" = 2 ]; then lcores="0@0,1@1,2@0"; model="pipelined"; fi
+  if [ "$cores" = 2 ] && [ "$two" = spread ]; then
+    model="run-to-completion"; rx="$rx,$rx"; extra="rx_queues = 2"
+  fi
   cat >"$config" <<TOML
 [switch]
 name = "bench"
@@ -80,7 +87,7 @@ eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:e
 lcores = "$lcores"
 model = "$model"
 $(bench_qos)
-$(bench_ports in "net_pcap0,rx_pcap=$OUT/flows-$size.pcap,infinite_rx=1")
+$(bench_ports in "net_pcap0,$rx,infinite_rx=1" "$extra")
 TOML
   if [ "$control" = -control ]; then printf '[control]\nnetns = "rw-bench-%s"\n' "$$" >>"$config"; fi
   "$binary" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \

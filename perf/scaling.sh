@@ -11,8 +11,9 @@
 # per queue, each to all k subnets in turn) and k out ports, each owned by a worker
 # (`[[port]] rx_queues = k`): every worker polls a queue of the hot port, and (k-1)/k of its
 # frames cross to another worker's out port, as RSS hashing flows to queues would have them.
-# testpmd io forwards the same k rx queues to k tx queues of one out port. ONLY=pairs or
-# ONLY=hot runs one table.
+# testpmd io forwards the same k rx queues to k tx queues of one out port. Each point of this
+# table is the median of REPEAT runs (default 3; this machine's runs of one configuration
+# vary by up to 1.5x), the runs on stderr. ONLY=pairs or ONLY=hot runs one table.
 #
 #   perf/scaling.sh                  # 64 B frames, 6 s per point
 #   SIZE=1020 DURATION=10 perf/scaling.sh
@@ -31,6 +32,7 @@ CPUS=$(nproc)
 WORKERS=${WORKERS:-$CPUS}
 CROSS=${CROSS:-}
 ONLY=${ONLY:-}
+REPEAT=${REPEAT:-3}
 OUT=${OUT:-target/scaling}
 mkdir -p "$OUT"
 command -v dpdk-testpmd >/dev/null || { echo "error: dpdk-testpmd not found: install dpdk-dev (make deps does it)"; exit 2; }
@@ -62,7 +64,7 @@ testpmd_mpps() {
   for pair in $(seq 1 "$k"); do
     vdevs+=(--vdev "net_pcap$pair,rx_pcap=$OUT/flows-$SIZE-$pair.pcap,infinite_rx=1" --vdev "net_null$pair,no-rx=1")
   done
-  timeout -s INT $((DURATION + 3)) dpdk-testpmd --lcores "$(lcores "$k")" "${EAL[@]}" --file-prefix "sc-tp-$$" \
+  timeout -s INT $((DURATION + 10)) dpdk-testpmd --lcores "$(lcores "$k")" "${EAL[@]}" --file-prefix "sc-tp-$$" \
     "${vdevs[@]}" -- --forward-mode=io --nb-cores="$k" --stats-period=1 </dev/null >"$log" 2>&1 || true
   # Sum of the out ports' (odd port ids) Tx-pps, averaged over the samples after the first two.
   awk '/NIC statistics for port/ {port=$(NF-1)} /Tx-pps:/ && port % 2 == 1 {sample[port]++; if (sample[port] > 2) {sum+=$2; n++}}
@@ -118,7 +120,7 @@ hot_rx_pcaps() {
 
 testpmd_hot_mpps() {
   local k=$1 log="$OUT/testpmd-hot-$SIZE-$1.log"
-  timeout -s INT $((DURATION + 3)) dpdk-testpmd --lcores "$(lcores "$k")" "${EAL[@]}" --file-prefix "sc-tph-$$" \
+  timeout -s INT $((DURATION + 10)) dpdk-testpmd --lcores "$(lcores "$k")" "${EAL[@]}" --file-prefix "sc-tph-$$" \
     --vdev "net_pcap0,$(hot_rx_pcaps "$k")infinite_rx=1" --vdev "net_null0,no-rx=1" \
     -- --forward-mode=io --nb-cores="$k" --rxq="$k" --txq="$k" --stats-period=1 </dev/null >"$log" 2>&1 || true
   awk '/NIC statistics for port/ {port=$(NF-1)} /Tx-pps:/ && port == 1 {n++; if (n > 2) {sum+=$2; m++}}
@@ -164,6 +166,12 @@ print("%.2f" % (sent / stats["elapsed_s"] / 1e6))
 PY
 }
 
+# The median of the runs given (n/a where any is n/a).
+median() {
+  case " $* " in *" n/a "*) echo n/a; return ;; esac
+  printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {printf "%.2f", (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'
+}
+
 ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/float(b)) if 'n/a' not in (a,b) and float(b)>0 else 'n/a')" "$1" "$2"; }
 
 if [ "$ONLY" != hot ]; then
@@ -185,8 +193,10 @@ if [ "$ONLY" != pairs ]; then
   echo "| workers | testpmd io Mpps | raceway Mpps | raceway speed-up | testpmd speed-up | raceway / io |"
   echo "|---|---|---|---|---|---|"
   for k in $(seq 1 "$WORKERS"); do
-    io=$(testpmd_hot_mpps "$k")
-    rw=$(raceway_hot_mpps "$k")
+    ios=() rws=()
+    for _ in $(seq "$REPEAT"); do ios+=("$(testpmd_hot_mpps "$k")"); rws+=("$(raceway_hot_mpps "$k")"); done
+    io=$(median "${ios[@]}") rw=$(median "${rws[@]}")
+    echo "  k=$k runs: testpmd ${ios[*]}, raceway ${rws[*]}" >&2
     if [ "$k" = 1 ]; then io1=$io; rw1=$rw; fi
     echo "| $k | $io | $rw | $(ratio "$rw" "$rw1") | $(ratio "$io" "$io1") | $(ratio "$rw" "$io") |"
   done

@@ -20,7 +20,9 @@
 #                                      # one on each row, and this one's ratio to it (A/B)
 #
 # Machine notes: on a 2-vCPU machine "two cores" puts the second forwarding lcore on the CPU
-# of the (mostly idle) main lcore. raceway's two-core rows use the pipelined model.
+# of the (mostly idle) main lcore. raceway's two-core rows: the pipelined model, and
+# run-to-completion with the in port's two rx queues spread over both workers ("spread").
+# testpmd and l3fwd are measured once per size and core count, for both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=perf/common.sh
@@ -48,7 +50,7 @@ testpmd_mpps() {
   local rx="rx_pcap=$OUT/flows-$size.pcap"
   [ "$cores" = 2 ] && rx="$rx,rx_pcap=$OUT/flows-$size.pcap"
   # shellcheck disable=SC2046
-  timeout -s INT $((DURATION + 3)) dpdk-testpmd $(lcores "$cores") "${EAL[@]}" --file-prefix "tp-$$" \
+  timeout -s INT $((DURATION + 10)) dpdk-testpmd $(lcores "$cores") "${EAL[@]}" --file-prefix "tp-$$" \
     --vdev "net_pcap0,$rx,infinite_rx=1" --vdev "net_null0,no-rx=1" -- \
     --forward-mode="$mode" --nb-cores="$cores" --rxq="$cores" --txq="$cores" --stats-period=1 \
     </dev/null >"$log" 2>&1 || true
@@ -93,23 +95,29 @@ if [ -n "${CONTROL:-}" ]; then header="$header raceway [control] Mpps | [control
 if [ -n "${BASELINE:-}" ]; then header="$header baseline Mpps | raceway / baseline |"; rule="$rule---|---|"; fi
 echo "$header"
 echo "$rule"
+ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/float(b)) if a!='n/a' and b!='n/a' and float(b)>0 else 'n/a')" "$1" "$2"; }
 for size in 60 1020; do
   for cores in 1 2; do
     io=$(testpmd_mpps io "$size" "$cores")
     swap=$(testpmd_mpps 5tswap "$size" "$cores")
     l3=$(l3fwd_mpps "$size" "$cores")
-    rw=$(raceway_mpps "$size" "$cores")
-    ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/float(b)) if a!='n/a' and b!='n/a' and float(b)>0 else 'n/a')" "$1" "$2"; }
-    row="| $((size + 4)) B | $cores | $io | $swap | $l3 | $rw | $(ratio "$rw" "$io") | $(ratio "$rw" "$l3") |"
-    if [ -n "${CONTROL:-}" ]; then
-      rwc=$(raceway_mpps "$size" "$cores" -control)
-      row="$row $rwc | $(ratio "$rwc" "$rw") |"
-    fi
-    if [ -n "${BASELINE:-}" ]; then
-      base=$(raceway_mpps "$size" "$cores" -baseline "$BASELINE")
-      row="$row $base | $(ratio "$rw" "$base") |"
-    fi
-    echo "$row"
+    models=(one)
+    [ "$cores" = 2 ] && models=(pipelined spread)
+    for model in "${models[@]}"; do
+      rw=$(raceway_mpps "$size" "$cores" "" "$RACEWAY" "$model")
+      label=$cores
+      [ "$cores" = 2 ] && label="2 ($model)"
+      row="| $((size + 4)) B | $label | $io | $swap | $l3 | $rw | $(ratio "$rw" "$io") | $(ratio "$rw" "$l3") |"
+      if [ -n "${CONTROL:-}" ]; then
+        rwc=$(raceway_mpps "$size" "$cores" -control "$RACEWAY" "$model")
+        row="$row $rwc | $(ratio "$rwc" "$rw") |"
+      fi
+      if [ -n "${BASELINE:-}" ]; then
+        base=$(raceway_mpps "$size" "$cores" -baseline "$BASELINE" "$model")
+        row="$row $base | $(ratio "$rw" "$base") |"
+      fi
+      echo "$row"
+    done
   done
 done
 echo
