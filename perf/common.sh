@@ -62,22 +62,16 @@ blast_through() {
 
 # Forwarded Mpps of raceway BINARY (default $RACEWAY) for DURATION s: SIZE-byte frames of
 # $OUT/flows-SIZE.pcap (from `raceway gen flows`) replayed without end on one port, routed to
-# a net_null port, with the benchmark QoS. CORES 1 is run-to-completion on one worker; 2 is
-# pipelined. CONTROL "-control" adds an idle [control]. Writes its config, stats and log
-# under $OUT.
-#   raceway_mpps SIZE CORES [CONTROL] [BINARY] [TWO_CORES]
+# a net_null port, with the benchmark QoS. CORES 1 is one worker; 2 is two workers (on CPU 1,
+# and on CPU 0 beside the sleeping main lcore) with the in port's two rx queues (a trace
+# each) one on each, the out port on the second, so the first's frames all cross to it.
+# CONTROL "-control" adds an idle [control]. Writes its config, stats and log under $OUT.
+#   raceway_mpps SIZE CORES [CONTROL] [BINARY]
 raceway_mpps() {
-  local size=$1 cores=$2 control=${3:-} binary=${4:-$RACEWAY} two=${5:-pipelined}
+  local size=$1 cores=$2 control=${3:-} binary=${4:-$RACEWAY}
   local config="$OUT/raceway-$1-$2$control.toml" stats="$OUT/raceway-$1-$2$control.json"
-  # One core: run-to-completion. Two (workers on CPU 1 and on CPU 0 beside the sleeping main
-  # lcore), by TWO_CORES: "pipelined", an RX/classify worker and the scheduler/TX worker; or
-  # "spread", run-to-completion with the in port's two rx queues (a trace each) one on each
-  # worker, the out port on the second, so the first's frames all cross to it.
-  local lcores="0-1" model="run-to-completion" rx="rx_pcap=$OUT/flows-$size.pcap" extra=""
-  if [ "$cores" = 2 ]; then lcores="0@0,1@1,2@0"; model="pipelined"; fi
-  if [ "$cores" = 2 ] && [ "$two" = spread ]; then
-    model="run-to-completion"; rx="$rx,$rx"; extra="rx_queues = 2"
-  fi
+  local lcores="0-1" rx="rx_pcap=$OUT/flows-$size.pcap" extra=""
+  if [ "$cores" = 2 ]; then lcores="0@0,1@1,2@0" rx="$rx,$rx" extra="rx_queues = 2"; fi
   cat >"$config" <<TOML
 [switch]
 name = "bench"
@@ -85,7 +79,6 @@ mac = "02:00:00:00:00:01"
 [dpdk]
 eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
 lcores = "$lcores"
-model = "$model"
 $(bench_qos)
 $(bench_ports in "net_pcap0,$rx,infinite_rx=1" "$extra")
 TOML

@@ -20,9 +20,9 @@
 #                                      # one on each row, and this one's ratio to it (A/B)
 #
 # Machine notes: on a 2-vCPU machine "two cores" puts the second forwarding lcore on the CPU
-# of the (mostly idle) main lcore. raceway's two-core rows: the pipelined model, and
-# run-to-completion with the in port's two rx queues spread over both workers ("spread").
-# testpmd and l3fwd are measured once per size and core count, for both.
+# of the (mostly idle) main lcore. raceway's two-core rows spread the in port's two rx queues
+# over both workers (`[[port]] rx_queues = 2`); the out port belongs to one of them, so the
+# other's frames all cross to it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=perf/common.sh
@@ -101,23 +101,17 @@ for size in 60 1020; do
     io=$(testpmd_mpps io "$size" "$cores")
     swap=$(testpmd_mpps 5tswap "$size" "$cores")
     l3=$(l3fwd_mpps "$size" "$cores")
-    models=(one)
-    [ "$cores" = 2 ] && models=(pipelined spread)
-    for model in "${models[@]}"; do
-      rw=$(raceway_mpps "$size" "$cores" "" "$RACEWAY" "$model")
-      label=$cores
-      [ "$cores" = 2 ] && label="2 ($model)"
-      row="| $((size + 4)) B | $label | $io | $swap | $l3 | $rw | $(ratio "$rw" "$io") | $(ratio "$rw" "$l3") |"
-      if [ -n "${CONTROL:-}" ]; then
-        rwc=$(raceway_mpps "$size" "$cores" -control "$RACEWAY" "$model")
-        row="$row $rwc | $(ratio "$rwc" "$rw") |"
-      fi
-      if [ -n "${BASELINE:-}" ]; then
-        base=$(raceway_mpps "$size" "$cores" -baseline "$BASELINE" "$model")
-        row="$row $base | $(ratio "$rw" "$base") |"
-      fi
-      echo "$row"
-    done
+    rw=$(raceway_mpps "$size" "$cores")
+    row="| $((size + 4)) B | $cores | $io | $swap | $l3 | $rw | $(ratio "$rw" "$io") | $(ratio "$rw" "$l3") |"
+    if [ -n "${CONTROL:-}" ]; then
+      rwc=$(raceway_mpps "$size" "$cores" -control)
+      row="$row $rwc | $(ratio "$rwc" "$rw") |"
+    fi
+    if [ -n "${BASELINE:-}" ]; then
+      base=$(raceway_mpps "$size" "$cores" -baseline "$BASELINE")
+      row="$row $base | $(ratio "$rw" "$base") |"
+    fi
+    echo "$row"
   done
 done
 echo

@@ -26,20 +26,14 @@ fn live_run_on_net_pcap_matches_replay_and_leaks_no_mbufs() {
     live_matches_replay("live", LiveCase::default());
 }
 
-/// The pipelined model: two RX/classify workers would need more ports; one RX worker and the
-/// scheduler worker, three lcores on two CPUs (the main lcore mostly sleeps).
+/// One port over two workers: host0's frames arrive on two rx queues of its net_pcap port (an
+/// rx_pcap file each: the vdev has no RSS, `rx_queues = 2`), one polled by its owner (with
+/// host1), the other by the worker of up0 and up1; each worker's frames for the other's ports
+/// cross between them, and the ports send what replay sends.
 #[test]
-fn pipelined_workers_match_replay_and_leak_no_mbufs() {
+fn a_port_spread_over_two_workers_matches_replay_and_leaks_no_mbufs() {
     let _cpus = cpus_shared();
-    live_matches_replay("live-pipelined", LiveCase { pipelined: true, ..LiveCase::default() });
-}
-
-/// Two RX/classify workers: host0's frames arrive on two rx queues of its net_pcap port (an
-/// rx_pcap file each: the vdev has no RSS), one per worker, and all of them come out.
-#[test]
-fn two_rx_workers_poll_a_queue_each_of_a_multi_queue_port() {
-    let _cpus = cpus_shared();
-    live_matches_replay("live-multiqueue", LiveCase { pipelined: true, two_rx_workers: true, ..LiveCase::default() });
+    live_matches_replay("live-spread", LiveCase { spread: true, ..LiveCase::default() });
 }
 
 /// Two run-to-completion workers: host0 and host1 belong to one, up0 and up1 to the other, so
@@ -62,28 +56,28 @@ fn jumbo_frames_cross_live_as_in_replay_and_leak_no_mbufs() {
     live_matches_replay("live-jumbo", LiveCase { jumbo: true, ..LiveCase::default() });
 }
 
-/// Jumbo frames through a pipelined RX worker, which hands the chains on the same way.
+/// Jumbo frames between two workers: host1's chains cross to up0's and up1's worker as they
+/// are, beside host0's port spread over both.
 #[test]
-fn jumbo_frames_cross_a_pipelined_rx_worker_as_in_replay() {
+fn jumbo_frames_cross_between_workers_as_in_replay() {
     let _cpus = cpus_shared();
-    live_matches_replay("live-jumbo-pipelined", LiveCase { pipelined: true, jumbo: true, ..LiveCase::default() });
+    live_matches_replay("live-jumbo-spread", LiveCase { spread: true, jumbo: true, ..LiveCase::default() });
 }
 
 /// How a live run that must match replay is set up.
 #[derive(Debug, Default, Clone, Copy)]
 struct LiveCase {
-    /// `[dpdk] model = "pipelined"`: an RX worker (or two) and the scheduler worker.
-    pipelined: bool,
-    /// host0's frames over two rx queues, one RX worker each (with `pipelined`).
-    two_rx_workers: bool,
-    /// Two run-to-completion workers, each owning two ports.
+    /// Two workers, each owning two ports.
     two_shards: bool,
+    /// `two_shards`, and host0's frames over two rx queues, one on each worker.
+    spread: bool,
     /// host1 sends 9,000-byte frames and a few over the MTU, with `mtu = 9000`.
     jumbo: bool,
 }
 
 fn live_matches_replay(name: &str, case: LiveCase) {
-    let LiveCase { pipelined, two_rx_workers, two_shards, jumbo } = case;
+    let LiveCase { two_shards, spread, jumbo } = case;
+    let two_shards = two_shards || spread;
     let dir = temp_dir(name);
     let host0 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
         packets: 600,
@@ -121,7 +115,7 @@ fn live_matches_replay(name: &str, case: LiveCase) {
     let live_dir = dir.join("live");
     std::fs::create_dir_all(&live_dir).unwrap();
     let device = |index: usize, port: &str, input: bool| {
-        let rx = match (input, two_rx_workers && port == "host0") {
+        let rx = match (input, spread && port == "host0") {
             (true, true) => format!("rx_pcap={0}/in-host0-a.pcap,rx_pcap={0}/in-host0-b.pcap,", dir.display()),
             (true, false) => format!("rx_pcap={}/in-{port}.pcap,", dir.display()),
             (false, _) => String::new(),
@@ -133,18 +127,13 @@ fn live_matches_replay(name: &str, case: LiveCase) {
     let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
     let extra_switch = if jumbo { "mtu = 9000" } else { "" };
     let mut config_text = four_port_config(extra_switch, [&devices[0], &devices[1], &devices[2], &devices[3]], eal);
-    let one_worker = !pipelined && !two_shards;
-    if !one_worker {
-        // Main lcore 0, then the RX worker(s), then the scheduler worker, on two CPUs.
-        let lcores = if two_rx_workers {
-            "0@0,1@1,2@0,3@1"
-        } else if two_shards {
-            "0@0,1@0,2@1"
-        } else {
-            "0@0,1@1,2@0"
-        };
-        let model = if pipelined { "model = \"pipelined\"" } else { "" };
-        config_text = config_text.replace("lcores = \"0-1\"", &format!("lcores = \"{lcores}\"\n{model}"));
+    if two_shards {
+        // Main lcore 0 and the first worker on CPU 0, the second worker on CPU 1.
+        config_text = config_text.replace("lcores = \"0-1\"", "lcores = \"0@0,1@0,2@1\"");
+    }
+    if spread {
+        config_text = config_text.replacen("name = \"host0\"\n", "name = \"host0\"\nrx_queues = 2\n", 1);
+        assert!(config_text.contains("rx_queues = 2"), "host0 takes two rx queues");
     }
     let config = dir.join("leaf.toml");
     std::fs::write(&config, &config_text).unwrap();
@@ -169,7 +158,8 @@ fn live_matches_replay(name: &str, case: LiveCase) {
     if jumbo {
         // Chains were carried, not copied: no jumbo pool was made (net_pcap sends chains).
         let parsed = raceway::config::Config::parse(&config_text, "leaf.toml").unwrap();
-        let plain = raceway::engine::live::mempool_size(&parsed, parsed.ports.len() as u64, 1);
+        let rx_queues = parsed.ports.iter().map(|port| u64::from(port.rx_queues)).sum();
+        let plain = raceway::engine::live::mempool_size(&parsed, rx_queues, if two_shards { 2 } else { 1 });
         assert_eq!(live["mbufs"]["pool"], plain, "only the plain mbuf pool");
     }
 
@@ -218,7 +208,7 @@ fn live_matches_replay(name: &str, case: LiveCase) {
     };
     let mut inbound = frames_of("host0", 1);
     let mut offered: Vec<Vec<u8>> = snap(read_pcap(&dir.join("in-host0.pcap")).into_iter().map(|(_, f)| f).collect());
-    if two_rx_workers {
+    if spread {
         // Two queues, two workers: each half stays in order, the halves interleave.
         inbound.sort();
         offered.sort();
@@ -234,13 +224,7 @@ fn live_matches_replay(name: &str, case: LiveCase) {
     if !jumbo {
         capture_replays_like_its_pcap(&dir, &config);
     }
-    let workers = if one_worker {
-        1
-    } else if two_rx_workers {
-        3
-    } else {
-        2
-    };
+    let workers = if two_shards { 2 } else { 1 };
     assert_eq!(live["cores"].as_array().unwrap().len(), workers, "one core entry per worker: {}", live["cores"]);
 }
 

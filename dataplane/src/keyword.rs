@@ -1,5 +1,5 @@
 //! Words a config, a fabric file or a flag chooses from: a group mode, a watchdog action, an
-//! ECN option, a worker model. Each set is one list (`keywords!`), from which follow the enum,
+//! ECN option, a fabric's workload. Each set is one list (`keywords!`), from which follow the enum,
 //! `ALL`, each word's name, the parser with its error text listing the choices, `Display`, and
 //! clap's `ValueEnum` for flags, in the spirit of VPP's `foreach_*` lists.
 //!

@@ -24,7 +24,7 @@ pub use qos::{Qos, Trust};
 pub use route::{Neighbor, Prefix, RouteConfig, RouteTarget};
 
 use crate::error::InputError;
-use crate::keyword::{keywords, Keyword};
+use crate::keyword::Keyword;
 use crate::units::TRAFFIC_CLASSES;
 use crate::wire::ethernet::MacAddress;
 use control::RawControl;
@@ -74,19 +74,14 @@ struct RawDpdk {
     #[serde(default)]
     eal: Vec<String>,
     lcores: Option<String>,
+    /// Only "run-to-completion", the one model: kept so that configs naming it still load,
+    /// and so that one naming the retired pipelined model gets told what replaced it.
     model: Option<String>,
     mbuf_bytes: Option<u32>,
 }
 
-keywords! {
-    /// How live workers share the pipeline (`dpdk.model`).
-    pub enum WorkerModel {
-        /// One worker polls every port and runs the whole pipeline.
-        RunToCompletion => "run-to-completion",
-        /// RX workers classify and hand frames over lock-free rings to one scheduler/TX worker.
-        Pipelined => "pipelined",
-    }
-}
+/// `dpdk.model`'s one value.
+const RUN_TO_COMPLETION: &str = "run-to-completion";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -96,7 +91,6 @@ pub struct Config {
     pub mtu: u32,
     pub eal: Vec<String>,
     pub lcores: Option<String>,
-    pub model: WorkerModel,
     /// Frame bytes an mbuf holds (its data room less the headroom): a longer frame arrives
     /// as a chain of them (`[dpdk] mbuf_bytes`).
     pub mbuf_bytes: u32,
@@ -250,13 +244,17 @@ impl Validator<'_> {
                 ));
             }
         }
-        let model = self.keyword("dpdk.model", raw.dpdk.model.as_deref(), WorkerModel::RunToCompletion)?;
-        if model == WorkerModel::Pipelined {
-            if let Some(index) = ports.iter().position(|port| port.rx_queues > 1) {
+        match raw.dpdk.model.as_deref() {
+            None | Some(RUN_TO_COMPLETION) => {}
+            Some("pipelined") => {
                 return Err(self.error(
-                    format!("port[{index}].rx_queues"),
-                    "the pipelined model opens one rx queue per RX worker itself; rx_queues is for run-to-completion",
-                ));
+                    "dpdk.model",
+                    "the pipelined model was retired: spread a busy port over the workers with its rx_queues \
+                     (docs/CONFIG.md)",
+                ))
+            }
+            Some(other) => {
+                return Err(self.error("dpdk.model", format!("'{other}' is not {RUN_TO_COMPLETION}, the one model")))
             }
         }
         let mbuf_bytes = raw.dpdk.mbuf_bytes.unwrap_or(DEFAULT_MBUF_BYTES);
@@ -270,7 +268,6 @@ impl Validator<'_> {
             mtu,
             eal: raw.dpdk.eal,
             lcores: raw.dpdk.lcores,
-            model,
             mbuf_bytes,
             qos,
             ports,
@@ -405,12 +402,17 @@ ports = ["up0"]
     }
 
     #[test]
-    fn worker_model() {
-        assert_eq!(Config::parse(MINIMAL, "t.toml").unwrap().model, WorkerModel::RunToCompletion);
-        let pipelined = format!("{MINIMAL}\n[dpdk]\nlcores = \"0@0,1@1,2@0\"\nmodel = \"pipelined\"\n");
-        assert_eq!(Config::parse(&pipelined, "t.toml").unwrap().model, WorkerModel::Pipelined);
-        let err = Config::parse(&format!("{MINIMAL}\n[dpdk]\nmodel = \"turbo\"\n"), "t.toml").unwrap_err();
+    fn worker_model_and_mbufs() {
+        let model = |name: &str| Config::parse(&format!("{MINIMAL}\n[dpdk]\nmodel = \"{name}\"\n"), "t.toml");
+        assert!(model("run-to-completion").is_ok());
+        let err = model("pipelined").unwrap_err();
         assert_eq!(err.field, "dpdk.model");
+        assert!(err.problem.contains("retired") && err.problem.contains("rx_queues"), "{}", err.problem);
+        let err = model("turbo").unwrap_err();
+        assert_eq!(
+            (err.field.as_str(), err.problem.as_str()),
+            ("dpdk.model", "'turbo' is not run-to-completion, the one model")
+        );
         let mbufs = |bytes: &str| Config::parse(&format!("{MINIMAL}\n[dpdk]\nmbuf_bytes = {bytes}\n"), "t.toml");
         assert_eq!(Config::parse(MINIMAL, "t.toml").unwrap().mbuf_bytes, 2048);
         assert_eq!(mbufs("10240").unwrap().mbuf_bytes, 10_240);

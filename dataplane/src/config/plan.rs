@@ -378,9 +378,6 @@ mod tests {
                 ("port[0].rx_queues", &*format!("{bad} is not between 1 and 64"))
             );
         }
-        let pipelined = config_text("", "").replacen("cable_m = 3\n", "cable_m = 3\nrx_queues = 2\n", 1)
-            + "[dpdk]\nlcores = \"0@0,1@1,2@0\"\nmodel = \"pipelined\"\n";
-        assert_eq!(Config::parse(&pipelined, "t.toml").unwrap_err().field, "port[0].rx_queues");
     }
 
     #[test]

@@ -258,13 +258,6 @@ impl<P: PacketBuf> Switch<P> {
         self.receive_verdict(ingress, packet, verdict, now, cut)
     }
 
-    /// Takes a frame already classified (by an RX worker's own `Classifier` in the pipelined
-    /// model): counts it, queues it or applies its PFC frame.
-    #[inline(always)]
-    pub fn receive_classified(&mut self, ingress: usize, packet: P, verdict: Verdict, now: u64) -> Received {
-        self.receive_verdict(ingress, packet, verdict, now, &mut QueueAll)
-    }
-
     /// The classifier, for an engine that classifies a frame itself (with its rx prologue)
     /// and then hands it over with `receive_verdict`.
     #[inline(always)]
@@ -333,15 +326,16 @@ impl<P: PacketBuf> Switch<P> {
                 };
                 let chosen =
                     self.selector.select(group, flow_hash, tc, now, &mut self.rng, &view).and_then(|(slot, port)| {
-                        // A frame classified under an older FIB generation (pipelined) may name a
-                        // group that has changed since: no member, no route.
+                        // A verdict from an older FIB snapshot than the selector's (an engine
+                        // that classifies apart from receiving) may name a group that has
+                        // changed since: no member, no route.
                         let member = self.classifier.fib().groups.get(group)?.members.get(usize::from(slot))?;
                         Some((usize::from(port), member.mac, Some((group, slot))))
                     });
                 match chosen {
                     Some(chosen) => chosen,
                     None => {
-                        // Every member down, or (pipelined) a group gone since classification.
+                        // Every member down, or a group gone since classification.
                         let reason = match self.classifier.fib().groups.get(group) {
                             Some(group) if !group.members.is_empty() => DropReason::LinkDown,
                             _ => DropReason::NoRoute,
@@ -824,7 +818,10 @@ mod tests {
         handle.publish(crate::pipeline::fib::Fib::new(&config, &crate::pipeline::fib::Learned::default(), 3));
         switch.refresh_fib(&handle);
         assert!(matches!(verdict, Verdict::Forward { next: Next::Group(0), .. }));
-        assert_eq!(switch.receive_classified(0, frame(0, 60), verdict, 0), Received::Dropped(DropReason::NoRoute));
+        assert_eq!(
+            switch.receive_verdict(0, frame(0, 60), verdict, 0, &mut QueueAll),
+            Received::Dropped(DropReason::NoRoute)
+        );
         assert_eq!(switch.stats.next_hop_groups[0].sent.iter().sum::<u64>(), 1, "kept when the group went");
     }
 

@@ -1,10 +1,10 @@
-//! The rx prologue both worker models run on every received frame: a frame longer than one
+//! The rx prologue a worker runs on every received frame: a frame longer than one
 //! mbuf (a chain) kept as it is or copied whole (`LongFrames`), a copy for `--capture`, and
 //! its classification.
 //!
 //! Invariant: every frame comes out with a verdict, and a frame the prologue cannot take
 //! comes out as `Verdict::Drop` with its reason, so the one place that counts verdicts (the
-//! switch's `receive_verdict`, or the pipelined RX worker's drop count) counts it too.
+//! switch's `receive_verdict`) counts it too.
 
 use crate::dpdk::{Mbuf, Mempool};
 use crate::drops::DropReason;

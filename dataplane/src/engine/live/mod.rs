@@ -1,20 +1,17 @@
 //! The live engine: the switch pipeline on DPDK ports, polled by workers on pinned lcores.
 //!
-//! Two models (`[dpdk] model`):
-//! - run-to-completion (default): the ports are dealt to the worker lcores in contiguous
-//!   blocks (`tm::shard`); each worker polls its ports' rx queue and runs every stage for what
-//!   it receives, owns its ports' egress queues, schedulers and shapers, and transmits on
-//!   them. A frame for another worker's port crosses over the single-producer
-//!   single-consumer ring of that (from, to) pair, a batch of up to one rx burst at a time.
-//!   A worker with a batch it cannot hand over (the ring is full) polls no rx until it can;
-//!   it keeps taking its own rings meanwhile, so two workers never wait on each other.
-//!   With one worker lcore this is the whole switch on one core, with no hand-off.
-//! - pipelined: the last worker lcore owns the switch (buffer, PFC, ECN, group choice,
-//!   schedulers, shaping, tx); every other worker lcore owns some ports' rx queues, runs the
-//!   stateless classify stage (parse, route, class, TTL rewrite) and hands frames over its own
-//!   bounded lock-free ring. It spreads the per-frame work over two or more cores. An RX worker
-//!   whose ring is full waits rather than drop (the NIC's rx ring then fills and its
-//!   `missed` counter, logged at exit, shows it).
+//! The ports are dealt to the worker lcores in contiguous blocks (`tm::shard`), run to
+//! completion: each worker polls its rx queues and runs every stage for what it receives, owns
+//! its ports' egress queues, schedulers and shapers, and transmits on them. A port's rx
+//! queues (`[[port]] rx_queues`) go round the workers from its owner's, so one hot port's
+//! work is shared. A frame for another worker's port crosses over the single-producer
+//! single-consumer ring of that (from, to) pair, a batch of up to one rx burst at a time. A
+//! worker with a batch it cannot hand over (the ring is full) polls no rx until it can; it
+//! keeps taking its own rings meanwhile, so two workers never wait on each other. With one
+//! worker lcore this is the whole switch on one core, with no hand-off. (A pipelined model,
+//! RX/classify workers feeding one worker that owned the whole switch, was retired: one core
+//! owned every egress and took a cache miss on every frame handed to it, and two of its cores
+//! forwarded less than one run-to-completion core; perf/RESULTS.md.)
 //!
 //! The main lcore starts ports, sums the workers' counters and prints them, watches for
 //! SIGINT/SIGTERM or the end of `--duration`, and tears down.
@@ -45,7 +42,6 @@
 //! so a frame's arrival stamp means the same on the worker that sends it.
 
 mod ingress;
-mod pipelined;
 mod setup;
 mod shard_ring;
 mod shared;
@@ -60,8 +56,6 @@ use crate::dpdk::{self, DpdkError, Eal, Mbuf, Port};
 use crate::observe::stats::SwitchStats;
 use crate::switch::{self, Switch};
 use crate::tm::shard::ShardBoard;
-use crossbeam_queue::ArrayQueue;
-use pipelined::{deal_rx_queues, RxWorker, HANDOFF_RING};
 use setup::{Layout, MetricsServer, Resources};
 use shard_ring::{frames_per_loop, Links, ShardRing};
 use shared::{Clock, Shared};
@@ -141,12 +135,11 @@ pub fn run(config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkErr
 /// Opens the resources, starts the workers, supervises them from the main lcore until the
 /// stop, and closes everything in teardown order.
 fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkError> {
-    let layout = Layout::of(config, &eal.worker_lcores())?;
+    let layout = Layout::of(config, &eal.worker_lcores());
     let mut resources = Resources::open(eal, config, &layout)?;
     let shared = Arc::new(Shared::new(
         config,
-        layout.stats_slots(),
-        layout.rx_lcores.len(),
+        layout.workers,
         resources.control.as_ref().map(|plane| Arc::clone(&plane.stats)),
         Arc::clone(&resources.port_states),
     ));
@@ -196,30 +189,9 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     })
 }
 
-/// What a forwarding worker polls for frames, which picks its loop.
-enum Input {
-    /// Its ports' rx queues and the rings from the other workers (run-to-completion).
-    Ports(Links),
-    /// The RX workers' rings (pipelined).
-    Rings(Vec<Arc<ArrayQueue<pipelined::Handoff>>>),
-}
-
-impl Input {
-    /// Runs `worker`'s loop for this input until told to stop, then drains; `watch` runs
-    /// every publish period (the single-lcore case prints there).
-    fn run(&self, worker: Worker, ports: &[Port], shared: &Shared, watch: impl FnMut()) {
-        match self {
-            Input::Ports(links) => worker.run_to_completion(ports, shared, links, watch),
-            Input::Rings(rings) => worker.run_pipelined(ports, shared, rings, watch),
-        }
-    }
-}
-
-/// The workers of a run, wired and not yet started: the forwarders (run-to-completion
-/// shards, or the pipelined scheduler) with what each polls, and the pipelined RX workers.
+/// The workers of a run, wired and not yet started, each with its links to the others.
 struct Crew {
-    forwarders: Vec<(Worker, Input)>,
-    rx_workers: Vec<RxWorker>,
+    forwarders: Vec<(Worker, Links)>,
     /// Every ring between run-to-completion workers, to count what is left in them after the
     /// workers stop.
     between_workers: Vec<Arc<ShardRing>>,
@@ -237,33 +209,7 @@ impl Crew {
         let new_worker = |switch: Switch<Mbuf>, slot: usize| {
             Worker::new(config, resources.worker_kit(config), switch, slot, clock, eal.tsc_hz())
         };
-        if !layout.rx_lcores.is_empty() {
-            let queue_counts: Vec<u16> = resources.ports.iter().map(|port| port.rx_queues).collect();
-            let dealt = deal_rx_queues(&queue_counts, layout.rx_lcores.len());
-            let mut rings = Vec::new();
-            let mut rx_workers = Vec::new();
-            for (index, queues) in dealt.into_iter().enumerate() {
-                let ring = Arc::new(ArrayQueue::new(HANDOFF_RING));
-                rings.push(Arc::clone(&ring));
-                rx_workers.push(RxWorker::new(
-                    config,
-                    resources.worker_kit(config),
-                    queues,
-                    ring,
-                    index + 1,
-                    eal.tsc_hz(),
-                ));
-            }
-            let mut worker = new_worker(Switch::new(config, crate::rng::stream_seed(options.seed, 0)), 0);
-            worker.owned = (0..config.ports.len()).collect();
-            worker.injects = true;
-            return Ok(Self {
-                forwarders: vec![(worker, Input::Rings(rings))],
-                rx_workers,
-                between_workers: Vec::new(),
-            });
-        }
-        let workers = layout.shard_workers;
+        let workers = layout.workers;
         let owner = ShardBoard::deal(config.ports.len(), workers);
         // The rx queues the devices opened (a driver may offer fewer than asked for).
         let rx_queues = resources.ports.iter().map(|port| port.rx_queues).collect();
@@ -284,7 +230,7 @@ impl Crew {
             // The control plane's frames enter through worker 0, which hands on those for
             // other workers' ports.
             worker.injects = me == 0;
-            forwarders.push((worker, Input::Ports(Links::of(&rings, me))));
+            forwarders.push((worker, Links::of(&rings, me)));
         }
         if workers > 1 {
             let held = board.overcommit_frames();
@@ -292,7 +238,7 @@ impl Crew {
                 "{workers} run-to-completion workers, ports dealt in blocks; pools may be overcommitted by {held} frames of stale views, which the mbuf pool holds"
             );
         }
-        Ok(Self { forwarders, rx_workers: Vec::new(), between_workers })
+        Ok(Self { forwarders, between_workers })
     }
 
     /// Launches the workers on their lcores (or forwards on the main lcore when there is no
@@ -307,27 +253,17 @@ impl Crew {
         shared: &Arc<Shared>,
         supervisor: &mut Supervisor,
     ) -> Result<Vec<Arc<ShardRing>>, DpdkError> {
-        let Self { mut forwarders, rx_workers, between_workers } = self;
+        let Self { mut forwarders, between_workers } = self;
         let mut launched = Vec::new();
-        for (rx, &lcore) in rx_workers.into_iter().zip(&layout.rx_lcores) {
-            let polled: Vec<String> =
-                rx.queues.iter().map(|&(port, queue)| format!("{}/{queue}", config.ports[port].name)).collect();
-            tracing::info!("RX/classify worker on lcore {lcore} for port/queue {}", polled.join(" "));
-            let (task_ports, task_shared) = (Arc::clone(ports), Arc::clone(shared));
-            launched.push(eal.launch(lcore, move || {
-                rx.run(&task_ports, &task_shared);
-                0
-            })?);
-        }
         if layout.forwarder_lcores.is_empty() {
             tracing::info!("one lcore: forwarding and counters both on lcore {}", eal.main_lcore());
-            let (worker, input) = forwarders.pop().expect("one worker on the main lcore");
-            input.run(worker, ports, shared, || {
+            let (worker, links) = forwarders.pop().expect("one worker on the main lcore");
+            worker.run_to_completion(ports, shared, &links, || {
                 supervisor.tick();
             });
             return Ok(between_workers);
         }
-        for ((worker, input), &lcore) in forwarders.into_iter().zip(&layout.forwarder_lcores) {
+        for ((worker, links), &lcore) in forwarders.into_iter().zip(&layout.forwarder_lcores) {
             let names: Vec<&str> = worker.owned.iter().map(|&port| config.ports[port].name.as_str()).collect();
             let polled: Vec<String> =
                 worker.rx_queues.iter().map(|&(port, queue)| format!("{}/{queue}", config.ports[port].name)).collect();
@@ -338,7 +274,7 @@ impl Crew {
             );
             let (task_ports, task_shared) = (Arc::clone(ports), Arc::clone(shared));
             launched.push(eal.launch(lcore, move || {
-                input.run(worker, &task_ports, &task_shared, || {});
+                worker.run_to_completion(&task_ports, &task_shared, &links, || {});
                 0
             })?);
         }

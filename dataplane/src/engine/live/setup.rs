@@ -11,7 +11,7 @@
 use super::ingress::LongFrames;
 use super::shard_ring::{frames_per_loop, SHARD_RING};
 use super::shared::Shared;
-use crate::config::{Config, WorkerModel};
+use crate::config::Config;
 use crate::control::{self, ControlLink, ControlPlane};
 use crate::dpdk::{self, device_name, is_pci_address, DpdkError, Eal, Mbuf, Mempool, Port, TxQueues, BURST};
 use crate::engine::link_watch::{self, LinkWatch};
@@ -88,69 +88,33 @@ pub fn jumbo_pool_size(config: &Config, rx_queues: u64, workers: u64) -> u32 {
     (queued.div_ceil(cells_per_jumbo) + elsewhere).min(u64::from(u32::MAX)) as u32
 }
 
-/// Which lcores do what, by the worker model.
+/// Which lcores forward.
 pub(super) struct Layout {
-    /// Pipelined: the RX/classify workers' lcores (none in run-to-completion).
-    pub rx_lcores: Vec<u32>,
-    /// The forwarding workers' lcores: the run-to-completion shards, or the pipelined
-    /// scheduler. Empty when the main lcore forwards (no worker lcore).
+    /// The workers' lcores. Empty when the main lcore forwards (no worker lcore).
     pub forwarder_lcores: Vec<u32>,
-    /// Run-to-completion workers: one per worker lcore, at most one per port (on the main
-    /// lcore when there is no worker lcore); 1 when pipelined.
-    pub shard_workers: usize,
+    /// Workers: one per worker lcore, at most one per port (on the main lcore when there is
+    /// no worker lcore).
+    pub workers: usize,
 }
 
 impl Layout {
-    pub fn of(config: &Config, workers: &[u32]) -> Result<Self, DpdkError> {
-        let rx_lcores: Vec<u32> = match config.model {
-            WorkerModel::RunToCompletion => {
-                if workers.len() > config.ports.len() {
-                    tracing::warn!(
-                        "run-to-completion deals whole ports to workers: {} worker lcores for {} ports leaves {} idle",
-                        workers.len(),
-                        config.ports.len(),
-                        workers.len() - config.ports.len()
-                    );
-                }
-                Vec::new()
-            }
-            WorkerModel::Pipelined if workers.len() >= 2 => workers[..workers.len() - 1].to_vec(),
-            WorkerModel::Pipelined => {
-                return Err(DpdkError {
-                    context: "dpdk.model".into(),
-                    problem: format!(
-                        "pipelined needs at least two worker lcores besides the main one; lcores gives {}",
-                        workers.len()
-                    ),
-                })
-            }
-        };
-        let shard_workers = match config.model {
-            WorkerModel::RunToCompletion => workers.len().clamp(1, config.ports.len().max(1)),
-            WorkerModel::Pipelined => 1,
-        };
-        Ok(Self { forwarder_lcores: workers[rx_lcores.len()..].to_vec(), rx_lcores, shard_workers })
-    }
-
-    /// Rx queues port `port` opens (RSS spreads flows over them where the device hashes):
-    /// pipelined, one per RX worker; run-to-completion, the port's `rx_queues`, dealt over
-    /// the workers from its owner on (`ShardBoard::rx_worker`).
-    pub fn rx_queues(&self, config: &Config, port: usize) -> u16 {
-        if self.rx_lcores.is_empty() {
-            config.ports[port].rx_queues
-        } else {
-            self.rx_lcores.len() as u16
+    pub fn of(config: &Config, workers: &[u32]) -> Self {
+        if workers.len() > config.ports.len() {
+            tracing::warn!(
+                "ports are dealt whole to workers: {} worker lcores for {} ports leaves {} idle",
+                workers.len(),
+                config.ports.len(),
+                workers.len() - config.ports.len()
+            );
         }
+        Self { forwarder_lcores: workers.to_vec(), workers: workers.len().clamp(1, config.ports.len().max(1)) }
     }
 
-    /// Rx queues all ports open together.
-    pub fn all_rx_queues(&self, config: &Config) -> u64 {
-        (0..config.ports.len()).map(|port| u64::from(self.rx_queues(config, port))).sum()
-    }
-
-    /// Slots in the published counters: the forwarders' first, then each RX worker's.
-    pub fn stats_slots(&self) -> usize {
-        self.rx_lcores.len() + self.shard_workers
+    /// Rx queues all ports open together (`[[port]] rx_queues`; RSS spreads flows over a
+    /// port's queues where the device hashes), dealt over the workers from each port's owner
+    /// on (`ShardBoard::rx_worker`).
+    pub fn all_rx_queues(config: &Config) -> u64 {
+        config.ports.iter().map(|port| u64::from(port.rx_queues)).sum()
     }
 }
 
@@ -232,7 +196,7 @@ impl Resources {
     pub fn open(eal: &Eal, config: &Config, layout: &Layout) -> Result<Self, DpdkError> {
         let carry_chains = every_device_sends_chains(config)?;
         let (pool, jumbo) = open_pools(eal, config, layout, carry_chains)?;
-        let ports = Arc::new(open_ports(config, &pool, layout)?);
+        let ports = Arc::new(open_ports(config, &pool)?);
         // A port's MTU goes up to switch.mtu (what the buffer, headroom and jumbo mbufs are
         // sized for) or the device's maximum, whichever is lower.
         let port_states = Arc::new(PortStates::new(
@@ -382,8 +346,8 @@ fn open_pools(
     layout: &Layout,
     carry_chains: bool,
 ) -> Result<(Arc<Mempool>, Option<Arc<Mempool>>), DpdkError> {
-    let rx_queues = layout.all_rx_queues(config);
-    let workers = layout.shard_workers as u64;
+    let rx_queues = Layout::all_rx_queues(config);
+    let workers = layout.workers as u64;
     let pool_size = mempool_size(config, rx_queues, workers);
     let data_room = (config.mbuf_bytes + dpdk_sys::RTE_PKTMBUF_HEADROOM) as u16;
     let pool =
@@ -419,15 +383,15 @@ fn open_pools(
 }
 
 /// Finds and starts each configured port's device.
-fn open_ports(config: &Config, pool: &Arc<Mempool>, layout: &Layout) -> Result<Vec<Port>, DpdkError> {
+fn open_ports(config: &Config, pool: &Arc<Mempool>) -> Result<Vec<Port>, DpdkError> {
     let mut ports = Vec::with_capacity(config.ports.len());
-    for (index, port) in config.ports.iter().enumerate() {
+    for port in &config.ports {
         let name = device_name(port.device.as_deref().unwrap_or_default());
         let id = Port::find(name).map_err(|err| DpdkError {
             context: format!("port '{}'", port.name),
             problem: format!("device '{name}' not found after EAL init ({})", err.problem),
         })?;
-        let rx_queues = layout.rx_queues(config, index);
+        let rx_queues = port.rx_queues;
         let tx = if port.pfc_tx_queue { TxQueues::WithPfcQueue } else { TxQueues::One };
         let started = Port::start(id, &port.name, pool, rx_queues, config.mtu, tx)?;
         if started.rx_queues < rx_queues {
@@ -551,38 +515,24 @@ mod tests {
         );
     }
 
-    fn config_with(model: &str, ports: usize) -> Config {
-        let mut text = format!("[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n[dpdk]\nmodel = \"{model}\"\n");
+    fn config_with(ports: usize, rx_queues: u16) -> Config {
+        let mut text = String::from("[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n");
         for port in 0..ports {
             text.push_str(&format!(
-                "[[port]]\nname = \"p{port}\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n"
+                "[[port]]\nname = \"p{port}\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\nrx_queues = {rx_queues}\n"
             ));
         }
         Config::parse(&text, "t.toml").unwrap()
     }
 
     #[test]
-    fn run_to_completion_deals_ports_to_at_most_one_worker_each() {
-        let config = config_with("run-to-completion", 2);
-        let one = Layout::of(&config, &[]).unwrap();
-        assert_eq!((one.shard_workers, one.forwarder_lcores.len(), one.rx_queues(&config, 1)), (1, 0, 1));
-        let three = Layout::of(&config, &[1, 2, 3]).unwrap();
-        assert_eq!(three.shard_workers, 2, "a third worker would own no port");
-        assert!(three.rx_lcores.is_empty());
+    fn ports_are_dealt_to_at_most_one_worker_each() {
+        let config = config_with(2, 3);
+        let one = Layout::of(&config, &[]);
+        assert_eq!((one.workers, one.forwarder_lcores.len()), (1, 0));
+        let three = Layout::of(&config, &[1, 2, 3]);
+        assert_eq!(three.workers, 2, "a third worker would own no port");
         assert_eq!(three.forwarder_lcores, vec![1, 2, 3]);
-        assert_eq!(three.stats_slots(), 2);
-    }
-
-    #[test]
-    fn pipelined_puts_rx_on_every_worker_lcore_but_the_last() {
-        let config = config_with("pipelined", 2);
-        let layout = Layout::of(&config, &[1, 2, 3]).unwrap();
-        assert_eq!(layout.rx_lcores, vec![1, 2]);
-        assert_eq!(layout.forwarder_lcores, vec![3]);
-        assert_eq!((layout.shard_workers, layout.rx_queues(&config, 1), layout.stats_slots()), (1, 2, 3));
-        assert_eq!(layout.all_rx_queues(&config), 4);
-        let error = Layout::of(&config, &[1]).err().expect("one worker lcore is too few");
-        assert_eq!(error.context, "dpdk.model");
-        assert!(error.problem.contains("at least two worker lcores"), "{}", error.problem);
+        assert_eq!(Layout::all_rx_queues(&config), 6);
     }
 }

@@ -22,10 +22,8 @@ pub(super) struct CacheAligned<T>(pub T);
 
 pub(super) struct Shared {
     pub stop: AtomicBool,
-    /// Counters each worker publishes: the forwarders' first, then each RX worker's.
+    /// Counters each worker publishes.
     pub stats: Vec<CacheAligned<Mutex<SwitchStats>>>,
-    /// RX workers still running (the scheduler drains their rings until none is).
-    pub rx_running: AtomicUsize,
     /// Run-to-completion workers that, stopping, have handed over every batch: when all
     /// have, rings that are empty stay empty.
     pub quiet: AtomicUsize,
@@ -44,18 +42,16 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    /// `slots` stats slots (one per worker), `rx_workers` of them pipelined RX workers.
+    /// `slots` stats slots, one per worker.
     pub fn new(
         config: &crate::config::Config,
         slots: usize,
-        rx_workers: usize,
         control: Option<Arc<Mutex<ControlStats>>>,
         port_states: Arc<PortStates>,
     ) -> Self {
         Self {
             stop: AtomicBool::new(false),
             stats: (0..slots).map(|_| CacheAligned(Mutex::new(SwitchStats::new(config)))).collect(),
-            rx_running: AtomicUsize::new(rx_workers),
             quiet: AtomicUsize::new(0),
             unsent: Mutex::new(0),
             control,

@@ -1,7 +1,6 @@
 //! A forwarding worker: the switch on one lcore, with the tx bursts and shapers of the ports
-//! it owns, and the run-to-completion model's loop. The halves of a loop that both models
-//! share (`begin_loop`, `end_loop`, `drain`) are here too; the pipelined scheduler's loop is
-//! in `pipelined.rs`.
+//! it owns, and its run-to-completion loop (its halves `begin_loop` and `end_loop`, and the
+//! shutdown's `drain`).
 //!
 //! Invariant: every frame a worker takes is handed to its switch, which counts it (forwarded,
 //! queued or dropped by reason); at exit every frame the worker still holds is either sent,
