@@ -417,6 +417,30 @@ mod tests {
     }
 
     #[test]
+    fn a_spread_group_in_its_headroom_pauses_below_its_xoff_point_when_the_pool_is_full() {
+        // The lossless pool holds 8 frames; XOFF (static) is far above. The owner's own port p1
+        // fills the pool, so worker 1's frame on p0 goes to p0's headroom: the owner pauses p0
+        // at its next loop although the group is far below its XOFF point, as a group in its
+        // headroom always pauses.
+        let (mut owner, mut other) = spread_pair(
+            "[qos.buffer]\nlossless_pool_bytes = 8192\n\
+             [qos.pfc]\nxoff_bytes = 1000000\nxon_bytes = 500000\nheadroom_bytes = 16384",
+        );
+        for _ in 0..8 {
+            assert!(matches!(owner.receive(1, to_port(1, 26, 1000), 0), Received::Queued { .. }));
+        }
+        assert_eq!(owner.pool_used().0, 8192, "the pool is full");
+        sync_both(&mut owner, &mut other, 0);
+        assert_eq!(other.receive(0, to_port(3, 26, 1000), 0), Received::Queued { egress: 3, tc: 3 });
+        assert_eq!(other.buffer.group_cells(0, 3), (0, 1024), "in p0's headroom");
+        assert!(!owner.has_control(0));
+        sync_both(&mut owner, &mut other, 0);
+        assert!(owner.buffer.group_occupancy(0, 3) < owner.buffer.xoff());
+        assert_eq!(owner.take_control(0, 1_000).unwrap().times[3], 0xffff, "XOFF for the headroom in use");
+        assert!(!owner.has_control(1), "p1's group holds the pool, not yet its headroom");
+    }
+
+    #[test]
     fn a_spread_ports_frame_queued_on_another_worker_gives_its_cells_back_to_the_share_that_charged_it() {
         let (mut owner, mut other) = spread_pair("");
         // Worker 1 takes a frame on p0 for p1 (the owner's port): charged to worker 1's share.

@@ -569,6 +569,9 @@ mod tests {
         assert_eq!(buffer.group_cells(0, 3), (cell, 2 * cell), "headroom first");
         buffer.give_back(0, 0, 3, cell);
         assert_eq!((buffer.group_cells(0, 3), buffer.released(0, 0, 3)), ((cell, 2 * cell), cell));
+        // Each (worker, port) keeps its own count.
+        buffer.give_back(0, 1, 3, 2 * cell);
+        assert_eq!((buffer.released(0, 1, 3), buffer.released(0, 0, 3), buffer.released(1, 1, 3)), (2 * cell, cell, 0));
     }
 
     #[test]
