@@ -71,16 +71,53 @@ testpmd_mpps() {
        END {if (n) printf "%.2f", sum / (n / '"$k"') / 1e6; else print "n/a"}' "$log"
 }
 
-raceway_mpps() {
-  local k=$1 config="$OUT/raceway-$SIZE-$1.toml" stats="$OUT/raceway-$SIZE-$1.json"
-  cat >"$config" <<TOML
+# A benchmark config's switch, EAL, lcores for K workers and QoS.
+#   config_head NAME K
+config_head() {
+  cat <<TOML
 [switch]
-name = "scaling"
+name = "$1"
 mac = "02:00:00:00:00:01"
 [dpdk]
 eal = ["--no-huge", "-m", "2048", "--no-pci", "--no-shconf", "--log-level", "*:error"]
-lcores = "$(lcores "$k")"
+lcores = "$(lcores "$2")"
 $(bench_qos)
+TOML
+}
+
+# Out port J (net_null, a sink) and the route of subnet 10.0.S.0/24 to out port T.
+#   out_port J S T
+out_port() {
+  cat <<TOML
+[[port]]
+name = "out$1"
+device = "net_null$1,no-rx=1"
+speed_gbps = 400
+peer_mac = "02:00:00:00:11:0$1"
+[[route]]
+prefix = "10.0.$2.0/24"
+port = "out$3"
+TOML
+}
+
+# Runs raceway on CONFIG for DURATION s (stats JSON to STATS, log to LOG) and prints the Mpps
+# its out ports sent.
+#   run_raceway CONFIG STATS LOG
+run_raceway() {
+  "$RACEWAY" --log-level warn run -c "$1" --duration "$DURATION" --stats-json "$2" \
+    -- --file-prefix "sc-rw-$$" >"$3" 2>&1
+  python3 - "$2" <<'PY'
+import json, sys
+stats = json.load(open(sys.argv[1]))
+sent = sum(port["tx_packets"] for name, port in stats["ports"].items() if name.startswith("out"))
+print("%.2f" % (sent / stats["elapsed_s"] / 1e6))
+PY
+}
+
+raceway_mpps() {
+  local k=$1 config="$OUT/raceway-$SIZE-$1.toml" stats="$OUT/raceway-$SIZE-$1.json"
+  cat >"$config" <<TOML
+$(config_head scaling "$k")
 TOML
   for pair in $(seq 1 "$k"); do
     local to=$pair
@@ -91,24 +128,10 @@ name = "in$pair"
 device = "net_pcap$pair,rx_pcap=$OUT/flows-$SIZE-$pair.pcap,infinite_rx=1"
 speed_gbps = 400
 peer_mac = "02:00:00:00:10:0$pair"
-[[port]]
-name = "out$pair"
-device = "net_null$pair,no-rx=1"
-speed_gbps = 400
-peer_mac = "02:00:00:00:11:0$pair"
-[[route]]
-prefix = "10.0.$pair.0/24"
-port = "out$to"
+$(out_port "$pair" "$pair" "$to")
 TOML
   done
-  "$RACEWAY" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \
-    -- --file-prefix "sc-rw-$$" >"$OUT/raceway-$SIZE-$k.log" 2>&1
-  python3 - "$stats" <<'PY'
-import json, sys
-stats = json.load(open(sys.argv[1]))
-sent = sum(port["tx_packets"] for name, port in stats["ports"].items() if name.startswith("out"))
-print("%.2f" % (sent / stats["elapsed_s"] / 1e6))
-PY
+  run_raceway "$config" "$stats" "$OUT/raceway-$SIZE-$k.log"
 }
 
 # One hot port over k workers: queue q of "in" replays the k-subnet trace; out j takes subnet j.
@@ -130,13 +153,7 @@ testpmd_hot_mpps() {
 raceway_hot_mpps() {
   local k=$1 config="$OUT/raceway-hot-$SIZE-$1.toml" stats="$OUT/raceway-hot-$SIZE-$1.json"
   cat >"$config" <<TOML
-[switch]
-name = "scaling-hot"
-mac = "02:00:00:00:00:01"
-[dpdk]
-eal = ["--no-huge", "-m", "2048", "--no-pci", "--no-shconf", "--log-level", "*:error"]
-lcores = "$(lcores "$k")"
-$(bench_qos)
+$(config_head scaling-hot "$k")
 [[port]]
 name = "in"
 device = "net_pcap0,$(hot_rx_pcaps "$k")infinite_rx=1"
@@ -145,25 +162,9 @@ peer_mac = "02:00:00:00:10:00"
 rx_queues = $k
 TOML
   for out in $(seq 1 "$k"); do
-    cat >>"$config" <<TOML
-[[port]]
-name = "out$out"
-device = "net_null$out,no-rx=1"
-speed_gbps = 400
-peer_mac = "02:00:00:00:11:0$out"
-[[route]]
-prefix = "10.0.$out.0/24"
-port = "out$out"
-TOML
+    out_port "$out" "$out" "$out" >>"$config"
   done
-  "$RACEWAY" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \
-    -- --file-prefix "sc-rwh-$$" >"$OUT/raceway-hot-$SIZE-$k.log" 2>&1
-  python3 - "$stats" <<'PY'
-import json, sys
-stats = json.load(open(sys.argv[1]))
-sent = sum(port["tx_packets"] for name, port in stats["ports"].items() if name.startswith("out"))
-print("%.2f" % (sent / stats["elapsed_s"] / 1e6))
-PY
+  run_raceway "$config" "$stats" "$OUT/raceway-hot-$SIZE-$k.log"
 }
 
 # The median of the runs given (n/a where any is n/a).
@@ -174,32 +175,31 @@ median() {
 
 ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/float(b)) if 'n/a' not in (a,b) and float(b)>0 else 'n/a')" "$1" "$2"; }
 
-if [ "$ONLY" != hot ]; then
-  echo "A port pair per worker${CROSS:+, every frame crossing workers}:"
+# A table for k = 1 .. WORKERS of the median of RUNS runs each of TESTPMD K and RACEWAY K (the
+# runs on stderr when more than one), with speed-ups over k = 1.
+#   scaling_table TITLE TESTPMD RACEWAY RUNS
+scaling_table() {
+  echo "$1"
   echo
   echo "| workers | testpmd io Mpps | raceway Mpps | raceway speed-up | testpmd speed-up | raceway / io |"
   echo "|---|---|---|---|---|---|"
+  local k io rw io1 rw1
   for k in $(seq 1 "$WORKERS"); do
-    io=$(testpmd_mpps "$k")
-    rw=$(raceway_mpps "$k")
+    local ios=() rws=()
+    for _ in $(seq "$4"); do ios+=("$("$2" "$k")"); rws+=("$("$3" "$k")"); done
+    io=$(median "${ios[@]}") rw=$(median "${rws[@]}")
+    if [ "$4" -gt 1 ]; then echo "  k=$k runs: testpmd ${ios[*]}, raceway ${rws[*]}" >&2; fi
     if [ "$k" = 1 ]; then io1=$io; rw1=$rw; fi
     echo "| $k | $io | $rw | $(ratio "$rw" "$rw1") | $(ratio "$io" "$io1") | $(ratio "$rw" "$io") |"
   done
   echo
+}
+
+if [ "$ONLY" != hot ]; then
+  scaling_table "A port pair per worker${CROSS:+, every frame crossing workers}:" testpmd_mpps raceway_mpps 1
 fi
 if [ "$ONLY" != pairs ]; then
-  echo "One hot port, its rx queues over the workers, (k-1)/k of its frames crossing to another worker's out port:"
-  echo
-  echo "| workers | testpmd io Mpps | raceway Mpps | raceway speed-up | testpmd speed-up | raceway / io |"
-  echo "|---|---|---|---|---|---|"
-  for k in $(seq 1 "$WORKERS"); do
-    ios=() rws=()
-    for _ in $(seq "$REPEAT"); do ios+=("$(testpmd_hot_mpps "$k")"); rws+=("$(raceway_hot_mpps "$k")"); done
-    io=$(median "${ios[@]}") rw=$(median "${rws[@]}")
-    echo "  k=$k runs: testpmd ${ios[*]}, raceway ${rws[*]}" >&2
-    if [ "$k" = 1 ]; then io1=$io; rw1=$rw; fi
-    echo "| $k | $io | $rw | $(ratio "$rw" "$rw1") | $(ratio "$io" "$io1") | $(ratio "$rw" "$io") |"
-  done
-  echo
+  scaling_table "One hot port, its rx queues over the workers, (k-1)/k of its frames crossing to another worker's out port:" \
+    testpmd_hot_mpps raceway_hot_mpps "$REPEAT"
 fi
 echo "frames $((SIZE + 4)) B; machine: $CPUS vCPU $(lscpu | sed -n 's/^Model name: *//p' | head -1), DPDK $(pkg-config --modversion libdpdk), $(date -u +%Y-%m-%d)"

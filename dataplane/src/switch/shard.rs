@@ -480,6 +480,18 @@ mod tests {
     }
 
     #[test]
+    fn a_paused_class_is_published_for_the_other_workers_balancing() {
+        let (_, _, mut second) = sharded_pair("");
+        let mut times = [0u16; 8];
+        times[3] = 0xffff;
+        assert_eq!(second.receive(3, pfc_frame(0x08, times), 0), Received::FlowControl);
+        second.sync_shard(1_000);
+        let board = &second.shard.as_ref().expect("sharded").board;
+        assert_eq!(board.drain_cost(3, 3, 1_000, 100_000), u64::MAX, "p3's TC3 is paused");
+        assert_eq!(board.drain_cost(3, 0, 1_000, 100_000), 0, "TC0 is not, and p3 is idle");
+    }
+
+    #[test]
     fn sharded_a_lossless_frame_that_cuts_through_gives_its_cells_back_as_credits() {
         // p0 (worker 0) charges its group; the frame cuts through p3 on worker 1, which does
         // not own the group: the cells go back as credits, never to worker 1's own counts.

@@ -412,6 +412,13 @@ mod tests {
         // Port 1 is polled by worker 1 alone: nobody else's share counts.
         board.publish_share(0, 1, 3, (999, 9));
         assert_eq!(board.others_share(1, 1, 3), (0, 0));
+        assert_eq!(board.others_share(1, 0, 3), (5000, 50), "port 0's shares untouched by port 1's");
+        // A spread port other than the first keeps shares of its own.
+        let board = ShardBoard::with_rx_queues(vec![0, 1, 2], vec![1, 2, 1], 64);
+        board.publish_share(1, 1, 3, (10, 1));
+        board.publish_share(2, 1, 3, (20, 2));
+        board.publish_share(2, 0, 3, (99, 9));
+        assert_eq!((board.others_share(1, 1, 3), board.others_share(2, 1, 3)), ((20, 2), (10, 1)));
     }
 
     #[test]
