@@ -284,22 +284,33 @@ impl Worker {
             }
             let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
             let window_ps = state.window_ps;
-            let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
-            let mut bursts = TxBursts { egress: state, pool: &self.pool, tap, port: index, tsc };
-            port_tx::serve(&mut self.switch, index, now, window_ps, &mut bursts);
-            if !state.control.is_empty() {
-                sent += port.tx_control_burst(&mut state.control) as u64;
+            // A backlogged port takes up to TX_BURSTS_PER_LOOP bursts a loop while its window
+            // lets frames out and its tx queue takes them whole: with one burst a loop, a
+            // port whose loop also receives a full burst sends no faster than the loop turns.
+            for _ in 0..TX_BURSTS_PER_LOOP {
+                let tsc = if tap.is_some() { dpdk::rdtsc() } else { 0 };
+                let mut bursts = TxBursts { egress: state, pool: &self.pool, tap, port: index, tsc };
+                let served = port_tx::serve(&mut self.switch, index, now, window_ps, &mut bursts);
                 if !state.control.is_empty() {
-                    continue;
+                    sent += port.tx_control_burst(&mut state.control) as u64;
+                    if !state.control.is_empty() {
+                        break;
+                    }
                 }
-            }
-            if !state.pending.is_empty() {
-                sent += port.tx_burst(&mut state.pending) as u64;
+                if !state.pending.is_empty() {
+                    sent += port.tx_burst(&mut state.pending) as u64;
+                }
+                if (served.data as usize) < BURST || !state.pending.is_empty() {
+                    break;
+                }
             }
         }
         sent
     }
 }
+
+/// Tx bursts a backlogged port may take in one loop (`transmit_all`).
+const TX_BURSTS_PER_LOOP: usize = 4;
 
 /// How many frames the next rx burst of a queue takes, from the last one's (`frames` of
 /// `wire_bytes` in all): as many as one shaper window (`LOOKAHEAD_WIRE_BYTES`) holds, up to a
