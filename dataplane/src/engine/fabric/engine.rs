@@ -92,6 +92,11 @@ struct Engine<'a> {
     now: u64,
     /// Frames of messages delivered so far (the progress bar's work done).
     frames_delivered: u64,
+    /// The ports of the event's switch whose queues the event may have changed (a frame
+    /// queued or sent): the recorder looks at these only.
+    touched_ports: Vec<usize>,
+    /// Events handled so far.
+    events_handled: u64,
 }
 
 impl Engine<'_> {
@@ -134,6 +139,7 @@ impl Engine<'_> {
             return;
         }
         let Some((bytes, pfc)) = port_tx::next_frame(&mut self.switches[switch], port, now) else { return };
+        self.touched_ports.push(port);
         let speed_mbps = self.fabric.switches[switch].ports[port].speed_mbps;
         match pfc {
             Some(repr) => self.recorders[switch].pfc_sent(port, &repr, now, speed_mbps),
@@ -159,6 +165,8 @@ impl Engine<'_> {
             self.note_pause(Endpoint::Switch { switch, port }, repr, now);
         }
         if let Some(ready) = arrival.ready {
+            // Queued there, whether or not its link is free to send now.
+            self.touched_ports.push(ready);
             self.switch_transmit(switch, ready, now);
         }
     }
@@ -205,13 +213,16 @@ impl Engine<'_> {
             if !self.qps[qp].has_data() {
                 continue;
             }
-            if self.fabric.dcqcn.enabled {
-                let params = &self.fabric.dcqcn;
-                self.qps[qp].rate.advance(params, now);
-            }
+            // The rate limiter's time was set when the last frame left: the DCQCN timers
+            // need not run for a queue pair that cannot send yet (running them on each one
+            // passed over was 36% of a 1,024-host run, with 1,023 queue pairs per host).
             if self.qps[qp].next_send_ps > now {
                 earliest = earliest.min(self.qps[qp].next_send_ps);
                 continue;
+            }
+            if self.fabric.dcqcn.enabled {
+                let params = &self.fabric.dcqcn;
+                self.qps[qp].rate.advance(params, now);
             }
             self.nics[host].cursor = (slot + 1) % count;
             self.send_data(host, qp, now);
@@ -337,6 +348,9 @@ pub struct FabricResults {
     pub pfc_pause_total_us: f64,
     pub cnps_sent: u64,
     pub ecn_marked: u64,
+    /// Events the engine handled (frames arriving, transmissions done, switch timers, host
+    /// wake-ups): the simulation's work, for events per second.
+    pub events: u64,
     pub drops: u64,
     pub drops_by_reason: BTreeMap<String, u64>,
 }
@@ -476,6 +490,8 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         data_priority,
         now: 0,
         frames_delivered: 0,
+        touched_ports: Vec::new(),
+        events_handled: 0,
     };
     for message in 0..engine.messages.len() {
         if engine.messages[message].spec.after.is_none() {
@@ -496,6 +512,8 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         last_ps = now;
         progress.tick(|| (engine.frames_delivered, format!("delivered, {}", crate::observe::progress::simulated(now))));
         engine.now = now;
+        engine.events_handled += 1;
+        engine.touched_ports.clear();
         match kind {
             Kind::Arrive { to, frame } => {
                 let bytes = engine.frames[frame].take().expect("a frame in flight");
@@ -546,7 +564,13 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         if let Some(switch) = touched {
             // The others' deadlines did not move, and their timers stay armed for them.
             engine.sync_timer(switch, now);
-            engine.recorders[switch].observe(now, &engine.switches[switch]);
+            let (recorder, observed) = (&mut engine.recorders[switch], &engine.switches[switch]);
+            if let Kind::Timer(_) = kind {
+                // Timers act on any port (a storm's queue dropped, pauses expired).
+                recorder.observe(now, observed);
+            } else {
+                recorder.observe_ports(now, observed, engine.touched_ports.iter().copied());
+            }
         }
     }
     // The run ends when the last frame within the horizon is off the wire (its `TxDone`,
@@ -645,6 +669,7 @@ fn results(
         pfc_pause_total_us: total_pause_ps as f64 / 1e6,
         cnps_sent: cnps,
         ecn_marked: marked,
+        events: engine.events_handled,
         drops: total_drops,
         drops_by_reason: drops,
     };

@@ -34,7 +34,9 @@ use std::path::Path;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTopology {
-    name: String,
+    /// Generated leaf-spines default to their shape (`leaf-spine-32x16`); a listed fabric
+    /// defaults to "fabric".
+    name: Option<String>,
     leaves: Option<u8>,
     spines: Option<u8>,
     hosts_per_leaf: Option<u8>,
@@ -255,7 +257,8 @@ impl Fabric {
                 });
             }
         }
-        Ok(Self { name: topology.name, switches, hosts, links, dcqcn })
+        let name = topology.name.unwrap_or_else(|| format!("leaf-spine-{leaves}x{spines}"));
+        Ok(Self { name, switches, hosts, links, dcqcn })
     }
 
     /// The group mode of the fabric's uplinks: the first group's (ECMP if there is none).
@@ -446,7 +449,8 @@ fn explicit(
         };
         hosts[host].leaf = *switch as u8;
     }
-    Ok(Fabric { name: topology.name, switches: configs, hosts, links, dcqcn })
+    let name = topology.name.unwrap_or_else(|| "fabric".to_string());
+    Ok(Fabric { name, switches: configs, hosts, links, dcqcn })
 }
 
 fn port_table(name: &str, speed_gbps: f64, cable_m: f64, peer_mac: &str) -> toml::Table {
@@ -525,6 +529,14 @@ mod tests {
         assert_eq!(fabric.endpoint_name(fabric.links[3].a), "leaf0:s1");
         assert_eq!(fabric.endpoint_name(fabric.links[3].b), "spine1:l0");
         assert_eq!(Fabric::parse(&small(), "small.toml", Some(GroupMode::Spray)).unwrap().mode(), GroupMode::Spray);
+    }
+
+    #[test]
+    fn a_generated_fabric_is_named_by_its_shape_unless_the_file_names_it() {
+        let named = Fabric::parse(&small(), "small.toml", None).unwrap();
+        assert_eq!(named.name, "small");
+        let unnamed = small().replace("name = \"small\"\n", "").replace("spines = 2", "spines = 3");
+        assert_eq!(Fabric::parse(&unnamed, "f.toml", None).unwrap().name, "leaf-spine-2x3");
     }
 
     #[test]
