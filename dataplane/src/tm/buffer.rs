@@ -3,7 +3,9 @@
 //!
 //! Every queued frame occupies cells (`plan::CELL_BYTES`) of one pool; its descriptor lives in
 //! one arena of slots shared by all queues, sized so that a full buffer of minimum-size frames
-//! fits. Lossy frames are charged to their egress queue in the lossy pool, up to the queue's
+//! fits. The arena's memory is reserved whole but used from the front (a slot is first written
+//! when the buffer first holds that many frames), so a simulated fabric of many switches
+//! holds in memory what its queues held at their deepest, not every switch's worst case. Lossy frames are charged to their egress queue in the lossy pool, up to the queue's
 //! dynamic limit (lossy_alpha x the free lossy pool), or are tail-dropped (`buffer_full`).
 //! Lossless frames are charged to their (ingress port, priority) group: to the lossless pool
 //! up to the group's XOFF point, then to the group's reserved headroom, and are dropped only
@@ -124,8 +126,11 @@ struct PortQueues {
 
 pub struct SharedBuffer<P> {
     plan: BufferPlan,
+    /// Slots used so far, then reused through `free`; never more than `arena` (reserved at
+    /// construction, so pushing one never reallocates).
     slots: Vec<Slot<P>>,
     free: u32,
+    arena: usize,
     ports: Vec<PortQueues>,
     /// Per ingress port and priority: this buffer's share.
     groups: Vec<[GroupCells; 8]>,
@@ -166,23 +171,12 @@ impl<P> SharedBuffer<P> {
         overcommit: usize,
     ) -> Self {
         let plan = BufferPlan::new(config).expect("a validated config has a buffer plan");
-        let capacity = Self::capacity(config) + overcommit;
-        let slots = (0..capacity)
-            .map(|i| Slot {
-                packet: None,
-                next: if i + 1 < capacity { i as u32 + 1 } else { NIL },
-                ingress: 0,
-                charger: 0,
-                marked: false,
-                len: 0,
-                ip: IpHeader { l3_offset: 0, is_ipv6: false, ecn: 0 },
-                arrival_ps: 0,
-            })
-            .collect();
+        let arena = Self::capacity(config) + overcommit;
         Self {
             plan,
-            slots,
-            free: if capacity > 0 { 0 } else { NIL },
+            slots: Vec::with_capacity(arena),
+            free: NIL,
+            arena,
             ports: vec![PortQueues::default(); config.ports.len()],
             groups: vec![[GroupCells::default(); 8]; config.ports.len()],
             others_groups: vec![[GroupCells::default(); 8]; config.ports.len()],
@@ -216,8 +210,9 @@ impl<P> SharedBuffer<P> {
     #[inline]
     pub fn admit_lossy(&mut self, egress: usize, tc: usize, charge: u64) -> Result<(), DropReason> {
         let free = self.plan.lossy_pool.saturating_sub(self.lossy_used + self.others_used.1);
+        let has_slot = self.has_slot();
         let queue = &mut self.ports[egress].fifos[tc];
-        if charge > free || queue.lossy_cells + charge > self.plan.lossy_limit(free) || self.free == NIL {
+        if charge > free || queue.lossy_cells + charge > self.plan.lossy_limit(free) || !has_slot {
             return Err(DropReason::BufferFull);
         }
         queue.lossy_cells += charge;
@@ -229,7 +224,7 @@ impl<P> SharedBuffer<P> {
     /// the group's headroom (the plan's for its port), both judged on the whole group.
     #[inline(always)]
     pub fn admit_lossless(&mut self, ingress: usize, priority: usize, charge: u64) -> Result<GroupCharge, DropReason> {
-        if self.free == NIL {
+        if !self.has_slot() {
             return Err(DropReason::HeadroomOverflow);
         }
         let xoff = self.xoff();
@@ -254,18 +249,14 @@ impl<P> SharedBuffer<P> {
     /// Whether the arena has a slot for one more frame.
     #[inline]
     pub fn has_slot(&self) -> bool {
-        self.free != NIL
+        self.free != NIL || self.slots.len() < self.arena
     }
 
     /// Links an admitted frame of `len` bytes at the tail of `egress`'s queue `tc`; returns
     /// the queue's depth in bytes.
     #[inline(always)]
     pub fn push(&mut self, egress: usize, tc: usize, len: usize, entry: Entry<P>) -> u64 {
-        let slot = self.free;
-        debug_assert_ne!(slot, NIL, "the arena holds one slot per cell");
-        let free = &mut self.slots[slot as usize];
-        self.free = free.next;
-        *free = Slot {
+        let new = Slot {
             packet: Some(entry.packet),
             next: NIL,
             ingress: entry.ingress as u16,
@@ -274,6 +265,18 @@ impl<P> SharedBuffer<P> {
             len: len as u32,
             ip: entry.ip,
             arrival_ps: entry.arrival_ps,
+        };
+        let slot = if self.free != NIL {
+            let slot = self.free;
+            let free = &mut self.slots[slot as usize];
+            self.free = free.next;
+            *free = new;
+            slot
+        } else {
+            debug_assert!(self.slots.len() < self.arena, "the arena holds one slot per cell");
+            // Within the reserved capacity: no allocation.
+            self.slots.push(new);
+            (self.slots.len() - 1) as u32
         };
         let port = &mut self.ports[egress];
         port.backlog |= 1 << tc;
@@ -621,6 +624,25 @@ mod tests {
         assert_eq!(buffer.released(1, 0, 3), 0, "none for itself");
         assert!(buffer.admit_lossless(1, 3, CELL_BYTES).is_ok());
         assert_eq!(buffer.queue_len(1, 3), slots as u32 - 1);
+    }
+
+    #[test]
+    fn the_arena_is_used_from_the_front_and_reused_before_it_grows() {
+        let config = config();
+        // As above: frames whose cells another worker charged, so that no pool is involved.
+        let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::sharded(&config, 1, 2, |port| port == 1, 0);
+        assert!(buffer.slots.is_empty() && buffer.slots.capacity() >= SharedBuffer::<HeapPacket>::capacity(&config));
+        for _ in 0..3 {
+            buffer.push(1, 3, 60, entry(0));
+        }
+        assert_eq!(buffer.slots.len(), 3, "a slot written per frame held");
+        assert!(buffer.pop(1, 3).is_some() && buffer.pop(1, 3).is_some());
+        buffer.push(1, 0, 60, entry(0));
+        buffer.push(1, 3, 60, entry(0));
+        assert_eq!(buffer.slots.len(), 3, "freed slots taken first");
+        buffer.push(1, 3, 60, entry(0));
+        assert_eq!((buffer.slots.len(), buffer.queued_packets()), (4, 4));
+        assert_eq!((buffer.queue_len(1, 0), buffer.queue_len(1, 3)), (1, 3));
     }
 
     #[test]
