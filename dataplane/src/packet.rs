@@ -27,15 +27,25 @@ pub trait PacketBuf {
     fn prefetch_buffer(&self) {}
 }
 
-/// A frame in ordinary memory (replay, tests, benchmarks).
+/// A frame in ordinary memory (replay, tests, benchmarks, the fabric).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeapPacket {
     pub bytes: Vec<u8>,
+    /// Bytes of the frame past `bytes` that are declared but not held: the fabric's RoCE
+    /// payloads, which no switch or host reads (as a chained mbuf's first segment is parsed
+    /// with the rest of the frame elsewhere). Zero for a whole frame.
+    pub beyond: usize,
 }
 
 impl HeapPacket {
+    /// A whole frame.
     pub fn new(bytes: Vec<u8>) -> Self {
-        Self { bytes }
+        Self { bytes, beyond: 0 }
+    }
+
+    /// A frame of which only `headers` are held, `beyond` more bytes following.
+    pub fn headers(headers: Vec<u8>, beyond: usize) -> Self {
+        Self { bytes: headers, beyond }
     }
 }
 
@@ -45,5 +55,8 @@ impl PacketBuf for HeapPacket {
     }
     fn data_mut(&mut self) -> &mut [u8] {
         &mut self.bytes
+    }
+    fn len(&self) -> usize {
+        self.bytes.len() + self.beyond
     }
 }

@@ -58,17 +58,17 @@ pub fn serve<P: PacketBuf>(
 /// A virtual link's transmitter: one frame at a time.
 #[derive(Debug, Default)]
 pub struct OneFrame {
-    pub frame: Option<Vec<u8>>,
+    pub frame: Option<HeapPacket>,
 }
 
 impl TxQueue<HeapPacket> for OneFrame {
     fn pfc(&mut self, frame: &[u8]) -> bool {
-        self.frame = Some(frame.to_vec());
+        self.frame = Some(HeapPacket::new(frame.to_vec()));
         true
     }
 
     fn data(&mut self, packet: HeapPacket) {
-        self.frame = Some(packet.bytes);
+        self.frame = Some(packet);
     }
 
     fn has_room(&self) -> bool {
@@ -78,7 +78,7 @@ impl TxQueue<HeapPacket> for OneFrame {
 
 /// The next frame `port` sends on a virtual link at `now`, and the PFC frame's meaning when
 /// it is one.
-pub fn next_frame(switch: &mut Switch<HeapPacket>, port: usize, now: u64) -> Option<(Vec<u8>, Option<Repr>)> {
+pub fn next_frame(switch: &mut Switch<HeapPacket>, port: usize, now: u64) -> Option<(HeapPacket, Option<Repr>)> {
     let mut link = OneFrame::default();
     let served = serve(switch, port, now, u64::MAX, &mut link);
     link.frame.map(|frame| (frame, served.pfc))
@@ -179,6 +179,6 @@ mod tests {
         assert!(next_frame(&mut switch, 1, 0).is_none());
         let mut link = OneFrame::default();
         assert!(link.has_room() && link.pfc(&[1, 2]) && !link.has_room());
-        assert_eq!(link.frame.as_deref(), Some(&[1u8, 2][..]));
+        assert_eq!(link.frame.map(|frame| frame.bytes), Some(vec![1u8, 2]));
     }
 }

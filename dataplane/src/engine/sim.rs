@@ -215,15 +215,15 @@ pub fn arrive(
     switch: &mut Switch<HeapPacket>,
     recorder: Option<&mut Recorder>,
     port: usize,
-    bytes: Vec<u8>,
+    packet: HeapPacket,
     now: u64,
     speed_mbps: u64,
 ) -> Arrival {
-    let pfc = flow_control(&bytes);
+    let pfc = flow_control(&packet.bytes);
     if let (Some(recorder), Some(repr)) = (recorder, &pfc) {
         recorder.pfc_received(port, repr, now, speed_mbps);
     }
-    let ready = match switch.receive(port, HeapPacket::new(bytes), now) {
+    let ready = match switch.receive(port, packet, now) {
         Received::Queued { egress, .. } | Received::Transferred { egress, .. } => Some(egress),
         Received::FlowControl => Some(port),
         // No kernel in virtual time: a punted frame ends here, counted and policed as live.
@@ -335,17 +335,17 @@ mod tests {
         let mut recorder = Recorder::new(config.ports.len(), 1_000_000);
         // Data for 10.0.9.0/24 wakes its egress, u0 (port 1).
         let data = rocev2_burst(1, |_, spec| spec.destination = "10.0.9.1".parse().unwrap()).remove(0);
-        let arrival = arrive(&mut switch, Some(&mut recorder), 0, data, 0, 100_000);
+        let arrival = arrive(&mut switch, Some(&mut recorder), 0, HeapPacket::new(data), 0, 100_000);
         assert_eq!(arrival, Arrival { ready: Some(1), pfc: None });
         // A PFC frame pauses the port it came in on: that port's transmitter re-decides.
         let repr = Repr { class_enable: 1 << 3, times: [0, 0, 0, 100, 0, 0, 0, 0] };
         let mut frame = vec![0u8; crate::wire::pfc::FRAME_LEN];
         repr.emit(crate::wire::ethernet::MacAddress([2, 0, 0, 0, 0x20, 0]), &mut frame);
-        let arrival = arrive(&mut switch, Some(&mut recorder), 2, frame, 10, 100_000);
+        let arrival = arrive(&mut switch, Some(&mut recorder), 2, HeapPacket::new(frame), 10, 100_000);
         assert_eq!(arrival, Arrival { ready: Some(2), pfc: Some(repr) });
         assert_eq!(switch.stats.ports[2].pfc_rx[3], 1);
         // A frame the switch drops wakes nobody.
-        let arrival = arrive(&mut switch, None, 0, vec![0u8; 10], 20, 100_000);
+        let arrival = arrive(&mut switch, None, 0, HeapPacket::new(vec![0u8; 10]), 20, 100_000);
         assert_eq!(arrival, Arrival { ready: None, pfc: None });
     }
 
@@ -359,7 +359,7 @@ mod tests {
         let repr = Repr { class_enable: 1 << 3, times: [0, 0, 0, 100, 0, 0, 0, 0] };
         let mut frame = vec![0u8; crate::wire::pfc::FRAME_LEN];
         repr.emit(crate::wire::ethernet::MacAddress([2, 0, 0, 0, 0x21, 0]), &mut frame);
-        arrive(&mut switch, None, 2, frame, 1_000, 100_000);
+        arrive(&mut switch, None, 2, HeapPacket::new(frame), 1_000, 100_000);
         let end = switch.next_deadline();
         assert!(end > 1_000 && end != NEVER);
         assert_eq!(alarm.follow(&switch, 0), Some(end));

@@ -22,7 +22,7 @@ use crate::engine::port_tx;
 use crate::engine::sim::{self, Alarm, EventQueue, LinkTx};
 use crate::error::InputError;
 use crate::observe::report::{record_pfc, Intervals, Recorder};
-use crate::packet::HeapPacket;
+use crate::packet::{HeapPacket, PacketBuf};
 use crate::switch::Switch;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -84,7 +84,7 @@ struct Engine<'a> {
     messages: Vec<MessageState>,
     wires: HashMap<Endpoint, Wire>,
     events: EventQueue<Kind>,
-    frames: Vec<Option<Vec<u8>>>,
+    frames: Vec<Option<HeapPacket>>,
     free_frames: Vec<usize>,
     /// PFC pauses each link end's transmitter received, per priority.
     paused: HashMap<Endpoint, [Intervals; 8]>,
@@ -104,7 +104,7 @@ impl Engine<'_> {
         self.events.schedule(time, kind);
     }
 
-    fn store(&mut self, bytes: Vec<u8>) -> usize {
+    fn store(&mut self, bytes: HeapPacket) -> usize {
         match self.free_frames.pop() {
             Some(index) => {
                 self.frames[index] = Some(bytes);
@@ -117,9 +117,10 @@ impl Engine<'_> {
         }
     }
 
-    /// Puts `bytes` on the wire from `from` at `now`: done sending after its wire time, whole
-    /// at the other end one propagation delay later.
-    fn send(&mut self, from: Endpoint, bytes: Vec<u8>, now: u64) {
+    /// Puts `bytes` on the wire from `from` at `now`: done sending after its wire time (of its
+    /// whole length, declared payload included), whole at the other end one propagation delay
+    /// later.
+    fn send(&mut self, from: Endpoint, bytes: HeapPacket, now: u64) {
         let wire = self.wires[&from];
         let done = now + crate::config::PortConfig::wire_time_for(wire.speed_mbps, bytes.len());
         let frame = self.store(bytes);
@@ -157,7 +158,7 @@ impl Engine<'_> {
         record_pfc(self.paused.entry(at).or_default(), repr, now, speed);
     }
 
-    fn arrive_at_switch(&mut self, switch: usize, port: usize, bytes: Vec<u8>, now: u64) {
+    fn arrive_at_switch(&mut self, switch: usize, port: usize, bytes: HeapPacket, now: u64) {
         let speed = self.fabric.switches[switch].ports[port].speed_mbps;
         let recorder = Some(&mut self.recorders[switch]);
         let arrival = sim::arrive(&mut self.switches[switch], recorder, port, bytes, now, speed);
@@ -265,7 +266,7 @@ impl Engine<'_> {
         self.send(Endpoint::Host(host), bytes, now);
     }
 
-    fn arrive_at_host(&mut self, host: usize, bytes: &[u8], now: u64) {
+    fn arrive_at_host(&mut self, host: usize, bytes: &HeapPacket, now: u64) {
         match host::read(bytes) {
             host::Received::Pfc(repr) => {
                 self.note_pause(Endpoint::Host(host), &repr, now);

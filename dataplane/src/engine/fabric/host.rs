@@ -7,10 +7,11 @@
 //! reorders; nothing is retransmitted).
 
 use super::dcqcn::RateControl;
+use crate::packet::HeapPacket;
 use crate::traffic::frames::{FrameSpec, Transport};
 use crate::wire::bth::OPCODE_CNP;
 use crate::wire::ethernet::MacAddress;
-use crate::wire::parse::{parse, Payload};
+use crate::wire::parse::{parse_beyond, Payload};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
@@ -195,7 +196,7 @@ pub fn send_opcode(index: u64, frames: u64) -> u8 {
 }
 
 /// A data frame: `payload` bytes of queue pair `qp` with `psn`.
-pub fn data_frame(from: &Nic, to: Ipv4Addr, qp: usize, psn: u32, opcode: u8, payload: usize) -> Vec<u8> {
+pub fn data_frame(from: &Nic, to: Ipv4Addr, qp: usize, psn: u32, opcode: u8, payload: usize) -> HeapPacket {
     let mut spec = FrameSpec::rocev2(IpAddr::V4(from.address), IpAddr::V4(to), qp as u32 + 1);
     spec.source_mac = from.mac;
     spec.dscp = DATA_DSCP;
@@ -203,17 +204,27 @@ pub fn data_frame(from: &Nic, to: Ipv4Addr, qp: usize, psn: u32, opcode: u8, pay
     spec.frame_len = payload + crate::traffic::frames::ROCE_OVERHEAD;
     spec.transport =
         Transport::Roce { source: 0xc000 | (qp as u16 & 0x3fff), opcode, dest_qp: qp as u32 + 1, psn: psn & 0xff_ffff };
-    spec.build()
+    let mut bytes = spec.build();
+    // Only the headers travel (a switch or host reads nothing past the BTH); the rest is
+    // declared. A 4,150-byte frame held whole made the queued frames most of a large
+    // fabric's memory.
+    let beyond = bytes.len().saturating_sub(DATA_HEADERS);
+    bytes.truncate(DATA_HEADERS);
+    bytes.shrink_to_fit();
+    HeapPacket::headers(bytes, beyond)
 }
 
+/// A data frame's headers: Ethernet, IPv4, UDP and the BTH.
+const DATA_HEADERS: usize = 14 + 20 + 8 + crate::wire::bth::HEADER_LEN;
+
 /// A CNP for queue pair `qp`, to the sender at `to`.
-pub fn cnp_frame(from: &Nic, to: Ipv4Addr, qp: usize) -> Vec<u8> {
+pub fn cnp_frame(from: &Nic, to: Ipv4Addr, qp: usize) -> HeapPacket {
     let mut spec = FrameSpec::rocev2(IpAddr::V4(from.address), IpAddr::V4(to), qp as u32 + 1);
     spec.source_mac = from.mac;
     spec.dscp = CNP_DSCP;
     spec.ecn = 0;
     spec.transport = Transport::Roce { source: 0xc000, opcode: OPCODE_CNP, dest_qp: qp as u32 + 1, psn: 0 };
-    spec.build()
+    HeapPacket::new(spec.build())
 }
 
 /// What a host reads from a frame it receives.
@@ -226,8 +237,9 @@ pub enum Received {
 }
 
 /// Reads a frame arriving at a host.
-pub fn read(frame: &[u8]) -> Received {
-    let Ok(parsed) = parse(frame) else { return Received::Other };
+pub fn read(packet: &HeapPacket) -> Received {
+    let frame = &packet.bytes[..];
+    let Ok(parsed) = parse_beyond(frame, packet.beyond) else { return Received::Other };
     match parsed.payload {
         Payload::FlowControl(repr) => Received::Pfc(repr),
         Payload::Ip(ip) => match ip.roce {
@@ -284,10 +296,13 @@ mod tests {
     fn frames_read_back() {
         let nic = Nic::new(Ipv4Addr::new(10, 0, 0, 1), MacAddress([2, 0, 0, 0x10, 0, 0]), 100_000);
         let data = data_frame(&nic, Ipv4Addr::new(10, 1, 0, 1), 6, 0x12345, 0x02, 4096);
+        use crate::packet::PacketBuf;
+        // The headers held, the payload (and ICRC) declared: the frame's whole length.
         assert_eq!(data.len(), 4096 + crate::traffic::frames::ROCE_OVERHEAD);
+        assert_eq!((data.bytes.len(), data.beyond), (DATA_HEADERS, 4096 + 4));
         assert_eq!(read(&data), Received::Data { qp: 6, psn: 0x12345, congestion: false });
         let mut marked = data.clone();
-        crate::tm::ecn::set_ce(&mut marked, 14, false);
+        crate::tm::ecn::set_ce(&mut marked.bytes, 14, false);
         assert!(matches!(read(&marked), Received::Data { congestion: true, .. }));
         assert_eq!(read(&cnp_frame(&nic, Ipv4Addr::new(10, 1, 0, 1), 6)), Received::Cnp { qp: 6 });
         assert_eq!((send_opcode(0, 1), send_opcode(0, 3), send_opcode(1, 3), send_opcode(2, 3)), (4, 0, 1, 2));

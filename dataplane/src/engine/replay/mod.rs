@@ -368,7 +368,9 @@ impl Engine<'_> {
     fn frame_arrived(&mut self, port: usize, now: u64) -> Result<(), InputError> {
         let bytes = self.ports[port].peer.sending.take().expect("an arrival event has a frame");
         let speed = self.config.ports[port].speed_mbps;
-        if let Some(ready) = sim::arrive(&mut self.switch, self.recorder.as_mut(), port, bytes, now, speed).ready {
+        if let Some(ready) =
+            sim::arrive(&mut self.switch, self.recorder.as_mut(), port, HeapPacket::new(bytes), now, speed).ready
+        {
             self.start_transmit(ready, now)?;
         }
         // An XOFF decided on this frame leaves as soon as the link is free.
@@ -385,7 +387,10 @@ impl Engine<'_> {
             return Ok(());
         }
         let port_config = &self.config.ports[port];
-        let Some((bytes, repr)) = port_tx::next_frame(&mut self.switch, port, now) else { return Ok(()) };
+        // Replay's frames are whole (`beyond` is 0).
+        let Some((HeapPacket { bytes, .. }, repr)) = port_tx::next_frame(&mut self.switch, port, now) else {
+            return Ok(());
+        };
         let done = now + port_config.wire_time_ps(bytes.len());
         self.ports[port].capture.write(now, &bytes)?;
         if let (Some(recorder), None) = (&mut self.recorder, &repr) {
