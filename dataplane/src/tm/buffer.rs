@@ -249,7 +249,9 @@ impl<P> SharedBuffer<P> {
     /// Whether the arena has a slot for one more frame.
     #[inline]
     pub fn has_slot(&self) -> bool {
-        self.free != NIL || self.slots.len() < self.arena
+        // Every slot not holding a frame is free or not yet used: one compare, as when the
+        // free list held them all.
+        self.queued_packets < self.arena as u64
     }
 
     /// Links an admitted frame of `len` bytes at the tail of `egress`'s queue `tc`; returns
