@@ -72,6 +72,69 @@ fn results_are_deterministic_for_a_seed() {
     assert_ne!(first["max_queue_bytes"], other["max_queue_bytes"], "random spraying ignores the seed");
 }
 
+/// Every file under `dir`, by path below it, with its bytes.
+fn files_under(dir: &std::path::Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files.insert(path.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// Six partitions (four leaves with four hosts each, two spines) on one thread, two and more
+/// threads than partitions: every output, charts included, byte for byte. Adaptive uplinks
+/// draw random numbers, DCQCN sends CNPs across partitions, and the all-reduce releases
+/// messages on arrivals.
+#[test]
+fn any_number_of_threads_writes_the_same_outputs() {
+    let text = fabric_file().replace("leaves = 2", "leaves = 4").replace("hosts_per_leaf = 2", "hosts_per_leaf = 4");
+    let dir = temp_dir("fabric-threads");
+    let config = dir.join("fabric.toml");
+    std::fs::write(&config, text).unwrap();
+    for workload in ["alltoall", "allreduce"] {
+        let outputs: Vec<_> = ["1", "2", "8"]
+            .iter()
+            .map(|threads| {
+                let out = dir.join(format!("{workload}-{threads}"));
+                let args =
+                    ["--workload", workload, "--mode", "adaptive", "--message-bytes", "131072", "--messages", "2"];
+                run_ok(
+                    raceway()
+                        .args(["fabric", "-c"])
+                        .arg(&config)
+                        .args(args)
+                        .args(["--threads", threads])
+                        .arg("--out")
+                        .arg(&out),
+                );
+                files_under(&out)
+            })
+            .collect();
+        assert!(outputs[0].len() > 6 * 5, "{workload}: {:?}", outputs[0].keys());
+        let results: serde_json::Value =
+            serde_json::from_slice(&outputs[0][std::path::Path::new("results.json")]).unwrap();
+        assert_eq!(results["incomplete_messages"], 0, "{workload}: {results}");
+        if workload == "alltoall" {
+            assert!(results["cnps_sent"].as_u64().unwrap() > 0, "no CNP crossed: {results}");
+        }
+        for (threads, other) in ["2", "8"].iter().zip(&outputs[1..]) {
+            let differ: Vec<_> = outputs[0].keys().filter(|path| outputs[0].get(*path) != other.get(*path)).collect();
+            assert!(
+                differ.is_empty() && outputs[0].len() == other.len(),
+                "{workload} on {threads} threads: {differ:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn per_switch_outputs_are_written() {
     let dir = temp_dir("fabric-outputs");
@@ -114,6 +177,7 @@ fn fabric_mistakes_are_one_error_line() {
         (vec!["--workload", "incast", "--target", "4"], "--target"),
         (vec!["--workload", "incast", "--mode", "teleport"], "mode"),
         (vec!["--workload", "incast", "--roce-mtu", "20000"], "--roce-mtu"),
+        (vec!["--workload", "incast", "--threads", "0"], "--threads"),
     ] {
         let output = run(&args);
         let stderr = String::from_utf8_lossy(&output.stderr);

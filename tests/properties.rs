@@ -282,6 +282,7 @@ proptest! {
             seed,
             horizon_ms: 1000.0,
             progress: false,
+            threads: 2,
         };
         let result = raceway::engine::fabric::engine::run(&fabric, &options, None).unwrap();
         prop_assert_eq!(result.drops, 0, "{:?}", result.drops_by_reason);

@@ -166,6 +166,10 @@ enum Command {
         /// Give up at this virtual time (ms) and report what did not complete.
         #[arg(long, default_value_t = 1000.0)]
         horizon_ms: f64,
+        /// Threads to run the fabric's partitions (a switch with its hosts each) on; the
+        /// results are the same for any number. Default: the machine's cores.
+        #[arg(long)]
+        threads: Option<usize>,
         /// Write results.json and per-switch stats and charts here.
         #[arg(long)]
         out: PathBuf,
@@ -535,6 +539,7 @@ fn execute(command: Command) -> Result<(), Failure> {
             roce_mtu,
             seed,
             horizon_ms,
+            threads,
             out,
         } => {
             let mut fabric = fabric::Fabric::load(&config, mode)?;
@@ -550,6 +555,7 @@ fn execute(command: Command) -> Result<(), Failure> {
                 seed,
                 horizon_ms,
                 progress: show_progress(),
+                threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
             };
             options.validate(&fabric)?;
             let results = fabric::engine::run(&fabric, &options, Some(&out))?;

@@ -35,17 +35,21 @@ pub struct HeapPacket {
     /// payloads, which no switch or host reads (as a chained mbuf's first segment is parsed
     /// with the rest of the frame elsewhere). Zero for a whole frame.
     pub beyond: usize,
+    /// A number its sender gives it, carried unchanged and read by no switch: the fabric's
+    /// hosts put a data frame's message here (a simulator's bookkeeping, not a wire field).
+    /// Zero otherwise.
+    pub tag: u32,
 }
 
 impl HeapPacket {
     /// A whole frame.
     pub fn new(bytes: Vec<u8>) -> Self {
-        Self { bytes, beyond: 0 }
+        Self { bytes, beyond: 0, tag: 0 }
     }
 
     /// A frame of which only `headers` are held, `beyond` more bytes following.
     pub fn headers(headers: Vec<u8>, beyond: usize) -> Self {
-        Self { bytes: headers, beyond }
+        Self { bytes: headers, beyond, tag: 0 }
     }
 }
 

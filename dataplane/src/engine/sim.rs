@@ -13,7 +13,8 @@ use crate::wire::pfc::Repr;
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
-/// An event at `time`, `sequence`-th scheduled: ordered by those two only.
+/// An event at `time`, `sequence`-th scheduled (its queue's origin in the top bits): ordered
+/// by those two only.
 struct Scheduled<K> {
     time: u64,
     sequence: u64,
@@ -47,6 +48,10 @@ impl<K> Ord for Scheduled<K> {
 /// (`schedule_reserved`), which must happen before the queue has gone past its place. An
 /// engine reserves the events that usually do nothing (a link done with its frame and nothing
 /// more to send) and so does not pay for them, without changing the order of anything.
+///
+/// A queue has an *origin* (a fabric partition's number), the top bits of every sequence it
+/// gives: events that partitions schedule for each other (`reserve` in one, `schedule_reserved`
+/// in the other) keep one order, (time, origin, sequence there), whichever joins a queue first.
 pub struct EventQueue<K> {
     heap: BinaryHeap<Reverse<Scheduled<K>>>,
     sequence: u64,
@@ -54,9 +59,13 @@ pub struct EventQueue<K> {
     place: (u64, u64),
 }
 
+/// Bits of a sequence that count events; the origin is above them (2^40 events per queue,
+/// 2^24 origins).
+const ORIGIN_SHIFT: u32 = 40;
+
 impl<K> Default for EventQueue<K> {
     fn default() -> Self {
-        Self { heap: BinaryHeap::new(), sequence: 0, place: (0, 0) }
+        Self::with_origin(0)
     }
 }
 
@@ -68,15 +77,31 @@ pub struct Reserved {
 }
 
 impl<K> EventQueue<K> {
-    pub fn schedule(&mut self, time: u64, kind: K) {
+    /// A queue whose sequences carry `origin`.
+    pub fn with_origin(origin: u32) -> Self {
+        assert!(origin < 1 << (64 - ORIGIN_SHIFT), "origin {origin} out of range");
+        Self { heap: BinaryHeap::new(), sequence: u64::from(origin) << ORIGIN_SHIFT, place: (0, 0) }
+    }
+
+    fn next_sequence(&mut self) -> u64 {
         self.sequence += 1;
-        self.heap.push(Reverse(Scheduled { time, sequence: self.sequence, kind }));
+        debug_assert!(self.sequence & ((1 << ORIGIN_SHIFT) - 1) != 0, "sequence overflowed into the origin");
+        self.sequence
+    }
+
+    pub fn schedule(&mut self, time: u64, kind: K) {
+        let sequence = self.next_sequence();
+        self.heap.push(Reverse(Scheduled { time, sequence, kind }));
     }
 
     /// Takes the place an event scheduled now at `time` would have.
     pub fn reserve(&mut self, time: u64) -> Reserved {
-        self.sequence += 1;
-        Reserved { time, sequence: self.sequence }
+        Reserved { time, sequence: self.next_sequence() }
+    }
+
+    /// When the next event is due.
+    pub fn next_time(&self) -> Option<u64> {
+        self.heap.peek().map(|Reverse(event)| event.time)
     }
 
     /// Whether the queue has not yet reached the reserved place (the event, if scheduled now,
@@ -257,6 +282,25 @@ mod tests {
         }
         let order: Vec<u32> = std::iter::from_fn(|| many.pop()).map(|(_, index)| index).collect();
         assert_eq!(order, (0..64).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn events_from_other_queues_keep_their_origin_order_however_they_arrive() {
+        // Queue 2 reserves two places at time 5 and hands them to queue 1, which has its own
+        // events at 5: origin 1's events go first, then origin 2's in their order, whether
+        // they joined before or after.
+        let mut other = EventQueue::<char>::with_origin(2);
+        let (early, late) = (other.reserve(5), other.reserve(5));
+        assert_eq!(other.next_time(), None, "a reservation is not an event");
+        let mut queue = EventQueue::with_origin(1);
+        queue.schedule_reserved(late, 'y');
+        queue.schedule(5, 'a');
+        queue.schedule_reserved(early, 'x');
+        queue.schedule(5, 'b');
+        queue.schedule(4, 'c');
+        assert_eq!(queue.next_time(), Some(4));
+        let order: String = std::iter::from_fn(|| queue.pop()).map(|(_, kind)| kind).collect();
+        assert_eq!(order, "cabxy");
     }
 
     #[test]

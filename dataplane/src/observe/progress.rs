@@ -47,8 +47,16 @@ impl Progress {
     /// updates the bar.
     #[inline]
     pub fn tick(&mut self, state: impl FnOnce() -> (u64, String)) {
-        self.events += 1;
-        if !self.events.is_multiple_of(STRIDE) {
+        self.tick_by(1, state);
+    }
+
+    /// Counts `count` events at once (a window of a parallel run); asks `state` whenever
+    /// they pass a multiple of `STRIDE`.
+    #[inline]
+    pub fn tick_by(&mut self, count: u64, state: impl FnOnce() -> (u64, String)) {
+        let before = self.events / STRIDE;
+        self.events += count;
+        if self.events / STRIDE == before {
             return;
         }
         if let Some(bar) = &self.bar {

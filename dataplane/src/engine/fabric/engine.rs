@@ -8,18 +8,24 @@
 //! - A host NIC sends one frame at a time: CNPs first, then data from its queue pairs in round
 //!   robin, each queue pair held to its DCQCN rate; it stops a priority while the leaf's PFC
 //!   pauses it. It answers CE-marked data with a CNP to the sender, at most one per queue pair
-//!   per `cnp_interval_us`, and counts frames per message by PSN, in any order.
+//!   per `cnp_interval_us`, and counts frames per message, in any order.
 //! - A message is released when its dependency (if any) has been received; its flow
 //!   completion time runs from release to its last frame's arrival.
+//! - The fabric is split into partitions, one per switch with the hosts cabled to it, each
+//!   with its own events, run in windows on `threads` threads (`parallel`): a frame between
+//!   partitions is handed over between windows.
 //!
-//! Invariant: events are ordered by (time, sequence) only and every random choice draws from
-//! seeded generators, so a fabric, a workload and a seed give the same results every run.
+//! Invariant: a partition's events are ordered by (time, partition that scheduled it, order
+//! of scheduling there) only, a partition's state changes only by its own events, and every
+//! random choice draws from seeded generators; so a fabric, a workload and a seed give the
+//! same results every run and on any number of threads.
 
-use super::host::{self, Nic, QueuePair};
+use super::host::{self, DataFrame, Nic, QueuePair};
+use super::parallel::{self, Mailbox, Windows};
 use super::workload::{self, Collective, Message};
 use super::{Endpoint, Fabric};
 use crate::engine::port_tx;
-use crate::engine::sim::{self, Alarm, EventQueue, LinkTx};
+use crate::engine::sim::{self, Alarm, EventQueue, LinkTx, Reserved};
 use crate::error::InputError;
 use crate::observe::report::{record_pfc, Intervals, Recorder};
 use crate::packet::{HeapPacket, PacketBuf};
@@ -42,6 +48,8 @@ pub struct FabricOptions {
     /// Show a progress bar on stderr: the workload's frames delivered (the caller checks that
     /// stderr is a terminal).
     pub progress: bool,
+    /// Threads to run the partitions on; the results do not depend on it.
+    pub threads: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,36 +68,112 @@ struct Wire {
     propagation_ps: u64,
 }
 
-/// Per message: when it was released, how many frames it has and has delivered, when done.
-#[derive(Debug, Clone)]
-struct MessageState {
-    spec: Message,
-    frames: u64,
-    released_ps: Option<u64>,
-    delivered: u64,
-    done_ps: Option<u64>,
-    dependents: Vec<usize>,
+/// A queue pair as the workload made it: its ends and its places in their NICs' tables.
+#[derive(Debug, Clone, Copy)]
+struct QpPlan {
+    sender: usize,
+    receiver: usize,
+    /// In the sender's `Nic::sending`.
+    slot: usize,
+    /// In the receiver's `Nic::last_cnp`.
+    inbound: usize,
 }
 
-struct Engine<'a> {
+/// A message as the workload made it, and its places in its NICs' tables.
+#[derive(Debug, Clone)]
+struct MessagePlan {
+    spec: Message,
+    frames: u64,
+    /// Messages released when this one has been received: each is sent by this one's
+    /// receiver, so the release happens where the arrival does.
+    dependents: Vec<usize>,
+    /// In the sender's `Nic::released`.
+    outbound: usize,
+    /// In the receiver's `Nic::receiving`.
+    inbound: usize,
+}
+
+/// Where a switch or host runs: its partition and its index among the partition's own.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    partition: usize,
+    index: usize,
+}
+
+/// What every partition reads and none changes: the fabric, the workload and where each
+/// switch and host runs.
+struct Plan<'a> {
     fabric: &'a Fabric,
     options: &'a FabricOptions,
-    switches: Vec<Switch<HeapPacket>>,
-    /// Each switch port's transmitter (its `TxDone` is reserved: `LinkTx`).
-    switch_links: Vec<Vec<LinkTx>>,
-    timers: Vec<Alarm>,
-    recorders: Vec<Recorder>,
-    nics: Vec<Nic>,
-    qps: Vec<QueuePair>,
-    messages: Vec<MessageState>,
     wires: HashMap<Endpoint, Wire>,
+    qps: Vec<QpPlan>,
+    messages: Vec<MessagePlan>,
+    switch_at: Vec<Place>,
+    host_at: Vec<Place>,
+    data_priority: usize,
+}
+
+impl Plan<'_> {
+    fn partition_of(&self, end: Endpoint) -> usize {
+        match end {
+            Endpoint::Switch { switch, .. } => self.switch_at[switch].partition,
+            Endpoint::Host(host) => self.host_at[host].partition,
+        }
+    }
+
+    /// The shortest time from sending on a link between two partitions to the frame's
+    /// arrival: the smallest frame's wire time plus the cable's delay (`parallel::IDLE` when
+    /// no link crosses).
+    fn lookahead(&self) -> u64 {
+        self.fabric
+            .links
+            .iter()
+            .filter(|link| self.partition_of(link.a) != self.partition_of(link.b))
+            .map(|link| {
+                crate::config::PortConfig::wire_time_for(link.speed_mbps, 0)
+                    + crate::config::plan::cable_delay_ps(link.cable_m)
+            })
+            .min()
+            .unwrap_or(parallel::IDLE)
+            .max(1)
+    }
+}
+
+/// A switch with its ports' transmitters (their `TxDone` reserved: `LinkTx`), the alarm for
+/// its next deadline and its recorder.
+struct SwitchState {
+    id: usize,
+    switch: Switch<HeapPacket>,
+    links: Vec<LinkTx>,
+    timer: Alarm,
+    recorder: Recorder,
+}
+
+/// A frame on a link between partitions, at the place its sender reserved in the order.
+struct Crossing {
+    at: Reserved,
+    to: Endpoint,
+    frame: HeapPacket,
+}
+
+/// A switch and its hosts (or any set of switches and hosts): their state and their events.
+struct Partition<'a> {
+    plan: &'a Plan<'a>,
+    id: usize,
+    switches: Vec<SwitchState>,
+    nics: Vec<Nic>,
     events: EventQueue<Kind>,
     frames: Vec<Option<HeapPacket>>,
     free_frames: Vec<usize>,
-    /// PFC pauses each link end's transmitter received, per priority.
+    /// PFC pauses each of its link ends' transmitters received, per priority.
     paused: HashMap<Endpoint, [Intervals; 8]>,
-    data_priority: usize,
-    now: u64,
+    /// Frames sent to other partitions in this window, by partition.
+    outbox: Vec<Vec<Crossing>>,
+    /// The partitions `outbox` has frames for.
+    mail_for: Vec<usize>,
+    inbox: Vec<Crossing>,
+    /// When its last event was.
+    last_ps: u64,
     /// Frames of messages delivered so far (the progress bar's work done).
     frames_delivered: u64,
     /// The ports of the event's switch whose queues the event may have changed (a frame
@@ -99,11 +183,7 @@ struct Engine<'a> {
     events_handled: u64,
 }
 
-impl Engine<'_> {
-    fn schedule(&mut self, time: u64, kind: Kind) {
-        self.events.schedule(time, kind);
-    }
-
+impl Partition<'_> {
     fn store(&mut self, bytes: HeapPacket) -> usize {
         match self.free_frames.pop() {
             Some(index) => {
@@ -119,34 +199,48 @@ impl Engine<'_> {
 
     /// Puts `bytes` on the wire from `from` at `now`: done sending after its wire time (of its
     /// whole length, declared payload included), whole at the other end one propagation delay
-    /// later.
+    /// later, in this partition or another.
     fn send(&mut self, from: Endpoint, bytes: HeapPacket, now: u64) {
-        let wire = self.wires[&from];
+        let plan = self.plan;
+        let wire = plan.wires[&from];
         let done = now + crate::config::PortConfig::wire_time_for(wire.speed_mbps, bytes.len());
-        let frame = self.store(bytes);
         match from {
             Endpoint::Switch { switch, port } => {
-                let more = self.switches[switch].has_backlog(port);
-                self.switch_links[switch][port].start(&mut self.events, done, more, Kind::TxDone(from));
+                let state = &mut self.switches[plan.switch_at[switch].index];
+                let more = state.switch.has_backlog(port);
+                state.links[port].start(&mut self.events, done, more, Kind::TxDone(from));
             }
-            Endpoint::Host(_) => self.schedule(done, Kind::TxDone(from)),
+            Endpoint::Host(_) => self.events.schedule(done, Kind::TxDone(from)),
         }
-        self.schedule(done + wire.propagation_ps, Kind::Arrive { to: wire.to, frame });
+        let at = done + wire.propagation_ps;
+        let partition = plan.partition_of(wire.to);
+        if partition == self.id {
+            let frame = self.store(bytes);
+            self.events.schedule(at, Kind::Arrive { to: wire.to, frame });
+        } else {
+            if self.outbox[partition].is_empty() {
+                self.mail_for.push(partition);
+            }
+            let at = self.events.reserve(at);
+            self.outbox[partition].push(Crossing { at, to: wire.to, frame: bytes });
+        }
     }
 
     fn switch_transmit(&mut self, switch: usize, port: usize, now: u64) {
+        let plan = self.plan;
+        let state = &mut self.switches[plan.switch_at[switch].index];
         let done = Kind::TxDone(Endpoint::Switch { switch, port });
-        if !self.switch_links[switch][port].free(&mut self.events, || done) {
+        if !state.links[port].free(&mut self.events, || done) {
             return;
         }
-        let Some((bytes, pfc)) = port_tx::next_frame(&mut self.switches[switch], port, now) else { return };
+        let Some((bytes, pfc)) = port_tx::next_frame(&mut state.switch, port, now) else { return };
         self.touched_ports.push(port);
-        let speed_mbps = self.fabric.switches[switch].ports[port].speed_mbps;
+        let speed_mbps = plan.fabric.switches[switch].ports[port].speed_mbps;
         match pfc {
-            Some(repr) => self.recorders[switch].pfc_sent(port, &repr, now, speed_mbps),
+            Some(repr) => state.recorder.pfc_sent(port, &repr, now, speed_mbps),
             None => {
                 let done = now + crate::config::PortConfig::wire_time_for(speed_mbps, bytes.len());
-                self.recorders[switch].transmitted(port, now, done, bytes.len() as u64);
+                state.recorder.transmitted(port, now, done, bytes.len() as u64);
             }
         }
         self.send(Endpoint::Switch { switch, port }, bytes, now);
@@ -154,14 +248,15 @@ impl Engine<'_> {
 
     /// A PFC frame arrived at `at`: its transmitter pauses (or resumes) per priority.
     fn note_pause(&mut self, at: Endpoint, repr: &crate::wire::pfc::Repr, now: u64) {
-        let speed = self.wires[&at].speed_mbps;
+        let speed = self.plan.wires[&at].speed_mbps;
         record_pfc(self.paused.entry(at).or_default(), repr, now, speed);
     }
 
     fn arrive_at_switch(&mut self, switch: usize, port: usize, bytes: HeapPacket, now: u64) {
-        let speed = self.fabric.switches[switch].ports[port].speed_mbps;
-        let recorder = Some(&mut self.recorders[switch]);
-        let arrival = sim::arrive(&mut self.switches[switch], recorder, port, bytes, now, speed);
+        let plan = self.plan;
+        let speed = plan.fabric.switches[switch].ports[port].speed_mbps;
+        let state = &mut self.switches[plan.switch_at[switch].index];
+        let arrival = sim::arrive(&mut state.switch, Some(&mut state.recorder), port, bytes, now, speed);
         if let Some(repr) = &arrival.pfc {
             self.note_pause(Endpoint::Switch { switch, port }, repr, now);
         }
@@ -173,57 +268,61 @@ impl Engine<'_> {
     }
 
     fn wake_host(&mut self, host: usize, at: u64) {
-        if self.nics[host].wake.set(at) {
-            self.schedule(at, Kind::HostWake(host));
+        if self.nics[self.plan.host_at[host].index].wake.set(at) {
+            self.events.schedule(at, Kind::HostWake(host));
         }
     }
 
-    /// Releases a message: its queue pair will send it.
+    /// Releases a message (its sender is in this partition): its queue pair will send it.
     fn release(&mut self, message: usize, now: u64) {
-        self.messages[message].released_ps = Some(now);
-        let qp = self.messages[message].spec.qp;
-        let state = &mut self.qps[qp];
-        if !state.has_data() {
-            self.nics[state.sender].order.put(state.slot, state.next_send_ps, now);
+        let plan = self.plan;
+        let spec = &plan.messages[message];
+        let sender = spec.spec.sender;
+        let slot = plan.qps[spec.spec.qp].slot;
+        let nic = &mut self.nics[plan.host_at[sender].index];
+        nic.released[spec.outbound] = Some(now);
+        let qp = &mut nic.sending[slot];
+        if !qp.has_data() {
+            nic.order.put(slot, qp.next_send_ps, now);
         }
-        state.queue.push_back(message);
-        let sender = state.sender;
+        qp.queue.push_back(message);
         self.host_transmit(sender, now);
     }
 
     fn host_transmit(&mut self, host: usize, now: u64) {
-        if self.nics[host].transmitting {
+        let plan = self.plan;
+        let local = plan.host_at[host].index;
+        let nic = &mut self.nics[local];
+        if nic.transmitting {
             return;
         }
-        let nic_end = Endpoint::Host(host);
         // CNPs first (strict priority on the wire); they are not held by pauses of the data
         // priority.
-        if let Some((qp, to)) = self.nics[host].cnps.pop_front() {
-            let bytes = host::cnp_frame(&self.nics[host], to, qp);
-            self.nics[host].transmitting = true;
-            self.nics[host].cnps_sent += 1;
-            self.send(nic_end, bytes, now);
+        if let Some((qp, to)) = nic.cnps.pop_front() {
+            let bytes = host::cnp_frame(nic, to, qp);
+            nic.transmitting = true;
+            nic.cnps_sent += 1;
+            self.send(Endpoint::Host(host), bytes, now);
             return;
         }
-        let paused_until = self.nics[host].pauses.until[self.data_priority];
+        let paused_until = nic.pauses.until[plan.data_priority];
         if paused_until > now {
             self.wake_host(host, paused_until);
             return;
         }
-        match self.nics[host].order.pick(now) {
+        match nic.order.pick(now) {
             Ok(slot) => {
-                let qp = self.nics[host].qps[slot];
                 // The DCQCN timers run for the queue pair that sends (its rate limiter's time
                 // was set when its last frame left); running them for every queue pair a
                 // scan passed over was 36% of a 1,024-host run.
-                if self.fabric.dcqcn.enabled {
-                    let params = &self.fabric.dcqcn;
-                    self.qps[qp].rate.advance(params, now);
+                if plan.fabric.dcqcn.enabled {
+                    nic.sending[slot].rate.advance(&plan.fabric.dcqcn, now);
                 }
-                self.send_data(host, qp, now);
-                let state = &self.qps[qp];
-                if state.has_data() {
-                    self.nics[host].order.put(slot, state.next_send_ps, now);
+                self.send_data(host, slot, now);
+                let nic = &mut self.nics[local];
+                let qp = &nic.sending[slot];
+                if qp.has_data() {
+                    nic.order.put(slot, qp.next_send_ps, now);
                 }
             }
             Err(Some(at)) => self.wake_host(host, at),
@@ -231,80 +330,85 @@ impl Engine<'_> {
         }
     }
 
-    fn send_data(&mut self, host: usize, qp: usize, now: u64) {
-        let mtu = self.options.roce_mtu as u64;
-        let state = &mut self.qps[qp];
+    /// Sends the next frame of the queue pair in `slot` of `host`'s NIC.
+    fn send_data(&mut self, host: usize, slot: usize, now: u64) {
+        let plan = self.plan;
+        let mtu = plan.options.roce_mtu as u64;
+        let dcqcn = &plan.fabric.dcqcn;
+        let nic = &mut self.nics[plan.host_at[host].index];
+        let state = &mut nic.sending[slot];
         let (message, sent) = match state.current {
             Some(current) => current,
-            None => {
-                let message = state.queue.pop_front().expect("has_data");
-                state.psn_starts.push((state.next_psn, message));
-                (message, 0)
-            }
+            None => (state.queue.pop_front().expect("has_data"), 0),
         };
-        let total_bytes = self.messages[message].spec.bytes;
-        let frames = self.messages[message].frames;
+        let total_bytes = plan.messages[message].spec.bytes;
+        let frames = plan.messages[message].frames;
         let payload = if sent + 1 == frames { total_bytes - sent * mtu } else { mtu } as usize;
         let psn = state.next_psn;
         state.next_psn += 1;
         state.current = if sent + 1 == frames { None } else { Some((message, sent + 1)) };
-        let receiver = state.receiver;
-        let to = self.nics[receiver].address;
-        let bytes = host::data_frame(&self.nics[host], to, qp, psn, host::send_opcode(sent, frames), payload);
+        let (qp, receiver) = (state.id, state.receiver);
+        let to = plan.fabric.hosts[receiver].address;
+        let opcode = host::send_opcode(sent, frames);
+        let bytes = host::data_frame(nic, to, DataFrame { qp, psn, opcode, payload, message });
         let wire_bits = crate::units::wire_bytes(bytes.len()) * 8;
         // The rate limiter: the next frame of this queue pair goes when this one would have
         // finished at the queue pair's rate (at line rate, when it finishes on the wire).
-        let state = &mut self.qps[qp];
-        let rate_mbps =
-            if self.fabric.dcqcn.enabled { state.rate.rate_mbps() } else { self.nics[host].speed_mbps as f64 };
+        let state = &mut nic.sending[slot];
+        let rate_mbps = if dcqcn.enabled { state.rate.rate_mbps() } else { nic.speed_mbps as f64 };
         state.next_send_ps = now + (wire_bits as f64 * 1e6 / rate_mbps).ceil() as u64;
-        if self.fabric.dcqcn.enabled {
-            state.rate.on_bytes_sent(&self.fabric.dcqcn, bytes.len() as u64, now);
+        if dcqcn.enabled {
+            state.rate.on_bytes_sent(dcqcn, bytes.len() as u64, now);
         }
-        self.nics[host].transmitting = true;
-        self.nics[host].frames_sent += 1;
+        nic.transmitting = true;
+        nic.frames_sent += 1;
         self.send(Endpoint::Host(host), bytes, now);
     }
 
     fn arrive_at_host(&mut self, host: usize, bytes: &HeapPacket, now: u64) {
+        let plan = self.plan;
+        let local = plan.host_at[host].index;
+        let dcqcn = &plan.fabric.dcqcn;
         match host::read(bytes) {
             host::Received::Pfc(repr) => {
                 self.note_pause(Endpoint::Host(host), &repr, now);
-                let nic = &mut self.nics[host];
+                let nic = &mut self.nics[local];
                 for (priority, time) in repr.named() {
                     nic.pauses.apply(priority, time, now, nic.speed_mbps);
                 }
                 self.host_transmit(host, now);
             }
             host::Received::Cnp { qp } => {
-                self.nics[host].cnps_received += 1;
-                if self.fabric.dcqcn.enabled && qp < self.qps.len() {
-                    let params = &self.fabric.dcqcn;
-                    self.qps[qp].rate.on_cnp(params, now);
+                let nic = &mut self.nics[local];
+                nic.cnps_received += 1;
+                // Only the queue pair's sender has its rate (a CNP for another's is ignored).
+                let ours = plan.qps.get(qp).filter(|q| q.sender == host);
+                if let (true, Some(ours)) = (dcqcn.enabled, ours) {
+                    nic.sending[ours.slot].rate.on_cnp(dcqcn, now);
                 }
             }
-            host::Received::Data { qp, psn, congestion } => {
-                if qp >= self.qps.len() {
-                    return;
-                }
+            host::Received::Data { qp, congestion, message, .. } => {
+                let Some(qp_plan) = plan.qps.get(qp).filter(|q| q.receiver == host) else { return };
+                let nic = &mut self.nics[local];
                 if congestion {
-                    self.nics[host].marked_received += 1;
-                    let interval = (self.fabric.dcqcn.cnp_interval_us * 1e6) as u64;
-                    let due = self.qps[qp].last_cnp_ps.is_none_or(|last| now >= last + interval);
-                    if self.fabric.dcqcn.enabled && due {
-                        self.qps[qp].last_cnp_ps = Some(now);
-                        let to = self.nics[self.qps[qp].sender].address;
-                        self.nics[host].cnps.push_back((qp, to));
+                    nic.marked_received += 1;
+                    let interval = (dcqcn.cnp_interval_us * 1e6) as u64;
+                    let last = &mut nic.last_cnp[qp_plan.inbound];
+                    let due = last.is_none_or(|last| now >= last + interval);
+                    if dcqcn.enabled && due {
+                        *last = Some(now);
+                        let to = plan.fabric.hosts[qp_plan.sender].address;
+                        nic.cnps.push_back((qp, to));
                         self.host_transmit(host, now);
                     }
                 }
-                let Some(message) = self.qps[qp].message_of(psn) else { return };
-                let state = &mut self.messages[message];
-                state.delivered += 1;
+                let Some(spec) = plan.messages.get(message).filter(|m| m.spec.qp == qp) else { return };
+                let delivery = &mut self.nics[local].receiving[spec.inbound];
+                delivery.delivered += 1;
                 self.frames_delivered += 1;
-                if state.delivered == state.frames {
-                    state.done_ps = Some(now);
-                    for dependent in std::mem::take(&mut state.dependents) {
+                if delivery.delivered == spec.frames {
+                    delivery.done_ps = Some(now);
+                    for &dependent in &spec.dependents {
                         self.release(dependent, now);
                     }
                 }
@@ -315,9 +419,109 @@ impl Engine<'_> {
 
     /// Arms `switch`'s timer for its next deadline.
     fn sync_timer(&mut self, switch: usize, now: u64) {
-        if let Some(at) = self.timers[switch].follow(&self.switches[switch], now) {
-            self.schedule(at, Kind::Timer(switch));
+        let state = &mut self.switches[self.plan.switch_at[switch].index];
+        if let Some(at) = state.timer.follow(&state.switch, now) {
+            self.events.schedule(at, Kind::Timer(switch));
         }
+    }
+
+    fn handle(&mut self, now: u64, kind: Kind) {
+        let plan = self.plan;
+        self.last_ps = now;
+        self.events_handled += 1;
+        self.touched_ports.clear();
+        match kind {
+            Kind::Arrive { to, frame } => {
+                let bytes = self.frames[frame].take().expect("a frame in flight");
+                self.free_frames.push(frame);
+                match to {
+                    Endpoint::Switch { switch, port } => self.arrive_at_switch(switch, port, bytes, now),
+                    Endpoint::Host(host) => self.arrive_at_host(host, &bytes, now),
+                }
+            }
+            Kind::TxDone(Endpoint::Switch { switch, port }) => {
+                self.switches[plan.switch_at[switch].index].links[port].done();
+                self.switch_transmit(switch, port, now);
+            }
+            Kind::TxDone(Endpoint::Host(host)) => {
+                self.nics[plan.host_at[host].index].transmitting = false;
+                self.host_transmit(host, now);
+            }
+            Kind::Timer(switch) => {
+                let state = &mut self.switches[plan.switch_at[switch].index];
+                state.timer.fired(now);
+                state.switch.advance(now);
+                for port in 0..state.links.len() {
+                    self.switch_transmit(switch, port, now);
+                }
+            }
+            Kind::HostWake(host) => {
+                self.nics[plan.host_at[host].index].wake.fired(now);
+                self.host_transmit(host, now);
+            }
+        }
+        // Only the switch this event acted on can have changed its queues or decided a PFC
+        // frame: looking at just it keeps the cost per event constant however large the
+        // fabric (scanning every port of every switch was 32% of a 44-switch run).
+        let touched = match kind {
+            Kind::Arrive { to: Endpoint::Switch { switch, .. }, .. }
+            | Kind::TxDone(Endpoint::Switch { switch, .. }) => Some(switch),
+            Kind::Timer(switch) => Some(switch),
+            _ => None,
+        };
+        let Some(switch) = touched else { return };
+        let local = plan.switch_at[switch].index;
+        // A dequeue on one port may decide an XON for another, idle, port: send it now
+        // (a busy port sends it when its frame is done).
+        for port in 0..self.switches[local].links.len() {
+            if self.switches[local].switch.has_control(port) {
+                self.switch_transmit(switch, port, now);
+            }
+        }
+        // The others' deadlines did not move, and their timers stay armed for them.
+        self.sync_timer(switch, now);
+        let state = &mut self.switches[local];
+        if let Kind::Timer(_) = kind {
+            // Timers act on any port (a storm's queue dropped, pauses expired).
+            state.recorder.observe(now, &state.switch);
+        } else {
+            state.recorder.observe_ports(now, &state.switch, self.touched_ports.iter().copied());
+        }
+    }
+}
+
+impl parallel::Partition for Partition<'_> {
+    type Mail = Crossing;
+
+    fn next_time(&self) -> u64 {
+        self.events.next_time().unwrap_or(parallel::IDLE)
+    }
+
+    fn run_until(&mut self, end: u64) {
+        while self.events.next_time().is_some_and(|time| time < end) {
+            let (now, kind) = self.events.pop().expect("an event is due");
+            self.handle(now, kind);
+        }
+    }
+
+    fn post(&mut self, mailboxes: &[Mailbox<Crossing>]) {
+        for partition in self.mail_for.drain(..) {
+            mailboxes[partition].deliver(&mut self.outbox[partition]);
+        }
+    }
+
+    fn collect(&mut self, mailbox: &Mailbox<Crossing>) {
+        let mut inbox = std::mem::take(&mut self.inbox);
+        mailbox.take(&mut inbox);
+        for Crossing { at, to, frame } in inbox.drain(..) {
+            let frame = self.store(frame);
+            self.events.schedule_reserved(at, Kind::Arrive { to, frame });
+        }
+        self.inbox = inbox;
+    }
+
+    fn work_done(&self) -> u64 {
+        self.frames_delivered
     }
 }
 
@@ -407,6 +611,9 @@ impl FabricOptions {
                 format!("{} is not 64-9000 or does not fit the switches' mtu {}", self.roce_mtu, fabric.mtu()),
             ));
         }
+        if self.threads == 0 {
+            return Err(InputError::flag("--threads", "must be at least 1"));
+        }
         if !(self.horizon_ms.is_finite() && self.horizon_ms > 0.0) {
             return Err(InputError::flag("--horizon-ms", format!("{} is not positive", self.horizon_ms)));
         }
@@ -424,37 +631,61 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// Runs `options` on `fabric`; writes per-switch stats and charts under `out` when given.
+
+/// Runs `options` on `fabric`; writes per-switch stats and charts under `out` when given.
 /// Returns the results document (also written as `out/results.json`).
 pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Result<FabricResults, InputError> {
     let leaf_of = |host: usize| usize::from(fabric.hosts[host].leaf);
     let (qp_specs, message_specs) =
         workload::build(options.collective, fabric.hosts.len(), &leaf_of, options.message_bytes, options.messages);
-    let host_speed =
-        |host: usize| fabric.links.iter().find(|l| l.a == Endpoint::Host(host)).map_or(100_000, |l| l.speed_mbps);
-    let mut nics: Vec<Nic> =
-        fabric.hosts.iter().enumerate().map(|(i, h)| Nic::new(h.address, h.mac, host_speed(i))).collect();
-    let mut qps: Vec<QueuePair> =
-        qp_specs.iter().map(|q| QueuePair::new(q.sender, q.receiver, host_speed(q.sender) as f64)).collect();
-    for (index, qp) in qps.iter_mut().enumerate() {
-        qp.slot = nics[qp.sender].qps.len();
-        nics[qp.sender].qps.push(index);
+    // Each host runs with the switch its link goes to, at that link's speed.
+    let mut host_link = vec![(0, 100_000); fabric.hosts.len()];
+    for link in &fabric.links {
+        if let (Endpoint::Host(host), Endpoint::Switch { switch, .. })
+        | (Endpoint::Switch { switch, .. }, Endpoint::Host(host)) = (link.a, link.b)
+        {
+            host_link[host] = (switch, link.speed_mbps);
+        }
     }
-    let mtu = options.roce_mtu.max(1) as u64;
-    let mut messages: Vec<MessageState> = message_specs
-        .into_iter()
-        .map(|spec| MessageState {
-            frames: spec.bytes.div_ceil(mtu).max(1),
-            spec,
-            released_ps: None,
-            delivered: 0,
-            done_ps: None,
-            dependents: Vec::new(),
+    let switch_at: Vec<Place> =
+        (0..fabric.switches.len()).map(|switch| Place { partition: switch, index: 0 }).collect();
+    let mut hosts_of = vec![0; fabric.switches.len()];
+    let host_at: Vec<Place> = host_link
+        .iter()
+        .map(|&(switch, _)| {
+            hosts_of[switch] += 1;
+            Place { partition: switch, index: hosts_of[switch] - 1 }
         })
         .collect();
-    for index in 0..messages.len() {
-        if let Some(parent) = messages[index].spec.after {
-            messages[parent].dependents.push(index);
+    let mut nics: Vec<Nic> =
+        fabric.hosts.iter().enumerate().map(|(i, h)| Nic::new(i, h.address, h.mac, host_link[i].1)).collect();
+    let mut qps = Vec::with_capacity(qp_specs.len());
+    for (id, spec) in qp_specs.iter().enumerate() {
+        let slot = nics[spec.sender].sending.len();
+        nics[spec.sender].sending.push(QueuePair::new(id, spec.receiver, host_link[spec.sender].1 as f64));
+        let inbound = nics[spec.receiver].last_cnp.len();
+        nics[spec.receiver].last_cnp.push(None);
+        qps.push(QpPlan { sender: spec.sender, receiver: spec.receiver, slot, inbound });
+    }
+    let mtu = options.roce_mtu.max(1) as u64;
+    let mut messages: Vec<MessagePlan> = Vec::with_capacity(message_specs.len());
+    let mut roots: Vec<Vec<usize>> = vec![Vec::new(); fabric.switches.len()];
+    for spec in message_specs {
+        let outbound = nics[spec.sender].released.len();
+        nics[spec.sender].released.push(None);
+        let inbound = nics[spec.receiver].receiving.len();
+        nics[spec.receiver].receiving.push(host::Delivery::default());
+        match spec.after {
+            Some(parent) => {
+                // Released where the parent arrives: its receiver must send it.
+                assert_eq!(messages[parent].spec.receiver, spec.sender, "a message waits for one its sender receives");
+                let index = messages.len();
+                messages[parent].dependents.push(index);
+            }
+            None => roots[host_at[spec.sender].partition].push(messages.len()),
         }
+        let frames = spec.bytes.div_ceil(mtu).max(1);
+        messages.push(MessagePlan { spec, frames, dependents: Vec::new(), outbound, inbound });
     }
     let mut wires = HashMap::new();
     for link in &fabric.links {
@@ -463,139 +694,133 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         wires.insert(link.b, Wire { to: link.a, speed_mbps: link.speed_mbps, propagation_ps });
     }
     let total_bytes: u64 = messages.iter().map(|m| m.spec.bytes).sum();
-    let span_ps = total_bytes * 8 * 1_000_000 / host_speed(0).max(1) / fabric.hosts.len().max(1) as u64;
-    let switches: Vec<Switch<HeapPacket>> = fabric
-        .switches
-        .iter()
-        .enumerate()
-        .map(|(i, config)| Switch::new(config, crate::rng::stream_seed(options.seed, i as u64)))
-        .collect();
+    let line_mbps = host_link.first().map_or(100_000, |&(_, speed)| speed).max(1);
+    let span_ps = total_bytes * 8 * 1_000_000 / line_mbps / fabric.hosts.len().max(1) as u64;
     let data_priority = usize::from(fabric.switches[0].qos.dscp_to_tc[usize::from(host::DATA_DSCP)]);
-    let mut engine = Engine {
-        fabric,
-        options,
-        switch_links: fabric.switches.iter().map(|c| vec![LinkTx::default(); c.ports.len()]).collect(),
-        timers: vec![Alarm::default(); switches.len()],
-        recorders: fabric.switches.iter().map(|c| Recorder::new(c.ports.len(), span_ps)).collect(),
-        switches,
-        nics,
-        qps,
-        messages,
-        wires,
-        events: EventQueue::default(),
-        frames: Vec::new(),
-        free_frames: Vec::new(),
-        paused: HashMap::new(),
-        data_priority,
-        now: 0,
-        frames_delivered: 0,
-        touched_ports: Vec::new(),
-        events_handled: 0,
-    };
-    for message in 0..engine.messages.len() {
-        if engine.messages[message].spec.after.is_none() {
-            engine.release(message, 0);
+    let plan = Plan { fabric, options, wires, qps, messages, switch_at, host_at, data_priority };
+
+    let count = fabric.switches.len();
+    let mut partitions: Vec<Partition> = (0..count)
+        .map(|id| Partition {
+            plan: &plan,
+            id,
+            switches: Vec::new(),
+            nics: Vec::new(),
+            events: EventQueue::with_origin(u32::try_from(id).expect("fewer switches than 2^24")),
+            frames: Vec::new(),
+            free_frames: Vec::new(),
+            paused: HashMap::new(),
+            outbox: (0..count).map(|_| Vec::new()).collect(),
+            mail_for: Vec::new(),
+            inbox: Vec::new(),
+            last_ps: 0,
+            frames_delivered: 0,
+            touched_ports: Vec::new(),
+            events_handled: 0,
+        })
+        .collect();
+    for (id, config) in fabric.switches.iter().enumerate() {
+        partitions[plan.switch_at[id].partition].switches.push(SwitchState {
+            id,
+            switch: Switch::new(config, crate::rng::stream_seed(options.seed, id as u64)),
+            links: vec![LinkTx::default(); config.ports.len()],
+            timer: Alarm::default(),
+            recorder: Recorder::new(config.ports.len(), span_ps),
+        });
+    }
+    for nic in nics {
+        partitions[plan.host_at[nic.host].partition].nics.push(nic);
+    }
+    for (partition, roots) in partitions.iter_mut().zip(&roots) {
+        for &message in roots {
+            partition.release(message, 0);
         }
     }
     let horizon = (options.horizon_ms * 1e9) as u64;
-    let mut timed_out = false;
+    let windows = Windows { lookahead: plan.lookahead(), horizon, threads: options.threads };
+    // A thread's share: the ports it switches and the hosts it runs.
+    let weights: Vec<u64> = partitions
+        .iter()
+        .map(|p| (p.nics.len() + p.switches.iter().map(|s| s.links.len()).sum::<usize>()) as u64)
+        .collect();
     // The work is the workload's frames, delivered; the horizon only bounds the run.
-    let workload_frames = engine.messages.iter().map(|message| message.frames).sum();
+    let workload_frames = plan.messages.iter().map(|message| message.frames).sum();
     let mut progress = crate::observe::progress::Progress::new(options.progress, workload_frames, "frames");
-    let mut last_ps = 0;
-    while let Some((now, kind)) = engine.events.pop() {
-        if now > horizon {
-            timed_out = true;
-            break;
-        }
-        last_ps = now;
-        progress.tick(|| (engine.frames_delivered, format!("delivered, {}", crate::observe::progress::simulated(now))));
-        engine.now = now;
-        engine.events_handled += 1;
-        engine.touched_ports.clear();
-        match kind {
-            Kind::Arrive { to, frame } => {
-                let bytes = engine.frames[frame].take().expect("a frame in flight");
-                engine.free_frames.push(frame);
-                match to {
-                    Endpoint::Switch { switch, port } => engine.arrive_at_switch(switch, port, bytes, now),
-                    Endpoint::Host(host) => engine.arrive_at_host(host, &bytes, now),
-                }
-            }
-            Kind::TxDone(Endpoint::Switch { switch, port }) => {
-                engine.switch_links[switch][port].done();
-                engine.switch_transmit(switch, port, now);
-            }
-            Kind::TxDone(Endpoint::Host(host)) => {
-                engine.nics[host].transmitting = false;
-                engine.host_transmit(host, now);
-            }
-            Kind::Timer(switch) => {
-                engine.timers[switch].fired(now);
-                engine.switches[switch].advance(now);
-                for port in 0..engine.switch_links[switch].len() {
-                    engine.switch_transmit(switch, port, now);
-                }
-            }
-            Kind::HostWake(host) => {
-                engine.nics[host].wake.fired(now);
-                engine.host_transmit(host, now);
-            }
-        }
-        // Only the switch this event acted on can have changed its queues or decided a PFC
-        // frame: looking at just it keeps the cost per event constant however large the
-        // fabric (scanning every port of every switch was 32% of a 44-switch run).
-        let touched = match kind {
-            Kind::Arrive { to: Endpoint::Switch { switch, .. }, .. }
-            | Kind::TxDone(Endpoint::Switch { switch, .. }) => Some(switch),
-            Kind::Timer(switch) => Some(switch),
-            _ => None,
-        };
-        if let Some(switch) = touched {
-            // A dequeue on one port may decide an XON for another, idle, port: send it now
-            // (a busy port sends it when its frame is done).
-            for port in 0..engine.switch_links[switch].len() {
-                if engine.switches[switch].has_control(port) {
-                    engine.switch_transmit(switch, port, now);
-                }
-            }
-        }
-        if let Some(switch) = touched {
-            // The others' deadlines did not move, and their timers stay armed for them.
-            engine.sync_timer(switch, now);
-            let (recorder, observed) = (&mut engine.recorders[switch], &engine.switches[switch]);
-            if let Kind::Timer(_) = kind {
-                // Timers act on any port (a storm's queue dropped, pauses expired).
-                recorder.observe(now, observed);
-            } else {
-                recorder.observe_ports(now, observed, engine.touched_ports.iter().copied());
-            }
-        }
-    }
+    let mut shown = 0;
+    let (partitions, finish) = parallel::run(partitions, &weights, windows, &mut |done, start| {
+        progress.tick_by(done - shown, || (done, format!("delivered, {}", crate::observe::progress::simulated(start))));
+        shown = done;
+    });
+    let mut finished = Finished::gather(partitions, fabric.hosts.len());
     // The run ends when the last frame within the horizon is off the wire (its `TxDone`,
     // scheduled or not).
-    let last_done = engine.switch_links.iter().flatten().filter_map(LinkTx::done_at).filter(|&at| at <= horizon).max();
-    engine.now = engine.now.max(last_done.unwrap_or(0));
-    last_ps = last_ps.max(engine.now);
-    let delivered = format!("delivered, {}", crate::observe::progress::simulated(last_ps));
-    progress.finish(engine.frames_delivered, delivered);
-    results(engine, options, out, timed_out)
+    let last_done = finished
+        .switches
+        .iter()
+        .flat_map(|s| s.links.iter().filter_map(LinkTx::done_at))
+        .filter(|&at| at <= horizon)
+        .max();
+    finished.end = finished.end.max(last_done.unwrap_or(0));
+    let delivered = format!("delivered, {}", crate::observe::progress::simulated(finished.end));
+    progress.finish(finished.frames_delivered, delivered);
+    results(finished, &plan, out, finish.timed_out)
+}
+
+/// The partitions' state after a run, by switch and host number again.
+struct Finished {
+    switches: Vec<SwitchState>,
+    nics: Vec<Nic>,
+    paused: HashMap<Endpoint, [Intervals; 8]>,
+    /// The last event's time.
+    end: u64,
+    frames_delivered: u64,
+    events_handled: u64,
+}
+
+impl Finished {
+    fn gather(partitions: Vec<Partition>, hosts: usize) -> Self {
+        let mut switches: Vec<SwitchState> = Vec::new();
+        let mut nics: Vec<Nic> = Vec::with_capacity(hosts);
+        let mut finished = Finished {
+            switches: Vec::new(),
+            nics: Vec::new(),
+            paused: HashMap::new(),
+            end: 0,
+            frames_delivered: 0,
+            events_handled: 0,
+        };
+        for partition in partitions {
+            switches.extend(partition.switches);
+            nics.extend(partition.nics);
+            finished.paused.extend(partition.paused);
+            finished.end = finished.end.max(partition.last_ps);
+            finished.frames_delivered += partition.frames_delivered;
+            finished.events_handled += partition.events_handled;
+        }
+        switches.sort_by_key(|s| s.id);
+        nics.sort_by_key(|n| n.host);
+        finished.switches = switches;
+        finished.nics = nics;
+        finished
+    }
 }
 
 /// Summarises a finished run; writes the per-switch outputs and results.json under `out`.
 fn results(
-    mut engine: Engine<'_>,
-    options: &FabricOptions,
+    mut finished: Finished,
+    plan: &Plan<'_>,
     out: Option<&Path>,
     timed_out: bool,
 ) -> Result<FabricResults, InputError> {
-    let fabric = engine.fabric;
-    let end = engine.now;
+    let (fabric, options) = (plan.fabric, plan.options);
+    let end = finished.end;
     let mut fcts: Vec<f64> = Vec::new();
     let mut incomplete = 0;
     let mut completion: u64 = 0;
-    for message in &engine.messages {
-        match (message.released_ps, message.done_ps) {
+    for message in &plan.messages {
+        let released = finished.nics[message.spec.sender].released[message.outbound];
+        let done = finished.nics[message.spec.receiver].receiving[message.inbound].done_ps;
+        match (released, done) {
             (Some(start), Some(done)) => {
                 fcts.push((done - start) as f64 / 1e6);
                 completion = completion.max(done);
@@ -608,8 +833,8 @@ fn results(
     let mut total_drops = 0u64;
     let mut max_queue = BTreeMap::new();
     let mut marked = 0u64;
-    for (index, config) in fabric.switches.iter().enumerate() {
-        let stats = &engine.switches[index].stats;
+    for (state, config) in finished.switches.iter().zip(&fabric.switches) {
+        let stats = &state.switch.stats;
         for (port, counters) in config.ports.iter().zip(&stats.ports) {
             total_drops += counters.dropped();
             let depth = counters.queues.iter().map(|q| q.max_depth_bytes).max().unwrap_or(0);
@@ -626,10 +851,10 @@ fn results(
     // PFC pause time per link direction: the time each transmitter was held (any priority).
     let mut pauses = BTreeMap::new();
     let mut total_pause_ps = 0u64;
-    let mut ends: Vec<Endpoint> = engine.paused.keys().copied().collect();
+    let mut ends: Vec<Endpoint> = finished.paused.keys().copied().collect();
     ends.sort();
     for at in ends {
-        let slots = engine.paused.get_mut(&at).expect("key");
+        let slots = finished.paused.get_mut(&at).expect("key");
         let mut merged = Intervals::default();
         let mut spans: Vec<(u64, u64)> = Vec::new();
         for slot in slots.iter_mut() {
@@ -642,11 +867,11 @@ fn results(
         let paused: u64 = merged.finish().iter().map(|(a, b)| b - a).sum();
         if paused > 0 {
             total_pause_ps += paused;
-            let to = engine.wires[&at].to;
+            let to = plan.wires[&at].to;
             pauses.insert(format!("{} -> {}", fabric.endpoint_name(at), fabric.endpoint_name(to)), paused as f64 / 1e6);
         }
     }
-    let cnps: u64 = engine.nics.iter().map(|n| n.cnps_sent).sum();
+    let cnps: u64 = finished.nics.iter().map(|n| n.cnps_sent).sum();
     let result = FabricResults {
         fabric: fabric.name.clone(),
         workload: options.collective.name().to_string(),
@@ -654,7 +879,7 @@ fn results(
         dcqcn: fabric.dcqcn.enabled,
         hosts: fabric.hosts.len(),
         message_bytes: options.message_bytes,
-        messages: engine.messages.len(),
+        messages: plan.messages.len(),
         incomplete_messages: incomplete,
         timed_out,
         completion_us: (incomplete == 0).then_some(completion as f64 / 1e6),
@@ -668,22 +893,20 @@ fn results(
         pfc_pause_total_us: total_pause_ps as f64 / 1e6,
         cnps_sent: cnps,
         ecn_marked: marked,
-        events: engine.events_handled,
+        events: finished.events_handled,
         drops: total_drops,
         drops_by_reason: drops,
     };
-    for switch in &mut engine.switches {
-        switch.refresh_gauges(end);
+    for state in &mut finished.switches {
+        state.switch.refresh_gauges(end);
     }
     if let Some(out) = out {
         std::fs::create_dir_all(out)
             .map_err(|err| InputError::new(out.display(), "", format!("cannot create: {err}")))?;
-        let recorders = std::mem::take(&mut engine.recorders);
-        for (index, mut recorder) in recorders.into_iter().enumerate() {
-            let config = &fabric.switches[index];
+        for (state, config) in finished.switches.into_iter().zip(&fabric.switches) {
+            let SwitchState { switch, mut recorder, .. } = state;
             let dir = out.join(&config.name);
-            let switch = &engine.switches[index];
-            recorder.finish(end, switch);
+            recorder.finish(end, &switch);
             crate::observe::report::write(&dir, "fabric", config, &switch.stats, recorder)
                 .map_err(|problem| InputError::new(dir.display(), "", problem))?;
             let stats = serde_json::to_string_pretty(&switch.stats.to_json(config)).expect("json") + "\n";
@@ -716,6 +939,7 @@ mod tests {
             seed: 1,
             horizon_ms: 100.0,
             progress: false,
+            threads: 1,
         }
     }
 
@@ -728,6 +952,9 @@ mod tests {
             assert_eq!(first.drops, 0, "{collective:?}: {first:?}");
             assert!(first.completion_us.unwrap() > 0.0);
             assert_eq!(first, run(&fabric, &options(collective), None).unwrap(), "{collective:?} not deterministic");
+            // Four partitions (two leaves with their hosts, two spines) on three threads.
+            let threaded = run(&fabric, &FabricOptions { threads: 3, ..options(collective) }, None).unwrap();
+            assert_eq!(first, threaded, "{collective:?} differs on three threads");
         }
     }
 

@@ -1,10 +1,11 @@
 //! A RoCEv2 host NIC in the fabric: its queue pairs' send state (DCQCN rate, next message,
-//! PSN), the frames it builds (data as RC SEND first/middle/last/only, CNPs), and what it reads
-//! from the frames it receives.
+//! PSN), what it has received, the frames it builds (data as RC SEND first/middle/last/only,
+//! CNPs), and what it reads from the frames it receives.
 //!
-//! Invariant: a queue pair's PSNs number its frames consecutively over all its messages, so a
-//! receiver maps any frame to its message by PSN whatever order frames arrive in (spraying
-//! reorders; nothing is retransmitted).
+//! Invariant: a queue pair's PSNs number its frames consecutively over all its messages, and
+//! every data frame carries its message as its tag, so a receiver counts any frame to its
+//! message whatever order frames arrive in (spraying reorders; nothing is retransmitted)
+//! without reading the sender's state.
 
 use super::dcqcn::RateControl;
 use crate::packet::HeapPacket;
@@ -20,13 +21,12 @@ use std::net::{IpAddr, Ipv4Addr};
 pub const DATA_DSCP: u8 = 26;
 pub const CNP_DSCP: u8 = 48;
 
-/// A queue pair's send side.
+/// A queue pair's send side, held by its sender's NIC.
 #[derive(Debug, Clone)]
 pub struct QueuePair {
-    pub sender: usize,
+    /// Its number in the workload (the BTH's destination QP is this plus one).
+    pub id: usize,
     pub receiver: usize,
-    /// Its place in its sender's round robin (`Nic::qps`).
-    pub slot: usize,
     /// Released messages waiting to be sent, in order.
     pub queue: VecDeque<usize>,
     /// The message being sent and how many of its frames have left.
@@ -35,25 +35,18 @@ pub struct QueuePair {
     /// Earliest time the rate limiter lets the next frame go (ps).
     pub next_send_ps: u64,
     pub rate: RateControl,
-    /// Receiver side: when this QP's last CNP was sent.
-    pub last_cnp_ps: Option<u64>,
-    /// (first PSN, message) of every message started, in PSN order.
-    pub psn_starts: Vec<(u32, usize)>,
 }
 
 impl QueuePair {
-    pub fn new(sender: usize, receiver: usize, line_mbps: f64) -> Self {
+    pub fn new(id: usize, receiver: usize, line_mbps: f64) -> Self {
         Self {
-            sender,
+            id,
             receiver,
-            slot: 0,
             queue: VecDeque::new(),
             current: None,
             next_psn: 0,
             next_send_ps: 0,
             rate: RateControl::new(line_mbps),
-            last_cnp_ps: None,
-            psn_starts: Vec::new(),
         }
     }
 
@@ -61,27 +54,41 @@ impl QueuePair {
     pub fn has_data(&self) -> bool {
         self.current.is_some() || !self.queue.is_empty()
     }
-
-    /// The message a PSN belongs to.
-    pub fn message_of(&self, psn: u32) -> Option<usize> {
-        let index = self.psn_starts.partition_point(|&(start, _)| start <= psn);
-        index.checked_sub(1).map(|i| self.psn_starts[i].1)
-    }
 }
 
-/// A host's NIC state.
+/// What a receiving NIC knows of one message sent to it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Delivery {
+    /// Its frames received so far, in any order.
+    pub delivered: u64,
+    /// When its last frame arrived.
+    pub done_ps: Option<u64>,
+}
+
+/// A host's NIC: everything of the host that changes in a run, both as sender and as
+/// receiver, so that a host's state lives with the partition that runs it. Its tables are
+/// indexed by places the workload gives (`sending` by a queue pair's slot at its sender,
+/// `released` and `receiving` by a message's place at its sender and at its receiver,
+/// `last_cnp` by a queue pair's place at its receiver).
 #[derive(Debug, Clone)]
 pub struct Nic {
+    /// Its host number.
+    pub host: usize,
     pub address: Ipv4Addr,
     pub mac: MacAddress,
     pub speed_mbps: u64,
-    /// Queue pairs this host sends on.
-    pub qps: Vec<usize>,
+    /// The queue pairs it sends on.
+    pub sending: Vec<QueuePair>,
     /// Which of them have data, and from when each may send.
     pub order: RoundRobin,
+    /// When each message it sends was released.
+    pub released: Vec<Option<u64>>,
+    /// Each message it receives.
+    pub receiving: Vec<Delivery>,
+    /// When it last sent a CNP for each queue pair it receives on.
+    pub last_cnp: Vec<Option<u64>>,
     /// CNPs to send: (queue pair, to address).
     pub cnps: VecDeque<(usize, Ipv4Addr)>,
-    /// Its transmitter is paused per priority until (ps), by PFC from the leaf.
     /// What the leaf's PFC holds back, per priority.
     pub pauses: crate::tm::pfc::Pauses,
     pub transmitting: bool,
@@ -166,13 +173,17 @@ impl RoundRobin {
 }
 
 impl Nic {
-    pub fn new(address: Ipv4Addr, mac: MacAddress, speed_mbps: u64) -> Self {
+    pub fn new(host: usize, address: Ipv4Addr, mac: MacAddress, speed_mbps: u64) -> Self {
         Self {
+            host,
             address,
             mac,
             speed_mbps,
-            qps: Vec::new(),
+            sending: Vec::new(),
             order: RoundRobin::default(),
+            released: Vec::new(),
+            receiving: Vec::new(),
+            last_cnp: Vec::new(),
             cnps: VecDeque::new(),
             pauses: crate::tm::pfc::Pauses::default(),
             transmitting: false,
@@ -195,8 +206,20 @@ pub fn send_opcode(index: u64, frames: u64) -> u8 {
     }
 }
 
-/// A data frame: `payload` bytes of queue pair `qp` with `psn`.
-pub fn data_frame(from: &Nic, to: Ipv4Addr, qp: usize, psn: u32, opcode: u8, payload: usize) -> HeapPacket {
+/// Which frame of which message a data frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataFrame {
+    pub qp: usize,
+    pub psn: u32,
+    pub opcode: u8,
+    pub payload: usize,
+    /// The message it belongs to: the frame's tag, which the receiver counts it by.
+    pub message: usize,
+}
+
+/// A data frame: `payload` bytes of queue pair `qp` with `psn`, tagged with its message.
+pub fn data_frame(from: &Nic, to: Ipv4Addr, frame: DataFrame) -> HeapPacket {
+    let DataFrame { qp, psn, opcode, payload, message } = frame;
     let mut spec = FrameSpec::rocev2(IpAddr::V4(from.address), IpAddr::V4(to), qp as u32 + 1);
     spec.source_mac = from.mac;
     spec.dscp = DATA_DSCP;
@@ -211,7 +234,10 @@ pub fn data_frame(from: &Nic, to: Ipv4Addr, qp: usize, psn: u32, opcode: u8, pay
     let beyond = bytes.len().saturating_sub(DATA_HEADERS);
     bytes.truncate(DATA_HEADERS);
     bytes.shrink_to_fit();
-    HeapPacket::headers(bytes, beyond)
+    let mut packet = HeapPacket::headers(bytes, beyond);
+    // A message number past the tag's range reads back as no message the receiver knows.
+    packet.tag = u32::try_from(message).unwrap_or(u32::MAX);
+    packet
 }
 
 /// A data frame's headers: Ethernet, IPv4, UDP and the BTH.
@@ -230,7 +256,7 @@ pub fn cnp_frame(from: &Nic, to: Ipv4Addr, qp: usize) -> HeapPacket {
 /// What a host reads from a frame it receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Received {
-    Data { qp: usize, psn: u32, congestion: bool },
+    Data { qp: usize, psn: u32, congestion: bool, message: usize },
     Cnp { qp: usize },
     Pfc(crate::wire::pfc::Repr),
     Other,
@@ -251,7 +277,7 @@ pub fn read(packet: &HeapPacket) -> Received {
                 // The PSN: the BTH's last three bytes, after UDP.
                 let bth = ip.l3_offset + 20 + 8;
                 let psn = frame.get(bth + 9..bth + 12).map_or(0, |b| u32::from_be_bytes([0, b[0], b[1], b[2]]));
-                Received::Data { qp, psn, congestion: ip.ecn == 0b11 }
+                Received::Data { qp, psn, congestion: ip.ecn == 0b11, message: packet.tag as usize }
             }
             _ => Received::Other,
         },
@@ -294,27 +320,18 @@ mod tests {
 
     #[test]
     fn frames_read_back() {
-        let nic = Nic::new(Ipv4Addr::new(10, 0, 0, 1), MacAddress([2, 0, 0, 0x10, 0, 0]), 100_000);
-        let data = data_frame(&nic, Ipv4Addr::new(10, 1, 0, 1), 6, 0x12345, 0x02, 4096);
+        let nic = Nic::new(0, Ipv4Addr::new(10, 0, 0, 1), MacAddress([2, 0, 0, 0x10, 0, 0]), 100_000);
+        let frame = DataFrame { qp: 6, psn: 0x12345, opcode: 0x02, payload: 4096, message: 77 };
+        let data = data_frame(&nic, Ipv4Addr::new(10, 1, 0, 1), frame);
         use crate::packet::PacketBuf;
         // The headers held, the payload (and ICRC) declared: the frame's whole length.
         assert_eq!(data.len(), 4096 + crate::traffic::frames::ROCE_OVERHEAD);
         assert_eq!((data.bytes.len(), data.beyond), (DATA_HEADERS, 4096 + 4));
-        assert_eq!(read(&data), Received::Data { qp: 6, psn: 0x12345, congestion: false });
+        assert_eq!(read(&data), Received::Data { qp: 6, psn: 0x12345, congestion: false, message: 77 });
         let mut marked = data.clone();
         crate::tm::ecn::set_ce(&mut marked.bytes, 14, false);
         assert!(matches!(read(&marked), Received::Data { congestion: true, .. }));
         assert_eq!(read(&cnp_frame(&nic, Ipv4Addr::new(10, 1, 0, 1), 6)), Received::Cnp { qp: 6 });
         assert_eq!((send_opcode(0, 1), send_opcode(0, 3), send_opcode(1, 3), send_opcode(2, 3)), (4, 0, 1, 2));
-    }
-
-    #[test]
-    fn psn_maps_to_its_message() {
-        let mut qp = QueuePair::new(0, 1, 100_000.0);
-        qp.psn_starts = vec![(0, 7), (10, 8), (25, 9)];
-        assert_eq!(qp.message_of(0), Some(7));
-        assert_eq!(qp.message_of(9), Some(7));
-        assert_eq!(qp.message_of(10), Some(8));
-        assert_eq!(qp.message_of(99), Some(9));
     }
 }

@@ -21,6 +21,7 @@
 pub mod dcqcn;
 pub mod engine;
 pub mod host;
+pub mod parallel;
 pub mod workload;
 
 use crate::config::{Config, GroupMode};

@@ -1,0 +1,350 @@
+//! Conservative parallel discrete-event simulation: partitions of a fabric, each with its own
+//! event queue, run in windows of virtual time on several threads, as ns-3 and OMNeT++ split a
+//! network. A partition affects another only by a frame on a link between them, which
+//! arrives no sooner than the link's delay after it was sent (the lookahead); so every
+//! partition may handle all its events before `start + lookahead`, where `start` is the
+//! earliest pending event of all, without waiting for the others. Between windows the frames
+//! that cross partitions are delivered through mailboxes.
+//!
+//! Invariant: a window never contains an event that another partition's event of the same
+//! window could cause (every crossing is due at or after the window's end), and which thread
+//! runs a partition changes nothing a partition computes; so the results are the same on any
+//! number of threads, including one.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// A time no event has: a partition with nothing pending.
+pub const IDLE: u64 = u64::MAX;
+
+/// One part of the simulation, with its own events.
+pub trait Partition: Send {
+    /// What one partition sends another between windows.
+    type Mail: Send;
+    /// When its earliest pending event is due (`IDLE` when none is).
+    fn next_time(&self) -> u64;
+    /// Handles its events due before `end`.
+    fn run_until(&mut self, end: u64);
+    /// Moves what it sent other partitions in this window into their mailboxes.
+    fn post(&mut self, mailboxes: &[Mailbox<Self::Mail>]);
+    /// Takes what other partitions sent it.
+    fn collect(&mut self, mailbox: &Mailbox<Self::Mail>);
+    /// The work it has done so far (for the progress bar).
+    fn work_done(&self) -> u64;
+}
+
+/// What a partition receives between windows.
+pub struct Mailbox<M>(Mutex<Vec<M>>);
+
+impl<M> Default for Mailbox<M> {
+    fn default() -> Self {
+        Self(Mutex::new(Vec::new()))
+    }
+}
+
+impl<M> Mailbox<M> {
+    /// Adds `mail` (emptying it).
+    pub fn deliver(&self, mail: &mut Vec<M>) {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).append(mail);
+    }
+
+    /// Swaps what was delivered for `empty` (whose capacity the mailbox keeps).
+    pub fn take(&self, empty: &mut Vec<M>) {
+        debug_assert!(empty.is_empty());
+        std::mem::swap(&mut *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()), empty);
+    }
+}
+
+/// How partitions run: the lookahead, when to stop, on how many threads.
+#[derive(Debug, Clone, Copy)]
+pub struct Windows {
+    /// The shortest time from an event in one partition to its effect in another (ps, > 0).
+    pub lookahead: u64,
+    /// No event after this time is handled.
+    pub horizon: u64,
+    pub threads: usize,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finish {
+    /// Events were still pending after the horizon.
+    pub timed_out: bool,
+    /// Windows run.
+    pub windows: u64,
+}
+
+/// Which thread runs which partition: the heaviest first, each to the least loaded thread
+/// (the longest-processing-time rule). Only balance depends on it, never results.
+pub fn assign(weights: &[u64], threads: usize) -> Vec<Vec<usize>> {
+    let threads = threads.clamp(1, weights.len().max(1));
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by_key(|&p| (std::cmp::Reverse(weights[p]), p));
+    let mut load = vec![0u64; threads];
+    let mut groups = vec![Vec::new(); threads];
+    for partition in order {
+        let thread = (0..threads).min_by_key(|&t| (load[t], t)).expect("a thread");
+        load[thread] += weights[partition];
+        groups[thread].push(partition);
+    }
+    for group in &mut groups {
+        group.sort_unstable();
+    }
+    groups
+}
+
+/// Runs `partitions` (partition i is `partitions[i]`, its mailbox the i-th) in windows until
+/// none has an event at or before the horizon. `progress` is called on the calling thread
+/// after each window with the work done by all and the window's start.
+pub fn run<P: Partition>(
+    partitions: Vec<P>,
+    weights: &[u64],
+    windows: Windows,
+    progress: &mut dyn FnMut(u64, u64),
+) -> (Vec<P>, Finish) {
+    assert!(windows.lookahead > 0, "a window needs a lookahead");
+    let count = partitions.len();
+    let groups = assign(weights, windows.threads);
+    let mailboxes: Vec<Mailbox<P::Mail>> = (0..count).map(|_| Mailbox::default()).collect();
+    let shared = Shared {
+        barrier: SpinBarrier::new(groups.len()),
+        earliest: [AtomicU64::new(IDLE), AtomicU64::new(IDLE)],
+        done: (0..groups.len()).map(|_| AtomicU64::new(0)).collect(),
+    };
+    let first = partitions.iter().map(P::next_time).min().unwrap_or(IDLE);
+    shared.earliest[0].store(first, Ordering::Relaxed);
+    // Each thread takes its partitions (by index) out, runs them, and hands them back.
+    let mut slots: Vec<Option<P>> = partitions.into_iter().map(Some).collect();
+    let mut owned: Vec<Vec<(usize, P)>> = groups
+        .iter()
+        .map(|group| group.iter().map(|&p| (p, slots[p].take().expect("assigned once"))).collect())
+        .collect();
+    let mut finish = Finish { timed_out: false, windows: 0 };
+    std::thread::scope(|scope| {
+        let mut rest = owned.split_off(1);
+        let handles: Vec<_> = rest
+            .drain(..)
+            .enumerate()
+            .map(|(index, mut mine)| {
+                let (shared, mailboxes) = (&shared, &mailboxes[..]);
+                scope.spawn(move || {
+                    run_thread(index + 1, &mut mine, shared, mailboxes, windows, &mut |_, _| {});
+                    mine
+                })
+            })
+            .collect();
+        finish = run_thread(0, &mut owned[0], &shared, &mailboxes, windows, progress);
+        for handle in handles {
+            owned.push(handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+        }
+    });
+    for (index, partition) in owned.into_iter().flatten() {
+        slots[index] = Some(partition);
+    }
+    (slots.into_iter().map(|slot| slot.expect("every partition returned")).collect(), finish)
+}
+
+struct Shared {
+    barrier: SpinBarrier,
+    /// The earliest pending event after a window, for windows of even and odd number: one
+    /// is read while the other collects.
+    earliest: [AtomicU64; 2],
+    /// Each thread's partitions' work done.
+    done: Vec<AtomicU64>,
+}
+
+/// One thread's loop. Every thread reads the same `earliest` after the same barrier, so all
+/// stop after the same window.
+fn run_thread<P: Partition>(
+    thread: usize,
+    mine: &mut [(usize, P)],
+    shared: &Shared,
+    mailboxes: &[Mailbox<P::Mail>],
+    windows: Windows,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Finish {
+    let _poison = PoisonOnPanic(&shared.barrier);
+    let mut window = 0u64;
+    loop {
+        shared.barrier.wait();
+        let parity = (window % 2) as usize;
+        let start = shared.earliest[parity].load(Ordering::Acquire);
+        if start == IDLE || start > windows.horizon {
+            return Finish { timed_out: start != IDLE, windows: window };
+        }
+        if thread == 0 {
+            // Nobody reads the other slot until after the next barrier.
+            shared.earliest[1 - parity].store(IDLE, Ordering::Release);
+            let done = shared.done.iter().map(|d| d.load(Ordering::Relaxed)).sum();
+            progress(done, start);
+        }
+        let end = start.saturating_add(windows.lookahead).min(windows.horizon.saturating_add(1));
+        for (_, partition) in mine.iter_mut() {
+            partition.run_until(end);
+            partition.post(mailboxes);
+        }
+        shared.barrier.wait();
+        let mut earliest = IDLE;
+        let mut done = 0;
+        for (index, partition) in mine.iter_mut() {
+            partition.collect(&mailboxes[*index]);
+            earliest = earliest.min(partition.next_time());
+            done += partition.work_done();
+        }
+        shared.done[thread].store(done, Ordering::Relaxed);
+        shared.earliest[1 - parity].fetch_min(earliest, Ordering::AcqRel);
+        window += 1;
+    }
+}
+
+/// A barrier that spins, then yields: a window is a few hundred events, so a futex sleep
+/// and wake per window would cost as much as the window. With more threads than cores the
+/// yield lets the others run.
+struct SpinBarrier {
+    threads: usize,
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+    /// A thread panicked: the others would wait for it forever.
+    poisoned: AtomicBool,
+}
+
+impl SpinBarrier {
+    fn new(threads: usize) -> Self {
+        Self {
+            threads,
+            arrived: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+            poisoned: AtomicBool::new(false),
+        }
+    }
+
+    fn wait(&self) {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.threads {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            return;
+        }
+        let mut spins = 0u32;
+        while self.generation.load(Ordering::Acquire) == generation {
+            if self.poisoned.load(Ordering::Relaxed) {
+                panic!("another fabric thread panicked");
+            }
+            if spins < 2_000 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Marks the barrier poisoned when its thread unwinds.
+struct PoisonOnPanic<'a>(&'a SpinBarrier);
+
+impl Drop for PoisonOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.poisoned.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_heaviest_partitions_spread_over_threads_first() {
+        // 5 and 3 first, then the other 3 joins the lighter, then 1: loads 6 and 6.
+        assert_eq!(assign(&[1, 5, 3, 3], 2), vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(assign(&[2, 2, 2], 1), vec![vec![0, 1, 2]]);
+        // Never more threads than partitions.
+        assert_eq!(assign(&[4, 1], 8), vec![vec![0], vec![1]]);
+    }
+
+    /// A ring of partitions passing tokens: each token, at time t in partition p, goes to
+    /// partition p + 1 at t + delay (delay >= the lookahead), `hops` times. Each partition
+    /// logs what it handled.
+    struct Ring {
+        index: usize,
+        count: usize,
+        delay: u64,
+        pending: std::collections::BTreeSet<(u64, u32, u32)>,
+        outbox: Vec<(u64, u32, u32)>,
+        log: Vec<(u64, u32)>,
+    }
+
+    impl Partition for Ring {
+        type Mail = (u64, u32, u32);
+        fn next_time(&self) -> u64 {
+            self.pending.first().map_or(IDLE, |&(t, _, _)| t)
+        }
+        fn run_until(&mut self, end: u64) {
+            while let Some(&(time, token, hops)) = self.pending.first() {
+                if time >= end {
+                    break;
+                }
+                self.pending.pop_first();
+                assert!(self.log.last().is_none_or(|&(last, _)| last <= time), "in time order");
+                self.log.push((time, token));
+                if hops > 0 {
+                    self.outbox.push((time + self.delay + u64::from(token), token, hops - 1));
+                }
+            }
+        }
+        fn post(&mut self, mailboxes: &[Mailbox<Self::Mail>]) {
+            mailboxes[(self.index + 1) % self.count].deliver(&mut self.outbox);
+        }
+        fn collect(&mut self, mailbox: &Mailbox<Self::Mail>) {
+            let mut mail = Vec::new();
+            mailbox.take(&mut mail);
+            self.pending.extend(mail);
+        }
+        fn work_done(&self) -> u64 {
+            self.log.len() as u64
+        }
+    }
+
+    fn ring(threads: usize, horizon: u64) -> (Vec<Vec<(u64, u32)>>, Finish) {
+        let count = 5;
+        let partitions: Vec<Ring> = (0..count)
+            .map(|index| Ring {
+                index,
+                count,
+                delay: 10,
+                pending: (0..3).map(|token| (index as u64 * 3, token + index as u32 * 10, 40)).collect(),
+                outbox: Vec::new(),
+                log: Vec::new(),
+            })
+            .collect();
+        let mut calls = 0;
+        let windows = Windows { lookahead: 10, horizon, threads };
+        let (partitions, finish) = run(partitions, &[1; 5], windows, &mut |_, _| calls += 1);
+        assert_eq!(calls, finish.windows, "progress after every window");
+        (partitions.into_iter().map(|p| p.log).collect(), finish)
+    }
+
+    #[test]
+    fn partitions_handle_the_same_events_on_any_number_of_threads() {
+        let (one, finish) = ring(1, IDLE - 1);
+        assert!(!finish.timed_out);
+        assert_eq!(one.iter().map(Vec::len).sum::<usize>(), 5 * 3 * 41, "every hop of every token");
+        assert!(finish.windows > 1);
+        for threads in [2, 3, 8] {
+            assert_eq!(ring(threads, IDLE - 1), (one.clone(), finish), "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn nothing_after_the_horizon_is_handled() {
+        let (logs, finish) = ring(2, 100);
+        assert!(finish.timed_out);
+        let times: Vec<u64> = logs.iter().flatten().map(|&(t, _)| t).collect();
+        assert!(times.iter().all(|&t| t <= 100), "{times:?}");
+        assert!(times.iter().any(|&t| t > 90), "up to the horizon: {times:?}");
+        let (_, idle) = ring(2, 100_000);
+        assert!(!idle.timed_out, "the tokens stop before 100,000");
+    }
+}
