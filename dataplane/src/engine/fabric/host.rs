@@ -227,13 +227,11 @@ pub fn data_frame(from: &Nic, to: Ipv4Addr, frame: DataFrame) -> HeapPacket {
     spec.frame_len = payload + crate::traffic::frames::ROCE_OVERHEAD;
     spec.transport =
         Transport::Roce { source: 0xc000 | (qp as u16 & 0x3fff), opcode, dest_qp: qp as u32 + 1, psn: psn & 0xff_ffff };
-    let mut bytes = spec.build();
     // Only the headers travel (a switch or host reads nothing past the BTH); the rest is
     // declared. A 4,150-byte frame held whole made the queued frames most of a large
     // fabric's memory.
-    let beyond = bytes.len().saturating_sub(DATA_HEADERS);
-    bytes.truncate(DATA_HEADERS);
-    bytes.shrink_to_fit();
+    let (bytes, beyond) = spec.build_headers();
+    debug_assert_eq!(bytes.len(), DATA_HEADERS);
     let mut packet = HeapPacket::headers(bytes, beyond);
     // A message number past the tag's range reads back as no message the receiver knows.
     packet.tag = u32::try_from(message).unwrap_or(u32::MAX);
