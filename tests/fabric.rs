@@ -309,6 +309,10 @@ speed_gbps = 40
             fabric.replace("a = \"b2\"\nb = \"leaf-b:h1\"", "a = \"b2\"\nb = \"leaf-b:h0\""),
             ["link[3]", "already linked"],
         ),
+        (
+            fabric.replace("[[link]]\na = \"leaf-b:up\"\nb = \"spine:b\"\nspeed_gbps = 40\n", ""),
+            ["port 'up' of switch 'leaf-b'", "no link"],
+        ),
     ] {
         let output = run(&text);
         let stderr = String::from_utf8_lossy(&output.stderr);

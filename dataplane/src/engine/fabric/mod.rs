@@ -450,6 +450,24 @@ fn explicit(
         };
         hosts[host].leaf = *switch as u8;
     }
+    // A port without a cable would send into nothing: the engine needs every port linked.
+    for (index, config) in configs.iter().enumerate() {
+        let unlinked = config
+            .ports
+            .iter()
+            .enumerate()
+            .find(|(port, _)| !used.contains(&Endpoint::Switch { switch: index, port: *port }));
+        if let Some((_, port)) = unlinked {
+            return Err(InputError::new(
+                file,
+                "link",
+                format!(
+                    "port '{}' of switch '{}' has no link (every port of a listed switch needs one)",
+                    port.name, config.name
+                ),
+            ));
+        }
+    }
     let name = topology.name.unwrap_or_else(|| "fabric".to_string());
     Ok(Fabric { name, switches: configs, hosts, links, dcqcn })
 }
