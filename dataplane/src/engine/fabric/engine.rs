@@ -644,8 +644,6 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// Runs `options` on `fabric`; writes per-switch stats and charts under `out` when given.
-
-/// Runs `options` on `fabric`; writes per-switch stats and charts under `out` when given.
 /// Returns the results document (also written as `out/results.json`).
 pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Result<FabricResults, InputError> {
     let leaf_of = |host: usize| usize::from(fabric.hosts[host].leaf);

@@ -343,7 +343,8 @@ mod tests {
         assert!(finish.timed_out);
         let times: Vec<u64> = logs.iter().flatten().map(|&(t, _)| t).collect();
         assert!(times.iter().all(|&t| t <= 100), "{times:?}");
-        assert!(times.iter().any(|&t| t > 90), "up to the horizon: {times:?}");
+        // Token 0 of partition 0 hops every 10: its eleventh event is at the horizon itself.
+        assert!(times.contains(&100), "an event at the horizon is handled: {times:?}");
         let (_, idle) = ring(2, 100_000);
         assert!(!idle.timed_out, "the tokens stop before 100,000");
     }
