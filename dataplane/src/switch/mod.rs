@@ -156,6 +156,8 @@ pub struct Switch<P: PacketBuf> {
     /// the groups of the snapshot last taken (`groups_counted`).
     next_hop_slots: Vec<Option<u32>>,
     groups_counted: std::sync::Arc<Vec<crate::pipeline::fib::Group>>,
+    /// Decisions after which a PFC frame waited on their port (`control_decided`).
+    control_decided: u64,
     pub stats: SwitchStats,
 }
 
@@ -212,6 +214,7 @@ impl<P: PacketBuf> Switch<P> {
             shard,
             next_hop_slots: Vec::new(),
             groups_counted,
+            control_decided: 0,
             stats: SwitchStats::new(config),
         };
         switch.count_next_hop_groups();
@@ -537,6 +540,7 @@ impl<P: PacketBuf> Switch<P> {
         // leaves the decision to the owner's next loop (`sync_shard`).
         if group.past_xoff && self.owns(ingress) {
             self.pfc[ingress].decide_xoff(tc);
+            self.note_control(ingress);
         }
         self.stats.ports[ingress].priority_groups[tc].peak(group.occupancy, group.headroom);
     }
@@ -580,7 +584,22 @@ impl<P: PacketBuf> Switch<P> {
         if self.pfc[ingress].xoff_outstanding(tc) && self.owns(ingress) {
             let occupancy = self.buffer.group_occupancy(ingress, tc);
             self.pfc[ingress].decide_xon(tc, occupancy, self.buffer.xon());
+            self.note_control(ingress);
         }
+    }
+
+    /// Counts a decision that left a PFC frame waiting on `port`.
+    #[inline(always)]
+    fn note_control(&mut self, port: usize) {
+        self.control_decided += u64::from(self.pfc[port].has_frame());
+    }
+
+    /// How many decisions (XOFF, XON, an XOFF's refresh) have left a PFC frame waiting on
+    /// their port so far: an engine that reads the same count after an event as before knows
+    /// no port gained one, and need not look at each (`has_control`).
+    #[inline]
+    pub fn control_decided(&self) -> u64 {
+        self.control_decided
     }
 
     /// Marks a port's link up or down (live); a disabled port stays unusable.

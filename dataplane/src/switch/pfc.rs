@@ -66,6 +66,7 @@ impl<P: PacketBuf> Switch<P> {
                 }
                 let occupancy = self.buffer.group_occupancy(port, priority);
                 next = next.min(self.pfc[port].refresh(priority, now, occupancy, self.buffer.xon()));
+                self.note_control(port);
                 let queued = self.buffer.queue_len(port, priority);
                 let step =
                     self.pfc[port].watch(port, priority, now, queued, &self.watchdog, &mut self.stats.ports[port]);

@@ -210,6 +210,7 @@ impl<P: PacketBuf> Switch<P> {
                     } else if self.pfc[port].xoff_outstanding(priority) {
                         self.pfc[port].decide_xon(priority, occupancy, self.buffer.xon());
                     }
+                    self.control_decided += u64::from(self.pfc[port].has_frame());
                 }
             }
             if owned {
