@@ -653,7 +653,7 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 /// Runs `options` on `fabric`; writes per-switch stats and charts under `out` when given.
 /// Returns the results document (also written as `out/results.json`).
 pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Result<FabricResults, InputError> {
-    let leaf_of = |host: usize| usize::from(fabric.hosts[host].leaf);
+    let leaf_of = |host: usize| fabric.hosts[host].leaf;
     let (qp_specs, message_specs) =
         workload::build(options.collective, fabric.hosts.len(), &leaf_of, options.message_bytes, options.messages);
     // Each host runs with the switch its link goes to, at that link's speed.

@@ -82,11 +82,11 @@ pub struct Link {
     pub cable_m: f64,
 }
 
-/// A host: its leaf, index on the leaf, address and MAC.
+/// A host: its leaf (the switch it is cabled to), index on the leaf, address and MAC.
 #[derive(Debug, Clone)]
 pub struct HostSpec {
     pub name: String,
-    pub leaf: u8,
+    pub leaf: usize,
     pub index: u8,
     pub address: std::net::Ipv4Addr,
     pub mac: crate::wire::ethernet::MacAddress,
@@ -183,7 +183,7 @@ impl Fabric {
             for index in 0..hosts_per_leaf {
                 hosts.push(HostSpec {
                     name: format!("leaf{leaf}-h{index}"),
-                    leaf,
+                    leaf: usize::from(leaf),
                     index,
                     address: std::net::Ipv4Addr::new(10, leaf, index, 1),
                     mac: crate::wire::ethernet::MacAddress([0x02, 0, 0, 0x10, leaf, index]),
@@ -448,7 +448,7 @@ fn explicit(
         let Some(switch) = switch else {
             return Err(InputError::new(file, "host", format!("'{}' has no link to a switch", hosts[host].name)));
         };
-        hosts[host].leaf = *switch as u8;
+        hosts[host].leaf = *switch;
     }
     // A port without a cable would send into nothing: the engine needs every port linked.
     for (index, config) in configs.iter().enumerate() {
@@ -556,6 +556,31 @@ mod tests {
         assert_eq!(named.name, "small");
         let unnamed = small().replace("name = \"small\"\n", "").replace("spines = 2", "spines = 3");
         assert_eq!(Fabric::parse(&unnamed, "f.toml", None).unwrap().name, "leaf-spine-2x3");
+    }
+
+    #[test]
+    fn a_listed_host_s_leaf_is_its_switch_past_256_switches() {
+        let dir = std::env::temp_dir().join(format!("raceway-fabric-leaves-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut fabric = String::from("[fabric]\n");
+        for index in 0..258 {
+            let config = format!(
+                "[switch]\nname = \"s{index}\"\nmac = \"02:00:00:00:00:01\"\n\
+                 [[port]]\nname = \"h0\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n\
+                 [[route]]\nprefix = \"0.0.0.0/0\"\nport = \"h0\"\n"
+            );
+            std::fs::write(dir.join(format!("s{index}.toml")), config).unwrap();
+            let address = std::net::Ipv4Addr::from(0x0a00_0001 + index);
+            fabric.push_str(&format!(
+                "[[switch]]\nname = \"s{index}\"\nconfig = \"s{index}.toml\"\n\
+                 [[host]]\nname = \"h{index}\"\naddress = \"{address}\"\n\
+                 [[link]]\na = \"h{index}\"\nb = \"s{index}:h0\"\n"
+            ));
+        }
+        let parsed = Fabric::parse_in(&fabric, "f.toml", &dir, None);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let leaves: Vec<usize> = parsed.unwrap().hosts.iter().map(|host| host.leaf).collect();
+        assert_eq!(leaves, (0..258).collect::<Vec<_>>(), "host 256 is on switch 256, not 0");
     }
 
     #[test]
