@@ -14,17 +14,16 @@ pub trait PacketBuf {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// A hint that `value` (a queue slot about to be read, say) is needed soon. The live
-    /// buffer's platform turns it into a CPU prefetch; in memory it does nothing (replay runs
-    /// in virtual time, where no cache misses are counted).
+    /// A hint that `value` (a queue slot about to be read, say) is needed soon: a CPU
+    /// prefetch of its first cache line. Virtual time does not count cache misses, but a
+    /// simulated fabric's wall time does.
     #[inline(always)]
     fn prefetch<T>(value: &T) {
-        let _ = value;
+        crate::dpdk::prefetch_line((value as *const T).cast());
     }
-    /// A hint that the buffer's own header (an mbuf's, written last on another core) is
-    /// needed soon; nothing in memory.
-    #[inline(always)]
-    fn prefetch_buffer(&self) {}
+    /// A hint that the buffer's first bytes (an mbuf's header, written last on another core;
+    /// a heap frame's bytes) are needed soon.
+    fn prefetch_buffer(&self);
 }
 
 /// A frame in ordinary memory (replay, tests, benchmarks, the fabric).
@@ -54,6 +53,10 @@ impl HeapPacket {
 }
 
 impl PacketBuf for HeapPacket {
+    #[inline(always)]
+    fn prefetch_buffer(&self) {
+        crate::dpdk::prefetch_line(self.bytes.as_ptr());
+    }
     fn data(&self) -> &[u8] {
         &self.bytes
     }

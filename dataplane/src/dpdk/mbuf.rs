@@ -172,7 +172,7 @@ impl Mbuf {
 /// written here so that it inlines). A hint: it never faults, changes no memory, and does
 /// nothing on other architectures.
 #[inline(always)]
-fn prefetch_line(address: *const u8) {
+pub fn prefetch_line(address: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch of any address is architecturally a no-op that cannot fault.
     unsafe {
@@ -218,11 +218,6 @@ impl PacketBuf for Mbuf {
     #[inline]
     fn len(&self) -> usize {
         self.frame_len()
-    }
-
-    #[inline(always)]
-    fn prefetch<T>(value: &T) {
-        prefetch_line((value as *const T).cast());
     }
 
     #[inline(always)]

@@ -12,6 +12,7 @@
 
 pub mod host;
 mod mbuf;
+pub use mbuf::prefetch_line;
 mod port;
 mod telemetry;
 

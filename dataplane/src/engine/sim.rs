@@ -10,34 +10,72 @@ use crate::packet::HeapPacket;
 use crate::switch::{Received, Switch, NEVER};
 use crate::wire::parse::flow_control;
 use crate::wire::pfc::Repr;
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
 
-/// An event at `time`, `sequence`-th scheduled (its queue's origin in the top bits): ordered
-/// by those two only.
+/// An event at `time`, `sequence`-th scheduled (its queue's origin in the top bits), as one
+/// key: events order by it only.
 struct Scheduled<K> {
-    time: u64,
-    sequence: u64,
+    key: u128,
     kind: K,
 }
 
-impl<K> PartialEq for Scheduled<K> {
-    fn eq(&self, other: &Self) -> bool {
-        (self.time, self.sequence) == (other.time, other.sequence)
-    }
+fn key(time: u64, sequence: u64) -> u128 {
+    (u128::from(time) << 64) | u128::from(sequence)
 }
 
-impl<K> Eq for Scheduled<K> {}
-
-impl<K> PartialOrd for Scheduled<K> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
+/// A min-heap of events with four children per node: half the levels of a binary heap, and a
+/// node's children share a cache line or two. (A fabric partition holds a hundred or so
+/// pending events and pops each once; `std`'s binary heap's pops were 11% of a 512-host run.)
+///
+/// Invariant: no entry's key is below its parent's (the parent of `i` is `(i - 1) / 4`).
+struct QuadHeap<K> {
+    entries: Vec<Scheduled<K>>,
 }
 
-impl<K> Ord for Scheduled<K> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.time, self.sequence).cmp(&(other.time, other.sequence))
+impl<K> QuadHeap<K> {
+    fn push(&mut self, entry: Scheduled<K>) {
+        let mut at = self.entries.len();
+        let key = entry.key;
+        self.entries.push(entry);
+        while at > 0 {
+            let parent = (at - 1) / 4;
+            if self.entries[parent].key <= key {
+                break;
+            }
+            self.entries.swap(at, parent);
+            at = parent;
+        }
+    }
+
+    fn peek(&self) -> Option<&Scheduled<K>> {
+        self.entries.first()
+    }
+
+    fn pop(&mut self) -> Option<Scheduled<K>> {
+        let last = self.entries.pop()?;
+        if self.entries.is_empty() {
+            return Some(last);
+        }
+        let top = std::mem::replace(&mut self.entries[0], last);
+        let len = self.entries.len();
+        let mut at = 0;
+        loop {
+            let first = 4 * at + 1;
+            if first >= len {
+                break;
+            }
+            let mut least = first;
+            for child in first + 1..(first + 4).min(len) {
+                if self.entries[child].key < self.entries[least].key {
+                    least = child;
+                }
+            }
+            if self.entries[at].key <= self.entries[least].key {
+                break;
+            }
+            self.entries.swap(at, least);
+            at = least;
+        }
+        Some(top)
     }
 }
 
@@ -53,10 +91,10 @@ impl<K> Ord for Scheduled<K> {
 /// gives: events that partitions schedule for each other (`reserve` in one, `schedule_reserved`
 /// in the other) keep one order, (time, origin, sequence there), whichever joins a queue first.
 pub struct EventQueue<K> {
-    heap: BinaryHeap<Reverse<Scheduled<K>>>,
+    heap: QuadHeap<K>,
     sequence: u64,
-    /// The (time, sequence) of the event popped last: the queue's place.
-    place: (u64, u64),
+    /// The key of the event popped last: the queue's place.
+    place: u128,
 }
 
 /// Bits of a sequence that count events; the origin is above them (2^40 events per queue,
@@ -80,7 +118,7 @@ impl<K> EventQueue<K> {
     /// A queue whose sequences carry `origin`.
     pub fn with_origin(origin: u32) -> Self {
         assert!(origin < 1 << (64 - ORIGIN_SHIFT), "origin {origin} out of range");
-        Self { heap: BinaryHeap::new(), sequence: u64::from(origin) << ORIGIN_SHIFT, place: (0, 0) }
+        Self { heap: QuadHeap { entries: Vec::new() }, sequence: u64::from(origin) << ORIGIN_SHIFT, place: 0 }
     }
 
     fn next_sequence(&mut self) -> u64 {
@@ -91,7 +129,7 @@ impl<K> EventQueue<K> {
 
     pub fn schedule(&mut self, time: u64, kind: K) {
         let sequence = self.next_sequence();
-        self.heap.push(Reverse(Scheduled { time, sequence, kind }));
+        self.heap.push(Scheduled { key: key(time, sequence), kind });
     }
 
     /// Takes the place an event scheduled now at `time` would have.
@@ -99,28 +137,39 @@ impl<K> EventQueue<K> {
         Reserved { time, sequence: self.next_sequence() }
     }
 
+    /// The next event.
+    pub fn peek(&self) -> Option<&K> {
+        self.heap.peek().map(|event| &event.kind)
+    }
+
+    /// The event after the next (the least of the top's children, in a heap).
+    pub fn peek_second(&self) -> Option<&K> {
+        let children = self.heap.entries.get(1..self.heap.entries.len().min(5))?;
+        children.iter().min_by_key(|event| event.key).map(|event| &event.kind)
+    }
+
     /// When the next event is due.
     pub fn next_time(&self) -> Option<u64> {
-        self.heap.peek().map(|Reverse(event)| event.time)
+        self.heap.peek().map(|event| (event.key >> 64) as u64)
     }
 
     /// Whether the queue has not yet reached the reserved place (the event, if scheduled now,
     /// comes after the one being handled).
     pub fn ahead(&self, reserved: Reserved) -> bool {
-        (reserved.time, reserved.sequence) > self.place
+        key(reserved.time, reserved.sequence) > self.place
     }
 
     /// Schedules an event at its reserved place, which must still be `ahead`.
     pub fn schedule_reserved(&mut self, reserved: Reserved, kind: K) {
         debug_assert!(self.ahead(reserved), "the queue is past the reserved place");
-        self.heap.push(Reverse(Scheduled { time: reserved.time, sequence: reserved.sequence, kind }));
+        self.heap.push(Scheduled { key: key(reserved.time, reserved.sequence), kind });
     }
 
     /// The next event and its time.
     pub fn pop(&mut self) -> Option<(u64, K)> {
-        self.heap.pop().map(|Reverse(event)| {
-            self.place = (event.time, event.sequence);
-            (event.time, event.kind)
+        self.heap.pop().map(|event| {
+            self.place = event.key;
+            ((event.key >> 64) as u64, event.kind)
         })
     }
 }
@@ -282,6 +331,38 @@ mod tests {
         }
         let order: Vec<u32> = std::iter::from_fn(|| many.pop()).map(|(_, index)| index).collect();
         assert_eq!(order, (0..64).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn the_queue_pops_as_a_sorted_model_does_and_names_the_next_two() {
+        // Pushes at random times from the current one on, popped in bursts: every pop, and
+        // the next two events after it, match a sorted set's.
+        let mut queue = EventQueue::default();
+        let mut model = std::collections::BTreeSet::new();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut random = move |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        let (mut now, mut scheduled) = (0u64, 0u32);
+        for _ in 0..20_000 {
+            if random(5) < 3 || model.is_empty() {
+                let time = now + random(64);
+                queue.schedule(time, scheduled);
+                model.insert((time, scheduled));
+                scheduled += 1;
+            } else {
+                let expected = model.pop_first().unwrap();
+                assert_eq!(queue.pop(), Some(expected));
+                now = expected.0;
+                let mut next = model.iter().map(|&(_, kind)| kind);
+                assert_eq!((queue.peek().copied(), queue.peek_second().copied()), (next.next(), next.next()));
+                assert_eq!(queue.next_time(), model.first().map(|&(time, _)| time));
+            }
+        }
+        assert!(scheduled > 10_000 && !model.is_empty(), "both pushes and pops ran");
     }
 
     #[test]
