@@ -35,9 +35,9 @@ pub struct HeapPacket {
     /// with the rest of the frame elsewhere). Zero for a whole frame.
     pub beyond: usize,
     /// A number its sender gives it, carried unchanged and read by no switch: the fabric's
-    /// hosts put a data frame's message here (a simulator's bookkeeping, not a wire field).
-    /// Zero otherwise.
-    pub tag: u32,
+    /// hosts put where the receiver keeps a data frame's message and queue pair here (a
+    /// simulator's bookkeeping, not a wire field). Zero otherwise.
+    pub tag: u64,
 }
 
 impl HeapPacket {

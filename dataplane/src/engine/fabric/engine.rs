@@ -383,6 +383,14 @@ impl Partition<'_> {
                 if qp.has_data() {
                     nic.order.put(slot, qp.next_send_ps, now);
                 }
+                // The queue pair picked next, a frame time from now, starts loading: with
+                // 1,023 queue pairs a host's turn comes round to one every few hundred
+                // microseconds, long after its lines have left the cache.
+                if let Some(next) = nic.order.next_ready() {
+                    let next = &nic.sending[next];
+                    HeapPacket::prefetch(next);
+                    HeapPacket::prefetch(&next.rate);
+                }
             }
             Err(Some(at)) => self.wake_host(host, at),
             Err(None) => {}
@@ -402,10 +410,11 @@ impl Partition<'_> {
                 let message = state.queue.pop_front().expect("has_data");
                 let spec = &plan.messages[message];
                 let tag = u32::try_from(spec.inbound).expect("a host receives fewer than 2^32 messages");
-                host::Sending { message, bytes: spec.spec.bytes, frames: spec.frames, sent: 0, tag }
+                let from = u32::try_from(plan.qps[spec.spec.qp].inbound).expect("fewer than 2^32 queue pairs");
+                host::Sending { message, bytes: spec.spec.bytes, frames: spec.frames, sent: 0, tag, from }
             }
         };
-        let host::Sending { bytes: total_bytes, frames, sent, tag, .. } = sending;
+        let host::Sending { bytes: total_bytes, frames, sent, tag, from, .. } = sending;
         let payload = if sent + 1 == frames { total_bytes - sent * mtu } else { mtu } as usize;
         let psn = state.next_psn;
         state.next_psn += 1;
@@ -413,7 +422,7 @@ impl Partition<'_> {
         let (qp, receiver) = (state.id, state.receiver);
         let to = plan.fabric.hosts[receiver].address;
         let opcode = host::send_opcode(sent, frames);
-        let bytes = host::data_frame(nic, to, DataFrame { qp, psn, opcode, payload, tag });
+        let bytes = host::data_frame(nic, to, DataFrame { qp, psn, opcode, payload, tag, from });
         let wire_bits = crate::units::wire_bytes(bytes.len()) * 8;
         // The rate limiter: the next frame of this queue pair goes when this one would have
         // finished at the queue pair's rate (at line rate, when it finishes on the wire).
@@ -450,9 +459,9 @@ impl Partition<'_> {
                     state.rate.on_cnp(dcqcn, now);
                 }
             }
-            host::Received::Data { qp, congestion, tag, .. } => {
+            host::Received::Data { qp, congestion, tag, from, .. } => {
                 let nic = &mut self.nics[local];
-                let Some(&delivery) = nic.receiving.get(tag).filter(|d| d.qp == qp) else { return };
+                let Some(&delivery) = nic.receiving.get(tag).filter(|d| d.qp == qp && d.from == from) else { return };
                 if congestion {
                     nic.marked_received += 1;
                     let interval = (dcqcn.cnp_interval_us * 1e6) as u64;
@@ -500,7 +509,10 @@ impl Partition<'_> {
             self.events.peek_second()
         {
             if let Some(slot) = self.frames.get(frame as usize) {
-                HeapPacket::prefetch(slot);
+                // Both ends: a 40-byte slot may straddle two lines.
+                let start: *const u8 = (slot as *const Option<HeapPacket>).cast();
+                crate::dpdk::prefetch_line(start);
+                crate::dpdk::prefetch_line(start.wrapping_add(std::mem::size_of::<Option<HeapPacket>>() - 1));
             }
         }
         let (frame, host) = match self.events.peek() {
@@ -512,11 +524,12 @@ impl Partition<'_> {
         packet.prefetch_buffer();
         if let Some(host) = host {
             let nic = &self.nics[self.plan.host_at[host as usize].index];
-            let tag = packet.tag as usize;
+            let (tag, from) = ((packet.tag & u64::from(u32::MAX)) as usize, (packet.tag >> 32) as usize);
             if packet.beyond > 0 {
                 // Only data frames have a declared payload.
-                if let Some(delivery) = nic.receiving.get(tag) {
+                if let (Some(delivery), Some(sender)) = (nic.receiving.get(tag), nic.senders.get(from)) {
                     HeapPacket::prefetch(delivery);
+                    HeapPacket::prefetch(sender);
                 }
             } else if let Some(sending) = nic.sending.get(tag) {
                 HeapPacket::prefetch(&sending.rate);

@@ -66,8 +66,10 @@ pub struct Sending {
     pub frames: u64,
     /// Frames that have left.
     pub sent: u64,
-    /// Its place in the receiver's `Nic::receiving` (its frames' tag).
+    /// Its place in the receiver's `Nic::receiving`, and its queue pair's in the receiver's
+    /// `Nic::senders` (its frames' tag).
     pub tag: u32,
+    pub from: u32,
 }
 
 /// What a receiving NIC knows of one message sent to it: all that a data frame's arrival
@@ -190,6 +192,12 @@ impl RoundRobin {
         }
     }
 
+    /// The slot the next pick would take if nothing changes before it (a hint: held slots
+    /// may come due first).
+    pub fn next_ready(&self) -> Option<usize> {
+        self.ready_from(self.cursor).or_else(|| self.ready_from(0))
+    }
+
     fn set_ready(&mut self, slot: usize) {
         let word = slot / 64;
         if word >= self.ready.len() {
@@ -254,13 +262,15 @@ pub struct DataFrame {
     pub psn: u32,
     pub opcode: u8,
     pub payload: usize,
-    /// Its message's place at the receiver: the frame's tag, which the receiver counts it by.
+    /// Its message's place at the receiver, which the receiver counts it by, and its queue
+    /// pair's: the frame's tag.
     pub tag: u32,
+    pub from: u32,
 }
 
 /// A data frame: `payload` bytes of queue pair `qp` with `psn`, tagged with its message.
 pub fn data_frame(from: &Nic, to: Ipv4Addr, frame: DataFrame) -> HeapPacket {
-    let DataFrame { qp, psn, opcode, payload, tag } = frame;
+    let DataFrame { qp, psn, opcode, payload, tag, from: sender } = frame;
     let mut spec = FrameSpec::rocev2(IpAddr::V4(from.address), IpAddr::V4(to), qp as u32 + 1);
     spec.source_mac = from.mac;
     spec.dscp = DATA_DSCP;
@@ -274,7 +284,7 @@ pub fn data_frame(from: &Nic, to: Ipv4Addr, frame: DataFrame) -> HeapPacket {
     let (bytes, beyond) = spec.build_headers();
     debug_assert_eq!(bytes.len(), DATA_HEADERS);
     let mut packet = HeapPacket::headers(bytes, beyond);
-    packet.tag = tag;
+    packet.tag = u64::from(sender) << 32 | u64::from(tag);
     packet
 }
 
@@ -290,19 +300,20 @@ pub fn cnp_frame(from: &Nic, cnp: Cnp) -> HeapPacket {
     spec.ecn = 0;
     spec.transport = Transport::Roce { source: 0xc000, opcode: OPCODE_CNP, dest_qp: qp as u32 + 1, psn: 0 };
     let mut packet = HeapPacket::new(spec.build());
-    packet.tag = slot;
+    packet.tag = u64::from(slot);
     packet
 }
 
 /// What a host reads from a frame it receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Received {
-    /// `tag`: the message's place at the receiver.
+    /// `tag`: the message's place at the receiver; `from`: its queue pair's.
     Data {
         qp: usize,
         psn: u32,
         congestion: bool,
         tag: usize,
+        from: usize,
     },
     /// `tag`: the queue pair's place at the sender.
     Cnp {
@@ -328,7 +339,8 @@ pub fn read(packet: &HeapPacket) -> Received {
                 // The PSN: the BTH's last three bytes, after UDP.
                 let bth = ip.l3_offset + 20 + 8;
                 let psn = frame.get(bth + 9..bth + 12).map_or(0, |b| u32::from_be_bytes([0, b[0], b[1], b[2]]));
-                Received::Data { qp, psn, congestion: ip.ecn == 0b11, tag: packet.tag as usize }
+                let (tag, from) = ((packet.tag & u64::from(u32::MAX)) as usize, (packet.tag >> 32) as usize);
+                Received::Data { qp, psn, congestion: ip.ecn == 0b11, tag, from }
             }
             _ => Received::Other,
         },
@@ -372,13 +384,13 @@ mod tests {
     #[test]
     fn frames_read_back() {
         let nic = Nic::new(0, Ipv4Addr::new(10, 0, 0, 1), MacAddress([2, 0, 0, 0x10, 0, 0]), 100_000);
-        let frame = DataFrame { qp: 6, psn: 0x12345, opcode: 0x02, payload: 4096, tag: 77 };
+        let frame = DataFrame { qp: 6, psn: 0x12345, opcode: 0x02, payload: 4096, tag: 77, from: 5 };
         let data = data_frame(&nic, Ipv4Addr::new(10, 1, 0, 1), frame);
         use crate::packet::PacketBuf;
         // The headers held, the payload (and ICRC) declared: the frame's whole length.
         assert_eq!(data.len(), 4096 + crate::traffic::frames::ROCE_OVERHEAD);
         assert_eq!((data.bytes.len(), data.beyond), (DATA_HEADERS, 4096 + 4));
-        assert_eq!(read(&data), Received::Data { qp: 6, psn: 0x12345, congestion: false, tag: 77 });
+        assert_eq!(read(&data), Received::Data { qp: 6, psn: 0x12345, congestion: false, tag: 77, from: 5 });
         let mut marked = data.clone();
         crate::tm::ecn::set_ce(&mut marked.bytes, 14, false);
         assert!(matches!(read(&marked), Received::Data { congestion: true, .. }));
