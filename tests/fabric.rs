@@ -178,6 +178,8 @@ fn fabric_mistakes_are_one_error_line() {
         (vec!["--workload", "incast", "--mode", "teleport"], "mode"),
         (vec!["--workload", "incast", "--roce-mtu", "20000"], "--roce-mtu"),
         (vec!["--workload", "incast", "--threads", "0"], "--threads"),
+        (vec!["--workload", "incast", "--message-bytes", "20000000000000000"], "--message-bytes"),
+        (vec!["--workload", "alltoall", "--messages", "4000000000"], "--messages"),
     ] {
         let output = run(&args);
         let stderr = String::from_utf8_lossy(&output.stderr);

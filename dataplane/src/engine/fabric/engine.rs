@@ -65,7 +65,8 @@ enum Kind {
     HostWake(u32),
 }
 
-/// A number of a switch, port, host or frame slot as an event holds it.
+/// A number of a switch, port, host or frame slot as an event holds it, or of a message or
+/// queue pair as a host's records do (`run` refuses workloads with more than 2^32).
 fn narrow(number: usize) -> u32 {
     debug_assert!(u32::try_from(number).is_ok(), "{number} does not fit an event");
     number as u32
@@ -409,8 +410,7 @@ impl Partition<'_> {
             None => {
                 let message = state.queue.pop_front().expect("has_data");
                 let spec = &plan.messages[message];
-                let tag = u32::try_from(spec.inbound).expect("a host receives fewer than 2^32 messages");
-                let from = u32::try_from(plan.qps[spec.spec.qp].inbound).expect("fewer than 2^32 queue pairs");
+                let (tag, from) = (narrow(spec.inbound), narrow(plan.qps[spec.spec.qp].inbound));
                 host::Sending { message, bytes: spec.spec.bytes, frames: spec.frames, sent: 0, tag, from }
             }
         };
@@ -461,14 +461,15 @@ impl Partition<'_> {
             }
             host::Received::Data { qp, congestion, tag, from, .. } => {
                 let nic = &mut self.nics[local];
-                let Some(&delivery) = nic.receiving.get(tag).filter(|d| d.qp == qp && d.from == from) else { return };
+                let ours = |d: &host::Delivery| d.qp as usize == qp && d.from as usize == from;
+                if !nic.receiving.get(tag).is_some_and(ours) {
+                    return;
+                }
                 if congestion {
                     nic.marked_received += 1;
                     let interval = (dcqcn.cnp_interval_us * 1e6) as u64;
-                    let sender = &mut nic.senders[delivery.from];
-                    let due = sender.last_cnp.is_none_or(|last| now >= last + interval);
-                    if dcqcn.enabled && due {
-                        sender.last_cnp = Some(now);
+                    let sender = &mut nic.senders[from];
+                    if dcqcn.enabled && sender.cnp_due(now, interval) {
                         let cnp = host::Cnp { qp, to: sender.address, slot: sender.slot };
                         nic.cnps.push_back(cnp);
                         self.host_transmit(host, now);
@@ -478,8 +479,8 @@ impl Partition<'_> {
                 delivery.delivered += 1;
                 self.frames_delivered += 1;
                 if delivery.delivered == delivery.frames {
-                    delivery.done_ps = Some(now);
-                    let message = delivery.message;
+                    delivery.complete(now);
+                    let message = delivery.message as usize;
                     for &dependent in &plan.messages[message].dependents {
                         self.release(dependent, now);
                     }
@@ -731,6 +732,21 @@ impl FabricOptions {
         if self.threads == 0 {
             return Err(InputError::flag("--threads", "must be at least 1"));
         }
+        // Hosts count a message's frames, and number messages and queue pairs (no more than
+        // messages), in 32 bits (`host::Delivery`).
+        if self.message_bytes.div_ceil(self.roce_mtu as u64) > u64::from(u32::MAX) {
+            return Err(InputError::flag(
+                "--message-bytes",
+                format!("{} is more than 2^32 frames of --roce-mtu {}", self.message_bytes, self.roce_mtu),
+            ));
+        }
+        let messages = workload::count(self.collective, fabric.hosts.len(), self.messages);
+        if messages > u64::from(u32::MAX) {
+            return Err(InputError::flag(
+                "--messages",
+                format!("{} on {} hosts makes {messages} messages, more than 2^32", self.messages, fabric.hosts.len()),
+            ));
+        }
         if !(self.horizon_ms.is_finite() && self.horizon_ms > 0.0) {
             return Err(InputError::flag("--horizon-ms", format!("{} is not positive", self.horizon_ms)));
         }
@@ -780,8 +796,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         nics[spec.sender].sending.push(QueuePair::new(id, spec.receiver, host_link[spec.sender].1 as f64));
         let inbound = nics[spec.receiver].senders.len();
         let address = fabric.hosts[spec.sender].address;
-        let tag = u32::try_from(slot).expect("a host sends on fewer than 2^32 queue pairs");
-        nics[spec.receiver].senders.push(host::Sender { address, slot: tag, last_cnp: None });
+        nics[spec.receiver].senders.push(host::Sender::new(address, narrow(slot)));
         qps.push(QpPlan { slot, inbound });
     }
     let mtu = options.roce_mtu.max(1) as u64;
@@ -792,8 +807,9 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         nics[spec.sender].released.push(None);
         let frames = spec.bytes.div_ceil(mtu).max(1);
         let inbound = nics[spec.receiver].receiving.len();
-        let (message, qp, from) = (messages.len(), spec.qp, qps[spec.qp].inbound);
-        nics[spec.receiver].receiving.push(host::Delivery { message, qp, from, frames, ..Default::default() });
+        let (message, qp, from) = (narrow(messages.len()), narrow(spec.qp), narrow(qps[spec.qp].inbound));
+        let delivery = host::Delivery::new(message, qp, from, u32::try_from(frames).unwrap_or(u32::MAX));
+        nics[spec.receiver].receiving.push(delivery);
         match spec.after {
             Some(parent) => {
                 // Released where the parent arrives: its receiver must send it.
@@ -948,7 +964,7 @@ fn results(
     let mut completion: u64 = 0;
     for message in &plan.messages {
         let released = finished.nics[message.spec.sender].released[message.outbound];
-        let done = finished.nics[message.spec.receiver].receiving[message.inbound].done_ps;
+        let done = finished.nics[message.spec.receiver].receiving[message.inbound].done_ps();
         match (released, done) {
             (Some(start), Some(done)) => {
                 fcts.push((done - start) as f64 / 1e6);

@@ -73,30 +73,67 @@ pub struct Sending {
 }
 
 /// What a receiving NIC knows of one message sent to it: all that a data frame's arrival
-/// reads and changes, in one record found by the frame's tag (at 1,024 hosts, reading the
-/// workload's tables instead cost a cache miss each, about a tenth of the event loop).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// reads and changes, in one 32-byte record found by the frame's tag (at 1,024 hosts,
+/// reading the workload's tables instead cost a cache miss each, about a tenth of the event
+/// loop). Numbers and counts are 32 bits: `engine::run` refuses a workload past them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Delivery {
     /// The message's number in the workload.
-    pub message: usize,
+    pub message: u32,
     /// Its queue pair (a frame whose BTH names another is not counted to it).
-    pub qp: usize,
+    pub qp: u32,
     /// Its queue pair's place in the receiver's `Nic::senders`.
-    pub from: usize,
-    pub frames: u64,
+    pub from: u32,
+    pub frames: u32,
     /// Its frames received so far, in any order.
-    pub delivered: u64,
-    /// When its last frame arrived.
-    pub done_ps: Option<u64>,
+    pub delivered: u32,
+    /// When its last frame arrived (`NOT_YET` before).
+    done_ps: u64,
 }
 
-/// A queue pair a NIC receives on: where its CNPs go and when it last sent one.
+/// A time that has not come.
+const NOT_YET: u64 = u64::MAX;
+
+impl Delivery {
+    pub fn new(message: u32, qp: u32, from: u32, frames: u32) -> Self {
+        Self { message, qp, from, frames, delivered: 0, done_ps: NOT_YET }
+    }
+
+    /// When its last frame arrived, if it has.
+    pub fn done_ps(&self) -> Option<u64> {
+        (self.done_ps != NOT_YET).then_some(self.done_ps)
+    }
+
+    /// Its last frame arrived at `now`.
+    pub fn complete(&mut self, now: u64) {
+        self.done_ps = now;
+    }
+}
+
+/// A queue pair a NIC receives on: where its CNPs go and when it last sent one, in 16 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sender {
     pub address: Ipv4Addr,
     /// The queue pair's place in its sender's `Nic::sending` (its CNPs' tag).
     pub slot: u32,
-    pub last_cnp: Option<u64>,
+    /// When it last sent a CNP for the queue pair (`NOT_YET`: never).
+    last_cnp_ps: u64,
+}
+
+impl Sender {
+    pub fn new(address: Ipv4Addr, slot: u32) -> Self {
+        Self { address, slot, last_cnp_ps: NOT_YET }
+    }
+
+    /// Whether a CNP may go at `now`, at most one per `interval_ps`; if so, it is counted as
+    /// sent.
+    pub fn cnp_due(&mut self, now: u64, interval_ps: u64) -> bool {
+        let due = self.last_cnp_ps == NOT_YET || now >= self.last_cnp_ps.saturating_add(interval_ps);
+        if due {
+            self.last_cnp_ps = now;
+        }
+        due
+    }
 }
 
 /// A CNP waiting to be sent.

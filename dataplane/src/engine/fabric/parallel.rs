@@ -158,6 +158,13 @@ struct Shared {
     done: Vec<AtomicU64>,
 }
 
+/// The order in which `thread` tries to claim partitions in a window: its own first, then
+/// each other thread's from the end of that thread's list (where its owner gets to last).
+fn claim_order(groups: &[Vec<usize>], thread: usize) -> Vec<usize> {
+    let others = (1..groups.len()).map(|step| &groups[(thread + step) % groups.len()]);
+    groups[thread].iter().copied().chain(others.flat_map(|group| group.iter().rev().copied())).collect()
+}
+
 /// One thread's loop. Every thread reads the same `earliest` after the same barrier, so all
 /// stop after the same window. A thread collects the mail of the partitions assigned to it.
 fn run_thread<P: Partition>(
@@ -170,12 +177,7 @@ fn run_thread<P: Partition>(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Finish {
     let _poison = PoisonOnPanic(&shared.barrier);
-    // Its own partitions first, then the others', each thread's from the end of its list.
-    let order: Vec<usize> = groups[thread]
-        .iter()
-        .copied()
-        .chain((1..groups.len()).flat_map(|step| groups[(thread + step) % groups.len()].iter().rev().copied()))
-        .collect();
+    let order = claim_order(groups, thread);
     let mut window = 0u64;
     loop {
         shared.barrier.wait();
@@ -274,6 +276,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_thread_claims_its_own_partitions_first_then_the_others_from_their_ends() {
+        let groups = vec![vec![0, 3], vec![1, 4], vec![2]];
+        assert_eq!(claim_order(&groups, 0), [0, 3, 4, 1, 2]);
+        assert_eq!(claim_order(&groups, 1), [1, 4, 2, 3, 0]);
+        assert_eq!(claim_order(&groups, 2), [2, 3, 0, 4, 1]);
+        assert_eq!(claim_order(&groups[..1], 0), [0, 3]);
+    }
+
+    #[test]
     fn the_heaviest_partitions_spread_over_threads_first() {
         // 5 and 3 first, then the other 3 joins the lighter, then 1: loads 6 and 6.
         assert_eq!(assign(&[1, 5, 3, 3], 2), vec![vec![0, 1], vec![2, 3]]);
@@ -337,10 +348,14 @@ mod tests {
                 log: Vec::new(),
             })
             .collect();
-        let mut calls = 0;
+        let mut done = Vec::new();
         let windows = Windows { lookahead: 10, horizon, threads };
-        let (partitions, finish) = run(partitions, &[1; 5], windows, &mut |_, _| calls += 1);
-        assert_eq!(calls, finish.windows, "progress after every window");
+        let (partitions, finish) = run(partitions, &[1; 5], windows, &mut |work, _| done.push(work));
+        assert_eq!(done.len() as u64, finish.windows, "progress after every window");
+        // The work done by all partitions (the tokens handled) before each window.
+        let handled: u64 = partitions.iter().map(|p| p.log.len() as u64).sum();
+        assert!(done.windows(2).all(|pair| pair[0] <= pair[1]) && done.last() < Some(&handled), "{done:?}");
+        assert!(done.last() > Some(&0), "{done:?}");
         (partitions.into_iter().map(|p| p.log).collect(), finish)
     }
 

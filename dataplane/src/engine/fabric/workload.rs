@@ -70,6 +70,18 @@ pub struct QueuePairSpec {
     pub receiver: usize,
 }
 
+/// How many messages `build` makes (saturating), to refuse a workload before building it.
+pub fn count(collective: Collective, hosts: usize, messages: u32) -> u64 {
+    let (hosts, messages) = (hosts as u64, u64::from(messages));
+    let others = hosts.saturating_sub(1);
+    let per_round = match collective {
+        Collective::Incast { .. } => others,
+        Collective::AllToAll => hosts.saturating_mul(others),
+        Collective::AllReduce => others.saturating_mul(2).saturating_mul(hosts),
+    };
+    per_round.saturating_mul(messages)
+}
+
 /// The messages and queue pairs of a workload over `hosts` hosts (`leaf_of` gives a host's
 /// leaf, for the all-reduce ring order).
 pub fn build(
@@ -164,6 +176,17 @@ mod tests {
 
     fn two_leaves(host: usize) -> usize {
         host / 2
+    }
+
+    #[test]
+    fn the_count_is_what_build_makes_and_saturates() {
+        for collective in [Collective::Incast { target: 0 }, Collective::AllToAll, Collective::AllReduce] {
+            for (hosts, messages) in [(1, 1), (2, 3), (5, 2)] {
+                let built = build(collective, hosts, &two_leaves, 4000, messages).1.len() as u64;
+                assert_eq!(count(collective, hosts, messages), built, "{collective:?} {hosts} {messages}");
+            }
+        }
+        assert_eq!(count(Collective::AllToAll, usize::MAX, u32::MAX), u64::MAX);
     }
 
     #[test]
