@@ -357,6 +357,9 @@ mod tests {
                 let expected = model.pop_first().unwrap();
                 assert_eq!(queue.pop(), Some(expected));
                 now = expected.0;
+                let entries = &queue.heap.entries;
+                let heap = (1..entries.len()).all(|i| entries[(i - 1) / 4].key <= entries[i].key);
+                assert!(heap, "a node above one of its children");
                 let mut next = model.iter().map(|&(_, kind)| kind);
                 assert_eq!((queue.peek().copied(), queue.peek_second().copied()), (next.next(), next.next()));
                 assert_eq!(queue.next_time(), model.first().map(|&(time, _)| time));
