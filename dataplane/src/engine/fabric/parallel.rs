@@ -303,6 +303,8 @@ mod tests {
         pending: std::collections::BTreeSet<(u64, u32, u32)>,
         outbox: Vec<(u64, u32, u32)>,
         log: Vec<(u64, u32)>,
+        /// It fails (panics) at an event at or after this time.
+        fails_at: u64,
     }
 
     impl Partition for Ring {
@@ -316,6 +318,7 @@ mod tests {
                     break;
                 }
                 self.pending.pop_first();
+                assert!(time < self.fails_at, "partition {} fails at {time}", self.index);
                 assert!(self.log.last().is_none_or(|&(last, _)| last <= time), "in time order");
                 self.log.push((time, token));
                 if hops > 0 {
@@ -337,6 +340,11 @@ mod tests {
     }
 
     fn ring(threads: usize, horizon: u64) -> (Vec<Vec<(u64, u32)>>, Finish) {
+        ring_failing(threads, horizon, IDLE)
+    }
+
+    /// The ring, partition 3 failing at `fails_at`.
+    fn ring_failing(threads: usize, horizon: u64, fails_at: u64) -> (Vec<Vec<(u64, u32)>>, Finish) {
         let count = 5;
         let partitions: Vec<Ring> = (0..count)
             .map(|index| Ring {
@@ -346,6 +354,7 @@ mod tests {
                 pending: (0..3).map(|token| (index as u64 * 3, token + index as u32 * 10, 40)).collect(),
                 outbox: Vec::new(),
                 log: Vec::new(),
+                fails_at: if index == 3 { fails_at } else { IDLE },
             })
             .collect();
         let mut done = Vec::new();
@@ -367,6 +376,16 @@ mod tests {
         assert!(finish.windows > 1);
         for threads in [2, 3, 8] {
             assert_eq!(ring(threads, IDLE - 1), (one.clone(), finish), "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn a_partition_that_fails_stops_the_run_on_any_number_of_threads() {
+        // Whichever thread runs it, the failure reaches the caller: the others, waiting at
+        // the barrier for it, give up rather than wait forever.
+        for threads in [1, 2, 3] {
+            let run = std::panic::catch_unwind(|| ring_failing(threads, IDLE - 1, 50));
+            assert!(run.is_err(), "{threads} threads: the failure is the run's");
         }
     }
 
