@@ -525,7 +525,7 @@ impl Partition<'_> {
         packet.prefetch_buffer();
         if let Some(host) = host {
             let nic = &self.nics[self.plan.host_at[host as usize].index];
-            let (tag, from) = ((packet.tag & u64::from(u32::MAX)) as usize, (packet.tag >> 32) as usize);
+            let (tag, from) = host::data_places(packet.tag);
             if packet.beyond > 0 {
                 // Only data frames have a declared payload.
                 if let (Some(delivery), Some(sender)) = (nic.receiving.get(tag), nic.senders.get(from)) {

@@ -321,8 +321,19 @@ pub fn data_frame(from: &Nic, to: Ipv4Addr, frame: DataFrame) -> HeapPacket {
     let (bytes, beyond) = spec.build_headers();
     debug_assert_eq!(bytes.len(), DATA_HEADERS);
     let mut packet = HeapPacket::headers(bytes, beyond);
-    packet.tag = u64::from(sender) << 32 | u64::from(tag);
+    packet.tag = data_tag(tag, sender);
     packet
+}
+
+/// A data frame's tag: its message's place at the receiver (low half) and its queue pair's
+/// (high half).
+fn data_tag(message: u32, queue_pair: u32) -> u64 {
+    u64::from(queue_pair) << 32 | u64::from(message)
+}
+
+/// The places a data frame's tag names: (message, queue pair), as `data_tag` packed them.
+pub fn data_places(tag: u64) -> (usize, usize) {
+    ((tag & u64::from(u32::MAX)) as usize, (tag >> 32) as usize)
 }
 
 /// A data frame's headers: Ethernet, IPv4, UDP and the BTH.
@@ -376,7 +387,7 @@ pub fn read(packet: &HeapPacket) -> Received {
                 // The PSN: the BTH's last three bytes, after UDP.
                 let bth = ip.l3_offset + 20 + 8;
                 let psn = frame.get(bth + 9..bth + 12).map_or(0, |b| u32::from_be_bytes([0, b[0], b[1], b[2]]));
-                let (tag, from) = ((packet.tag & u64::from(u32::MAX)) as usize, (packet.tag >> 32) as usize);
+                let (tag, from) = data_places(packet.tag);
                 Received::Data { qp, psn, congestion: ip.ecn == 0b11, tag, from }
             }
             _ => Received::Other,
