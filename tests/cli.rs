@@ -88,7 +88,7 @@ fn check_prints_the_control_plane() {
     for expect in [
         "addresses 10.0.0.1/24, fd00::1/64",
         "control: host interfaces in netns raceway-test-leaf; punt ARP, ND, LACP, LLDP, local and link-local IP, TTL <= 1, glean, EtherTypes 0x88b7; control frames leave in TC7; multipath routes ecmp",
-        "  CoPP per port, frames/s / burst, highest priority first: bgp 6000/6000, bfd 6000/6000, lacp 6000/6000, arp 600/600, lldp 100/100, ip2me 500/500, glean 200/200, ttl 600/600, unreachable 600/600, mtu 600/600, other 600/600",
+        "  CoPP per port, frames/s / burst, highest priority first: bgp 6000/6000, bfd 6000/6000, lacp 6000/6000, arp 600/600, lldp 100/100, ip2me 500/500, glean 200/200, ttl 600/600, kernel 200/200, unreachable 600/600, mtu 600/600, other 600/600",
     ] {
         assert!(text.contains(expect), "check output lacks '{expect}':\n{text}");
     }

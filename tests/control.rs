@@ -836,7 +836,8 @@ fn kernel_routes(control: &str) -> Vec<String> {
             }
             let dev = route["dev"].as_str().unwrap_or("?");
             let target = match (route["type"].as_str(), route["gateway"].as_str()) {
-                (Some("blackhole" | "unreachable" | "prohibit"), _) => "discard".to_string(),
+                (Some("blackhole"), _) => "blackhole".to_string(),
+                (Some(kind @ ("unreachable" | "prohibit" | "throw")), _) => format!("kernel {kind}"),
                 (_, Some(gateway)) => match macs.get(gateway) {
                     Some(mac) => format!("via {dev} {mac}"),
                     None => "glean".to_string(),
@@ -850,11 +851,14 @@ fn kernel_routes(control: &str) -> Vec<String> {
     lines
 }
 
-/// The dump's routes but the switch's own addresses (`local`, the kernel's local table),
-/// sorted as `kernel_routes`.
+/// The dump's routes but the kernel's local table (the switch's own addresses, its subnets'
+/// broadcast addresses, IPv6 anycast), sorted as `kernel_routes`.
 fn forwarding_routes(dump: &[String]) -> Vec<String> {
+    let local = |line: &str| {
+        [" local", " kernel local", " kernel broadcast", " kernel anycast"].iter().any(|end| line.ends_with(end))
+    };
     let mut routes: Vec<String> =
-        dump[1..].iter().filter(|line| !line.starts_with("neighbor ") && !line.ends_with(" local")).cloned().collect();
+        dump[1..].iter().filter(|line| !line.starts_with("neighbor ") && !local(line)).cloned().collect();
     routes.sort();
     routes
 }
@@ -1056,5 +1060,792 @@ fn tcp_with_ecn_through_a_shaped_port_gets_its_rate_and_marks_not_drops() {
         .map(|value| value.as_u64().unwrap())
         .sum();
     assert_eq!(drops, 0, "nothing dropped: {}", stats["ports"]);
+    assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
+}
+
+/// A small PRNG for the random route sets (xorshift64*): the seed is printed and can be given.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// The differential test's plan: four ports (`host0`-`host3`, 10.0.i.1/24 and fd00:i::1/64),
+/// and in raceway's namespace `lo` up and a veth pair `xa`/`xb` (10.250.0.1/24, fd50::1/64):
+/// an interface that is no port.
+struct FibPlan {
+    control: String,
+    /// Where batches are written, numbered, with what `ip` said of each.
+    dir: std::path::PathBuf,
+    batches: usize,
+    ports: usize,
+    /// Nexthop object ids defined (single and group) and their families (true: IPv4).
+    objects: Vec<(u32, bool)>,
+}
+
+impl FibPlan {
+    /// A gateway on port `port` of the given family: on the port's subnet, or (IPv6) a
+    /// link-local one (fe80::1 on every port, as BGP unnumbered peers use).
+    fn gateway(&self, random: &mut Random, port: usize, v4: bool) -> String {
+        let host = 10 + random.below(12);
+        match (v4, random.below(3)) {
+            (true, _) => format!("10.0.{port}.{host}"),
+            (false, 0) => "fe80::1".to_string(),
+            (false, 1) => format!("fe80::{host:x}"),
+            (false, _) => format!("fd00:{port}::{host:x}"),
+        }
+    }
+
+    /// A random prefix of any length from `shortest` (IPv4 from /8, in 10.0.0.0/8; IPv6 from
+    /// /8, in fd00::/8). Default routes come in a delta round of their own: until then, some
+    /// destinations have no route.
+    fn prefix(random: &mut Random, v4: bool, shortest: u32) -> String {
+        if v4 {
+            let shortest = shortest.clamp(8, 32);
+            let len = shortest + random.below(u64::from(33 - shortest)) as u32;
+            let bits = (10u32 << 24) | (random.next() as u32 & 0x00ff_ffff);
+            let mask = if len == 32 { u32::MAX } else { !(u32::MAX >> len) };
+            format!("{}/{len}", std::net::Ipv4Addr::from(bits & mask))
+        } else {
+            let shortest = (shortest * 4).clamp(8, 128);
+            let len = shortest + random.below(u64::from(129 - shortest)) as u32;
+            let bits = (0xfdu128 << 120)
+                | (u128::from(random.next()) << 56 | u128::from(random.next() >> 8)) & (u128::MAX >> 8);
+            let mask = if len == 128 { u128::MAX } else { !(u128::MAX >> len) };
+            format!("{}/{len}", std::net::Ipv6Addr::from(bits & mask))
+        }
+    }
+
+    /// One `ip -batch` line adding (or, with `verb` "replace", replacing) a random route.
+    fn route(&self, random: &mut Random, verb: &str, prefix: Option<&str>, metric: Option<u64>) -> String {
+        let v4 = prefix.map_or(random.chance(55), |prefix| prefix.contains('.'));
+        let kind = random.below(100);
+        // An AnyIP range of the local table (IPv6) and a source route cover what is inside
+        // them: kept long, so that they do not cover most of the plan.
+        let shortest = if (84..=86).contains(&kind) || (!v4 && (91..=93).contains(&kind)) { 24 } else { 8 };
+        let prefix = prefix.map_or_else(|| Self::prefix(random, v4, shortest), str::to_string);
+        // The metric comes straight after the prefix (after a nexthop list it would not parse).
+        let metric = metric.or_else(|| random.chance(30).then(|| 1 + random.below(30)));
+        let prefix = match metric {
+            Some(metric) => format!("{prefix} metric {metric}"),
+            None => prefix,
+        };
+        let port = random.below(self.ports as u64) as usize;
+        let line = match kind {
+            0..=34 => format!("route {verb} {prefix} via {} dev host{port}", self.gateway(random, port, v4)),
+            35..=39 if v4 => {
+                format!("route {verb} {prefix} via 10.9.{port}.{} dev host{port} onlink", random.below(200))
+            }
+            40..=54 => {
+                let hops: Vec<String> = (0..2 + random.below(2))
+                    .map(|_| {
+                        let port = random.below(self.ports as u64) as usize;
+                        let weight = 1 + random.below(10);
+                        format!("nexthop via {} dev host{port} weight {weight}", self.gateway(random, port, v4))
+                    })
+                    .collect();
+                format!("route {verb} {prefix} {}", hops.join(" "))
+            }
+            55..=69 => {
+                let ids: Vec<u32> =
+                    self.objects.iter().filter(|(_, family)| *family == v4).map(|(id, _)| *id).collect();
+                if ids.is_empty() {
+                    format!("route {verb} blackhole {prefix}")
+                } else {
+                    format!("route {verb} {prefix} nhid {}", random.pick(&ids))
+                }
+            }
+            70..=74 => format!("route {verb} blackhole {prefix}"),
+            75..=77 => format!("route {verb} unreachable {prefix}"),
+            78..=80 => format!("route {verb} prohibit {prefix}"),
+            81..=83 => format!("route {verb} throw {prefix}"),
+            84..=86 => format!("route {verb} local {prefix} dev lo"),
+            87..=90 => {
+                let gateway = if v4 { "10.250.0.2" } else { "fd50::2" };
+                format!("route {verb} {prefix} via {gateway} dev xa")
+            }
+            91..=93 if v4 => {
+                format!("route {verb} {prefix} tos 0x10 via {} dev host{port}", self.gateway(random, port, v4))
+            }
+            91..=93 => format!(
+                "route {verb} {prefix} from fd99:{:x}::/64 via {} dev host{port}",
+                random.below(9),
+                self.gateway(random, port, v4)
+            ),
+            94..=96 if v4 => {
+                format!("route {verb} {prefix} via {} dev host{port} table default", self.gateway(random, port, v4))
+            }
+            _ => format!("route {verb} {prefix} dev host{port}"),
+        };
+        // A batch line takes no family option: the prefix's own says it.
+        line
+    }
+
+    /// Runs `lines` with `ip -batch -force` in raceway's namespace (some fail, as they may:
+    /// a duplicate, a family mismatch; the kernel's tables are the truth compared with).
+    fn batch(&mut self, lines: &[String]) {
+        self.batches += 1;
+        let path = self.dir.join(format!("batch-{}.txt", self.batches));
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let output = run("ip", &["-n", &self.control, "-force", "-batch", path.to_str().unwrap()]);
+        std::fs::write(path.with_extension("err"), &output.stderr).unwrap();
+        // A line ip cannot parse ends the batch, even with -force: the generator must not write one.
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !stderr
+                .lines()
+                .any(|line| line.contains("is unknown") || line.contains("expected") || line.contains("is invalid")),
+            "{}: a line ip could not parse:\n{stderr}",
+            path.display()
+        );
+    }
+
+    /// Every route of the kernel's tables (`ip -j route show table all`, both families).
+    fn kernel_routes(&self) -> Vec<serde_json::Value> {
+        let mut routes = Vec::new();
+        for family in ["-4", "-6"] {
+            let text = ok("ip", &["-n", &self.control, family, "-j", "route", "show", "table", "all"]);
+            routes.extend(serde_json::from_str::<Vec<serde_json::Value>>(&text).unwrap());
+        }
+        routes
+    }
+}
+
+/// A kernel route's destination as `a/len`.
+fn route_prefix(dst: &str, v4: bool) -> String {
+    match dst {
+        "default" => (if v4 { "0.0.0.0/0" } else { "::/0" }).to_string(),
+        dst if dst.contains('/') => dst.to_string(),
+        dst => format!("{dst}/{}", if v4 { 32 } else { 128 }),
+    }
+}
+
+/// Addresses at the edges of `prefix` (its first and last, and those just outside) and three
+/// inside; none a front door drops before any lookup (link-local, multicast, loopback,
+/// unspecified, broadcast).
+fn edges(prefix: &str, random: &mut Random) -> Vec<std::net::IpAddr> {
+    use std::net::IpAddr;
+    let (address, len) = prefix.split_once('/').unwrap();
+    let len: u32 = len.parse().unwrap();
+    let address: IpAddr = address.parse().unwrap();
+    let mut out = Vec::new();
+    match address {
+        IpAddr::V4(v4) => {
+            let first = u32::from(v4);
+            let size = if len == 0 { u32::MAX } else { (1u32 << (32 - len)) - 1 };
+            let last = first | size;
+            let mut inside = || first | (random.next() as u32 & size);
+            for candidate in [first, last, first.wrapping_sub(1), last.wrapping_add(1), inside(), inside(), inside()] {
+                out.push(IpAddr::V4(candidate.into()));
+            }
+        }
+        IpAddr::V6(v6) => {
+            let first = u128::from(v6);
+            let size = if len == 0 { u128::MAX } else { (1u128 << (128 - len)) - 1 };
+            let last = first | size;
+            let mut inside = || first | ((u128::from(random.next()) << 64 | u128::from(random.next())) & size);
+            for candidate in [first, last, first.wrapping_sub(1), last.wrapping_add(1), inside(), inside(), inside()] {
+                out.push(IpAddr::V6(candidate.into()));
+            }
+        }
+    }
+    out.retain(|address| match address {
+        IpAddr::V4(v4) => {
+            !(v4.is_loopback() || v4.is_multicast() || v4.is_broadcast() || v4.is_unspecified() || v4.is_link_local())
+                && v4.octets()[0] != 0
+        }
+        IpAddr::V6(v6) => {
+            let bits = u128::from(*v6);
+            !(v6.is_loopback() || v6.is_multicast() || v6.is_unspecified() || bits >> 118 == 0x3fa)
+        }
+    });
+    out
+}
+
+/// What the kernel says for one destination: it delivers it itself (`local`, `broadcast`,
+/// `anycast`), forwards it by a route (`fibmatch`: the FIB entry that matches), or the error
+/// of the lookup.
+#[derive(Debug, Clone)]
+enum KernelAnswer {
+    Delivered(String),
+    Route(serde_json::Value),
+    Error(String),
+}
+
+/// The kernel's answer for each address: `ip -j route get` says whether it delivers or
+/// forwards (its local table comes first, which `fibmatch` does not show) or fails; for what
+/// it forwards, `ip -j route get fibmatch` gives the route.
+fn kernel_answers(control: &str, addresses: &[std::net::IpAddr]) -> Vec<KernelAnswer> {
+    let plain = route_gets(control, addresses, "");
+    let matched = route_gets(control, addresses, "fibmatch ");
+    plain
+        .into_iter()
+        .zip(matched)
+        .map(|(plain, matched)| match plain {
+            Err(why) => KernelAnswer::Error(why),
+            Ok(route) => {
+                let kind = route["type"].as_str().unwrap_or("unicast").to_string();
+                let local = route["cache"].as_array().into_iter().flatten().any(|flag| flag == "local");
+                match (kind.as_str(), local, matched) {
+                    ("blackhole", _, _) => KernelAnswer::Route(route),
+                    ("broadcast" | "anycast", _, _) => KernelAnswer::Delivered(kind),
+                    (_, true, _) | ("local", _, _) => KernelAnswer::Delivered("local".into()),
+                    (_, false, Ok(matched)) => KernelAnswer::Route(matched),
+                    (_, false, Err(why)) => KernelAnswer::Error(why),
+                }
+            }
+        })
+        .collect()
+}
+
+/// `ip -j route get [fibmatch] ADDR` for each address, in one batch: the route, or the error.
+fn route_gets(control: &str, addresses: &[std::net::IpAddr], how: &str) -> Vec<Result<serde_json::Value, String>> {
+    let mut child = Command::new("ip")
+        .args(["-n", control, "-j", "-force", "-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input: String = addresses.iter().map(|address| format!("route get {how}{address}\n")).collect();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        stdin.write_all(input.as_bytes()).unwrap();
+    });
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    // Errors name the batch line that failed: "RTNETLINK answers: WHY" then "Command failed -:N".
+    let mut failed = std::collections::HashMap::new();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let mut why = String::new();
+    for line in stderr.lines() {
+        if let Some(number) = line.strip_prefix("Command failed -:") {
+            failed.insert(number.trim().parse::<usize>().unwrap(), std::mem::take(&mut why));
+        } else {
+            why = line.trim_start_matches("RTNETLINK answers: ").to_string();
+        }
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let answered = stdout.lines().filter(|line| line.starts_with('[')).count();
+    assert_eq!(answered + failed.len(), addresses.len(), "one answer per question:\n{stderr}");
+    let mut routes = stdout.lines().filter(|line| line.starts_with('['));
+    (1..=addresses.len())
+        .map(|line| match failed.remove(&line) {
+            Some(why) => Err(why),
+            None => {
+                let answer: Vec<serde_json::Value> =
+                    serde_json::from_str(routes.next().expect("an answer per line")).unwrap();
+                Ok(answer.into_iter().next().expect("one route"))
+            }
+        })
+        .collect()
+}
+
+/// What the comparison needs of the kernel besides its answers: the usable neighbours (by
+/// interface and address, their MAC) and the prefixes of routes the FIB sends to the kernel
+/// for want of representing them (with the reason raceway gives).
+struct KernelContext {
+    neighbors: std::collections::HashMap<(String, String), String>,
+    /// The nexthop object of the main-table route in force (the lowest metric) of each prefix,
+    /// when it is over one.
+    objects: std::collections::HashMap<String, u64>,
+    /// Each nexthop object's next hops (a group's expanded), as `ip -j route` shows them.
+    nexthops: std::collections::HashMap<u64, Vec<serde_json::Value>>,
+    unrepresented: std::collections::HashSet<(String, &'static str)>,
+}
+
+fn kernel_context(plan: &FibPlan) -> KernelContext {
+    let text = ok("ip", &["-n", &plan.control, "-j", "neigh", "show"]);
+    let mut neighbors = std::collections::HashMap::new();
+    for entry in serde_json::from_str::<Vec<serde_json::Value>>(&text).unwrap() {
+        let usable = entry["state"].as_array().into_iter().flatten().any(|state| {
+            matches!(state.as_str(), Some("REACHABLE" | "STALE" | "DELAY" | "PROBE" | "PERMANENT" | "NOARP"))
+        });
+        if let (true, Some(mac)) = (usable, entry["lladdr"].as_str()) {
+            neighbors.insert(
+                (entry["dev"].as_str().unwrap().to_string(), entry["dst"].as_str().unwrap().to_string()),
+                mac.to_string(),
+            );
+        }
+    }
+    let mut unrepresented = std::collections::HashSet::new();
+    let mut in_force: std::collections::HashMap<String, (u64, Option<u64>)> = std::collections::HashMap::new();
+    for route in plan.kernel_routes() {
+        let dst = route["dst"].as_str().unwrap_or("");
+        let v4 = !dst.contains(':') && dst != "default"
+            || (dst == "default" && route["gateway"].as_str().is_none_or(|g| !g.contains(':')));
+        let prefix = route_prefix(dst, v4);
+        if route["table"].is_null() && route["type"].is_null() && route["tos"].is_null() && route["from"].is_null() {
+            let metric = route["metric"].as_u64().unwrap_or(0);
+            let entry = in_force.entry(prefix.clone()).or_insert((u64::MAX, None));
+            if metric < entry.0 {
+                *entry = (metric, route["nhid"].as_u64());
+            }
+        }
+        if route["tos"].as_str().is_some_and(|tos| tos != "0" && tos != "default") {
+            unrepresented.insert((prefix.clone(), "tos"));
+        }
+        if route["from"].is_string() {
+            unrepresented.insert((prefix.clone(), "source"));
+        }
+        if route["table"] == "default" {
+            unrepresented.insert((prefix, "default_table"));
+        }
+    }
+    let text = ok("ip", &["-n", &plan.control, "-j", "nexthop", "show"]);
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap_or_default();
+    let single: std::collections::HashMap<u64, &serde_json::Value> = listed
+        .iter()
+        .filter(|entry| entry["group"].is_null())
+        .map(|entry| (entry["id"].as_u64().unwrap(), entry))
+        .collect();
+    let mut nexthops = std::collections::HashMap::new();
+    for entry in &listed {
+        let id = entry["id"].as_u64().unwrap();
+        let hops = match entry["group"].as_array() {
+            Some(members) => members
+                .iter()
+                .filter_map(|member| {
+                    let hop = single.get(&member["id"].as_u64()?)?;
+                    Some(serde_json::json!({ "dev": hop["dev"], "gateway": hop["gateway"], "weight": member["weight"].as_u64().unwrap_or(1) }))
+                })
+                .collect(),
+            None => vec![serde_json::json!({ "dev": entry["dev"], "gateway": entry["gateway"] })],
+        };
+        nexthops.insert(id, hops);
+    }
+    let objects = in_force.into_iter().filter_map(|(prefix, (_, id))| Some((prefix, id?))).collect();
+    KernelContext { neighbors, objects, nexthops, unrepresented }
+}
+
+/// Whether prefix `inner` (`a/len`) lies inside `outer`.
+fn prefix_inside(inner: &str, outer: &str) -> bool {
+    let parse = |prefix: &str| -> Option<(u128, u32, bool)> {
+        let (address, len) = prefix.split_once('/')?;
+        let len: u32 = len.parse().ok()?;
+        match address.parse::<std::net::IpAddr>().ok()? {
+            std::net::IpAddr::V4(v4) => Some((u128::from(u32::from(v4)) << 96, len, true)),
+            std::net::IpAddr::V6(v6) => Some((u128::from(v6), len, false)),
+        }
+    };
+    let (Some((inner, inner_len, inner_v4)), Some((outer, outer_len, outer_v4))) = (parse(inner), parse(outer)) else {
+        return false;
+    };
+    let mask = |len: u32| if len == 0 { 0 } else { u128::MAX << (128 - len) };
+    inner_v4 == outer_v4 && inner_len >= outer_len && inner & mask(outer_len) == outer & mask(outer_len)
+}
+
+/// Why raceway's `answer` for `address` differs from the kernel's, or `None` when they agree.
+fn disagreement(
+    address: std::net::IpAddr,
+    kernel: &KernelAnswer,
+    answer: &serde_json::Value,
+    context: &KernelContext,
+    ports: &[String],
+) -> Option<String> {
+    let action = answer["action"].as_str().unwrap_or("");
+    let reason = answer["reason"].as_str().unwrap_or("");
+    let prefix = answer["prefix"].as_str().unwrap_or("");
+    let differ = || Some(format!("{address}: kernel {kernel:?}, raceway {answer}"));
+    // Routes raceway cannot represent send their prefix to the kernel: right, if slow.
+    if action == "kernel" && ["tos", "source", "default_table"].contains(&reason) {
+        // A source route covers what is inside its prefix (the kernel's lookup goes into its
+        // subtree), the others only their own prefix.
+        let known = context
+            .unrepresented
+            .iter()
+            .any(|(at, why)| *why == reason && (at == prefix || (reason == "source" && prefix_inside(prefix, at))));
+        return (!known).then(|| format!("{address}: raceway says {reason} at {prefix}, the kernel has no such route"));
+    }
+    // A throw route ends the main table's lookup; the kernel goes on in the default table.
+    if action == "kernel" && reason == "throw" {
+        let agrees = match kernel {
+            KernelAnswer::Error(why) => why == "Network is unreachable",
+            KernelAnswer::Route(route) => route["table"] == "default",
+            KernelAnswer::Delivered(_) => false,
+        };
+        return (!agrees).then(differ).flatten();
+    }
+    let route = match kernel {
+        KernelAnswer::Delivered(kind) => return (action != "kernel" || reason != kind).then(differ).flatten(),
+        KernelAnswer::Error(why) => {
+            let agrees = match why.as_str() {
+                "Network is unreachable" => action == "kernel" && reason == "no_route",
+                "No route to host" => action == "kernel" && reason == "unreachable",
+                "Permission denied" => action == "kernel" && reason == "prohibit",
+                "Invalid argument" => action == "drop" && reason == "blackhole",
+                _ => false,
+            };
+            return if agrees { None } else { differ() };
+        }
+        KernelAnswer::Route(route) => route,
+    };
+    if route["type"] == "blackhole" {
+        return (action != "drop" || reason != "blackhole").then(differ).flatten();
+    }
+    // IPv6 `fibmatch` may name another route over the same nexthop object than the one that
+    // matched (the kernel reports the object's first route): the same next hops, which is
+    // what forwarding uses, provided raceway's prefix is over that object in the kernel too.
+    let same_object = route["nhid"].as_u64().is_some() && address.is_ipv6() && context.objects.contains_key(prefix);
+    if route_prefix(route["dst"].as_str().unwrap_or(""), address.is_ipv4()) != prefix && !same_object {
+        return differ();
+    }
+    match route["type"].as_str().unwrap_or("unicast") {
+        "unicast" => {}
+        _ => return differ(),
+    }
+    let listed: Vec<serde_json::Value>;
+    let hops: Vec<&serde_json::Value> = match route["nexthops"].as_array() {
+        // The object raceway's prefix is over, when fibmatch named another route.
+        _ if same_object && route_prefix(route["dst"].as_str().unwrap_or(""), false) != prefix => {
+            let id = context.objects[prefix];
+            listed = context.nexthops.get(&id).cloned().unwrap_or_default();
+            listed.iter().collect()
+        }
+        Some(hops) => hops.iter().collect(),
+        None => vec![route],
+    };
+    if hops.iter().any(|hop| !ports.iter().any(|port| hop["dev"].as_str() == Some(port))) {
+        return (action != "kernel" || reason != "not_a_port").then(differ).flatten();
+    }
+    let key =
+        |port: Option<&str>, ip: Option<&str>, weight: u64| (port.map(str::to_string), ip.map(str::to_string), weight);
+    // A lone next hop's weight means nothing (the kernel does not show it).
+    let weight = |hop: &serde_json::Value, lone: bool| if lone { 1 } else { hop["weight"].as_u64().unwrap_or(1) };
+    let mut expected: Vec<_> = hops
+        .iter()
+        .map(|hop| key(hop["dev"].as_str(), hop["gateway"].as_str(), weight(hop, hops.len() == 1)))
+        .collect();
+    let ours = answer["next_hops"].as_array().cloned().unwrap_or_default();
+    let mut got: Vec<_> =
+        ours.iter().map(|hop| key(hop["port"].as_str(), hop["ip"].as_str(), weight(hop, ours.len() == 1))).collect();
+    expected.sort();
+    got.sort();
+    if expected != got {
+        return differ();
+    }
+    // Each next hop is used exactly when the kernel's is alive and its neighbour usable, with
+    // that neighbour's MAC.
+    let mut used = false;
+    for hop in &hops {
+        let dev = hop["dev"].as_str().unwrap().to_string();
+        let gateway = hop["gateway"].as_str().map_or_else(|| address.to_string(), str::to_string);
+        let dead = hop["flags"].as_array().into_iter().flatten().any(|flag| flag == "dead");
+        let mac = if dead { None } else { context.neighbors.get(&(dev.clone(), gateway)) };
+        let ours = ours
+            .iter()
+            .find(|our| our["port"].as_str() == Some(&dev) && our["ip"].as_str() == hop["gateway"].as_str())?;
+        if ours["mac"].as_str() != mac.map(String::as_str) {
+            return differ();
+        }
+        used |= mac.is_some();
+    }
+    let expected_action = if used { "forward" } else { "glean" };
+    (action != expected_action).then(differ).flatten()
+}
+
+/// raceway's answers for `addresses` (`show route --json`).
+fn raceway_answers(config: &std::path::Path, addresses: &[std::net::IpAddr]) -> Vec<serde_json::Value> {
+    let mut command = raceway();
+    command.args(["show", "--json", "-c"]).arg(config).arg("route");
+    command.args(addresses.iter().map(ToString::to_string));
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "show route: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The disagreements for `addresses`, asked again (both sides) while some remain, for up to
+/// 10 s: raceway follows the kernel within milliseconds, but a neighbour the kernel learns
+/// between the two questions must not count.
+///
+/// Also returns how many of raceway's first answers had each action and reason, so that a run
+/// that never met some kind of route is seen.
+fn disagreements(
+    plan: &FibPlan,
+    config: &std::path::Path,
+    addresses: &[std::net::IpAddr],
+    ports: &[String],
+) -> (Vec<String>, std::collections::BTreeMap<String, usize>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut asking: Vec<std::net::IpAddr> = addresses.to_vec();
+    let mut kinds = std::collections::BTreeMap::new();
+    loop {
+        let kernel = kernel_answers(&plan.control, &asking);
+        let ours = raceway_answers(config, &asking);
+        if kinds.is_empty() {
+            for answer in &ours {
+                let kind =
+                    format!("{} {}", answer["action"].as_str().unwrap_or(""), answer["reason"].as_str().unwrap_or(""));
+                *kinds.entry(kind).or_default() += 1;
+            }
+        }
+        let context = kernel_context(plan);
+        assert_eq!(ours.len(), asking.len());
+        let found: Vec<(std::net::IpAddr, String)> = asking
+            .iter()
+            .zip(&kernel)
+            .zip(&ours)
+            .filter_map(|((address, kernel), ours)| {
+                Some((*address, disagreement(*address, kernel, ours, &context, ports)?))
+            })
+            .collect();
+        if found.is_empty() || Instant::now() > deadline {
+            return (found.into_iter().map(|(_, why)| why).collect(), kinds);
+        }
+        asking = found.into_iter().map(|(address, _)| address).collect();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The FIB is the kernel's: random routes of every kind in raceway's namespace (both
+/// families, at least 2,000, over nexthop objects and groups, with weights, metrics, onlink
+/// and unresolved gateways, routes to an interface that is no port, tos, from and the default
+/// table), then random deltas (routes added, deleted and replaced, a port down and up, an
+/// address removed, neighbours changed, a nexthop id reused). After each, at least 10,000
+/// destinations at prefix edges are asked of the kernel (`ip -j route get fibmatch`) and of
+/// raceway (`show route --json`): not one disagreement. The seed is printed;
+/// RACEWAY_FIB_SEED=N repeats a run.
+#[test]
+fn the_fib_answers_as_the_kernel_does_for_random_routes_and_deltas() {
+    let _alone = alone();
+    let seed = std::env::var("RACEWAY_FIB_SEED").ok().and_then(|seed| seed.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+    });
+    eprintln!("FIB differential test: seed {seed} (RACEWAY_FIB_SEED={seed} repeats this run)");
+    let mut random = Random(seed);
+    let mut lab = Lab::new("rwf");
+    let ports: Vec<String> = (0..4).map(|index| format!("host{index}")).collect();
+    for index in 0..ports.len() {
+        lab.host(index);
+    }
+    let config = lab.config(ports.len(), "");
+    lab.start(&config, &ports.iter().map(String::as_str).collect::<Vec<_>>());
+    let config_path = lab.dir.join("leaf.toml");
+    let mut plan =
+        FibPlan { control: lab.control(), dir: lab.dir.clone(), batches: 0, ports: ports.len(), objects: Vec::new() };
+    let mut setup = vec![
+        "link set lo up".to_string(),
+        "link add xa type veth peer name xb".to_string(),
+        "link set xa up".to_string(),
+        "link set xb up".to_string(),
+        "addr add 10.250.0.1/24 dev xa".to_string(),
+        "addr add fd50::1/64 dev xa nodad".to_string(),
+    ];
+    // Half the gateways resolved (fe80::1 on every port, each with its own MAC), half not.
+    for port in 0..ports.len() {
+        for host in 10..22 {
+            for gateway in [format!("10.0.{port}.{host}"), format!("fd00:{port}::{host:x}"), format!("fe80::{host:x}")]
+            {
+                if random.chance(50) || gateway == "fe80::a" {
+                    setup.push(format!("neigh replace {gateway} lladdr 02:00:00:{port:02x}:{:02x}:{host:02x} dev host{port} nud permanent", random.below(256)));
+                }
+            }
+        }
+        setup.push(format!("neigh replace fe80::1 lladdr 02:00:00:{port:02x}:00:01 dev host{port} nud permanent"));
+    }
+    // Nexthop objects: singles of both families, then groups of them with weights.
+    for id in 1..=24u32 {
+        let v4 = id % 2 == 0;
+        let port = random.below(ports.len() as u64) as usize;
+        setup.push(format!("nexthop add id {id} via {} dev host{port}", plan.gateway(&mut random, port, v4)));
+        plan.objects.push((id, v4));
+    }
+    for id in 100..112u32 {
+        let v4 = id % 2 == 0;
+        let members: Vec<String> = (0..2 + random.below(2))
+            .map(|_| {
+                let singles: Vec<u32> = (1..=24).filter(|single| (single % 2 == 0) == v4).collect();
+                format!("{},{}", random.pick(&singles), 1 + random.below(8))
+            })
+            .collect();
+        setup.push(format!("nexthop add id {id} group {}", members.join("/")));
+        plan.objects.push((id, v4));
+    }
+    plan.batch(&setup);
+    let routes: Vec<String> = (0..2_300).map(|_| plan.route(&mut random, "add", None, None)).collect();
+    plan.batch(&routes);
+    // Metrics: some prefixes again at other metrics.
+    let prefixes: Vec<String> = routes
+        .iter()
+        .filter_map(|line| {
+            line.split_whitespace().find(|word| word.contains('/') && !word.starts_with("fd99")).map(str::to_string)
+        })
+        .collect();
+    let mut again = Vec::new();
+    for prefix in prefixes {
+        if random.chance(15) {
+            let metric = 40 + random.below(20);
+            again.push(plan.route(&mut random, "add", Some(&prefix), Some(metric)));
+        }
+    }
+    plan.batch(&again);
+    let mainly = |plan: &FibPlan| {
+        plan.kernel_routes()
+            .into_iter()
+            .filter(|route| {
+                route["protocol"] != "kernel"
+                    && route["table"] != "local"
+                    && route["dst"].as_str().is_some_and(|dst| !dst.starts_with("fe80") && !dst.starts_with("ff00"))
+            })
+            .collect::<Vec<_>>()
+    };
+    let installed = mainly(&plan);
+    assert!(installed.len() >= 2_000, "only {} routes were installed", installed.len());
+    let destinations = |plan: &FibPlan, random: &mut Random| {
+        let mut addresses: Vec<std::net::IpAddr> = Vec::new();
+        for route in plan.kernel_routes() {
+            let dst = route["dst"].as_str().unwrap_or("");
+            if dst.starts_with("fe80") || dst.starts_with("ff00") {
+                continue;
+            }
+            let v4 = if dst == "default" { !route.to_string().contains("\"gateway\":\"f") } else { !dst.contains(':') };
+            addresses.extend(edges(&route_prefix(dst, v4), random));
+        }
+        addresses.sort();
+        addresses.dedup();
+        addresses
+    };
+    let check = |plan: &FibPlan, random: &mut Random, what: &str| {
+        let addresses = destinations(plan, random);
+        assert!(addresses.len() >= 10_000, "{what}: only {} destinations", addresses.len());
+        let (found, kinds) = disagreements(plan, &config_path, &addresses, &ports);
+        // Every kind of answer was met (a test that only ever saw one would prove little).
+        let mut expected =
+            vec!["forward ", "glean unresolved", "drop blackhole", "kernel unreachable", "kernel prohibit"];
+        expected.extend(["kernel local", "kernel not_a_port", "kernel throw", "kernel tos", "kernel source"]);
+        if what == "after the first routes" {
+            expected.push("kernel no_route");
+        }
+        for kind in expected {
+            assert!(
+                kinds.get(kind).is_some_and(|count| *count > 0),
+                "{what} (seed {seed}): no '{kind}' answer among {kinds:?}"
+            );
+        }
+        // The first few of each kind of disagreement (the kernel's answer's shape, raceway's
+        // action and reason).
+        let mut kinds: std::collections::BTreeMap<String, Vec<&String>> = std::collections::BTreeMap::new();
+        for why in &found {
+            let kernel = if why.contains("kernel Error") {
+                "error"
+            } else if why.contains("kernel Delivered") {
+                "delivered"
+            } else if why.contains("nexthops") {
+                "multipath"
+            } else {
+                "route"
+            };
+            let ours = why.split("\"action\":").nth(1).unwrap_or("").split(',').next().unwrap_or("").to_string();
+            let reason = why.split("\"reason\":").nth(1).unwrap_or("").split('}').next().unwrap_or("").to_string();
+            kinds.entry(format!("{kernel} / {ours} {reason}")).or_default().push(why);
+        }
+        let report: Vec<String> = kinds
+            .iter()
+            .map(|(kind, whys)| {
+                format!(
+                    "{kind}: {}\n  {}",
+                    whys.len(),
+                    whys.iter().take(3).map(|why| why.as_str()).collect::<Vec<_>>().join("\n  ")
+                )
+            })
+            .collect();
+        if !found.is_empty() {
+            // What a reader of the failure needs next: the kernel's nexthop objects.
+            let objects = ok("ip", &["-n", &plan.control, "nexthop", "show"]);
+            std::fs::write(plan.dir.join("nexthops.txt"), objects).unwrap();
+        }
+        assert!(
+            found.is_empty(),
+            "{what} (seed {seed}): {} of {} destinations disagree (the kernel's nexthop objects are in {}):\n{}",
+            found.len(),
+            addresses.len(),
+            plan.dir.join("nexthops.txt").display(),
+            report.join("\n")
+        );
+        addresses.len()
+    };
+    check(&plan, &mut random, "after the first routes");
+
+    // Deltas, batch by batch.
+    for round in 0..4 {
+        let mut lines = Vec::new();
+        let current = mainly(&plan);
+        for _ in 0..150 {
+            let route = random.pick(&current);
+            let dst = route["dst"].as_str().unwrap();
+            let v4 = !route.to_string().contains(':') || dst.contains('.');
+            let prefix = route_prefix(dst, v4);
+            let metric = route["metric"].as_u64().map_or(String::new(), |metric| format!(" metric {metric}"));
+            let table = route["table"].as_str().map_or(String::new(), |table| format!(" table {table}"));
+            let tos = route["tos"].as_str().map_or(String::new(), |tos| format!(" tos {tos}"));
+            let from = route["from"].as_str().map_or(String::new(), |from| format!(" from {from}"));
+            match random.below(3) {
+                0 => lines.push(format!("route del {prefix}{tos}{from}{metric}{table}")),
+                1 => lines.push(plan.route(&mut random, "replace", Some(&prefix), route["metric"].as_u64())),
+                _ => lines.push(plan.route(&mut random, "add", None, None)),
+            }
+        }
+        // IPv6 multipath: one next hop deleted.
+        if let Some(route) = current.iter().find(|route| {
+            route["dst"].as_str().is_some_and(|dst| dst.contains(':'))
+                && route["nexthops"].is_array()
+                && route["nhid"].is_null()
+        }) {
+            let hop = &route["nexthops"][0];
+            let metric = route["metric"].as_u64().map_or(String::new(), |metric| format!(" metric {metric}"));
+            lines.push(format!(
+                "route del {} via {} dev {}{metric}",
+                route_prefix(route["dst"].as_str().unwrap(), false),
+                hop["gateway"].as_str().unwrap_or("::"),
+                hop["dev"].as_str().unwrap()
+            ));
+        }
+        // Neighbours change: one moves to another MAC, one goes.
+        let port = random.below(ports.len() as u64);
+        lines.push(format!(
+            "neigh replace 10.0.{port}.{} lladdr 02:00:00:ee:{round:02x}:01 dev host{port} nud permanent",
+            10 + random.below(12)
+        ));
+        lines.push(format!("neigh del fe80::{:x} dev host{port}", 10 + random.below(12)));
+        // A nexthop id reused: deleted, then defined again elsewhere.
+        let (id, v4) = *random.pick(&plan.objects.iter().filter(|(id, _)| *id <= 24).copied().collect::<Vec<_>>());
+        lines.push(format!("nexthop del id {id}"));
+        let other = random.below(ports.len() as u64) as usize;
+        lines.push(format!("nexthop add id {id} via {} dev host{other}", plan.gateway(&mut random, other, v4)));
+        match round {
+            // A port goes down (and comes back in the next round).
+            0 => lines.push("link set host3 down".to_string()),
+            // Default routes: nothing is unrouted any more.
+            1 => lines.extend([
+                "link set host3 up".to_string(),
+                "route add 0.0.0.0/0 via 10.0.1.10 dev host1".to_string(),
+                "route add ::/0 via fe80::1 dev host2".to_string(),
+            ]),
+            // A port loses its IPv4 address (and has it again in the next round).
+            2 => lines.push("addr del 10.0.2.1/24 dev host2".to_string()),
+            _ => lines.push("addr add 10.0.2.1/24 dev host2".to_string()),
+        }
+        plan.batch(&lines);
+        check(&plan, &mut random, &format!("after delta round {round}"));
+    }
+    let stats = lab.stop();
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
 }

@@ -40,6 +40,8 @@ drop_reasons! {
     /// multicast, which no ICMP answers); with `[control]` other unrouted unicast goes to the
     /// kernel for its ICMP unreachable (CoPP class `unreachable`).
     NoRoute => "no_route";
+    /// The destination's route is a `blackhole` (the kernel's, mirrored).
+    Blackhole => "blackhole";
     /// TTL or hop limit would reach zero.
     TtlExpired => "ttl_expired";
     /// A lossy frame over its egress queue's dynamic limit (lossy_alpha x the free lossy pool)

@@ -208,6 +208,13 @@ enum ShowWhat {
     },
     /// The FIB: each route and what it resolves to, groups with their members.
     Routes,
+    /// The FIB's answer for each address, as `ip route get` gives the kernel's: the prefix
+    /// that matches, the action (forward, drop, kernel, glean) and why, and the next hops.
+    Route {
+        /// IPv4 or IPv6 addresses (thousands at once are fine).
+        #[arg(required = true)]
+        addresses: Vec<String>,
+    },
     /// The neighbours next hops resolve through.
     Neighbors,
     /// Clear counters that are cleared rather than counted.
@@ -595,6 +602,15 @@ fn execute(command: Command) -> Result<(), Failure> {
                 ShowWhat::Queues => View::Queues,
                 ShowWhat::Watermarks { persistent, clear } => View::Watermarks { persistent, clear },
                 ShowWhat::Routes => View::Routes,
+                ShowWhat::Route { addresses } => View::Route(
+                    addresses
+                        .iter()
+                        .map(|text| {
+                            text.parse()
+                                .map_err(|_| Failure(format!("show route: '{text}' is not an IPv4 or IPv6 address")))
+                        })
+                        .collect::<Result<_, _>>()?,
+                ),
                 ShowWhat::Neighbors => View::Neighbors,
                 ShowWhat::Clear { what: ClearWhat::Watermarks { persistent } } => View::ClearWatermarks { persistent },
             };

@@ -150,7 +150,10 @@ mod tests {
         };
         let (field, problem) = error("[control.copp.icmp]\npps = 10\n");
         assert_eq!(field, "control.copp.icmp");
-        assert!(problem.contains("bgp, bfd, lacp, arp, lldp, ip2me, glean, ttl, unreachable, mtu, other"), "{problem}");
+        assert!(
+            problem.contains("bgp, bfd, lacp, arp, lldp, ip2me, glean, ttl, kernel, unreachable, mtu, other"),
+            "{problem}"
+        );
         assert_eq!(error("[control.copp.arp]\npps = 0\n").0, "control.copp.arp.pps");
         assert_eq!(error("[control.copp.arp]\nburst = 10000001\n").0, "control.copp.arp.burst");
         let (field, problem) = error("punt_pps = 2000\n");

@@ -1,58 +1,135 @@
 //! What the kernel in the switch's namespace knows, kept in sync over rtnetlink: addresses,
-//! neighbours, routes (multipath included) and nexthop objects, turned into `fib::Learned`.
+//! neighbours, routes (multipath included) and nexthop objects, turned into FIB changes.
 //!
 //! The control thread opens a route netlink socket in the namespace, subscribes to address,
 //! neighbour, route and nexthop changes, and dumps each table once (again after the kernel
 //! reports that messages were lost). Each message is the full state of one object, so dumps
-//! and live changes are applied alike. Route, neighbour and address messages are decoded by
-//! `netlink-packet-route`; nexthop objects (`RTM_NEWNEXTHOP`, which FRR's zebra uses for its
-//! routes when the kernel has them) are not in that crate and are decoded here.
+//! and live changes are applied alike; the one exception is the kernel's IPv6 deletion of a
+//! multipath route's single next hop, which names only that next hop. Route, neighbour and
+//! address messages are decoded by `netlink-packet-route`; nexthop objects (`RTM_NEWNEXTHOP`,
+//! which FRR's zebra uses for its routes when the kernel has them) are not in that crate and
+//! are decoded here.
 //!
-//! What is taken: the main table's unicast routes whose next hops leave through a host
-//! interface (others are the kernel's own business), and its blackhole, unreachable and
-//! prohibit routes (as routes with no next hop: dropped, `no_route`, so a less specific route
-//! never catches what they discard), but IPv6 link-local ones (fe80::/10 and longer: the
-//! kernel keeps an fe80::/64 per interface, which one prefix-keyed FIB cannot hold, and
-//! link-local packets are punted before any lookup); neighbours on host interfaces in a
-//! usable state (reachable, stale, delay, probe, permanent, noarp) with a MAC; every address
-//! except loopback ones (an address on `lo`, such as a router id, is the switch's too).
+//! Keys are the kernel's: neighbours by (interface, address), routes by (table, prefix, tos,
+//! metric) (`fib::RouteKey`), so that the kernel's choice is the FIB's and the next route takes
+//! over when it goes. What is taken:
+//! - the main table's routes of every kind: unicast (through its next hops, with their
+//!   weights; a next hop on an interface that is no port sends the route's traffic to the
+//!   kernel), blackhole (dropped), unreachable, prohibit and throw (the kernel answers), local,
+//!   broadcast and anycast (the kernel's own);
+//! - the local table's local, broadcast and anycast routes (the kernel's own, before the main
+//!   table as its rule 0 says), and the default table's routes (to the kernel, where the main
+//!   table has none for a prefix);
+//! - what the FIB cannot represent (a `tos`, an IPv6 `from`) as a route to the kernel for its
+//!   prefix, logged; routes of other tables are counted and logged, not mirrored;
+//! - never IPv6 link-local prefixes (fe80::/10 and longer: the kernel keeps an fe80::/64 per
+//!   interface, which one prefix-keyed FIB cannot hold; link-local packets are punted first);
+//! - neighbours on host interfaces in a usable state (reachable, stale, delay, probe,
+//!   permanent, noarp) with a MAC; every address except loopback ones (an address on `lo`,
+//!   such as a router id, is the switch's too).
+//!
+//! The kernel also deletes without a message, and so does this module, as the kernel does:
+//! when an interface goes administratively down, its nexthop objects go (and the groups they
+//! leave empty), with every route over them; when it goes down or loses its last IPv4 address,
+//! the IPv4 routes whose next hops are all on it go, and a multipath route's next hops on it
+//! are dead until it is up again (or has an address). A nexthop object deleted takes its routes with it, so a
+//! reused id never revives one.
 //!
 //! Links are read too (RTNLGRP_LINK and a dump): a port's host interface's administrative state
 //! and MTU, which the caller takes with `Sync::take_link_changes` (they are not the FIB's).
 //!
-//! Invariant: `KernelTables` holds exactly the last state the kernel reported for each object;
-//! `learned` is a pure function of it.
+//! Invariant: `KernelTables` holds exactly the last state the kernel reported for each object
+//! (and what it deleted silently, deleted); the writer's kernel routes are a pure function of
+//! it and of the route messages.
 
-use crate::pipeline::fib::{masked, FibWriter, KernelHops, Source, Via};
+use crate::pipeline::fib::{masked, FibWriter, KernelHop, KernelHops, KernelReason, RouteKey, RouteRank, Via};
 use crate::wire::ethernet::MacAddress;
 use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
 use netlink_packet_route::address::AddressAttribute;
 use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourState};
-use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteType, RouteVia};
+use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteType, RouteVia};
 use netlink_packet_route::RouteNetlinkMessage;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// One next hop as the kernel gives it: gateway (none: connected), interface, weight (1-256),
+/// and whether the kernel holds it dead (RTNH_F_DEAD: its interface went down or lost its
+/// IPv4 addresses; only a dump says so, a message never changes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Hop {
+    pub gateway: Option<IpAddr>,
+    pub interface: u32,
+    pub weight: u16,
+    pub dead: bool,
+}
+
+impl Hop {
+    /// A live next hop of weight 1.
+    pub fn new(gateway: Option<IpAddr>, interface: u32) -> Self {
+        Self { gateway, interface, weight: 1, dead: false }
+    }
+}
+
 /// How a route's next hops are given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NextHops {
-    /// (gateway, interface index) pairs: one, or RTA_MULTIPATH's list.
-    Direct(Vec<(Option<IpAddr>, u32)>),
+    /// One next hop, or RTA_MULTIPATH's list; empty for kinds that have none.
+    Direct(Vec<Hop>),
     /// A nexthop object (RTA_NH_ID).
     Object(u32),
-    /// A blackhole, unreachable or prohibit route: matching packets are dropped.
-    Discard,
 }
 
-/// A nexthop object: one next hop, or a group of other objects.
+/// A route's type (`rtm_type`), as far as the FIB tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    Unicast,
+    Blackhole,
+    Unreachable,
+    Prohibit,
+    Throw,
+    Local,
+    Broadcast,
+    Anycast,
+    /// Multicast, NAT and the rest: not the FIB's (raceway does not route multicast).
+    Other,
+}
+
+/// A kernel route, as one message gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub address: IpAddr,
+    pub len: u8,
+    pub table: u32,
+    pub kind: RouteKind,
+    /// RTA_PRIORITY: the lowest of a prefix's routes wins.
+    pub metric: u32,
+    pub tos: u8,
+    /// An IPv6 source prefix (`from`), when the route has one.
+    pub source: Option<(IpAddr, u8)>,
+    pub next_hops: NextHops,
+}
+
+impl Route {
+    /// A main-table unicast route at metric 0 (tests).
+    pub fn unicast(address: IpAddr, len: u8, next_hops: NextHops) -> Self {
+        Self { address, len, table: MAIN_TABLE, kind: RouteKind::Unicast, metric: 0, tos: 0, source: None, next_hops }
+    }
+}
+
+/// The kernel's table numbers (`rt_class_t`).
+const MAIN_TABLE: u32 = 254;
+const LOCAL_TABLE: u32 = 255;
+const DEFAULT_TABLE: u32 = 253;
+
+/// A nexthop object: one next hop, or a group of other objects with their weights.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Nexthop {
     Single {
         gateway: Option<IpAddr>,
         interface: u32,
     },
-    Group(Vec<u32>),
+    Group(Vec<(u32, u16)>),
     /// Blackhole or something raceway does not forward through.
     Unusable,
 }
@@ -72,17 +149,14 @@ pub enum Event {
     },
     Route {
         add: bool,
-        address: IpAddr,
-        len: u8,
-        next_hops: NextHops,
+        route: Route,
     },
     Nexthop {
         id: u32,
         nexthop: Option<Nexthop>,
     },
     /// An interface's administrative state (IFF_UP) and MTU: for a port's host interface,
-    /// `ip link set PORT down/up` and `ip link set PORT mtu N`. Not the FIB's business (the
-    /// kernel withdraws the routes of a downed interface itself).
+    /// `ip link set PORT down/up` and `ip link set PORT mtu N`.
     Link {
         interface: u32,
         up: bool,
@@ -98,16 +172,35 @@ pub struct LinkChange {
     pub mtu: Option<u32>,
 }
 
-/// The kernel's small tables as last reported (addresses, neighbours, nexthop objects), and
-/// the interfaces that are ports. Routes are not kept here: each route message goes straight
-/// to the FIB writer, which holds the only copy of a million of them.
+/// A kernel route as the FIB keys it: prefix (masked), length, `RouteKey`.
+pub type RouteId = (IpAddr, u8, RouteKey);
+
+/// Routes logged per reason before the log says only how many more there are.
+const LOGGED_PER_REASON: u64 = 8;
+
+/// The kernel's small tables as last reported (addresses, neighbours, nexthop objects, links),
+/// the interfaces that are ports, and the routes that go to the kernel. Other routes are not
+/// kept here: each route message goes straight to the FIB writer, which holds the only copy of
+/// a million of them.
 #[derive(Debug, Default, Clone)]
 pub struct KernelTables {
     /// The kernel's index of each port's host interface, by port.
     interfaces: Vec<u32>,
     addresses: HashMap<(u32, IpAddr), ()>,
-    neighbors: HashMap<IpAddr, (u32, MacAddress)>,
+    neighbors: HashMap<(u32, IpAddr), MacAddress>,
     nexthops: HashMap<u32, Nexthop>,
+    /// Interfaces administratively down.
+    down: HashSet<u32>,
+    /// Routes that send their prefix to the kernel, with why and the interface all their next
+    /// hops are on (the kernel's IPv4 flush of that interface takes them).
+    to_kernel: HashMap<RouteId, (KernelReason, Option<u32>)>,
+    /// Routes of tables the FIB does not mirror, by table.
+    other_tables: HashMap<u32, HashSet<(IpAddr, u8, u32)>>,
+    /// Routes logged (or counted past the log) per reason.
+    logged: HashMap<&'static str, u64>,
+    /// The kernel changed which next hops are dead without a message (an interface went
+    /// down or up, or lost or regained its IPv4 addresses): only a fresh dump tells.
+    resync_wanted: bool,
 }
 
 impl KernelTables {
@@ -120,11 +213,44 @@ impl KernelTables {
         self.interfaces.iter().position(|&index| index == interface)
     }
 
+    /// Routes whose traffic goes to the kernel, by reason (`KernelReason::ALL`'s order), then
+    /// the routes of tables raceway does not mirror: the stats' `fib_kernel_routes`.
+    pub fn kernel_route_counts(&self) -> Vec<u64> {
+        let mut counts = vec![0u64; KernelReason::ALL.len() + 1];
+        for (reason, _) in self.to_kernel.values() {
+            if let Some(index) = KernelReason::ALL.iter().position(|known| known == reason) {
+                counts[index] += 1;
+            }
+        }
+        counts[KernelReason::ALL.len()] = self.other_tables.values().map(|routes| routes.len() as u64).sum();
+        counts
+    }
+
+    /// Logs `what` for the first few routes of each `reason`, then every thousandth.
+    fn log_once(&mut self, reason: &'static str, what: impl FnOnce() -> String) {
+        let count = self.logged.entry(reason).or_default();
+        *count += 1;
+        if *count <= LOGGED_PER_REASON || count.is_multiple_of(1000) {
+            tracing::info!("control: {} (routes of this kind so far: {count})", what());
+        }
+    }
+
     /// Applies one event to these tables and what it changes to `writer`.
     pub fn apply(&mut self, event: Event, writer: &mut FibWriter) {
         match event {
-            Event::Link { .. } => {}
+            Event::Link { interface, up, .. } => {
+                if up && self.down.remove(&interface) {
+                    writer.set_dead_interface(interface, None);
+                    self.resync_wanted = true;
+                } else if !up && self.down.insert(interface) {
+                    self.resync_wanted = true;
+                    self.interface_down(interface, writer);
+                    self.flush_v4(interface, writer);
+                    writer.set_dead_interface(interface, Some(false));
+                }
+            }
             Event::Address { add, interface, ip } => {
+                let had_v4 = self.has_v4(interface);
                 if add {
                     self.addresses.insert((interface, ip), ());
                 } else {
@@ -134,77 +260,256 @@ impl KernelTables {
                 // addresses are not.
                 let present = !ip.is_loopback() && self.addresses.keys().any(|&(_, address)| address == ip);
                 writer.set_address(ip, present);
+                if ip.is_ipv4() && had_v4 && !self.has_v4(interface) {
+                    // The last IPv4 address gone: the kernel flushes the interface's IPv4 routes.
+                    self.flush_v4(interface, writer);
+                    writer.set_dead_interface(interface, Some(true));
+                    self.resync_wanted = true;
+                } else if ip.is_ipv4() && add && !had_v4 && !self.down.contains(&interface) {
+                    writer.set_dead_interface(interface, None);
+                    self.resync_wanted = true;
+                }
             }
             Event::Neighbor { interface, ip, mac } => {
                 match mac {
-                    Some(mac) => self.neighbors.insert(ip, (interface, mac)),
-                    None => self.neighbors.remove(&ip),
+                    Some(mac) => self.neighbors.insert((interface, ip), mac),
+                    None => self.neighbors.remove(&(interface, ip)),
                 };
-                let neighbor = mac.and_then(|mac| Some((self.port_of(interface)?, mac)));
-                writer.set_neighbor(ip, neighbor);
-            }
-            Event::Route { add, address, len, next_hops } => {
-                let via = if add { self.via(&next_hops) } else { None };
-                writer.set_route(Source::Kernel, address, len, via);
-            }
-            Event::Nexthop { id, nexthop } => {
-                match nexthop {
-                    Some(nexthop) => self.nexthops.insert(id, nexthop),
-                    None => self.nexthops.remove(&id),
-                };
-                // The object itself, and the groups it is a member of.
-                let groups: Vec<u32> = self
-                    .nexthops
-                    .iter()
-                    .filter(|(_, nexthop)| matches!(nexthop, Nexthop::Group(members) if members.contains(&id)))
-                    .map(|(group, _)| *group)
-                    .collect();
-                for object in std::iter::once(id).chain(groups) {
-                    let definition = self.nexthops.contains_key(&object).then(|| self.object(object));
-                    writer.set_object(object, definition);
+                if let Some(port) = self.port_of(interface) {
+                    writer.set_neighbor(port, ip, mac);
                 }
+            }
+            Event::Route { add, route } => self.route(add, route, writer),
+            Event::Nexthop { id, nexthop } => self.nexthop(id, nexthop, writer),
+        }
+    }
+
+    /// Where `route` ranks among its prefix's routes and what it leads to; `None` for a route
+    /// the FIB does not mirror (another table, another kind).
+    fn rank(&mut self, route: &Route) -> Option<(RouteKey, Via)> {
+        let prefix = format!("{}/{}", masked(route.address, route.len), route.len);
+        let key = |rank: RouteRank, detail: u64| RouteKey { rank, metric: route.metric, detail };
+        let kind_via = |kind: RouteKind| match kind {
+            RouteKind::Blackhole => Some(Via::Blackhole),
+            RouteKind::Unreachable => Some(Via::ToKernel(KernelReason::Unreachable)),
+            RouteKind::Prohibit => Some(Via::ToKernel(KernelReason::Prohibit)),
+            RouteKind::Throw => Some(Via::ToKernel(KernelReason::Throw)),
+            RouteKind::Local => Some(Via::ToKernel(KernelReason::LocalRoute)),
+            RouteKind::Broadcast => Some(Via::ToKernel(KernelReason::Broadcast)),
+            RouteKind::Anycast => Some(Via::ToKernel(KernelReason::Anycast)),
+            RouteKind::Unicast | RouteKind::Other => None,
+        };
+        match route.table {
+            LOCAL_TABLE => {
+                let via = kind_via(route.kind).filter(|via| matches!(via, Via::ToKernel(_)))?;
+                Some((key(RouteRank::LocalTable, 0), via))
+            }
+            MAIN_TABLE if route.tos != 0 || route.source.is_some() => {
+                let (reason, detail) = match route.source {
+                    Some((address, len)) => (KernelReason::Source, source_detail(address, len)),
+                    None => (KernelReason::Tos, u64::from(route.tos)),
+                };
+                self.log_once(reason.name(), || {
+                    format!("{prefix} has a route by {} (to the kernel, which picks by it)", reason.name())
+                });
+                Some((key(RouteRank::Unrepresented, detail), Via::ToKernel(reason)))
+            }
+            MAIN_TABLE => match route.kind {
+                RouteKind::Unicast => Some((key(RouteRank::Main, 0), self.unicast_via(&route.next_hops))),
+                RouteKind::Other => {
+                    self.log_once("kind", || format!("{prefix}: a route of a kind raceway does not route (ignored)"));
+                    None
+                }
+                kind => Some((key(RouteRank::Main, 0), kind_via(kind)?)),
+            },
+            DEFAULT_TABLE if route.address.is_ipv4() => {
+                self.log_once("default_table", || {
+                    format!("{prefix} in table default (to the kernel where the main table has no route)")
+                });
+                Some((key(RouteRank::DefaultTable, u64::from(route.tos)), Via::ToKernel(KernelReason::DefaultTable)))
+            }
+            table => {
+                self.log_once("table", || format!("{prefix} in table {table}: not mirrored (only rules reach it)"));
+                let routes = self.other_tables.entry(table).or_default();
+                routes.insert((masked(route.address, route.len), route.len, route.metric));
+                None
             }
         }
     }
 
-    /// What a route's next hops lead to in the FIB; `None` when they leave through no host
-    /// interface (the kernel's own business).
-    fn via(&self, next_hops: &NextHops) -> Option<Via> {
+    /// What a unicast route's next hops lead to: the kernel's next hops on ports (a next hop
+    /// on another interface, or on one whose IPv4 routes the kernel flushed, is not a port's),
+    /// or a nexthop object.
+    fn unicast_via(&self, next_hops: &NextHops) -> Via {
         match next_hops {
-            NextHops::Discard => Some(Via::Kernel(Box::new([]))),
-            NextHops::Object(id) => Some(Via::Object(*id)),
-            NextHops::Direct(list) => {
-                let hops = self.on_ports(list.iter().copied());
-                (!hops.is_empty()).then(|| Via::Kernel(hops.into()))
-            }
+            NextHops::Object(id) => Via::Object(*id),
+            NextHops::Direct(hops) => Via::Kernel(self.kernel_hops(hops.iter().copied())),
         }
     }
 
-    /// The (gateway, port) pairs of `hops` that leave through a host interface, each once.
-    fn on_ports(&self, hops: impl Iterator<Item = (Option<IpAddr>, u32)>) -> Vec<(Option<IpAddr>, u16)> {
-        let mut resolved: Vec<(Option<IpAddr>, u16)> = Vec::new();
-        for (gateway, interface) in hops {
-            if let Some(port) = self.port_of(interface) {
-                if !resolved.contains(&(gateway, port as u16)) {
-                    resolved.push((gateway, port as u16));
+    fn kernel_hops(&self, hops: impl Iterator<Item = Hop>) -> KernelHops {
+        // As the kernel lists them, a next hop twice included (its group's slots sum them).
+        hops.map(|hop| {
+            let port = self.port_of(hop.interface).map(|port| port as u16);
+            KernelHop { gateway: hop.gateway, interface: hop.interface, port, weight: hop.weight, dead: hop.dead }
+        })
+        .collect()
+    }
+
+    /// A route added (the full state of its key) or deleted.
+    fn route(&mut self, add: bool, route: Route, writer: &mut FibWriter) {
+        let Some((key, via)) = self.rank(&route) else {
+            if !add {
+                if let Some(routes) = self.other_tables.get_mut(&route.table) {
+                    routes.remove(&(masked(route.address, route.len), route.len, route.metric));
+                }
+            }
+            return;
+        };
+        let id: RouteId = (masked(route.address, route.len), route.len, key);
+        let via = if add {
+            Some(via)
+        } else {
+            // IPv6 deletes a multipath route's next hops one at a time, naming them.
+            match (&route.next_hops, writer.kernel_route(route.address, route.len, key)) {
+                (NextHops::Direct(gone), Some(Via::Kernel(hops))) if route.address.is_ipv6() && !gone.is_empty() => {
+                    let left: Vec<KernelHop> = hops
+                        .iter()
+                        .filter(|hop| !gone.iter().any(|g| (g.gateway, g.interface) == (hop.gateway, hop.interface)))
+                        .copied()
+                        .collect();
+                    (!left.is_empty()).then(|| Via::Kernel(left.into()))
+                }
+                _ => None,
+            }
+        };
+        match &via {
+            Some(Via::ToKernel(reason)) => {
+                // The interface all its next hops are on: the kernel flushes it with that one.
+                let interface = match &route.next_hops {
+                    NextHops::Direct(hops) => hops
+                        .first()
+                        .map(|hop| hop.interface)
+                        .filter(|first| hops.iter().all(|hop| hop.interface == *first)),
+                    NextHops::Object(_) => None,
+                };
+                self.to_kernel.insert(id, (*reason, interface));
+            }
+            _ => {
+                self.to_kernel.remove(&id);
+            }
+        }
+        if let Some(Via::Kernel(hops)) = &via {
+            if hops.iter().any(|hop| hop.port.is_none()) {
+                let prefix = format!("{}/{}", id.0, id.1);
+                self.log_once("not_a_port", || {
+                    format!("{prefix} has a next hop on an interface that is no port (to the kernel)")
+                });
+            }
+        }
+        writer.set_kernel_route(route.address, route.len, key, via);
+    }
+
+    /// A nexthop object defined, redefined or deleted; a deleted one takes its routes with it
+    /// and leaves the groups it was in (a group left empty goes too).
+    fn nexthop(&mut self, id: u32, nexthop: Option<Nexthop>, writer: &mut FibWriter) {
+        let mut gone = Vec::new();
+        match nexthop {
+            Some(nexthop) => {
+                self.nexthops.insert(id, nexthop);
+            }
+            None => {
+                if self.nexthops.remove(&id).is_some() {
+                    gone.push(id);
                 }
             }
         }
-        resolved
+        // The object itself, and the groups it is a member of.
+        let mut touched = vec![id];
+        touched.extend(self.nexthops.iter().filter_map(|(group, nexthop)| match nexthop {
+            Nexthop::Group(members) if members.iter().any(|(member, _)| *member == id) => Some(*group),
+            _ => None,
+        }));
+        while let Some(lost) = gone.pop() {
+            for (group, nexthop) in self.nexthops.iter_mut() {
+                if let Nexthop::Group(members) = nexthop {
+                    if members.iter().any(|(member, _)| *member == lost) {
+                        members.retain(|(member, _)| *member != lost);
+                        touched.push(*group);
+                        if members.is_empty() {
+                            gone.push(*group);
+                        }
+                    }
+                }
+            }
+            self.nexthops.retain(|group, nexthop| {
+                !(gone.contains(group) && matches!(nexthop, Nexthop::Group(m) if m.is_empty()))
+            });
+            writer.set_object(lost, None);
+            writer.remove_kernel_routes(false, |via| *via == Via::Object(lost));
+        }
+        for object in touched {
+            let definition = self.nexthops.contains_key(&object).then(|| self.object(object));
+            writer.set_object(object, definition);
+        }
     }
 
-    /// A nexthop object's definition for the FIB: its next hops on host interfaces (groups one
-    /// level deep, as the kernel allows), or `None` for a blackhole.
+    /// An interface went administratively down: the kernel deletes its nexthop objects (and
+    /// with them their routes) without a message.
+    fn interface_down(&mut self, interface: u32, writer: &mut FibWriter) {
+        let on_it: Vec<u32> = self
+            .nexthops
+            .iter()
+            .filter(|(_, nexthop)| matches!(nexthop, Nexthop::Single { interface: on, .. } if *on == interface))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in on_it {
+            self.nexthop(id, None, writer);
+        }
+    }
+
+    fn has_v4(&self, interface: u32) -> bool {
+        self.addresses.keys().any(|(on, ip)| *on == interface && ip.is_ipv4())
+    }
+
+    /// The kernel flushes `interface`'s IPv4 routes (it went down, or lost its last IPv4
+    /// address): the routes whose next hops are all on it go (its subnets' broadcast routes
+    /// too, not its addresses' local ones; its nexthop objects stay, alive);
+    /// its next hops in other multipath routes are dead (`FibWriter::set_dead_interface`).
+    fn flush_v4(&mut self, interface: u32, writer: &mut FibWriter) {
+        writer.remove_kernel_routes(true, |via| match via {
+            Via::Kernel(hops) => !hops.is_empty() && hops.iter().all(|hop| hop.interface == interface),
+            _ => false,
+        });
+        // The addresses' own local routes stay (the kernel still delivers to them).
+        let local: Vec<RouteId> = self
+            .to_kernel
+            .iter()
+            .filter(|((address, _, _), (why, on))| {
+                address.is_ipv4() && *on == Some(interface) && *why != KernelReason::LocalRoute
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for (address, len, key) in local {
+            self.to_kernel.remove(&(address, len, key));
+            writer.set_kernel_route(address, len, key, None);
+        }
+    }
+
+    /// A nexthop object's definition for the FIB: its next hops (groups one level deep, as the
+    /// kernel allows, with their weights), or `None` for a blackhole.
     fn object(&self, id: u32) -> Option<KernelHops> {
-        let single = |id: &u32| match self.nexthops.get(id) {
-            Some(Nexthop::Single { gateway, interface }) => Some((*gateway, *interface)),
+        let single = |(id, weight): &(u32, u16)| match self.nexthops.get(id) {
+            Some(Nexthop::Single { gateway, interface }) => {
+                Some(Hop { weight: *weight, ..Hop::new(*gateway, *interface) })
+            }
             _ => None,
         };
         match self.nexthops.get(&id)? {
             Nexthop::Single { gateway, interface } => {
-                Some(self.on_ports(std::iter::once((*gateway, *interface))).into())
+                Some(self.kernel_hops(std::iter::once(Hop::new(*gateway, *interface))))
             }
-            Nexthop::Group(members) => Some(self.on_ports(members.iter().filter_map(single)).into()),
+            Nexthop::Group(members) => Some(self.kernel_hops(members.iter().filter_map(single))),
             Nexthop::Unusable => None,
         }
     }
@@ -212,7 +517,7 @@ impl KernelTables {
     /// What the tables hold now, to sweep what a fresh dump does not report again.
     fn contents(&self, writer: &FibWriter) -> Stale {
         Stale {
-            routes: writer.kernel_prefixes().into_iter().collect(),
+            routes: writer.kernel_routes().into_iter().collect(),
             addresses: self.addresses.keys().copied().collect(),
             neighbors: self.neighbors.keys().copied().collect(),
             nexthops: self.nexthops.keys().copied().collect(),
@@ -220,41 +525,55 @@ impl KernelTables {
     }
 }
 
+/// A source prefix as a route key's detail.
+fn source_detail(address: IpAddr, len: u8) -> u64 {
+    let bits = match address {
+        IpAddr::V4(v4) => u128::from(u32::from(v4)),
+        IpAddr::V6(v6) => u128::from(v6),
+    };
+    ((bits >> 64) as u64 ^ bits as u64).rotate_left(8) ^ u64::from(len)
+}
+
 /// During a fresh dump, what the kernel has not reported again yet; what is left when the dump
 /// ends is gone from the kernel. (Forgetting everything before the dump would leave the workers
 /// without routes until it ended.)
 #[derive(Debug, Default)]
 struct Stale {
-    routes: HashSet<(IpAddr, u8)>,
+    routes: HashSet<RouteId>,
     addresses: HashSet<(u32, IpAddr)>,
-    neighbors: HashSet<IpAddr>,
+    neighbors: HashSet<(u32, IpAddr)>,
     nexthops: HashSet<u32>,
 }
 
 impl Stale {
     /// `event` was reported again: its object is not stale.
-    fn refreshed(&mut self, event: &Event) {
+    fn refreshed(&mut self, event: &Event, tables: &mut KernelTables) {
         match event {
             Event::Address { interface, ip, .. } => self.addresses.remove(&(*interface, *ip)),
-            Event::Neighbor { ip, .. } => self.neighbors.remove(ip),
-            Event::Route { address, len, .. } => self.routes.remove(&(masked(*address, *len), *len)),
+            Event::Neighbor { interface, ip, .. } => self.neighbors.remove(&(*interface, *ip)),
+            Event::Route { route, .. } => match tables.rank(route) {
+                Some((key, _)) => self.routes.remove(&(masked(route.address, route.len), route.len, key)),
+                None => false,
+            },
             Event::Nexthop { id, .. } => self.nexthops.remove(id),
             Event::Link { .. } => false,
         };
     }
 
-    /// Removal events for everything left.
-    fn into_removals(self) -> Vec<Event> {
-        let routes = self.routes.into_iter().map(|(address, len)| Event::Route {
-            add: false,
-            address,
-            len,
-            next_hops: NextHops::Discard,
-        });
+    /// Removes everything left.
+    fn sweep(self, tables: &mut KernelTables, writer: &mut FibWriter) -> usize {
+        let count = self.routes.len() + self.addresses.len() + self.neighbors.len() + self.nexthops.len();
+        for (address, len, key) in self.routes {
+            tables.to_kernel.remove(&(address, len, key));
+            writer.set_kernel_route(address, len, key, None);
+        }
         let addresses = self.addresses.into_iter().map(|(interface, ip)| Event::Address { add: false, interface, ip });
-        let neighbors = self.neighbors.into_iter().map(|ip| Event::Neighbor { interface: 0, ip, mac: None });
+        let neighbors = self.neighbors.into_iter().map(|(interface, ip)| Event::Neighbor { interface, ip, mac: None });
         let nexthops = self.nexthops.into_iter().map(|id| Event::Nexthop { id, nexthop: None });
-        routes.chain(addresses).chain(neighbors).chain(nexthops).collect()
+        for event in addresses.chain(neighbors).chain(nexthops) {
+            tables.apply(event, writer);
+        }
+        count
     }
 }
 
@@ -413,47 +732,75 @@ fn route_event(add: bool, message: &netlink_packet_route::route::RouteMessage) -
             _ => None,
         })
         .unwrap_or(u32::from(header.table));
-    let discard = matches!(header.kind, RouteType::BlackHole | RouteType::Unreachable | RouteType::Prohibit);
-    if table != u32::from(RouteHeader::RT_TABLE_MAIN) || !(header.kind == RouteType::Unicast || discard) {
-        return Message::Other;
-    }
-    let destination = message.attributes.iter().find_map(|attribute| match attribute {
-        RouteAttribute::Destination(address) => route_address(address),
-        _ => None,
-    });
-    let address = match destination {
-        Some(address) => address,
-        // A default route carries no destination.
-        None => match header.address_family {
-            netlink_packet_route::AddressFamily::Inet => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            netlink_packet_route::AddressFamily::Inet6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-            _ => return Message::Other,
-        },
+    let kind = match header.kind {
+        RouteType::Unicast => RouteKind::Unicast,
+        RouteType::BlackHole => RouteKind::Blackhole,
+        RouteType::Unreachable => RouteKind::Unreachable,
+        RouteType::Prohibit => RouteKind::Prohibit,
+        RouteType::Throw => RouteKind::Throw,
+        RouteType::Local => RouteKind::Local,
+        RouteType::Broadcast => RouteKind::Broadcast,
+        RouteType::Anycast => RouteKind::Anycast,
+        _ => RouteKind::Other,
     };
+    let unspecified = match header.address_family {
+        netlink_packet_route::AddressFamily::Inet => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        netlink_packet_route::AddressFamily::Inet6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        _ => return Message::Other,
+    };
+    let (mut destination, mut source, mut metric) = (None, None, 0);
+    for attribute in &message.attributes {
+        match attribute {
+            RouteAttribute::Destination(address) => destination = route_address(address),
+            RouteAttribute::Source(address) => source = route_address(address),
+            RouteAttribute::Priority(priority) => metric = *priority,
+            _ => {}
+        }
+    }
+    // A default route carries no destination.
+    let address = destination.unwrap_or(unspecified);
     let len = header.destination_prefix_length;
     if let IpAddr::V6(v6) = address {
         if len >= 10 && u128::from(v6) >> 118 == 0x3fa {
             return Message::Other;
         }
     }
+    let source =
+        (header.source_prefix_length > 0).then(|| (source.unwrap_or(unspecified), header.source_prefix_length));
     let gateway = gateway_of(&message.attributes);
-    let mut next_hops = None;
-    for attribute in &message.attributes {
-        match attribute {
-            RouteAttribute::NhId(id) => next_hops = Some(NextHops::Object(*id)),
-            RouteAttribute::Oif(interface) if next_hops.is_none() => {
-                next_hops = Some(NextHops::Direct(vec![(gateway, *interface)]));
+    // A route over a nexthop object also carries the object's next hops as they are now
+    // (RTA_MULTIPATH, or RTA_GATEWAY and RTA_OIF): the object, which changes, is what counts.
+    let object = message.attributes.iter().find_map(|attribute| match attribute {
+        RouteAttribute::NhId(id) => Some(NextHops::Object(*id)),
+        _ => None,
+    });
+    let next_hops = object.unwrap_or_else(|| {
+        let mut hops = Vec::new();
+        for attribute in &message.attributes {
+            match attribute {
+                RouteAttribute::Oif(interface) if hops.is_empty() => {
+                    let dead = header.flags.contains(netlink_packet_route::route::RouteFlags::Dead);
+                    hops = vec![Hop { dead, ..Hop::new(gateway, *interface) }];
+                }
+                RouteAttribute::MultiPath(list) => {
+                    hops = list
+                        .iter()
+                        .map(|hop| Hop {
+                            gateway: gateway_of(&hop.attributes),
+                            interface: hop.interface_index,
+                            // rtnh_hops is the weight less one.
+                            weight: u16::from(hop.hops) + 1,
+                            dead: hop.flags.contains(netlink_packet_route::route::RouteNextHopFlags::Dead),
+                        })
+                        .collect();
+                }
+                _ => {}
             }
-            RouteAttribute::MultiPath(list) => {
-                next_hops = Some(NextHops::Direct(
-                    list.iter().map(|hop| (gateway_of(&hop.attributes), hop.interface_index)).collect(),
-                ));
-            }
-            _ => {}
         }
-    }
-    let next_hops = if discard { NextHops::Discard } else { next_hops.unwrap_or(NextHops::Direct(Vec::new())) };
-    Message::Event(Event::Route { add, address, len, next_hops })
+        NextHops::Direct(hops)
+    });
+    let route = Route { address, len, table, kind, metric, tos: header.tos, source, next_hops };
+    Message::Event(Event::Route { add, route })
 }
 
 /// RTM_NEWNEXTHOP/RTM_DELNEXTHOP: `struct nhmsg` (8 bytes) then attributes.
@@ -478,12 +825,14 @@ fn decode_nexthop(add: bool, body: &[u8]) -> Message {
             (NHA_GATEWAY, 4) => gateway = Some(IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(value).expect("4")))),
             (NHA_GATEWAY, 16) => gateway = Some(IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(value).expect("16")))),
             (NHA_BLACKHOLE, _) => blackhole = true,
-            // struct nexthop_grp { u32 id; u8 weight; u8 resvd1; u16 resvd2; }
+            // struct nexthop_grp { u32 id; u8 weight; u8 resvd1; u16 resvd2; }, the weight less one.
             (NHA_GROUP, _) => {
                 group = Some(
                     value
                         .chunks_exact(8)
-                        .map(|entry| u32::from_ne_bytes(entry[0..4].try_into().expect("4 bytes")))
+                        .map(|entry| {
+                            (u32::from_ne_bytes(entry[0..4].try_into().expect("4 bytes")), u16::from(entry[4]) + 1)
+                        })
                         .collect(),
                 );
             }
@@ -532,6 +881,10 @@ pub struct Sync {
     pub resyncs: u64,
     /// Changes to the ports' host interfaces read since the caller last took them.
     links: Vec<LinkChange>,
+    /// A fresh dump is wanted once the one under way ends.
+    resync_after: bool,
+    /// Dumps of every table after the first (`resyncs` of them after lost messages).
+    pub refreshes: u64,
 }
 
 /// The socket's receive buffer: a million route messages arrive faster than any reader in
@@ -563,6 +916,8 @@ impl Sync {
             stale: None,
             resyncs: 0,
             links: Vec::new(),
+            resync_after: false,
+            refreshes: 0,
         };
         sync.send_next_dump()?;
         Ok(sync)
@@ -577,9 +932,30 @@ impl Sync {
         std::mem::take(&mut self.links)
     }
 
+    /// Dumps the tables again when the kernel changed what only a dump shows (dead next hops);
+    /// after the dump under way, if one is (a socket takes one dump at a time).
+    fn resync_if_wanted(&mut self, writer: &FibWriter) -> io::Result<()> {
+        if !std::mem::take(&mut self.tables.resync_wanted) {
+            return Ok(());
+        }
+        if self.synced() {
+            self.dump_again(writer)
+        } else {
+            self.resync_after = true;
+            Ok(())
+        }
+    }
+
     /// Dumps every table again; what the dumps do not report is removed once they end.
     fn resync(&mut self, writer: &FibWriter) -> io::Result<()> {
         self.resyncs += 1;
+        self.dump_again(writer)
+    }
+
+    /// Dumps every table again (messages were not lost: the kernel changed what only a dump
+    /// shows); what the dumps do not report is removed once they end.
+    fn dump_again(&mut self, writer: &FibWriter) -> io::Result<()> {
+        self.refreshes += 1;
         if self.stale.is_none() {
             self.stale = Some(self.tables.contents(writer));
         }
@@ -631,21 +1007,26 @@ impl Sync {
                         if let Some(port) = self.tables.port_of(interface) {
                             self.links.push(LinkChange { port, up, mtu });
                         }
+                        self.tables.apply(Event::Link { interface, up, mtu }, writer);
+                        self.resync_if_wanted(writer)?;
                     }
                     Message::Event(event) => {
                         if let Some(stale) = &mut self.stale {
-                            stale.refreshed(&event);
+                            stale.refreshed(&event, &mut self.tables);
                         }
                         self.tables.apply(event, writer);
                         applied += 1;
+                        self.resync_if_wanted(writer)?;
                     }
                     Message::Done => {
                         self.dumping = false;
                         self.send_next_dump()?;
                         if self.synced() {
-                            for event in self.stale.take().map(Stale::into_removals).unwrap_or_default() {
-                                self.tables.apply(event, writer);
-                                applied += 1;
+                            if let Some(stale) = self.stale.take() {
+                                applied += stale.sweep(&mut self.tables, writer);
+                            }
+                            if std::mem::take(&mut self.resync_after) {
+                                self.dump_again(writer)?;
                             }
                         }
                     }
@@ -674,11 +1055,28 @@ mod tests {
     fn writer() -> FibWriter {
         let config =
             crate::testing::Leaf::new("k").port("host0", 100.0, "").port("up0", 100.0, "").tables("[control]").config();
-        FibWriter::new(&config)
+        FibWriter::mirroring(&config)
     }
 
     fn v4(text: &str) -> crate::wire::parse::Destination {
         crate::wire::parse::Destination::V4(u32::from(text.parse::<Ipv4Addr>().unwrap()))
+    }
+
+    fn add(route: Route) -> Event {
+        Event::Route { add: true, route }
+    }
+
+    fn delete(route: Route) -> Event {
+        Event::Route { add: false, route }
+    }
+
+    fn direct(hops: &[(Option<&str>, u32)]) -> NextHops {
+        NextHops::Direct(hops.iter().map(|(gateway, interface)| Hop::new(gateway.map(ip), *interface)).collect())
+    }
+
+    fn route(prefix: &str, next_hops: NextHops) -> Route {
+        let (address, len) = prefix.split_once('/').unwrap();
+        Route::unicast(ip(address), len.parse().unwrap(), next_hops)
     }
 
     #[test]
@@ -686,56 +1084,273 @@ mod tests {
         use crate::pipeline::fib::{Adjacency, Target};
         let mut tables = KernelTables::new(vec![10, 11]);
         let mut writer = writer();
+        // Addresses: what makes them the switch's is the kernel's local route for each.
+        let local = |prefix: &str, interface: u32| Route {
+            kind: RouteKind::Local,
+            table: LOCAL_TABLE,
+            ..route(prefix, direct(&[(None, interface)]))
+        };
         tables.apply(Event::Address { add: true, interface: 10, ip: ip("10.0.0.1") }, &mut writer);
+        tables.apply(add(local("10.0.0.1/32", 10)), &mut writer);
         tables.apply(Event::Address { add: true, interface: 1, ip: ip("10.255.255.1") }, &mut writer);
-        tables.apply(Event::Address { add: true, interface: 1, ip: ip("127.0.0.1") }, &mut writer);
+        tables.apply(add(local("10.255.255.1/32", 1)), &mut writer);
         tables.apply(Event::Neighbor { interface: 10, ip: ip("10.0.0.2"), mac: Some(mac(2)) }, &mut writer);
         tables.apply(Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: Some(mac(3)) }, &mut writer);
         tables.apply(Event::Neighbor { interface: 11, ip: ip("10.255.0.3"), mac: Some(mac(4)) }, &mut writer);
         // A neighbour on an interface that is not a port is not the FIB's.
         tables.apply(Event::Neighbor { interface: 1, ip: ip("10.255.0.9"), mac: Some(mac(9)) }, &mut writer);
         // A multipath route, a connected one, one through a nexthop group, and one via lo only.
-        let multipath = NextHops::Direct(vec![(Some(ip("10.255.0.1")), 11), (Some(ip("10.255.0.3")), 11)]);
-        tables.apply(Event::Route { add: true, address: ip("0.0.0.0"), len: 0, next_hops: multipath }, &mut writer);
-        let connected = NextHops::Direct(vec![(None, 10)]);
-        tables.apply(Event::Route { add: true, address: ip("10.0.0.0"), len: 24, next_hops: connected }, &mut writer);
+        let multipath = direct(&[(Some("10.255.0.1"), 11), (Some("10.255.0.3"), 11)]);
+        tables.apply(add(route("0.0.0.0/0", multipath)), &mut writer);
+        tables.apply(add(route("10.0.0.0/24", direct(&[(None, 10)]))), &mut writer);
         let single = |gateway: &str| Some(Nexthop::Single { gateway: Some(ip(gateway)), interface: 11 });
         tables.apply(Event::Nexthop { id: 7, nexthop: single("10.255.0.1") }, &mut writer);
         tables.apply(Event::Nexthop { id: 8, nexthop: single("10.255.0.3") }, &mut writer);
-        tables.apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![7, 8])) }, &mut writer);
-        let object = NextHops::Object(9);
-        tables.apply(Event::Route { add: true, address: ip("192.0.2.0"), len: 24, next_hops: object }, &mut writer);
-        let via_lo = NextHops::Direct(vec![(None, 1)]);
-        tables.apply(Event::Route { add: true, address: ip("198.51.100.0"), len: 24, next_hops: via_lo }, &mut writer);
-        let discard = NextHops::Discard;
-        tables.apply(Event::Route { add: true, address: ip("203.0.113.0"), len: 24, next_hops: discard }, &mut writer);
+        tables.apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![(7, 1), (8, 1)])) }, &mut writer);
+        tables.apply(add(route("192.0.2.0/24", NextHops::Object(9))), &mut writer);
+        tables.apply(add(route("198.51.100.0/24", direct(&[(None, 1)]))), &mut writer);
+        let blackhole = Route { kind: RouteKind::Blackhole, ..route("203.0.113.0/24", direct(&[])) };
+        tables.apply(add(blackhole), &mut writer);
         let fib = writer.snapshot(1);
-        assert_eq!(fib.lookup(v4("10.0.0.1")), Some(Target::Local));
-        assert_eq!(fib.lookup(v4("10.255.255.1")), Some(Target::Local), "an address on lo is the switch's");
-        assert_ne!(fib.lookup(v4("127.0.0.1")), Some(Target::Local), "loopback addresses are not");
+        let local = Some(Target::Kernel(KernelReason::LocalRoute));
+        assert_eq!(fib.lookup(v4("10.0.0.1")), local);
+        assert_eq!(fib.lookup(v4("10.255.255.1")), local, "an address on lo is the switch's");
         assert_eq!(fib.neighbors(), 3);
-        assert_eq!(fib.neighbor(v4("10.0.0.2")), Some(Adjacency { port: 0, mac: mac(2) }));
+        assert_eq!(fib.neighbor(0, v4("10.0.0.2")), Some(Adjacency { port: 0, mac: mac(2) }));
+        assert_eq!(fib.neighbor(1, v4("10.0.0.2")), None, "a neighbour is its interface's");
         let both = vec![Adjacency { port: 1, mac: mac(3) }, Adjacency { port: 1, mac: mac(4) }];
         let Some(Target::Group(group)) = fib.lookup(v4("8.8.8.8")) else { panic!() };
         assert_eq!(fib.groups[group as usize].members, both);
         assert_eq!(fib.lookup(v4("10.0.0.7")), Some(Target::Connected(0)));
         assert_eq!(fib.lookup(v4("192.0.2.1")), Some(Target::Group(group)), "a nexthop group, expanded");
-        assert_eq!(fib.lookup(v4("198.51.100.1")), Some(Target::Group(group)), "lo's route is not taken");
-        assert_eq!(fib.lookup(v4("203.0.113.1")), Some(Target::Discard), "a blackhole");
+        assert_eq!(
+            fib.lookup(v4("198.51.100.1")),
+            Some(Target::Kernel(KernelReason::NotAPort)),
+            "lo's route is the kernel's to forward"
+        );
+        assert_eq!(fib.lookup(v4("203.0.113.1")), Some(Target::Blackhole));
         // Withdrawals: one member of the group, the neighbour, the multipath route.
-        tables.apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![8])) }, &mut writer);
+        tables.apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![(8, 1)])) }, &mut writer);
         tables.apply(Event::Neighbor { interface: 10, ip: ip("10.0.0.2"), mac: None }, &mut writer);
-        let gone = NextHops::Direct(Vec::new());
-        tables.apply(Event::Route { add: false, address: ip("0.0.0.0"), len: 0, next_hops: gone }, &mut writer);
+        tables.apply(delete(route("0.0.0.0/0", direct(&[]))), &mut writer);
         // A member object redefined moves the group over it.
         tables.apply(Event::Nexthop { id: 8, nexthop: single("10.255.0.1") }, &mut writer);
         let fib = writer.snapshot(2);
         assert_eq!(fib.neighbors(), 2);
         assert_eq!(fib.lookup(v4("8.8.8.8")), None);
         assert_eq!(fib.lookup(v4("192.0.2.1")), Some(Target::Adjacency(both[0])));
-        // The address leaves lo: no longer local.
+        // The address leaves lo, and the kernel's local route with it: no longer local.
         tables.apply(Event::Address { add: false, interface: 1, ip: ip("10.255.255.1") }, &mut writer);
+        let gone =
+            Route { kind: RouteKind::Local, table: LOCAL_TABLE, ..route("10.255.255.1/32", direct(&[(None, 1)])) };
+        tables.apply(delete(gone), &mut writer);
         assert_eq!(writer.snapshot(3).lookup(v4("10.255.255.1")), None);
+    }
+
+    /// The cases, each as the kernel reports it: one address on two ports, one prefix
+    /// at two metrics, an IPv6 multipath route losing one next hop, weights, route kinds,
+    /// and what the FIB cannot represent.
+    #[test]
+    fn routes_and_neighbours_are_keyed_as_the_kernel_keys_them() {
+        use crate::pipeline::fib::{Adjacency, Target};
+        let v6 = |text: &str| crate::wire::parse::Destination::V6(u128::from(text.parse::<Ipv6Addr>().unwrap()));
+        let mut tables = KernelTables::new(vec![10, 11]);
+        let mut writer = writer();
+        for (interface, last) in [(10, 1), (11, 2)] {
+            tables.apply(Event::Address { add: true, interface, ip: ip(&format!("10.0.{last}.1")) }, &mut writer);
+            tables.apply(Event::Neighbor { interface, ip: ip("fe80::1"), mac: Some(mac(last)) }, &mut writer);
+        }
+        let host0 = Adjacency { port: 0, mac: mac(1) };
+        let up0 = Adjacency { port: 1, mac: mac(2) };
+        // BGP unnumbered: fe80::1 on each port is a neighbour of its own.
+        tables.apply(add(route("fd10::/48", direct(&[(Some("fe80::1"), 10)]))), &mut writer);
+        tables.apply(add(route("fd11::/48", direct(&[(Some("fe80::1"), 11)]))), &mut writer);
+        let fib = writer.snapshot(1);
+        assert_eq!(fib.lookup(v6("fd10::1")), Some(Target::Adjacency(host0)));
+        assert_eq!(fib.lookup(v6("fd11::1")), Some(Target::Adjacency(up0)));
+        tables.apply(Event::Neighbor { interface: 11, ip: ip("fe80::1"), mac: None }, &mut writer);
+        let fib = writer.snapshot(2);
+        assert_eq!(fib.lookup(v6("fd10::1")), Some(Target::Adjacency(host0)), "the other port's neighbour went");
+        assert_eq!(fib.lookup(v6("fd11::1")), Some(Target::Glean));
+        tables.apply(Event::Neighbor { interface: 11, ip: ip("fe80::1"), mac: Some(mac(2)) }, &mut writer);
+
+        // One prefix at metrics 20 then 10: 10 wins whatever the order; when it goes, 20.
+        let metric = |metric: u32, interface: u32| Route {
+            metric,
+            ..route("172.16.0.0/16", direct(&[(Some("fe80::1"), interface)]))
+        };
+        tables.apply(add(metric(10, 10)), &mut writer);
+        tables.apply(add(metric(20, 11)), &mut writer);
+        assert_eq!(writer.snapshot(3).lookup(v4("172.16.1.1")), Some(Target::Adjacency(host0)));
+        tables.apply(delete(metric(20, 11)), &mut writer);
+        assert_eq!(writer.snapshot(4).lookup(v4("172.16.1.1")), Some(Target::Adjacency(host0)));
+        tables.apply(add(metric(20, 11)), &mut writer);
+        tables.apply(delete(metric(10, 10)), &mut writer);
+        assert_eq!(writer.snapshot(5).lookup(v4("172.16.1.1")), Some(Target::Adjacency(up0)), "the next takes over");
+        tables.apply(delete(metric(20, 11)), &mut writer);
+        assert_eq!(writer.snapshot(6).lookup(v4("172.16.1.1")), None);
+
+        // IPv6 multipath: the kernel deletes one next hop, naming it; the other stays.
+        let both = direct(&[(Some("fe80::1"), 10), (Some("fe80::1"), 11)]);
+        tables.apply(add(route("fd20::/48", both)), &mut writer);
+        let fib = writer.snapshot(7);
+        let Some(Target::Group(group)) = fib.lookup(v6("fd20::1")) else { panic!() };
+        assert_eq!(fib.groups[group as usize].members, vec![host0, up0]);
+        tables.apply(delete(route("fd20::/48", direct(&[(Some("fe80::1"), 10)]))), &mut writer);
+        assert_eq!(writer.snapshot(8).lookup(v6("fd20::1")), Some(Target::Adjacency(up0)));
+        tables.apply(delete(route("fd20::/48", direct(&[(Some("fe80::1"), 11)]))), &mut writer);
+        assert_eq!(writer.snapshot(9).lookup(v6("fd20::1")), None);
+
+        // Weights: a route's, and a nexthop group's.
+        let weighted = NextHops::Direct(vec![
+            Hop::new(Some(ip("fe80::1")), 10),
+            Hop { weight: 9, ..Hop::new(Some(ip("fe80::1")), 11) },
+        ]);
+        tables.apply(add(route("fd30::/48", weighted)), &mut writer);
+        let on = |interface| Some(Nexthop::Single { gateway: Some(ip("fe80::1")), interface });
+        tables.apply(Event::Nexthop { id: 1, nexthop: on(10) }, &mut writer);
+        tables.apply(Event::Nexthop { id: 2, nexthop: on(11) }, &mut writer);
+        tables.apply(Event::Nexthop { id: 3, nexthop: Some(Nexthop::Group(vec![(1, 3), (2, 1)])) }, &mut writer);
+        tables.apply(add(route("fd31::/48", NextHops::Object(3))), &mut writer);
+        let fib = writer.snapshot(10);
+        let weights = |destination| match fib.lookup(destination) {
+            Some(Target::Group(group)) => fib.groups[group as usize].weights.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((weights(v6("fd30::1")), weights(v6("fd31::1"))), (vec![1, 9], vec![3, 1]));
+
+        // Kinds: throw, unreachable and prohibit go to the kernel, which answers; a replace
+        // of a unicast route by a throw takes the unicast route's place.
+        tables.apply(add(route("10.9.0.0/16", direct(&[(Some("fe80::1"), 10)]))), &mut writer);
+        let kind = |kind: RouteKind, prefix: &str| Route { kind, ..route(prefix, direct(&[])) };
+        tables.apply(add(kind(RouteKind::Throw, "10.9.0.0/16")), &mut writer);
+        tables.apply(add(kind(RouteKind::Unreachable, "10.10.0.0/16")), &mut writer);
+        tables.apply(add(kind(RouteKind::Prohibit, "10.11.0.0/16")), &mut writer);
+        // The local table: a broadcast address; IPv6 subnet-router anycast.
+        let local = |kind: RouteKind, prefix: &str, interface: u32| Route {
+            kind,
+            table: LOCAL_TABLE,
+            ..route(prefix, direct(&[(None, interface)]))
+        };
+        tables.apply(add(local(RouteKind::Broadcast, "10.0.1.255/32", 10)), &mut writer);
+        tables.apply(add(local(RouteKind::Anycast, "fd00::/128", 10)), &mut writer);
+        // What the FIB cannot represent: a tos route, a source route, the default table; and
+        // another table, which only rules reach.
+        tables.apply(add(Route { tos: 0x10, ..route("10.12.0.0/16", direct(&[(None, 10)])) }), &mut writer);
+        let from = Route { source: Some((ip("fd99::"), 64)), ..route("fd40::/48", direct(&[(None, 10)])) };
+        tables.apply(add(from), &mut writer);
+        tables.apply(add(Route { table: DEFAULT_TABLE, ..route("10.13.0.0/16", direct(&[(None, 10)])) }), &mut writer);
+        tables.apply(add(Route { table: 100, ..route("10.14.0.0/16", direct(&[(None, 10)])) }), &mut writer);
+        let fib = writer.snapshot(11);
+        for (destination, reason) in [
+            (v4("10.9.1.1"), KernelReason::Throw),
+            (v4("10.10.1.1"), KernelReason::Unreachable),
+            (v4("10.11.1.1"), KernelReason::Prohibit),
+            (v4("10.0.1.255"), KernelReason::Broadcast),
+            (v6("fd00::"), KernelReason::Anycast),
+            (v4("10.12.1.1"), KernelReason::Tos),
+            (v6("fd40::1"), KernelReason::Source),
+            (v4("10.13.1.1"), KernelReason::DefaultTable),
+        ] {
+            assert_eq!(fib.lookup(destination), Some(Target::Kernel(reason)), "{destination:?}");
+        }
+        assert_eq!(fib.lookup(v4("10.14.1.1")), None, "table 100 is not the main table");
+        let counts = tables.kernel_route_counts();
+        let count = |reason: KernelReason| counts[KernelReason::ALL.iter().position(|r| *r == reason).unwrap()];
+        for reason in [KernelReason::Throw, KernelReason::Tos, KernelReason::Source, KernelReason::DefaultTable] {
+            assert_eq!(count(reason), 1, "{reason:?} in {counts:?}");
+        }
+        assert_eq!(counts.iter().sum::<u64>(), 9, "eight to the kernel and one of table 100: {counts:?}");
+        assert_eq!(counts[KernelReason::ALL.len()], 1);
+        // The throw deleted: the unicast route it replaced is gone too (one key, one route).
+        tables.apply(delete(kind(RouteKind::Throw, "10.9.0.0/16")), &mut writer);
+        assert_eq!(writer.snapshot(12).lookup(v4("10.9.1.1")), None);
+    }
+
+    /// What the kernel deletes without a message: an object's routes when it goes (and a group
+    /// it leaves empty, with its routes); on a port going down, its objects and the IPv4
+    /// routes only through it, its next hops dead in a multipath route until it is up.
+    #[test]
+    fn the_kernels_silent_deletions_are_followed() {
+        use crate::pipeline::fib::{Adjacency, Target};
+        let mut tables = KernelTables::new(vec![10, 11]);
+        let mut writer = writer();
+        for (interface, last) in [(10, 1), (11, 2)] {
+            tables.apply(Event::Link { interface, up: true, mtu: None }, &mut writer);
+            tables.apply(Event::Address { add: true, interface, ip: ip(&format!("10.0.{last}.1")) }, &mut writer);
+            let gateway = ip(&format!("10.0.{last}.2"));
+            tables.apply(Event::Neighbor { interface, ip: gateway, mac: Some(mac(last)) }, &mut writer);
+        }
+        let host0 = Adjacency { port: 0, mac: mac(1) };
+        let up0 = Adjacency { port: 1, mac: mac(2) };
+        let single = |gateway: &str, interface| Some(Nexthop::Single { gateway: Some(ip(gateway)), interface });
+        tables.apply(Event::Nexthop { id: 7, nexthop: single("10.0.2.2", 11) }, &mut writer);
+        tables.apply(Event::Nexthop { id: 8, nexthop: single("10.0.1.2", 10) }, &mut writer);
+        tables.apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![(8, 1)])) }, &mut writer);
+        tables.apply(add(route("172.16.0.0/16", NextHops::Object(7))), &mut writer);
+        tables.apply(add(route("172.17.0.0/16", NextHops::Object(9))), &mut writer);
+        tables.apply(add(route("172.18.0.0/16", direct(&[(Some("10.0.1.2"), 10)]))), &mut writer);
+        let multipath = direct(&[(Some("10.0.1.2"), 10), (Some("10.0.2.2"), 11)]);
+        tables.apply(add(route("172.19.0.0/16", multipath)), &mut writer);
+        tables.apply(add(route("172.20.0.0/16", direct(&[(Some("10.0.2.2"), 11)]))), &mut writer);
+        // The object goes: so does its route, and an object reusing the id revives nothing.
+        tables.apply(Event::Nexthop { id: 7, nexthop: None }, &mut writer);
+        tables.apply(Event::Nexthop { id: 7, nexthop: single("10.0.1.2", 10) }, &mut writer);
+        assert_eq!(writer.snapshot(1).lookup(v4("172.16.1.1")), None);
+        assert_eq!(writer.snapshot(1).lookup(v4("172.17.1.1")), Some(Target::Adjacency(host0)));
+        // host0 goes down: object 8 goes, group 9 is left empty and goes, their route and the
+        // route only through host0 go; the multipath route spreads over up0 alone.
+        tables.apply(Event::Link { interface: 10, up: false, mtu: None }, &mut writer);
+        let fib = writer.snapshot(2);
+        assert_eq!(fib.lookup(v4("172.17.1.1")), None, "over a group left empty");
+        assert_eq!(fib.lookup(v4("172.18.1.1")), None, "only through the port");
+        assert_eq!(fib.lookup(v4("172.19.1.1")), Some(Target::Adjacency(up0)), "its other next hop");
+        assert_eq!(fib.lookup(v4("172.20.1.1")), Some(Target::Adjacency(up0)));
+        assert!(!tables.nexthops.contains_key(&8) && !tables.nexthops.contains_key(&9));
+        tables.apply(Event::Link { interface: 10, up: true, mtu: None }, &mut writer);
+        let Some(Target::Group(_)) = writer.snapshot(3).lookup(v4("172.19.1.1")) else { panic!("both again") };
+        // up0 loses its last IPv4 address: its IPv4 routes go the same way.
+        tables.apply(Event::Address { add: false, interface: 11, ip: ip("10.0.2.1") }, &mut writer);
+        let fib = writer.snapshot(4);
+        assert_eq!(fib.lookup(v4("172.20.1.1")), None);
+        assert_eq!(fib.lookup(v4("172.19.1.1")), Some(Target::Adjacency(host0)));
+    }
+
+    /// A member deleted leaves its group at once (the kernel says nothing of the group): the
+    /// routes over the group, and what `show route` explains, follow.
+    #[test]
+    fn a_deleted_member_leaves_its_group() {
+        use crate::pipeline::fib::{ip_destination, Adjacency, Target};
+        let mut tables = KernelTables::new(vec![10, 11]);
+        let mut writer = writer();
+        let single = |gateway: &str, interface| Some(Nexthop::Single { gateway: Some(ip(gateway)), interface });
+        tables.apply(Event::Neighbor { interface: 11, ip: ip("10.0.1.12"), mac: Some(mac(12)) }, &mut writer);
+        tables.apply(Event::Nexthop { id: 8, nexthop: single("10.0.1.12", 11) }, &mut writer);
+        tables.apply(Event::Nexthop { id: 22, nexthop: single("10.0.1.12", 11) }, &mut writer);
+        tables.apply(Event::Nexthop { id: 104, nexthop: Some(Nexthop::Group(vec![(22, 7), (8, 1)])) }, &mut writer);
+        tables.apply(add(route("10.12.0.0/19", NextHops::Object(104))), &mut writer);
+        let explained = writer.snapshot(1).explain(ip_destination(ip("10.12.0.1"))).unwrap();
+        assert_eq!(explained.hops.len(), 2);
+        tables.apply(Event::Nexthop { id: 22, nexthop: None }, &mut writer);
+        // What the kernel then says of the group (not always: a new kernel may say nothing).
+        tables.apply(Event::Nexthop { id: 104, nexthop: Some(Nexthop::Group(vec![(8, 1)])) }, &mut writer);
+        tables.apply(Event::Nexthop { id: 22, nexthop: single("10.0.0.19", 10) }, &mut writer);
+        assert!(writer.take_changed());
+        let fib = writer.snapshot(2);
+        let explained = fib.explain(ip_destination(ip("10.12.0.1"))).unwrap();
+        assert_eq!(explained.hops.iter().map(|hop| hop.weight).collect::<Vec<_>>(), vec![1]);
+        assert_eq!(explained.target, Target::Adjacency(Adjacency { port: 1, mac: mac(12) }));
+        // The same with the neighbour unknown: the route gleans before and after, and the
+        // snapshot still changes (it holds the objects `show route` explains by).
+        tables.apply(Event::Neighbor { interface: 11, ip: ip("10.0.1.12"), mac: None }, &mut writer);
+        tables.apply(Event::Nexthop { id: 23, nexthop: single("10.0.1.12", 11) }, &mut writer);
+        tables.apply(Event::Nexthop { id: 104, nexthop: Some(Nexthop::Group(vec![(23, 7), (8, 1)])) }, &mut writer);
+        assert_eq!(writer.snapshot(3).explain(ip_destination(ip("10.12.0.1"))).unwrap().hops.len(), 2);
+        writer.take_changed();
+        tables.apply(Event::Nexthop { id: 23, nexthop: None }, &mut writer);
+        assert!(writer.take_changed());
+        let explained = writer.snapshot(4).explain(ip_destination(ip("10.12.0.1"))).unwrap();
+        assert_eq!((explained.target, explained.hops.len()), (Target::Glean, 1));
     }
 
     /// After lost messages, a fresh dump: what it reports again stays (with no gap), what it
@@ -744,15 +1359,11 @@ mod tests {
     fn a_fresh_dump_sweeps_what_it_does_not_report_again() {
         let mut tables = KernelTables::new(vec![10, 11]);
         let mut writer = writer();
-        let route = |address: &str| Event::Route {
-            add: true,
-            address: ip(address),
-            len: 24,
-            next_hops: NextHops::Direct(vec![(None, 11)]),
-        };
+        let connected = |prefix: &str| add(route(prefix, direct(&[(None, 11)])));
         for event in [
-            route("192.0.2.0"),
-            route("198.51.100.0"),
+            connected("192.0.2.0/24"),
+            connected("198.51.100.0/24"),
+            add(Route { metric: 5, ..route("192.0.2.0/24", direct(&[(None, 10)])) }),
             Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: Some(mac(1)) },
             Event::Neighbor { interface: 11, ip: ip("10.255.0.3"), mac: Some(mac(3)) },
             Event::Address { add: true, interface: 10, ip: ip("10.0.0.1") },
@@ -761,19 +1372,20 @@ mod tests {
             tables.apply(event, &mut writer);
         }
         let mut stale = tables.contents(&writer);
-        for event in [route("192.0.2.0"), Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: Some(mac(1)) }] {
-            stale.refreshed(&event);
+        for event in
+            [connected("192.0.2.0/24"), Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: Some(mac(1)) }]
+        {
+            stale.refreshed(&event, &mut tables);
             tables.apply(event, &mut writer);
         }
-        assert_eq!(writer.snapshot(1).routes(), 3, "nothing is gone before the dump ends");
-        for event in stale.into_removals() {
-            tables.apply(event, &mut writer);
-        }
+        assert_eq!(writer.snapshot(1).routes(), 2, "nothing is gone before the dump ends");
+        stale.sweep(&mut tables, &mut writer);
         let fib = writer.snapshot(2);
         assert_eq!(
             fib.dump().iter().map(|(address, len, _)| (*address, *len)).collect::<Vec<_>>(),
             vec![(ip("192.0.2.0"), 24)]
         );
+        assert_eq!(writer.kernel_routes().len(), 1, "the metric-5 route was not reported again");
         assert_eq!(fib.neighbors(), 1);
         assert!(tables.nexthops.is_empty() && tables.addresses.is_empty());
     }
@@ -841,7 +1453,8 @@ mod tests {
                     id: 7,
                     nexthop: Some(Nexthop::Single { gateway: Some(ip("10.255.0.1")), interface: 11 })
                 }),
-                Message::Event(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![7, 8])) }),
+                // The kernel writes a weight less one: 1 is weight 2.
+                Message::Event(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![(7, 2), (8, 2)])) }),
                 Message::Event(Event::Nexthop { id: 8, nexthop: None }),
                 Message::Event(Event::Nexthop { id: 3, nexthop: Some(Nexthop::Unusable) }),
                 Message::Done,
@@ -862,18 +1475,20 @@ mod tests {
         // 0.0.0.0/0 over two next hops: one IPv4 gateway, one IPv6 link-local via (RFC 5549).
         let mut route = RouteMessage::default();
         route.header.address_family = netlink_packet_route::AddressFamily::Inet;
-        route.header.table = RouteHeader::RT_TABLE_MAIN;
+        route.header.table = netlink_packet_route::route::RouteHeader::RT_TABLE_MAIN;
         route.header.kind = RouteType::Unicast;
-        let hop = |attribute: RouteAttribute, interface_index: u32| {
+        let hop = |attribute: RouteAttribute, interface_index: u32, weight: u8| {
             let mut hop = RouteNextHop::default();
             hop.interface_index = interface_index;
+            hop.hops = weight - 1;
             hop.attributes = vec![attribute];
             hop
         };
         route.attributes = vec![RouteAttribute::MultiPath(vec![
-            hop(RouteAttribute::Gateway(RouteAddress::Inet("10.255.0.1".parse().unwrap())), 11),
-            hop(RouteAttribute::Via(RouteVia::Inet6("fe80::1".parse().unwrap())), 12),
+            hop(RouteAttribute::Gateway(RouteAddress::Inet("10.255.0.1".parse().unwrap())), 11, 1),
+            hop(RouteAttribute::Via(RouteVia::Inet6("fe80::1".parse().unwrap())), 12, 3),
         ])];
+        route.attributes.push(RouteAttribute::Priority(20));
         let mut local_table = route.clone();
         local_table.header.table = 255;
         let mut neighbour = netlink_packet_route::neighbour::NeighbourMessage::default();
@@ -899,16 +1514,22 @@ mod tests {
             emit(RouteNetlinkMessage::DelAddress(address)),
         ]
         .concat();
+        let default_route = Route {
+            metric: 20,
+            ..Route::unicast(
+                ip("0.0.0.0"),
+                0,
+                NextHops::Direct(vec![
+                    Hop::new(Some(ip("10.255.0.1")), 11),
+                    Hop { weight: 3, ..Hop::new(Some(ip("fe80::1")), 12) },
+                ]),
+            )
+        };
         assert_eq!(
             decode(&datagram),
             vec![
-                Message::Event(Event::Route {
-                    add: true,
-                    address: ip("0.0.0.0"),
-                    len: 0,
-                    next_hops: NextHops::Direct(vec![(Some(ip("10.255.0.1")), 11), (Some(ip("fe80::1")), 12)]),
-                }),
-                Message::Other,
+                Message::Event(Event::Route { add: true, route: default_route.clone() }),
+                Message::Event(Event::Route { add: true, route: Route { table: 255, ..default_route } }),
                 Message::Event(Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: Some(mac(9)) }),
                 Message::Event(Event::Neighbor { interface: 11, ip: ip("10.255.0.1"), mac: None }),
                 Message::Event(Event::Address { add: true, interface: 10, ip: ip("10.0.0.1") }),
@@ -952,7 +1573,15 @@ mod tests {
             vec![RouteAttribute::Destination(v6("fe80::")), RouteAttribute::Oif(12)],
         );
         // IPv6 default route (no destination) through a nexthop object, an Oif after it ignored.
-        let object = route(AddressFamily::Inet6, 254, 0, vec![RouteAttribute::NhId(9), RouteAttribute::Oif(12)]);
+        // The object's next hops as they are now come with it, and are not what counts.
+        let mut hop = netlink_packet_route::route::RouteNextHop::default();
+        hop.interface_index = 12;
+        let object = route(
+            AddressFamily::Inet6,
+            254,
+            0,
+            vec![RouteAttribute::NhId(9), RouteAttribute::Oif(12), RouteAttribute::MultiPath(vec![hop])],
+        );
         // An IPv6 prefix via an IPv4 next hop (RTA_VIA).
         let via_v4 = route(
             AddressFamily::Inet6,
@@ -1000,31 +1629,26 @@ mod tests {
             emit(RouteNetlinkMessage::NewAddress(address)),
         ]
         .concat();
-        let gateway = NextHops::Direct(vec![(Some(ip("10.255.0.1")), 11)]);
+        let gateway = Route::unicast(ip("192.0.2.0"), 24, NextHops::Direct(vec![Hop::new(Some(ip("10.255.0.1")), 11)]));
+        let v6_via_v4 = NextHops::Direct(vec![Hop::new(Some(ip("10.255.0.3")), 12)]);
         assert_eq!(
             decode(&datagram),
             vec![
+                Message::Event(Event::Route { add: true, route: gateway.clone() }),
+                Message::Event(Event::Route { add: false, route: gateway }),
                 Message::Event(Event::Route {
                     add: true,
-                    address: ip("192.0.2.0"),
-                    len: 24,
-                    next_hops: gateway.clone()
+                    route: Route { table: 100, ..Route::unicast(ip("0.0.0.0"), 24, NextHops::Direct(Vec::new())) }
                 }),
-                Message::Event(Event::Route { add: false, address: ip("192.0.2.0"), len: 24, next_hops: gateway }),
                 Message::Other,
-                Message::Other,
-                Message::Event(Event::Route { add: true, address: ip("::"), len: 0, next_hops: NextHops::Object(9) }),
+                Message::Event(Event::Route { add: true, route: Route::unicast(ip("::"), 0, NextHops::Object(9)) }),
+                Message::Event(Event::Route { add: true, route: Route::unicast(ip("2001:db8::"), 64, v6_via_v4) }),
                 Message::Event(Event::Route {
                     add: true,
-                    address: ip("2001:db8::"),
-                    len: 64,
-                    next_hops: NextHops::Direct(vec![(Some(ip("10.255.0.3")), 12)]),
-                }),
-                Message::Event(Event::Route {
-                    add: true,
-                    address: ip("172.16.0.0"),
-                    len: 16,
-                    next_hops: NextHops::Discard
+                    route: Route {
+                        kind: RouteKind::Blackhole,
+                        ..Route::unicast(ip("172.16.0.0"), 16, NextHops::Direct(Vec::new()))
+                    }
                 }),
                 Message::Event(Event::Neighbor { interface: 12, ip: ip("fe80::1"), mac: Some(mac(7)) }),
                 Message::Event(Event::Neighbor { interface: 12, ip: ip("fe80::1"), mac: None }),

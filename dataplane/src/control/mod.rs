@@ -286,7 +286,8 @@ impl ControlPlane {
                     Ok(sync) => {
                         let _ = ready_tx.send(Ok(()));
                         let names = config.ports.iter().map(|port| port.name.clone()).collect();
-                        FibThread { writer: FibWriter::new(&config), sync, link, stop, stats, states, names }.run();
+                        FibThread { writer: FibWriter::mirroring(&config), sync, link, stop, stats, states, names }
+                            .run();
                     }
                     Err(err) => {
                         let _ = ready_tx.send(Err(err));
@@ -538,6 +539,8 @@ impl FibThread {
                 let mut stats = self.stats.lock().expect("control stats");
                 stats.publish_latency.clone_from(&publish_latency);
                 stats.fib_resyncs = self.sync.resyncs;
+                stats.fib_dumps = self.sync.refreshes;
+                stats.fib_kernel_routes = self.sync.tables.kernel_route_counts();
             }
             if !changed {
                 let _ = host::wait_readable(&[self.sync.raw_fd()], HOUSEKEEPING.as_millis() as i32);
@@ -546,6 +549,8 @@ impl FibThread {
         let mut stats = self.stats.lock().expect("control stats");
         stats.publish_latency = publish_latency;
         stats.fib_resyncs = self.sync.resyncs;
+        stats.fib_dumps = self.sync.refreshes;
+        stats.fib_kernel_routes = self.sync.tables.kernel_route_counts();
     }
 
     /// The operator changed a port's host interface: `ip link set PORT down/up` shuts the port

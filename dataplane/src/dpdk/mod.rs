@@ -23,7 +23,7 @@ pub use telemetry::{register_telemetry, TelemetryHandler, TelemetryReply, TELEME
 use dpdk_sys as sys;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 
 /// Packets per rx/tx burst.
@@ -234,20 +234,23 @@ pub fn rdtsc() -> u64 {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static DUMP: AtomicBool = AtomicBool::new(false);
+/// The last signal that asks nothing of the switch (SIGHUP, SIGUSR2), to be logged.
+static NOTED: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(signal: c_int) {
     // Only an atomic store: async-signal-safe.
-    if signal == libc::SIGUSR1 {
-        DUMP.store(true, Ordering::Relaxed);
-    } else {
-        STOP.store(true, Ordering::Relaxed);
+    match signal {
+        libc::SIGUSR1 => DUMP.store(true, Ordering::Relaxed),
+        libc::SIGHUP | libc::SIGUSR2 => NOTED.store(signal, Ordering::Relaxed),
+        _ => STOP.store(true, Ordering::Relaxed),
     }
 }
 
-/// Makes SIGINT and SIGTERM set the stop flag, and SIGUSR1 the dump request (and nothing
-/// else).
+/// Makes SIGINT and SIGTERM set the stop flag and SIGUSR1 the dump request; SIGHUP (what a
+/// `systemctl reload` or logrotate sends) and SIGUSR2 are noted and logged, never fatal (a
+/// daemon's default would end it). SIGPIPE is ignored by Rust's runtime already.
 pub fn install_stop_signals() {
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1] {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1, libc::SIGHUP, libc::SIGUSR2] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe { libc::signal(signal, on_signal as extern "C" fn(c_int) as libc::sighandler_t) };
     }
@@ -261,6 +264,16 @@ pub fn stop_requested() -> bool {
 /// True once per SIGUSR1 (or several that arrived together): the request is taken.
 pub fn take_dump_request() -> bool {
     DUMP.swap(false, Ordering::Relaxed)
+}
+
+/// The name of a signal that arrived asking nothing of the switch (SIGHUP, SIGUSR2) since the
+/// last call, once.
+pub fn take_noted_signal() -> Option<&'static str> {
+    match NOTED.swap(0, Ordering::Relaxed) {
+        libc::SIGHUP => Some("SIGHUP"),
+        libc::SIGUSR2 => Some("SIGUSR2"),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

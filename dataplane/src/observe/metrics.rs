@@ -117,6 +117,12 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
                 ControlValue::PerPort(get) => {
                     ports.iter().zip(get(control)).map(|((owner, _), &value)| (owner.clone(), value as f64)).collect()
                 }
+                ControlValue::PerReason(get) => crate::observe::stats::route_reasons()
+                    .enumerate()
+                    .map(|(index, reason)| {
+                        (format!("reason=\"{reason}\""), get(control).get(index).copied().unwrap_or(0) as f64)
+                    })
+                    .collect(),
                 ControlValue::One(get) => vec![(String::new(), get(control) as f64)],
                 ControlValue::Nanoseconds(get) => vec![(String::new(), get(control) as f64 / 1e9)],
             };

@@ -92,16 +92,23 @@ pub fn interface_entry(port: &crate::config::PortConfig, state: crate::link::Por
 }
 
 /// What `raceway show` was asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum View {
     Interfaces,
     Counters,
     Pfc,
     Queues,
-    Watermarks { persistent: bool, clear: bool },
+    Watermarks {
+        persistent: bool,
+        clear: bool,
+    },
     Routes,
+    /// The FIB's answer for each address, as `ip route get` gives the kernel's.
+    Route(Vec<std::net::IpAddr>),
     Neighbors,
-    ClearWatermarks { persistent: bool },
+    ClearWatermarks {
+        persistent: bool,
+    },
 }
 
 /// Where the switch's telemetry socket is: DPDK's runtime directory for the EAL file prefix
@@ -528,6 +535,108 @@ pub fn routes(fib: &Value) -> Vec<Table> {
     vec![table]
 }
 
+/// The view asking for the FIB's answers for some addresses: `route:ADDR,ADDR,...`.
+const ROUTE_VIEW: &str = "route:";
+/// Bytes of addresses in one request: DPDK's telemetry reads a request of up to 1 KiB.
+const ROUTE_REQUEST_BYTES: usize = 800;
+
+/// The addresses a `route:` view asks about; `None` for another view or one that does not
+/// parse.
+pub fn route_view_addresses(view: &str) -> Option<Vec<std::net::IpAddr>> {
+    let list = view.strip_prefix(ROUTE_VIEW)?;
+    list.split(',').map(|address| address.parse().ok()).collect()
+}
+
+/// The `route:` document: for each address, the FIB's answer (`Fib::explain`) as an object
+/// with `address`, `prefix`, `action` (`forward`, `drop`, `kernel`, `glean`), `reason` and
+/// `next_hops` (each `port`, `ip`, `mac`, `weight`; a null MAC is a next hop not used now).
+pub fn route_document(
+    fib: &crate::pipeline::fib::Fib,
+    addresses: &[std::net::IpAddr],
+    ports: &[&str],
+    control: bool,
+) -> Value {
+    use crate::pipeline::fib::Target;
+    let answers = addresses.iter().map(|&address| {
+        let Some(explained) = fib.explain(crate::pipeline::fib::ip_destination(address)) else {
+            // No route: the kernel answers net unreachable (with a control plane).
+            let action = if control { "kernel" } else { "drop" };
+            return json!({ "address": address.to_string(), "prefix": null, "action": action,
+                "reason": "no_route", "next_hops": [] });
+        };
+        let (action, reason) = match explained.target {
+            Target::Adjacency(_) | Target::Group(_) => ("forward", None),
+            Target::Connected(_) if explained.hops.iter().any(|hop| hop.mac.is_some()) => ("forward", None),
+            Target::Connected(_) | Target::Glean => ("glean", Some("unresolved")),
+            Target::Local => ("kernel", Some("local")),
+            Target::Blackhole => ("drop", Some("blackhole")),
+            Target::Kernel(reason) => ("kernel", Some(reason.name())),
+        };
+        let next_hops: Vec<Value> = explained
+            .hops
+            .iter()
+            .map(|hop| {
+                json!({
+                    "port": hop.port.map(|port| ports.get(usize::from(port)).copied().unwrap_or("?")),
+                    "ip": hop.gateway.map(|ip| ip.to_string()),
+                    "mac": hop.mac.map(|mac| mac.to_string()),
+                    "weight": hop.weight,
+                })
+            })
+            .collect();
+        let (prefix, len) = explained.prefix;
+        json!({ "address": address.to_string(), "prefix": format!("{prefix}/{len}"), "action": action,
+            "reason": reason, "next_hops": next_hops })
+    });
+    Value::Array(answers.collect())
+}
+
+/// `show route ADDR...`: the answers as a table, one row per address.
+pub fn route_table(answers: &[Value]) -> Table {
+    let mut table = Table::new("", &["Address", "Prefix", "Action", "Reason", "Next hops"]);
+    let text = |value: &Value| value.as_str().unwrap_or("-").to_string();
+    for answer in answers {
+        let hops: Vec<String> = answer["next_hops"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|hop| {
+                let weight = hop["weight"].as_u64().unwrap_or(1);
+                let weight = if weight == 1 { String::new() } else { format!(" weight {weight}") };
+                format!("{} via {} {}{weight}", text(&hop["port"]), text(&hop["ip"]), text(&hop["mac"]))
+            })
+            .collect();
+        table.rows.push(vec![
+            text(&answer["address"]),
+            text(&answer["prefix"]),
+            text(&answer["action"]),
+            text(&answer["reason"]),
+            if hops.is_empty() { "-".to_string() } else { hops.join(", ") },
+        ]);
+    }
+    table
+}
+
+/// The `route:` views that ask about `addresses`, each within one telemetry request.
+pub fn route_views(addresses: &[std::net::IpAddr]) -> Vec<String> {
+    let mut views = Vec::new();
+    let mut view = String::from(ROUTE_VIEW);
+    for address in addresses {
+        let text = address.to_string();
+        if view.len() + text.len() + 1 > ROUTE_REQUEST_BYTES {
+            views.push(std::mem::replace(&mut view, String::from(ROUTE_VIEW)));
+        }
+        if view.len() > ROUTE_VIEW.len() {
+            view.push(',');
+        }
+        view.push_str(&text);
+    }
+    if view.len() > ROUTE_VIEW.len() {
+        views.push(view);
+    }
+    views
+}
+
 /// `show neighbors`: the neighbours the FIB resolves next hops with.
 pub fn neighbors(fib: &Value) -> Vec<Table> {
     let mut table = Table::new("", &["Address", "Port", "MAC"]);
@@ -588,6 +697,19 @@ pub fn run(socket: &std::path::Path, view: View, period: Duration, as_json: bool
             ("watermarks", tables)
         }
         View::Routes => ("routes", routes(&client.fetch("fib")?)),
+        View::Route(addresses) => {
+            let mut answers = Vec::with_capacity(addresses.len());
+            for view in route_views(&addresses) {
+                match client.fetch(&view)? {
+                    Value::Array(part) => answers.extend(part),
+                    other => return Err(format!("telemetry: a route answer that is not a list: {other}")),
+                }
+            }
+            if as_json {
+                return Ok(serde_json::to_string_pretty(&Value::Array(answers)).expect("json") + "\n");
+            }
+            ("route", vec![route_table(&answers)])
+        }
         View::Neighbors => ("neighbors", neighbors(&client.fetch("fib")?)),
         View::ClearWatermarks { persistent } => {
             clear_watermarks(&mut client, persistent)?;

@@ -111,10 +111,16 @@ pub fn reply(command: &str, stats: &SwitchStats, config: &Config) -> Option<Repl
             if let Some(control) = &stats.control {
                 let fib = CONTROL_COUNTERS
                     .iter()
-                    .filter_map(|row| match row.value {
-                        ControlValue::PerPort(_) => None,
+                    .flat_map(|row| match row.value {
+                        ControlValue::PerPort(_) => Vec::new(),
+                        ControlValue::PerReason(get) => crate::observe::stats::route_reasons()
+                            .enumerate()
+                            .map(|(index, reason)| {
+                                (format!("{}_{reason}", row.telemetry), get(control).get(index).copied().unwrap_or(0))
+                            })
+                            .collect(),
                         ControlValue::One(get) | ControlValue::Nanoseconds(get) => {
-                            Some((row.telemetry.to_string(), get(control)))
+                            vec![(row.telemetry.to_string(), get(control))]
                         }
                     })
                     .collect();

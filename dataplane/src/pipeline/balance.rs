@@ -20,6 +20,10 @@
 //!   full, entries idle longer than the gap (which would be re-decided anyway) are swept out,
 //!   and a new flow that still finds no room is placed without being remembered.
 //!
+//! A weighted group (the kernel's multipath weights) gives each member as many slots as its
+//! weight asks, dealt in smooth weighted round robin order, and every mode picks among slots:
+//! ecmp and random in proportion to the weights, spray in that order.
+//!
 //! Members that are down (`enabled = false`, or link down when live) are never chosen; when
 //! none is usable the caller drops the packet as `no_route`.
 //!
@@ -43,7 +47,11 @@ struct Flowlet {
 
 struct Group {
     mode: GroupMode,
+    /// The port of each slot: a member takes as many slots as its weight asks
+    /// (`fib::weighted_slots`), one each in an unweighted group.
     members: Vec<u16>,
+    /// The member (index in the FIB's group) of each slot.
+    member_of: Vec<u16>,
     cursor: usize,
     last_choice: usize,
     gap_ps: u64,
@@ -52,9 +60,15 @@ struct Group {
 
 impl Group {
     fn new(group: &fib::Group) -> Self {
+        let member_of = if group.weights.iter().all(|&weight| weight == group.weights[0]) {
+            (0..group.members.len() as u16).collect()
+        } else {
+            fib::weighted_slots(&group.weights)
+        };
         Self {
             mode: group.mode,
-            members: group.members.iter().map(|adjacency| adjacency.port).collect(),
+            members: member_of.iter().map(|&member| group.members[usize::from(member)].port).collect(),
+            member_of,
             cursor: 0,
             last_choice: 0,
             gap_ps: u64::from(group.flowlet_gap_us) * 1_000_000,
@@ -67,7 +81,10 @@ impl Group {
     }
 
     fn same_as(&self, other: &Group) -> bool {
-        self.mode == other.mode && self.members == other.members && self.gap_ps == other.gap_ps
+        self.mode == other.mode
+            && self.members == other.members
+            && self.member_of == other.member_of
+            && self.gap_ps == other.gap_ps
     }
 }
 
@@ -105,7 +122,7 @@ impl Selector {
         }
     }
 
-    /// Picks a member of `group` for a packet: (member slot, port), or `None` when no member is
+    /// Picks a member of `group` for a packet: (member index, port), or `None` when no member is
     /// usable (or the group is gone: a frame classified under an older FIB generation).
     #[inline]
     pub fn select(
@@ -213,7 +230,7 @@ impl Selector {
                 slot
             }
         };
-        Some((slot as u16, members[slot]))
+        Some((state.member_of[slot], members[slot]))
     }
 }
 
@@ -263,6 +280,7 @@ mod tests {
                     mac: crate::wire::ethernet::MacAddress([2, 0, 0, 0, 0, 0x10 + port as u8]),
                 })
                 .collect(),
+            weights: vec![1; ports.len()],
             via: Vec::new(),
         };
         assert_eq!(s.select(0, 7, 0, 0, &mut rng, &view).unwrap().1, 0);
@@ -275,6 +293,36 @@ mod tests {
         assert_eq!(s.select(0, 7, 0, 0, &mut rng, &view).unwrap().1, 3);
         // A group that no longer exists has no member (an older generation's frame).
         assert_eq!(s.select(1, 7, 0, 0, &mut rng, &view), None);
+    }
+
+    /// A weighted group (weights 1 and 3): every mode picks in proportion, and says which
+    /// member (not which slot) it picked.
+    #[test]
+    fn weighted_members_are_picked_in_proportion() {
+        let group = fib::Group {
+            mode: GroupMode::Ecmp,
+            flowlet_gap_us: 10,
+            members: (0..2u16)
+                .map(|port| fib::Adjacency {
+                    port,
+                    mac: crate::wire::ethernet::MacAddress([2, 0, 0, 0, 0, port as u8]),
+                })
+                .collect(),
+            weights: vec![1, 3],
+            via: Vec::new(),
+        };
+        let view = ports();
+        let mut rng = Rng::new(3);
+        for mode in [GroupMode::Ecmp, GroupMode::Spray, GroupMode::Random] {
+            let mut selector = Selector::new(&[fib::Group { mode, ..group.clone() }]);
+            let mut counts = [0usize; 2];
+            for flow in 0..4_000u32 {
+                let (member, port) = selector.select(0, flow.wrapping_mul(0x9e37_79b9), 0, 0, &mut rng, &view).unwrap();
+                assert_eq!(member, port, "member index and port agree here");
+                counts[usize::from(member)] += 1;
+            }
+            assert!((900..=1_100).contains(&counts[0]), "{mode:?}: {counts:?}");
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@
 
 use crate::config::{Config, Trust};
 use crate::drops::DropReason;
-use crate::pipeline::fib::{Fib, FibHandle, Learned, Next};
+use crate::pipeline::fib::{Fib, FibHandle, KernelReason, Learned, Next};
 use crate::pipeline::punt::CoppClass;
 use crate::pipeline::resolve::{ResolveCache, Resolved};
 use crate::wire::ethernet::{self, MacAddress};
@@ -136,9 +136,23 @@ impl Classifier {
             Resolved::Unrouted if self.punting.is_some() && !is_multicast(ip.destination) => {
                 return Verdict::Punt(CoppClass::Unreachable)
             }
+            Resolved::Blackhole => return Verdict::Drop(DropReason::Blackhole),
+            // The kernel's answer: its ICMP error, its own delivery, or forwarding what the
+            // data plane does not represent. It checks the TTL itself.
+            Resolved::Kernel(reason) if self.punting.is_some() => {
+                return Verdict::Punt(match reason {
+                    KernelReason::Unreachable | KernelReason::Prohibit | KernelReason::Throw => CoppClass::Unreachable,
+                    KernelReason::LocalRoute | KernelReason::Broadcast | KernelReason::Anycast => {
+                        local_class(frame, &ip, beyond)
+                    }
+                    _ => CoppClass::Kernel,
+                })
+            }
             // Without a control plane, nothing consumes frames to the switch's addresses
             // (config validation keeps addresses for `[control]`).
-            Resolved::Local | Resolved::NoRoute | Resolved::Unrouted => return Verdict::Drop(DropReason::NoRoute),
+            Resolved::Local | Resolved::NoRoute | Resolved::Unrouted | Resolved::Kernel(_) => {
+                return Verdict::Drop(DropReason::NoRoute)
+            }
         };
         if ip.ttl <= 1 {
             return match self.punting {

@@ -77,6 +77,10 @@ copp_classes! {
     /// TTL or hop limit 1 or less: the kernel sends the ICMP time exceeded (SONiC's
     /// `ttl_error`, in its `default` group).
     Ttl => "ttl", 600;
+    /// IP whose route raceway mirrors but does not forward itself (a next hop on an interface
+    /// that is no port, a `tos` or `from` route, a route of another table or rule): the
+    /// kernel forwards it, slowly but where its own lookup says (as glean's rate).
+    Kernel => "kernel", 200;
     /// Unicast IP with no route: the kernel sends ICMP destination unreachable (net; host
     /// unreachable comes from glean when the neighbour never answers). SONiC's ASICs drop
     /// these; Linux and VPP routers answer, and so does raceway (rate as SONiC's `default`).

@@ -17,7 +17,7 @@
 //! multiply, one slot load and a compare.
 
 use crate::pipeline::fib::Next;
-use crate::pipeline::fib::{Fib, Target};
+use crate::pipeline::fib::{Fib, KernelReason, Target};
 use crate::wire::parse::Destination;
 
 /// What a destination resolves to in one snapshot.
@@ -31,8 +31,12 @@ pub enum Resolved {
     GleanOn(u16),
     /// One of the switch's own addresses.
     Local,
-    /// A discard route, or an adjacency on a disabled port.
+    /// An adjacency on a disabled port.
     NoRoute,
+    /// A blackhole route.
+    Blackhole,
+    /// The kernel answers for it (`KernelReason`).
+    Kernel(KernelReason),
     /// No route at all (with `[control]`, the kernel answers with ICMP unreachable).
     Unrouted,
 }
@@ -44,13 +48,14 @@ impl Resolved {
         match fib.lookup(destination) {
             Some(Target::Adjacency(adjacency)) => Self::adjacency(adjacency, port_enabled),
             Some(Target::Group(group)) => Self::Next(Next::Group(group)),
-            Some(Target::Connected(port)) => match fib.neighbor(destination) {
+            Some(Target::Connected(port)) => match fib.neighbor(port, destination) {
                 Some(adjacency) => Self::adjacency(adjacency, port_enabled),
                 None => Self::GleanOn(port),
             },
             Some(Target::Glean) => Self::Glean,
             Some(Target::Local) => Self::Local,
-            Some(Target::Discard) => Self::NoRoute,
+            Some(Target::Blackhole) => Self::Blackhole,
+            Some(Target::Kernel(reason)) => Self::Kernel(reason),
             None => Self::Unrouted,
         }
     }

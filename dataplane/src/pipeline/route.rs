@@ -59,6 +59,23 @@ impl AddressKey for u128 {
     }
 }
 
+/// A neighbour's key: the port and the IPv4 address (next hops are keyed by interface and
+/// address, as the kernel keys them: BGP unnumbered peers share fe80::1 on every uplink).
+impl AddressKey for (u16, u32) {
+    #[inline(always)]
+    fn address_hash(self) -> u64 {
+        finish(mix(mix(0, u64::from(self.1)), u64::from(self.0)))
+    }
+}
+
+/// A neighbour's key: the port and the IPv6 address.
+impl AddressKey for (u16, u128) {
+    #[inline(always)]
+    fn address_hash(self) -> u64 {
+        finish(mix(mix(mix(0, self.1 as u64), (self.1 >> 64) as u64), u64::from(self.0)))
+    }
+}
+
 /// Slots per page: a change copies one page (64 slots: 512 B of IPv4 routes, 2 KB of IPv6).
 const PAGE_BITS: u32 = 6;
 const PAGE: usize = 1 << PAGE_BITS;
@@ -423,6 +440,21 @@ impl<T: Copy + Default> RouteTable<T> {
         match destination {
             Destination::V4(address) => self.v4.iter().find_map(|(len, map)| map.get(&mask_v4(address, *len)).copied()),
             Destination::V6(address) => self.v6.iter().find_map(|(len, map)| map.get(&mask_v6(address, *len)).copied()),
+        }
+    }
+
+    /// The longest prefix containing `destination` (address masked, length) and its target:
+    /// `lookup` with the prefix it matched, for `show route`.
+    pub fn lookup_prefix(&self, destination: Destination) -> Option<(IpAddr, u8, T)> {
+        match destination {
+            Destination::V4(address) => self.v4.iter().find_map(|(len, map)| {
+                let key = mask_v4(address, *len);
+                map.get(&key).map(|target| (IpAddr::V4(key.into()), *len, *target))
+            }),
+            Destination::V6(address) => self.v6.iter().find_map(|(len, map)| {
+                let key = mask_v6(address, *len);
+                map.get(&key).map(|target| (IpAddr::V6(key.into()), *len, *target))
+            }),
         }
     }
 

@@ -69,6 +69,15 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
             };
             Some(serde_json::json!({ "fib": text }))
         }
+        _ if view.starts_with("route:") => {
+            let addresses = crate::observe::show::route_view_addresses(view)?;
+            let names: Vec<&str> = config.ports.iter().map(|port| port.name.as_str()).collect();
+            let fib = match control {
+                Some(link) => link.fib.load(),
+                None => Arc::new(crate::pipeline::fib::Fib::new(config, &crate::pipeline::fib::Learned::default(), 1)),
+            };
+            Some(crate::observe::show::route_document(&fib, &addresses, &names, control.is_some()))
+        }
         "clear" | "clear-persistent" => {
             let which = if view == "clear" { WatermarkClear::User } else { WatermarkClear::Persistent };
             let cleared = shared.clear_watermarks(which, Duration::from_secs(2));
@@ -110,6 +119,11 @@ impl<'a> Supervisor<'a> {
         }
         self.printer.maybe_print(self.shared, self.interval);
         FibDump::if_asked(self.fib_dump);
+        if let Some(signal) = dpdk::take_noted_signal() {
+            // Nothing to reopen (logs go to stderr; the stats JSON is written at exit) and no
+            // reload yet: the switch goes on.
+            tracing::info!("{signal}: noted; the switch goes on (a configuration reload is not built yet)");
+        }
         false
     }
 }

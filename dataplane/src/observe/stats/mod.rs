@@ -26,8 +26,8 @@ use crate::pipeline::punt::CoppClass;
 use crate::units::TRAFFIC_CLASSES;
 use schema::{merge_rows, rows_json};
 pub use schema::{
-    ControlCounter, ControlValue, Counter, Kind, Labels, Section, CONTROL_COUNTERS, CORE_COUNTERS, GROUP_COUNTERS,
-    PORT_COUNTERS, QUEUE_COUNTERS,
+    route_reasons, ControlCounter, ControlValue, Counter, Kind, Labels, Section, CONTROL_COUNTERS, CORE_COUNTERS,
+    GROUP_COUNTERS, PORT_COUNTERS, QUEUE_COUNTERS,
 };
 use serde_json::{json, Map, Value};
 
@@ -233,6 +233,10 @@ pub struct ControlStats {
     pub inject_latency: LatencyHistogram,
     /// Times netlink messages were lost and the kernel's tables dumped again.
     pub fib_resyncs: u64,
+    /// Dumps of the kernel's tables after the first (the resyncs among them).
+    pub fib_dumps: u64,
+    /// The kernel's routes whose traffic goes to the kernel, by `schema::route_reasons`.
+    pub fib_kernel_routes: Vec<u64>,
 }
 
 /// How a forwarding core spends its cycles: iterations of its loop that moved frames count as
@@ -448,6 +452,14 @@ impl SwitchStats {
                             .iter()
                             .zip(get(control))
                             .map(|(port, value)| (port.name.clone(), json!(value)))
+                            .collect(),
+                    ),
+                    ControlValue::PerReason(get) => Value::Object(
+                        schema::route_reasons()
+                            .enumerate()
+                            .map(|(index, reason)| {
+                                (reason.to_string(), json!(get(control).get(index).copied().unwrap_or(0)))
+                            })
                             .collect(),
                     ),
                     ControlValue::One(get) | ControlValue::Nanoseconds(get) => json!(get(control)),

@@ -43,10 +43,11 @@ use crate::pipeline::route::{CowMap, RouteTable};
 use crate::wire::ethernet::MacAddress;
 use crate::wire::parse::Destination;
 use arc_swap::ArcSwap;
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-pub use writer::FibWriter;
+pub use writer::{weighted_slots, FibWriter, WEIGHT_SLOTS};
 
 /// Where a frame leaves: a port and the MAC of the neighbour it goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -75,8 +76,78 @@ pub enum Target {
     Local,
     /// A next hop without a resolved neighbour.
     Glean,
-    /// A blackhole (or unreachable, prohibit) route: dropped as `no_route`.
-    Discard,
+    /// A blackhole route: dropped as `blackhole`.
+    Blackhole,
+    /// The kernel answers for this destination (an ICMP error, local delivery, or forwarding
+    /// what raceway does not represent): punted.
+    Kernel(KernelReason),
+}
+
+/// Why the FIB sends a destination to the kernel instead of forwarding or dropping it itself:
+/// `show route`'s reason, and the stats' count of routes per reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KernelReason {
+    /// An `unreachable` route: the kernel answers host unreachable.
+    Unreachable,
+    /// A `prohibit` route: the kernel answers administratively prohibited.
+    Prohibit,
+    /// A `throw` route: the lookup goes on in the next rule's table, else net unreachable.
+    Throw,
+    /// A `local` route of the kernel's local table.
+    LocalRoute,
+    /// A `broadcast` route (a subnet's broadcast address).
+    Broadcast,
+    /// An `anycast` route (IPv6 subnet-router anycast).
+    Anycast,
+    /// A next hop on an interface that is no port (a dummy, `lo`, a tunnel).
+    NotAPort,
+    /// A route with a `tos`: the kernel picks by the packet's TOS, raceway does not.
+    Tos,
+    /// An IPv6 route with a source prefix (`from`).
+    Source,
+    /// A route of the `default` table, which the kernel tries where the main table has none.
+    DefaultTable,
+    /// An `ip rule` (beyond the kernel's defaults) that selects this prefix.
+    Rule,
+}
+
+impl KernelReason {
+    pub const ALL: [KernelReason; 11] = [
+        Self::Unreachable,
+        Self::Prohibit,
+        Self::Throw,
+        Self::LocalRoute,
+        Self::Broadcast,
+        Self::Anycast,
+        Self::NotAPort,
+        Self::Tos,
+        Self::Source,
+        Self::DefaultTable,
+        Self::Rule,
+    ];
+
+    /// The name in `show route`, stats and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Unreachable => "unreachable",
+            Self::Prohibit => "prohibit",
+            Self::Throw => "throw",
+            Self::LocalRoute => "local",
+            Self::Broadcast => "broadcast",
+            Self::Anycast => "anycast",
+            Self::NotAPort => "not_a_port",
+            Self::Tos => "tos",
+            Self::Source => "source",
+            Self::DefaultTable => "default_table",
+            Self::Rule => "rule",
+        }
+    }
+
+    /// Whether raceway mirrors such a route but cannot represent it (the kernel forwards in its
+    /// place, slowly but right): logged once and counted apart from the kernel's own answers.
+    pub fn unrepresented(self) -> bool {
+        matches!(self, Self::NotAPort | Self::Tos | Self::Source | Self::DefaultTable | Self::Rule)
+    }
 }
 
 /// A group of adjacencies and how to spread over them.
@@ -85,6 +156,8 @@ pub struct Group {
     pub mode: GroupMode,
     pub flowlet_gap_us: u32,
     pub members: Vec<Adjacency>,
+    /// Each member's weight (1 to 256, the kernel's range; 1 each for a config `[[group]]`).
+    pub weights: Vec<u16>,
     /// Each member's next-hop address, for a group of next hops (a multipath route of the
     /// kernel's or a `via` list); empty for a config `[[group]]`. Counters name it by these.
     pub via: Vec<IpAddr>,
@@ -108,13 +181,32 @@ pub struct Learned {
     pub addresses: Vec<IpAddr>,
 }
 
-/// The kernel's next hops of a route or nexthop object: (gateway, port).
-pub type KernelHops = Box<[(Option<IpAddr>, u16)]>;
+/// One next hop of a kernel route or nexthop object: its gateway (none for a connected
+/// route), the kernel's interface, that interface's port (none: an interface that is no
+/// port), its weight, and whether the kernel holds it dead (not used).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KernelHop {
+    pub gateway: Option<IpAddr>,
+    pub interface: u32,
+    pub port: Option<u16>,
+    pub weight: u16,
+    pub dead: bool,
+}
+
+impl KernelHop {
+    /// A live next hop on a port, weight 1 (the interface is not known: tests and `Learned`).
+    pub fn on_port(gateway: Option<IpAddr>, port: u16) -> Self {
+        Self { gateway, interface: 0, port: Some(port), weight: 1, dead: false }
+    }
+}
+
+/// The kernel's next hops of a route or nexthop object.
+pub type KernelHops = Box<[KernelHop]>;
 
 /// What a route leads to before its next hops are resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Via {
-    Discard,
+    Blackhole,
     Local,
     Connected(u16),
     /// A config route out of a port: its `peer_mac` (glean without one).
@@ -122,11 +214,37 @@ pub enum Via {
     ConfigGroup(u32),
     /// Next hops by address (a config route's `via`): their neighbours, on any port.
     Gateways(Box<[IpAddr]>),
-    /// The kernel's next hops: (gateway, port); a lone gatewayless one is a connected route,
-    /// none at all a discard route.
+    /// The kernel's next hops; a lone gatewayless one is a connected route.
     Kernel(KernelHops),
     /// A kernel nexthop object (`RTA_NH_ID`), defined by `FibWriter::set_object`.
     Object(u32),
+    /// The kernel answers (see `KernelReason`).
+    ToKernel(KernelReason),
+}
+
+/// Where a kernel route ranks among the kernel's routes for the same prefix, as the kernel's
+/// lookup takes them: the local table first, then what the main table holds but raceway cannot
+/// represent (it goes to the kernel), then the main table's routes by metric, then the default
+/// table's (which the kernel tries only where the main table has no route).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum RouteRank {
+    LocalTable,
+    Unrepresented,
+    #[default]
+    Main,
+    DefaultTable,
+}
+
+/// One kernel route of a prefix, as the kernel keys them (table, tos, metric, source): the
+/// first key in order is the route in force, and when it goes the next one takes over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct RouteKey {
+    pub rank: RouteRank,
+    /// The route's priority (`metric`): the lowest wins.
+    pub metric: u32,
+    /// What else tells routes of one rank and metric apart (the table, the tos, the source
+    /// prefix), so that each is added and removed on its own.
+    pub detail: u64,
 }
 
 /// Which of the writer's sources a route comes from.
@@ -147,11 +265,43 @@ const CHUNK: usize = 64;
 pub struct Fib {
     routes: RouteTable<NextHopId>,
     next_hops: Vec<Arc<[Target; CHUNK]>>,
-    neighbors_v4: CowMap<u32, Adjacency>,
-    neighbors_v6: CowMap<u128, Adjacency>,
+    /// Neighbours by (port, address), as the kernel keys them.
+    neighbors_v4: CowMap<(u16, u32), MacAddress>,
+    neighbors_v6: CowMap<(u16, u128), MacAddress>,
     pub groups: Arc<Vec<Group>>,
+    /// What each next hop was defined as (`show route` explains a target by it), in chunks
+    /// as the next hops; not read when forwarding.
+    definitions: Vec<Arc<[Option<Arc<Via>>; CHUNK]>>,
+    /// The kernel's nexthop objects, for `show route`.
+    objects: Arc<HashMap<u32, Option<KernelHops>>>,
     /// Counts up from 1 with each snapshot published by one writer.
     pub generation: u64,
+}
+
+/// The FIB's answer for one destination (`Fib::explain`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explained {
+    pub prefix: (IpAddr, u8),
+    pub target: Target,
+    pub hops: Vec<ExplainedHop>,
+}
+
+/// One next hop of a route: its port (none: an interface that is no port), gateway (none:
+/// the destination itself), the MAC frames go to through it (none: not used now), weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExplainedHop {
+    pub port: Option<u16>,
+    pub gateway: Option<IpAddr>,
+    pub mac: Option<MacAddress>,
+    pub weight: u16,
+}
+
+/// An address as the lookups take it.
+pub fn ip_destination(ip: IpAddr) -> Destination {
+    match ip {
+        IpAddr::V4(ip) => Destination::V4(u32::from(ip)),
+        IpAddr::V6(ip) => Destination::V6(u128::from(ip)),
+    }
 }
 
 /// Where the current snapshot is published: the control plane stores, workers load.
@@ -232,13 +382,67 @@ impl Fib {
         writer.snapshot(generation)
     }
 
-    /// The neighbour entry of `destination`, if resolved.
+    /// The neighbour entry of `destination` on `port`, if resolved.
     #[inline]
-    pub fn neighbor(&self, destination: Destination) -> Option<Adjacency> {
-        match destination {
-            Destination::V4(ip) => self.neighbors_v4.get(&ip).copied(),
-            Destination::V6(ip) => self.neighbors_v6.get(&ip).copied(),
-        }
+    pub fn neighbor(&self, port: u16, destination: Destination) -> Option<Adjacency> {
+        let mac = match destination {
+            Destination::V4(ip) => self.neighbors_v4.get(&(port, ip)),
+            Destination::V6(ip) => self.neighbors_v6.get(&(port, ip)),
+        };
+        mac.map(|&mac| Adjacency { port, mac })
+    }
+
+    /// The FIB's answer for `destination`, as `ip route get` gives the kernel's: the longest
+    /// prefix matching it, what it resolves to, and the route's next hops (`show route`).
+    pub fn explain(&self, destination: Destination) -> Option<Explained> {
+        let (address, len, id) = self.routes.lookup_prefix(destination)?;
+        let index = id as usize;
+        let target = self.next_hop(id);
+        let definition = self.definitions.get(index / CHUNK).and_then(|chunk| chunk[index % CHUNK].clone());
+        // The next hops the route names, each with the MAC it is forwarded to (none: not used
+        // now, for want of a neighbour or because its interface is dead).
+        let forwarded = |port: u16| -> Vec<Adjacency> {
+            match target {
+                Target::Adjacency(adjacency) => vec![adjacency],
+                Target::Group(group) => {
+                    self.groups.get(group as usize).map_or_else(Vec::new, |group| group.members.clone())
+                }
+                Target::Connected(on) if on == port => self.neighbor(port, destination).into_iter().collect(),
+                _ => Vec::new(),
+            }
+        };
+        let hop = |gateway: Option<IpAddr>, port: Option<u16>, weight: u16| {
+            let mac = port.and_then(|port| {
+                let resolved = gateway
+                    .map_or_else(|| self.neighbor(port, destination), |ip| self.neighbor(port, ip_destination(ip)));
+                resolved.filter(|adjacency| forwarded(port).contains(adjacency)).map(|adjacency| adjacency.mac)
+            });
+            ExplainedHop { port, gateway, mac, weight }
+        };
+        let hops: Vec<ExplainedHop> = match definition.as_deref() {
+            Some(Via::Kernel(hops)) => {
+                hops.iter().map(|kernel| hop(kernel.gateway, kernel.port, kernel.weight)).collect()
+            }
+            Some(Via::Object(object)) => match self.objects.get(object) {
+                Some(Some(hops)) => hops.iter().map(|kernel| hop(kernel.gateway, kernel.port, kernel.weight)).collect(),
+                _ => Vec::new(),
+            },
+            Some(Via::Connected(port)) => vec![hop(None, Some(*port), 1)],
+            Some(Via::Gateways(gateways)) => gateways
+                .iter()
+                .map(|&gateway| {
+                    let port =
+                        (0..u16::MAX).take(64).find(|&port| self.neighbor(port, ip_destination(gateway)).is_some());
+                    hop(Some(gateway), port, 1)
+                })
+                .collect(),
+            Some(Via::Peer(_)) | Some(Via::ConfigGroup(_)) => forwarded(0)
+                .iter()
+                .map(|member| ExplainedHop { port: Some(member.port), gateway: None, mac: Some(member.mac), weight: 1 })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Some(Explained { prefix: (address, len), target, hops })
     }
 
     #[inline]
@@ -282,7 +486,8 @@ impl Fib {
     /// neighbor 10.255.0.1 up0 02:00:00:00:20:01
     /// ```
     ///
-    /// Other targets: `glean` (a next hop not resolved yet), `discard` (blackhole, unreachable).
+    /// Other targets: `glean` (a next hop not resolved yet), `blackhole`, `kernel REASON` (the
+    /// kernel answers: `KernelReason`).
     pub fn to_text(&self, port_names: &[&str]) -> String {
         use std::fmt::Write;
         let port = |index: u16| port_names.get(usize::from(index)).copied().unwrap_or("?");
@@ -312,7 +517,8 @@ impl Fib {
                 Target::Connected(index) => writeln!(text, "connected {}", port(index)),
                 Target::Local => writeln!(text, "local"),
                 Target::Glean => writeln!(text, "glean"),
-                Target::Discard => writeln!(text, "discard"),
+                Target::Blackhole => writeln!(text, "blackhole"),
+                Target::Kernel(reason) => writeln!(text, "kernel {}", reason.name()),
             };
         }
         for (ip, adjacency) in self.dump_neighbors() {
@@ -323,10 +529,10 @@ impl Fib {
 
     /// Every neighbour as (IP, adjacency), sorted.
     pub fn dump_neighbors(&self) -> Vec<(IpAddr, Adjacency)> {
-        let v4 = self.neighbors_v4.iter().map(|(ip, adjacency)| (IpAddr::V4((*ip).into()), *adjacency));
-        let v6 = self.neighbors_v6.iter().map(|(ip, adjacency)| (IpAddr::V6((*ip).into()), *adjacency));
+        let v4 = self.neighbors_v4.iter().map(|(&(port, ip), &mac)| (IpAddr::V4(ip.into()), Adjacency { port, mac }));
+        let v6 = self.neighbors_v6.iter().map(|(&(port, ip), &mac)| (IpAddr::V6(ip.into()), Adjacency { port, mac }));
         let mut neighbors: Vec<(IpAddr, Adjacency)> = v4.chain(v6).collect();
-        neighbors.sort_by_key(|(ip, _)| *ip);
+        neighbors.sort_by_key(|(ip, adjacency)| (*ip, adjacency.port));
         neighbors
     }
 }
@@ -434,6 +640,7 @@ mod tests {
                 mode: GroupMode::Spray,
                 flowlet_gap_us: 100,
                 members: vec![up0, up1],
+                weights: vec![1, 1],
                 via: vec!["10.255.0.0".parse().unwrap(), "10.255.0.2".parse().unwrap()],
             }
         );
@@ -449,8 +656,8 @@ mod tests {
         let v6 = |text: &str| Destination::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()));
         assert_eq!(fib.lookup(v6("fd00::1")), Some(Target::Local));
         assert_eq!(fib.lookup(v6("fd00::7")), Some(Target::Connected(0)));
-        assert_eq!(fib.neighbor(v4("10.255.0.2")), Some(up1));
-        assert_eq!(fib.neighbor(v4("10.0.0.7")), None);
+        assert_eq!(fib.neighbor(2, v4("10.255.0.2")), Some(up1));
+        assert_eq!(fib.neighbor(0, v4("10.0.0.7")), None);
     }
 
     #[test]
@@ -483,9 +690,9 @@ mod tests {
         assert_eq!(fib.generation, 7);
         let learned_up0 = Adjacency { port: 1, mac: mac(0x09, 0x20) };
         let static_up1 = Adjacency { port: 2, mac: mac(0x01, 0x21) };
-        assert_eq!(fib.neighbor(v4("10.0.0.7")), Some(Adjacency { port: 0, mac: mac(0x07, 0x10) }));
-        assert_eq!(fib.neighbor(v4("10.255.0.2")), Some(static_up1));
-        assert_eq!(fib.neighbor(v4("10.255.0.99")), None);
+        assert_eq!(fib.neighbor(0, v4("10.0.0.7")), Some(Adjacency { port: 0, mac: mac(0x07, 0x10) }));
+        assert_eq!(fib.neighbor(2, v4("10.255.0.2")), Some(static_up1));
+        assert_eq!(fib.neighbor(9, v4("10.255.0.99")), None);
         assert_eq!(fib.lookup(v4("172.16.1.1")), Some(Target::Adjacency(learned_up0)));
         assert_eq!(fib.lookup(v4("172.17.1.1")), Some(Target::Connected(2)));
         let Some(Target::Group(group)) = fib.lookup(v4("172.18.1.1")) else { panic!() };
@@ -563,14 +770,15 @@ mod tests {
             ..Learned::default()
         };
         let fib = Fib::new(&Config::parse(&text, "t.toml").unwrap(), &blackhole, 3);
-        assert_eq!(fib.lookup(v4("172.22.1.1")), Some(Target::Discard));
-        // A next hop on a port that does not exist is ignored (glean), never an index past the ports.
+        assert_eq!(fib.lookup(v4("172.22.1.1")), Some(Target::Blackhole));
+        // A next hop on a port that does not exist is no port's: the kernel forwards, never an
+        // index past the ports.
         let stray = Learned {
             routes: vec![KernelRoute { address: ip("172.21.0.0"), len: 16, next_hops: vec![(None, 3)] }],
             ..Learned::default()
         };
         let fib = Fib::new(&Config::parse(&text, "t.toml").unwrap(), &stray, 3);
-        assert_eq!(fib.lookup(v4("172.21.1.1")), Some(Target::Glean));
+        assert_eq!(fib.lookup(v4("172.21.1.1")), Some(Target::Kernel(KernelReason::NotAPort)));
     }
 
     /// A kernel nexthop object defines the routes over it: redefining it moves them all; a
@@ -586,31 +794,37 @@ mod tests {
         assert_eq!(writer.snapshot(1).lookup(v4("172.16.5.1")), Some(Target::Glean));
         let up0 = Adjacency { port: 1, mac: mac(0x01, 0x20) };
         let up1 = Adjacency { port: 2, mac: mac(0x01, 0x21) };
-        writer.set_object(9, Some(Some(Box::new([(Some(ip("10.255.0.0")), 1)]))));
+        writer.set_object(9, Some(Some(Box::new([KernelHop::on_port(Some(ip("10.255.0.0")), 1)]))));
         assert_eq!(writer.snapshot(2).lookup(v4("172.16.5.1")), Some(Target::Adjacency(up0)));
-        writer.set_neighbor(ip("10.255.0.9"), Some((1, mac(0x09, 0x20))));
-        writer.set_object(9, Some(Some(Box::new([(Some(ip("10.255.0.9")), 1), (Some(ip("10.255.0.2")), 2)]))));
+        writer.set_neighbor(1, ip("10.255.0.9"), Some(mac(0x09, 0x20)));
+        writer.set_object(
+            9,
+            Some(Some(Box::new([
+                KernelHop::on_port(Some(ip("10.255.0.9")), 1),
+                KernelHop::on_port(Some(ip("10.255.0.2")), 2),
+            ]))),
+        );
         let fib = writer.snapshot(3);
         let Some(Target::Group(group)) = fib.lookup(v4("172.16.99.1")) else { panic!() };
         assert_eq!(fib.groups[group as usize].members, vec![Adjacency { port: 1, mac: mac(0x09, 0x20) }, up1]);
         // A neighbour of the object's next hop moving re-resolves it.
-        writer.set_neighbor(ip("10.255.0.9"), Some((1, mac(0x99, 0x20))));
+        writer.set_neighbor(1, ip("10.255.0.9"), Some(mac(0x99, 0x20)));
         let fib = writer.snapshot(4);
         let Some(Target::Group(group)) = fib.lookup(v4("172.16.99.1")) else { panic!() };
         assert_eq!(fib.groups[group as usize].members, vec![Adjacency { port: 1, mac: mac(0x99, 0x20) }, up1]);
         // The same for an object whose only next hop is that neighbour.
-        writer.set_object(9, Some(Some(Box::new([(Some(ip("10.255.0.9")), 1)]))));
+        writer.set_object(9, Some(Some(Box::new([KernelHop::on_port(Some(ip("10.255.0.9")), 1)]))));
         assert_eq!(
             writer.snapshot(5).lookup(v4("172.16.5.1")),
             Some(Target::Adjacency(Adjacency { port: 1, mac: mac(0x99, 0x20) }))
         );
-        writer.set_neighbor(ip("10.255.0.9"), Some((1, mac(0x77, 0x20))));
+        writer.set_neighbor(1, ip("10.255.0.9"), Some(mac(0x77, 0x20)));
         assert_eq!(
             writer.snapshot(6).lookup(v4("172.16.5.1")),
             Some(Target::Adjacency(Adjacency { port: 1, mac: mac(0x77, 0x20) }))
         );
         writer.set_object(9, Some(None));
-        assert_eq!(writer.snapshot(7).lookup(v4("172.16.5.1")), Some(Target::Discard));
+        assert_eq!(writer.snapshot(7).lookup(v4("172.16.5.1")), Some(Target::Blackhole));
         // Next hops on none of the switch's interfaces: the kernel forwards (glean), as for
         // an object not (or no longer) known.
         writer.set_object(9, Some(Some(Box::new([]))));
@@ -627,7 +841,12 @@ mod tests {
         let mut writer = FibWriter::new(&config);
         let up1 = Adjacency { port: 2, mac: mac(0x01, 0x21) };
         // 192.0.2.0/24 is the config's, via 10.255.0.2 (up1): the kernel's loses.
-        writer.set_route(Source::Kernel, ip("192.0.2.0"), 24, Some(Via::Kernel(Box::new([(None, 1)]))));
+        writer.set_route(
+            Source::Kernel,
+            ip("192.0.2.0"),
+            24,
+            Some(Via::Kernel(Box::new([KernelHop::on_port(None, 1)]))),
+        );
         assert_eq!(writer.snapshot(1).lookup(v4("192.0.2.9")), Some(Target::Adjacency(up1)));
         writer.set_route(Source::Config, ip("192.0.2.0"), 24, None);
         assert_eq!(writer.snapshot(2).lookup(v4("192.0.2.9")), Some(Target::Connected(1)));
@@ -639,7 +858,12 @@ mod tests {
         writer.set_address(ip("10.0.0.1"), false);
         assert_eq!(writer.snapshot(5).lookup(v4("10.0.0.1")), Some(Target::Local), "configured");
         // The connected subnet under a kernel route: the kernel's wins, then the subnet again.
-        writer.set_route(Source::Kernel, ip("10.0.0.0"), 24, Some(Via::Kernel(Box::new([(None, 2)]))));
+        writer.set_route(
+            Source::Kernel,
+            ip("10.0.0.0"),
+            24,
+            Some(Via::Kernel(Box::new([KernelHop::on_port(None, 2)]))),
+        );
         assert_eq!(writer.snapshot(6).lookup(v4("10.0.0.7")), Some(Target::Connected(2)));
         writer.set_route(Source::Kernel, ip("10.0.0.0"), 24, None);
         assert_eq!(writer.snapshot(7).lookup(v4("10.0.0.7")), Some(Target::Connected(0)));
@@ -655,7 +879,7 @@ mod tests {
         let mut writer = FibWriter::new(&config);
         assert!(writer.take_changed(), "the first snapshot is news");
         assert!(!writer.take_changed(), "and only once");
-        let via = || Some(Via::Kernel(Box::new([(None, 1)])));
+        let via = || Some(Via::Kernel(Box::new([KernelHop::on_port(None, 1)])));
         writer.set_route(Source::Kernel, ip("172.16.0.0"), 16, via());
         assert!(writer.take_changed(), "a new route");
         writer.set_route(Source::Kernel, ip("172.16.0.0"), 16, via());
@@ -667,13 +891,13 @@ mod tests {
         // Neighbours: the config's two; one learned; one on a port the switch does not have
         // (index 3 of ports 0-2) is ignored.
         assert_eq!(writer.neighbors(), 2);
-        writer.set_neighbor(ip("10.0.0.9"), Some((0, mac(0x09, 0x10))));
+        writer.set_neighbor(0, ip("10.0.0.9"), Some(mac(0x09, 0x10)));
         assert!(writer.take_changed());
         assert_eq!(writer.neighbors(), 3);
-        writer.set_neighbor(ip("10.0.0.10"), Some((config.ports.len(), mac(0x0a, 0x10))));
+        writer.set_neighbor(config.ports.len(), ip("10.0.0.10"), Some(mac(0x0a, 0x10)));
         assert!(!writer.take_changed(), "a neighbour past the ports");
         assert_eq!((writer.neighbors(), writer.snapshot(1).neighbors()), (3, 3));
-        writer.set_neighbor(ip("10.0.0.9"), None);
+        writer.set_neighbor(0, ip("10.0.0.9"), None);
         assert!(writer.take_changed());
         assert_eq!(writer.neighbors(), 2);
     }

@@ -2,15 +2,22 @@
 //! route, nexthop object, neighbour or address) to its working tables and derives the next
 //! snapshot (see the module notes of `fib`).
 //!
+//! The kernel's routes are kept as the kernel keys them: a prefix may hold several (other
+//! metrics, tables or kinds, `RouteKey`), the first in order is in force, and when it goes the
+//! next one takes over. Neighbours are keyed by (port, address), so next hops that share an
+//! address on different ports (BGP unnumbered peers on fe80::1) each resolve on their own port.
+//!
 //! Invariant: a next hop or group lives while a route source uses it (`users`; the config's
 //! are pinned), and its index is reused only once freed; the tables after any sequence of
 //! changes equal those built at once from the resulting state.
 
-use super::{host_len, masked, Adjacency, Fib, Group, KernelHops, Learned, NextHopId, Source, Target, Via, CHUNK};
+use super::{
+    host_len, masked, Adjacency, Fib, Group, KernelHop, KernelHops, KernelReason, Learned, NextHopId, RouteKey,
+    RouteRank, Source, Target, Via, CHUNK,
+};
 use crate::config::{Config, GroupMode, RouteTarget, DEFAULT_FLOWLET_GAP_US};
 use crate::pipeline::route::{CowMap, RouteTable};
 use crate::wire::ethernet::MacAddress;
-use crate::wire::parse::Destination;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -22,12 +29,13 @@ struct NextHopEntry {
     target: Target,
 }
 
-/// The sources of one prefix: config and kernel routes (next-hop indices), the subnet of a
-/// configured address (a port), and whether it is one of the switch's addresses.
+/// The sources of one prefix: the config's route, the kernel's route in force (its key and
+/// next hop; the kernel's others for the prefix wait in `FibWriter::alternatives`), the subnet
+/// of a configured address (a port), and whether it is one of the switch's addresses.
 #[derive(Debug, Clone, Copy, Default)]
 struct Sources {
     config: Option<NextHopId>,
-    kernel: Option<NextHopId>,
+    kernel: Option<(RouteKey, NextHopId)>,
     connected: Option<u16>,
     config_local: bool,
     kernel_local: bool,
@@ -36,6 +44,14 @@ struct Sources {
 /// Users that never let go of a next hop or group (the config's, and the fixed ones).
 const PINNED: u32 = u32::MAX;
 
+/// Slots a weighted group spreads over at most: weights are reduced by their greatest common
+/// divisor, and scaled down to this many slots past it (each member keeping one at least), so
+/// a member's share is kept to within 1/`WEIGHT_SLOTS` of the group.
+pub const WEIGHT_SLOTS: u32 = 128;
+
+/// Groups are shared by every next hop over the same members in the same mode and weights.
+type GroupKey = (GroupMode, Vec<Adjacency>, Vec<u16>);
+
 /// Builds snapshots change by change: the control plane's side of the FIB.
 pub struct FibWriter {
     fib: Fib,
@@ -43,45 +59,71 @@ pub struct FibWriter {
     peer_macs: Vec<Option<MacAddress>>,
     multipath_mode: GroupMode,
     prefixes: HashMap<(IpAddr, u8), Sources>,
+    /// The kernel's routes of a prefix that are not in force (another metric, table or kind),
+    /// in key order; only prefixes that have some.
+    alternatives: HashMap<(IpAddr, u8), Vec<(RouteKey, NextHopId)>>,
+    /// IPv6 prefixes whose kernel route covers every prefix inside (`covers`: an AnyIP range
+    /// of the local table, a source route), with its next hop; few.
+    local_covers: Vec<(IpAddr, u8, NextHopId)>,
     entries: Vec<Option<NextHopEntry>>,
     ids: HashMap<Via, NextHopId>,
     free_ids: Vec<NextHopId>,
-    /// Next hops whose resolution reads the neighbour of an address.
+    /// Next hops whose resolution reads the neighbour of an address (on any port).
     by_gateway: HashMap<IpAddr, Vec<NextHopId>>,
-    /// The kernel's nexthop objects: their (gateway, port) next hops, `None` for a blackhole.
-    objects: HashMap<u32, Option<KernelHops>>,
-    learned_neighbors: HashMap<IpAddr, Adjacency>,
-    static_neighbors: HashMap<IpAddr, Adjacency>,
-    group_ids: HashMap<(GroupMode, Vec<Adjacency>), u32>,
+    /// Interfaces whose next hops the kernel holds dead: in every family (it is down), or in
+    /// IPv4 only (`true`: it lost its last IPv4 address).
+    dead: HashMap<u32, bool>,
+    learned_neighbors: HashMap<(u16, IpAddr), MacAddress>,
+    static_neighbors: HashMap<(u16, IpAddr), MacAddress>,
+    group_ids: HashMap<GroupKey, u32>,
     group_users: Vec<u32>,
     free_groups: Vec<u32>,
     local_id: NextHopId,
     connected_ids: Vec<NextHopId>,
     /// Whether the tables changed since `take_changed` last said so.
     changed: bool,
+    /// Whether the kernel's connected and local routes stand for the config's addresses
+    /// (`mirroring`).
+    mirror: bool,
 }
 
 impl FibWriter {
     /// A writer holding `config`'s tables (its routes, groups, neighbours and addresses).
     pub fn new(config: &Config) -> Self {
+        Self::build(config, false)
+    }
+
+    /// A writer for a switch whose kernel is its control plane: the ports' subnets and the
+    /// switch's own addresses are the kernel's connected and local routes as it reports them
+    /// (it takes them away when a port goes down, and so does the FIB), not the config's; the
+    /// config's routes, groups and neighbours stay.
+    pub fn mirroring(config: &Config) -> Self {
+        Self::build(config, true)
+    }
+
+    fn build(config: &Config, mirror: bool) -> Self {
         let groups: Vec<Group> = config
             .groups
             .iter()
-            .map(|group| Group {
-                mode: group.mode,
-                flowlet_gap_us: group.flowlet_gap_us,
+            .map(|group| {
                 // Config validation gives every member a peer_mac.
-                members: group
+                let members: Vec<Adjacency> = group
                     .members
                     .iter()
                     .filter_map(|&port| Some(Adjacency { port: port as u16, mac: config.ports[port].peer_mac? }))
-                    .collect(),
-                via: Vec::new(),
+                    .collect();
+                Group {
+                    mode: group.mode,
+                    flowlet_gap_us: group.flowlet_gap_us,
+                    weights: vec![1; members.len()],
+                    members,
+                    via: Vec::new(),
+                }
             })
             .collect();
         let mut group_ids = HashMap::new();
         for (index, group) in groups.iter().enumerate() {
-            group_ids.entry((group.mode, group.members.clone())).or_insert(index as u32);
+            group_ids.entry((group.mode, group.members.clone(), group.weights.clone())).or_insert(index as u32);
         }
         let mut writer = Self {
             fib: Fib {
@@ -90,17 +132,21 @@ impl FibWriter {
                 neighbors_v4: CowMap::default(),
                 neighbors_v6: CowMap::default(),
                 groups: Arc::new(groups),
+                definitions: Vec::new(),
+                objects: Arc::new(HashMap::new()),
                 generation: 0,
             },
             ports: config.ports.len(),
             peer_macs: config.ports.iter().map(|port| port.peer_mac).collect(),
             multipath_mode: config.control.as_ref().map_or(GroupMode::Ecmp, |control| control.multipath_mode),
             prefixes: HashMap::new(),
+            alternatives: HashMap::new(),
+            local_covers: Vec::new(),
             entries: Vec::new(),
             ids: HashMap::new(),
             free_ids: Vec::new(),
             by_gateway: HashMap::new(),
-            objects: HashMap::new(),
+            dead: HashMap::new(),
             learned_neighbors: HashMap::new(),
             static_neighbors: HashMap::new(),
             group_ids,
@@ -109,15 +155,16 @@ impl FibWriter {
             local_id: 0,
             connected_ids: Vec::new(),
             changed: true,
+            mirror,
         };
         writer.local_id = writer.pin(Via::Local);
         writer.connected_ids = (0..config.ports.len()).map(|port| writer.pin(Via::Connected(port as u16))).collect();
         for neighbor in config.neighbors.iter().filter(|neighbor| neighbor.port < config.ports.len()) {
-            let adjacency = Adjacency { port: neighbor.port as u16, mac: neighbor.mac };
-            writer.static_neighbors.insert(neighbor.ip, adjacency);
-            writer.update_neighbor(neighbor.ip);
+            let key = (neighbor.port as u16, neighbor.ip);
+            writer.static_neighbors.insert(key, neighbor.mac);
+            writer.update_neighbor(key);
         }
-        for (port, config_port) in config.ports.iter().enumerate() {
+        for (port, config_port) in config.ports.iter().enumerate().filter(|_| !mirror) {
             for address in &config_port.addresses {
                 let key = (masked(address.address, address.len), address.len);
                 writer.prefixes.entry(key).or_default().connected = Some(port as u16);
@@ -138,25 +185,21 @@ impl FibWriter {
         writer
     }
 
-    /// Applies everything in `learned` (as the kernel's).
+    /// Applies everything in `learned` (as the kernel's, in the main table at metric 0).
     pub fn learn(&mut self, learned: &Learned) {
         // set_neighbor ignores a neighbour on a port that does not exist.
         for neighbor in &learned.neighbors {
-            self.set_neighbor(neighbor.ip, Some((neighbor.port, neighbor.mac)));
+            self.set_neighbor(neighbor.port, neighbor.ip, Some(neighbor.mac));
         }
         for route in &learned.routes {
-            let hops: Vec<(Option<IpAddr>, u16)> = route
-                .next_hops
-                .iter()
-                .filter(|(_, port)| *port < self.ports)
-                .map(|&(gateway, port)| (gateway, port as u16))
-                .collect();
-            let via = match (route.next_hops.is_empty(), hops.is_empty()) {
-                // A blackhole, unreachable or prohibit route.
-                (true, _) => Via::Kernel(Box::new([])),
-                // Next hops on no host interface: the kernel forwards (through glean).
-                (false, true) => Via::Gateways(Box::new([])),
-                (false, false) => Via::Kernel(hops.into()),
+            let via = if route.next_hops.is_empty() {
+                Via::Blackhole
+            } else {
+                let hops = route.next_hops.iter().map(|&(gateway, port)| {
+                    let port = (port < self.ports).then_some(port as u16);
+                    KernelHop { gateway, interface: 0, port, weight: 1, dead: false }
+                });
+                Via::Kernel(hops.collect())
             };
             self.set_route(Source::Kernel, route.address, route.len, Some(via));
         }
@@ -185,23 +228,103 @@ impl FibWriter {
         self.fib.neighbors()
     }
 
-    /// Sets (or with `None` removes) `source`'s route for `address`/`len`.
+    /// Sets (or with `None` removes) `source`'s route for `address`/`len`: the config's, or the
+    /// kernel's main-table route at metric 0.
     pub fn set_route(&mut self, source: Source, address: IpAddr, len: u8, via: Option<Via>) {
-        let key = (masked(address, len), len);
+        match source {
+            Source::Config => {
+                let key = (masked(address, len), len);
+                let id = via.map(|via| self.acquire(via));
+                let old = std::mem::replace(&mut self.prefixes.entry(key).or_default().config, id);
+                self.update_prefix(key);
+                if let Some(old) = old {
+                    self.release(old);
+                }
+            }
+            Source::Kernel => self.set_kernel_route(address, len, RouteKey::default(), via),
+        }
+    }
+
+    /// Sets (or with `None` removes) the kernel's route `key` for `address`/`len`. Of a
+    /// prefix's kernel routes the first by key is in force; the others wait.
+    pub fn set_kernel_route(&mut self, address: IpAddr, len: u8, key: RouteKey, via: Option<Via>) {
+        let prefix = (masked(address, len), len);
         let id = via.map(|via| self.acquire(via));
-        let sources = self.prefixes.entry(key).or_default();
-        let old = match source {
-            Source::Config => std::mem::replace(&mut sources.config, id),
-            Source::Kernel => std::mem::replace(&mut sources.kernel, id),
+        let sources = self.prefixes.entry(prefix).or_default();
+        let alone = !self.alternatives.contains_key(&prefix);
+        let old = if alone && sources.kernel.is_none_or(|(current, _)| current == key) {
+            // The common case: the prefix's only kernel route, set or replaced.
+            std::mem::replace(&mut sources.kernel, id.map(|id| (key, id))).map(|(_, old)| old)
+        } else {
+            let mut routes: Vec<(RouteKey, NextHopId)> = sources
+                .kernel
+                .take()
+                .into_iter()
+                .chain(self.alternatives.remove(&prefix).unwrap_or_default())
+                .collect();
+            let old = routes.iter().position(|(current, _)| *current == key).map(|index| routes.remove(index).1);
+            routes.extend(id.map(|id| (key, id)));
+            routes.sort_unstable_by_key(|(key, _)| *key);
+            let mut routes = routes.into_iter();
+            sources.kernel = routes.next();
+            let rest: Vec<(RouteKey, NextHopId)> = routes.collect();
+            if !rest.is_empty() {
+                self.alternatives.insert(prefix, rest);
+            }
+            old
         };
-        self.update_prefix(key);
+        self.update_prefix(prefix);
+        if address.is_ipv6() && len < host_len(address) {
+            self.update_cover(prefix);
+        }
         if let Some(old) = old {
             self.release(old);
         }
     }
 
+    /// What the kernel's route `key` for `address`/`len` leads to, if the writer holds it.
+    pub fn kernel_route(&self, address: IpAddr, len: u8, key: RouteKey) -> Option<&Via> {
+        let prefix = (masked(address, len), len);
+        let in_force = self.prefixes.get(&prefix).and_then(|sources| sources.kernel);
+        let waiting = self.alternatives.get(&prefix).into_iter().flatten().copied();
+        let (_, id) = in_force.into_iter().chain(waiting).find(|(current, _)| *current == key)?;
+        self.entries[id as usize].as_ref().map(|entry| &entry.via)
+    }
+
+    /// Removes every kernel route whose next hop `matches` (of the IPv4 family only, with
+    /// `v4_only`): the kernel's deletions it sends no message for. Returns how many went.
+    pub fn remove_kernel_routes(&mut self, v4_only: bool, matches: impl Fn(&Via) -> bool) -> usize {
+        let doomed: std::collections::HashSet<NextHopId> = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter_map(|(id, entry)| entry.as_ref().filter(|entry| matches(&entry.via)).map(|_| id as NextHopId))
+            .collect();
+        if doomed.is_empty() {
+            return 0;
+        }
+        let family = |address: &IpAddr| !v4_only || address.is_ipv4();
+        let in_force = self.prefixes.iter().filter_map(|(prefix, sources)| Some((*prefix, sources.kernel?)));
+        let waiting =
+            self.alternatives.iter().flat_map(|(prefix, routes)| routes.iter().map(|route| (*prefix, *route)));
+        let gone: Vec<((IpAddr, u8), RouteKey)> = in_force
+            .chain(waiting)
+            .filter(|((address, _), (_, id))| family(address) && doomed.contains(id))
+            .map(|(prefix, (key, _))| (prefix, key))
+            .collect();
+        for &((address, len), key) in &gone {
+            self.set_kernel_route(address, len, key, None);
+        }
+        gone.len()
+    }
+
     /// Whether the kernel has `address` on a host interface (or `lo`): one of the switch's own.
+    /// A mirroring writer takes the kernel's local routes instead, which come and go with the
+    /// interface as the kernel's own lookups see them.
     pub fn set_address(&mut self, address: IpAddr, present: bool) {
+        if self.mirror {
+            return;
+        }
         let key = (address, host_len(address));
         if !present && !self.prefixes.contains_key(&key) {
             return;
@@ -210,35 +333,89 @@ impl FibWriter {
         self.update_prefix(key);
     }
 
-    /// Sets (or with `None` forgets) the neighbour the kernel learned for `ip`; a static
-    /// `[[neighbor]]` of the config for the same address stays in force.
-    pub fn set_neighbor(&mut self, ip: IpAddr, neighbor: Option<(usize, MacAddress)>) {
-        let neighbor = neighbor.filter(|(port, _)| *port < self.ports);
-        let changed = match neighbor {
-            Some((port, mac)) => {
-                let adjacency = Adjacency { port: port as u16, mac };
-                self.learned_neighbors.insert(ip, adjacency) != Some(adjacency)
-            }
-            None => self.learned_neighbors.remove(&ip).is_some(),
+    /// Sets (or with `None` forgets) the neighbour the kernel learned for `ip` on `port`; a
+    /// static `[[neighbor]]` of the config for the same port and address stays in force.
+    pub fn set_neighbor(&mut self, port: usize, ip: IpAddr, mac: Option<MacAddress>) {
+        if port >= self.ports {
+            return;
+        }
+        let key = (port as u16, ip);
+        let changed = match mac {
+            Some(mac) => self.learned_neighbors.insert(key, mac) != Some(mac),
+            None => self.learned_neighbors.remove(&key).is_some(),
         };
         if changed {
-            self.update_neighbor(ip);
+            self.update_neighbor(key);
         }
     }
 
-    /// Defines (or with `None` removes) kernel nexthop object `id`: its (gateway, port) next
-    /// hops, or `Some(None)` for a blackhole.
+    /// Defines (or with `None` removes) kernel nexthop object `id`: its next hops, or
+    /// `Some(None)` for a blackhole.
     pub fn set_object(&mut self, id: u32, object: Option<Option<KernelHops>>) {
         let changed = match object {
-            Some(object) => self.objects.insert(id, object.clone()) != Some(object),
-            None => self.objects.remove(&id).is_some(),
+            Some(object) => {
+                self.fib.objects.get(&id) != Some(&object) && {
+                    Arc::make_mut(&mut self.fib.objects).insert(id, object);
+                    true
+                }
+            }
+            None => self.fib.objects.contains_key(&id) && Arc::make_mut(&mut self.fib.objects).remove(&id).is_some(),
         };
+        // The snapshot holds the objects (`show route` reads them), whatever they resolve to.
+        self.changed |= changed;
         if let Some(&next_hop) = self.ids.get(&Via::Object(id)).filter(|_| changed) {
             self.reresolve(next_hop);
         }
     }
 
-    /// Every prefix the kernel's routes cover (for a full resynchronisation).
+    /// Marks `interface`'s next hops dead (`Some(v4_only)`) or alive (`None`), as the kernel
+    /// does when it goes down or up or loses its IPv4 addresses: multipath routes spread over
+    /// their other next hops meanwhile.
+    pub fn set_dead_interface(&mut self, interface: u32, dead: Option<bool>) {
+        let changed = match dead {
+            Some(v4_only) => self.dead.insert(interface, v4_only) != Some(v4_only),
+            None => self.dead.remove(&interface).is_some(),
+        };
+        if !changed {
+            return;
+        }
+        let on_it = |hops: &[KernelHop]| hops.iter().any(|hop| hop.interface == interface);
+        let users: Vec<NextHopId> = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter_map(|(id, entry)| {
+                let uses = matches!(&entry.as_ref()?.via, Via::Kernel(hops) if on_it(hops));
+                uses.then_some(id as NextHopId)
+            })
+            .collect();
+        for id in users {
+            self.reresolve(id);
+        }
+    }
+
+    /// Whether the kernel uses `hop` (its interface is not dead for its family).
+    fn alive(&self, hop: &KernelHop) -> bool {
+        match self.dead.get(&hop.interface) {
+            None => true,
+            Some(false) => false,
+            Some(true) => !hop.gateway.is_some_and(|gateway| gateway.is_ipv4()),
+        }
+    }
+
+    /// Every prefix the kernel's routes cover, with the key of each route there (for a full
+    /// resynchronisation).
+    pub fn kernel_routes(&self) -> Vec<(IpAddr, u8, RouteKey)> {
+        let in_force =
+            self.prefixes.iter().filter_map(|(&(address, len), sources)| Some((address, len, sources.kernel?.0)));
+        let waiting = self
+            .alternatives
+            .iter()
+            .flat_map(|(&(address, len), routes)| routes.iter().map(move |(key, _)| (address, len, *key)));
+        in_force.chain(waiting).collect()
+    }
+
+    /// Every prefix the kernel's routes cover.
     pub fn kernel_prefixes(&self) -> Vec<(IpAddr, u8)> {
         self.prefixes.iter().filter(|(_, sources)| sources.kernel.is_some()).map(|(key, _)| *key).collect()
     }
@@ -246,10 +423,17 @@ impl FibWriter {
     /// Installs what `key`'s sources say in the route table.
     fn update_prefix(&mut self, key: (IpAddr, u8)) {
         let Some(sources) = self.prefixes.get(&key).copied() else { return };
+        // A prefix inside a covering route (`covers`) is that route's.
+        let local_table = sources.kernel.filter(|(key, _)| key.rank == RouteRank::LocalTable).map(|(_, id)| id);
         let effective = if sources.config_local || sources.kernel_local {
             Some(self.local_id)
         } else {
-            sources.config.or(sources.kernel).or(sources.connected.map(|port| self.connected_ids[usize::from(port)]))
+            sources
+                .config
+                .or(local_table)
+                .or_else(|| self.covering_local(key))
+                .or(sources.kernel.map(|(_, id)| id))
+                .or(sources.connected.map(|port| self.connected_ids[usize::from(port)]))
         };
         match effective {
             Some(id) => {
@@ -265,6 +449,59 @@ impl FibWriter {
         }
     }
 
+    /// The next hop of the most specific covering route shorter than `key` that holds it.
+    fn covering_local(&self, key: (IpAddr, u8)) -> Option<NextHopId> {
+        self.local_covers
+            .iter()
+            .filter(|&&(address, len, _)| {
+                len < key.1 && address.is_ipv4() == key.0.is_ipv4() && masked(key.0, len) == address
+            })
+            .max_by_key(|(_, len, _)| *len)
+            .map(|(_, _, id)| *id)
+    }
+
+    /// Whether the kernel's route `key` leading to `id` for an IPv6 prefix covers the prefixes
+    /// inside it: its local table comes before its main table whatever the lengths, and its
+    /// source routes (`from`) send the lookup of whatever is below them into a subtree that
+    /// raceway does not model (both go to the kernel). IPv4's local and main tables are one
+    /// trie while no rule is added: longest prefix first, as here.
+    fn covers(&self, key: RouteKey, id: NextHopId) -> bool {
+        key.rank == RouteRank::LocalTable
+            || matches!(
+                self.entries[id as usize].as_ref().map(|entry| &entry.via),
+                Some(Via::ToKernel(KernelReason::Source))
+            )
+    }
+
+    /// An IPv6 prefix's kernel routes changed: if one of them covers what is inside (or no
+    /// longer does), every prefix inside follows.
+    fn update_cover(&mut self, prefix: (IpAddr, u8)) {
+        let in_force = self.prefixes.get(&prefix).and_then(|sources| sources.kernel);
+        let waiting = self.alternatives.get(&prefix).into_iter().flatten().copied();
+        let cover = in_force.into_iter().chain(waiting).find(|&(key, id)| self.covers(key, id)).map(|(_, id)| id);
+        let known = self.local_covers.iter().position(|&(address, len, _)| (address, len) == prefix);
+        match (cover, known) {
+            (Some(id), Some(index)) if self.local_covers[index].2 == id => return,
+            (Some(id), Some(index)) => self.local_covers[index].2 = id,
+            (Some(id), None) => self.local_covers.push((prefix.0, prefix.1, id)),
+            (None, Some(index)) => {
+                self.local_covers.swap_remove(index);
+            }
+            (None, None) => return,
+        }
+        let inside: Vec<(IpAddr, u8)> = self
+            .prefixes
+            .keys()
+            .filter(|(address, len)| {
+                *len > prefix.1 && address.is_ipv4() == prefix.0.is_ipv4() && masked(*address, prefix.1) == prefix.0
+            })
+            .copied()
+            .collect();
+        for key in inside {
+            self.update_prefix(key);
+        }
+    }
+
     /// The index of the next hop for `via`, one more user of it.
     fn acquire(&mut self, via: Via) -> NextHopId {
         if let Some(&id) = self.ids.get(&via) {
@@ -277,6 +514,7 @@ impl FibWriter {
             self.by_gateway.entry(gateway).or_default().push(id);
         }
         let target = self.resolve(&via);
+        self.write_definition(id, Some(Arc::new(via.clone())));
         self.ids.insert(via.clone(), id);
         let entry = Some(NextHopEntry { via, users: 1, target });
         if id as usize == self.entries.len() {
@@ -315,13 +553,22 @@ impl FibWriter {
             }
         }
         self.release_target(entry.target);
+        self.write_definition(id, None);
         self.free_ids.push(id);
+    }
+
+    fn write_definition(&mut self, id: NextHopId, via: Option<Arc<Via>>) {
+        let id = id as usize;
+        while self.fib.definitions.len() <= id / CHUNK {
+            self.fib.definitions.push(Arc::new(std::array::from_fn(|_| None)));
+        }
+        Arc::make_mut(&mut self.fib.definitions[id / CHUNK])[id % CHUNK] = via;
     }
 
     fn write_next_hop(&mut self, id: NextHopId, target: Target) {
         let id = id as usize;
         while self.fib.next_hops.len() <= id / CHUNK {
-            self.fib.next_hops.push(Arc::new([Target::Discard; CHUNK]));
+            self.fib.next_hops.push(Arc::new([Target::Blackhole; CHUNK]));
         }
         Arc::make_mut(&mut self.fib.next_hops[id / CHUNK])[id % CHUNK] = target;
         self.changed = true;
@@ -340,22 +587,24 @@ impl FibWriter {
         }
     }
 
-    /// The neighbour in force for `ip` changed: the table and the next hops that read it follow.
-    fn update_neighbor(&mut self, ip: IpAddr) {
-        let adjacency = self.static_neighbors.get(&ip).or(self.learned_neighbors.get(&ip)).copied();
-        let old = match (ip, adjacency) {
-            (IpAddr::V4(v4), Some(adjacency)) => self.fib.neighbors_v4.insert(u32::from(v4), adjacency),
-            (IpAddr::V6(v6), Some(adjacency)) => self.fib.neighbors_v6.insert(u128::from(v6), adjacency),
-            (IpAddr::V4(v4), None) => self.fib.neighbors_v4.remove(&u32::from(v4)),
-            (IpAddr::V6(v6), None) => self.fib.neighbors_v6.remove(&u128::from(v6)),
+    /// The neighbour in force for (port, ip) changed: the table and the next hops that read
+    /// its address follow.
+    fn update_neighbor(&mut self, key: (u16, IpAddr)) {
+        let (port, ip) = key;
+        let mac = self.static_neighbors.get(&key).or(self.learned_neighbors.get(&key)).copied();
+        let old = match (ip, mac) {
+            (IpAddr::V4(v4), Some(mac)) => self.fib.neighbors_v4.insert((port, u32::from(v4)), mac),
+            (IpAddr::V6(v6), Some(mac)) => self.fib.neighbors_v6.insert((port, u128::from(v6)), mac),
+            (IpAddr::V4(v4), None) => self.fib.neighbors_v4.remove(&(port, u32::from(v4))),
+            (IpAddr::V6(v6), None) => self.fib.neighbors_v6.remove(&(port, u128::from(v6))),
         };
-        if old == adjacency {
+        if old == mac {
             return;
         }
         self.changed = true;
         let mut users = self.by_gateway.get(&ip).cloned().unwrap_or_default();
-        for (object, hops) in &self.objects {
-            if hops.iter().flat_map(|hops| hops.iter()).any(|(gateway, _)| *gateway == Some(ip)) {
+        for (object, hops) in self.fib.objects.iter() {
+            if hops.iter().flat_map(|hops| hops.iter()).any(|hop| hop.gateway == Some(ip)) {
                 users.extend(self.ids.get(&Via::Object(*object)));
             }
         }
@@ -364,17 +613,19 @@ impl FibWriter {
         }
     }
 
-    fn neighbor_of(&self, ip: IpAddr) -> Option<Adjacency> {
-        self.fib.neighbor(match ip {
-            IpAddr::V4(ip) => Destination::V4(u32::from(ip)),
-            IpAddr::V6(ip) => Destination::V6(u128::from(ip)),
-        })
+    /// The neighbour of `ip` on `port`, if resolved.
+    fn neighbor_on(&self, port: u16, ip: IpAddr) -> Option<Adjacency> {
+        let mac = match ip {
+            IpAddr::V4(ip) => self.fib.neighbors_v4.get(&(port, u32::from(ip))),
+            IpAddr::V6(ip) => self.fib.neighbors_v6.get(&(port, u128::from(ip))),
+        };
+        mac.map(|&mac| Adjacency { port, mac })
     }
 
     /// What `via` leads to now; a group target counts one more user of its group.
     fn resolve(&mut self, via: &Via) -> Target {
         match via {
-            Via::Discard => Target::Discard,
+            Via::Blackhole => Target::Blackhole,
             Via::Local => Target::Local,
             Via::Connected(port) => Target::Connected(*port),
             Via::Peer(port) => match self.peer_macs[usize::from(*port)] {
@@ -383,62 +634,103 @@ impl FibWriter {
             },
             Via::ConfigGroup(group) => Target::Group(*group),
             Via::Gateways(next_hops) => {
-                let (members, via) = self.members(next_hops.iter().map(|&ip| Some(ip)));
-                self.target_of(members, via)
+                // A config next hop's neighbour may be on any port: a static `[[neighbor]]` of
+                // the config first, then the first port that has one.
+                let members = next_hops.iter().filter_map(|&ip| {
+                    let ports = 0..self.ports as u16;
+                    let configured = ports.clone().find(|&port| self.static_neighbors.contains_key(&(port, ip)));
+                    let adjacency = match configured {
+                        Some(port) => self.neighbor_on(port, ip),
+                        None => ports.into_iter().find_map(|port| self.neighbor_on(port, ip)),
+                    }?;
+                    Some((adjacency, ip, 1))
+                });
+                let members: Vec<(Adjacency, IpAddr, u16)> = members.collect();
+                self.target_of(members)
             }
-            Via::Kernel(hops) => self.resolve_kernel(hops),
-            Via::Object(id) => match self.objects.get(id).cloned() {
-                Some(Some(hops)) if !hops.is_empty() => self.resolve_kernel(&hops),
-                // Nothing on a host interface: the kernel forwards (through glean).
-                Some(Some(_)) | None => Target::Glean,
-                Some(None) => Target::Discard,
+            Via::Kernel(hops) => self.resolve_kernel(hops, true),
+            // The kernel deletes an object rather than hold it dead.
+            Via::Object(id) => match self.fib.objects.get(id).cloned() {
+                Some(Some(hops)) => self.resolve_kernel(&hops, false),
+                // Not (or no longer) known: the kernel forwards (through glean).
+                None => Target::Glean,
+                Some(None) => Target::Blackhole,
             },
+            Via::ToKernel(reason) => Target::Kernel(*reason),
         }
     }
 
-    fn resolve_kernel(&mut self, hops: &[(Option<IpAddr>, u16)]) -> Target {
+    /// What the kernel's next hops `hops` lead to (those on dead interfaces left out when
+    /// `dead_apply`).
+    fn resolve_kernel(&mut self, hops: &[KernelHop], dead_apply: bool) -> Target {
+        let alive: Vec<KernelHop>;
+        let hops = if (self.dead.is_empty() || !dead_apply) && !hops.iter().any(|hop| hop.dead) {
+            hops
+        } else {
+            alive = hops.iter().filter(|hop| !hop.dead && (!dead_apply || self.alive(hop))).copied().collect();
+            &alive
+        };
+        if hops.iter().any(|hop| hop.port.is_none()) {
+            // The kernel spreads over an interface the data plane cannot reach: it forwards
+            // all of the route's traffic, so that each flow goes where the kernel sends it.
+            return Target::Kernel(KernelReason::NotAPort);
+        }
         match hops {
-            [] => Target::Discard,
+            // A group none of whose members the writer knows: the kernel forwards.
+            [] => Target::Glean,
             // A connected route: out of the port, to the destination itself.
-            [(None, port)] => Target::Connected(*port),
+            [KernelHop { gateway: None, port: Some(port), .. }] => Target::Connected(*port),
             _ => {
-                let (members, via) = self.members(hops.iter().map(|(gateway, _)| *gateway));
-                self.target_of(members, via)
+                // A gatewayless member of a multipath route has no one neighbour: not a member.
+                let members = hops.iter().filter_map(|hop| {
+                    let (gateway, port) = (hop.gateway?, hop.port?);
+                    Some((self.neighbor_on(port, gateway)?, gateway, hop.weight))
+                });
+                let members: Vec<(Adjacency, IpAddr, u16)> = members.collect();
+                self.target_of(members)
             }
         }
     }
 
-    /// The distinct resolved neighbours of `gateways`, in order, and the address each was
-    /// first reached by.
-    fn members(&self, gateways: impl Iterator<Item = Option<IpAddr>>) -> (Vec<Adjacency>, Vec<IpAddr>) {
-        let (mut members, mut via): (Vec<Adjacency>, Vec<IpAddr>) = (Vec::new(), Vec::new());
-        for (ip, adjacency) in gateways.flatten().filter_map(|ip| Some((ip, self.neighbor_of(ip)?))) {
-            if !members.contains(&adjacency) {
-                members.push(adjacency);
-                via.push(ip);
+    /// The target of the resolved `members` (adjacency, the address it was reached by,
+    /// weight): none is glean, one an adjacency, more a group, each distinct adjacency once
+    /// with the weights of its next hops summed.
+    fn target_of(&mut self, resolved: Vec<(Adjacency, IpAddr, u16)>) -> Target {
+        let (mut members, mut via, mut weights): (Vec<Adjacency>, Vec<IpAddr>, Vec<u16>) =
+            (Vec::new(), Vec::new(), Vec::new());
+        for (adjacency, ip, weight) in resolved {
+            match members.iter().position(|member| *member == adjacency) {
+                Some(index) => weights[index] = weights[index].saturating_add(weight),
+                None => {
+                    members.push(adjacency);
+                    via.push(ip);
+                    weights.push(weight);
+                }
             }
         }
-        (members, via)
-    }
-
-    fn target_of(&mut self, members: Vec<Adjacency>, via: Vec<IpAddr>) -> Target {
         match members.len() {
             0 => Target::Glean,
             1 => Target::Adjacency(members[0]),
-            _ => Target::Group(self.acquire_group(members, via)),
+            _ => Target::Group(self.acquire_group(members, via, weights)),
         }
     }
 
-    /// The group of `members` in the multipath mode (shared by every next hop over the same
-    /// members, and its flowlet table with it), one more user of it.
-    fn acquire_group(&mut self, members: Vec<Adjacency>, via: Vec<IpAddr>) -> u32 {
-        let key = (self.multipath_mode, members);
+    /// The group of `members` with `weights` in the multipath mode (shared by every next hop
+    /// over the same members, and its flowlet table with it), one more user of it.
+    fn acquire_group(&mut self, members: Vec<Adjacency>, via: Vec<IpAddr>, weights: Vec<u16>) -> u32 {
+        let key = (self.multipath_mode, members, weights);
         if let Some(&index) = self.group_ids.get(&key) {
             let users = &mut self.group_users[index as usize];
             *users = users.saturating_add(1);
             return index;
         }
-        let group = Group { mode: key.0, flowlet_gap_us: DEFAULT_FLOWLET_GAP_US, members: key.1.clone(), via };
+        let group = Group {
+            mode: key.0,
+            flowlet_gap_us: DEFAULT_FLOWLET_GAP_US,
+            members: key.1.clone(),
+            weights: key.2.clone(),
+            via,
+        };
         self.changed = true;
         let groups = Arc::make_mut(&mut self.fib.groups);
         let index = match self.free_groups.pop() {
@@ -468,7 +760,7 @@ impl FibWriter {
         if *users == 0 {
             // The slot stays as it was until reused: no route leads to it.
             let group = &self.fib.groups[index as usize];
-            self.group_ids.remove(&(group.mode, group.members.clone()));
+            self.group_ids.remove(&(group.mode, group.members.clone(), group.weights.clone()));
             self.free_groups.push(index);
         }
     }
@@ -478,9 +770,43 @@ impl FibWriter {
 fn gateways(via: &Via) -> Vec<IpAddr> {
     match via {
         Via::Gateways(ips) => ips.to_vec(),
-        Via::Kernel(hops) => hops.iter().filter_map(|(gateway, _)| *gateway).collect(),
+        Via::Kernel(hops) => hops.iter().filter_map(|hop| hop.gateway).collect(),
         _ => Vec::new(),
     }
+}
+
+/// A group's slots: member indices, each member as often as its weight asks (reduced by the
+/// weights' greatest common divisor, scaled to `WEIGHT_SLOTS` past it, one slot at least),
+/// interleaved as smooth weighted round robin deals them (weights 3 and 1: 0 0 1 0), so a
+/// round robin over the slots keeps the shares at every step.
+pub fn weighted_slots(weights: &[u16]) -> Vec<u16> {
+    fn gcd(a: u32, b: u32) -> u32 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let weights: Vec<u32> = weights.iter().map(|&weight| u32::from(weight.max(1))).collect();
+    let divisor = weights.iter().copied().fold(0, gcd).max(1);
+    let mut shares: Vec<u32> = weights.iter().map(|weight| weight / divisor).collect();
+    let total: u32 = shares.iter().sum();
+    if total > WEIGHT_SLOTS {
+        let sum: u32 = weights.iter().sum();
+        shares = weights.iter().map(|weight| (weight * WEIGHT_SLOTS / sum).max(1)).collect();
+    }
+    let total: i64 = shares.iter().map(|&share| i64::from(share)).sum();
+    let mut current = vec![0i64; shares.len()];
+    let mut slots = Vec::with_capacity(total as usize);
+    for _ in 0..total {
+        for (index, share) in shares.iter().enumerate() {
+            current[index] += i64::from(*share);
+        }
+        let best = (0..shares.len()).max_by_key(|&index| (current[index], std::cmp::Reverse(index))).expect("members");
+        current[best] -= total;
+        slots.push(best as u16);
+    }
+    slots
 }
 
 #[cfg(test)]
@@ -526,14 +852,16 @@ mod tests {
             match pick(&mut rng, 4) {
                 0 => {
                     let ip = gateways[pick(&mut rng, gateways.len())];
+                    let old_port = state.neighbors.iter().find(|neighbor| neighbor.ip == ip).map(|n| n.port);
                     state.neighbors.retain(|neighbor| neighbor.ip != ip);
+                    if let Some(port) = old_port {
+                        writer.set_neighbor(port, ip, None);
+                    }
                     if pick(&mut rng, 3) > 0 {
                         let neighbor =
                             Neighbor { ip, mac: mac(pick(&mut rng, 4) as u8, 0x30), port: pick(&mut rng, 3) };
                         state.neighbors.push(neighbor);
-                        writer.set_neighbor(ip, Some((neighbor.port, neighbor.mac)));
-                    } else {
-                        writer.set_neighbor(ip, None);
+                        writer.set_neighbor(neighbor.port, ip, Some(neighbor.mac));
                     }
                 }
                 1 | 2 => {
@@ -593,11 +921,16 @@ mod tests {
         let gateway = ip("10.255.0.77");
         for i in 0..5_000u32 {
             let address = IpAddr::V4(std::net::Ipv4Addr::from(0xac10_0000 + (i << 8)));
-            writer.set_route(Source::Kernel, address, 24, Some(Via::Kernel(Box::new([(Some(gateway), 1)]))));
+            writer.set_route(
+                Source::Kernel,
+                address,
+                24,
+                Some(Via::Kernel(Box::new([KernelHop::on_port(Some(gateway), 1)]))),
+            );
         }
         let before = writer.snapshot(1);
         assert_eq!(before.lookup(v4("172.16.9.1")), Some(Target::Glean));
-        writer.set_neighbor(gateway, Some((1, mac(0x77, 0x20))));
+        writer.set_neighbor(1, gateway, Some(mac(0x77, 0x20)));
         let after = writer.snapshot(2);
         let adjacency = Adjacency { port: 1, mac: mac(0x77, 0x20) };
         assert_eq!(after.lookup(v4("172.16.9.1")), Some(Target::Adjacency(adjacency)));
@@ -611,9 +944,30 @@ mod tests {
         }
         assert_eq!(writer.snapshot(3).lookup(v4("172.16.9.1")), Some(Target::Group(0)), "the default route");
         let freed = writer.free_ids.len();
-        assert!(freed >= 1 && !writer.ids.contains_key(&Via::Kernel(Box::new([(Some(gateway), 1)]))));
-        writer.set_route(Source::Kernel, ip("172.16.0.0"), 16, Some(Via::Kernel(Box::new([(None, 2)]))));
+        assert!(freed >= 1 && !writer.ids.contains_key(&Via::Kernel(Box::new([KernelHop::on_port(Some(gateway), 1)]))));
+        writer.set_route(
+            Source::Kernel,
+            ip("172.16.0.0"),
+            16,
+            Some(Via::Kernel(Box::new([KernelHop::on_port(None, 2)]))),
+        );
         assert_eq!(writer.free_ids.len(), freed - 1, "a freed index is reused");
+    }
+
+    #[test]
+    fn weights_become_slots_in_proportion_interleaved() {
+        assert_eq!(weighted_slots(&[3, 1]), vec![0, 0, 1, 0]);
+        let count = |slots: &[u16], member: u16| slots.iter().filter(|&&slot| slot == member).count();
+        // Reduced by the greatest common divisor.
+        assert_eq!(weighted_slots(&[2, 2]), vec![0, 1]);
+        let slots = weighted_slots(&[1, 9]);
+        assert_eq!((slots.len(), count(&slots, 0), count(&slots, 1)), (10, 1, 9));
+        // Past WEIGHT_SLOTS, scaled down with every member keeping a slot.
+        let slots = weighted_slots(&[256, 255, 1]);
+        assert!(slots.len() as u32 <= WEIGHT_SLOTS + 2, "{}", slots.len());
+        assert_eq!((count(&slots, 0), count(&slots, 1), count(&slots, 2)), (64, 63, 1));
+        // A weight of zero (not the kernel's) counts as one.
+        assert_eq!(weighted_slots(&[0, 1]), vec![0, 1]);
     }
 
     /// Next hops live in chunks of CHUNK shared between snapshots: as many chunks as the
@@ -625,7 +979,12 @@ mod tests {
         for i in 0..2 * CHUNK as u32 + 5 {
             let prefix = IpAddr::V4(std::net::Ipv4Addr::from(0xac10_0000 + (i << 8)));
             let gateway = IpAddr::V4(std::net::Ipv4Addr::from(0x0aff_1000 + i));
-            writer.set_route(Source::Kernel, prefix, 24, Some(Via::Kernel(Box::new([(Some(gateway), 1)]))));
+            writer.set_route(
+                Source::Kernel,
+                prefix,
+                24,
+                Some(Via::Kernel(Box::new([KernelHop::on_port(Some(gateway), 1)]))),
+            );
         }
         let used = writer.entries.len();
         assert!(used > 2 * CHUNK, "{used} next hops");
