@@ -175,6 +175,11 @@ pub struct LinkChange {
 /// A kernel route as the FIB keys it: prefix (masked), length, `RouteKey`.
 pub type RouteId = (IpAddr, u8, RouteKey);
 
+/// The longest raceway waits before asking again for a neighbour the kernel cannot resolve.
+const RESOLVE_AT_MOST: std::time::Duration = std::time::Duration::from_secs(60);
+/// Resolution requests sent at most per poll.
+const RESOLVE_PER_POLL: usize = 64;
+
 /// Routes logged per reason before the log says only how many more there are.
 const LOGGED_PER_REASON: u64 = 8;
 
@@ -201,6 +206,17 @@ pub struct KernelTables {
     /// The kernel changed which next hops are dead without a message (an interface went
     /// down or up, or lost or regained its IPv4 addresses): only a fresh dump tells.
     resync_wanted: bool,
+    /// Gateways of next hops on ports whose neighbour the kernel has not resolved, by
+    /// (interface, address): raceway asks the kernel to resolve them (`Sync::resolve_next_hops`)
+    /// rather than wait for traffic to reach them, as SONiC's nbrmgrd does.
+    unresolved: HashMap<(u32, IpAddr), Asked>,
+}
+
+/// When raceway last asked the kernel to resolve a next hop's neighbour, and how often.
+#[derive(Debug, Clone, Copy, Default)]
+struct Asked {
+    at: Option<std::time::Instant>,
+    times: u32,
 }
 
 impl KernelTables {
@@ -272,7 +288,10 @@ impl KernelTables {
             }
             Event::Neighbor { interface, ip, mac } => {
                 match mac {
-                    Some(mac) => self.neighbors.insert((interface, ip), mac),
+                    Some(mac) => {
+                        self.unresolved.remove(&(interface, ip));
+                        self.neighbors.insert((interface, ip), mac)
+                    }
                     None => self.neighbors.remove(&(interface, ip)),
                 };
                 if let Some(port) = self.port_of(interface) {
@@ -407,6 +426,9 @@ impl KernelTables {
                 });
             }
         }
+        if let Some(Via::Kernel(hops)) = &via {
+            self.want_resolved(hops);
+        }
         writer.set_kernel_route(route.address, route.len, key, via);
     }
 
@@ -450,6 +472,9 @@ impl KernelTables {
         }
         for object in touched {
             let definition = self.nexthops.contains_key(&object).then(|| self.object(object));
+            if let Some(Some(hops)) = &definition {
+                self.want_resolved(hops);
+            }
             writer.set_object(object, definition);
         }
     }
@@ -466,6 +491,35 @@ impl KernelTables {
         for id in on_it {
             self.nexthop(id, None, writer);
         }
+    }
+
+    /// Notes the gateways of `hops` on ports whose neighbour the kernel has not resolved.
+    fn want_resolved(&mut self, hops: &[KernelHop]) {
+        for hop in hops.iter().filter(|hop| hop.port.is_some() && !hop.dead) {
+            let Some(gateway) = hop.gateway else { continue };
+            if !self.neighbors.contains_key(&(hop.interface, gateway)) {
+                self.unresolved.entry((hop.interface, gateway)).or_default();
+            }
+        }
+    }
+
+    /// The next hops due to be asked for at `now` (first at once, then after 1, 2, 4 ... s, at
+    /// most a minute apart while the kernel cannot resolve them), at most `limit`; each is
+    /// counted as asked.
+    fn due_for_resolution(&mut self, now: std::time::Instant, limit: usize) -> Vec<(u32, IpAddr)> {
+        let mut due = Vec::new();
+        for (key, asked) in self.unresolved.iter_mut() {
+            if due.len() == limit {
+                break;
+            }
+            let wait = std::time::Duration::from_secs(1 << asked.times.saturating_sub(1).min(6)).min(RESOLVE_AT_MOST);
+            if asked.at.is_none_or(|at| now.duration_since(at) >= wait) {
+                asked.at = Some(now);
+                asked.times = asked.times.saturating_add(1);
+                due.push(*key);
+            }
+        }
+        due
     }
 
     fn has_v4(&self, interface: u32) -> bool {
@@ -585,6 +639,7 @@ const RTM_GETLINK: u16 = 18;
 const RTM_GETADDR: u16 = 22;
 const RTM_GETROUTE: u16 = 26;
 const RTM_GETNEIGH: u16 = 30;
+const RTM_NEWNEIGH: u16 = 28;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 const NLMSG_OVERRUN: u16 = 4;
@@ -627,6 +682,10 @@ pub fn decode(datagram: &[u8]) -> Vec<Message> {
         let kind = u16::from_ne_bytes([message[4], message[5]]);
         messages.push(match kind {
             NLMSG_DONE => Message::Done,
+            // The kernel's answer to a resolution request (`resolve_request`) is not a dump's.
+            NLMSG_ERROR if message.len() >= 26 && u16::from_ne_bytes([message[24], message[25]]) == RTM_NEWNEIGH => {
+                Message::Other
+            }
             // A failed dump request (e.g. no nexthop objects in an old kernel) ends that dump.
             NLMSG_ERROR => Message::Done,
             NLMSG_OVERRUN => Message::Lost,
@@ -865,6 +924,38 @@ fn dump_request(kind: u16, header_len: usize, sequence: u32) -> Vec<u8> {
     request
 }
 
+/// A request that the kernel resolve `gateway`'s neighbour on `interface` (RTM_NEWNEIGH with
+/// NTF_USE, as `ip neigh replace ADDR dev IF use`): it sends ARP or ND as it would for traffic,
+/// and reports the neighbour when it answers. No acknowledgement is asked for; an error comes
+/// back as an NLMSG_ERROR naming RTM_NEWNEIGH, which `decode` passes over.
+fn resolve_request(interface: u32, gateway: IpAddr, sequence: u32) -> Vec<u8> {
+    const NLM_F_REPLACE: u16 = 0x100;
+    const NLM_F_CREATE: u16 = 0x400;
+    const NUD_PERMANENT: u16 = 0x80;
+    const NTF_USE: u8 = 0x01;
+    const NDA_DST: u16 = 1;
+    let (family, address): (u8, Vec<u8>) = match gateway {
+        IpAddr::V4(v4) => (2, v4.octets().to_vec()),
+        IpAddr::V6(v6) => (10, v6.octets().to_vec()),
+    };
+    let len = 16 + 12 + 4 + address.len();
+    let mut request = Vec::with_capacity(len);
+    request.extend_from_slice(&(len as u32).to_ne_bytes());
+    request.extend_from_slice(&RTM_NEWNEIGH.to_ne_bytes());
+    request.extend_from_slice(&(netlink_packet_core::NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE).to_ne_bytes());
+    request.extend_from_slice(&sequence.to_ne_bytes());
+    request.extend_from_slice(&0u32.to_ne_bytes());
+    // struct ndmsg: family, two pad fields, ifindex, state, flags, type.
+    request.extend_from_slice(&[family, 0, 0, 0]);
+    request.extend_from_slice(&interface.to_ne_bytes());
+    request.extend_from_slice(&NUD_PERMANENT.to_ne_bytes());
+    request.extend_from_slice(&[NTF_USE, 0]);
+    request.extend_from_slice(&((4 + address.len()) as u16).to_ne_bytes());
+    request.extend_from_slice(&NDA_DST.to_ne_bytes());
+    request.extend_from_slice(&address);
+    request
+}
+
 /// The netlink side of the control plane: subscribed, dumping in turn, applying changes to
 /// a FIB writer as they arrive.
 pub struct Sync {
@@ -930,6 +1021,23 @@ impl Sync {
     /// The ports' host interface changes read since the last call, oldest first.
     pub fn take_link_changes(&mut self) -> Vec<LinkChange> {
         std::mem::take(&mut self.links)
+    }
+
+    /// Asks the kernel to resolve the neighbours of next hops it has not resolved (a route or
+    /// group over them sends nothing there until then), each at once, then less and less
+    /// often while it cannot; returns how many were asked.
+    pub fn resolve_next_hops(&mut self, now: std::time::Instant) -> io::Result<usize> {
+        let due = self.tables.due_for_resolution(now, RESOLVE_PER_POLL);
+        for &(interface, gateway) in &due {
+            self.sequence = self.sequence.wrapping_add(1);
+            match self.socket.send(&resolve_request(interface, gateway, self.sequence), 0) {
+                Ok(_) => {}
+                // A full socket buffer: asked again later.
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(due.len())
     }
 
     /// Dumps the tables again when the kernel changed what only a dump shows (dead next hops);
@@ -1688,6 +1796,49 @@ mod tests {
                 Message::Event(Event::Nexthop { id: 5, nexthop: Some(Nexthop::Unusable) }),
             ]
         );
+    }
+
+    /// A next hop whose neighbour the kernel has not resolved is asked for at once, then after
+    /// 1, 2, 4 s...; a neighbour learned ends it. The request is `ip neigh replace ... use`'s,
+    /// and the kernel's error for one is not a dump's end.
+    #[test]
+    fn unresolved_next_hops_are_asked_for_with_a_backoff() {
+        let mut tables = KernelTables::new(vec![10, 11]);
+        let mut writer = writer();
+        tables.apply(Event::Neighbor { interface: 11, ip: ip("fe80::1"), mac: Some(mac(1)) }, &mut writer);
+        let both = direct(&[(Some("fe80::1"), 11), (Some("fe80::2"), 11), (Some("fe80::3"), 1)]);
+        tables.apply(add(route("fd10::/48", both)), &mut writer);
+        let start = std::time::Instant::now();
+        let at = |seconds: u64| start + std::time::Duration::from_secs(seconds);
+        // Only the one on a port with no neighbour: not the resolved one, not the one on lo.
+        assert_eq!(tables.due_for_resolution(at(0), 64), vec![(11, ip("fe80::2"))]);
+        assert!(tables.due_for_resolution(at(0), 64).is_empty());
+        assert_eq!(tables.due_for_resolution(at(1), 64).len(), 1, "a second later");
+        assert!(tables.due_for_resolution(at(2), 64).is_empty(), "then two seconds apart");
+        assert_eq!(tables.due_for_resolution(at(3), 64).len(), 1);
+        tables.apply(Event::Neighbor { interface: 11, ip: ip("fe80::2"), mac: Some(mac(2)) }, &mut writer);
+        assert!(tables.due_for_resolution(at(100), 64).is_empty(), "resolved");
+        // An object's next hop too, and at most `limit` at a time.
+        let on = |gateway: &str| Some(Nexthop::Single { gateway: Some(ip(gateway)), interface: 10 });
+        tables.apply(Event::Nexthop { id: 1, nexthop: on("10.0.0.7") }, &mut writer);
+        tables.apply(Event::Nexthop { id: 2, nexthop: on("10.0.0.8") }, &mut writer);
+        assert_eq!(tables.due_for_resolution(at(100), 1).len(), 1);
+        assert_eq!(tables.due_for_resolution(at(100), 1).len(), 1);
+        assert!(tables.due_for_resolution(at(100), 1).is_empty());
+
+        let request = resolve_request(11, ip("fe80::2"), 9);
+        assert_eq!(request.len(), 16 + 12 + 4 + 16);
+        assert_eq!(u32::from_ne_bytes(request[0..4].try_into().unwrap()) as usize, request.len());
+        assert_eq!(u16::from_ne_bytes([request[4], request[5]]), RTM_NEWNEIGH);
+        assert_eq!(u16::from_ne_bytes([request[6], request[7]]), 0x501, "request, create, replace; no ack");
+        assert_eq!((request[16], u32::from_ne_bytes(request[20..24].try_into().unwrap())), (10, 11));
+        assert_eq!(request[26], 0x01, "NTF_USE");
+        assert_eq!(&request[32..], &"fe80::2".parse::<Ipv6Addr>().unwrap().octets());
+        // The kernel's error for it names RTM_NEWNEIGH: passed over, not a dump's end.
+        let mut error = [(-19i32).to_ne_bytes().as_slice(), &request[..16]].concat();
+        assert_eq!(decode(&message(NLMSG_ERROR, &error)), vec![Message::Other]);
+        error[8..10].copy_from_slice(&RTM_GETROUTE.to_ne_bytes());
+        assert_eq!(decode(&message(NLMSG_ERROR, &error)), vec![Message::Done]);
     }
 
     #[test]

@@ -518,6 +518,9 @@ impl FibThread {
             for change in self.sync.take_link_changes() {
                 self.apply_link(change);
             }
+            if let Err(err) = self.sync.resolve_next_hops(Instant::now()) {
+                tracing::warn!("control: asking the kernel to resolve next hops: {err}");
+            }
             let changed = self.writer.take_changed();
             if changed {
                 generation += 1;
