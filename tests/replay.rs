@@ -453,7 +453,7 @@ fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
     assert_eq!(h0["rx_packets"], 206);
     let classes = |arp, bgp, ip2me, ttl, errors| {
         serde_json::json!({"bgp": bgp, "bfd": 0, "lacp": 0, "arp": arp, "lldp": 0, "ip2me": ip2me, "glean": 0,
-                           "ttl": ttl, "unreachable": errors, "mtu": errors, "other": 0})
+                           "kernel": 0, "ttl": ttl, "unreachable": errors, "mtu": errors, "other": 0})
     };
     assert_eq!(h0["punted"], classes(10, 1, 1, 1, 1));
     assert_eq!(h0["policed"], classes(90, 0, 0, 0, 0));
