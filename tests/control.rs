@@ -891,7 +891,8 @@ fn bgp_and_bfd_stay_up_while_100k_routes_come_and_go_and_the_fib_matches_the_ker
     let base = dumped_routes(&fib_dump(&lab, &dump_path));
     let ns0 = lab.netns("h0");
     let steady = Command::new("ip")
-        .args(["netns", "exec", &ns0, "ping", "-q", "-i", "0.02", "-W", "2", "10.200.0.1"])
+        // A deadline, so that a failing test (which never interrupts it) leaves no ping behind.
+        .args(["netns", "exec", &ns0, "ping", "-q", "-i", "0.02", "-W", "2", "-w", "600", "10.200.0.1"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
