@@ -117,6 +117,18 @@ impl Route {
     }
 }
 
+/// A policy rule: its family, priority, the destination prefix it selects (`to`), whether it
+/// is one of the kernel's defaults (local, main, default tables, selecting everything), and
+/// a digest of the whole rule that tells rules of one priority apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub v4: bool,
+    pub priority: u32,
+    pub destination: Option<(IpAddr, u8)>,
+    pub default: bool,
+    pub digest: u64,
+}
+
 /// The kernel's table numbers (`rt_class_t`).
 const MAIN_TABLE: u32 = 254;
 const LOCAL_TABLE: u32 = 255;
@@ -154,6 +166,11 @@ pub enum Event {
     Nexthop {
         id: u32,
         nexthop: Option<Nexthop>,
+    },
+    /// A policy rule (`ip rule`) added or deleted.
+    Rule {
+        add: bool,
+        rule: Rule,
     },
     /// An interface's administrative state (IFF_UP) and MTU: for a port's host interface,
     /// `ip link set PORT down/up` and `ip link set PORT mtu N`.
@@ -206,6 +223,9 @@ pub struct KernelTables {
     /// The kernel changed which next hops are dead without a message (an interface went
     /// down or up, or lost or regained its IPv4 addresses): only a fresh dump tells.
     resync_wanted: bool,
+    /// Policy rules beyond the kernel's defaults, by (family, priority, digest): with the
+    /// prefix they select, if they select by destination.
+    rules: HashMap<(bool, u32, u64), Option<(IpAddr, u8)>>,
     /// Gateways of next hops on ports whose neighbour the kernel has not resolved, by
     /// (interface, address): raceway asks the kernel to resolve them (`Sync::resolve_next_hops`)
     /// rather than wait for traffic to reach them, as SONiC's nbrmgrd does.
@@ -299,6 +319,7 @@ impl KernelTables {
                 }
             }
             Event::Route { add, route } => self.route(add, route, writer),
+            Event::Rule { add, rule } => self.rule(add, rule, writer),
             Event::Nexthop { id, nexthop } => self.nexthop(id, nexthop, writer),
         }
     }
@@ -402,6 +423,10 @@ impl KernelTables {
                 _ => None,
             }
         };
+        // A route whose next hops are all dead is one the kernel is deleting (it does, in both
+        // families; a dump taken while it did may still show it).
+        let via =
+            via.filter(|via| !matches!(via, Via::Kernel(hops) if !hops.is_empty() && hops.iter().all(|hop| hop.dead)));
         match &via {
             Some(Via::ToKernel(reason)) => {
                 // The interface all its next hops are on: the kernel flushes it with that one.
@@ -430,6 +455,56 @@ impl KernelTables {
             self.want_resolved(hops);
         }
         writer.set_kernel_route(route.address, route.len, key, via);
+    }
+
+    /// A policy rule added or deleted. One that selects by destination (whatever else it
+    /// selects by) sends its prefix to the kernel, covering every route inside: rules come
+    /// before the main table. One that does not may change the lookup of any destination: the
+    /// FIB is then partial (`partial`), which is logged.
+    fn rule(&mut self, add: bool, rule: Rule, writer: &mut FibWriter) {
+        if rule.default {
+            return;
+        }
+        let id = (rule.v4, rule.priority, rule.digest);
+        if add && rule.v4 {
+            // The kernel unmerges IPv4's local and main tables at the first rule, for good.
+            writer.set_ipv4_local_first();
+        }
+        let was_partial = self.partial();
+        let known =
+            if add { self.rules.insert(id, rule.destination).is_some() } else { self.rules.remove(&id).is_some() };
+        if let Some((address, len)) = rule.destination {
+            let key = RouteKey { rank: RouteRank::Unrepresented, metric: rule.priority, detail: rule.digest };
+            let route = (masked(address, len), len, key);
+            if add {
+                self.to_kernel.insert(route, (KernelReason::Rule, None));
+                if !known {
+                    self.log_once("rule", || {
+                        format!("{}/{len}: selected by ip rule {} (to the kernel)", route.0, rule.priority)
+                    });
+                }
+            } else {
+                self.to_kernel.remove(&route);
+            }
+            writer.set_kernel_route(address, len, key, add.then_some(Via::ToKernel(KernelReason::Rule)));
+        }
+        match (was_partial, self.partial()) {
+            (false, true) => tracing::warn!(
+                "control: ip rule {} selects by more than the destination: raceway's FIB is partial (it forwards by \
+                 the main table where the kernel may not); fib_partial in the stats",
+                rule.priority
+            ),
+            (true, false) => {
+                tracing::info!("control: no ip rule beyond the destination's left: the FIB is whole again")
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether a policy rule that does not select by destination is in force: the kernel may
+    /// then look any destination up elsewhere than raceway does.
+    pub fn partial(&self) -> bool {
+        self.rules.values().any(Option::is_none)
     }
 
     /// A nexthop object defined, redefined or deleted; a deleted one takes its routes with it
@@ -575,6 +650,7 @@ impl KernelTables {
             addresses: self.addresses.keys().copied().collect(),
             neighbors: self.neighbors.keys().copied().collect(),
             nexthops: self.nexthops.keys().copied().collect(),
+            rules: self.rules.clone(),
         }
     }
 }
@@ -597,6 +673,7 @@ struct Stale {
     addresses: HashSet<(u32, IpAddr)>,
     neighbors: HashSet<(u32, IpAddr)>,
     nexthops: HashSet<u32>,
+    rules: HashMap<(bool, u32, u64), Option<(IpAddr, u8)>>,
 }
 
 impl Stale {
@@ -610,13 +687,15 @@ impl Stale {
                 None => false,
             },
             Event::Nexthop { id, .. } => self.nexthops.remove(id),
+            Event::Rule { rule, .. } => self.rules.remove(&(rule.v4, rule.priority, rule.digest)).is_some(),
             Event::Link { .. } => false,
         };
     }
 
     /// Removes everything left.
     fn sweep(self, tables: &mut KernelTables, writer: &mut FibWriter) -> usize {
-        let count = self.routes.len() + self.addresses.len() + self.neighbors.len() + self.nexthops.len();
+        let count =
+            self.routes.len() + self.addresses.len() + self.neighbors.len() + self.nexthops.len() + self.rules.len();
         for (address, len, key) in self.routes {
             tables.to_kernel.remove(&(address, len, key));
             writer.set_kernel_route(address, len, key, None);
@@ -624,7 +703,11 @@ impl Stale {
         let addresses = self.addresses.into_iter().map(|(interface, ip)| Event::Address { add: false, interface, ip });
         let neighbors = self.neighbors.into_iter().map(|(interface, ip)| Event::Neighbor { interface, ip, mac: None });
         let nexthops = self.nexthops.into_iter().map(|id| Event::Nexthop { id, nexthop: None });
-        for event in addresses.chain(neighbors).chain(nexthops) {
+        let rules = self.rules.into_iter().map(|((v4, priority, digest), destination)| Event::Rule {
+            add: false,
+            rule: Rule { v4, priority, destination, default: false, digest },
+        });
+        for event in addresses.chain(neighbors).chain(nexthops).chain(rules) {
             tables.apply(event, writer);
         }
         count
@@ -639,24 +722,33 @@ const RTM_GETLINK: u16 = 18;
 const RTM_GETADDR: u16 = 22;
 const RTM_GETROUTE: u16 = 26;
 const RTM_GETNEIGH: u16 = 30;
+const RTM_GETRULE: u16 = 34;
 const RTM_NEWNEIGH: u16 = 28;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 const NLMSG_OVERRUN: u16 = 4;
 /// The route netlink groups subscribed to.
-const GROUPS: [u32; 7] = [
+const GROUPS: [u32; 9] = [
     1,  // RTNLGRP_LINK
     3,  // RTNLGRP_NEIGH
     5,  // RTNLGRP_IPV4_IFADDR
     7,  // RTNLGRP_IPV4_ROUTE
+    8,  // RTNLGRP_IPV4_RULE
     9,  // RTNLGRP_IPV6_IFADDR
     11, // RTNLGRP_IPV6_ROUTE
+    19, // RTNLGRP_IPV6_RULE
     32, // RTNLGRP_NEXTHOP
 ];
 /// The dumps, in the order that lets each resolve against the previous: nexthop objects and
 /// neighbours before the routes that use them (links first: the interfaces' state and MTU).
-const DUMPS: [(u16, usize); 5] =
-    [(RTM_GETLINK, 16), (RTM_GETADDR, 8), (RTM_GETNEIGH, 12), (RTM_GETNEXTHOP, 8), (RTM_GETROUTE, 12)];
+const DUMPS: [(u16, usize); 6] = [
+    (RTM_GETLINK, 16),
+    (RTM_GETADDR, 8),
+    (RTM_GETNEIGH, 12),
+    (RTM_GETNEXTHOP, 8),
+    (RTM_GETRULE, 12),
+    (RTM_GETROUTE, 12),
+];
 
 /// What one netlink message says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -728,6 +820,8 @@ fn decode_route_message(message: RouteNetlinkMessage) -> Message {
         RouteNetlinkMessage::NewRoute(message) => route_event(true, &message),
         RouteNetlinkMessage::DelRoute(message) => route_event(false, &message),
         RouteNetlinkMessage::NewLink(message) => link_event(&message),
+        RouteNetlinkMessage::NewRule(message) => rule_event(true, &message),
+        RouteNetlinkMessage::DelRule(message) => rule_event(false, &message),
         _ => Message::Other,
     }
 }
@@ -739,6 +833,40 @@ fn link_event(message: &netlink_packet_route::link::LinkMessage) -> Message {
     });
     let up = message.header.flags.contains(netlink_packet_route::link::LinkFlags::Up);
     Message::Event(Event::Link { interface: message.header.index, up, mtu })
+}
+
+fn rule_event(add: bool, message: &netlink_packet_route::rule::RuleMessage) -> Message {
+    use netlink_packet_route::rule::{RuleAction, RuleAttribute};
+    use std::hash::{Hash, Hasher};
+    let header = &message.header;
+    let v4 = match header.family {
+        netlink_packet_route::AddressFamily::Inet => true,
+        netlink_packet_route::AddressFamily::Inet6 => false,
+        _ => return Message::Other,
+    };
+    let (mut priority, mut table, mut destination, mut selects) = (0, u32::from(header.table), None, false);
+    for attribute in &message.attributes {
+        match attribute {
+            RuleAttribute::Priority(value) => priority = *value,
+            RuleAttribute::Table(value) => table = *value,
+            RuleAttribute::Destination(address) => destination = Some(*address),
+            // What the kernel's own rules carry besides these.
+            RuleAttribute::Protocol(_) | RuleAttribute::SuppressPrefixLen(_) => {}
+            _ => selects = true,
+        }
+    }
+    let destination = destination.filter(|_| header.dst_len > 0).map(|address| (address, header.dst_len));
+    let selects = selects || header.src_len > 0 || header.tos != 0;
+    let defaults: &[(u32, u32)] = if v4 { &[(0, 255), (32766, 254), (32767, 253)] } else { &[(0, 255), (32766, 254)] };
+    let default = !selects
+        && destination.is_none()
+        && header.action == RuleAction::ToTable
+        && defaults.contains(&(priority, table));
+    // The whole rule, so that rules of one priority differing otherwise are told apart.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    format!("{:?}{:?}{:?}", header.action, header.tos, message.attributes).hash(&mut hasher);
+    let digest = hasher.finish();
+    Message::Event(Event::Rule { add, rule: Rule { v4, priority, destination, default, digest } })
 }
 
 fn address_event(add: bool, message: &netlink_packet_route::address::AddressMessage) -> Message {
@@ -1422,6 +1550,14 @@ mod tests {
         let fib = writer.snapshot(4);
         assert_eq!(fib.lookup(v4("172.20.1.1")), None);
         assert_eq!(fib.lookup(v4("172.19.1.1")), Some(Target::Adjacency(host0)));
+        // A route whose every next hop the kernel holds dead (a dump taken while it deleted
+        // it) is absent; one live next hop is enough.
+        let dead = Hop { dead: true, ..Hop::new(Some(ip("10.0.1.2")), 10) };
+        tables.apply(add(route("172.21.0.0/16", NextHops::Direct(vec![dead]))), &mut writer);
+        assert_eq!(writer.snapshot(5).lookup(v4("172.21.1.1")), None);
+        let live = Hop::new(Some(ip("10.0.1.2")), 10);
+        tables.apply(add(route("172.21.0.0/16", NextHops::Direct(vec![dead, live]))), &mut writer);
+        assert_eq!(writer.snapshot(6).lookup(v4("172.21.1.1")), Some(Target::Adjacency(host0)));
     }
 
     /// A member deleted leaves its group at once (the kernel says nothing of the group): the
@@ -1459,6 +1595,64 @@ mod tests {
         assert!(writer.take_changed());
         let explained = writer.snapshot(4).explain(ip_destination(ip("10.12.0.1"))).unwrap();
         assert_eq!((explained.target, explained.hops.len()), (Target::Glean, 1));
+    }
+
+    /// Policy rules: the kernel's defaults change nothing; one that selects by destination
+    /// sends its prefix, and every route inside, to the kernel; one that does not makes the
+    /// FIB partial until it goes. Decoded from the kernel's messages.
+    #[test]
+    fn policy_rules_send_their_prefix_to_the_kernel_or_make_the_fib_partial() {
+        use crate::pipeline::fib::Target;
+        use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
+        let rule = |priority: u32, table: u32, destination: Option<(&str, u8)>, from: bool| {
+            let mut message = RuleMessage::default();
+            message.header.family = netlink_packet_route::AddressFamily::Inet;
+            message.header.action = RuleAction::ToTable;
+            message.attributes = vec![RuleAttribute::Priority(priority), RuleAttribute::Table(table)];
+            if let Some((address, len)) = destination {
+                message.header.dst_len = len;
+                message.attributes.push(RuleAttribute::Destination(ip(address)));
+            }
+            if from {
+                message.header.src_len = 16;
+                message.attributes.push(RuleAttribute::Source(ip("10.8.0.0")));
+            }
+            message
+        };
+        let event = |add: bool, message: RuleMessage| {
+            let datagram =
+                emit(if add { RouteNetlinkMessage::NewRule(message) } else { RouteNetlinkMessage::DelRule(message) });
+            match decode(&datagram).pop() {
+                Some(Message::Event(event)) => event,
+                other => panic!("{other:?}"),
+            }
+        };
+        let mut tables = KernelTables::new(vec![10, 11]);
+        let mut writer = writer();
+        tables.apply(add(route("10.9.1.0/24", direct(&[(None, 10)]))), &mut writer);
+        for (priority, table) in [(0, 255), (32766, 254), (32767, 253)] {
+            let default = event(true, rule(priority, table, None, false));
+            assert!(matches!(&default, Event::Rule { rule, .. } if rule.default), "{default:?}");
+            tables.apply(default, &mut writer);
+        }
+        assert!(!tables.partial());
+        assert_eq!(writer.snapshot(1).lookup(v4("10.9.1.1")), Some(Target::Connected(0)));
+        // `to 10.9.0.0/16`: the prefix and the /24 inside it go to the kernel; deleted, back.
+        let to = rule(100, 100, Some(("10.9.0.0", 16)), false);
+        tables.apply(event(true, to.clone()), &mut writer);
+        let fib = writer.snapshot(2);
+        let kernel = Some(Target::Kernel(KernelReason::Rule));
+        assert_eq!((fib.lookup(v4("10.9.1.1")), fib.lookup(v4("10.9.200.1"))), (kernel, kernel));
+        assert!(!tables.partial(), "a rule by destination is represented");
+        tables.apply(event(false, to), &mut writer);
+        assert_eq!(writer.snapshot(3).lookup(v4("10.9.1.1")), Some(Target::Connected(0)));
+        assert_eq!(writer.snapshot(3).lookup(v4("10.9.200.1")), None);
+        // `from 10.8.0.0/16`: any destination may be looked up elsewhere.
+        let from = rule(200, 100, None, true);
+        tables.apply(event(true, from.clone()), &mut writer);
+        assert!(tables.partial());
+        tables.apply(event(false, from), &mut writer);
+        assert!(!tables.partial());
     }
 
     /// After lost messages, a fresh dump: what it reports again stays (with no gap), what it

@@ -544,6 +544,7 @@ impl FibThread {
                 stats.fib_resyncs = self.sync.resyncs;
                 stats.fib_dumps = self.sync.refreshes;
                 stats.fib_kernel_routes = self.sync.tables.kernel_route_counts();
+                stats.fib_partial = u64::from(self.sync.tables.partial());
             }
             if !changed {
                 let _ = host::wait_readable(&[self.sync.raw_fd()], HOUSEKEEPING.as_millis() as i32);
@@ -554,6 +555,7 @@ impl FibThread {
         stats.fib_resyncs = self.sync.resyncs;
         stats.fib_dumps = self.sync.refreshes;
         stats.fib_kernel_routes = self.sync.tables.kernel_route_counts();
+        stats.fib_partial = u64::from(self.sync.tables.partial());
     }
 
     /// The operator changed a port's host interface: `ip link set PORT down/up` shuts the port

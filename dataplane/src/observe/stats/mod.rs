@@ -235,6 +235,8 @@ pub struct ControlStats {
     pub fib_resyncs: u64,
     /// Dumps of the kernel's tables after the first (the resyncs among them).
     pub fib_dumps: u64,
+    /// 1 while a policy rule that does not select by destination is in force.
+    pub fib_partial: u64,
     /// The kernel's routes whose traffic goes to the kernel, by `schema::route_reasons`.
     pub fib_kernel_routes: Vec<u64>,
 }

@@ -209,7 +209,7 @@ pub enum ControlValue {
 }
 
 #[rustfmt::skip]
-pub static CONTROL_COUNTERS: [ControlCounter; 15] = [
+pub static CONTROL_COUNTERS: [ControlCounter; 16] = [
     ControlCounter { json: "punt_tap_errors", metric: "raceway_control_punt_tap_errors_total", kind: Kind::Counter, telemetry: "punt_tap_errors", help: "Punted frames the port's host interface refused.", value: ControlValue::PerPort(|c| &c.punt_tap_errors) },
     ControlCounter { json: "inject_dropped", metric: "raceway_control_inject_dropped_total", kind: Kind::Counter, telemetry: "inject_dropped", help: "Frames from the kernel that could not be injected.", value: ControlValue::PerPort(|c| &c.inject_dropped) },
     ControlCounter { json: "fib_generation", metric: "raceway_fib_generation", kind: Kind::Gauge, telemetry: "generation", help: "The FIB snapshot the workers read.", value: ControlValue::One(|c| c.fib_generation) },
@@ -217,6 +217,7 @@ pub static CONTROL_COUNTERS: [ControlCounter; 15] = [
     ControlCounter { json: "fib_neighbors", metric: "raceway_fib_neighbors", kind: Kind::Gauge, telemetry: "neighbors", help: "Neighbours in the FIB.", value: ControlValue::One(|c| c.fib_neighbors) },
     ControlCounter { json: "last_update_ns", metric: "raceway_fib_last_update_seconds", kind: Kind::Gauge, telemetry: "last_update_ns", help: "Time from reading the kernel's messages to publishing the last snapshot.", value: ControlValue::Nanoseconds(|c| c.last_update_ns) },
     ControlCounter { json: "fib_kernel_routes", metric: "raceway_fib_kernel_routes", kind: Kind::Gauge, telemetry: "kernel_routes", help: "The kernel's routes whose traffic goes to the kernel, by reason (other_table: routes of tables not mirrored).", value: ControlValue::PerReason(|c| &c.fib_kernel_routes) },
+    ControlCounter { json: "fib_partial", metric: "raceway_fib_partial", kind: Kind::Gauge, telemetry: "partial", help: "1 while an ip rule that does not select by destination is in force: the kernel may look a destination up elsewhere than the FIB does.", value: ControlValue::One(|c| c.fib_partial) },
     ControlCounter { json: "fib_resyncs", metric: "raceway_fib_resyncs_total", kind: Kind::Counter, telemetry: "resyncs", help: "Times netlink messages were lost and the kernel's tables dumped again.", value: ControlValue::One(|c| c.fib_resyncs) },
     ControlCounter { json: "fib_dumps", metric: "raceway_fib_dumps_total", kind: Kind::Counter, telemetry: "dumps", help: "Dumps of the kernel's tables after the first: after lost messages, or to learn which next hops the kernel holds dead after an interface went down or up or lost its addresses.", value: ControlValue::One(|c| c.fib_dumps) },
     ControlCounter { json: "publish_p50_ns", metric: "raceway_fib_publish_p50_seconds", kind: Kind::Gauge, telemetry: "publish_p50_ns", help: "Median time from reading a netlink message to publishing the snapshot with it.", value: ControlValue::Nanoseconds(|c| c.publish_latency.quantile(0.5)) },

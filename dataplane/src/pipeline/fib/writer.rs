@@ -62,8 +62,8 @@ pub struct FibWriter {
     /// The kernel's routes of a prefix that are not in force (another metric, table or kind),
     /// in key order; only prefixes that have some.
     alternatives: HashMap<(IpAddr, u8), Vec<(RouteKey, NextHopId)>>,
-    /// IPv6 prefixes whose kernel route covers every prefix inside (`covers`: an AnyIP range
-    /// of the local table, a source route), with its next hop; few.
+    /// Prefixes whose kernel route covers every prefix inside (`covers`: a rule's, an IPv6
+    /// AnyIP range of the local table or source route), with its next hop; few.
     local_covers: Vec<(IpAddr, u8, NextHopId)>,
     entries: Vec<Option<NextHopEntry>>,
     ids: HashMap<Via, NextHopId>,
@@ -85,6 +85,8 @@ pub struct FibWriter {
     /// Whether the kernel's connected and local routes stand for the config's addresses
     /// (`mirroring`).
     mirror: bool,
+    /// Whether IPv4's local table comes before its main table (`set_ipv4_local_first`).
+    ipv4_local_first: bool,
 }
 
 impl FibWriter {
@@ -156,6 +158,7 @@ impl FibWriter {
             connected_ids: Vec::new(),
             changed: true,
             mirror,
+            ipv4_local_first: false,
         };
         writer.local_id = writer.pin(Via::Local);
         writer.connected_ids = (0..config.ports.len()).map(|port| writer.pin(Via::Connected(port as u16))).collect();
@@ -274,7 +277,10 @@ impl FibWriter {
             old
         };
         self.update_prefix(prefix);
-        if address.is_ipv6() && len < host_len(address) {
+        let covering = address.is_ipv6()
+            || key.rank == RouteRank::Unrepresented
+            || (self.ipv4_local_first && key.rank == RouteRank::LocalTable);
+        if len < host_len(address) && covering {
             self.update_cover(prefix);
         }
         if let Some(old) = old {
@@ -460,25 +466,48 @@ impl FibWriter {
             .map(|(_, _, id)| *id)
     }
 
-    /// Whether the kernel's route `key` leading to `id` for an IPv6 prefix covers the prefixes
-    /// inside it: its local table comes before its main table whatever the lengths, and its
-    /// source routes (`from`) send the lookup of whatever is below them into a subtree that
-    /// raceway does not model (both go to the kernel). IPv4's local and main tables are one
-    /// trie while no rule is added: longest prefix first, as here.
-    fn covers(&self, key: RouteKey, id: NextHopId) -> bool {
-        key.rank == RouteRank::LocalTable
-            || matches!(
-                self.entries[id as usize].as_ref().map(|entry| &entry.via),
-                Some(Via::ToKernel(KernelReason::Source))
-            )
+    /// The kernel looks in IPv4's local table before its main table from now on (it does once
+    /// a policy rule was added, and never merges them again): its routes shorter than a host
+    /// route cover what is inside them, as IPv6's do.
+    pub fn set_ipv4_local_first(&mut self) {
+        if std::mem::replace(&mut self.ipv4_local_first, true) {
+            return;
+        }
+        let local: Vec<(IpAddr, u8)> = self
+            .prefixes
+            .iter()
+            .filter(|((address, len), sources)| {
+                address.is_ipv4()
+                    && *len < 32
+                    && sources.kernel.is_some_and(|(key, _)| key.rank == RouteRank::LocalTable)
+            })
+            .map(|(prefix, _)| *prefix)
+            .collect();
+        for prefix in local {
+            self.update_cover(prefix);
+        }
     }
 
-    /// An IPv6 prefix's kernel routes changed: if one of them covers what is inside (or no
-    /// longer does), every prefix inside follows.
+    /// Whether the kernel's route `key` leading to `id` covers the prefixes inside it: a policy
+    /// rule's prefix (rules come before the main table); for IPv6, its local table, which
+    /// comes before its main table whatever the lengths, and its source routes (`from`), which
+    /// send the lookup of whatever is below them into a subtree raceway does not model. (All
+    /// go to the kernel.) IPv4's local and main tables are one trie until a rule is added
+    /// (`set_ipv4_local_first`): longest prefix first, as here.
+    fn covers(&self, key: RouteKey, id: NextHopId, v6: bool) -> bool {
+        let via = self.entries[id as usize].as_ref().map(|entry| &entry.via);
+        matches!(via, Some(Via::ToKernel(KernelReason::Rule)))
+            || ((v6 || self.ipv4_local_first) && key.rank == RouteRank::LocalTable)
+            || (v6 && matches!(via, Some(Via::ToKernel(KernelReason::Source))))
+    }
+
+    /// A prefix's kernel routes changed: if one of them covers what is inside (or no longer
+    /// does), every prefix inside follows.
     fn update_cover(&mut self, prefix: (IpAddr, u8)) {
         let in_force = self.prefixes.get(&prefix).and_then(|sources| sources.kernel);
         let waiting = self.alternatives.get(&prefix).into_iter().flatten().copied();
-        let cover = in_force.into_iter().chain(waiting).find(|&(key, id)| self.covers(key, id)).map(|(_, id)| id);
+        let v6 = prefix.0.is_ipv6();
+        let cover = in_force.into_iter().chain(waiting).find(|&(key, id)| self.covers(key, id, v6)).map(|(_, id)| id);
         let known = self.local_covers.iter().position(|&(address, len, _)| (address, len) == prefix);
         match (cover, known) {
             (Some(id), Some(index)) if self.local_covers[index].2 == id => return,
