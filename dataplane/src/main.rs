@@ -207,7 +207,10 @@ enum ShowWhat {
         clear: bool,
     },
     /// The FIB: each route and what it resolves to, groups with their members.
-    Routes,
+    Routes {
+        /// Only the routes inside this prefix (it included).
+        prefix: Option<String>,
+    },
     /// The FIB's answer for each address, as `ip route get` gives the kernel's: the prefix
     /// that matches, the action (forward, drop, kernel, glean) and why, and the next hops.
     Route {
@@ -601,7 +604,14 @@ fn execute(command: Command) -> Result<(), Failure> {
                 ShowWhat::Pfc => View::Pfc,
                 ShowWhat::Queues => View::Queues,
                 ShowWhat::Watermarks { persistent, clear } => View::Watermarks { persistent, clear },
-                ShowWhat::Routes => View::Routes,
+                ShowWhat::Routes { prefix } => View::Routes(
+                    prefix
+                        .map(|text| {
+                            raceway::config::Prefix::parse(&text)
+                                .map_err(|err| Failure(format!("show routes: '{text}': {err}")))
+                        })
+                        .transpose()?,
+                ),
                 ShowWhat::Route { addresses } => View::Route(
                     addresses
                         .iter()

@@ -102,7 +102,8 @@ pub enum View {
         persistent: bool,
         clear: bool,
     },
-    Routes,
+    /// The FIB's routes, or with a prefix those inside it (it included).
+    Routes(Option<crate::config::Prefix>),
     /// The FIB's answer for each address, as `ip route get` gives the kernel's.
     Route(Vec<std::net::IpAddr>),
     Neighbors,
@@ -523,11 +524,19 @@ pub fn watermarks(state: &Value, persistent: bool) -> Vec<Table> {
 
 /// `show routes`: the FIB's routes, each with what it resolves to (groups with their
 /// members), from a `fib` document.
-pub fn routes(fib: &Value) -> Vec<Table> {
+pub fn routes(fib: &Value, within: Option<crate::config::Prefix>) -> Vec<Table> {
     let mut table = Table::new("", &["Prefix", "Resolves to"]);
     let text = fib["fib"].as_str().unwrap_or("");
+    let inside = |prefix: &str| {
+        let Some(within) = within else { return true };
+        crate::config::Prefix::parse(prefix).is_ok_and(|prefix| {
+            prefix.address.is_ipv4() == within.address.is_ipv4()
+                && prefix.len >= within.len
+                && crate::pipeline::fib::masked(prefix.address, within.len) == within.address
+        })
+    };
     for line in text.lines().filter(|line| !line.starts_with('#') && !line.starts_with("neighbor ")) {
-        if let Some((prefix, target)) = line.split_once(' ') {
+        if let Some((prefix, target)) = line.split_once(' ').filter(|(prefix, _)| inside(prefix)) {
             table.rows.push(vec![prefix.to_string(), target.to_string()]);
         }
     }
@@ -696,7 +705,7 @@ pub fn run(socket: &std::path::Path, view: View, period: Duration, as_json: bool
             }
             ("watermarks", tables)
         }
-        View::Routes => ("routes", routes(&client.fetch("fib")?)),
+        View::Routes(within) => ("routes", routes(&client.fetch("fib")?, within)),
         View::Route(addresses) => {
             let mut answers = Vec::with_capacity(addresses.len());
             for view in route_views(&addresses) {
@@ -838,8 +847,12 @@ mod tests {
     fn routes_and_neighbours_come_from_the_fib_dump() {
         let fib = json!({ "fib": "# raceway FIB generation 3: 2 routes, 1 neighbours\n10.0.1.0/24 connected p1\n\
             10.200.0.0/24 group ecmp up0 02:00:00:00:20:01 up1 02:00:00:00:21:01\nneighbor 10.0.1.2 p1 02:00:00:00:11:00\n" });
-        let routes = &routes(&fib)[0];
+        let routes = &routes(&fib, None)[0];
         assert_eq!(routes.rows.len(), 2);
+        // A prefix keeps the routes inside it, itself included.
+        let within = |text: &str| super::routes(&fib, Some(crate::config::Prefix::parse(text).unwrap()))[0].rows.len();
+        assert_eq!((within("10.200.0.0/16"), within("10.200.0.0/24"), within("10.0.0.0/8")), (1, 1, 2));
+        assert_eq!((within("10.200.0.0/25"), within("fd00::/8")), (0, 0));
         assert_eq!(routes.rows[1], ["10.200.0.0/24", "group ecmp up0 02:00:00:00:20:01 up1 02:00:00:00:21:01"]);
         assert!(routes.title.starts_with("raceway FIB generation 3"));
         assert_eq!(neighbors(&fib)[0].rows, [["10.0.1.2", "p1", "02:00:00:00:11:00"]]);
