@@ -399,23 +399,21 @@ impl Fib {
         let index = id as usize;
         let target = self.next_hop(id);
         let definition = self.definitions.get(index / CHUNK).and_then(|chunk| chunk[index % CHUNK].clone());
-        // The next hops the route names, each with the MAC it is forwarded to (none: not used
-        // now, for want of a neighbour or because its interface is dead).
-        let forwarded = |port: u16| -> Vec<Adjacency> {
-            match target {
-                Target::Adjacency(adjacency) => vec![adjacency],
-                Target::Group(group) => {
-                    self.groups.get(group as usize).map_or_else(Vec::new, |group| group.members.clone())
-                }
-                Target::Connected(on) if on == port => self.neighbor(port, destination).into_iter().collect(),
-                _ => Vec::new(),
+        // What frames for `destination` go to now; a next hop the route names is used when its
+        // neighbour is among these (else: no neighbour yet, or its interface is dead).
+        let forwarded: Vec<Adjacency> = match target {
+            Target::Adjacency(adjacency) => vec![adjacency],
+            Target::Group(group) => {
+                self.groups.get(group as usize).map_or_else(Vec::new, |group| group.members.clone())
             }
+            Target::Connected(port) => self.neighbor(port, destination).into_iter().collect(),
+            _ => Vec::new(),
         };
         let hop = |gateway: Option<IpAddr>, port: Option<u16>, weight: u16| {
             let mac = port.and_then(|port| {
                 let resolved = gateway
                     .map_or_else(|| self.neighbor(port, destination), |ip| self.neighbor(port, ip_destination(ip)));
-                resolved.filter(|adjacency| forwarded(port).contains(adjacency)).map(|adjacency| adjacency.mac)
+                resolved.filter(|adjacency| forwarded.contains(adjacency)).map(|adjacency| adjacency.mac)
             });
             ExplainedHop { port, gateway, mac, weight }
         };
@@ -428,15 +426,18 @@ impl Fib {
                 _ => Vec::new(),
             },
             Some(Via::Connected(port)) => vec![hop(None, Some(*port), 1)],
-            Some(Via::Gateways(gateways)) => gateways
-                .iter()
-                .map(|&gateway| {
-                    let port =
-                        (0..u16::MAX).take(64).find(|&port| self.neighbor(port, ip_destination(gateway)).is_some());
-                    hop(Some(gateway), port, 1)
-                })
-                .collect(),
-            Some(Via::Peer(_)) | Some(Via::ConfigGroup(_)) => forwarded(0)
+            // A config next hop's neighbour may be on any port: the one it was found on.
+            Some(Via::Gateways(gateways)) => {
+                let neighbors = self.dump_neighbors();
+                gateways
+                    .iter()
+                    .map(|&gateway| {
+                        let port = neighbors.iter().find(|(ip, _)| *ip == gateway).map(|(_, adjacency)| adjacency.port);
+                        hop(Some(gateway), port, 1)
+                    })
+                    .collect()
+            }
+            Some(Via::Peer(_)) | Some(Via::ConfigGroup(_)) => forwarded
                 .iter()
                 .map(|member| ExplainedHop { port: Some(member.port), gateway: None, mac: Some(member.mac), weight: 1 })
                 .collect(),
