@@ -24,7 +24,8 @@ DIR=$(realpath "$OUT")
 
 memif() { echo "net_memif$4,role=$1,socket=$DIR/$2-$3.sock,socket-abstract=no"; }
 
-# switch NAME MAC "PORT|DEVICE|GBPS ..." "PREFIX|TARGET ..." [GROUP MEMBERS...]
+# switch NAME MAC "PORT|DEVICE|GBPS|PEER_MAC ..." "PREFIX|TARGET ..." [GROUP MEMBERS...]
+# Each port's peer_mac is its neighbour's MAC: a switch routes only frames sent to its own.
 switch() {
   local name=$1 mac=$2 ports=$3 routes=$4; shift 4
   {
@@ -34,9 +35,9 @@ switch() {
     echo "[qos]"; echo "dscp_to_tc = { 26 = 3, default = 0 }"; echo "lossless = [3]"
     echo "[qos.pfc]"; echo "xoff_bytes = 100000"; echo "xon_bytes = 50000"; echo "headroom_bytes = 4194304"
     for port in $ports; do
-      IFS='|' read -r pname device gbps <<<"$port"
-      printf '[[port]]\nname = "%s"\ndevice = "%s"\nspeed_gbps = %s\ncable_m = 10\npeer_mac = "02:00:00:00:99:99"\n' \
-        "$pname" "$device" "$gbps"
+      IFS='|' read -r pname device gbps peer_mac <<<"$port"
+      printf '[[port]]\nname = "%s"\ndevice = "%s"\nspeed_gbps = %s\ncable_m = 10\npeer_mac = "%s"\n' \
+        "$pname" "$device" "$gbps" "$peer_mac"
     done
     for route in $routes; do
       IFS='|' read -r prefix target <<<"$route"
@@ -49,13 +50,15 @@ switch() {
   } >"$OUT/$name.toml"
 }
 
-switch spine0 02:00:00:30:00:00 "l0|$(memif server l0 s0 70)|1 l1|$(memif server l1 s0 71)|1" \
+# leaf0's MAC is the one `raceway gen` addresses its frames to, as a host sends to its router.
+SPINE0=02:00:00:30:00:00 SPINE1=02:00:00:30:01:00 LEAF0=02:00:00:00:00:01 LEAF1=02:00:00:20:01:00 HOST=02:00:00:00:99:99
+switch spine0 $SPINE0 "l0|$(memif server l0 s0 70)|1|$LEAF0 l1|$(memif server l1 s0 71)|1|$LEAF1" \
   "10.0.0.0/24|l0 10.0.1.0/24|l1"
-switch spine1 02:00:00:30:01:00 "l0|$(memif server l0 s1 72)|1 l1|$(memif server l1 s1 73)|1" \
+switch spine1 $SPINE1 "l0|$(memif server l0 s1 72)|1|$LEAF0 l1|$(memif server l1 s1 73)|1|$LEAF1" \
   "10.0.0.0/24|l0 10.0.1.0/24|l1"
-switch leaf1 02:00:00:20:01:00 "h0|net_pcap71,tx_pcap=$DIR/leaf1-h0.pcap|1 s0|$(memif client l1 s0 74)|1 s1|$(memif client l1 s1 75)|1" \
+switch leaf1 $LEAF1 "h0|net_pcap71,tx_pcap=$DIR/leaf1-h0.pcap|1|$HOST s0|$(memif client l1 s0 74)|1|$SPINE0 s1|$(memif client l1 s1 75)|1|$SPINE1" \
   "10.0.1.0/24|h0 0.0.0.0/0|spines" s0 s1
-switch leaf0 02:00:00:20:00:00 "h0|$(memif server h0 l0 76)|1 s0|$(memif client l0 s0 77)|1 s1|$(memif client l0 s1 78)|1" \
+switch leaf0 $LEAF0 "h0|$(memif server h0 l0 76)|1|$HOST s0|$(memif client l0 s0 77)|1|$SPINE0 s1|$(memif client l0 s1 78)|1|$SPINE1" \
   "10.0.0.0/24|h0 0.0.0.0/0|spines" s0 s1
 
 # The traffic: 16 lossless RoCEv2 flows from leaf0's host subnet 10.0.0.0/24 to leaf1's

@@ -47,7 +47,7 @@ RACEWAY_PID=$!
 sleep 1.5
 timeout -s INT "$DURATION" dpdk-testpmd -l 0,1 --main-lcore 1 --no-huge -m 1024 --no-pci --no-shconf \
   --file-prefix "tp-memif-$$" --log-level '*:error' --vdev "net_memif0,role=client,socket=$SOCKET" -- \
-  --forward-mode=txonly --txpkts=60 --stats-period=1 </dev/null >"$OUT/testpmd.log" 2>&1 || true
+  --forward-mode=txonly --txpkts=60 --eth-peer=0,02:00:00:00:00:01 --stats-period=1 </dev/null >"$OUT/testpmd.log" 2>&1 || true
 wait "$RACEWAY_PID"
 generated=$(awk '/Tx-pps:/ {n++; if (n>2) {sum+=$2; k++}} END {if (k) printf "%.2f", sum/k/1e6; else print "n/a"}' "$OUT/testpmd.log")
 python3 - "$OUT/raceway.json" "$generated" <<'PY'

@@ -194,17 +194,17 @@ fn fabric_mistakes_are_one_error_line() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("fabric.leaves"));
 }
 
-/// A switch config for the listed fabric: `ports` (name, speed Gb/s) and `routes` (prefix,
-/// port).
-fn listed_switch(name: &str, ports: &[(&str, u32)], routes: &[(&str, &str)]) -> String {
+/// A switch config for the listed fabric: its `mac`, `ports` (name, speed Gb/s, the peer's
+/// MAC) and `routes` (prefix, port).
+fn listed_switch(name: &str, mac: &str, ports: &[(&str, u32, &str)], routes: &[(&str, &str)]) -> String {
     let mut text = format!(
-        "[switch]\nname = \"{name}\"\nmac = \"02:00:00:00:00:01\"\nbuffer_bytes = 4194304\n\
+        "[switch]\nname = \"{name}\"\nmac = \"{mac}\"\nbuffer_bytes = 4194304\n\
          [qos]\ndscp_to_tc = {{ 26 = 3, 48 = 6, default = 0 }}\nlossless = [3]\n\
          [qos.ecn.3]\nkmin_bytes = 50000\nkmax_bytes = 200000\npmax = 0.2\n"
     );
-    for (port, speed) in ports {
+    for (port, speed, peer_mac) in ports {
         text.push_str(&format!(
-            "[[port]]\nname = \"{port}\"\nspeed_gbps = {speed}\ncable_m = 5\npeer_mac = \"02:00:00:00:00:02\"\n"
+            "[[port]]\nname = \"{port}\"\nspeed_gbps = {speed}\ncable_m = 5\npeer_mac = \"{peer_mac}\"\n"
         ));
     }
     for (prefix, port) in routes {
@@ -218,18 +218,25 @@ fn listed_switch(name: &str, ports: &[(&str, u32)], routes: &[(&str, &str)]) -> 
 #[test]
 fn a_listed_fabric_runs_its_own_configs_and_links() {
     let dir = temp_dir("fabric-listed");
-    let leaf = |name: &str, local: &str| {
+    const SPINE_MAC: &str = "02:00:00:00:05:01";
+    let leaf = |name: &str, mac: &str, local: &str| {
         listed_switch(
             name,
-            &[("h0", 100), ("h1", 100), ("up", 40)],
+            mac,
+            &[("h0", 100, "02:00:00:00:10:01"), ("h1", 100, "02:00:00:00:10:02"), ("up", 40, SPINE_MAC)],
             &[(&format!("{local}.1/32"), "h0"), (&format!("{local}.2/32"), "h1"), ("0.0.0.0/0", "up")],
         )
     };
-    std::fs::write(dir.join("leaf-a.toml"), leaf("leaf-a", "10.0.0")).unwrap();
-    std::fs::write(dir.join("leaf-b.toml"), leaf("leaf-b", "10.0.1")).unwrap();
+    std::fs::write(dir.join("leaf-a.toml"), leaf("leaf-a", "02:00:00:00:0a:01", "10.0.0")).unwrap();
+    std::fs::write(dir.join("leaf-b.toml"), leaf("leaf-b", "02:00:00:00:0b:01", "10.0.1")).unwrap();
     std::fs::write(
         dir.join("spine.toml"),
-        listed_switch("spine", &[("a", 40), ("b", 40)], &[("10.0.0.0/24", "a"), ("10.0.1.0/24", "b")]),
+        listed_switch(
+            "spine",
+            SPINE_MAC,
+            &[("a", 40, "02:00:00:00:0a:01"), ("b", 40, "02:00:00:00:0b:01")],
+            &[("10.0.0.0/24", "a"), ("10.0.1.0/24", "b")],
+        ),
     )
     .unwrap();
     let fabric = r#"
@@ -299,7 +306,18 @@ speed_gbps = 40
     assert!(queues["spine:a"].as_u64().unwrap() > 0 || queues["leaf-b:up"].as_u64().unwrap() > 0, "{queues:?}");
     assert!(out.join("spine").join("stats.json").exists());
 
-    // Mistakes name the file and the link.
+    // Mistakes name the file and the link; a peer_mac that is not the linked switch's MAC is
+    // one (the peer would drop every frame as not_router_mac).
+    let spine_config = std::fs::read_to_string(dir.join("spine.toml")).unwrap();
+    std::fs::write(dir.join("spine.toml"), spine_config.replace("02:00:00:00:0b:01", "02:00:00:00:0b:02")).unwrap();
+    let output =
+        raceway().args(["fabric", "-c"]).arg(&path).args(["--workload", "incast", "--out"]).arg(&out).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    for word in ["link[5]", "port 'b' of switch 'spine'", "not_router_mac"] {
+        assert!(stderr.contains(word), "{stderr} lacks {word}");
+    }
+    std::fs::write(dir.join("spine.toml"), spine_config).unwrap();
     let run = |text: &str| {
         std::fs::write(&path, text).unwrap();
         raceway().args(["fabric", "-c"]).arg(&path).args(["--workload", "incast", "--out"]).arg(&out).output().unwrap()

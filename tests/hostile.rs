@@ -353,7 +353,17 @@ fn hostile_configs_are_one_clear_error() {
         (
             "a route with a port and a next hop",
             base.replacen("port = \"h1\"", "port = \"h1\"\nvia = \"10.255.0.1\"", 1),
-            vec!["bad.toml", "route[", "port, group or via"],
+            vec!["bad.toml", "route[", "port, group, via or blackhole"],
+        ),
+        (
+            "a blackhole route with a port",
+            base.replacen("port = \"h1\"", "port = \"h1\"\nblackhole = true", 1),
+            vec!["bad.toml", "route[", ".blackhole", "no port, group or via"],
+        ),
+        (
+            "a route that is not a blackhole",
+            base.replacen("port = \"h1\"", "port = \"h1\"\nblackhole = false", 1),
+            vec!["bad.toml", "route[", ".blackhole", "leave it out"],
         ),
         (
             "a next hop that is not an address",

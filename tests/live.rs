@@ -1139,7 +1139,7 @@ fn a_port_that_fails_to_start_is_a_clear_error() {
 fn live_switch(
     name: &str,
     mac: &str,
-    ports: &[(&str, String, u32)],
+    ports: &[(&str, String, &str)],
     routes: &[(&str, &str)],
     group: &[&str],
 ) -> String {
@@ -1151,9 +1151,9 @@ fn live_switch(
          [qos.pfc]\nxoff_bytes = 100000\nxon_bytes = 50000\nheadroom_bytes = 4194304\n\
          [qos.pfc_watchdog]\ndetection_ms = 10000\nrestoration_ms = 20000\n"
     );
-    for (port, device, speed) in ports {
+    for (port, device, peer_mac) in ports {
         text.push_str(&format!(
-            "[[port]]\nname = \"{port}\"\ndevice = \"{device}\"\nspeed_gbps = {speed}\ncable_m = 10\npeer_mac = \"02:00:00:00:99:99\"\n"
+            "[[port]]\nname = \"{port}\"\ndevice = \"{device}\"\nspeed_gbps = 1\ncable_m = 10\npeer_mac = \"{peer_mac}\"\n"
         ));
     }
     for (prefix, target) in routes {
@@ -1184,9 +1184,16 @@ fn live_memif_leaf_spine_forwards_sprays_and_propagates_pfc() {
     let id = std::process::id();
     // File sockets in the test's directory (unique per run, cleaned with it).
     let socket = |a: &str, b: &str| format!("{}/{a}-{b}.sock,socket-abstract=no", dir.display());
+    // Each port's peer_mac is its neighbour's: a switch routes only frames sent to its MAC.
+    const SPINE0: &str = "02:00:00:30:00:00";
+    const SPINE1: &str = "02:00:00:30:01:00";
+    const LEAF0: &str = "02:00:00:20:00:00";
+    const LEAF1: &str = "02:00:00:20:01:00";
+    const HOST: &str = "02:00:00:00:99:99";
     let mut spec =
         raceway::traffic::frames::FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.1.0.1".parse().unwrap(), 7);
     spec.frame_len = 1000;
+    spec.destination_mac = raceway::wire::ethernet::MacAddress::parse(LEAF0).unwrap();
     let frames: Vec<(u64, Vec<u8>)> = (0..30_000u32)
         .map(|psn| {
             spec.transport = raceway::traffic::frames::Transport::Roce { source: 0xc000, opcode: 4, dest_qp: 7, psn };
@@ -1201,8 +1208,8 @@ fn live_memif_leaf_spine_forwards_sprays_and_propagates_pfc() {
             "spine0",
             live_switch(
                 "spine0",
-                "02:00:00:30:00:00",
-                &[("l0", memif("server", "l0", "s0", 70), 1), ("l1", memif("server", "l1", "s0", 71), 1)],
+                SPINE0,
+                &[("l0", memif("server", "l0", "s0", 70), LEAF0), ("l1", memif("server", "l1", "s0", 71), LEAF1)],
                 &[("10.0.0.0/16", "l0"), ("10.1.0.0/16", "l1")],
                 &[],
             ),
@@ -1211,8 +1218,8 @@ fn live_memif_leaf_spine_forwards_sprays_and_propagates_pfc() {
             "spine1",
             live_switch(
                 "spine1",
-                "02:00:00:30:01:00",
-                &[("l0", memif("server", "l0", "s1", 72), 1), ("l1", memif("server", "l1", "s1", 73), 1)],
+                SPINE1,
+                &[("l0", memif("server", "l0", "s1", 72), LEAF0), ("l1", memif("server", "l1", "s1", 73), LEAF1)],
                 &[("10.0.0.0/16", "l0"), ("10.1.0.0/16", "l1")],
                 &[],
             ),
@@ -1221,11 +1228,11 @@ fn live_memif_leaf_spine_forwards_sprays_and_propagates_pfc() {
             "leaf1",
             live_switch(
                 "leaf1",
-                "02:00:00:20:01:00",
+                LEAF1,
                 &[
-                    ("h0", format!("net_pcap71,tx_pcap={}/leaf1-h0.pcap", dir.display()), 1),
-                    ("s0", memif("client", "l1", "s0", 74), 1),
-                    ("s1", memif("client", "l1", "s1", 75), 1),
+                    ("h0", format!("net_pcap71,tx_pcap={}/leaf1-h0.pcap", dir.display()), HOST),
+                    ("s0", memif("client", "l1", "s0", 74), SPINE0),
+                    ("s1", memif("client", "l1", "s1", 75), SPINE1),
                 ],
                 &[("10.1.0.1/32", "h0"), ("0.0.0.0/0", "spines")],
                 &["s0", "s1"],
@@ -1235,11 +1242,11 @@ fn live_memif_leaf_spine_forwards_sprays_and_propagates_pfc() {
             "leaf0",
             live_switch(
                 "leaf0",
-                "02:00:00:20:00:00",
+                LEAF0,
                 &[
-                    ("h0", format!("net_pcap70,rx_pcap={}/host0.pcap", dir.display()), 1),
-                    ("s0", memif("client", "l0", "s0", 76), 1),
-                    ("s1", memif("client", "l0", "s1", 77), 1),
+                    ("h0", format!("net_pcap70,rx_pcap={}/host0.pcap", dir.display()), HOST),
+                    ("s0", memif("client", "l0", "s0", 76), SPINE0),
+                    ("s1", memif("client", "l0", "s1", 77), SPINE1),
                 ],
                 &[("10.0.0.1/32", "h0"), ("0.0.0.0/0", "spines")],
                 &["s0", "s1"],

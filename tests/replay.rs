@@ -80,6 +80,29 @@ fn mixed_cases() -> Vec<(Vec<u8>, Expect)> {
     bad_checksum[14 + 10] ^= 0xff;
     cases.push((bad_checksum, Expect::Drop("malformed")));
 
+    // The front door: only frames sent to the switch's MAC are routed (RFC 1812 §5.3.4),
+    // multicast is not routed, martians never.
+    let mut other_station = base.clone();
+    other_station.destination_mac = raceway::wire::ethernet::MacAddress([0x02, 0, 0, 0, 0x10, 0x09]);
+    cases.push((other_station.build(), Expect::Drop("not_router_mac")));
+    let mut broadcast = base.clone();
+    broadcast.destination_mac = raceway::wire::ethernet::MacAddress([0xff; 6]);
+    cases.push((broadcast.build(), Expect::Drop("not_router_mac")));
+    for (source, destination, reason) in [
+        ("10.0.0.7", "239.1.2.3", "multicast"),
+        ("2001:db8::7", "ff0e::1", "multicast"),
+        // Link-scope multicast is the control plane's, and there is none here.
+        ("10.0.0.7", "224.0.0.5", "multicast"),
+        ("127.0.0.1", "10.0.1.5", "martian"),
+        ("10.0.0.7", "169.254.1.1", "martian"),
+        ("fe80::7", "2001:db8:1::7", "martian"),
+        ("10.0.0.7", "10.0.9.1", "blackhole"),
+    ] {
+        let mut spec = base.clone();
+        (spec.source, spec.destination) = (ip(source), ip(destination));
+        cases.push((spec.build(), Expect::Drop(reason)));
+    }
+
     let mut arp = vec![0xff; 6];
     arp.extend_from_slice(&[2, 0, 0, 0, 0x10, 1, 0x08, 0x06]);
     arp.resize(60, 0);
@@ -108,7 +131,8 @@ fn mixed_trace_reaches_the_right_ports_with_exact_rewrites_and_times() {
     // One frame per microsecond: no queueing, so each output is predictable to the nanosecond.
     let input: Vec<(u64, Vec<u8>)> =
         cases.iter().enumerate().map(|(i, (frame, _))| (1_000 * i as u64 + 500, frame.clone())).collect();
-    let out = replay(&four_port_config("", ["", "", "", ""], ""), &[("host0", &input)], "mixed", 0);
+    let config = four_port_config("", ["", "", "", ""], "") + "[[route]]\nprefix = \"10.0.9.0/24\"\nblackhole = true\n";
+    let out = replay(&config, &[("host0", &input)], "mixed", 0);
 
     let outputs: Vec<Vec<(u64, Vec<u8>)>> =
         PORTS.iter().map(|port| read_pcap(&out.join(format!("{port}.pcap")))).collect();
@@ -162,15 +186,16 @@ fn mixed_trace_reaches_the_right_ports_with_exact_rewrites_and_times() {
     let host0 = &stats["ports"]["host0"];
     let drop_count =
         |reason: &str| cases.iter().filter(|(_, e)| *e == Expect::Drop(reason_static(reason))).count() as u64;
-    for reason in ["ttl_expired", "no_route", "malformed", "unsupported"] {
+    for reason in DROP_REASONS {
         assert_eq!(host0["drops"][reason], drop_count(reason), "{reason}");
+        assert!(drop_count(reason) > 0, "the trace has a frame dropped as {reason}");
     }
     assert_eq!(host0["drops"]["buffer_full"], 0);
     let data_frames = cases.iter().filter(|(_, e)| *e != Expect::Pfc).count() as u64;
     assert_eq!(host0["rx_packets"], data_frames);
     assert_eq!(host0["pfc_rx"], serde_json::json!([0, 0, 0, 1, 1, 0, 0, 0]));
     let forwarded: u64 = PORTS.iter().map(|p| stats["ports"][p]["tx_packets"].as_u64().unwrap()).sum();
-    let dropped: u64 = ["ttl_expired", "no_route", "malformed", "unsupported"].iter().map(|r| drop_count(r)).sum();
+    let dropped: u64 = DROP_REASONS.iter().map(|r| drop_count(r)).sum();
     assert_eq!(forwarded + dropped, data_frames, "conservation");
     let group = &stats["groups"]["uplinks"];
     assert_eq!(group["up0"].as_u64().unwrap() + group["up1"].as_u64().unwrap(), uplink_frames.len() as u64);
@@ -182,8 +207,12 @@ fn mixed_trace_reaches_the_right_ports_with_exact_rewrites_and_times() {
     assert_eq!(stats["ports"]["host0"]["queues"][0]["tx_packets"], 1);
 }
 
+/// The drop reasons the mixed trace hits, each at least once.
+const DROP_REASONS: [&str; 8] =
+    ["ttl_expired", "no_route", "malformed", "unsupported", "not_router_mac", "multicast", "martian", "blackhole"];
+
 fn reason_static(reason: &str) -> &'static str {
-    ["ttl_expired", "no_route", "malformed", "unsupported"].into_iter().find(|r| *r == reason).unwrap()
+    DROP_REASONS.into_iter().find(|r| *r == reason).unwrap()
 }
 
 #[test]
@@ -436,8 +465,8 @@ fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
     let mut expiring = FrameSpec::rocev2(ip("10.0.0.7"), ip("10.0.1.5"), 0x42);
     expiring.ttl = 1;
     trace.push((5_001_000, expiring.build()));
-    // No route (the kernel sends net unreachable), multicast with no route (nothing answers
-    // it: dropped), and a packet over h1's MTU (the kernel sends fragmentation needed).
+    // No route (the kernel sends net unreachable), multicast (not routed, nothing answers it:
+    // dropped), and a packet over h1's MTU (the kernel sends fragmentation needed).
     trace.push((5_002_000, FrameSpec::rocev2(ip("10.0.0.7"), ip("10.99.0.5"), 0x42).build()));
     trace.push((5_003_000, FrameSpec::rocev2(ip("10.0.0.7"), ip("239.0.0.5"), 0x42).build()));
     let mut big = FrameSpec::rocev2(ip("10.0.0.7"), ip("10.0.1.5"), 0x42);
@@ -459,7 +488,7 @@ fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
     assert_eq!(h0["policed"], classes(90, 0, 0, 0, 0));
     assert_eq!(h0["drops"]["punt_policed"], 90);
     assert_eq!(h0["drops"]["punt_queue_full"], 0);
-    assert_eq!(h0["drops"]["no_route"], 1, "the multicast packet");
+    assert_eq!(h0["drops"]["multicast"], 1, "the multicast packet");
     let dropped: u64 = h0["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(dropped, 91, "nothing else dropped");
     assert_eq!(stats["ports"]["h1"]["tx_packets"], 100);

@@ -36,10 +36,25 @@ drop_reasons! {
     /// control frame that is not PFC or PAUSE (another opcode, a destination other than
     /// 01:80:C2:00:00:01, or a VLAN tag). Never acted on.
     Unsupported => "unsupported";
-    /// No route matches the destination, or the route discards (without `[control]`, or for
-    /// multicast, which no ICMP answers); with `[control]` other unrouted unicast goes to the
-    /// kernel for its ICMP unreachable (CoPP class `unreachable`).
+    /// No route matches the destination, without `[control]` (with it, the kernel answers
+    /// with its ICMP unreachable: CoPP class `unreachable`); or, without `[control]`, a
+    /// destination only a control plane takes (the switch's addresses, IPv6 link-local).
     NoRoute => "no_route";
+    /// A frame to a unicast MAC other than the switch's, or one that would be routed but came
+    /// to a broadcast or multicast MAC (RFC 1812 §5.3.4): a router takes only what is sent to
+    /// it.
+    NotRouterMac => "not_router_mac";
+    /// Multicast beyond the link (IPv4 outside 224.0.0.0/24, IPv6 of a scope wider than the
+    /// link): raceway does not route multicast. Without `[control]`, link-scope multicast and
+    /// the limited broadcast too, which only a control plane takes.
+    Multicast => "multicast";
+    /// A source or destination no router accepts (RFC 1812 §5.3.7, RFC 4291 §2.5, §2.7):
+    /// IPv4 0/8, 127/8, 240/4, multicast or limited broadcast as a source; IPv6 ::1,
+    /// IPv4-mapped, multicast as a source, multicast of the reserved or interface-local
+    /// scope, :: as a destination. And, in a packet that would be routed, a link-local source
+    /// or an IPv4 link-local destination (169.254/16, RFC 3927 §2.7) or the unspecified
+    /// source; these reach the switch itself.
+    Martian => "martian";
     /// The destination's route is a `blackhole` (the kernel's, mirrored).
     Blackhole => "blackhole";
     /// TTL or hop limit would reach zero.

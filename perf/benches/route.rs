@@ -4,7 +4,7 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use raceway::config::Prefix;
 use raceway::pipeline::route::RouteTable;
-use raceway::wire::parse::Destination;
+use raceway::wire::parse::IpAddress;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// A route's target: a port number (the table does not care what targets are).
@@ -34,9 +34,9 @@ fn lookups(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1024));
     for (name, racks, hosts) in [("leaf_16_racks", 16, 32), ("large_4096_racks", 4096, 1024)] {
         let routes = table(racks, hosts);
-        let v4: Vec<Destination> = (0..1024u32)
+        let v4: Vec<IpAddress> = (0..1024u32)
             .map(|i| {
-                Destination::V4(u32::from(Ipv4Addr::new(
+                IpAddress::V4(u32::from(Ipv4Addr::new(
                     10,
                     (((i * 7) % racks) >> 8) as u8,
                     ((i * 7) % racks) as u8,
@@ -44,9 +44,9 @@ fn lookups(c: &mut Criterion) {
                 )))
             })
             .collect();
-        let v6: Vec<Destination> = (0..1024u32)
+        let v6: Vec<IpAddress> = (0..1024u32)
             .map(|i| {
-                Destination::V6(u128::from(Ipv6Addr::new(
+                IpAddress::V6(u128::from(Ipv6Addr::new(
                     0x2001,
                     0xdb8,
                     ((i * 7) % racks) as u16,

@@ -191,6 +191,7 @@ pub fn report(config: &Config) -> String {
         let target = match &route.target {
             RouteTarget::Port(port) => format!("port {}", config.ports[*port].name),
             RouteTarget::Group(group) => format!("group {}", config.groups[*group].name),
+            RouteTarget::Blackhole => "blackhole (dropped)".to_string(),
             RouteTarget::Via(next_hops) => {
                 let next_hops: Vec<String> = next_hops
                     .iter()

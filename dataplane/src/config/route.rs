@@ -1,5 +1,5 @@
-//! `[[route]]` and `[[neighbor]]`: static routes to a port, a group or next-hop addresses,
-//! and the neighbours that resolve those addresses, validated into `RouteConfig` and
+//! `[[route]]` and `[[neighbor]]`: static routes to a port, a group or next-hop addresses, or
+//! blackholes, and the neighbours that resolve those addresses, validated into `RouteConfig` and
 //! `Neighbor`.
 //!
 //! Invariant: one route per prefix, no host bits set; every target exists; without
@@ -35,6 +35,8 @@ pub(super) struct RawRoute {
     pub(super) port: Option<String>,
     pub(super) group: Option<String>,
     pub(super) via: Option<RawVia>,
+    /// SONiC's STATIC_ROUTE `blackhole`, FRR's `Null0`: the prefix is dropped.
+    pub(super) blackhole: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +45,8 @@ pub enum RouteTarget {
     Group(usize),
     /// Next-hop addresses, resolved to ports and MACs by the neighbour table.
     Via(Vec<IpAddr>),
+    /// Dropped, counted as `blackhole`.
+    Blackhole,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +132,13 @@ impl Validator<'_> {
                 return Err(self.error(field("prefix"), format!("duplicate route for {prefix}")));
             }
             let target = match (route.port, route.group, route.via) {
+                _ if route.blackhole == Some(false) => {
+                    return Err(self.error(field("blackhole"), "only `blackhole = true` is meaningful: leave it out"))
+                }
+                (None, None, None) if route.blackhole == Some(true) => RouteTarget::Blackhole,
+                _ if route.blackhole.is_some() => {
+                    return Err(self.error(field("blackhole"), "a blackhole route has no port, group or via"))
+                }
                 (None, None, Some(via)) => RouteTarget::Via(self.next_hops(&field("via"), via, neighbors, control)?),
                 (Some(name), None, None) => {
                     let port = ports
@@ -148,7 +159,9 @@ impl Validator<'_> {
                         .position(|group| group.name == name)
                         .ok_or_else(|| self.error(field("group"), format!("unknown group '{name}'")))?,
                 ),
-                _ => return Err(self.error(field("port"), "a route needs exactly one of port, group or via")),
+                _ => {
+                    return Err(self.error(field("port"), "a route needs exactly one of port, group, via or blackhole"))
+                }
             };
             routes.push(RouteConfig { prefix, target });
         }

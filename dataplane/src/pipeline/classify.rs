@@ -4,14 +4,20 @@
 //! forwarded frame: TTL/hop limit with the IPv4 checksum (RFC 1624 incremental) here, the MACs
 //! in `rewrite_macs` once the switch has chosen the egress port (a group's member).
 //!
+//! First the front door, as an ASIC's: a frame to another station's unicast MAC is dropped
+//! (`not_router_mac`); martian addresses (`wire::scope`) are dropped; link-scope destinations go
+//! to the control plane without a lookup; other multicast is dropped. A frame to a broadcast or
+//! multicast MAC, and a packet from a link-local source, reach only the switch's own addresses,
+//! never a route.
+//!
 //! With `[control]`, frames for the control plane are punted as received, each in its CoPP
 //! class (`punt::CoppClass`): ARP, slow protocols (LACP), LLDP and listed EtherTypes; IP to one
 //! of the ports' addresses (a /32 or /128 route of its own, so the check costs no extra
-//! lookup), to IPv6 link-local or link-scope multicast, or to IPv4 broadcast or link-local
-//! multicast (224.0.0.0/24), sorted by what it carries (BGP, BFD, ND, the rest); routed packets
+//! lookup), or link-scope (IPv6 link-local, link-scope multicast, IPv4 broadcast or
+//! link-local multicast), sorted by what it carries (BGP, BFD, ND, the rest); routed packets
 //! whose TTL would expire, or whose next hop is unresolved (glean); unicast with no route at
 //! all, for the kernel's ICMP unreachable. Without it, these are dropped (`unsupported`,
-//! `ttl_expired`, `no_route`). The egress port's MTU is the switch's to check, once it has
+//! `multicast`, `ttl_expired`, `no_route`). The egress port's MTU is the switch's to check, once it has
 //! chosen the port (`Switch::receive`).
 //!
 //! Invariant: a frame is rewritten only when the verdict is `Forward`, so a dropped or punted
@@ -23,7 +29,8 @@ use crate::pipeline::fib::{Fib, FibHandle, KernelReason, Learned, Next};
 use crate::pipeline::punt::CoppClass;
 use crate::pipeline::resolve::{ResolveCache, Resolved};
 use crate::wire::ethernet::{self, MacAddress};
-use crate::wire::parse::{self, Destination, Payload};
+use crate::wire::parse::{self, IpAddress, Payload};
+use crate::wire::scope::{self, DestinationScope, SourceScope};
 use crate::wire::{ipv4, ipv6, pfc};
 use std::sync::Arc;
 
@@ -111,15 +118,58 @@ impl Classifier {
             Ok(parsed) => parsed,
             Err(_) => return Verdict::Drop(DropReason::Malformed),
         };
+        // A router takes only what is sent to it (RFC 1812 §5.3.4): frames to another
+        // station's MAC are not its to route or to answer. The parse vouched for the header.
+        let to_group_mac = frame[0] & 1 != 0;
+        if !to_group_mac && frame[..6] != self.switch_mac.0 {
+            return Verdict::Drop(DropReason::NotRouterMac);
+        }
         let ip = match parsed.payload {
             Payload::Ip(ip) => ip,
             Payload::FlowControl(repr) => return Verdict::FlowControl(repr),
             Payload::LinkPause(quanta) => return Verdict::LinkPause(quanta),
             Payload::NotRoutable(ethertype) => return self.not_routable(ethertype),
         };
+        if ip.source_scope == SourceScope::Martian {
+            return Verdict::Drop(DropReason::Martian);
+        }
+        let destination_scope = scope::destination(ip.destination);
+        match destination_scope {
+            DestinationScope::Routable | DestinationScope::LinkLocalV4 => {}
+            DestinationScope::OnLink => {
+                return match self.punting {
+                    Some(_) => Verdict::Punt(local_class(frame, &ip, beyond)),
+                    // Only a control plane takes these; unicast is as unrouted as the
+                    // switch's own addresses are without one.
+                    None if is_multidestination(ip.destination) => Verdict::Drop(DropReason::Multicast),
+                    None => Verdict::Drop(DropReason::NoRoute),
+                };
+            }
+            DestinationScope::Multicast => return Verdict::Drop(DropReason::Multicast),
+            DestinationScope::Martian => return Verdict::Drop(DropReason::Martian),
+        }
         let resolved = self.resolved.resolve(&self.fib, ip.destination, &self.port_enabled);
-        if self.punting.is_some() && (resolved == Resolved::Local || stays_on_link(ip.destination)) {
-            return Verdict::Punt(local_class(frame, &ip, beyond));
+        let for_switch = match resolved {
+            Resolved::Local => true,
+            Resolved::Kernel(reason) => reason.delivers_locally(),
+            _ => false,
+        };
+        if for_switch {
+            // Without a control plane nothing consumes frames to the switch's addresses
+            // (config validation keeps addresses for `[control]`).
+            return match self.punting {
+                Some(_) => Verdict::Punt(local_class(frame, &ip, beyond)),
+                None => Verdict::Drop(DropReason::NoRoute),
+            };
+        }
+        // From here the packet would be routed, or answered with an ICMP error as one that
+        // could have been: never when it came to a broadcast or multicast MAC (RFC 1812
+        // §5.3.4), and never from or to a link-local address (RFC 3927 §2.7, RFC 4291 §2.5.6).
+        if to_group_mac {
+            return Verdict::Drop(DropReason::NotRouterMac);
+        }
+        if ip.source_scope == SourceScope::OnLink || destination_scope == DestinationScope::LinkLocalV4 {
+            return Verdict::Drop(DropReason::Martian);
         }
         // `None`: the next hop is not resolved (glean).
         let next = match resolved {
@@ -131,25 +181,18 @@ impl Classifier {
                 return Verdict::Drop(DropReason::LinkDown)
             }
             Resolved::GleanOn(_) => None,
-            // The kernel sends the ICMP unreachable (never for multicast, which no ICMP
-            // error answers). It does its own TTL check first, as a router would.
-            Resolved::Unrouted if self.punting.is_some() && !is_multicast(ip.destination) => {
-                return Verdict::Punt(CoppClass::Unreachable)
-            }
+            // The kernel sends the ICMP unreachable. It does its own TTL check first, as a
+            // router would.
+            Resolved::Unrouted if self.punting.is_some() => return Verdict::Punt(CoppClass::Unreachable),
             Resolved::Blackhole => return Verdict::Drop(DropReason::Blackhole),
-            // The kernel's answer: its ICMP error, its own delivery, or forwarding what the
-            // data plane does not represent. It checks the TTL itself.
+            // The kernel's answer: its ICMP error, or forwarding what the data plane does not
+            // represent. It checks the TTL itself.
             Resolved::Kernel(reason) if self.punting.is_some() => {
                 return Verdict::Punt(match reason {
                     KernelReason::Unreachable | KernelReason::Prohibit | KernelReason::Throw => CoppClass::Unreachable,
-                    KernelReason::LocalRoute | KernelReason::Broadcast | KernelReason::Anycast => {
-                        local_class(frame, &ip, beyond)
-                    }
                     _ => CoppClass::Kernel,
                 })
             }
-            // Without a control plane, nothing consumes frames to the switch's addresses
-            // (config validation keeps addresses for `[control]`).
             Resolved::Local | Resolved::NoRoute | Resolved::Unrouted | Resolved::Kernel(_) => {
                 return Verdict::Drop(DropReason::NoRoute)
             }
@@ -175,12 +218,12 @@ impl Classifier {
         };
         let l3 = &mut frame[ip.l3_offset..];
         match ip.destination {
-            Destination::V4(_) => ipv4::Packet::new_unchecked(l3).decrement_ttl(),
-            Destination::V6(_) => ipv6::Packet::new_unchecked(l3).decrement_hop_limit(),
+            IpAddress::V4(_) => ipv4::Packet::new_unchecked(l3).decrement_ttl(),
+            IpAddress::V6(_) => ipv6::Packet::new_unchecked(l3).decrement_hop_limit(),
         }
         let header = IpHeader {
             l3_offset: ip.l3_offset as u16,
-            is_ipv6: matches!(ip.destination, Destination::V6(_)),
+            is_ipv6: matches!(ip.destination, IpAddress::V6(_)),
             ecn: ip.ecn,
         };
         Verdict::Forward { next, tc, flow_hash: ip.flow_hash, ip: header }
@@ -277,21 +320,11 @@ const ETHERTYPE_MAC_CONTROL: u16 = 0x8808;
 /// ICMPv6 router solicitation .. redirect (RFC 4861).
 const ND_TYPES: std::ops::RangeInclusive<u8> = 133..=137;
 
-/// Whether a destination never leaves the link: IPv6 link-local (fe80::/10) or link-scope
-/// multicast (ff02::/16); IPv4 limited broadcast or link-local multicast (224.0.0.0/24).
-#[inline]
-/// Whether `destination` is IPv4 (224.0.0.0/4) or IPv6 (ff00::/8) multicast.
-fn is_multicast(destination: Destination) -> bool {
+/// Whether `destination` is IPv4 multicast or limited broadcast, or IPv6 multicast.
+fn is_multidestination(destination: IpAddress) -> bool {
     match destination {
-        Destination::V4(address) => address >> 28 == 0xe,
-        Destination::V6(address) => address >> 120 == 0xff,
-    }
-}
-
-fn stays_on_link(destination: Destination) -> bool {
-    match destination {
-        Destination::V4(address) => address == u32::MAX || address >> 8 == 0x00e0_0000,
-        Destination::V6(address) => address >> 118 == 0x3fa || address >> 112 == 0xff02,
+        IpAddress::V4(address) => address >> 28 == 0xe || address == u32::MAX,
+        IpAddress::V6(address) => address >> 120 == 0xff,
     }
 }
 
@@ -299,7 +332,7 @@ fn stays_on_link(destination: Destination) -> bool {
 /// straight after the IPv6 header, types 133-137), `bgp` for TCP from or to port 179, `bfd`
 /// for UDP to 3784/4784, else `ip2me`. Only punted frames pay for reading the ports.
 fn local_class(frame: &[u8], ip: &parse::IpPacket, beyond: usize) -> CoppClass {
-    let is_nd = matches!(ip.destination, Destination::V6(_))
+    let is_nd = matches!(ip.destination, IpAddress::V6(_))
         && frame.get(ip.l3_offset + 6) == Some(&58)
         && frame.get(ip.l3_offset + 40).is_some_and(|kind| ND_TYPES.contains(kind));
     if is_nd {
@@ -325,7 +358,6 @@ mod tests {
     /// in TC3, 48 in TC6, PCP 3 in TC4.
     static CONFIG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         crate::testing::Leaf::new("t")
-            .mac("02:00:00:00:00:aa")
             .qos("dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }\npcp_to_tc = { 3 = 4, default = 1 }")
             .port("p0", 100.0, "")
             .port("p1", 100.0, "")
@@ -352,7 +384,7 @@ mod tests {
         assert_eq!((next, tc, header), (Next::Adjacency(Adjacency { port: 1, mac: peer }), 3, ip));
         classifier.rewrite_macs(&mut frame, peer);
         assert_eq!(&frame[0..6], &[0x02, 0, 0, 0, 0x11, 0x00]);
-        assert_eq!(&frame[6..12], &[0x02, 0, 0, 0, 0, 0xaa]);
+        assert_eq!(&frame[6..12], &[0x02, 0, 0, 0, 0, 0x01]);
         assert_eq!(frame[14 + 8], 63);
         assert_eq!(ones_complement_sum(&frame[14..34]), 0xffff);
         // Everything past the IP header is untouched (the RoCE ICRC stays valid).
@@ -411,8 +443,12 @@ mod tests {
 
     /// CONFIG with `[control]` and addresses on p0 (10.0.0.1/31, fd00::1/127).
     fn with_control() -> Classifier {
+        classifier(&with_control_text())
+    }
+
+    fn with_control_text() -> String {
         let text = CONFIG.replace("name = \"p0\"\n", "name = \"p0\"\naddresses = [\"10.0.0.1/31\", \"fd00::1/127\"]\n");
-        classifier(&format!("{text}{CONTROL}"))
+        format!("{text}{CONTROL}")
     }
 
     fn ethernet(ethertype: u16, len: usize) -> Vec<u8> {
@@ -475,12 +511,14 @@ mod tests {
         assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "255.255.255.255", 1)), punt(CoppClass::Ip2me));
         // A routed packet that would expire: the kernel sends time-exceeded.
         assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.1.2", 1)), punt(CoppClass::Ttl));
-        // No route: the kernel sends net unreachable, v4 and v6, but never for multicast.
+        // No route: the kernel sends net unreachable, v4 and v6; multicast beyond the link
+        // is not routed at all (no ICMP error answers multicast either).
         assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.9.2", 64)), punt(CoppClass::Unreachable));
         assert_eq!(verdict(&mut classifier, ip_frame("fd00::2", "fd09::2", 64)), punt(CoppClass::Unreachable));
-        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "224.0.1.5", 64)), Verdict::Drop(DropReason::NoRoute));
-        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "239.1.1.1", 64)), Verdict::Drop(DropReason::NoRoute));
-        assert_eq!(verdict(&mut classifier, ip_frame("fd00::2", "ff0e::1", 64)), Verdict::Drop(DropReason::NoRoute));
+        let multicast = Verdict::Drop(DropReason::Multicast);
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "224.0.1.5", 64)), multicast);
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "239.1.1.1", 64)), multicast);
+        assert_eq!(verdict(&mut classifier, ip_frame("fd00::2", "ff0e::1", 64)), multicast);
         // The route lookup comes first, as in Linux (ip_forward's TTL check needs a route).
         assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.9.2", 1)), punt(CoppClass::Unreachable));
         // The rest is forwarded as before.
@@ -530,29 +568,20 @@ mod tests {
         let mut classifier = classifier(&CONFIG);
         assert_eq!(verdict(&mut classifier, ethernet(0x0806, 42)), Verdict::Drop(DropReason::Unsupported));
         assert_eq!(verdict(&mut classifier, ethernet(0x88cc, 60)), Verdict::Drop(DropReason::Unsupported));
-        assert_eq!(verdict(&mut classifier, icmpv6("ff02::2", 133)), Verdict::Drop(DropReason::NoRoute));
+        // What only a control plane takes is never looked up in the FIB, whose default
+        // route would otherwise carry it away.
+        let text = CONFIG.replace("prefix = \"10.0.1.0/24\"", "prefix = \"0.0.0.0/0\"");
+        let mut classifier = super::tests::classifier(&format!("{text}[[route]]\nprefix = \"::/0\"\nport = \"p1\"\n"));
+        assert!(matches!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.9.2", 64)), Verdict::Forward { .. }));
+        let multicast = Verdict::Drop(DropReason::Multicast);
+        assert_eq!(verdict(&mut classifier, icmpv6("ff02::2", 133)), multicast);
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "224.0.0.5", 1)), multicast);
+        assert_eq!(verdict(&mut classifier, ip_frame("10.0.0.0", "255.255.255.255", 1)), multicast);
+        assert_eq!(verdict(&mut classifier, ip_frame("fd00::2", "fe80::1", 64)), Verdict::Drop(DropReason::NoRoute));
         assert_eq!(
             verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.1.2", 1)),
             Verdict::Drop(DropReason::TtlExpired)
         );
-    }
-
-    #[test]
-    fn on_link_destinations_are_exactly_the_link_scoped_ones() {
-        let v4 = |text: &str| Destination::V4(u32::from(text.parse::<std::net::Ipv4Addr>().unwrap()));
-        let v6 = |text: &str| Destination::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()));
-        for on_link in ["255.255.255.255", "224.0.0.0", "224.0.0.255"] {
-            assert!(stays_on_link(v4(on_link)), "{on_link}");
-        }
-        for off_link in ["224.0.1.0", "223.255.255.255", "255.255.255.254", "10.0.0.1"] {
-            assert!(!stays_on_link(v4(off_link)), "{off_link}");
-        }
-        for on_link in ["fe80::1", "febf:ffff::1", "ff02::1", "ff02::1:ff00:1"] {
-            assert!(stays_on_link(v6(on_link)), "{on_link}");
-        }
-        for off_link in ["fec0::1", "fe7f::1", "ff05::2", "ff0e::1", "2001:db8::1"] {
-            assert!(!stays_on_link(v6(off_link)), "{off_link}");
-        }
     }
 
     #[test]
@@ -597,5 +626,95 @@ mod tests {
             super::tests::classifier(&text.replace("name = \"p2\"\n", "name = \"p2\"\nenabled = false\n"));
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::NoRoute));
+    }
+
+    /// `frame` sent to `mac` instead of the switch's.
+    fn to_mac(mut frame: Vec<u8>, mac: [u8; 6]) -> Vec<u8> {
+        frame[0..6].copy_from_slice(&mac);
+        frame
+    }
+
+    #[test]
+    fn only_frames_to_the_router_mac_are_routed() {
+        let mut classifier = with_control();
+        let not_router_mac = Verdict::Drop(DropReason::NotRouterMac);
+        let other_station = [0x02, 0, 0, 0, 0x10, 0x09];
+        // Another station's unicast MAC: nothing of it is the switch's, not even ARP.
+        assert_eq!(
+            verdict(&mut classifier, to_mac(ip_frame("10.0.0.0", "10.0.1.2", 64), other_station)),
+            not_router_mac
+        );
+        assert_eq!(
+            verdict(&mut classifier, to_mac(ip_frame("10.0.0.0", "10.0.0.1", 64), other_station)),
+            not_router_mac
+        );
+        assert_eq!(verdict(&mut classifier, to_mac(ethernet(0x0806, 42), other_station)), not_router_mac);
+        // Broadcast and multicast MACs: delivered to the switch when it is the destination,
+        // never routed, nor answered as routed (RFC 1812 §5.3.4).
+        for group in [[0xff; 6], [0x01, 0x00, 0x5e, 0, 0, 1], [0x33, 0x33, 0, 0, 0, 1]] {
+            assert_eq!(verdict(&mut classifier, to_mac(ip_frame("10.0.0.0", "10.0.1.2", 64), group)), not_router_mac);
+            assert_eq!(verdict(&mut classifier, to_mac(ip_frame("10.0.0.0", "10.0.9.2", 64), group)), not_router_mac);
+            assert_eq!(verdict(&mut classifier, to_mac(ip_frame("fd00::2", "fd09::2", 64), group)), not_router_mac);
+            assert_eq!(
+                verdict(&mut classifier, to_mac(ip_frame("10.0.0.0", "10.0.0.1", 64), group)),
+                Verdict::Punt(CoppClass::Ip2me)
+            );
+        }
+        // To the switch's MAC, as before.
+        assert!(matches!(verdict(&mut classifier, ip_frame("10.0.0.0", "10.0.1.2", 64)), Verdict::Forward { .. }));
+    }
+
+    #[test]
+    fn martians_are_dropped_and_link_local_reaches_only_the_switch() {
+        for text in [with_control_text(), CONFIG.clone()] {
+            let control = text.contains("[control]");
+            let mut classifier = classifier(&text);
+            let martian = Verdict::Drop(DropReason::Martian);
+            for (source, destination) in [
+                ("127.0.0.1", "10.0.1.2"),
+                ("0.1.2.3", "10.0.1.2"),
+                ("224.1.1.1", "10.0.1.2"),
+                ("240.0.0.1", "10.0.1.2"),
+                ("255.255.255.255", "10.0.1.2"),
+                ("10.0.0.0", "127.0.0.1"),
+                ("10.0.0.0", "0.0.0.5"),
+                ("10.0.0.0", "240.0.0.1"),
+                // Link-local, which no router forwards (RFC 3927 §2.7, RFC 4291 §2.5.6).
+                ("169.254.1.1", "10.0.1.2"),
+                ("10.0.0.0", "169.254.1.1"),
+                ("0.0.0.0", "10.0.1.2"),
+                ("::1", "fd00:1::2"),
+                ("ff02::1", "fd00:1::2"),
+                ("::ffff:10.0.0.1", "fd00:1::2"),
+                ("fd00::2", "::1"),
+                ("fd00::2", "::"),
+                ("fd00::2", "::ffff:10.0.1.2"),
+                ("fd00::2", "ff01::1"),
+                ("fe80::2", "fd09::2"),
+                ("::", "fd09::2"),
+            ] {
+                assert_eq!(
+                    verdict(&mut classifier, ip_frame(source, destination, 64)),
+                    martian,
+                    "{source} -> {destination}"
+                );
+            }
+            // A martian source is dropped even when the switch is the destination; a
+            // link-local one is its to take.
+            assert_eq!(verdict(&mut classifier, ip_frame("127.0.0.1", "10.0.0.1", 64)), martian);
+            if control {
+                for (source, destination) in [
+                    ("169.254.1.1", "10.0.0.1"),
+                    ("0.0.0.0", "255.255.255.255"),
+                    ("fe80::2", "fd00::1"),
+                    ("::", "ff02::1:ff00:1"),
+                ] {
+                    assert!(
+                        matches!(verdict(&mut classifier, ip_frame(source, destination, 64)), Verdict::Punt(_)),
+                        "{source} -> {destination}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -18,7 +18,7 @@
 
 use crate::pipeline::fib::Next;
 use crate::pipeline::fib::{Fib, KernelReason, Target};
-use crate::wire::parse::Destination;
+use crate::wire::parse::IpAddress;
 
 /// What a destination resolves to in one snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +44,7 @@ pub enum Resolved {
 impl Resolved {
     /// Looks `destination` up in `fib` (the slow path): the route, then the neighbour of a
     /// connected destination.
-    pub fn lookup(fib: &Fib, destination: Destination, port_enabled: &[bool]) -> Self {
+    pub fn lookup(fib: &Fib, destination: IpAddress, port_enabled: &[bool]) -> Self {
         match fib.lookup(destination) {
             Some(Target::Adjacency(adjacency)) => Self::adjacency(adjacency, port_enabled),
             Some(Target::Group(group)) => Self::Next(Next::Group(group)),
@@ -96,12 +96,12 @@ impl Default for ResolveCache {
 
 /// A destination's slot index and its (family, address) key.
 #[inline(always)]
-fn key(destination: Destination) -> (usize, u8, u128) {
+fn key(destination: IpAddress) -> (usize, u8, u128) {
     // Fibonacci hashing: the multiply carries every address bit into the top bits, which pick
     // the slot (hosts of one subnet differ only in their low bits).
     let (family, address) = match destination {
-        Destination::V4(address) => (4, u128::from(address)),
-        Destination::V6(address) => (6, address),
+        IpAddress::V4(address) => (4, u128::from(address)),
+        IpAddress::V6(address) => (6, address),
     };
     let folded = (address as u64) ^ ((address >> 64) as u64);
     let index = (folded.wrapping_mul(crate::rng::GOLDEN_GAMMA) >> (64 - SLOTS.trailing_zeros())) as usize;
@@ -111,7 +111,7 @@ fn key(destination: Destination) -> (usize, u8, u128) {
 impl ResolveCache {
     /// What `destination` resolves to in `fib`, from the cache when its slot holds it.
     #[inline(always)]
-    pub fn resolve(&mut self, fib: &Fib, destination: Destination, port_enabled: &[bool]) -> Resolved {
+    pub fn resolve(&mut self, fib: &Fib, destination: IpAddress, port_enabled: &[bool]) -> Resolved {
         let (index, family, address) = key(destination);
         let slot = &mut self.slots[index];
         if slot.family == family && slot.address == address {
@@ -155,12 +155,12 @@ mod tests {
             .config()
     }
 
-    fn v4(text: &str) -> Destination {
-        Destination::V4(u32::from(text.parse::<std::net::Ipv4Addr>().unwrap()))
+    fn v4(text: &str) -> IpAddress {
+        IpAddress::V4(u32::from(text.parse::<std::net::Ipv4Addr>().unwrap()))
     }
 
-    fn v6(text: &str) -> Destination {
-        Destination::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()))
+    fn v6(text: &str) -> IpAddress {
+        IpAddress::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()))
     }
 
     fn mac(last: u8) -> MacAddress {
@@ -198,7 +198,7 @@ mod tests {
         let fib = Fib::new(&config, &Learned::default(), 1);
         let mut cache = ResolveCache::default();
         for rack in 0..64u128 {
-            cache.resolve(&fib, Destination::V6(0x2001_0db8 << 96 | rack << 64 | 1), &enabled);
+            cache.resolve(&fib, IpAddress::V6(0x2001_0db8 << 96 | rack << 64 | 1), &enabled);
         }
         assert!(cache.filled() > 32, "{} slots for 64 prefixes", cache.filled());
     }
@@ -210,12 +210,12 @@ mod tests {
         let before = Fib::new(&config, &Learned::default(), 1);
         let mut cache = ResolveCache::default();
         // Many destinations, so slots are shared and overwritten; each asked twice.
-        let destinations: Vec<Destination> = (0..2048u32)
+        let destinations: Vec<IpAddress> = (0..2048u32)
             .map(|i| match i % 4 {
-                0 => Destination::V4(0x0a01_0000 | i),
-                1 => Destination::V4(0x0a00_0000 | (i & 0xff)),
-                2 => Destination::V6(0x2001_0db8 << 96 | u128::from(i)),
-                _ => Destination::V4(i << 20),
+                0 => IpAddress::V4(0x0a01_0000 | i),
+                1 => IpAddress::V4(0x0a00_0000 | (i & 0xff)),
+                2 => IpAddress::V6(0x2001_0db8 << 96 | u128::from(i)),
+                _ => IpAddress::V4(i << 20),
             })
             .collect();
         for destination in destinations.iter().chain(&destinations) {
@@ -227,10 +227,10 @@ mod tests {
         assert!(cache.filled() > SLOTS / 2, "{}", cache.filled());
         // An IPv4 and an IPv6 destination with the same bits have different keys.
         assert_eq!(
-            cache.resolve(&before, Destination::V4(0x0a01_0203), &enabled),
+            cache.resolve(&before, IpAddress::V4(0x0a01_0203), &enabled),
             Resolved::lookup(&before, v4("10.1.2.3"), &enabled)
         );
-        assert_eq!(cache.resolve(&before, Destination::V6(0x0a01_0203), &enabled), Resolved::Unrouted);
+        assert_eq!(cache.resolve(&before, IpAddress::V6(0x0a01_0203), &enabled), Resolved::Unrouted);
 
         // The neighbour becomes known in the next snapshot: without `forget` the cache would
         // still glean.

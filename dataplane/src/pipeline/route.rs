@@ -18,7 +18,7 @@
 //! `None`; keys are stored masked to their length, so host bits never affect a match; a clone
 //! never sees a change made to the table it was cloned from, nor the other way round.
 
-use crate::wire::parse::Destination;
+use crate::wire::parse::IpAddress;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -436,22 +436,22 @@ impl<T: Copy + Default> RouteTable<T> {
     }
 
     #[inline]
-    pub fn lookup(&self, destination: Destination) -> Option<T> {
+    pub fn lookup(&self, destination: IpAddress) -> Option<T> {
         match destination {
-            Destination::V4(address) => self.v4.iter().find_map(|(len, map)| map.get(&mask_v4(address, *len)).copied()),
-            Destination::V6(address) => self.v6.iter().find_map(|(len, map)| map.get(&mask_v6(address, *len)).copied()),
+            IpAddress::V4(address) => self.v4.iter().find_map(|(len, map)| map.get(&mask_v4(address, *len)).copied()),
+            IpAddress::V6(address) => self.v6.iter().find_map(|(len, map)| map.get(&mask_v6(address, *len)).copied()),
         }
     }
 
     /// The longest prefix containing `destination` (address masked, length) and its target:
     /// `lookup` with the prefix it matched, for `show route`.
-    pub fn lookup_prefix(&self, destination: Destination) -> Option<(IpAddr, u8, T)> {
+    pub fn lookup_prefix(&self, destination: IpAddress) -> Option<(IpAddr, u8, T)> {
         match destination {
-            Destination::V4(address) => self.v4.iter().find_map(|(len, map)| {
+            IpAddress::V4(address) => self.v4.iter().find_map(|(len, map)| {
                 let key = mask_v4(address, *len);
                 map.get(&key).map(|target| (IpAddr::V4(key.into()), *len, *target))
             }),
-            Destination::V6(address) => self.v6.iter().find_map(|(len, map)| {
+            IpAddress::V6(address) => self.v6.iter().find_map(|(len, map)| {
                 let key = mask_v6(address, *len);
                 map.get(&key).map(|target| (IpAddr::V6(key.into()), *len, *target))
             }),
@@ -503,12 +503,12 @@ mod tests {
         table
     }
 
-    fn v4(text: &str) -> Destination {
-        Destination::V4(u32::from(text.parse::<std::net::Ipv4Addr>().unwrap()))
+    fn v4(text: &str) -> IpAddress {
+        IpAddress::V4(u32::from(text.parse::<std::net::Ipv4Addr>().unwrap()))
     }
 
-    fn v6(text: &str) -> Destination {
-        Destination::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()))
+    fn v6(text: &str) -> IpAddress {
+        IpAddress::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()))
     }
 
     fn ip(text: &str) -> IpAddr {

@@ -786,7 +786,7 @@ mod tests {
 
     #[test]
     fn a_new_fib_generation_takes_effect_at_the_next_refresh() {
-        let text = "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:aa\"\n\
+        let text = "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n\
                     [[port]]\nname = \"p0\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:10:00\"\n\
                     [[port]]\nname = \"p1\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:11:00\"\n\
                     [[port]]\nname = \"p2\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:12:00\"\n\
@@ -1153,7 +1153,7 @@ mod tests {
 
     #[test]
     fn a_group_with_every_member_down_drops_as_link_down() {
-        let text = "[switch]\nname = \"g\"\nmac = \"02:00:00:00:00:aa\"\n\
+        let text = "[switch]\nname = \"g\"\nmac = \"02:00:00:00:00:01\"\n\
                     [[port]]\nname = \"p0\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:10:00\"\n\
                     [[port]]\nname = \"u1\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:11:00\"\n\
                     [[port]]\nname = \"u2\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:12:00\"\n\

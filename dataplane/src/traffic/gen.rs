@@ -468,15 +468,15 @@ fn pfc_storm(host: u8, priority: u8, interval_us: f64, duration_us: Option<f64>)
 #[cfg(test)]
 mod pattern_tests {
     use super::*;
-    use crate::wire::parse::{parse, Destination, Payload};
+    use crate::wire::parse::{parse, IpAddress, Payload};
 
     fn destinations(trace: &[(u64, Vec<u8>)]) -> Vec<u32> {
         trace
             .iter()
             .filter_map(|(_, bytes)| match parse(bytes).unwrap().payload {
                 Payload::Ip(ip) => match ip.destination {
-                    Destination::V4(address) => Some(address),
-                    Destination::V6(_) => None,
+                    IpAddress::V4(address) => Some(address),
+                    IpAddress::V6(_) => None,
                 },
                 _ => None,
             })

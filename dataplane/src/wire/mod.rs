@@ -13,6 +13,7 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod parse;
 pub mod pfc;
+pub mod scope;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;

@@ -6,6 +6,7 @@
 //! counts as `malformed`. It never writes.
 
 use super::ethernet::{self, EtherType};
+use super::scope::{self, SourceScope};
 use super::{bth, ipv4, ipv6, pfc, tcp, udp, vlan, Result, WireError};
 
 /// At most this many VLAN tags (QinQ) are walked.
@@ -13,9 +14,9 @@ const MAX_VLAN_TAGS: usize = 2;
 /// At most this many IPv6 extension headers are walked before giving up on L4 (not an error).
 const MAX_IPV6_EXTENSIONS: usize = 8;
 
-/// The destination address, as integers so lookups need no conversions.
+/// An IP address as an integer, so lookups need no conversions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Destination {
+pub enum IpAddress {
     V4(u32),
     V6(u128),
 }
@@ -32,7 +33,10 @@ pub struct Roce {
 pub struct IpPacket {
     /// Offset of the IP header from the start of the frame (after any VLAN tags).
     pub l3_offset: usize,
-    pub destination: Destination,
+    pub destination: IpAddress,
+    /// What the source address allows (`scope::source`): kept instead of the address, which
+    /// only the flow hash needs.
+    pub source_scope: SourceScope,
     pub dscp: u8,
     pub ecn: u8,
     /// TTL (IPv4) or hop limit (IPv6).
@@ -139,7 +143,8 @@ fn parse_ipv4(frame: &[u8], l3_offset: usize, beyond: usize) -> Result<IpPacket>
     let flow_hash = flow_hash(&[source, destination, u32::from(protocol), ports.ports, ports.dest_qp]);
     Ok(IpPacket {
         l3_offset,
-        destination: Destination::V4(destination),
+        destination: IpAddress::V4(destination),
+        source_scope: scope::source(IpAddress::V4(source)),
         dscp: packet.dscp(),
         ecn: packet.ecn(),
         ttl: packet.ttl(),
@@ -174,7 +179,8 @@ fn parse_ipv6(frame: &[u8], l3_offset: usize, beyond: usize) -> Result<IpPacket>
     ]);
     Ok(IpPacket {
         l3_offset,
-        destination: Destination::V6(destination),
+        destination: IpAddress::V6(destination),
+        source_scope: scope::source(IpAddress::V6(source)),
         dscp: packet.dscp(),
         ecn: packet.ecn(),
         ttl: packet.hop_limit(),
@@ -191,7 +197,7 @@ fn parse_ipv6(frame: &[u8], l3_offset: usize, beyond: usize) -> Result<IpPacket>
 pub fn transport_ports(frame: &[u8], ip: &IpPacket, beyond: usize) -> Option<(u8, u16, u16)> {
     let l3 = frame.get(ip.l3_offset..)?;
     let (protocol, bytes, l3_len) = match ip.destination {
-        Destination::V4(_) => {
+        IpAddress::V4(_) => {
             let packet = ipv4::Packet::new_checked_beyond(l3, beyond).ok()?;
             if packet.is_fragment() && u16::from_be_bytes([l3[6], l3[7]]) & 0x1fff != 0 {
                 return None;
@@ -200,7 +206,7 @@ pub fn transport_ports(frame: &[u8], ip: &IpPacket, beyond: usize) -> Option<(u8
             // The checked view vouches for these bounds (the payload ends with the buffer).
             (packet.protocol(), &l3[packet.header_len()..total_len.min(l3.len())], total_len)
         }
-        Destination::V6(_) => {
+        IpAddress::V6(_) => {
             let packet = ipv6::Packet::new_checked_beyond(l3, beyond).ok()?;
             let l3_len = ipv6::HEADER_LEN + usize::from(packet.payload_len());
             let payload = &l3[ipv6::HEADER_LEN..l3_len.min(l3.len())];
@@ -347,7 +353,7 @@ pub(crate) mod tests {
         assert_eq!(parsed.pcp, None);
         let Payload::Ip(ip) = parsed.payload else { panic!("not IP") };
         assert_eq!(ip.l3_offset, 14);
-        assert_eq!(ip.destination, Destination::V4(0x0a00_0102));
+        assert_eq!(ip.destination, IpAddress::V4(0x0a00_0102));
         assert_eq!((ip.dscp, ip.ecn, ip.ttl, ip.protocol), (26, 0b10, 64, 17));
         assert_eq!(ip.roce, Some(Roce { opcode: 0x04, dest_qp: 0x11 }));
     }
@@ -441,7 +447,7 @@ pub(crate) mod tests {
         let Payload::Ip(ip) = parse(&frame).unwrap().payload else { panic!("not IP") };
         assert_eq!(ip.protocol, 6);
         assert_eq!(ip.ttl, 64);
-        assert_eq!(ip.destination, Destination::V6(u128::from("2001:db8:1::2".parse::<std::net::Ipv6Addr>().unwrap())));
+        assert_eq!(ip.destination, IpAddress::V6(u128::from("2001:db8:1::2".parse::<std::net::Ipv6Addr>().unwrap())));
         // Another TCP source port is another flow.
         let mut other = frame.clone();
         other[14 + 40 + 8 + 1] = 0x3a;

@@ -788,8 +788,15 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
             Place { partition: switch, index: hosts_of[switch] - 1 }
         })
         .collect();
-    let mut nics: Vec<Nic> =
-        fabric.hosts.iter().enumerate().map(|(i, h)| Nic::new(i, h.address, h.mac, host_link[i].1)).collect();
+    let mut nics: Vec<Nic> = fabric
+        .hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let (switch, speed_mbps) = host_link[i];
+            Nic::new(i, h.address, h.mac, fabric.switches[switch].mac, speed_mbps)
+        })
+        .collect();
     let mut qps = Vec::with_capacity(qp_specs.len());
     for (id, spec) in qp_specs.iter().enumerate() {
         let slot = nics[spec.sender].sending.len();

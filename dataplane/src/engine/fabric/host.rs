@@ -156,6 +156,8 @@ pub struct Nic {
     pub host: usize,
     pub address: Ipv4Addr,
     pub mac: MacAddress,
+    /// The MAC of the switch its link goes to, which its frames are sent to.
+    pub router_mac: MacAddress,
     pub speed_mbps: u64,
     /// The queue pairs it sends on.
     pub sending: Vec<QueuePair>,
@@ -259,11 +261,12 @@ impl RoundRobin {
 }
 
 impl Nic {
-    pub fn new(host: usize, address: Ipv4Addr, mac: MacAddress, speed_mbps: u64) -> Self {
+    pub fn new(host: usize, address: Ipv4Addr, mac: MacAddress, router_mac: MacAddress, speed_mbps: u64) -> Self {
         Self {
             host,
             address,
             mac,
+            router_mac,
             speed_mbps,
             sending: Vec::new(),
             order: RoundRobin::default(),
@@ -309,7 +312,7 @@ pub struct DataFrame {
 pub fn data_frame(from: &Nic, to: Ipv4Addr, frame: DataFrame) -> HeapPacket {
     let DataFrame { qp, psn, opcode, payload, tag, from: sender } = frame;
     let mut spec = FrameSpec::rocev2(IpAddr::V4(from.address), IpAddr::V4(to), qp as u32 + 1);
-    spec.source_mac = from.mac;
+    (spec.source_mac, spec.destination_mac) = (from.mac, from.router_mac);
     spec.dscp = DATA_DSCP;
     spec.ecn = 0b10;
     spec.frame_len = payload + crate::traffic::frames::ROCE_OVERHEAD;
@@ -343,7 +346,7 @@ const DATA_HEADERS: usize = 14 + 20 + 8 + crate::wire::bth::HEADER_LEN;
 pub fn cnp_frame(from: &Nic, cnp: Cnp) -> HeapPacket {
     let Cnp { qp, to, slot } = cnp;
     let mut spec = FrameSpec::rocev2(IpAddr::V4(from.address), IpAddr::V4(to), qp as u32 + 1);
-    spec.source_mac = from.mac;
+    (spec.source_mac, spec.destination_mac) = (from.mac, from.router_mac);
     spec.dscp = CNP_DSCP;
     spec.ecn = 0;
     spec.transport = Transport::Roce { source: 0xc000, opcode: OPCODE_CNP, dest_qp: qp as u32 + 1, psn: 0 };
@@ -431,7 +434,13 @@ mod tests {
 
     #[test]
     fn frames_read_back() {
-        let nic = Nic::new(0, Ipv4Addr::new(10, 0, 0, 1), MacAddress([2, 0, 0, 0x10, 0, 0]), 100_000);
+        let nic = Nic::new(
+            0,
+            Ipv4Addr::new(10, 0, 0, 1),
+            MacAddress([2, 0, 0, 0x10, 0, 0]),
+            MacAddress([2, 0, 0, 0, 0, 1]),
+            100_000,
+        );
         let frame = DataFrame { qp: 6, psn: 0x12345, opcode: 0x02, payload: 4096, tag: 77, from: 5 };
         let data = data_frame(&nic, Ipv4Addr::new(10, 1, 0, 1), frame);
         use crate::packet::PacketBuf;

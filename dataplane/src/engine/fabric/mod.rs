@@ -404,6 +404,7 @@ fn explicit(
     let mut links = Vec::new();
     let mut used: Vec<Endpoint> = Vec::new();
     let mut host_switch = vec![None; hosts.len()];
+    let mut host_mac = vec![None; hosts.len()];
     for (index, link) in link_entries.iter().enumerate() {
         let (a, a_port) = resolve(&link.a, &format!("link[{index}].a"))?;
         let (b, b_port) = resolve(&link.b, &format!("link[{index}].b"))?;
@@ -438,8 +439,30 @@ fn explicit(
             return Err(InputError::new(file, format!("link[{index}].cable_m"), format!("{cable_m} is not a length")));
         }
         for (end, other) in [(a, b), (b, a)] {
-            if let (Endpoint::Host(host), Endpoint::Switch { switch, .. }) = (end, other) {
-                host_switch[host] = Some(switch);
+            let Endpoint::Switch { switch, port } = end else { continue };
+            let config = &configs[switch];
+            let peer_mac = config.ports[port].peer_mac;
+            match other {
+                // The host answers to the MAC its switch expects, if the port names one.
+                Endpoint::Host(host) => {
+                    host_switch[host] = Some(switch);
+                    host_mac[host] = peer_mac;
+                }
+                // A switch routes only frames sent to its own MAC, as a real one does.
+                Endpoint::Switch { switch: peer, .. } => match peer_mac {
+                    Some(mac) if mac != configs[peer].mac => {
+                        return Err(InputError::new(
+                            file,
+                            format!("link[{index}]"),
+                            format!(
+                                "port '{}' of switch '{}' has peer_mac {mac}, but switch '{}' has mac {}: \
+                                 it would drop the frames as not_router_mac",
+                                config.ports[port].name, config.name, configs[peer].name, configs[peer].mac
+                            ),
+                        ))
+                    }
+                    _ => {}
+                },
             }
         }
         links.push(Link { a, b, speed_mbps, cable_m });
@@ -449,6 +472,9 @@ fn explicit(
             return Err(InputError::new(file, "host", format!("'{}' has no link to a switch", hosts[host].name)));
         };
         hosts[host].leaf = *switch;
+        if let Some(mac) = host_mac[host] {
+            hosts[host].mac = mac;
+        }
     }
     // A port without a cable would send into nothing: the engine needs every port linked.
     for (index, config) in configs.iter().enumerate() {

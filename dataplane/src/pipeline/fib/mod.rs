@@ -41,7 +41,7 @@ pub use crate::config::Neighbor;
 use crate::config::{Config, GroupMode};
 use crate::pipeline::route::{CowMap, RouteTable};
 use crate::wire::ethernet::MacAddress;
-use crate::wire::parse::Destination;
+use crate::wire::parse::IpAddress;
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -112,6 +112,12 @@ pub enum KernelReason {
 }
 
 impl KernelReason {
+    /// Whether the kernel takes the packet as its own (a local, broadcast or anycast route)
+    /// rather than answering it with an ICMP error or forwarding it.
+    pub fn delivers_locally(self) -> bool {
+        matches!(self, Self::LocalRoute | Self::Broadcast | Self::Anycast)
+    }
+
     pub const ALL: [KernelReason; 11] = [
         Self::Unreachable,
         Self::Prohibit,
@@ -297,10 +303,10 @@ pub struct ExplainedHop {
 }
 
 /// An address as the lookups take it.
-pub fn ip_destination(ip: IpAddr) -> Destination {
+pub fn ip_destination(ip: IpAddr) -> IpAddress {
     match ip {
-        IpAddr::V4(ip) => Destination::V4(u32::from(ip)),
-        IpAddr::V6(ip) => Destination::V6(u128::from(ip)),
+        IpAddr::V4(ip) => IpAddress::V4(u32::from(ip)),
+        IpAddr::V6(ip) => IpAddress::V6(u128::from(ip)),
     }
 }
 
@@ -384,17 +390,17 @@ impl Fib {
 
     /// The neighbour entry of `destination` on `port`, if resolved.
     #[inline]
-    pub fn neighbor(&self, port: u16, destination: Destination) -> Option<Adjacency> {
+    pub fn neighbor(&self, port: u16, destination: IpAddress) -> Option<Adjacency> {
         let mac = match destination {
-            Destination::V4(ip) => self.neighbors_v4.get(&(port, ip)),
-            Destination::V6(ip) => self.neighbors_v6.get(&(port, ip)),
+            IpAddress::V4(ip) => self.neighbors_v4.get(&(port, ip)),
+            IpAddress::V6(ip) => self.neighbors_v6.get(&(port, ip)),
         };
         mac.map(|&mac| Adjacency { port, mac })
     }
 
     /// The FIB's answer for `destination`, as `ip route get` gives the kernel's: the longest
     /// prefix matching it, what it resolves to, and the route's next hops (`show route`).
-    pub fn explain(&self, destination: Destination) -> Option<Explained> {
+    pub fn explain(&self, destination: IpAddress) -> Option<Explained> {
         let (address, len, id) = self.routes.lookup_prefix(destination)?;
         let index = id as usize;
         let target = self.next_hop(id);
@@ -447,7 +453,7 @@ impl Fib {
     }
 
     #[inline]
-    pub fn lookup(&self, destination: Destination) -> Option<Target> {
+    pub fn lookup(&self, destination: IpAddress) -> Option<Target> {
         self.routes.lookup(destination).map(|id| self.next_hop(id))
     }
 
@@ -562,8 +568,8 @@ mod tests {
             .toml()
     });
 
-    pub(super) fn v4(text: &str) -> Destination {
-        Destination::V4(u32::from(text.parse::<std::net::Ipv4Addr>().unwrap()))
+    pub(super) fn v4(text: &str) -> IpAddress {
+        IpAddress::V4(u32::from(text.parse::<std::net::Ipv4Addr>().unwrap()))
     }
 
     pub(super) fn ip(text: &str) -> IpAddr {
@@ -654,7 +660,7 @@ mod tests {
         // The port's subnet is connected; its own address is local, in both families.
         assert_eq!(fib.lookup(v4("10.0.0.7")), Some(Target::Connected(0)));
         assert_eq!(fib.lookup(v4("10.0.0.1")), Some(Target::Local));
-        let v6 = |text: &str| Destination::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()));
+        let v6 = |text: &str| IpAddress::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()));
         assert_eq!(fib.lookup(v6("fd00::1")), Some(Target::Local));
         assert_eq!(fib.lookup(v6("fd00::7")), Some(Target::Connected(0)));
         assert_eq!(fib.neighbor(2, v4("10.255.0.2")), Some(up1));

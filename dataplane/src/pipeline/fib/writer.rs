@@ -182,6 +182,7 @@ impl FibWriter {
                 RouteTarget::Port(port) => Via::Peer(*port as u16),
                 RouteTarget::Group(group) => Via::ConfigGroup(*group as u32),
                 RouteTarget::Via(next_hops) => Via::Gateways(next_hops.clone().into_boxed_slice()),
+                RouteTarget::Blackhole => Via::Blackhole,
             };
             writer.set_route(Source::Config, route.prefix.address, route.prefix.len, Some(via));
         }
