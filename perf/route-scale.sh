@@ -9,7 +9,9 @@
 # workers read holds every route (raceway's telemetry), raceway's RSS growth per route over the
 # batch, and, with the
 # batch's routes in place, the time from one more `ip route add` returning to the FIB holding it
-# (p50/p99 of 100), and raceway's own read-to-publish and punt latency quantiles. Needs root.
+# (p50/p99 of 100), and raceway's own read-to-publish and punt latency quantiles. Then raceway's
+# RSS idle, at its peak, and once every batch is deleted again; and `raceway show routes` with
+# the largest batch in place: its time and its client's peak RSS. Needs root.
 #   perf/route-scale.sh [SIZES]      (SIZES: IPv4 batch sizes, default "10000 100000 1000000")
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,7 +64,7 @@ TOML
 $raceway --log-level warn run -c "$work/leaf.toml" --stats-json "$work/stats.json" >"$work/raceway.log" 2>&1 &
 switch=$!
 python3 perf/route_scale.py --telemetry "/var/run/dpdk/$tag/dpdk_telemetry.v2" --pid "$switch" \
-  --control "${tag}ctl" --host0 "${tag}h0" --work "$work" --sizes $sizes
+  --control "${tag}ctl" --host0 "${tag}h0" --work "$work" --sizes $sizes --raceway "$raceway" --prefix "$tag"
 kill -INT "$switch"; wait "$switch"; switch=""
 python3 - "$work/stats.json" <<'PY'
 import json, sys

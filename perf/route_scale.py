@@ -9,6 +9,8 @@ parser.add_argument("--control")
 parser.add_argument("--host0")
 parser.add_argument("--work")
 parser.add_argument("--sizes", nargs="+", type=int)
+parser.add_argument("--raceway")
+parser.add_argument("--prefix")
 args = parser.parse_args()
 
 
@@ -100,8 +102,23 @@ def single_changes(family, count, samples=100):
     return times[len(times) // 2], times[int(len(times) * 0.99)]
 
 
+def show_routes():
+    """`raceway show routes` with the table in place: its time, its client's peak RSS, lines."""
+    started = time.time()
+    client = subprocess.Popen([args.raceway, "show", "--prefix", args.prefix, "routes"], stdout=subprocess.PIPE)
+    lines = sum(1 for _ in client.stdout)
+    _, status, usage = os.wait4(client.pid, 0)
+    client.returncode = os.waitstatus_to_exitcode(status)
+    if client.returncode != 0:
+        sys.exit(f"error: raceway show routes failed ({client.returncode})")
+    return time.time() - started, usage.ru_maxrss * 1024, lines
+
+
 fib_at_start = fib()
 base_routes = fib_at_start["routes"]
+idle_rss = rss_bytes()
+peak_rss = idle_rss
+shown = None
 rows = []
 # IPv6 first: the allocator keeps what a batch freed, so RSS is read against each batch's own
 # start, and the largest batch comes last.
@@ -114,6 +131,9 @@ for family, count in [(6, 100_000)] + [(4, size) for size in args.sizes]:
     wait_routes(base_routes + count)
     seen = time.time() - started
     rss = rss_bytes()
+    peak_rss = max(peak_rss, rss)
+    if family == 4 and count == max(args.sizes):
+        shown = (count,) + show_routes()
     p50, p99 = single_changes(family, count)
     started = time.time()
     subprocess.run(["ip", "-n", args.control, "-batch", delete], check=True)
@@ -124,6 +144,15 @@ for family, count in [(6, 100_000)] + [(4, size) for size in args.sizes]:
     os.unlink(add)
     os.unlink(delete)
 
+# The switch gives freed memory back in its housekeeping once the deletes settle: read RSS
+# until it stops falling (at most 5 s).
+after_rss = rss_bytes()
+for _ in range(50):
+    time.sleep(0.1)
+    now = rss_bytes()
+    if now >= after_rss:
+        break
+    after_rss = now
 across.send_signal(2)
 gateway.send_signal(2)
 out_across, _ = across.communicate()
@@ -143,6 +172,12 @@ for family, count, kernel, seen, kernel_del, seen_del, p50, p99, per_route in ro
     print(f"| {count:,} {kind} | {kernel:.2f} s ({count / kernel / 1e3:,.0f} k/s) | {seen:.2f} s ({count / seen / 1e3:,.0f} k/s) "
           f"| {kernel_del:.2f} s | {seen_del:.2f} s ({count / seen_del / 1e3:,.0f} k/s) | {p50 * 1e3:.2f} / {p99 * 1e3:.2f} ms "
           f"| {per_route:.0f} B |")
+print(f"raceway RSS: idle {idle_rss / 2**20:.0f} MB; at most {peak_rss / 2**20:.0f} MB with routes in; "
+      f"{after_rss / 2**20:.0f} MB once every batch was deleted ({after_rss / idle_rss:.2f} x idle)")
+if shown:
+    count, seconds, client_rss, lines = shown
+    print(f"raceway show routes at {count:,} routes and more: {lines:,} lines in {seconds:.2f} s, "
+          f"client peak RSS {client_rss / 2**20:.0f} MB")
 print(f"ping host0 -> host1 every 5 ms through the switch: {summary(out_across)}")
 print(f"ping host0 -> its gateway every 10 ms (punted): {summary(out_gateway)}")
 print(f"raceway: read-to-publish p50 {control['publish_p50_ns'] / 1e3:.0f} us, p99 {control['publish_p99_ns'] / 1e3:.0f} us; "

@@ -624,9 +624,16 @@ fn execute(command: Command) -> Result<(), Failure> {
                 ShowWhat::Neighbors => View::Neighbors,
                 ShowWhat::Clear { what: ClearWhat::Watermarks { persistent } } => View::ClearWatermarks { persistent },
             };
-            let text = show::run(&show::socket_path(&prefix), view, period, json).map_err(Failure)?;
-            print!("{text}");
-            Ok(())
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            match show::run(&show::socket_path(&prefix), view, period, json, &mut out) {
+                // A reader that stopped early (`| head`) wanted no more.
+                Err(said) if said.contains("Broken pipe") => Ok(()),
+                Err(said) => Err(Failure(said)),
+                Ok(()) => match std::io::Write::flush(&mut out) {
+                    Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(Failure(format!("show: {err}"))),
+                    _ => Ok(()),
+                },
+            }
         }
         Command::Check { config: path } => {
             let config = Config::load(&path)?;

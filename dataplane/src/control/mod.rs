@@ -66,6 +66,9 @@ pub const RING_MBUFS: usize = PUNT_RING_FRAMES * CoppClass::COUNT + INJECT_RING_
 const READ_PER_TURN: usize = 32;
 /// How often counters are published (also the longest sleep; link changes wake the thread).
 const HOUSEKEEPING: Duration = Duration::from_millis(50);
+/// Routes a table must have reached before its halving gives the allocator's free memory
+/// back: smaller tables leave too little behind to be worth the allocator's walk.
+const TRIM_AFTER_ROUTES: usize = 65_536;
 /// The longest a change read from the kernel waits to be published while more keep coming.
 pub const PUBLISH_WITHIN: Duration = Duration::from_millis(1);
 
@@ -509,6 +512,8 @@ impl FibThread {
         let mut generation = self.link.fib.generation();
         let mut publish_latency = LatencyHistogram::default();
         let mut next_housekeeping = Instant::now();
+        // The most routes since the allocator last gave memory back.
+        let mut routes_peak = 0;
         while !self.stop.load(Ordering::Relaxed) {
             let started = Instant::now();
             match self.sync.poll(&mut self.writer, started + PUBLISH_WITHIN) {
@@ -545,6 +550,15 @@ impl FibThread {
                 stats.fib_dumps = self.sync.refreshes;
                 stats.fib_kernel_routes = self.sync.tables.kernel_route_counts();
                 stats.fib_partial = u64::from(self.sync.tables.partial());
+                drop(stats);
+                // Once a large table has halved and its changes have settled (the snapshots
+                // that held the old routes reclaimed), the freed memory goes back.
+                let routes = self.writer.routes();
+                routes_peak = routes_peak.max(routes);
+                if !changed && routes_peak >= TRIM_AFTER_ROUTES && routes * 2 < routes_peak {
+                    host::release_free_memory();
+                    routes_peak = routes;
+                }
             }
             if !changed {
                 let _ = host::wait_readable(&[self.sync.raw_fd()], HOUSEKEEPING.as_millis() as i32);

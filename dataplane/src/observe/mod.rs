@@ -9,6 +9,7 @@ pub mod latency;
 pub mod metrics;
 pub mod progress;
 pub mod report;
+pub mod route_stream;
 pub mod show;
 pub mod stats;
 pub mod telemetry;

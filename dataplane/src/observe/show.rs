@@ -61,6 +61,10 @@ impl Pager {
             }
         };
         let pages = document.len().div_ceil(PAGE_BYTES).max(1);
+        if page + 1 >= pages {
+            // The last page: the document goes now rather than when later clients push it out.
+            self.kept.lock().expect("pager lock").retain(|(kept_token, _)| kept_token != token);
+        }
         let chunk = document.chunks(PAGE_BYTES).nth(page).unwrap_or(&[]);
         let mut reply = String::with_capacity(16 + 2 * chunk.len());
         let _ = write!(reply, "{pages} ");
@@ -175,17 +179,22 @@ impl Client {
         serde_json::from_slice(&self.buffer[..len]).map_err(|err| format!("telemetry: a reply that is not JSON: {err}"))
     }
 
+    /// The switch's string reply to `command` (a `/raceway/show` request).
+    pub fn request(&mut self, command: &str) -> Result<String, String> {
+        self.socket.send(command.as_bytes()).map_err(|err| format!("telemetry: {err}"))?;
+        let mut reply = self.receive()?;
+        match reply.get_mut("/raceway/show").map(Value::take) {
+            Some(Value::String(text)) => Ok(text),
+            _ => Err(format!("telemetry: the switch does not answer /raceway/show ({reply})")),
+        }
+    }
+
     /// The document of `view`, page by page.
     pub fn fetch(&mut self, view: &str) -> Result<Value, String> {
         let mut document = Vec::new();
         let mut page = 0;
         loop {
-            let command = format!("/raceway/show,{} {view} {page}", self.token);
-            self.socket.send(command.as_bytes()).map_err(|err| format!("telemetry: {err}"))?;
-            let reply = self.receive()?;
-            let text = reply["/raceway/show"]
-                .as_str()
-                .ok_or_else(|| format!("telemetry: the switch does not answer /raceway/show ({reply})"))?;
+            let text = self.request(&format!("/raceway/show,{} {view} {page}", self.token))?;
             let (pages, hex) = text.split_once(' ').ok_or("telemetry: a malformed page")?;
             let pages: usize = pages.parse().map_err(|_| "telemetry: a malformed page count")?;
             if hex.len() % 2 != 0 {
@@ -522,28 +531,6 @@ pub fn watermarks(state: &Value, persistent: bool) -> Vec<Table> {
     vec![queue, queue_cells, shared, headroom]
 }
 
-/// `show routes`: the FIB's routes, each with what it resolves to (groups with their
-/// members), from a `fib` document.
-pub fn routes(fib: &Value, within: Option<crate::config::Prefix>) -> Vec<Table> {
-    let mut table = Table::new("", &["Prefix", "Resolves to"]);
-    let text = fib["fib"].as_str().unwrap_or("");
-    let inside = |prefix: &str| {
-        let Some(within) = within else { return true };
-        crate::config::Prefix::parse(prefix).is_ok_and(|prefix| {
-            prefix.address.is_ipv4() == within.address.is_ipv4()
-                && prefix.len >= within.len
-                && crate::pipeline::fib::masked(prefix.address, within.len) == within.address
-        })
-    };
-    for line in text.lines().filter(|line| !line.starts_with('#') && !line.starts_with("neighbor ")) {
-        if let Some((prefix, target)) = line.split_once(' ').filter(|(prefix, _)| inside(prefix)) {
-            table.rows.push(vec![prefix.to_string(), target.to_string()]);
-        }
-    }
-    table.title = text.lines().next().unwrap_or("").trim_start_matches("# ").to_string();
-    vec![table]
-}
-
 /// The view asking for the FIB's answers for some addresses: `route:ADDR,ADDR,...`.
 const ROUTE_VIEW: &str = "route:";
 /// Bytes of addresses in one request: DPDK's telemetry reads a request of up to 1 KiB.
@@ -685,10 +672,28 @@ pub fn json_key(view: &str, index: usize) -> String {
     names.get(index).map_or_else(|| view.to_string(), |name| name.to_string())
 }
 
-/// Asks the switch behind `socket` for `view` and returns what to print (`period`: between the
-/// two samples of `counters`).
-pub fn run(socket: &std::path::Path, view: View, period: Duration, as_json: bool) -> Result<String, String> {
+/// Asks the switch behind `socket` for `view` and writes what it says to `out` (`period`:
+/// between the two samples of `counters`). Routes are written as they arrive.
+pub fn run(
+    socket: &std::path::Path,
+    view: View,
+    period: Duration,
+    as_json: bool,
+    out: &mut impl std::io::Write,
+) -> Result<(), String> {
     let mut client = Client::connect(socket)?;
+    let text = view_text(&mut client, view, period, as_json, out)?;
+    out.write_all(text.as_bytes()).map_err(|err| format!("show: {err}"))
+}
+
+/// What `run` prints for `view`, but routes, which `route_stream` writes to `out` itself.
+fn view_text(
+    client: &mut Client,
+    view: View,
+    period: Duration,
+    as_json: bool,
+    out: &mut impl std::io::Write,
+) -> Result<String, String> {
     let (name, tables) = match view {
         View::Interfaces => ("interfaces", interfaces(&client.fetch("state")?)),
         View::Counters => {
@@ -701,11 +706,15 @@ pub fn run(socket: &std::path::Path, view: View, period: Duration, as_json: bool
         View::Watermarks { persistent, clear } => {
             let tables = watermarks(&client.fetch("state")?, persistent);
             if clear {
-                clear_watermarks(&mut client, persistent)?;
+                clear_watermarks(client, persistent)?;
             }
             ("watermarks", tables)
         }
-        View::Routes(within) => ("routes", routes(&client.fetch("fib")?, within)),
+        View::Routes(within) => {
+            let token = client.token.clone();
+            crate::observe::route_stream::stream(&token, within, as_json, |command| client.request(command), out)?;
+            return Ok(String::new());
+        }
         View::Route(addresses) => {
             let mut answers = Vec::with_capacity(addresses.len());
             for view in route_views(&addresses) {
@@ -721,7 +730,7 @@ pub fn run(socket: &std::path::Path, view: View, period: Duration, as_json: bool
         }
         View::Neighbors => ("neighbors", neighbors(&client.fetch("fib")?)),
         View::ClearWatermarks { persistent } => {
-            clear_watermarks(&mut client, persistent)?;
+            clear_watermarks(client, persistent)?;
             let what = if persistent { "persistent and user watermarks" } else { "watermarks" };
             return Ok(if as_json { format!("{{\"cleared\": \"{what}\"}}\n") } else { format!("cleared {what}\n") });
         }
@@ -770,6 +779,7 @@ mod tests {
         }
         assert!(page > 1, "several pages");
         assert_eq!(built, 1, "built once, on page 0");
+        assert!(pager.kept.lock().unwrap().is_empty(), "a document read to its end is let go");
         assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), document);
         assert!(pager.answer("t2 nothing 0", |_| None).is_none(), "an unknown view");
         assert!(pager.answer("t2 fib", |_| None).is_none(), "no page");
@@ -844,17 +854,9 @@ mod tests {
     }
 
     #[test]
-    fn routes_and_neighbours_come_from_the_fib_dump() {
+    fn neighbours_come_from_the_fib_dump() {
         let fib = json!({ "fib": "# raceway FIB generation 3: 2 routes, 1 neighbours\n10.0.1.0/24 connected p1\n\
             10.200.0.0/24 group ecmp up0 02:00:00:00:20:01 up1 02:00:00:00:21:01\nneighbor 10.0.1.2 p1 02:00:00:00:11:00\n" });
-        let routes = &routes(&fib, None)[0];
-        assert_eq!(routes.rows.len(), 2);
-        // A prefix keeps the routes inside it, itself included.
-        let within = |text: &str| super::routes(&fib, Some(crate::config::Prefix::parse(text).unwrap()))[0].rows.len();
-        assert_eq!((within("10.200.0.0/16"), within("10.200.0.0/24"), within("10.0.0.0/8")), (1, 1, 2));
-        assert_eq!((within("10.200.0.0/25"), within("fd00::/8")), (0, 0));
-        assert_eq!(routes.rows[1], ["10.200.0.0/24", "group ecmp up0 02:00:00:00:20:01 up1 02:00:00:00:21:01"]);
-        assert!(routes.title.starts_with("raceway FIB generation 3"));
         assert_eq!(neighbors(&fib)[0].rows, [["10.0.1.2", "p1", "02:00:00:00:11:00"]]);
     }
 

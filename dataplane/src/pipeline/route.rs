@@ -293,7 +293,13 @@ impl<K: AddressKey, V: Copy + Default> CowMap<K, V> {
 
     /// Twice the slots, every entry placed again: a new table, sharing nothing.
     fn grow(&mut self) {
-        let mut pages = vec![Page::empty(); (self.mask + 1) * 2 / PAGE];
+        self.rebuild((self.mask + 1) * 2);
+    }
+
+    /// `slots` slots (a power of two, a page at least), every entry placed again: a new
+    /// table, sharing nothing.
+    fn rebuild(&mut self, slots: usize) {
+        let mut pages = vec![Page::empty(); slots / PAGE];
         for (key, value) in self.iter() {
             place(&mut pages, *key, *value);
         }
@@ -301,9 +307,19 @@ impl<K: AddressKey, V: Copy + Default> CowMap<K, V> {
     }
 
     /// Removes `key`; returns its value. The entries after it in its probe run move back over
-    /// the hole (backward-shift deletion), so no tombstones slow later probes. The table does
-    /// not shrink.
+    /// the hole (backward-shift deletion), so no tombstones slow later probes. A table left
+    /// an eighth full shrinks to a quarter full, so a million routes that come and go leave
+    /// no million slots behind (and a table that hovers costs no rebuild per change).
     pub fn remove(&mut self, key: &K) -> Option<V> {
+        let value = self.remove_in_place(key)?;
+        let slots = self.mask + 1;
+        if slots > PAGE && self.len * 8 < slots {
+            self.rebuild((self.len * 4).next_power_of_two().max(PAGE));
+        }
+        Some(value)
+    }
+
+    fn remove_in_place(&mut self, key: &K) -> Option<V> {
         let mut hole = self.find(key)?;
         let (_, value) = *self.occupied(hole).expect("found");
         let mut next = (hole + 1) & self.mask;
@@ -656,6 +672,34 @@ mod tests {
             map.insert(u32::MAX - round, 0);
             assert_eq!(map.mask + 1, 2 * slots, "round {round}: one more");
         }
+    }
+
+    /// A map shrinks when a remove leaves it less than an eighth full, to a quarter full, and
+    /// never below a page; a snapshot taken before keeps every entry.
+    #[test]
+    fn a_map_shrinks_when_an_eighth_full_and_its_snapshots_keep_theirs() {
+        let mut map: CowMap<u32, u32> = CowMap::default();
+        for key in 0..20_000u32 {
+            map.insert(key.wrapping_mul(2_654_435_761), key);
+        }
+        let snapshot = map.clone();
+        let full = map.mask + 1;
+        let mut key = 0u32;
+        while map.len() * 8 >= full {
+            assert_eq!(map.mask + 1, full, "{} entries", map.len());
+            assert_eq!(map.remove(&key.wrapping_mul(2_654_435_761)), Some(key));
+            key += 1;
+        }
+        assert_eq!(map.mask + 1, (map.len() * 4).next_power_of_two(), "{} entries", map.len());
+        assert!((key..20_000).all(|key| map.get(&key.wrapping_mul(2_654_435_761)) == Some(&key)));
+        assert!((0..key).all(|key| map.get(&key.wrapping_mul(2_654_435_761)).is_none()));
+        assert_eq!(snapshot.len(), 20_000);
+        assert!((0..20_000u32).all(|key| snapshot.get(&key.wrapping_mul(2_654_435_761)) == Some(&key)));
+        while key < 20_000 {
+            map.remove(&key.wrapping_mul(2_654_435_761));
+            key += 1;
+        }
+        assert_eq!((map.len(), map.mask + 1), (0, PAGE));
     }
 
     #[test]

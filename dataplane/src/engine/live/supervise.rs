@@ -19,6 +19,7 @@ pub(super) fn register_telemetry(config: &Config, shared: &Arc<Shared>, control:
     let telemetry_shared = Arc::clone(shared);
     let telemetry_config = config.clone();
     let pager = crate::observe::show::Pager::default();
+    let route_streams = crate::observe::route_stream::RouteStreams::default();
     // Weak: the telemetry handler outlives the run, and the control link's rings must go
     // before their pool.
     let show_fib = control.map(Arc::downgrade);
@@ -27,10 +28,13 @@ pub(super) fn register_telemetry(config: &Config, shared: &Arc<Shared>, control:
             return crate::observe::telemetry::reply(command, &telemetry_shared.snapshot(), &telemetry_config)
                 .map(dpdk::TelemetryReply::Sections);
         }
-        let build = |view: &str| {
-            let fib = show_fib.as_ref().and_then(std::sync::Weak::upgrade);
-            show_view(view, &telemetry_shared, &telemetry_config, fib.as_deref())
-        };
+        let control = show_fib.as_ref().and_then(std::sync::Weak::upgrade);
+        if params.split_whitespace().nth(1).is_some_and(|view| view.starts_with(crate::observe::route_stream::VIEW)) {
+            let names: Vec<&str> = telemetry_config.ports.iter().map(|port| port.name.as_str()).collect();
+            let fib = || current_fib(&telemetry_config, control.as_deref());
+            return route_streams.answer(params, fib, &names).map(dpdk::TelemetryReply::Text);
+        }
+        let build = |view: &str| show_view(view, &telemetry_shared, &telemetry_config, control.as_deref());
         pager.answer(params, build).map(dpdk::TelemetryReply::Text)
     };
     let commands: Vec<_> =
@@ -61,21 +65,12 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
         }
         "fib" => {
             let names: Vec<&str> = config.ports.iter().map(|port| port.name.as_str()).collect();
-            let text = match control {
-                Some(link) => link.fib.load().to_text(&names),
-                None => {
-                    crate::pipeline::fib::Fib::new(config, &crate::pipeline::fib::Learned::default(), 1).to_text(&names)
-                }
-            };
-            Some(serde_json::json!({ "fib": text }))
+            Some(serde_json::json!({ "fib": current_fib(config, control).to_text(&names) }))
         }
         _ if view.starts_with("route:") => {
             let addresses = crate::observe::show::route_view_addresses(view)?;
             let names: Vec<&str> = config.ports.iter().map(|port| port.name.as_str()).collect();
-            let fib = match control {
-                Some(link) => link.fib.load(),
-                None => Arc::new(crate::pipeline::fib::Fib::new(config, &crate::pipeline::fib::Learned::default(), 1)),
-            };
+            let fib = current_fib(config, control);
             Some(crate::observe::show::route_document(&fib, &addresses, &names, control.is_some()))
         }
         "clear" | "clear-persistent" => {
@@ -84,6 +79,14 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
             Some(serde_json::json!({ "cleared": cleared }))
         }
         _ => None,
+    }
+}
+
+/// The FIB the workers forward by: the control plane's latest, or the config's own.
+fn current_fib(config: &Config, control: Option<&ControlLink>) -> Arc<crate::pipeline::fib::Fib> {
+    match control {
+        Some(link) => link.fib.load(),
+        None => Arc::new(crate::pipeline::fib::Fib::new(config, &crate::pipeline::fib::Learned::default(), 1)),
     }
 }
 

@@ -507,31 +507,37 @@ impl Fib {
             self.neighbors()
         );
         for (address, len, target) in self.dump() {
-            let _ = write!(text, "{address}/{len} ");
-            let _ = match target {
-                Target::Adjacency(adjacency) => writeln!(text, "via {} {}", port(adjacency.port), adjacency.mac),
-                Target::Group(index) => match self.groups.get(index as usize) {
-                    Some(group) => {
-                        let members: Vec<String> = group
-                            .members
-                            .iter()
-                            .map(|member| format!("{} {}", port(member.port), member.mac))
-                            .collect();
-                        writeln!(text, "group {} {}", group.mode.name(), members.join(" "))
-                    }
-                    None => writeln!(text, "group ?"),
-                },
-                Target::Connected(index) => writeln!(text, "connected {}", port(index)),
-                Target::Local => writeln!(text, "local"),
-                Target::Glean => writeln!(text, "glean"),
-                Target::Blackhole => writeln!(text, "blackhole"),
-                Target::Kernel(reason) => writeln!(text, "kernel {}", reason.name()),
-            };
+            self.write_route(&mut text, address, len, target, port_names);
         }
         for (ip, adjacency) in self.dump_neighbors() {
             let _ = writeln!(text, "neighbor {ip} {} {}", port(adjacency.port), adjacency.mac);
         }
         text
+    }
+
+    /// One route's line of `to_text`, newline included.
+    pub fn write_route(&self, text: &mut String, address: IpAddr, len: u8, target: Target, port_names: &[&str]) {
+        use std::fmt::Write;
+        let port = |index: u16| port_names.get(usize::from(index)).copied().unwrap_or("?");
+        let _ = write!(text, "{address}/{len} ");
+        let _ = match target {
+            Target::Adjacency(adjacency) => writeln!(text, "via {} {}", port(adjacency.port), adjacency.mac),
+            Target::Group(index) => match self.groups.get(index as usize) {
+                Some(group) => {
+                    let _ = write!(text, "group {}", group.mode.name());
+                    for member in group.members.iter() {
+                        let _ = write!(text, " {} {}", port(member.port), member.mac);
+                    }
+                    writeln!(text)
+                }
+                None => writeln!(text, "group ?"),
+            },
+            Target::Connected(index) => writeln!(text, "connected {}", port(index)),
+            Target::Local => writeln!(text, "local"),
+            Target::Glean => writeln!(text, "glean"),
+            Target::Blackhole => writeln!(text, "blackhole"),
+            Target::Kernel(reason) => writeln!(text, "kernel {}", reason.name()),
+        };
     }
 
     /// Every neighbour as (IP, adjacency), sorted.

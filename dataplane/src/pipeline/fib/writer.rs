@@ -52,6 +52,19 @@ pub const WEIGHT_SLOTS: u32 = 128;
 /// Groups are shared by every next hop over the same members in the same mode and weights.
 type GroupKey = (GroupMode, Vec<Adjacency>, Vec<u16>);
 
+/// Gives a map's memory back once it holds under a quarter of its most since it last did
+/// (hash maps never shrink by themselves, and their `capacity` falls with tombstones, so the
+/// most is counted here, in `peak`): after a million routes come and go, the writer holds
+/// what is left, not what was. Called after a removal.
+fn shrink_if_sparse<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>, peak: &mut usize) {
+    const SMALL: usize = 1024;
+    *peak = (*peak).max(map.len() + 1);
+    if *peak > SMALL && map.len() * 4 < *peak {
+        map.shrink_to(map.len() * 2);
+        *peak = map.len();
+    }
+}
+
 /// Builds snapshots change by change: the control plane's side of the FIB.
 pub struct FibWriter {
     fib: Fib,
@@ -59,6 +72,8 @@ pub struct FibWriter {
     peer_macs: Vec<Option<MacAddress>>,
     multipath_mode: GroupMode,
     prefixes: HashMap<(IpAddr, u8), Sources>,
+    /// The most `prefixes` held since it last shrank (`shrink_if_sparse`).
+    prefixes_peak: usize,
     /// The kernel's routes of a prefix that are not in force (another metric, table or kind),
     /// in key order; only prefixes that have some.
     alternatives: HashMap<(IpAddr, u8), Vec<(RouteKey, NextHopId)>>,
@@ -142,6 +157,7 @@ impl FibWriter {
             peer_macs: config.ports.iter().map(|port| port.peer_mac).collect(),
             multipath_mode: config.control.as_ref().map_or(GroupMode::Ecmp, |control| control.multipath_mode),
             prefixes: HashMap::new(),
+            prefixes_peak: 0,
             alternatives: HashMap::new(),
             local_covers: Vec::new(),
             entries: Vec::new(),
@@ -452,6 +468,7 @@ impl FibWriter {
             None => {
                 self.changed |= self.fib.routes.remove(key.0, key.1).is_some();
                 self.prefixes.remove(&key);
+                shrink_if_sparse(&mut self.prefixes, &mut self.prefixes_peak);
             }
         }
     }
@@ -844,6 +861,32 @@ mod tests {
     use super::super::tests::{ip, mac, v4, CONFIG};
     use super::super::{KernelRoute, Neighbor};
     use super::*;
+
+    #[test]
+    fn a_map_under_a_quarter_of_its_peak_gives_its_memory_back_and_a_small_one_is_left_alone() {
+        let mut map: HashMap<u32, u32> = (0..100_000).map(|key| (key, key)).collect();
+        let mut peak = 0;
+        let full = map.capacity();
+        map.remove(&99_999);
+        shrink_if_sparse(&mut map, &mut peak);
+        assert_eq!(peak, 100_000);
+        for key in (24_999..99_999).rev() {
+            map.remove(&key);
+            shrink_if_sparse(&mut map, &mut peak);
+            if map.len() >= 25_000 {
+                assert_eq!(peak, 100_000, "{key}: not yet under a quarter");
+            }
+        }
+        assert_eq!(map.len(), 24_999);
+        assert_eq!(peak, 24_999);
+        assert!(map.capacity() <= full / 2 && map.capacity() >= 2 * 24_999, "{} of {full}", map.capacity());
+        assert!((0..24_999).all(|key| map.get(&key) == Some(&key)));
+        let mut small: HashMap<u32, u32> = (0..900).map(|key| (key, key)).collect();
+        let (capacity, mut peak) = (small.capacity(), 0);
+        small.clear();
+        shrink_if_sparse(&mut small, &mut peak);
+        assert_eq!(small.capacity(), capacity);
+    }
 
     /// A target with its group spelled out: group indices depend on the order groups were
     /// made, the groups do not.
