@@ -14,16 +14,14 @@
 //! whole and in exactly one page; a page's string stays under DPDK's 8 KiB limit.
 
 use crate::config::Prefix;
+use crate::observe::show::ByToken;
 use crate::pipeline::fib::{masked, Fib, Target};
-use std::collections::VecDeque;
 use std::io::Write;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Escaped bytes of lines in one page: with the header, under DPDK's 8,192-byte string.
 const PAGE_BYTES: usize = 8000;
-/// Listings kept for clients still reading them.
-const KEPT: usize = 4;
 /// The view's name; `routes:PREFIX` asks for the routes inside PREFIX.
 pub const VIEW: &str = "routes";
 /// Separates a page's lines (escaped inside them).
@@ -40,7 +38,7 @@ struct Listing {
 /// The switch's side: listings being read, by the client's token.
 #[derive(Default)]
 pub struct RouteStreams {
-    kept: Mutex<VecDeque<(String, Arc<Listing>)>>,
+    kept: ByToken<Listing>,
 }
 
 /// Whether `prefix` lies inside `within` (is it, or more specific, in the same family).
@@ -58,20 +56,11 @@ impl RouteStreams {
             "" => None,
             rest => Some(Prefix::parse(rest.strip_prefix(':')?).ok()?),
         };
-        let listing = {
-            let kept = self.kept.lock().expect("route stream lock");
-            kept.iter().find(|(kept_token, _)| kept_token == token).map(|(_, listing)| Arc::clone(listing))
-        };
-        let listing = match listing {
+        let listing = match self.kept.get(token) {
             Some(listing) if cursor > 0 => listing,
             _ => {
                 let listing = Arc::new(Listing::new(fib(), within));
-                let mut kept = self.kept.lock().expect("route stream lock");
-                kept.retain(|(kept_token, _)| kept_token != token);
-                if kept.len() == KEPT {
-                    kept.pop_front();
-                }
-                kept.push_back((token.to_string(), Arc::clone(&listing)));
+                self.kept.keep(token, Arc::clone(&listing));
                 listing
             }
         };
@@ -79,7 +68,7 @@ impl RouteStreams {
         if last {
             // Read to its end: the listing, and the FIB snapshot it holds, go now rather than
             // when later clients push them out.
-            self.kept.lock().expect("route stream lock").retain(|(kept_token, _)| kept_token != token);
+            self.kept.forget(token);
         }
         Some(page)
     }
@@ -311,7 +300,7 @@ mod tests {
             Ok(reply)
         };
         stream("t1", within.map(|text| Prefix::parse(text).unwrap()), as_json, fetch, &mut out).unwrap();
-        assert!(streams.kept.lock().unwrap().is_empty(), "a listing read to its end is let go");
+        assert!(streams.kept.is_empty(), "a listing read to its end is let go");
         String::from_utf8(out).unwrap()
     }
 

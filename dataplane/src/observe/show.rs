@@ -28,13 +28,52 @@ use std::time::Duration;
 
 /// Document bytes per page: 8,000 hex digits and the page count fit DPDK's 8 KiB string.
 pub const PAGE_BYTES: usize = 4000;
-/// Documents kept for clients still reading them.
+/// Documents or listings kept for clients still reading them.
 const KEPT: usize = 4;
+
+/// What the switch keeps for clients still reading it (a document, a route listing), by the
+/// client's token: at most `KEPT`, the oldest pushed out, each let go once read to its end.
+pub struct ByToken<T> {
+    kept: Mutex<VecDeque<(String, Arc<T>)>>,
+}
+
+impl<T> Default for ByToken<T> {
+    fn default() -> Self {
+        Self { kept: Mutex::new(VecDeque::new()) }
+    }
+}
+
+impl<T> ByToken<T> {
+    /// What `token` is reading, if it is kept.
+    pub fn get(&self, token: &str) -> Option<Arc<T>> {
+        let kept = self.kept.lock().expect("by-token lock");
+        kept.iter().find(|(kept_token, _)| kept_token == token).map(|(_, value)| Arc::clone(value))
+    }
+
+    /// Keeps `value` for `token`, in place of what it had.
+    pub fn keep(&self, token: &str, value: Arc<T>) {
+        let mut kept = self.kept.lock().expect("by-token lock");
+        kept.retain(|(kept_token, _)| kept_token != token);
+        if kept.len() == KEPT {
+            kept.pop_front();
+        }
+        kept.push_back((token.to_string(), value));
+    }
+
+    /// Lets go of what `token` was reading.
+    pub fn forget(&self, token: &str) {
+        self.kept.lock().expect("by-token lock").retain(|(kept_token, _)| kept_token != token);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kept.lock().expect("by-token lock").is_empty()
+    }
+}
 
 /// The switch's side: documents being read, by the client's token.
 #[derive(Default)]
 pub struct Pager {
-    kept: Mutex<VecDeque<(String, Arc<Vec<u8>>)>>,
+    kept: ByToken<Vec<u8>>,
 }
 
 impl Pager {
@@ -43,27 +82,18 @@ impl Pager {
     pub fn answer(&self, params: &str, build: impl FnOnce(&str) -> Option<Value>) -> Option<String> {
         let mut words = params.split_whitespace();
         let (token, view, page) = (words.next()?, words.next()?, words.next()?.parse::<usize>().ok()?);
-        let document = {
-            let kept = self.kept.lock().expect("pager lock");
-            kept.iter().find(|(kept_token, _)| kept_token == token).map(|(_, document)| Arc::clone(document))
-        };
-        let document = match document {
+        let document = match self.kept.get(token) {
             Some(document) if page > 0 => document,
             _ => {
                 let document = Arc::new(build(view)?.to_string().into_bytes());
-                let mut kept = self.kept.lock().expect("pager lock");
-                kept.retain(|(kept_token, _)| kept_token != token);
-                if kept.len() == KEPT {
-                    kept.pop_front();
-                }
-                kept.push_back((token.to_string(), Arc::clone(&document)));
+                self.kept.keep(token, Arc::clone(&document));
                 document
             }
         };
         let pages = document.len().div_ceil(PAGE_BYTES).max(1);
         if page + 1 >= pages {
             // The last page: the document goes now rather than when later clients push it out.
-            self.kept.lock().expect("pager lock").retain(|(kept_token, _)| kept_token != token);
+            self.kept.forget(token);
         }
         let chunk = document.chunks(PAGE_BYTES).nth(page).unwrap_or(&[]);
         let mut reply = String::with_capacity(16 + 2 * chunk.len());
@@ -779,7 +809,7 @@ mod tests {
         }
         assert!(page > 1, "several pages");
         assert_eq!(built, 1, "built once, on page 0");
-        assert!(pager.kept.lock().unwrap().is_empty(), "a document read to its end is let go");
+        assert!(pager.kept.is_empty(), "a document read to its end is let go");
         assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), document);
         assert!(pager.answer("t2 nothing 0", |_| None).is_none(), "an unknown view");
         assert!(pager.answer("t2 fib", |_| None).is_none(), "no page");
