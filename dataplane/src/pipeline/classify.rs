@@ -531,6 +531,13 @@ mod tests {
         pause[0..6].copy_from_slice(&[0x01, 0x80, 0xc2, 0, 0, 0x01]);
         pause[14..18].copy_from_slice(&[0x00, 0x01, 0x00, 0x64]);
         assert_eq!(verdict(&mut classifier, pause.clone()), Verdict::LinkPause(0x64));
+        // PAUSE to the switch's own MAC is obeyed too (802.3 Annex 31B); to another station's,
+        // it is not the switch's.
+        let mut unicast_pause = pause.clone();
+        unicast_pause[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+        assert_eq!(verdict(&mut classifier, unicast_pause.clone()), Verdict::LinkPause(0x64));
+        unicast_pause[5] = 0x09;
+        assert_eq!(verdict(&mut classifier, unicast_pause), Verdict::Drop(DropReason::NotRouterMac));
         // Other MAC control stays unsupported: the control plane never sees it.
         pause[15] = 0x02;
         assert_eq!(verdict(&mut classifier, pause), Verdict::Drop(DropReason::Unsupported));

@@ -54,10 +54,11 @@ pub enum Payload {
     /// A PFC frame: untagged, to 01:80:C2:00:00:01, opcode 0x0101. Consumed by the switch,
     /// never forwarded.
     FlowControl(pfc::Repr),
-    /// An 802.3x PAUSE frame (untagged, to 01:80:C2:00:00:01, opcode 0x0001), with its time.
+    /// An 802.3x PAUSE frame (untagged, to 01:80:C2:00:00:01 or a unicast address, opcode
+    /// 0x0001), with its time.
     LinkPause(u16),
-    /// A MAC control frame that is not flow control (another opcode, another destination, or
-    /// behind a VLAN tag, which 802.1Qbb does not allow), or an EtherType the switch does not
+    /// A MAC control frame that is not flow control (another opcode, another destination, PFC
+    /// to a unicast address, or behind a VLAN tag, which 802.1Qbb does not allow), or an EtherType the switch does not
     /// route.
     NotRoutable(EtherType),
 }
@@ -100,9 +101,14 @@ pub fn parse_beyond(frame: &[u8], beyond: usize) -> Result<ParsedFrame> {
         EtherType::Ipv6 => Payload::Ip(parse_ipv6(frame, offset, beyond)?),
         EtherType::MacControl => {
             let control = pfc::Payload::new_checked(&frame[offset..])?;
-            if tags > 0 || ethernet.destination() != pfc::DESTINATION {
+            let destination = ethernet.destination();
+            // 802.3 Annex 31B: PAUSE goes to the reserved multicast address or to the
+            // station's own unicast address (which station is the classifier's to check);
+            // 802.1Qbb's PFC only to the reserved address.
+            let unicast = destination.0[0] & 1 == 0;
+            if tags > 0 || (destination != pfc::DESTINATION && !unicast) {
                 Payload::NotRoutable(ethertype)
-            } else if let Some(repr) = pfc::Repr::parse(&control) {
+            } else if let Some(repr) = pfc::Repr::parse(&control).filter(|_| destination == pfc::DESTINATION) {
                 Payload::FlowControl(repr)
             } else if control.opcode() == pfc::OPCODE_PAUSE {
                 Payload::LinkPause(control.pause_time())
@@ -419,6 +425,13 @@ pub(crate) mod tests {
         pause.extend_from_slice(&[0x00, 0x01, 0x12, 0x34]);
         pause.resize(60, 0);
         assert_eq!(parse(&pause).unwrap().payload, Payload::LinkPause(0x1234));
+        // PAUSE may go to a station's unicast address too (802.3 Annex 31B; whose, the
+        // classifier checks), never to another group address.
+        let mut unicast_pause = pause.clone();
+        unicast_pause[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+        assert_eq!(parse(&unicast_pause).unwrap().payload, Payload::LinkPause(0x1234));
+        unicast_pause[..6].copy_from_slice(&[0xff; 6]);
+        assert_eq!(parse(&unicast_pause).unwrap().payload, Payload::NotRoutable(EtherType::MacControl));
         // Another opcode (GATE) is not flow control.
         pause[15] = 0x02;
         assert_eq!(parse(&pause).unwrap().payload, Payload::NotRoutable(EtherType::MacControl));
