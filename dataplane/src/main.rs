@@ -627,12 +627,8 @@ fn execute(command: Command) -> Result<(), Failure> {
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             match show::run(&show::socket_path(&prefix), view, period, json, &mut out) {
                 // A reader that stopped early (`| head`) wanted no more.
-                Err(said) if said.contains("Broken pipe") => Ok(()),
-                Err(said) => Err(Failure(said)),
-                Ok(()) => match std::io::Write::flush(&mut out) {
-                    Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(Failure(format!("show: {err}"))),
-                    _ => Ok(()),
-                },
+                Err(said) if said == show::READER_GONE => Ok(()),
+                result => result.map_err(Failure),
             }
         }
         Command::Check { config: path } => {

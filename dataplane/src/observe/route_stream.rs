@@ -133,41 +133,12 @@ impl Listing {
     }
 }
 
-/// How many characters `address/len` takes.
+/// How many characters `address/len` takes, written on the stack.
 fn prefix_width(address: IpAddr, len: u8) -> usize {
-    let digits = if len >= 100 {
-        3
-    } else if len >= 10 {
-        2
-    } else {
-        1
-    };
-    let address = match address {
-        // Dotted quad: four numbers and three dots.
-        IpAddr::V4(v4) => {
-            v4.octets()
-                .iter()
-                .map(|&o| {
-                    if o >= 100 {
-                        3
-                    } else if o >= 10 {
-                        2
-                    } else {
-                        1
-                    }
-                })
-                .sum::<usize>()
-                + 3
-        }
-        IpAddr::V6(v6) => {
-            use std::io::Write;
-            let mut buffer = [0u8; 48];
-            let mut cursor = std::io::Cursor::new(&mut buffer[..]);
-            let _ = write!(cursor, "{v6}");
-            cursor.position() as usize
-        }
-    };
-    address + 1 + digits
+    let mut buffer = [0u8; 48];
+    let mut cursor = std::io::Cursor::new(&mut buffer[..]);
+    let _ = write!(cursor, "{address}/{len}");
+    cursor.position() as usize
 }
 
 /// Appends `bytes` to `out`, each byte that JSON would need escaped, or that is `%` or the line
@@ -214,7 +185,7 @@ pub fn stream(
         Some(prefix) => format!("{VIEW}:{prefix}"),
         None => VIEW.to_string(),
     };
-    let written = |result: std::io::Result<()>| result.map_err(|err| format!("show routes: {err}"));
+    let written = |result: std::io::Result<()>| result.map_err(crate::observe::show::write_error);
     let mut cursor = 0;
     let mut rows = 0usize;
     loop {

@@ -713,7 +713,19 @@ pub fn run(
 ) -> Result<(), String> {
     let mut client = Client::connect(socket)?;
     let text = view_text(&mut client, view, period, as_json, out)?;
-    out.write_all(text.as_bytes()).map_err(|err| format!("show: {err}"))
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(write_error)
+}
+
+/// `run`'s error when the reader of its output went away (`| head`): not a failure.
+pub const READER_GONE: &str = "show: the reader of the output went away";
+
+/// A failed write of `show`'s output as its error: `READER_GONE` for a closed pipe.
+pub fn write_error(err: std::io::Error) -> String {
+    if err.kind() == std::io::ErrorKind::BrokenPipe {
+        READER_GONE.to_string()
+    } else {
+        format!("show: {err}")
+    }
 }
 
 /// What `run` prints for `view`, but routes, which `route_stream` writes to `out` itself.
@@ -881,6 +893,13 @@ mod tests {
         assert_eq!(pfc[2].to_json()[0]["pfc3"], 2.5);
         let text = Table::render(&interfaces.clone());
         assert!(text.lines().nth(1).unwrap().starts_with("---"), "{text}");
+    }
+
+    #[test]
+    fn a_closed_pipe_is_the_reader_gone_and_other_write_errors_are_said() {
+        assert_eq!(write_error(std::io::ErrorKind::BrokenPipe.into()), READER_GONE);
+        let other = write_error(std::io::Error::other("disk full"));
+        assert!(other.starts_with("show: ") && other.contains("disk full"), "{other}");
     }
 
     #[test]
