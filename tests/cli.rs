@@ -56,7 +56,9 @@ fn check_prints_derived_values() {
         "strict [6, 7]",
         "TC3 <- DSCP 26",
         "PFC host0      headroom ",
-        " bytes per priority, xoff ",
+        " bytes per lossless group, xoff ",
+        "tc_to_pg: [0, 1, 2, 3, 4, 5, 6, 7]",
+        "lossless priority 3: frames in TC [3], charged to PG [3]; its pauses hold UC3",
         "xoff dynamic: 1 x free lossless pool",
         "xon xoff - 2 x mtu",
         // 16 MiB less 4 x 207,104 of headroom (0 m cables, raceway's 3.95 us response), split

@@ -939,22 +939,28 @@ fn metrics_and_telemetry_match_the_stats_json() {
                 ("raceway_pfc_xoff_sent_total", &json["pfc_xoff_tx"][tc]),
                 ("raceway_pfc_xon_sent_total", &json["pfc_xon_tx"][tc]),
                 ("raceway_pfc_received_total", &json["pfc_rx"][tc]),
-                ("raceway_pfc_watchdog_storms_total", &json["pfc_watchdog"]["storms"][tc]),
-                ("raceway_pfc_watchdog_restorations_total", &json["pfc_watchdog"]["restorations"][tc]),
             ] {
                 let series = format!("{metric}{{port=\"{port}\",priority=\"{tc}\"}}");
                 assert_eq!(sample(&body, &series), value.as_u64().unwrap(), "{series}");
                 compared += 1;
             }
+            for (metric, value) in [
+                ("raceway_pfc_watchdog_storms_total", &json["pfc_watchdog"]["storms"][tc]),
+                ("raceway_pfc_watchdog_restorations_total", &json["pfc_watchdog"]["restorations"][tc]),
+            ] {
+                let series = format!("{metric}{{port=\"{port}\",queue=\"{tc}\"}}");
+                assert_eq!(sample(&body, &series), value.as_u64().unwrap(), "{series}");
+                compared += 1;
+            }
         }
-        // Lossless priorities only (3 here): each ingress group's peaks.
+        // Lossless groups only (3 here): each ingress group's peaks.
         for group in json["priority_groups"].as_array().unwrap() {
-            let priority = group["priority"].as_u64().unwrap();
+            let pg = group["pg"].as_u64().unwrap();
             for (metric, key) in [
                 ("raceway_priority_group_max_bytes", "max_bytes"),
                 ("raceway_priority_group_max_headroom_bytes", "max_headroom_bytes"),
             ] {
-                let series = format!("{metric}{{port=\"{port}\",priority=\"{priority}\"}}");
+                let series = format!("{metric}{{port=\"{port}\",pg=\"{pg}\"}}");
                 assert_eq!(sample(&body, &series), group[key].as_u64().unwrap(), "{series}");
                 compared += 1;
             }
@@ -1027,13 +1033,13 @@ fn metrics_and_telemetry_match_the_stats_json() {
             assert_eq!(pfc[format!("xoff_sent_p{tc}")], json["pfc_xoff_tx"][tc]);
             assert_eq!(pfc[format!("xon_sent_p{tc}")], json["pfc_xon_tx"][tc]);
             assert_eq!(pfc[format!("received_p{tc}")], json["pfc_rx"][tc]);
-            assert_eq!(pfc[format!("watchdog_storms_p{tc}")], json["pfc_watchdog"]["storms"][tc]);
-            assert_eq!(pfc[format!("watchdog_restorations_p{tc}")], json["pfc_watchdog"]["restorations"][tc]);
+            assert_eq!(pfc[format!("watchdog_storms_q{tc}")], json["pfc_watchdog"]["storms"][tc]);
+            assert_eq!(pfc[format!("watchdog_restorations_q{tc}")], json["pfc_watchdog"]["restorations"][tc]);
         }
         for group in json["priority_groups"].as_array().unwrap() {
-            let priority = &group["priority"];
-            assert_eq!(pfc[format!("group_max_bytes_p{priority}")], group["max_bytes"]);
-            assert_eq!(pfc[format!("group_max_headroom_bytes_p{priority}")], group["max_headroom_bytes"]);
+            let pg = &group["pg"];
+            assert_eq!(pfc[format!("group_max_bytes_pg{pg}")], group["max_bytes"]);
+            assert_eq!(pfc[format!("group_max_headroom_bytes_pg{pg}")], group["max_headroom_bytes"]);
         }
     }
     assert_eq!(telemetry["/raceway/groups"]["uplinks"], stats["groups"]["uplinks"]);

@@ -21,8 +21,13 @@ const LINE_RATE_GAP_NS: u64 = 84;
 
 /// `count` RoCEv2 frames from host `sender` to 10.0.0.2 at line rate, PSN 0.., DSCP `dscp`.
 fn flow(sender: u8, dscp: u8, count: u32, start_ns: u64) -> Vec<(u64, Vec<u8>)> {
+    flow_of(sender, count, start_ns, |spec| spec.dscp = dscp)
+}
+
+/// `flow`'s frames, with `mark` setting their DSCP or VLAN tag.
+fn flow_of(sender: u8, count: u32, start_ns: u64, mark: impl FnOnce(&mut FrameSpec)) -> Vec<(u64, Vec<u8>)> {
     let mut spec = FrameSpec::rocev2(IpAddr::V4(Ipv4Addr::new(10, 0, sender, 9)), "10.0.0.2".parse().unwrap(), 0x100);
-    spec.dscp = dscp;
+    mark(&mut spec);
     spec.frame_len = FRAME_LEN;
     (0..count)
         .map(|psn| {
@@ -110,7 +115,7 @@ fn lossless_incast(senders: u8, pfc: &str) {
         assert_eq!(time_of(&pfc[0].1), 0xffff, "{port}: first is XOFF");
         assert_eq!(time_of(&pfc.last().unwrap().1), 0, "{port}: last is XON");
         let group = &s["priority_groups"][0];
-        assert_eq!(u64_at(&group["priority"]), 3);
+        assert_eq!(u64_at(&group["pg"]), 3);
         let max = u64_at(&group["max_bytes"]);
         if !pfc.is_empty() && pfc_static(&config) {
             assert!(max <= 200_000 + plan_headroom, "{port}: occupancy {max} above XOFF + headroom");
@@ -471,6 +476,54 @@ fn a_peer_that_ignores_pfc_overflows_its_headroom_and_only_it_loses() {
     }
     let delivered = u64_at(&stats["ports"]["h0"]["tx_packets"]);
     assert_eq!(delivered + u64_at(&stats["ports"]["h1"]["drops"]["headroom_overflow"]), 12_000);
+}
+
+/// 802.1Qbb pauses priorities, not traffic classes. PCP 3 queued in TC 4 (charged to PG 4):
+/// the XOFF names priority 3, the priority the senders' NICs queue the frames in, so peers
+/// that pause only what their frames carry lose nothing; a pause for priority 3 received
+/// holds queue 4 (`pfc_to_queue`). `check` warns when the pause would hold the wrong queue.
+#[test]
+fn xoff_names_the_priority_the_frames_carry_not_their_traffic_class() {
+    let dir = temp_dir("pfc-pcp-to-tc");
+    let maps = "trust = \"pcp\"\npcp_to_tc = { 3 = 4, default = 0 }\npfc_to_queue = { 3 = 4 }";
+    let config = leaf(4, "", &format!("{maps}\n{STATIC_PFC}"), "3");
+    let pcp3 = |spec: &mut FrameSpec| spec.vlan = Some((3, 100));
+    let inputs: Inputs = (1..=3).map(|s| (format!("h{s}"), flow_of(s, 2000, u64::from(s), pcp3))).collect();
+    let out = run_replay(&dir, &config, &inputs, &[]);
+    let stats = stats(&out);
+    for sender in 1..=3 {
+        let port = format!("h{sender}");
+        let s = &stats["ports"][&port];
+        assert_eq!(total_drops(&stats, &port), 0, "{port}: its NIC paused priority 3 and lost nothing");
+        assert!(u64_at(&s["pfc_xoff_tx"][3]) > 0, "{port}: XOFF for priority 3");
+        assert_eq!(u64_at(&s["pfc_xoff_tx"][4]), 0, "{port}: no XOFF for TC 4's number");
+        let pfc: Vec<Vec<u8>> =
+            read_pcap(&out.join(format!("{port}.pcap"))).into_iter().map(|(_, f)| f).filter(|f| is_pfc(f)).collect();
+        assert!(pfc.iter().all(|f| f[17] == 1 << 3), "{port}: every PFC frame names priority 3 alone");
+        assert_eq!(u64_at(&s["priority_groups"][0]["pg"]), 4, "{port}: charged to TC 4's group");
+    }
+    assert_eq!(u64_at(&stats["ports"]["h0"]["tx_packets"]), 6000);
+    // The other direction: h0's NIC pauses priority 3; the frames queued in TC 4 wait.
+    let paused = run_replay(
+        &temp_dir("pfc-pcp-to-tc-rx"),
+        &config,
+        &[("h1".into(), flow_of(1, 100, 1_000, pcp3)), ("h0".into(), vec![(0, pfc_frame(&[(3, 0xffff)]))])],
+        &[],
+    );
+    assert!(read_pcap(&paused.join("h0.pcap")).iter().all(|(t, _)| *t > 335_000), "a frame left queue 4 while paused");
+    // Without pfc_to_queue the pause for 3 would hold queue 3, where nothing of priority 3 is.
+    let plain = dir.join("no-queue-map.toml");
+    std::fs::write(&plain, config.replace("pfc_to_queue = { 3 = 4 }", "")).unwrap();
+    let output = run_ok(raceway().args(["check", "-c"]).arg(&plain));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("warning: lossless priority 3's frames queue in TC 4, but a pause for priority 3 holds queue 3"),
+        "{text}"
+    );
+    let output = run_ok(raceway().args(["check", "-c"]).arg(dir.join("leaf.toml")));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(!text.contains("warning"), "{text}");
+    assert!(text.contains("lossless priority 3: frames in TC [4], charged to PG [4]; its pauses hold UC4"), "{text}");
 }
 
 /// 802.3x PAUSE per port: honoured by default where no priority is lossless (it stops every

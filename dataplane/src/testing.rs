@@ -189,7 +189,7 @@ mod tests {
         assert_eq!(config.ports.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["host", "u0", "u1"]);
         assert_eq!(config.ports[2].peer_mac.unwrap().to_string(), "02:00:00:00:12:00");
         assert_eq!((config.mtu, config.routes.len(), config.groups.len()), (1500, 3, 1));
-        assert_eq!(config.qos.lossless_mask, 0b1000);
+        assert_eq!(config.qos.lossless_priorities, 0b1000);
     }
 
     #[test]

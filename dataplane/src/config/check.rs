@@ -40,7 +40,7 @@ fn buffer(out: &mut String, config: &Config) {
         "  lossy queue limit: {alpha} x free lossy pool ({} bytes into an empty pool; one congested queue alone stops at {alone})",
         plan.lossy_limit(plan.lossy_pool).min(plan.lossy_pool)
     );
-    let lossless: Vec<usize> = (0..8).filter(|p| qos.lossless_mask & (1 << p) != 0).collect();
+    let lossless: Vec<usize> = (0..8).filter(|&tc| qos.tc_lossless(tc)).collect();
     if lossless.is_empty() {
         say!(out, "  lossless priorities: none (no PFC)");
         return;
@@ -62,7 +62,7 @@ fn buffer(out: &mut String, config: &Config) {
     );
     for (port, headroom) in config.ports.iter().zip(&plan.headroom) {
         say!(out,
-            "  PFC {:<10} headroom {headroom} bytes per priority, xoff {idle_xoff} (idle), xon {} (idle), XOFF lasts {:.1} us, pause answered within {:.2} us (live tx lookahead)",
+            "  PFC {:<10} headroom {headroom} bytes per lossless group, xoff {idle_xoff} (idle), xon {} (idle), XOFF lasts {:.1} us, pause answered within {:.2} us (live tx lookahead)",
             port.name,
             plan.xon(idle_xoff),
             plan::quanta_ps(0xffff, port.speed_mbps) as f64 / 1e6,
@@ -104,6 +104,53 @@ fn buffer(out: &mut String, config: &Config) {
             say!(out,
                 "warning: qos.ecn.{tc}.kmin_bytes {}{unit} is above the XOFF point {idle_xoff}: PFC would pause before ECN marks",
                 profile.kmin_bytes
+            );
+        }
+    }
+}
+
+/// The PFC maps: the priority frames carry, the groups they are charged to, the queues a
+/// received pause holds; and warnings where a lossless priority is not kept lossless.
+fn pfc_maps(out: &mut String, qos: &crate::config::Qos) {
+    if qos.trust == Trust::Dscp {
+        let lines: Vec<String> = (0..8u8)
+            .filter_map(|priority| {
+                let dscps: Vec<String> =
+                    (0..64).filter(|&d| qos.dscp_to_priority[d] == priority).map(|d| d.to_string()).collect();
+                match dscps.len() {
+                    0 => None,
+                    64 => Some(format!("P{priority} <- every DSCP")),
+                    _ => Some(format!("P{priority} <- DSCP {}", dscps.join(","))),
+                }
+            })
+            .collect();
+        say!(out, "  dscp_to_pfc_priority: {}", lines.join("; "));
+    } else {
+        say!(out, "  pfc priority: the frame's PCP (untagged: 0)");
+    }
+    say!(out, "  tc_to_pg: {:?}", qos.tc_to_pg);
+    say!(out, "  pfc_to_queue: {:?}", qos.pfc_to_queue);
+    let tcs_of = qos.priority_tcs();
+    for priority in (0..8).filter(|&p| qos.priority_lossless(p)) {
+        let tcs: Vec<usize> = (0..8).filter(|tc| tcs_of[priority] & (1 << tc) != 0).collect();
+        let pgs: Vec<u8> = tcs.iter().map(|&tc| qos.tc_to_pg[tc]).collect();
+        let queue = usize::from(qos.pfc_to_queue[priority]);
+        say!(
+            out,
+            "  lossless priority {priority}: frames in TC {tcs:?}, charged to PG {pgs:?}; its pauses hold UC{queue}"
+        );
+        for &tc in tcs.iter().filter(|&&tc| tc != queue) {
+            say!(out,
+                "warning: lossless priority {priority}'s frames queue in TC {tc}, but a pause for priority {priority} holds queue {queue} (qos.pfc_to_queue): the peer's pause does not stop them"
+            );
+        }
+    }
+    for tc in (0..8).filter(|&tc| qos.tc_lossless(tc)) {
+        let lossy: Vec<usize> = (0..8).filter(|&p| !qos.priority_lossless(p) && tcs_of[p] & (1 << tc) != 0).collect();
+        if !lossy.is_empty() {
+            say!(out,
+                "warning: TC {tc} is lossless but also holds lossy priorities {lossy:?}: their frames are charged to lossless PG {}, and no XOFF names them",
+                qos.tc_to_pg[tc]
             );
         }
     }
@@ -240,6 +287,7 @@ pub fn report(config: &Config) -> String {
     }
     say!(out, "  dscp_to_tc: {}", dscp_lines.join("; "));
     say!(out, "  pcp_to_tc: {:?}", qos.pcp_to_tc);
+    pfc_maps(out, qos);
     let strict: Vec<usize> = (0..8).filter(|tc| qos.strict_mask & (1 << tc) != 0).collect();
     let dwrr: Vec<String> = (0..8)
         .filter(|tc| qos.strict_mask & (1 << tc) == 0)

@@ -25,7 +25,6 @@ pub use route::{Neighbor, Prefix, RouteConfig, RouteTarget};
 
 use crate::error::InputError;
 use crate::keyword::Keyword;
-use crate::units::TRAFFIC_CLASSES;
 use crate::wire::ethernet::MacAddress;
 use control::RawControl;
 use group::RawGroup;
@@ -184,10 +183,7 @@ impl Validator<'_> {
     }
 
     fn traffic_class(&self, field: &str, value: i64) -> Result<u8, InputError> {
-        u8::try_from(value)
-            .ok()
-            .filter(|tc| usize::from(*tc) < TRAFFIC_CLASSES)
-            .ok_or_else(|| self.error(field, format!("traffic class {value} is not 0-7")))
+        self.zero_to_seven(field, "traffic class", value)
     }
 
     fn validate(&self, raw: RawConfig) -> Result<Config, InputError> {
@@ -227,7 +223,7 @@ impl Validator<'_> {
             if !weighted.contains(&control.control_tc.to_string()) {
                 qos.strict_mask |= 1 << control.control_tc;
             }
-            if qos.lossless_mask & (1 << control.control_tc) != 0 {
+            if qos.tc_lossless(usize::from(control.control_tc)) {
                 return Err(self.error(
                     "control.control_tc",
                     format!("TC {} is lossless; the control plane's frames need a lossy class (nothing can pause the kernel)", control.control_tc),
@@ -329,7 +325,7 @@ ports = ["up0"]
         assert_eq!(config.qos.dscp_to_tc[26], 3);
         assert_eq!(config.qos.dscp_to_tc[48], 6);
         assert_eq!(config.qos.dscp_to_tc[0], 0);
-        assert_eq!(config.qos.lossless_mask, 0b1000);
+        assert_eq!(config.qos.lossless_priorities, 0b1000);
         assert_eq!(config.qos.strict_mask, 0b1100_0000);
         assert_eq!(config.qos.dwrr_weights, [50, 1, 1, 50, 1, 1, 1, 1]);
         assert_eq!(config.routes[1].target, RouteTarget::Group(0));
@@ -380,6 +376,15 @@ ports = ["up0"]
                 "qos.ecn.3.measure",
             ),
             (("lossless = [3]", "lossless = [3]\n[qos.pfc]\nxoff_bytes = 100\nxon_bytes = 200"), "qos.pfc.xon_bytes"),
+            (("lossless = [3]", "lossless = [8]"), "qos.lossless"),
+            (("lossless = [3]", "lossless = [3]\ntc_to_pg = { 3 = 8 }"), "qos.tc_to_pg.3"),
+            (("lossless = [3]", "lossless = [3]\ntc_to_pg = { 9 = 1 }"), "qos.tc_to_pg.9"),
+            (("lossless = [3]", "lossless = [3]\npfc_to_queue = { 3 = 8 }"), "qos.pfc_to_queue.3"),
+            (("lossless = [3]", "lossless = [3]\ndscp_to_pfc_priority = { 26 = 8 }"), "qos.dscp_to_pfc_priority.26"),
+            // A group holds lossless TCs or lossy ones: TC 0 (lossy) and TC 3 share PG 3.
+            (("lossless = [3]", "lossless = [3]\ntc_to_pg = { 0 = 3 }"), "qos.tc_to_pg.0"),
+            // One pause state per queue: two lossless priorities cannot stop the same one.
+            (("lossless = [3]", "lossless = [3, 4]\npfc_to_queue = { 4 = 3 }"), "qos.pfc_to_queue.4"),
         ];
         for (edit, field) in cases {
             let err = error_for(edit);
@@ -387,6 +392,29 @@ ports = ["up0"]
             assert_eq!(err.file, "t.toml");
             assert!(!err.to_string().contains('\n'));
         }
+    }
+
+    #[test]
+    fn pfc_priorities_groups_and_queues_are_derived_from_the_maps() {
+        let qos = |extra: &str| Config::parse(&MINIMAL.replacen("lossless = [3]", extra, 1), "t.toml").unwrap().qos;
+        // DSCP trust, no priority map: a DSCP's priority is its TC (SONiC's identity maps).
+        let plain = qos("lossless = [3]");
+        assert_eq!((plain.dscp_to_priority[26], plain.dscp_to_priority[0]), (3, 0));
+        assert_eq!((plain.lossless_tcs, plain.lossless_pgs, plain.pg_priorities[3]), (1 << 3, 1 << 3, 1 << 3));
+        // The NIC gives DSCP 26 priority 5, the switch queues it in TC 3 charged to PG 6 (and
+        // TC 6 to PG 3).
+        let mapped = qos(
+            "lossless = [5]\ndscp_to_pfc_priority = { 26 = 5 }\ntc_to_pg = { 3 = 6, 6 = 3 }\npfc_to_queue = { 5 = 3 }",
+        );
+        assert_eq!((mapped.dscp_to_priority[26], mapped.dscp_to_priority[48]), (5, 6), "unnamed DSCPs keep their TC");
+        assert_eq!((mapped.lossless_tcs, mapped.lossless_pgs), (1 << 3, 1 << 6));
+        assert_eq!(mapped.pg_priorities, [0, 0, 0, 0, 0, 0, 1 << 5, 0]);
+        assert_eq!(mapped.pausable_queues(), 1 << 3);
+        assert_eq!(mapped.tc_to_pg, [0, 1, 2, 6, 4, 5, 3, 7], "unnamed TCs keep their own group");
+        // PCP trust: PCP 3 and 5 both queue in TC 4; only 3 is lossless.
+        let pcp = qos("lossless = [3]\ntrust = \"pcp\"\npcp_to_tc = { 3 = 4, 5 = 4 }");
+        assert_eq!((pcp.lossless_tcs, pcp.pg_priorities[4]), (1 << 4, 1 << 3));
+        assert_eq!(pcp.priority_tcs()[5], 1 << 4);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The buffer plan: the shared buffer's pools (SONiC's buffer model on Broadcom), and the PFC
-//! thresholds of each lossless (ingress port, priority) group: headroom, XOFF and XON.
+//! thresholds of each lossless (ingress port, priority group): headroom, XOFF and XON.
 //!
 //! It is part of the configuration, not of `tm/`: it is derived from the ports' speeds and
 //! cables and the `[qos]` sections alone, as SONiC's buffer manager derives the buffer
@@ -11,7 +11,7 @@
 //! ceil(len / CELL_BYTES) cells. Every threshold here is in cell bytes.
 //!
 //! `switch.buffer_bytes` is carved into three parts that never lend to each other:
-//! - the headroom reserved for every (enabled port, lossless priority);
+//! - the headroom reserved for every (enabled port, lossless priority group);
 //! - the ingress lossless pool (`qos.buffer.lossless_pool_bytes`), which lossless groups share
 //!   up to their XOFF points;
 //! - the egress lossy pool (`qos.buffer.lossy_pool_bytes`), where each lossy (egress port,
@@ -191,8 +191,13 @@ pub struct BufferPlan {
     pub xoff: Xoff,
     pub xon: Threshold,
     pub mtu: u64,
-    pub lossless_mask: u8,
-    /// Headroom reserved for every (enabled port, lossless priority).
+    /// Bit n set: TC n is lossless (its frames are charged to their ingress group).
+    pub lossless_tcs: u8,
+    /// Bit n set: priority group n is lossless.
+    pub lossless_pgs: u8,
+    /// The ingress priority group each TC is charged to.
+    pub tc_to_pg: [u8; 8],
+    /// Headroom reserved for every (enabled port, lossless priority group).
     pub reserved_headroom: u64,
     /// The ingress pool lossless groups share below their XOFF points.
     pub lossless_pool: u64,
@@ -219,7 +224,7 @@ impl BufferPlan {
                 Threshold::Bytes(bytes) => charge(bytes as usize),
             })
             .collect();
-        let groups = u64::from(qos.lossless_mask.count_ones());
+        let groups = u64::from(qos.lossless_pgs.count_ones());
         let reserved_headroom: u64 =
             config.ports.iter().zip(&headroom).filter(|(port, _)| port.enabled).map(|(_, h)| h * groups).sum();
         if groups > 0 && reserved_headroom >= config.buffer_bytes {
@@ -243,7 +248,9 @@ impl BufferPlan {
             xoff,
             xon: qos.pfc.xon_bytes,
             mtu: u64::from(config.mtu),
-            lossless_mask: qos.lossless_mask,
+            lossless_tcs: qos.lossless_tcs,
+            lossless_pgs: qos.lossless_pgs,
+            tc_to_pg: qos.tc_to_pg,
             reserved_headroom,
             lossless_pool,
             lossy_pool,

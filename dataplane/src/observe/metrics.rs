@@ -91,12 +91,12 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
         });
         family(&mut out, row.metric, row.kind.prometheus(), row.help, samples);
     }
-    let lossless: Vec<usize> = (0..8).filter(|p| config.qos.lossless_mask & (1 << p) != 0).collect();
+    let lossless: Vec<usize> = (0..8).filter(|&pg| config.qos.pg_lossless(pg)).collect();
     for row in &GROUP_COUNTERS {
         let samples = ports.iter().flat_map(|(owner, s)| {
             lossless
                 .iter()
-                .flat_map(move |&p| row_samples(row, &format!("{owner},priority=\"{p}\""), &s.priority_groups[p]))
+                .flat_map(move |&pg| row_samples(row, &format!("{owner},pg=\"{pg}\""), &s.priority_groups[pg]))
         });
         family(&mut out, row.metric, row.kind.prometheus(), row.help, samples);
     }
@@ -226,13 +226,13 @@ mod tests {
             "raceway_pfc_xoff_sent_total{port=\"p0\",priority=\"3\"} 5",
             "raceway_queue_depth_bytes{port=\"p1\",tc=\"3\"} 1500",
             "raceway_group_member_packets_total{group=\"g\",member=\"p1\"} 9",
-            "raceway_priority_group_max_bytes{port=\"p0\",priority=\"3\"} 0",
+            "raceway_priority_group_max_bytes{port=\"p0\",pg=\"3\"} 0",
             "# TYPE raceway_queue_depth_bytes gauge",
         ] {
             assert!(text.lines().any(|l| l == line), "missing: {line}");
         }
         // Lossy priorities have no priority-group series.
-        assert!(!text.contains("raceway_priority_group_max_bytes{port=\"p0\",priority=\"0\"}"));
+        assert!(!text.contains("raceway_priority_group_max_bytes{port=\"p0\",pg=\"0\"}"));
         // Every sample line is `name{labels} value` with a number.
         for sample in text.lines().filter(|l| !l.starts_with('#')) {
             let (_, value) = sample.rsplit_once(' ').unwrap();

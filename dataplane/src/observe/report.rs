@@ -462,7 +462,7 @@ fn draw_queues(path: &Path, config: &Config, port: usize, recorder: &Recorder, i
     // Reference lines: ECN kmin/kmax of the busy classes, and XOFF/XON when a busy class is
     // lossless (drawn only where they fit the chart's scale, 3x the peak depth).
     let ceiling = (peak as f64 * 1.15).max(1.0);
-    let lossless = busy.iter().any(|&tc| config.qos.lossless_mask & (1 << tc) != 0);
+    let lossless = busy.iter().any(|&tc| config.qos.tc_lossless(tc));
     let mut top = ceiling;
     for &tc in &busy {
         if let Some(profile) = &config.qos.ecn[tc] {

@@ -105,9 +105,11 @@ impl Pager {
     }
 }
 
-/// The `state` document: each port's state and the stats JSON.
+/// The `state` document: each port's state, the egress queues lossless priorities' pauses
+/// hold (the PFC watchdog's), and the stats JSON.
 pub fn state_document(config: &Config, ports: Vec<Value>, stats: Value) -> Value {
-    json!({ "switch": config.name, "interfaces": ports, "stats": stats })
+    let pfc_queues: Vec<usize> = (0..8).filter(|&queue| config.qos.pausable_queues() & (1 << queue) != 0).collect();
+    json!({ "switch": config.name, "interfaces": ports, "pfc_queues": pfc_queues, "stats": stats })
 }
 
 /// One port's entry in the `state` document.
@@ -440,23 +442,17 @@ pub fn counters(before: &Value, after: &Value, period: Duration) -> Vec<Table> {
     vec![table, reasons]
 }
 
-/// The lossless priorities of a `state` document (those with priority groups).
-fn lossless(state: &Value) -> Vec<u64> {
-    let Some((_, _, stats)) = ports(state).into_iter().next() else { return Vec::new() };
-    stats["priority_groups"].as_array().into_iter().flatten().map(|group| number(&group["priority"])).collect()
-}
-
 /// `show pfc`: PFC frames received and sent per priority (as `show pfc counters`), the time
-/// the peers' pauses held each class, and the watchdog per lossless priority.
+/// the peers' pauses held each egress queue, and the watchdog per queue a pause has held.
 pub fn pfc(state: &Value) -> Vec<Table> {
     let priorities: Vec<String> = (0..8).map(|p| format!("PFC{p}")).collect();
     let columns =
         |first: &str| -> Vec<String> { std::iter::once(first.to_string()).chain(priorities.clone()).collect() };
     let mut rx = Table { title: String::new(), columns: columns("Port Rx"), rows: Vec::new() };
     let mut tx = Table { title: String::new(), columns: columns("Port Tx"), rows: Vec::new() };
-    let mut paused = Table { title: "Paused by the peer, ms:".into(), columns: columns("Port"), rows: Vec::new() };
-    let mut watchdog = Table::new("PFC watchdog:", &["Port", "Priority", "Status", "Storms", "Restorations"]);
-    let lossless = lossless(state);
+    let queues: Vec<String> = std::iter::once("Port".to_string()).chain((0..8).map(|q| format!("UC{q}"))).collect();
+    let mut paused = Table { title: "Paused by the peer, ms:".into(), columns: queues, rows: Vec::new() };
+    let mut watchdog = Table::new("PFC watchdog:", &["Port", "Queue", "Status", "Storms", "Restorations"]);
     for (name, _, stats) in ports(state) {
         let per = |key: &str, index: usize| number(&stats[key][index]);
         rx.rows.push(std::iter::once(name.clone()).chain((0..8).map(|p| per("pfc_rx", p).to_string())).collect());
@@ -470,13 +466,13 @@ pub fn pfc(state: &Value) -> Vec<Table> {
                 .chain((0..8).map(|p| format!("{:.3}", per("pfc_rx_pause_ns", p) as f64 / 1e6)))
                 .collect(),
         );
-        for &priority in &lossless {
-            let storms = number(&stats["pfc_watchdog"]["storms"][priority as usize]);
-            let restorations = number(&stats["pfc_watchdog"]["restorations"][priority as usize]);
+        for queue in state["pfc_queues"].as_array().into_iter().flatten().map(|queue| number(queue) as usize) {
+            let storms = number(&stats["pfc_watchdog"]["storms"][queue]);
+            let restorations = number(&stats["pfc_watchdog"]["restorations"][queue]);
             let status = if storms > restorations { "stormed" } else { "operational" };
             watchdog.rows.push(vec![
                 name.clone(),
-                priority.to_string(),
+                format!("UC{queue}"),
                 status.to_string(),
                 storms.to_string(),
                 restorations.to_string(),
@@ -547,10 +543,9 @@ pub fn watermarks(state: &Value, persistent: bool) -> Vec<Table> {
         queue_cells.rows.push(row(queue_cells_key));
         let mut shared_row = vec![name.clone()];
         let mut headroom_row = vec![name.clone()];
-        for priority in 0..8u64 {
-            let group =
-                stats["priority_groups"].as_array().into_iter().flatten().find(|g| number(&g["priority"]) == priority);
-            // Lossy priorities have no ingress group: nothing to watermark.
+        for pg in 0..8u64 {
+            let group = stats["priority_groups"].as_array().into_iter().flatten().find(|g| number(&g["pg"]) == pg);
+            // Lossy groups hold no lossless frames: nothing to watermark.
             let cell = |key: &str| group.map_or("-".to_string(), |g| number(&g[key]).to_string());
             shared_row.push(cell(shared_key));
             headroom_row.push(cell(headroom_key));
@@ -841,11 +836,11 @@ mod tests {
                     "queues": (0..8).map(|tc| json!({ "tc": tc, "tx_packets": tc, "tx_bytes": 0, "dropped": 1,
                         "ecn_marked": 0, "depth_bytes": 0, "max_depth_bytes": 900, "watermark_bytes": 300,
                         "max_depth_cell_bytes": 3840, "watermark_cell_bytes": 1280 })).collect::<Vec<_>>(),
-                    "priority_groups": [{ "priority": 3, "max_bytes": 0, "max_headroom_bytes": 512,
+                    "priority_groups": [{ "pg": 3, "max_bytes": 0, "max_headroom_bytes": 512,
                         "max_shared_bytes": 4096, "watermark_bytes": 0, "watermark_headroom_bytes": 256,
                         "watermark_shared_bytes": 1024 }] })
         };
-        json!({ "switch": "t", "interfaces": [port("p0", true), port("p1", false)],
+        json!({ "switch": "t", "interfaces": [port("p0", true), port("p1", false)], "pfc_queues": [3],
                 "stats": { "ports": { "p0": stats(1000, 1_000_000), "p1": stats(0, 0) } } })
     }
 
@@ -869,7 +864,7 @@ mod tests {
         assert_eq!(pfc[0].rows[0][4], "5", "PFC3 received");
         assert_eq!(pfc[1].rows[0][4], "2", "XOFF and XON sent");
         assert_eq!(pfc[2].rows[0][4], "2.500", "2.5 ms paused");
-        assert_eq!(pfc[3].rows[0], ["p0", "3", "stormed", "1", "0"]);
+        assert_eq!(pfc[3].rows[0], ["p0", "UC3", "stormed", "1", "0"]);
         let queue_table = &queues(&state)[0];
         assert_eq!(queue_table.rows[3][..3], ["p0", "UC3", "3"]);
         assert_eq!(queue_table.rows[3][7], "300");
@@ -890,7 +885,7 @@ mod tests {
         assert_eq!(json[0]["rx_bps"], 1e6);
         assert_eq!(json[0]["rx_pps"], 1000.0);
         assert_eq!(json[0]["rx_util"], 0.0);
-        assert_eq!(pfc[2].to_json()[0]["pfc3"], 2.5);
+        assert_eq!(pfc[2].to_json()[0]["uc3"], 2.5);
         let text = Table::render(&interfaces.clone());
         assert!(text.lines().nth(1).unwrap().starts_with("---"), "{text}");
     }

@@ -56,7 +56,7 @@ fn section_values<S>(
 /// the schema in `stats`.
 pub fn reply(command: &str, stats: &SwitchStats, config: &Config) -> Option<Reply> {
     let ports = config.ports.iter().zip(&stats.ports);
-    let lossless = |p: &usize| config.qos.lossless_mask & (1 << p) != 0;
+    let lossless = |&pg: &usize| config.qos.pg_lossless(pg);
     let reply = match command {
         "/raceway/ports" => ports
             .map(|(port, s)| (port.name.clone(), section_values(&PORT_COUNTERS, Section::Ports, s, "", "")))
@@ -74,13 +74,13 @@ pub fn reply(command: &str, stats: &SwitchStats, config: &Config) -> Option<Repl
         "/raceway/pfc" => ports
             .map(|(port, s)| {
                 let mut values = section_values(&PORT_COUNTERS, Section::Pfc, s, "", "");
-                for p in (0..8).filter(lossless) {
+                for pg in (0..8).filter(lossless) {
                     values.extend(section_values(
                         &GROUP_COUNTERS,
                         Section::Pfc,
-                        &s.priority_groups[p],
+                        &s.priority_groups[pg],
                         "",
-                        &format!("_p{p}"),
+                        &format!("_pg{pg}"),
                     ));
                 }
                 (port.name.clone(), values)
@@ -158,8 +158,8 @@ mod tests {
         assert_eq!(value("/raceway/ports", "p0", "drops_headroom_overflow"), Some(0));
         assert_eq!(value("/raceway/queues", "p1", "tc3_depth_bytes"), Some(4096));
         assert_eq!(value("/raceway/pfc", "p1", "xoff_sent_p3"), Some(2));
-        assert_eq!(value("/raceway/pfc", "p1", "group_max_bytes_p3"), Some(0));
-        assert_eq!(value("/raceway/pfc", "p1", "group_max_bytes_p0"), None, "lossy priorities have no group");
+        assert_eq!(value("/raceway/pfc", "p1", "group_max_bytes_pg3"), Some(0));
+        assert_eq!(value("/raceway/pfc", "p1", "group_max_bytes_pg0"), None, "lossy groups are not listed");
         assert_eq!(value("/raceway/groups", "g", "p0"), Some(5));
         assert!(reply("/raceway/nothing", &stats, &config).is_none());
         // DPDK's dicts hold at most 256 entries.

@@ -77,6 +77,8 @@ pub struct Classifier {
     trust: Trust,
     dscp_to_tc: [u8; 64],
     pcp_to_tc: [u8; 8],
+    /// With DSCP trust, the PFC priority a sender's NIC gives each DSCP (`priority`).
+    dscp_to_priority: [u8; 64],
     switch_mac: MacAddress,
     port_enabled: Vec<bool>,
     /// Each port's link up and not shut (live: `set_port_up`); always in replay.
@@ -97,6 +99,7 @@ impl Classifier {
             trust: config.qos.trust,
             dscp_to_tc: config.qos.dscp_to_tc,
             pcp_to_tc: config.qos.pcp_to_tc,
+            dscp_to_priority: config.qos.dscp_to_priority,
             switch_mac: config.mac,
             port_enabled: config.ports.iter().map(|port| port.enabled).collect(),
             port_up: vec![true; config.ports.len()],
@@ -290,16 +293,17 @@ impl Classifier {
         &self.fib
     }
 
-    /// The priority (traffic class) a frame travels in, as its sender's NIC would queue it;
-    /// `None` for PAUSE/PFC frames, which no pause holds back. Frames that do not parse as IP
-    /// travel in priority 0.
+    /// The PFC priority a frame travels in, as its sender's NIC would queue it (and as a
+    /// pause for that priority holds it): its PCP with PCP trust, `dscp_to_pfc_priority` of
+    /// its DSCP with DSCP trust; `None` for PAUSE/PFC frames, which no pause holds back.
+    /// Frames that do not parse as IP travel in priority 0.
     pub fn priority(&self, frame: &[u8]) -> Option<u8> {
         match parse::parse(frame) {
             Ok(parsed) => match parsed.payload {
                 Payload::FlowControl(_) | Payload::LinkPause(_) => None,
                 Payload::Ip(ip) => Some(match self.trust {
-                    Trust::Dscp => self.dscp_to_tc[usize::from(ip.dscp)],
-                    Trust::Pcp => self.pcp_to_tc[usize::from(parsed.pcp.unwrap_or(0))],
+                    Trust::Dscp => self.dscp_to_priority[usize::from(ip.dscp)],
+                    Trust::Pcp => parsed.pcp.unwrap_or(0),
                 }),
                 Payload::NotRoutable(_) => Some(0),
             },

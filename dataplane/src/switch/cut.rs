@@ -69,8 +69,9 @@ impl<P: PacketBuf> Switch<P> {
         self.stats.ports[egress].queues[tc].peak(len as u64, charge);
         // The cells go back as the frame leaves.
         if self.buffer.lossless(tc) {
-            self.buffer.give_back(charger, ingress, tc, charge);
-            self.group_released(ingress, tc);
+            let pg = self.buffer.pg(tc);
+            self.buffer.give_back(charger, ingress, pg, charge);
+            self.group_released(ingress, pg);
         } else {
             self.buffer.release_lossy(egress, tc, charge);
         }

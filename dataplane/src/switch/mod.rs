@@ -32,7 +32,7 @@ use crate::pipeline::punt::{CoppClass, Outbox, Policer, Punted};
 use crate::rng::Rng;
 use crate::tm::buffer::{Entry, Popped, SharedBuffer};
 use crate::tm::ecn::{self, EcnMarker};
-use crate::tm::pfc::{PfcPort, Watchdog};
+use crate::tm::pfc::{PfcMap, PfcPort, Watchdog};
 use crate::tm::schedule::Scheduler;
 use crate::tm::shard::{ShardBoard, Transfer};
 use crate::units::{wire_bytes, LinkRate, TRAFFIC_CLASSES};
@@ -150,6 +150,8 @@ pub struct Switch<P: PacketBuf> {
     control_tc: u8,
     /// The source of the PFC frames the switch sends.
     mac: MacAddress,
+    /// Bit n set: a lossless priority's pause holds egress queue n (`qos.pfc_to_queue`).
+    pausable_queues: u8,
     /// Sharded: this worker's seat; `None` when this switch owns every port.
     shard: Option<Seat<P>>,
     /// Per FIB group: its entry in `stats.next_hop_groups` (groups of next hops only), for
@@ -191,10 +193,10 @@ impl<P: PacketBuf> Switch<P> {
         let mut switch = Self {
             classifier,
             selector,
-            ecn: EcnMarker::new(config.qos.ecn.clone(), buffer.plan().lossless_mask),
+            ecn: EcnMarker::new(config.qos.ecn.clone(), buffer.plan().lossless_tcs),
             buffer,
             egress,
-            pfc: config.ports.iter().map(|port| PfcPort::new(port.speed_mbps)).collect(),
+            pfc: config.ports.iter().map(|port| PfcPort::new(port.speed_mbps, PfcMap::of(&config.qos))).collect(),
             watchdog: Watchdog {
                 detection_ps: u64::from(watchdog.detection_ms) * 1_000_000_000,
                 restoration_ps: u64::from(watchdog.restoration_ms) * 1_000_000_000,
@@ -211,6 +213,7 @@ impl<P: PacketBuf> Switch<P> {
             punted: Outbox::new(if config.control.is_some() { PUNT_OUTBOX } else { 0 }),
             control_tc: config.control.as_ref().map_or(7, |control| control.control_tc),
             mac: config.mac,
+            pausable_queues: config.qos.pausable_queues(),
             shard,
             next_hop_slots: Vec::new(),
             groups_counted,
@@ -232,7 +235,8 @@ impl<P: PacketBuf> Switch<P> {
         SharedBuffer::<P>::capacity(config)
     }
 
-    /// The priority a peer would give `frame` (its traffic class), or `None` for MAC control.
+    /// The PFC priority a peer's NIC would give `frame` (`Classifier::priority`), or `None`
+    /// for MAC control.
     pub fn priority_of(&self, frame: &[u8]) -> Option<u8> {
         self.classifier.priority(frame)
     }
@@ -469,15 +473,16 @@ impl<P: PacketBuf> Switch<P> {
             if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
                 return self.refuse(ingress, egress, tc, DropReason::PfcWatchdog);
             }
-            match self.buffer.admit_lossless(ingress, tc, charge) {
+            let pg = self.buffer.pg(tc);
+            match self.buffer.admit_lossless(ingress, pg, charge) {
                 // Past XOFF the frame queues, so that the pause leaves first.
                 Ok(group) if group.past_xoff => {
-                    self.group_charged(ingress, tc, group);
+                    self.group_charged(ingress, pg, group);
                     let charger = self.buffer.me();
                     let entry = Entry { packet, ingress, charger, marked, ip, arrival_ps };
                     return self.link(egress, tc, len, true, entry, now);
                 }
-                Ok(group) => self.group_charged(ingress, tc, group),
+                Ok(group) => self.group_charged(ingress, pg, group),
                 Err(reason) => return self.refuse(ingress, egress, tc, reason),
             }
         } else if let Err(reason) = self.buffer.admit_lossy(egress, tc, charge) {
@@ -532,17 +537,17 @@ impl<P: PacketBuf> Switch<P> {
         Received::Queued { egress, tc }
     }
 
-    /// Where a lossless frame's charge put its ingress group: XOFF past the point, and the
-    /// group's peaks.
+    /// Where a lossless frame's charge put its ingress priority group `pg`: XOFF past the
+    /// point, and the group's peaks.
     #[inline]
-    fn group_charged(&mut self, ingress: usize, tc: usize, group: crate::tm::buffer::GroupCharge) {
+    fn group_charged(&mut self, ingress: usize, pg: usize, group: crate::tm::buffer::GroupCharge) {
         // The port's owner sends its PFC frames: another worker polling one of its queues
         // leaves the decision to the owner's next loop (`sync_shard`).
         if group.past_xoff && self.owns(ingress) {
-            self.pfc[ingress].decide_xoff(tc);
+            self.pfc[ingress].decide_xoff(pg);
             self.note_control(ingress);
         }
-        self.stats.ports[ingress].priority_groups[tc].peak(group.occupancy, group.headroom);
+        self.stats.ports[ingress].priority_groups[pg].peak(group.occupancy, group.headroom);
     }
 
     /// Counts a frame refused on its way into `egress`'s queue `tc` (on its ingress port's
@@ -570,20 +575,20 @@ impl<P: PacketBuf> Switch<P> {
     fn pop(&mut self, port: usize, tc: usize) -> Option<Popped<P>> {
         let popped = self.buffer.pop(port, tc)?;
         if self.buffer.lossless(tc) {
-            self.group_released(popped.ingress, tc);
+            self.group_released(popped.ingress, self.buffer.pg(tc));
         }
         Some(popped)
     }
 
-    /// After cells of group (`ingress`, `tc`) were given back: XON if the group has fallen to
+    /// After cells of group (`ingress`, `pg`) were given back: XON if the group has fallen to
     /// it. Most groups never sent XOFF: that is checked before computing thresholds. Only the
     /// port's owner decides; a share of another worker's group, or of one this worker shares,
     /// is decided when the credit or the share reaches the owner (`sync_shard`).
     #[inline(always)]
-    fn group_released(&mut self, ingress: usize, tc: usize) {
-        if self.pfc[ingress].xoff_outstanding(tc) && self.owns(ingress) {
-            let occupancy = self.buffer.group_occupancy(ingress, tc);
-            self.pfc[ingress].decide_xon(tc, occupancy, self.buffer.xon());
+    fn group_released(&mut self, ingress: usize, pg: usize) {
+        if self.pfc[ingress].xoff_outstanding(pg) && self.owns(ingress) {
+            let occupancy = self.buffer.group_occupancy(ingress, pg);
+            self.pfc[ingress].decide_xon(pg, occupancy, self.buffer.xon());
             self.note_control(ingress);
         }
     }

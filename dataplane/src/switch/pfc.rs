@@ -35,10 +35,8 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     pub(super) fn pause_received(&mut self, port: usize, repr: &Repr, now: u64) {
-        let lossless = self.buffer.plan().lossless_mask;
         let backlog = self.buffer.backlog(port);
-        let deadline =
-            self.pfc[port].receive(repr, now, lossless, backlog, &self.watchdog, &mut self.stats.ports[port]);
+        let deadline = self.pfc[port].receive(repr, now, backlog, &self.watchdog, &mut self.stats.ports[port]);
         self.deadline = self.deadline.min(deadline);
     }
 
@@ -60,23 +58,22 @@ impl<P: PacketBuf> Switch<P> {
             if !self.owns(port) {
                 continue;
             }
-            for priority in 0..8 {
-                if !self.buffer.lossless(priority) {
-                    continue;
-                }
-                let occupancy = self.buffer.group_occupancy(port, priority);
-                next = next.min(self.pfc[port].refresh(priority, now, occupancy, self.buffer.xon()));
+            let (lossless_pgs, pausable) = (self.buffer.plan().lossless_pgs, self.pausable_queues);
+            for pg in (0..8).filter(|pg| lossless_pgs & (1 << pg) != 0) {
+                let occupancy = self.buffer.group_occupancy(port, pg);
+                next = next.min(self.pfc[port].refresh(pg, now, occupancy, self.buffer.xon()));
                 self.note_control(port);
-                let queued = self.buffer.queue_len(port, priority);
-                let step =
-                    self.pfc[port].watch(port, priority, now, queued, &self.watchdog, &mut self.stats.ports[port]);
+            }
+            for queue in (0..8).filter(|queue| pausable & (1 << queue) != 0) {
+                let queued = self.buffer.queue_len(port, queue);
+                let step = self.pfc[port].watch(port, queue, now, queued, &self.watchdog, &mut self.stats.ports[port]);
                 if step.flush {
                     // The stormed egress queue only: the port's ingress group (what its peer
                     // sends us) keeps its PFC, since that traffic drains to other, healthy ports.
-                    self.flush(port, priority, DropReason::PfcWatchdog);
+                    self.flush(port, queue, DropReason::PfcWatchdog);
                 }
                 next = next.min(step.next);
-                let paused_until = self.pfc[port].paused_until(priority);
+                let paused_until = self.pfc[port].paused_until(queue);
                 if paused_until > now {
                     next = next.min(paused_until);
                 }

@@ -69,9 +69,10 @@ impl<P: PacketBuf> Switch<P> {
         let len = packet.len();
         let charge = plan::charge(len);
         let lossless = self.buffer.lossless(tc);
+        let pg = self.buffer.pg(tc);
         if lossless {
-            match self.buffer.admit_lossless(ingress, tc, charge) {
-                Ok(group) => self.group_charged(ingress, tc, group),
+            match self.buffer.admit_lossless(ingress, pg, charge) {
+                Ok(group) => self.group_charged(ingress, pg, group),
                 Err(reason) => return self.refuse(ingress, egress, tc, reason),
             }
         }
@@ -93,7 +94,7 @@ impl<P: PacketBuf> Switch<P> {
             // The engine takes the batches after each rx burst, so this is its bug; still
             // counted, never lost.
             if lossless {
-                self.buffer.release_group(ingress, tc, charge);
+                self.buffer.release_group(ingress, pg, charge);
             }
             return self.refuse(ingress, egress, tc, DropReason::BufferFull);
         }
@@ -181,34 +182,34 @@ impl<P: PacketBuf> Switch<P> {
     pub fn sync_shard(&mut self, now: u64) {
         let Some(seat) = self.shard.as_mut() else { return };
         let (board, me) = (&*seat.board, seat.me);
-        let lossless_mask = self.buffer.plan().lossless_mask;
+        let lossless_pgs = self.buffer.plan().lossless_pgs;
         for port in 0..self.egress.len() {
             let owned = board.owner(port) == me;
             let polled = board.polls(me, port);
             let spread = board.spread(port);
-            for priority in (0..TRAFFIC_CLASSES).filter(|&priority| lossless_mask & (1 << priority) != 0) {
+            for pg in (0..TRAFFIC_CLASSES).filter(|&pg| lossless_pgs & (1 << pg) != 0) {
                 if polled {
-                    let total = board.released_to(me, port, priority);
-                    let credit = total - seat.applied[port][priority];
+                    let total = board.released_to(me, port, pg);
+                    let credit = total - seat.applied[port][pg];
                     if credit > 0 {
-                        seat.applied[port][priority] = total;
-                        self.buffer.release_group(port, priority, credit);
+                        seat.applied[port][pg] = total;
+                        self.buffer.release_group(port, pg, credit);
                     }
                 }
                 for charger in (0..board.workers()).filter(|&worker| worker != me && board.polls(worker, port)) {
-                    board.publish_released(me, charger, port, priority, self.buffer.released(charger, port, priority));
+                    board.publish_released(me, charger, port, pg, self.buffer.released(charger, port, pg));
                 }
                 if spread && polled {
-                    board.publish_share(me, port, priority, self.buffer.group_cells(port, priority));
-                    self.buffer.set_others_share(port, priority, board.others_share(me, port, priority));
+                    board.publish_share(me, port, pg, self.buffer.group_cells(port, pg));
+                    self.buffer.set_others_share(port, pg, board.others_share(me, port, pg));
                 }
                 if owned {
-                    let occupancy = self.buffer.group_occupancy(port, priority);
-                    let past_xoff = || occupancy > self.buffer.xoff() || self.buffer.group_headroom(port, priority) > 0;
+                    let occupancy = self.buffer.group_occupancy(port, pg);
+                    let past_xoff = || occupancy > self.buffer.xoff() || self.buffer.group_headroom(port, pg) > 0;
                     if spread && past_xoff() {
-                        self.pfc[port].decide_xoff(priority);
-                    } else if self.pfc[port].xoff_outstanding(priority) {
-                        self.pfc[port].decide_xon(priority, occupancy, self.buffer.xon());
+                        self.pfc[port].decide_xoff(pg);
+                    } else if self.pfc[port].xoff_outstanding(pg) {
+                        self.pfc[port].decide_xon(pg, occupancy, self.buffer.xon());
                     }
                     self.control_decided += u64::from(self.pfc[port].has_frame());
                 }
@@ -257,7 +258,7 @@ impl<P: PacketBuf> Switch<P> {
             }
             return self.link(egress, tc, len, true, Entry { packet, ingress, charger, marked, ip, arrival_ps }, now);
         };
-        self.buffer.give_back(charger, ingress, tc, plan::charge(len));
+        self.buffer.give_back(charger, ingress, self.buffer.pg(tc), plan::charge(len));
         self.refuse(ingress, egress, tc, refused)
     }
 }

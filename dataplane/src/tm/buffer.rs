@@ -7,7 +7,7 @@
 //! when the buffer first holds that many frames), so a simulated fabric of many switches
 //! holds in memory what its queues held at their deepest, not every switch's worst case. Lossy frames are charged to their egress queue in the lossy pool, up to the queue's
 //! dynamic limit (lossy_alpha x the free lossy pool), or are tail-dropped (`buffer_full`).
-//! Lossless frames are charged to their (ingress port, priority) group: to the lossless pool
+//! Lossless frames are charged to their (ingress port, priority group) (`qos.tc_to_pg`): to the lossless pool
 //! up to the group's XOFF point, then to the group's reserved headroom, and are dropped only
 //! when that overflows (`headroom_overflow`). A group's occupancy is two counters, not a mark
 //! on each frame: a leaving frame gives its cells back to the group's headroom first, then to
@@ -96,7 +96,7 @@ impl Default for Fifo {
     }
 }
 
-/// Cells a lossless (ingress port, priority) group holds.
+/// Cells a lossless (ingress port, priority group) holds.
 #[derive(Debug, Clone, Copy, Default)]
 struct GroupCells {
     /// Charged to the lossless pool.
@@ -132,9 +132,9 @@ pub struct SharedBuffer<P> {
     free: u32,
     arena: usize,
     ports: Vec<PortQueues>,
-    /// Per ingress port and priority: this buffer's share.
+    /// Per ingress port and priority group: this buffer's share.
     groups: Vec<[GroupCells; 8]>,
-    /// Per ingress port and priority: the other pollers' shares, as last published (zero
+    /// Per ingress port and priority group: the other pollers' shares, as last published (zero
     /// where this worker alone polls the port).
     others_groups: Vec<[GroupCells; 8]>,
     /// Cell bytes in use in each pool (headroom apart).
@@ -145,7 +145,7 @@ pub struct SharedBuffer<P> {
     me: u8,
     /// Per ingress port: whether this buffer charges a share of its groups (all, unsharded).
     charges_group: Vec<bool>,
-    /// Per (worker that charged, ingress port) and priority, for the other workers' shares:
+    /// Per (worker that charged, ingress port) and priority group, for the other workers' shares:
     /// cumulative cell bytes of their frames this buffer has sent or dropped (the credits to
     /// give back).
     released: Vec<[u64; 8]>,
@@ -202,7 +202,13 @@ impl<P> SharedBuffer<P> {
     /// Whether class `tc` is lossless.
     #[inline]
     pub fn lossless(&self, tc: usize) -> bool {
-        self.plan.lossless_mask & (1 << tc) != 0
+        self.plan.lossless_tcs & (1 << tc) != 0
+    }
+
+    /// The ingress priority group class `tc` is charged to.
+    #[inline]
+    pub fn pg(&self, tc: usize) -> usize {
+        usize::from(self.plan.tc_to_pg[tc])
     }
 
     /// Charges a lossy frame to its egress queue in the lossy pool, within the queue's
@@ -223,13 +229,13 @@ impl<P> SharedBuffer<P> {
     /// Charges a lossless frame to its group (this buffer's share): the pool up to XOFF, then
     /// the group's headroom (the plan's for its port), both judged on the whole group.
     #[inline(always)]
-    pub fn admit_lossless(&mut self, ingress: usize, priority: usize, charge: u64) -> Result<GroupCharge, DropReason> {
+    pub fn admit_lossless(&mut self, ingress: usize, pg: usize, charge: u64) -> Result<GroupCharge, DropReason> {
         if !self.has_slot() {
             return Err(DropReason::HeadroomOverflow);
         }
         let xoff = self.xoff();
-        let others = self.others_groups[ingress][priority];
-        let group = &mut self.groups[ingress][priority];
+        let others = self.others_groups[ingress][pg];
+        let group = &mut self.groups[ingress][pg];
         let pool_room = self.lossless_used + self.others_used.0 + charge <= self.plan.lossless_pool;
         let in_headroom = if group.shared + others.shared + charge <= xoff && pool_room {
             group.shared += charge;
@@ -347,15 +353,15 @@ impl<P> SharedBuffer<P> {
             queue.lossy_cells -= charge;
             self.lossy_used -= charge;
         } else {
-            self.give_back(charger, ingress, tc, charge);
+            self.give_back(charger, ingress, self.pg(tc), charge);
         }
         Some(Popped { packet, ingress, charger, marked, ip, arrival_ps, len })
     }
 
-    /// Gives `cells` back to group (`ingress`, `priority`): its headroom first, then the pool.
+    /// Gives `cells` back to group (`ingress`, `pg`): its headroom first, then the pool.
     #[inline]
-    pub fn release_group(&mut self, ingress: usize, priority: usize, cells: u64) {
-        let group = &mut self.groups[ingress][priority];
+    pub fn release_group(&mut self, ingress: usize, pg: usize, cells: u64) {
+        let group = &mut self.groups[ingress][pg];
         let from_headroom = cells.min(group.headroom);
         group.headroom -= from_headroom;
         group.shared -= cells - from_headroom;
@@ -385,25 +391,25 @@ impl<P> SharedBuffer<P> {
     /// Gives back the cells of a lossless frame leaving (or dropped) here: to this buffer's
     /// share of the group if it charged them, else as a credit for the worker that did.
     #[inline]
-    pub fn give_back(&mut self, charger: u8, ingress: usize, priority: usize, cells: u64) {
+    pub fn give_back(&mut self, charger: u8, ingress: usize, pg: usize, cells: u64) {
         if charger == self.me {
-            self.release_group(ingress, priority, cells);
+            self.release_group(ingress, pg, cells);
         } else {
-            self.released[usize::from(charger) * self.groups.len() + ingress][priority] += cells;
+            self.released[usize::from(charger) * self.groups.len() + ingress][pg] += cells;
         }
     }
 
-    /// Cumulative cell bytes given back to `charger`'s share of group (`port`, `priority`).
+    /// Cumulative cell bytes given back to `charger`'s share of group (`port`, `pg`).
     #[inline]
-    pub fn released(&self, charger: usize, port: usize, priority: usize) -> u64 {
-        self.released[charger * self.groups.len() + port][priority]
+    pub fn released(&self, charger: usize, port: usize, pg: usize) -> u64 {
+        self.released[charger * self.groups.len() + port][pg]
     }
 
-    /// The other pollers' shares of group (`port`, `priority`), (lossless pool, headroom) cell
+    /// The other pollers' shares of group (`port`, `pg`), (lossless pool, headroom) cell
     /// bytes, as last published.
     #[inline]
-    pub fn set_others_share(&mut self, port: usize, priority: usize, (shared, headroom): (u64, u64)) {
-        self.others_groups[port][priority] = GroupCells { shared, headroom };
+    pub fn set_others_share(&mut self, port: usize, pg: usize, (shared, headroom): (u64, u64)) {
+        self.others_groups[port][pg] = GroupCells { shared, headroom };
     }
 
     /// The other workers' pool charges, (lossless, lossy), as last published.
@@ -444,25 +450,25 @@ impl<P> SharedBuffer<P> {
         self.ports[port].fifos[tc].len
     }
 
-    /// Cell bytes group (`port`, `priority`) holds, pool and headroom: this buffer's share
+    /// Cell bytes group (`port`, `pg`) holds, pool and headroom: this buffer's share
     /// and the other pollers' as last published.
     #[inline]
-    pub fn group_occupancy(&self, port: usize, priority: usize) -> u64 {
-        let (group, others) = (&self.groups[port][priority], &self.others_groups[port][priority]);
+    pub fn group_occupancy(&self, port: usize, pg: usize) -> u64 {
+        let (group, others) = (&self.groups[port][pg], &self.others_groups[port][pg]);
         group.shared + group.headroom + others.shared + others.headroom
     }
 
-    /// Cell bytes group (`port`, `priority`) holds in its headroom: this buffer's share and
+    /// Cell bytes group (`port`, `pg`) holds in its headroom: this buffer's share and
     /// the other pollers' as last published.
     #[inline]
-    pub fn group_headroom(&self, port: usize, priority: usize) -> u64 {
-        self.groups[port][priority].headroom + self.others_groups[port][priority].headroom
+    pub fn group_headroom(&self, port: usize, pg: usize) -> u64 {
+        self.groups[port][pg].headroom + self.others_groups[port][pg].headroom
     }
 
-    /// Cell bytes this buffer's share of group (`port`, `priority`) holds in the lossless pool
+    /// Cell bytes this buffer's share of group (`port`, `pg`) holds in the lossless pool
     /// and in its headroom.
-    pub fn group_cells(&self, port: usize, priority: usize) -> (u64, u64) {
-        let group = &self.groups[port][priority];
+    pub fn group_cells(&self, port: usize, pg: usize) -> (u64, u64) {
+        let group = &self.groups[port][pg];
         (group.shared, group.headroom)
     }
 

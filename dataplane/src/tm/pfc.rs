@@ -1,8 +1,10 @@
 //! Priority flow control on one port, both directions, as one type (`PfcPort`):
 //! - sending: the XOFF/XON decisions of the port's ingress priority groups, the PFC frame that
-//!   carries them (one frame for every pending priority, ahead of all data), and the refresh of
-//!   an outstanding XOFF at half its pause time;
-//! - receiving: the pauses the peer sent (`Pauses`), which hold the port's egress classes;
+//!   carries them (one frame for every pending priority, ahead of all data; a group's decision
+//!   names the lossless priorities whose frames it holds, `PfcMap`), and the refresh of an
+//!   outstanding XOFF at half its pause time;
+//! - receiving: the pauses the peer sent (`Pauses`, kept per egress queue: a pause for
+//!   priority p holds queue `pfc_to_queue[p]`);
 //! - the watchdog over those pauses (SONiC's since 2022): a queue that holds frames and has
 //!   been paused continuously for `detection_ms` is in a storm; the action applies (drop: the
 //!   switch flushes the queue and drops its arrivals; forward: received PFC is ignored; alert:
@@ -73,38 +75,73 @@ pub struct WatchdogStep {
     pub flush: bool,
 }
 
+/// How a port's PFC priorities relate to its groups and queues (`config::Qos`, derived once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PfcMap {
+    /// Per ingress priority group: the lossless priorities its XOFF names.
+    pub pg_priorities: [u8; 8],
+    /// The egress queue a received pause for each priority holds.
+    pub pfc_to_queue: [u8; 8],
+    /// Bit n set: priority n is lossless; a pause for another is counted, not obeyed.
+    pub lossless_priorities: u8,
+}
+
+impl PfcMap {
+    pub fn of(qos: &crate::config::Qos) -> Self {
+        Self {
+            pg_priorities: qos.pg_priorities,
+            pfc_to_queue: qos.pfc_to_queue,
+            lossless_priorities: qos.lossless_priorities,
+        }
+    }
+
+    /// Every priority a priority group is group n, as when TC, priority and group are one
+    /// number (tests).
+    pub fn identity(lossless_priorities: u8) -> Self {
+        Self {
+            pg_priorities: std::array::from_fn(|pg| lossless_priorities & (1 << pg)),
+            pfc_to_queue: std::array::from_fn(|priority| priority as u8),
+            lossless_priorities,
+        }
+    }
+}
+
 /// PFC state of one port (see the module notes).
 #[derive(Debug, Clone)]
 pub struct PfcPort {
     speed_mbps: u64,
+    map: PfcMap,
     /// Half of an XOFF's pause time: the refresh period.
     refresh_ps: u64,
-    /// Per ingress group: an XOFF was decided and no XON since.
+    /// Per ingress priority group: an XOFF was decided and no XON since.
     xoff_sent: [bool; 8],
-    /// When to refresh the XOFF (NEVER while none is outstanding or it is not yet sent).
+    /// Per ingress priority group: when to refresh its XOFF (NEVER while none is outstanding
+    /// or it is not yet sent).
     refresh_at: [u64; 8],
     /// PFC times to send on this port, per priority; bit n of `pending` says priority n has
     /// one (one compare per poll loop when nothing is pending).
     outbox: [u16; 8],
     pending: u8,
-    /// Pauses the peer sent: they hold this port's egress classes.
+    /// Pauses the peer sent, per egress queue they hold.
     received: Pauses,
     /// The latest end of any received pause: at or after it nothing is paused, so eligibility
     /// is one compare in the common case.
     pause_horizon: u64,
+    /// Per egress queue: the watchdog declared a storm.
     storm: [bool; 8],
-    /// When the last PFC frame naming the priority arrived (XOFF or XON): restoration waits
-    /// for `restoration_ps` of silence.
+    /// Per egress queue: when the last PFC frame naming its priority arrived (XOFF or XON):
+    /// restoration waits for `restoration_ps` of silence.
     last_pfc_rx: [u64; 8],
-    /// Time the peer's pauses held each class, counted up to `counted_to` (`account`).
+    /// Time the peer's pauses held each queue, counted up to `counted_to` (`account`).
     paused_ps: [u64; 8],
     counted_to: [u64; 8],
 }
 
 impl PfcPort {
-    pub fn new(speed_mbps: u64) -> Self {
+    pub fn new(speed_mbps: u64, map: PfcMap) -> Self {
         Self {
             speed_mbps,
+            map,
             refresh_ps: quanta_ps(XOFF_QUANTA, speed_mbps) / 2,
             xoff_sent: [false; 8],
             refresh_at: [NEVER; 8],
@@ -119,95 +156,100 @@ impl PfcPort {
         }
     }
 
-    /// Counts the time `priority` was held by the pause in force between the last count and
+    /// Counts the time queue `queue` was held by the pause in force between the last count and
     /// `now`. Pauses change only when a PFC frame arrives, which counts first, so the sum is
     /// exact: an XON that ends a long XOFF early leaves only the time it really held.
-    fn account(&mut self, priority: usize, now: u64) {
-        let (since, until) = (self.received.since[priority], self.received.until[priority]);
-        let from = since.max(self.counted_to[priority]);
+    fn account(&mut self, queue: usize, now: u64) {
+        let (since, until) = (self.received.since[queue], self.received.until[queue]);
+        let from = since.max(self.counted_to[queue]);
         let to = until.min(now);
         if to > from {
-            self.paused_ps[priority] += to - from;
+            self.paused_ps[queue] += to - from;
         }
-        self.counted_to[priority] = self.counted_to[priority].max(now);
+        self.counted_to[queue] = self.counted_to[queue].max(now);
     }
 
-    /// Nanoseconds the peer's PFC has held each class up to `now` (received pauses, whether
+    /// Nanoseconds the peer's PFC has held each egress queue up to `now` (received pauses, whether
     /// or not the watchdog ignored them).
     pub fn paused_ns(&mut self, now: u64) -> [u64; 8] {
-        for priority in 0..8 {
-            self.account(priority, now);
+        for queue in 0..8 {
+            self.account(queue, now);
         }
         self.paused_ps.map(|ps| ps / 1000)
     }
 
-    /// Whether egress class `priority` is held by a received pause at `now` (and the
+    /// Whether egress queue `queue` is held by a received pause at `now` (and the
     /// watchdog does not ignore it).
     #[inline]
-    pub fn paused(&self, priority: usize, now: u64, action: WatchdogAction) -> bool {
-        self.received.until[priority] > now && !(self.storm[priority] && action != WatchdogAction::Alert)
+    pub fn paused(&self, queue: usize, now: u64, action: WatchdogAction) -> bool {
+        self.received.until[queue] > now && !(self.storm[queue] && action != WatchdogAction::Alert)
     }
 
-    /// Which classes may send at `now`: not paused, or paused but ignored by the watchdog.
+    /// Which queues may send at `now`: not paused, or paused but ignored by the watchdog.
     #[inline]
     pub fn eligible(&self, now: u64, action: WatchdogAction) -> u8 {
         if now >= self.pause_horizon {
             return 0xff;
         }
         let mut mask = 0xffu8;
-        for priority in 0..8 {
-            if self.paused(priority, now, action) {
-                mask &= !(1 << priority);
+        for queue in 0..8 {
+            if self.paused(queue, now, action) {
+                mask &= !(1 << queue);
             }
         }
         mask
     }
 
-    /// A received pause on `priority` is in force at `now`, with no storm declared yet: a
+    /// A received pause holds `queue` at `now`, with no storm declared yet: a
     /// queue that starts holding frames now starts the watchdog's clock.
     #[inline]
-    pub fn pause_may_storm(&self, priority: usize, now: u64) -> bool {
-        self.received.until[priority] > now && !self.storm[priority]
+    pub fn pause_may_storm(&self, queue: usize, now: u64) -> bool {
+        self.received.until[queue] > now && !self.storm[queue]
     }
 
-    /// When the current pause of `priority` began.
-    pub fn paused_since(&self, priority: usize) -> u64 {
-        self.received.since[priority]
+    /// When the current pause of `queue` began.
+    pub fn paused_since(&self, queue: usize) -> u64 {
+        self.received.since[queue]
     }
 
-    /// The end of the current received pause of `priority` (in the past when none).
-    pub fn paused_until(&self, priority: usize) -> u64 {
-        self.received.until[priority]
+    /// The end of the current received pause of `queue` (in the past when none).
+    pub fn paused_until(&self, queue: usize) -> u64 {
+        self.received.until[queue]
     }
 
-    /// Whether the watchdog drops what `priority`'s queue receives (a storm, action drop).
+    /// Whether the watchdog drops what `queue` receives (a storm, action drop).
     #[inline]
-    pub fn storm_drops(&self, priority: usize, action: WatchdogAction) -> bool {
-        self.storm[priority] && action == WatchdogAction::Drop
+    pub fn storm_drops(&self, queue: usize, action: WatchdogAction) -> bool {
+        self.storm[queue] && action == WatchdogAction::Drop
     }
 
-    /// The group `priority` passed its XOFF point: XOFF, unless one is outstanding.
+    /// Priority group `pg` passed its XOFF point: XOFF for its priorities, unless one is
+    /// outstanding.
     #[inline]
-    pub fn decide_xoff(&mut self, priority: usize) {
-        if !self.xoff_sent[priority] {
-            self.xoff_sent[priority] = true;
-            self.queue(priority, XOFF_QUANTA);
+    pub fn decide_xoff(&mut self, pg: usize) {
+        if !self.xoff_sent[pg] {
+            self.xoff_sent[pg] = true;
+            self.queue(self.map.pg_priorities[pg], XOFF_QUANTA);
         }
     }
 
-    /// Whether group `priority` has an XOFF outstanding.
+    /// Whether priority group `pg` has an XOFF outstanding.
     #[inline]
-    pub fn xoff_outstanding(&self, priority: usize) -> bool {
-        self.xoff_sent[priority]
+    pub fn xoff_outstanding(&self, pg: usize) -> bool {
+        self.xoff_sent[pg]
     }
 
-    /// XON for a group with an XOFF outstanding whose `occupancy` fell to `xon`.
+    /// XON for a group with an XOFF outstanding whose `occupancy` fell to `xon`: for its
+    /// priorities that no other group still holds off.
     #[inline]
-    pub fn decide_xon(&mut self, priority: usize, occupancy: u64, xon: u64) {
-        if self.xoff_sent[priority] && occupancy <= xon {
-            self.xoff_sent[priority] = false;
-            self.refresh_at[priority] = NEVER;
-            self.queue(priority, 0);
+    pub fn decide_xon(&mut self, pg: usize, occupancy: u64, xon: u64) {
+        if self.xoff_sent[pg] && occupancy <= xon {
+            self.xoff_sent[pg] = false;
+            self.refresh_at[pg] = NEVER;
+            let still_off = (0..8)
+                .filter(|&other| self.xoff_sent[other])
+                .fold(0u8, |mask, other| mask | self.map.pg_priorities[other]);
+            self.queue(self.map.pg_priorities[pg] & !still_off, 0);
         }
     }
 
@@ -227,62 +269,64 @@ impl PfcPort {
     }
 
     /// The frame from `frame` was sent at `now`: empties the outbox, counts each priority and
-    /// arms the refresh of each XOFF. Returns the earliest refresh (or NEVER).
+    /// arms the refresh of each group whose XOFF it carried. Returns the earliest refresh (or
+    /// NEVER).
     pub fn frame_sent(&mut self, now: u64, stats: &mut PortStats) -> u64 {
-        let mut deadline = NEVER;
+        let mut xoff_sent = 0u8;
         for priority in 0..8 {
             if self.pending & (1 << priority) == 0 {
                 continue;
             }
-            let time = self.outbox[priority];
-            if time > 0 {
+            if self.outbox[priority] > 0 {
                 stats.pfc_xoff_tx[priority] += 1;
-                self.refresh_at[priority] = now + self.refresh_ps;
-                deadline = deadline.min(now + self.refresh_ps);
+                xoff_sent |= 1 << priority;
             } else {
                 stats.pfc_xon_tx[priority] += 1;
             }
         }
         self.pending = 0;
+        let mut deadline = NEVER;
+        for pg in 0..8 {
+            if self.xoff_sent[pg] && self.map.pg_priorities[pg] & xoff_sent != 0 {
+                self.refresh_at[pg] = now + self.refresh_ps;
+                deadline = now + self.refresh_ps;
+            }
+        }
         deadline
     }
 
-    /// Puts `time` for `priority` in the next PFC frame (replacing one not yet sent).
+    /// Puts `time` for each priority of `priorities` in the next PFC frame (replacing one not
+    /// yet sent).
     #[inline]
-    fn queue(&mut self, priority: usize, time: u16) {
-        self.outbox[priority] = time;
-        self.pending |= 1 << priority;
+    fn queue(&mut self, priorities: u8, time: u16) {
+        for priority in (0..8).filter(|priority| priorities & (1 << priority) != 0) {
+            self.outbox[priority] = time;
+        }
+        self.pending |= priorities;
     }
 
-    /// A PFC frame from the peer at `now`: pauses or resumes the lossless priorities it names
-    /// (others are counted, not obeyed). `backlog` has bit n set while egress queue n holds
-    /// frames. Returns the earliest deadline it creates (a pause's end, the watchdog's
-    /// detection), or NEVER.
-    pub fn receive(
-        &mut self,
-        repr: &Repr,
-        now: u64,
-        lossless_mask: u8,
-        backlog: u8,
-        watchdog: &Watchdog,
-        stats: &mut PortStats,
-    ) -> u64 {
+    /// A PFC frame from the peer at `now`: pauses or resumes the queues of the lossless
+    /// priorities it names (others are counted, not obeyed). `backlog` has bit n set while
+    /// egress queue n holds frames. Returns the earliest deadline it creates (a pause's end,
+    /// the watchdog's detection), or NEVER.
+    pub fn receive(&mut self, repr: &Repr, now: u64, backlog: u8, watchdog: &Watchdog, stats: &mut PortStats) -> u64 {
         let mut deadline = NEVER;
         for (priority, time) in repr.named() {
             stats.pfc_rx[priority] += 1;
-            if lossless_mask & (1 << priority) == 0 {
+            if self.map.lossless_priorities & (1 << priority) == 0 {
                 continue; // PFC is not enabled for this priority: counted, not obeyed
             }
-            self.last_pfc_rx[priority] = now;
-            self.account(priority, now);
-            self.received.apply(priority, time, now, self.speed_mbps);
+            let queue = usize::from(self.map.pfc_to_queue[priority]);
+            self.last_pfc_rx[queue] = now;
+            self.account(queue, now);
+            self.received.apply(queue, time, now, self.speed_mbps);
             if time == 0 {
                 continue;
             }
-            self.pause_horizon = self.pause_horizon.max(self.received.until[priority]);
-            deadline = deadline.min(self.received.until[priority]);
-            if backlog & (1 << priority) != 0 || self.storm[priority] {
-                deadline = deadline.min(self.received.since[priority].saturating_add(watchdog.detection_ps));
+            self.pause_horizon = self.pause_horizon.max(self.received.until[queue]);
+            deadline = deadline.min(self.received.until[queue]);
+            if backlog & (1 << queue) != 0 || self.storm[queue] {
+                deadline = deadline.min(self.received.since[queue].saturating_add(watchdog.detection_ps));
             }
         }
         deadline
@@ -291,9 +335,9 @@ impl PfcPort {
     /// An 802.3x PAUSE from the peer at `now` on a port that honours it: every class of this
     /// port's egress stops for `time` quanta (0 resumes them). Returns when it ends, or NEVER.
     pub fn receive_link_pause(&mut self, time: u16, now: u64) -> u64 {
-        for priority in 0..8 {
-            self.account(priority, now);
-            self.received.apply(priority, time, now, self.speed_mbps);
+        for queue in 0..8 {
+            self.account(queue, now);
+            self.received.apply(queue, time, now, self.speed_mbps);
         }
         if time == 0 {
             return NEVER;
@@ -303,62 +347,63 @@ impl PfcPort {
         until
     }
 
-    /// At a timer: refreshes an outstanding XOFF that is due while the group (at `occupancy`)
-    /// holds more than `xon`, or withdraws it. Returns the group's next deadline.
-    pub fn refresh(&mut self, priority: usize, now: u64, occupancy: u64, xon: u64) -> u64 {
-        if !self.xoff_sent[priority] {
+    /// At a timer: refreshes an outstanding XOFF of group `pg` that is due while the group
+    /// (at `occupancy`) holds more than `xon`, or withdraws it. Returns the group's next
+    /// deadline.
+    pub fn refresh(&mut self, pg: usize, now: u64, occupancy: u64, xon: u64) -> u64 {
+        if !self.xoff_sent[pg] {
             return NEVER;
         }
-        if self.refresh_at[priority] > now {
-            return self.refresh_at[priority];
+        if self.refresh_at[pg] > now {
+            return self.refresh_at[pg];
         }
         if occupancy > xon {
-            self.queue(priority, XOFF_QUANTA);
-            self.refresh_at[priority] = NEVER; // set again when sent
+            self.queue(self.map.pg_priorities[pg], XOFF_QUANTA);
+            self.refresh_at[pg] = NEVER; // set again when sent
         } else {
-            self.decide_xon(priority, occupancy, xon);
+            self.decide_xon(pg, occupancy, xon);
         }
         NEVER
     }
 
-    /// At a timer: detects and restores storms on egress class `priority`, which holds
+    /// At a timer: detects and restores storms on egress queue `queue`, which holds
     /// `queued` frames. `port` names the port in log lines.
     pub fn watch(
         &mut self,
         port: usize,
-        priority: usize,
+        queue: usize,
         now: u64,
         queued: u32,
         watchdog: &Watchdog,
         stats: &mut PortStats,
     ) -> WatchdogStep {
-        if self.storm[priority] {
-            let restore_at = self.last_pfc_rx[priority].saturating_add(watchdog.restoration_ps);
+        if self.storm[queue] {
+            let restore_at = self.last_pfc_rx[queue].saturating_add(watchdog.restoration_ps);
             if now < restore_at {
                 return WatchdogStep { next: restore_at, flush: false };
             }
-            self.storm[priority] = false;
-            stats.watchdog_restorations[priority] += 1;
-            tracing::warn!("PFC watchdog: port {port} priority {priority} restored");
+            self.storm[queue] = false;
+            stats.watchdog_restorations[queue] += 1;
+            tracing::warn!("PFC watchdog: port {port} queue {queue} restored");
             return WatchdogStep { next: NEVER, flush: false };
         }
-        if self.received.until[priority] <= now || queued == 0 {
+        if self.received.until[queue] <= now || queued == 0 {
             return WatchdogStep { next: NEVER, flush: false };
         }
-        let detect_at = self.received.since[priority].saturating_add(watchdog.detection_ps);
+        let detect_at = self.received.since[queue].saturating_add(watchdog.detection_ps);
         if now < detect_at {
             return WatchdogStep { next: detect_at, flush: false };
         }
-        let paused_for = now - self.received.since[priority];
-        self.storm[priority] = true;
-        stats.watchdog_storms[priority] += 1;
+        let paused_for = now - self.received.since[queue];
+        self.storm[queue] = true;
+        stats.watchdog_storms[queue] += 1;
         tracing::warn!(
-            "PFC watchdog: port {port} priority {priority} paused for {:.3} ms with {queued} frames queued: storm, action {:?}",
+            "PFC watchdog: port {port} queue {queue} paused for {:.3} ms with {queued} frames queued: storm, action {:?}",
             paused_for as f64 / 1e9,
             watchdog.action
         );
         WatchdogStep {
-            next: self.last_pfc_rx[priority].saturating_add(watchdog.restoration_ps),
+            next: self.last_pfc_rx[queue].saturating_add(watchdog.restoration_ps),
             flush: watchdog.action == WatchdogAction::Drop,
         }
     }
@@ -387,7 +432,7 @@ mod tests {
 
     #[test]
     fn one_frame_carries_every_pending_priority_and_counts_each() {
-        let mut port = PfcPort::new(100_000);
+        let mut port = PfcPort::new(100_000, PfcMap::identity(1 << 3 | 1 << 4 | 1 << 5));
         let mut stats = PortStats::default();
         port.decide_xoff(3);
         port.decide_xoff(4);
@@ -420,7 +465,7 @@ mod tests {
 
     #[test]
     fn a_frame_carries_no_time_for_a_priority_it_does_not_name() {
-        let mut port = PfcPort::new(100_000);
+        let mut port = PfcPort::new(100_000, PfcMap::identity(1 << 3 | 1 << 4 | 1 << 5));
         let mut stats = PortStats::default();
         port.decide_xoff(3);
         port.frame_sent(0, &mut stats);
@@ -434,8 +479,38 @@ mod tests {
     }
 
     #[test]
+    fn a_group_pauses_the_priorities_mapped_to_it_and_a_received_pause_holds_their_queue() {
+        // PCP 3 lands in TC 4 (group 4); PCP 5 in TC 6 (group 6); priority 3's pauses hold
+        // queue 4.
+        let mut map = PfcMap::identity(1 << 3 | 1 << 5);
+        map.pg_priorities = [0, 0, 0, 0, 1 << 3, 0, 1 << 5 | 1 << 3, 0];
+        map.pfc_to_queue[3] = 4;
+        let mut port = PfcPort::new(100_000, map);
+        let mut stats = PortStats::default();
+        port.decide_xoff(4);
+        assert_eq!(port.frame().class_enable, 1 << 3, "group 4's XOFF names priority 3");
+        port.frame_sent(0, &mut stats);
+        port.decide_xoff(6);
+        assert_eq!(port.frame().class_enable, 1 << 3 | 1 << 5);
+        port.frame_sent(1, &mut stats);
+        // Group 4 falls to XON while group 6 still holds priority 3 off: XON for nothing.
+        port.decide_xon(4, 0, 10);
+        assert!(!port.has_frame(), "priority 3 stays off while group 6 holds it");
+        port.decide_xon(6, 0, 10);
+        assert_eq!(port.frame(), Repr { class_enable: 1 << 3 | 1 << 5, times: [0; 8] });
+        assert_eq!((stats.pfc_xoff_tx[3], stats.pfc_xoff_tx[5]), (2, 1));
+        // Received: priority 3 holds queue 4, not queue 3.
+        let watchdog = Watchdog { detection_ps: NEVER, restoration_ps: NEVER, action: WatchdogAction::Drop };
+        let mut times = [0u16; 8];
+        times[3] = 100;
+        port.receive(&Repr { class_enable: 1 << 3, times }, 0, 0, &watchdog, &mut stats);
+        assert_eq!(port.eligible(1, WatchdogAction::Drop), !(1 << 4));
+        assert_eq!(stats.pfc_rx[3], 1);
+    }
+
+    #[test]
     fn paused_time_counts_what_each_pause_really_held() {
-        let mut port = PfcPort::new(100_000);
+        let mut port = PfcPort::new(100_000, PfcMap::identity(1 << 3 | 1 << 4 | 1 << 5));
         let mut stats = PortStats::default();
         let watchdog = Watchdog { detection_ps: NEVER, restoration_ps: NEVER, action: WatchdogAction::Drop };
         let pause = |time: u16| {
@@ -444,27 +519,27 @@ mod tests {
             Repr { class_enable: 1 << 3, times }
         };
         // 100 quanta at 100G: 512 ns from 1 µs, half of it by 1,256 ns.
-        port.receive(&pause(100), 1_000_000, 1 << 3, 0, &watchdog, &mut stats);
+        port.receive(&pause(100), 1_000_000, 0, &watchdog, &mut stats);
         assert_eq!(port.paused_ns(1_256_000)[3], 256, "in force: counted up to now");
         assert_eq!(port.paused_ns(9_000_000)[3], 512, "expired: all of it");
         // An XOFF of 65,535 quanta (335 µs) ended after 10 µs by an XON holds 10 µs.
-        port.receive(&pause(65_535), 10_000_000, 1 << 3, 0, &watchdog, &mut stats);
-        port.receive(&pause(0), 20_000_000, 1 << 3, 0, &watchdog, &mut stats);
+        port.receive(&pause(65_535), 10_000_000, 0, &watchdog, &mut stats);
+        port.receive(&pause(0), 20_000_000, 0, &watchdog, &mut stats);
         assert_eq!(port.paused_ns(900_000_000)[3], 512 + 10_000);
         // A refresh before the end extends the same pause; nothing is counted twice.
-        port.receive(&pause(100), 1_000_000_000, 1 << 3, 0, &watchdog, &mut stats);
-        port.receive(&pause(100), 1_000_256_000, 1 << 3, 0, &watchdog, &mut stats);
+        port.receive(&pause(100), 1_000_000_000, 0, &watchdog, &mut stats);
+        port.receive(&pause(100), 1_000_256_000, 0, &watchdog, &mut stats);
         assert_eq!(port.paused_ns(2_000_000_000)[3], 512 + 10_000 + 256 + 512);
         // A priority PFC is not enabled for is counted as received, never as paused.
         let mut times = [0u16; 8];
         times[1] = 100;
-        port.receive(&Repr { class_enable: 1 << 1, times }, 3_000_000_000, 1 << 3, 0, &watchdog, &mut stats);
+        port.receive(&Repr { class_enable: 1 << 1, times }, 3_000_000_000, 0, &watchdog, &mut stats);
         assert_eq!(port.paused_ns(4_000_000_000)[1], 0);
     }
 
     #[test]
     fn a_pause_frame_holds_every_class_for_its_quanta_and_zero_resumes_them() {
-        let mut port = PfcPort::new(100_000);
+        let mut port = PfcPort::new(100_000, PfcMap::identity(1 << 3 | 1 << 4 | 1 << 5));
         // 100 quanta at 100G: 512 ns from 1 µs; the caller's timer is its end.
         assert_eq!(port.receive_link_pause(100, 1_000_000), 1_512_000);
         assert_eq!(port.eligible(1_000_000, WatchdogAction::Drop), 0, "every class held");
@@ -479,7 +554,7 @@ mod tests {
 
     #[test]
     fn an_outstanding_xoff_is_refreshed_at_its_deadline_while_the_group_is_above_xon() {
-        let mut port = PfcPort::new(100_000);
+        let mut port = PfcPort::new(100_000, PfcMap::identity(1 << 3 | 1 << 4 | 1 << 5));
         let mut stats = PortStats::default();
         port.decide_xoff(3);
         let due = port.frame_sent(0, &mut stats);
@@ -517,7 +592,7 @@ mod tests {
         let watchdog =
             Watchdog { detection_ps: 200_000_000_000, restoration_ps: 400_000_000_000, action: WatchdogAction::Drop };
         // At 10 Mb/s an XOFF holds for 3.36 s, longer than the test: no refresh is needed.
-        let mut port = PfcPort::new(10);
+        let mut port = PfcPort::new(10, PfcMap::identity(1 << 3));
         let mut stats = PortStats::default();
         let xoff = Repr { class_enable: 1 << 3, times: [0, 0, 0, XOFF_QUANTA, 0, 0, 0, 0] };
         let ms = 1_000_000_000u64;
@@ -526,11 +601,11 @@ mod tests {
         let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
         tracing::subscriber::with_default(subscriber, || {
             // Paused from 1 ms (and refreshed at 101 ms), with frames queued: the clock runs.
-            port.receive(&xoff, ms, 1 << 3, 1 << 3, &watchdog, &mut stats);
+            port.receive(&xoff, ms, 1 << 3, &watchdog, &mut stats);
             let idle = port.watch(7, 3, 2 * ms, 0, &watchdog, &mut stats);
             assert_eq!(idle, WatchdogStep { next: NEVER, flush: false }, "an empty queue is no storm");
             assert_eq!(port.watch(7, 3, 2 * ms, 5, &watchdog, &mut stats).next, 201 * ms);
-            port.receive(&xoff, 101 * ms, 1 << 3, 1 << 3, &watchdog, &mut stats);
+            port.receive(&xoff, 101 * ms, 1 << 3, &watchdog, &mut stats);
             let storm = port.watch(7, 3, 201 * ms, 5, &watchdog, &mut stats);
             assert_eq!(
                 storm,
@@ -546,10 +621,7 @@ mod tests {
             assert!(!port.storm_drops(3, WatchdogAction::Drop));
         });
         let log = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
-        assert!(
-            log.contains("port 7 priority 3 paused for 200.000 ms with 5 frames queued: storm, action Drop"),
-            "{log}"
-        );
-        assert!(log.contains("port 7 priority 3 restored"), "{log}");
+        assert!(log.contains("port 7 queue 3 paused for 200.000 ms with 5 frames queued: storm, action Drop"), "{log}");
+        assert!(log.contains("port 7 queue 3 restored"), "{log}");
     }
 }

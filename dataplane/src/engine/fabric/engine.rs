@@ -847,7 +847,12 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
     let total_bytes: u64 = messages.iter().map(|m| m.spec.bytes).sum();
     let line_mbps = host_link.first().map_or(100_000, |&(_, speed)| speed).max(1);
     let span_ps = total_bytes * 8 * 1_000_000 / line_mbps / fabric.hosts.len().max(1) as u64;
-    let data_priority = usize::from(fabric.switches[0].qos.dscp_to_tc[usize::from(host::DATA_DSCP)]);
+    // The PFC priority the hosts' untagged data carries, as their leaf reads it.
+    let qos = &fabric.switches[0].qos;
+    let data_priority = match qos.trust {
+        crate::config::Trust::Dscp => usize::from(qos.dscp_to_priority[usize::from(host::DATA_DSCP)]),
+        crate::config::Trust::Pcp => 0,
+    };
     let plan = Plan { fabric, options, switch_wires, host_wires, qps, messages, switch_at, host_at, data_priority };
 
     let count = fabric.switches.len();

@@ -404,10 +404,10 @@ impl SwitchStats {
                 .priority_groups
                 .iter()
                 .enumerate()
-                .filter(|(priority, _)| config.qos.lossless_mask & (1 << priority) != 0)
-                .map(|(priority, group)| {
+                .filter(|&(pg, _)| config.qos.pg_lossless(pg))
+                .map(|(pg, group)| {
                     let mut group = rows_json(&GROUP_COUNTERS, group);
-                    group.insert("priority".into(), json!(priority));
+                    group.insert("pg".into(), json!(pg));
                     Value::Object(group)
                 })
                 .collect();
@@ -616,6 +616,7 @@ mod tests {
                 names.push(match labels {
                     Labels::One => format!("{stem}`"),
                     Labels::Priority => format!("`{stem}_p<N>`"),
+                    Labels::Queue => format!("`{stem}_q<N>`"),
                     Labels::DropReason => format!("`{stem}_<reason>`"),
                     Labels::CoppClass => format!("`{stem}_<class>`"),
                 });
@@ -628,7 +629,7 @@ mod tests {
             add(row.json, row.metric, &format!("tc<N>_{}", row.telemetry.1), row.labels);
         }
         for row in &GROUP_COUNTERS {
-            add(row.json, row.metric, row.telemetry.1, Labels::Priority);
+            add(row.json, row.metric, &format!("{}_pg<N>", row.telemetry.1), Labels::One);
         }
         for row in &CORE_COUNTERS {
             add(row.json, row.metric, "-", row.labels);

@@ -42,11 +42,13 @@ impl Kind {
 }
 
 /// What one value of a row stands for: the row's values are one (`One`), or one per
-/// priority, drop reason or CoPP class, in index order.
+/// PFC priority, egress queue, drop reason or CoPP class, in index order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Labels {
     One,
     Priority,
+    /// An egress queue (a TC) held by received pauses: `qos.pfc_to_queue` names it.
+    Queue,
     DropReason,
     CoppClass,
 }
@@ -57,6 +59,7 @@ impl Labels {
         match self {
             Labels::One => None,
             Labels::Priority => Some(("priority", (0..8).map(|p| p.to_string()).collect())),
+            Labels::Queue => Some(("queue", (0..8).map(|q| q.to_string()).collect())),
             Labels::DropReason => Some(("reason", DropReason::ALL.iter().map(|r| r.name().to_string()).collect())),
             Labels::CoppClass => Some(("class", CoppClass::ALL.iter().map(|c| c.name().to_string()).collect())),
         }
@@ -67,6 +70,7 @@ impl Labels {
         match self {
             Labels::One => stem.to_string(),
             Labels::Priority => format!("{stem}_p{index}"),
+            Labels::Queue => format!("{stem}_q{index}"),
             Labels::DropReason => format!("{stem}_{}", DropReason::ALL[index].name()),
             Labels::CoppClass => format!("{stem}_{}", CoppClass::ALL[index].name()),
         }
@@ -151,9 +155,9 @@ pub static PORT_COUNTERS: [Counter<PortStats>; 15] = [
     row!(PortStats, pfc_xon_tx, "pfc_xon_tx", "raceway_pfc_xon_sent_total", Counter, Priority, Pfc, "xon_sent", "PFC XON frames sent, per priority."),
     row!(PortStats, pfc_rx, "pfc_rx", "raceway_pfc_received_total", Counter, Priority, Pfc, "received", "PFC frames received, once per enabled priority."),
     row!(PortStats, rx_pause, "rx_pause", "raceway_port_rx_pause_total", Counter, One, Pfc, "rx_pause", "802.3x PAUSE frames received (MAC control, not data), obeyed or not."),
-    row!(PortStats, pfc_rx_pause_ns, "pfc_rx_pause_ns", "raceway_pfc_rx_pause_seconds_total", Counter, Priority, Pfc, "rx_pause_ns", "Time the peer's PFC held the egress class, per priority."),
-    row!(PortStats, watchdog_storms, "pfc_watchdog.storms", "raceway_pfc_watchdog_storms_total", Counter, Priority, Pfc, "watchdog_storms", "PFC storms the watchdog detected on the egress port, per priority."),
-    row!(PortStats, watchdog_restorations, "pfc_watchdog.restorations", "raceway_pfc_watchdog_restorations_total", Counter, Priority, Pfc, "watchdog_restorations", "PFC watchdog restorations, per priority."),
+    row!(PortStats, pfc_rx_pause_ns, "pfc_rx_pause_ns", "raceway_pfc_rx_pause_seconds_total", Counter, Queue, Pfc, "rx_pause_ns", "Time the peer's PFC held each egress queue."),
+    row!(PortStats, watchdog_storms, "pfc_watchdog.storms", "raceway_pfc_watchdog_storms_total", Counter, Queue, Pfc, "watchdog_storms", "PFC storms the watchdog detected, per egress queue."),
+    row!(PortStats, watchdog_restorations, "pfc_watchdog.restorations", "raceway_pfc_watchdog_restorations_total", Counter, Queue, Pfc, "watchdog_restorations", "PFC watchdog restorations, per egress queue."),
 ];
 #[rustfmt::skip]
 pub static QUEUE_COUNTERS: [Counter<QueueStats>; 10] = [
@@ -257,7 +261,7 @@ pub(super) fn rows_json<S>(rows: &[Counter<S>], stats: &S) -> Map<String, Value>
         let values = (row.get)(stats);
         let value = match row.labels {
             Labels::One => json!(values[0]),
-            Labels::Priority => json!(values),
+            Labels::Priority | Labels::Queue => json!(values),
             Labels::DropReason | Labels::CoppClass => {
                 let (_, names) = row.labels.each().expect("labelled");
                 Value::Object(names.into_iter().zip(values).map(|(name, value)| (name, json!(value))).collect())
