@@ -100,12 +100,14 @@ impl GroupStats {
             if occupancy > self.max_bytes {
                 self.max_bytes = occupancy;
             }
-            let shared = occupancy - headroom;
-            if shared > self.watermark_shared_bytes {
-                self.watermark_shared_bytes = shared;
-                if shared > self.max_shared_bytes {
-                    self.max_shared_bytes = shared;
-                }
+        }
+        // Each part keeps its own peak: a later all-shared burst may fill more of the pool
+        // than the record total did, with less in headroom.
+        let shared = occupancy - headroom;
+        if shared > self.watermark_shared_bytes {
+            self.watermark_shared_bytes = shared;
+            if shared > self.max_shared_bytes {
+                self.max_shared_bytes = shared;
             }
         }
         if headroom > self.watermark_headroom_bytes {
@@ -568,6 +570,13 @@ mod tests {
         group.peak(10_240, 2_048);
         group.peak(4_096, 0);
         assert_eq!((group.max_bytes, group.max_shared_bytes, group.max_headroom_bytes), (10_240, 8_192, 2_048));
+        // A later burst all in the pool, below the record total but above its shared part:
+        // the shared peak is its own (67,840 bytes after 49,920 shared of a larger total).
+        let mut parts = GroupStats::default();
+        parts.peak(70_000, 20_080);
+        parts.peak(67_840, 0);
+        assert_eq!((parts.max_bytes, parts.max_shared_bytes, parts.max_headroom_bytes), (70_000, 67_840, 20_080));
+        assert_eq!((parts.watermark_bytes, parts.watermark_shared_bytes), (70_000, 67_840));
         let mut stats = SwitchStats { ports: vec![PortStats::default()], ..SwitchStats::default() };
         stats.ports[0].queues[3] = queue;
         stats.ports[0].priority_groups[3] = group;
