@@ -480,7 +480,7 @@ impl<P: PacketBuf> Switch<P> {
                     self.group_charged(ingress, pg, group);
                     let charger = self.buffer.me();
                     let entry = Entry { packet, ingress, charger, marked, ip, arrival_ps };
-                    return self.link(egress, tc, len, true, entry, now);
+                    return self.link(egress, tc, len, entry);
                 }
                 Ok(group) => self.group_charged(ingress, pg, group),
                 Err(reason) => return self.refuse(ingress, egress, tc, reason),
@@ -493,7 +493,7 @@ impl<P: PacketBuf> Switch<P> {
             return self.cut_through(ingress, charger, egress, tc, (packet, len), ip, marked, arrival_ps, now, cut);
         }
         let entry = Entry { packet, ingress, charger: self.buffer.me(), marked, ip, arrival_ps };
-        self.link(egress, tc, len, lossless, entry, now)
+        self.link(egress, tc, len, entry)
     }
 
     /// ECN where the class marks at enqueue: whether the frame was marked CE against the
@@ -523,17 +523,12 @@ impl<P: PacketBuf> Switch<P> {
         }
     }
 
-    /// Links an admitted frame at the tail of its queue, keeps the queue's peak, and arms the
-    /// watchdog when a lossless frame joins a paused queue.
+    /// Links an admitted frame at the tail of its queue and keeps the queue's peak. (The
+    /// watchdog's clock runs from the pause, queue empty or not: `pause_received` armed it.)
     #[inline(always)]
-    fn link(&mut self, egress: usize, tc: usize, len: usize, lossless: bool, entry: Entry<P>, now: u64) -> Received {
+    fn link(&mut self, egress: usize, tc: usize, len: usize, entry: Entry<P>) -> Received {
         let depth = self.buffer.push(egress, tc, len, entry);
         self.stats.ports[egress].queues[tc].peak(depth, self.buffer.queue_cells(egress, tc));
-        if lossless && self.pfc[egress].pause_may_storm(tc, now) {
-            // A paused queue now holds frames: the watchdog's clock matters.
-            self.deadline =
-                self.deadline.min(self.pfc[egress].paused_since(tc).saturating_add(self.watchdog.detection_ps));
-        }
         Received::Queued { egress, tc }
     }
 

@@ -35,8 +35,7 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     pub(super) fn pause_received(&mut self, port: usize, repr: &Repr, now: u64) {
-        let backlog = self.buffer.backlog(port);
-        let deadline = self.pfc[port].receive(repr, now, backlog, &self.watchdog, &mut self.stats.ports[port]);
+        let deadline = self.pfc[port].receive(repr, now, &self.watchdog, &mut self.stats.ports[port]);
         self.deadline = self.deadline.min(deadline);
     }
 
@@ -180,29 +179,33 @@ mod tests {
     }
 
     #[test]
-    fn a_frame_into_a_paused_queue_arms_the_watchdog() {
-        // p1 at 1 Gb/s: an XOFF of 0xffff quanta lasts 33.5 ms, past the 1 ms detection time.
-        let mut config = config("", "[qos.pfc_watchdog]\ndetection_ms = 1\naction = \"alert\"");
+    fn a_queue_paused_without_a_break_storms_even_when_empty() {
+        // SONiC's detection declares a storm on a queue paused for the whole detection time,
+        // frames queued or not. p1 at 1 Gb/s: an XOFF of 0xffff quanta lasts 33.5 ms, past the
+        // 1 ms detection time.
+        let mut config = config("", "[qos.pfc_watchdog]\ndetection_ms = 1\nrestoration_ms = 2\naction = \"drop\"");
         config.ports[1].speed_mbps = 1_000;
         let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
-        // Into a queue nobody paused: nothing to watch.
-        switch.receive(0, frame(26, 100), 0);
-        assert_eq!(switch.next_deadline(), NEVER);
-        switch.transmit(1, 0).unwrap();
         let mut times = [0u16; 8];
         times[3] = 0xffff;
-        // The pause starts 5 us in.
+        // The pause starts 5 us in, on an empty queue: the watchdog looks 1 ms later.
         switch.receive(1, pfc_frame(0x08, times), 5_000_000);
-        let pause_end = 5_000_000 + 33_553_920_000;
-        assert_eq!(switch.next_deadline(), pause_end, "the pause ends; the queue is empty");
-        // Lossy frames into the unpaused TC 0 arm nothing.
-        switch.receive(0, frame(0, 100), 50_000_000);
-        assert_eq!(switch.next_deadline(), pause_end);
-        // A lossless frame into the paused queue: the watchdog must look 1 ms after the pause
-        // began.
-        switch.receive(0, frame(26, 100), 100_000_000);
         assert_eq!(switch.next_deadline(), 1_005_000_000);
+        switch.advance(1_004_999_999);
+        assert_eq!(switch.stats.ports[1].watchdog_storms[3], 0, "not yet");
         switch.advance(1_005_000_000);
-        assert_eq!(switch.stats.ports[1].watchdog_storms[3], 1);
+        assert_eq!(switch.stats.ports[1].watchdog_storms[3], 1, "empty and paused throughout: a storm");
+        // During the storm (action drop) a lossless frame for the queue is dropped at once;
+        // a lossy one passes.
+        assert_eq!(switch.receive(0, frame(26, 100), 1_500_000_000), Received::Dropped(DropReason::PfcWatchdog));
+        assert!(matches!(switch.receive(0, frame(0, 100), 1_500_000_000), Received::Queued { .. }));
+        // Restored 2 ms after the last PFC frame (the XOFF at 5 us).
+        assert_eq!(switch.next_deadline(), 2_005_000_000);
+        switch.advance(2_005_000_000);
+        assert_eq!(switch.stats.ports[1].watchdog_restorations[3], 1);
+        // A lossless frame into a queue nobody paused arms nothing.
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        switch.receive(0, frame(26, 100), 0);
+        assert_eq!(switch.next_deadline(), NEVER);
     }
 }

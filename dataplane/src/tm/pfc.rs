@@ -5,8 +5,9 @@
 //!   outstanding XOFF at half its pause time;
 //! - receiving: the pauses the peer sent (`Pauses`, kept per egress queue: a pause for
 //!   priority p holds queue `pfc_to_queue[p]`);
-//! - the watchdog over those pauses (SONiC's since 2022): a queue that holds frames and has
-//!   been paused continuously for `detection_ms` is in a storm; the action applies (drop: the
+//! - the watchdog over those pauses (SONiC's since 2022): a queue that has been paused
+//!   continuously for `detection_ms`, holding frames or empty (SONiC's detection declares
+//!   both), is in a storm; the action applies (drop: the
 //!   switch flushes the queue and drops its arrivals; forward: received PFC is ignored; alert:
 //!   counted and logged) until `restoration_ms` pass with no PFC frame (XOFF or XON) for that
 //!   priority.
@@ -200,18 +201,6 @@ impl PfcPort {
         mask
     }
 
-    /// A received pause holds `queue` at `now`, with no storm declared yet: a
-    /// queue that starts holding frames now starts the watchdog's clock.
-    #[inline]
-    pub fn pause_may_storm(&self, queue: usize, now: u64) -> bool {
-        self.received.until[queue] > now && !self.storm[queue]
-    }
-
-    /// When the current pause of `queue` began.
-    pub fn paused_since(&self, queue: usize) -> u64 {
-        self.received.since[queue]
-    }
-
     /// The end of the current received pause of `queue` (in the past when none).
     pub fn paused_until(&self, queue: usize) -> u64 {
         self.received.until[queue]
@@ -306,10 +295,9 @@ impl PfcPort {
     }
 
     /// A PFC frame from the peer at `now`: pauses or resumes the queues of the lossless
-    /// priorities it names (others are counted, not obeyed). `backlog` has bit n set while
-    /// egress queue n holds frames. Returns the earliest deadline it creates (a pause's end,
-    /// the watchdog's detection), or NEVER.
-    pub fn receive(&mut self, repr: &Repr, now: u64, backlog: u8, watchdog: &Watchdog, stats: &mut PortStats) -> u64 {
+    /// priorities it names (others are counted, not obeyed). Returns the earliest deadline it
+    /// creates (a pause's end, the watchdog's detection), or NEVER.
+    pub fn receive(&mut self, repr: &Repr, now: u64, watchdog: &Watchdog, stats: &mut PortStats) -> u64 {
         let mut deadline = NEVER;
         for (priority, time) in repr.named() {
             stats.pfc_rx[priority] += 1;
@@ -325,9 +313,7 @@ impl PfcPort {
             }
             self.pause_horizon = self.pause_horizon.max(self.received.until[queue]);
             deadline = deadline.min(self.received.until[queue]);
-            if backlog & (1 << queue) != 0 || self.storm[queue] {
-                deadline = deadline.min(self.received.since[queue].saturating_add(watchdog.detection_ps));
-            }
+            deadline = deadline.min(self.received.since[queue].saturating_add(watchdog.detection_ps));
         }
         deadline
     }
@@ -367,7 +353,8 @@ impl PfcPort {
     }
 
     /// At a timer: detects and restores storms on egress queue `queue`, which holds
-    /// `queued` frames. `port` names the port in log lines.
+    /// `queued` frames (empty or not, a queue paused without a break for the detection time is
+    /// in a storm). `port` names the port in log lines.
     pub fn watch(
         &mut self,
         port: usize,
@@ -387,7 +374,7 @@ impl PfcPort {
             tracing::warn!("PFC watchdog: port {port} queue {queue} restored");
             return WatchdogStep { next: NEVER, flush: false };
         }
-        if self.received.until[queue] <= now || queued == 0 {
+        if self.received.until[queue] <= now {
             return WatchdogStep { next: NEVER, flush: false };
         }
         let detect_at = self.received.since[queue].saturating_add(watchdog.detection_ps);
@@ -503,7 +490,7 @@ mod tests {
         let watchdog = Watchdog { detection_ps: NEVER, restoration_ps: NEVER, action: WatchdogAction::Drop };
         let mut times = [0u16; 8];
         times[3] = 100;
-        port.receive(&Repr { class_enable: 1 << 3, times }, 0, 0, &watchdog, &mut stats);
+        port.receive(&Repr { class_enable: 1 << 3, times }, 0, &watchdog, &mut stats);
         assert_eq!(port.eligible(1, WatchdogAction::Drop), !(1 << 4));
         assert_eq!(stats.pfc_rx[3], 1);
     }
@@ -519,21 +506,21 @@ mod tests {
             Repr { class_enable: 1 << 3, times }
         };
         // 100 quanta at 100G: 512 ns from 1 µs, half of it by 1,256 ns.
-        port.receive(&pause(100), 1_000_000, 0, &watchdog, &mut stats);
+        port.receive(&pause(100), 1_000_000, &watchdog, &mut stats);
         assert_eq!(port.paused_ns(1_256_000)[3], 256, "in force: counted up to now");
         assert_eq!(port.paused_ns(9_000_000)[3], 512, "expired: all of it");
         // An XOFF of 65,535 quanta (335 µs) ended after 10 µs by an XON holds 10 µs.
-        port.receive(&pause(65_535), 10_000_000, 0, &watchdog, &mut stats);
-        port.receive(&pause(0), 20_000_000, 0, &watchdog, &mut stats);
+        port.receive(&pause(65_535), 10_000_000, &watchdog, &mut stats);
+        port.receive(&pause(0), 20_000_000, &watchdog, &mut stats);
         assert_eq!(port.paused_ns(900_000_000)[3], 512 + 10_000);
         // A refresh before the end extends the same pause; nothing is counted twice.
-        port.receive(&pause(100), 1_000_000_000, 0, &watchdog, &mut stats);
-        port.receive(&pause(100), 1_000_256_000, 0, &watchdog, &mut stats);
+        port.receive(&pause(100), 1_000_000_000, &watchdog, &mut stats);
+        port.receive(&pause(100), 1_000_256_000, &watchdog, &mut stats);
         assert_eq!(port.paused_ns(2_000_000_000)[3], 512 + 10_000 + 256 + 512);
         // A priority PFC is not enabled for is counted as received, never as paused.
         let mut times = [0u16; 8];
         times[1] = 100;
-        port.receive(&Repr { class_enable: 1 << 1, times }, 3_000_000_000, 0, &watchdog, &mut stats);
+        port.receive(&Repr { class_enable: 1 << 1, times }, 3_000_000_000, &watchdog, &mut stats);
         assert_eq!(port.paused_ns(4_000_000_000)[1], 0);
     }
 
@@ -600,12 +587,12 @@ mod tests {
         let writer = log.clone();
         let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
         tracing::subscriber::with_default(subscriber, || {
-            // Paused from 1 ms (and refreshed at 101 ms), with frames queued: the clock runs.
-            port.receive(&xoff, ms, 1 << 3, &watchdog, &mut stats);
+            // Paused from 1 ms (and refreshed at 101 ms): the clock runs, queue empty or not.
+            port.receive(&xoff, ms, &watchdog, &mut stats);
             let idle = port.watch(7, 3, 2 * ms, 0, &watchdog, &mut stats);
-            assert_eq!(idle, WatchdogStep { next: NEVER, flush: false }, "an empty queue is no storm");
+            assert_eq!(idle, WatchdogStep { next: 201 * ms, flush: false }, "an empty paused queue is watched too");
             assert_eq!(port.watch(7, 3, 2 * ms, 5, &watchdog, &mut stats).next, 201 * ms);
-            port.receive(&xoff, 101 * ms, 1 << 3, &watchdog, &mut stats);
+            port.receive(&xoff, 101 * ms, &watchdog, &mut stats);
             let storm = port.watch(7, 3, 201 * ms, 5, &watchdog, &mut stats);
             assert_eq!(
                 storm,
