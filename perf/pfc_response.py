@@ -39,6 +39,16 @@ def packets(path):
 SLACK_NS = 20_000
 
 
+# 802.3 31B.3.7's PFC response by speed, (Mb/s, pause quanta): config/plan.rs's table.
+NIC_RESPONSE_QUANTA = [(100, 1), (1_000, 2), (10_000, 67), (25_000, 80), (40_000, 118), (50_000, 147),
+                       (100_000, 394), (200_000, 453), (400_000, 905), (800_000, 905)]
+
+
+def nic_response_quanta(speed_mbps):
+    """The allowance at the next listed speed at or above `speed_mbps` (the fastest's above them)."""
+    return next((q for s, q in NIC_RESPONSE_QUANTA if s >= speed_mbps), NIC_RESPONSE_QUANTA[-1][1])
+
+
 def main():
     path, speed_gbps = sys.argv[1], float(sys.argv[2])
     wire_ns = lambda length: (max(length, 60) + 24) * 8 / speed_gbps
@@ -74,13 +84,15 @@ def main():
         sys.exit("no XOFF met a backlogged TC3 queue: nothing to measure")
     responses.sort()
     pick = lambda q: responses[min(len(responses) - 1, int(q * len(responses)))] / 1000
-    # The auto headroom's peer response (pfc::peer_response_wire_bytes): the longer of a NIC's
-    # 394 quanta (25,216 wire bytes) and raceway's lookahead, 32 x 1542 wire bytes.
-    nic_us = 394 * quantum_ns / 1000
-    budget = max(394 * 64, 32 * 1542) * 8 / speed_gbps / 1000
+    # The auto headroom's peer response (plan::peer_response_wire_bytes): the longer of a
+    # NIC's 802.3 31B.3.7 quanta for the speed (64 wire bytes each) and raceway's lookahead,
+    # 32 x 1542 wire bytes.
+    quanta = nic_response_quanta(speed_gbps * 1000)
+    nic_us = quanta * quantum_ns / 1000
+    budget = max(quanta * 64, 32 * 1542) * 8 / speed_gbps / 1000
     print(f"{len(responses)} XOFFs at {speed_gbps:g} Gb/s; last TC3 frame leaves the wire after the XOFF was read:")
     print(f"  p50 {pick(0.5):.2f} us, p99 {pick(0.99):.2f} us, max {responses[-1] / 1000:.2f} us "
-          f"(allowed {budget:.2f} us; a NIC's 394 quanta: {nic_us:.2f} us); TC3 frames handed to the NIC while paused: {handed_while_paused}")
+          f"(allowed {budget:.2f} us; a NIC's {quanta} quanta: {nic_us:.2f} us); TC3 frames handed to the NIC while paused: {handed_while_paused}")
     out_gbps = sum_bits / max(1.0, last_ns - first_ns)
     print(f"  the port sent {out_gbps:.2f} Gb/s (it must be backlogged at its speed for the schedule to hold)")
 

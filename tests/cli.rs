@@ -65,7 +65,7 @@ fn check_prints_derived_values() {
         // evenly between the pools; a lone queue stops at 8/9 of its pool.
         "buffer: headroom 828416 bytes, lossless pool 7974400 bytes, lossy pool 7974400 bytes",
         "lossy queue limit: 8 x free lossy pool (7974400 bytes into an empty pool; one congested queue alone stops at 7088355)",
-        "pause answered within 3.95 us (live tx lookahead)",
+        "pause answered within 3.95 us (live tx lookahead), the peer's within 394 quanta (2.02 us)",
     ] {
         assert!(text.contains(expect), "check output lacks '{expect}':\n{text}");
     }

@@ -246,6 +246,51 @@ fn minimum_size_frames_at_line_rate_fill_the_headroom_as_computed() {
     assert!(overflow > 0, "a headroom below the cable's round trip must overflow");
 }
 
+/// A peer takes 802.3 31B.3.7's response time for its speed before it stops (394 quanta at
+/// 100G, 905 at 400G), and the auto headroom holds what arrives meanwhile. h0's NIC holds
+/// TC3 with one long XOFF, so nothing drains; h1 sends minimum frames back to back. After
+/// XOFF the group's headroom takes one frame per 84 wire bytes of: the PFC frame, the cable
+/// twice, the peer's response, and the frames in progress at either end. The headroom `check`
+/// reserves holds it; a peer that answered at once (`peer_response_quanta = 0`) would have
+/// sent the response's worth less.
+#[test]
+fn a_peer_takes_its_response_time_and_the_auto_headroom_holds_it() {
+    for (gbps, quanta) in [(100u64, 394u64), (400, 905)] {
+        let used = |response: &str| {
+            let dir = temp_dir(&format!("pfc-response-{gbps}"));
+            let config = leaf(2, "", "[qos.pfc]\nxoff_bytes = 100000", "3")
+                .replace("speed_gbps = 100\n", &format!("speed_gbps = {gbps}\n"))
+                .replacen("name = \"h1\"\n", &format!("name = \"h1\"\n{response}"), 1);
+            let mut spec =
+                FrameSpec::rocev2(IpAddr::V4(Ipv4Addr::new(10, 0, 1, 9)), "10.0.0.2".parse().unwrap(), 0x101);
+            spec.dscp = 26;
+            spec.frame_len = 60;
+            // Offered at once from 1 us: the link serialises them back to back.
+            let frames = (0..3000).map(|_| (1_000, spec.build())).collect();
+            let hold = vec![(0, pfc_frame(&[(3, 0xffff)]))];
+            let out = run_replay(&dir, &config, &[("h1".into(), frames), ("h0".into(), hold)], &[]);
+            let stats = stats(&out);
+            assert_eq!(total_drops(&stats, "h1"), 0, "{gbps}G: the auto headroom held it");
+            assert_eq!(u64_at(&stats["ports"]["h0"]["tx_packets"]), 3000, "{gbps}G");
+            let check = run_ok(raceway().args(["check", "-c"]).arg(dir.join("leaf.toml")));
+            let text = String::from_utf8_lossy(&check.stdout).to_string();
+            let line = text.lines().find(|l| l.contains("PFC h1 ")).expect("check prints PFC per port").to_string();
+            let reserved: u64 = line.split("headroom ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+            let used = u64_at(&stats["ports"]["h1"]["priority_groups"][0]["max_headroom_bytes"]);
+            assert!(used <= reserved, "{gbps}G: {used} bytes of headroom used, {reserved} reserved");
+            used / 256
+        };
+        // 84 (PFC) + 2 x 15 ns of cable + the response, in 84-byte frames, and the two frames
+        // in progress (the one that crossed XOFF, the one the peer finishes).
+        let in_flight = 84 + 30 * gbps / 8 + quanta * 64;
+        let expected = in_flight.div_ceil(84) + 2;
+        let nic = used("");
+        assert!((expected - 2..=expected + 2).contains(&nic), "{gbps}G: {nic} cells, expected about {expected}");
+        let instant = used("peer_response_quanta = 0\n");
+        assert!(nic - instant >= quanta * 64 / 84 - 2, "{gbps}G: the response added only {} cells", nic - instant);
+    }
+}
+
 #[test]
 fn lossy_incast_drops_and_sends_no_pfc() {
     let dir = temp_dir("incast-lossy");

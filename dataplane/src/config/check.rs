@@ -62,11 +62,13 @@ fn buffer(out: &mut String, config: &Config) {
     );
     for (port, headroom) in config.ports.iter().zip(&plan.headroom) {
         say!(out,
-            "  PFC {:<10} headroom {headroom} bytes per lossless group, xoff {idle_xoff} (idle), xon {} (idle), XOFF lasts {:.1} us, pause answered within {:.2} us (live tx lookahead)",
+            "  PFC {:<10} headroom {headroom} bytes per lossless group, xoff {idle_xoff} (idle), xon {} (idle), XOFF lasts {:.1} us, pause answered within {:.2} us (live tx lookahead), the peer's within {} quanta ({:.2} us)",
             port.name,
             plan.xon(idle_xoff),
             plan::quanta_ps(0xffff, port.speed_mbps) as f64 / 1e6,
-            plan::lookahead_ps(port) as f64 / 1e6
+            plan::lookahead_ps(port) as f64 / 1e6,
+            port.peer_response_quanta,
+            port.peer_response_ps() as f64 / 1e6
         );
         if qos.pfc.headroom_bytes == crate::config::Threshold::Auto {
             let parts = plan::HeadroomParts::of(port, config.mtu);

@@ -34,8 +34,9 @@
 //! - the XOFF travels the cable, and data the peer already sent travels back: 2 x cable_m x
 //!   5 ns/m (light in fibre);
 //! - the peer answers within its response time, whichever is longer of a NIC's and raceway's:
-//!   - 394 pause quanta at the port's speed (IEEE's allowance at 100 Gb/s, 2.017 us): 394 x 64
-//!     = 25,216 wire bytes at any speed;
+//!   - the port's `peer_response_quanta`, by default IEEE 802.3 31B.3.7's allowance for its
+//!     speed (`nic_response_quanta`: 394 quanta at 100 Gb/s, 2.017 us, 25,216 wire bytes; 905
+//!     at 400 and 800 Gb/s, 57,920 wire bytes), a quantum being 64 wire bytes at any speed;
 //!   - raceway's own: the same lookahead, 49,344 wire bytes, handed to its NIC before the
 //!     pause arrived, which it cannot recall. So two raceways face each other losslessly. A
 //!     shorter lookahead starves the link whenever one poll loop takes longer than it
@@ -65,10 +66,23 @@ use super::{BufferConfig, Config, PortConfig, Threshold};
 
 /// Bytes per buffer cell.
 pub const CELL_BYTES: u64 = 256;
-/// A NIC peer's PFC response time, in pause quanta (512 bit times) at the link's speed.
-pub const PEER_RESPONSE_QUANTA: u16 = 394;
-/// That response in wire bytes, whatever the speed: 512 bit times = 64 bytes per quantum.
-pub const NIC_RESPONSE_WIRE_BYTES: u64 = PEER_RESPONSE_QUANTA as u64 * 64;
+/// A NIC peer's PFC response time by link speed, in pause quanta (512 bit times, 64 wire
+/// bytes) at that speed: IEEE 802.3 31B.3.7, as SONiC's headroom calculation tabulates it.
+/// (Mb/s, quanta), ascending.
+const NIC_RESPONSE_QUANTA: [(u64, u16); 10] = [
+    (100, 1),
+    (1_000, 2),
+    (10_000, 67),
+    (25_000, 80),
+    (40_000, 118),
+    (50_000, 147),
+    (100_000, 394),
+    (200_000, 453),
+    (400_000, 905),
+    (800_000, 905),
+];
+/// Wire bytes per pause quantum: 512 bit times.
+pub const QUANTUM_WIRE_BYTES: u64 = 64;
 /// Maximum standard frames raceway's live shaper may hand a port's NIC ahead of their wire
 /// time: one tx burst.
 pub const LOOKAHEAD_FRAMES: u64 = 32;
@@ -100,9 +114,21 @@ pub fn lookahead_ps(port: &PortConfig) -> u64 {
     port.wire_time_ps(LOOKAHEAD_FRAME_BYTES) * LOOKAHEAD_FRAMES
 }
 
-/// The peer's response in wire bytes: the longer of a NIC's 394 quanta and raceway's lookahead.
-pub fn peer_response_wire_bytes() -> u64 {
-    NIC_RESPONSE_WIRE_BYTES.max(LOOKAHEAD_WIRE_BYTES)
+/// The response 802.3 31B.3.7 allows a NIC at `speed_mbps`, in pause quanta. A speed between
+/// the standard's takes the next faster one's allowance (more wire bytes: the safe side),
+/// one above them all the fastest's.
+pub fn nic_response_quanta(speed_mbps: u64) -> u16 {
+    NIC_RESPONSE_QUANTA
+        .iter()
+        .find(|&&(speed, _)| speed >= speed_mbps)
+        .unwrap_or(&NIC_RESPONSE_QUANTA[NIC_RESPONSE_QUANTA.len() - 1])
+        .1
+}
+
+/// The port's peer's response in wire bytes: the longer of its NIC allowance
+/// (`peer_response_quanta`) and raceway's lookahead.
+pub fn peer_response_wire_bytes(port: &PortConfig) -> u64 {
+    (u64::from(port.peer_response_quanta) * QUANTUM_WIRE_BYTES).max(LOOKAHEAD_WIRE_BYTES)
 }
 
 /// Propagation delay of a port's cable, one way, in ps.
@@ -128,7 +154,7 @@ pub struct HeadroomParts {
     pub pfc_frame: u64,
     /// The cable twice: the PFC frame going out, the peer's data coming back.
     pub cable_round_trip: f64,
-    /// The peer's response: the longer of a NIC's 394 quanta and raceway's lookahead.
+    /// The peer's response: the longer of its NIC allowance and raceway's lookahead.
     pub peer_response: u64,
     /// The maximum frame the peer may have just started, which it finishes.
     pub peer_frame: u64,
@@ -148,7 +174,7 @@ impl HeadroomParts {
             local_lookahead: if port.pfc_tx_queue { 0 } else { lookahead },
             pfc_frame: MIN_WIRE_BYTES,
             cable_round_trip: 2.0 * port.cable_m * PROPAGATION_PS_PER_M * port.speed_mbps as f64 / 8e6,
-            peer_response: peer_response_wire_bytes(),
+            peer_response: peer_response_wire_bytes(port),
             peer_frame: max_frame_wire,
             shared_rx: u64::from(port.rx_queues.saturating_sub(1)) * lookahead,
         }
@@ -332,9 +358,10 @@ mod tests {
     #[test]
     fn auto_headroom_follows_the_documented_formula() {
         let config = config("", "");
-        // The response: raceway's lookahead, 32 x 1542 wire bytes, longer than a NIC's 394
-        // quanta of 64 bytes.
-        assert_eq!((NIC_RESPONSE_WIRE_BYTES, peer_response_wire_bytes()), (25_216, 49_344));
+        // The response at 100G: raceway's lookahead, 32 x 1542 wire bytes, longer than a NIC's
+        // 394 quanta of 64 bytes (25,216).
+        assert_eq!(config.ports[0].peer_response_quanta, 394);
+        assert_eq!(peer_response_wire_bytes(&config.ports[0]), 49_344);
         // 100G, 3 m, MTU 9216: W = 2 x 9258 + 84 + 30 ns x 12.5 B/ns + 49344 = 68319 -> 814 cells.
         assert_eq!(auto_headroom(&config.ports[0], 9216), 814 * CELL_BYTES);
         // MTU 1500: W = 2 x 1542 + 84 + 375 + 49344 = 52887 -> 630 cells.
@@ -385,6 +412,36 @@ mod tests {
                 ("port[0].rx_queues", &*format!("{bad} is not between 1 and 64"))
             );
         }
+    }
+
+    #[test]
+    fn the_peer_s_response_follows_802_3_31b_3_7_by_speed() {
+        assert_eq!(
+            [100, 1_000, 10_000, 25_000, 40_000, 50_000, 100_000, 200_000, 400_000, 800_000].map(nic_response_quanta),
+            [1, 2, 67, 80, 118, 147, 394, 453, 905, 905]
+        );
+        // Between the standard's speeds: the next faster one's (more wire bytes); above them,
+        // the fastest's; below, the slowest's.
+        assert_eq!((nic_response_quanta(2_500), nic_response_quanta(1_600_000), nic_response_quanta(10)), (67, 905, 1));
+        // At 400G a NIC takes 905 quanta, 57,920 wire bytes, longer than raceway's lookahead:
+        // 3 m of cable, MTU 9216, PFC on a tx queue of its own: W = 2 x 9258 + 84 + 30 ns x
+        // 50 B/ns + 57,920 = 78,020 -> 929 cells (with 394 quanta it was 827: 102 short).
+        let text = config_text("", "").replacen("speed_gbps = 100\n", "speed_gbps = 400\n", 1);
+        let config = Config::parse(&text, "t.toml").unwrap();
+        assert_eq!(config.ports[0].peer_response_quanta, 905);
+        assert_eq!(peer_response_wire_bytes(&config.ports[0]), 57_920);
+        assert_eq!(HeadroomParts::of(&config.ports[0], 9216).wire_bytes(), 78_020.0);
+        assert_eq!(auto_headroom(&config.ports[0], 9216), 929 * CELL_BYTES);
+        // A port may say what its peer takes.
+        let text = text.replacen("cable_m = 3\n", "cable_m = 3\npeer_response_quanta = 2000\n", 1);
+        let config = Config::parse(&text, "t.toml").unwrap();
+        assert_eq!(peer_response_wire_bytes(&config.ports[0]), 128_000);
+        assert_eq!(config.ports[0].peer_response_ps(), 2_560_000);
+        let err = Config::parse(&text.replace("= 2000", "= 70000"), "t.toml").unwrap_err();
+        assert_eq!(
+            (err.field.as_str(), err.problem.as_str()),
+            ("port[0].peer_response_quanta", "70000 is not between 0 and 65535 pause quanta")
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub(super) struct RawPort {
     pub(super) pause: Option<String>,
     pub(super) pfc_tx_queue: Option<bool>,
     pub(super) rx_queues: Option<u16>,
+    pub(super) peer_response_quanta: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -61,6 +62,10 @@ pub struct PortConfig {
     /// (RSS), and each is polled by its own worker where there are enough, so that one hot
     /// port's work is shared by several cores (`tm::shard`).
     pub rx_queues: u16,
+    /// How long the port's peer takes to stop after a PFC frame, in pause quanta at the port's
+    /// speed: 802.3 31B.3.7's allowance for the speed unless given. The auto headroom counts
+    /// it, and replay's and the fabric's peers take it.
+    pub peer_response_quanta: u16,
 }
 
 /// The most rx queues a port may open: a worker per queue at most, and 64 lcores is more
@@ -118,6 +123,11 @@ impl PortConfig {
     #[inline]
     pub fn wire_time_ps(&self, len: usize) -> u64 {
         Self::wire_time_for(self.speed_mbps, len)
+    }
+
+    /// How long the port's peer takes to stop after a PFC frame reaches it, in ps.
+    pub fn peer_response_ps(&self) -> u64 {
+        super::plan::quanta_ps(self.peer_response_quanta, self.speed_mbps)
     }
 
     /// `wire_time_ps` at `speed_mbps`.
@@ -200,10 +210,20 @@ impl Validator<'_> {
             if !(1..=MAX_RX_QUEUES).contains(&rx_queues) {
                 return Err(self.error(field("rx_queues"), format!("{rx_queues} is not between 1 and {MAX_RX_QUEUES}")));
             }
+            let speed_mbps = (port.speed_gbps * 1000.0).round() as u64;
+            let peer_response_quanta = match port.peer_response_quanta {
+                None => super::plan::nic_response_quanta(speed_mbps),
+                Some(quanta) => u16::try_from(quanta).map_err(|_| {
+                    self.error(
+                        field("peer_response_quanta"),
+                        format!("{quanta} is not between 0 and 65535 pause quanta"),
+                    )
+                })?,
+            };
             ports.push(PortConfig {
                 name: port.name,
                 device: port.device,
-                speed_mbps: (port.speed_gbps * 1000.0).round() as u64,
+                speed_mbps,
                 cable_m: port.cable_m,
                 peer_mac,
                 enabled: port.enabled.unwrap_or(true),
@@ -212,6 +232,7 @@ impl Validator<'_> {
                 honour_pause,
                 pfc_tx_queue,
                 rx_queues,
+                peer_response_quanta,
             });
         }
         Ok(ports)

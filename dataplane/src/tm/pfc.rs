@@ -42,14 +42,20 @@ impl Pauses {
     /// or continuing the pause in force.
     #[inline]
     pub fn apply(&mut self, priority: usize, time: u16, at: u64, speed_mbps: u64) {
-        if time == 0 {
-            self.until[priority] = self.until[priority].min(at);
-            return;
+        self.apply_answered(priority, time, at, 0, speed_mbps);
+    }
+
+    /// `apply` for a peer that answers a PFC frame received at `at` within `response_ps`
+    /// (802.3 31B.3.7): a peer that was sending stops only at `at + response_ps`; one already
+    /// paused (or about to be) stays paused, its timer set anew. Either way the pause runs
+    /// out `time` quanta after `at` (one shorter than the response holds nothing), and an
+    /// XON resumes at `at`.
+    #[inline]
+    pub fn apply_answered(&mut self, priority: usize, time: u16, at: u64, response_ps: u64, speed_mbps: u64) {
+        if time != 0 && self.until[priority] <= at {
+            self.since[priority] = at + response_ps;
         }
-        if self.until[priority] <= at {
-            self.since[priority] = at;
-        }
-        self.until[priority] = at + quanta_ps(time, speed_mbps);
+        self.until[priority] = if time == 0 { self.until[priority].min(at) } else { at + quanta_ps(time, speed_mbps) };
     }
 
     /// Whether `priority` is held at `at`.

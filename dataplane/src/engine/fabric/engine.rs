@@ -446,7 +446,7 @@ impl Partition<'_> {
                 self.note_pause(Endpoint::Host(host), &repr, now);
                 let nic = &mut self.nics[local];
                 for (priority, time) in repr.named() {
-                    nic.pauses.apply(priority, time, now, nic.speed_mbps);
+                    nic.pauses.apply_answered(priority, time, now, nic.response_ps, nic.speed_mbps);
                 }
                 self.host_transmit(host, now);
             }
@@ -769,13 +769,16 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
     let leaf_of = |host: usize| fabric.hosts[host].leaf;
     let (qp_specs, message_specs) =
         workload::build(options.collective, fabric.hosts.len(), &leaf_of, options.message_bytes, options.messages);
-    // Each host runs with the switch its link goes to, at that link's speed.
+    // Each host runs with the switch its link goes to, at that link's speed, and answers PFC
+    // within the response its switch port gives its peer.
     let mut host_link = vec![(0, 100_000); fabric.hosts.len()];
+    let mut host_response_ps = vec![0; fabric.hosts.len()];
     for link in &fabric.links {
-        if let (Endpoint::Host(host), Endpoint::Switch { switch, .. })
-        | (Endpoint::Switch { switch, .. }, Endpoint::Host(host)) = (link.a, link.b)
+        if let (Endpoint::Host(host), Endpoint::Switch { switch, port })
+        | (Endpoint::Switch { switch, port }, Endpoint::Host(host)) = (link.a, link.b)
         {
             host_link[host] = (switch, link.speed_mbps);
+            host_response_ps[host] = fabric.switches[switch].ports[port].peer_response_ps();
         }
     }
     let switch_at: Vec<Place> =
@@ -794,7 +797,9 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         .enumerate()
         .map(|(i, h)| {
             let (switch, speed_mbps) = host_link[i];
-            Nic::new(i, h.address, h.mac, fabric.switches[switch].mac, speed_mbps)
+            let mut nic = Nic::new(i, h.address, h.mac, fabric.switches[switch].mac, speed_mbps);
+            nic.response_ps = host_response_ps[i];
+            nic
         })
         .collect();
     let mut qps = Vec::with_capacity(qp_specs.len());

@@ -173,6 +173,9 @@ pub struct Nic {
     pub cnps: VecDeque<Cnp>,
     /// What the leaf's PFC holds back, per priority.
     pub pauses: crate::tm::pfc::Pauses,
+    /// How long the NIC takes to stop a priority after an XOFF reaches it (802.3 31B.3.7,
+    /// the leaf port's `peer_response_quanta`): frames it starts meanwhile still go.
+    pub response_ps: u64,
     pub transmitting: bool,
     /// The pending wake-up event.
     pub wake: crate::engine::sim::Alarm,
@@ -275,6 +278,7 @@ impl Nic {
             senders: Vec::new(),
             cnps: VecDeque::new(),
             pauses: crate::tm::pfc::Pauses::default(),
+            response_ps: 0,
             transmitting: false,
             wake: crate::engine::sim::Alarm::default(),
             cnps_sent: 0,

@@ -7,11 +7,13 @@
 //!   (`PortConfig::wire_time_ps`). A peer offers each frame of its trace from its timestamp
 //!   on; it sends one frame at a time, the earliest offered among the priorities it may send.
 //! - Store-and-forward: the switch classifies and queues a frame when its last bit arrives.
-//! - The peer obeys PFC like a NIC with a queue per priority: a pause the switch sends at
-//!   time t holds back the peer's frames of that priority that would start arriving from
-//!   t + the PFC frame's wire time + 2 x the cable's propagation delay (the XOFF travels out,
-//!   the data already sent travels back), for the quanta given, or until an XON takes effect
-//!   the same way. Other priorities keep flowing; PAUSE/PFC frames in a trace are never held.
+//! - The peer obeys PFC like a NIC with a queue per priority, taking the response time its
+//!   port gives it (`peer_response_quanta`, 802.3 31B.3.7's allowance for the speed unless
+//!   given): a pause the switch sends at time t holds back the peer's frames of that priority
+//!   that would start arriving from t + the PFC frame's wire time + 2 x the cable's
+//!   propagation delay (the XOFF travels out, the data already sent travels back) + the
+//!   response (unless the priority is paused already), until its quanta, counted from its
+//!   reception, run out, or until an XON takes effect (at once). Other priorities keep flowing; PAUSE/PFC frames in a trace are never held.
 //!   A peer named in `ignore_pfc` sends as if no PFC existed.
 //! - Each egress port sends one frame at a time: PFC frames first, then data chosen by the
 //!   scheduler among the classes not paused. Output captures timestamp a frame at the start
@@ -402,21 +404,23 @@ impl Engine<'_> {
             if let Some(recorder) = &mut self.recorder {
                 recorder.pfc_sent(port, &repr, now, port_config.speed_mbps);
             }
-            let takes_effect = done + 2 * plan::propagation_ps(port_config);
-            self.pause_peer(port, &repr, takes_effect);
+            // In the switch's frame of arrivals: the peer's answer, shifted by the cable back.
+            let reaches_peer = done + 2 * plan::propagation_ps(port_config);
+            self.pause_peer(port, &repr, reaches_peer);
         }
         Ok(())
     }
 
-    /// Applies a PFC frame the switch sent to the peer's pause state, from `at` on.
+    /// Applies a PFC frame the switch sent to the peer's pause state: received at `at`, in
+    /// the switch's frame of arrivals, and answered within the port's peer response.
     fn pause_peer(&mut self, port: usize, repr: &Repr, at: u64) {
-        let speed = self.config.ports[port].speed_mbps;
+        let (speed, response) = (self.config.ports[port].speed_mbps, self.config.ports[port].peer_response_ps());
         let peer = &mut self.ports[port].peer;
         if peer.ignores_pfc {
             return;
         }
         for (priority, time) in repr.named() {
-            peer.pauses.apply(priority, time, at, speed);
+            peer.pauses.apply_answered(priority, time, at, response, speed);
         }
         // Re-evaluate when the change takes effect (an XON may release a waiting frame).
         self.wake_peer(port, at);
