@@ -73,6 +73,50 @@ fn per_member(out: &Path) -> [u64; 4] {
     counts
 }
 
+/// A flowlet group with more flows active than flowsets (20,000 one-frame flows inside one
+/// gap, over 16,384 flowsets): a flow that follows sends its 20 frames back to back, and all
+/// take one uplink, in order; the flows that found their flowset opened by another are
+/// counted in `flowlet_collisions`.
+#[test]
+fn a_flowlet_group_full_of_flows_keeps_a_new_flow_on_one_uplink() {
+    let config = leaf(1, "flowlet", 100, [100; 4], "").replace("flowlet_gap_us = 100", "flowlet_gap_us = 1000");
+    let mut spec =
+        FrameSpec::rocev2(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9)), IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)), 1);
+    spec.frame_len = 60;
+    let mut frames: Trace = (0..20_000u32)
+        .map(|qp| {
+            spec.transport = Transport::Roce { source: 0xc000, opcode: 4, dest_qp: 0x1000 + qp, psn: 0 };
+            (0, spec.build())
+        })
+        .collect();
+    // 20,000 minimum frames take 134 us at 100G; the new flow's frames follow at 200 us.
+    spec.frame_len = 1024;
+    for psn in 0..20 {
+        spec.transport = Transport::Roce { source: 0xc001, opcode: 4, dest_qp: 0x77, psn };
+        frames.push((200_000, spec.build()));
+    }
+    let out = replay("flowlet-full", &config, &[("h0", frames)], 0);
+    let stats = stats(&out);
+    assert!(stats["flowlet_collisions"].as_u64().unwrap() > 1_000, "{}", stats["flowlet_collisions"]);
+    let carried: Vec<(&str, Vec<u32>)> = UPLINKS
+        .iter()
+        .map(|name| {
+            let psns = read_pcap(&out.join(format!("{name}.pcap")))
+                .into_iter()
+                .filter(|(_, f)| {
+                    f.len() > 100
+                        && u32::from_be_bytes([0, f[14 + 20 + 8 + 5], f[14 + 20 + 8 + 6], f[14 + 20 + 8 + 7]]) == 0x77
+                })
+                .map(|(_, f)| u32::from_be_bytes([0, f[14 + 20 + 8 + 9], f[14 + 20 + 8 + 10], f[14 + 20 + 8 + 11]]))
+                .collect();
+            (*name, psns)
+        })
+        .filter(|(_, psns): &(&str, Vec<u32>)| !psns.is_empty())
+        .collect();
+    assert_eq!(carried.len(), 1, "the new flow was split: {carried:?}");
+    assert_eq!(carried[0].1, (0..20).collect::<Vec<u32>>(), "in order");
+}
+
 #[test]
 fn spray_balances_one_flow_within_one_packet() {
     let out = replay("spray", &leaf(1, "spray", 100, [100; 4], ""), &[("h0", flow(0, 1, 10_000, 0, 84, 0))], 0);

@@ -111,6 +111,13 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
             })
         }),
     );
+    family(
+        &mut out,
+        "raceway_flowlet_collisions_total",
+        "counter",
+        "Frames a flowlet group placed by a flowset another flow had opened.",
+        std::iter::once((String::new(), stats.flowlet_collisions)),
+    );
     if let Some(control) = &stats.control {
         for row in &CONTROL_COUNTERS {
             let samples: Vec<(String, f64)> = match row.value {

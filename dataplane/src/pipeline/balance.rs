@@ -14,11 +14,13 @@
 //!   random (keeping the last choice on ties piled frames on it: 18/18/4 over three idle
 //!   uplinks). A member whose class is paused by received PFC is skipped while any other
 //!   candidate is not paused.
-//! - flowlet: a flow keeps its member while its packets come less than `flowlet_gap_us`
-//!   apart; after a longer gap it moves to the member that drains soonest (as adaptive, over
-//!   all members; among equals, starting from a random one). The table holds at most `FLOWLET_TABLE` flows, allocated up front; when
-//!   full, entries idle longer than the gap (which would be re-decided anyway) are swept out,
-//!   and a new flow that still finds no room is placed without being remembered.
+//! - flowlet: as Broadcom's DLB, a flow's hash picks one of `FLOWSETS` flowsets, allocated up
+//!   front. A flowset keeps its member while its packets come less than `flowlet_gap_us`
+//!   apart; after a longer gap the next packet moves it to the member that drains soonest (as
+//!   adaptive, over all members; among equals, starting from a random one). Flows whose
+//!   hashes share a flowset share its member and its gap, so every flow keeps its order
+//!   however many are active: more flows than flowsets only makes flowlets coarser. Frames
+//!   placed by a flowset another flow opened are counted (`flowlet_collisions`).
 //!
 //! A weighted group (the kernel's multipath weights) gives each member as many slots as its
 //! weight asks, dealt in smooth weighted round robin order, and every mode picks among slots:
@@ -27,21 +29,26 @@
 //! Members that are down (`enabled = false`, or link down when live) are never chosen; when
 //! none is usable the caller drops the packet as `no_route`.
 //!
-//! Invariant: selection never allocates (the flowlet table never grows past its capacity) and
-//! depends only on its inputs and the seeded PRNG, so replays are deterministic.
+//! Invariant: selection never allocates (the flowset table is allocated whole when its group
+//! is made) and depends only on its inputs and the seeded PRNG, so replays are deterministic;
+//! a flow maps to one flowset for the group's life, so a flowset's member changes only after
+//! a gap in which none of its flows sent.
 
 use crate::config::GroupMode;
 use crate::pipeline::fib;
 use crate::rng::Rng;
-use hashbrown::HashMap;
 
-/// Flows a flowlet group remembers at most. The map is allocated for twice as many, so that
-/// hashbrown can always clear tombstones by rehashing in place instead of reallocating.
-pub const FLOWLET_TABLE: usize = 16_384;
+/// Flowsets per flowlet group (Broadcom's DLB gives a group a flowset table of this order).
+pub const FLOWSETS: usize = 16_384;
 
-#[derive(Debug, Clone, Copy)]
-struct Flowlet {
+/// One flowset: the member its flows take while they keep sending within the gap.
+#[derive(Debug, Clone, Copy, Default)]
+struct Flowset {
+    /// The flow hash that opened the current flowlet.
+    flow: u32,
     slot: u16,
+    /// Whether any flow has used it (a fresh one has no member to keep).
+    used: bool,
     last_seen_ps: u64,
 }
 
@@ -55,7 +62,8 @@ struct Group {
     cursor: usize,
     last_choice: usize,
     gap_ps: u64,
-    flows: HashMap<u32, Flowlet>,
+    /// `FLOWSETS` flowsets in flowlet mode, none otherwise.
+    flowsets: Vec<Flowset>,
 }
 
 impl Group {
@@ -72,11 +80,7 @@ impl Group {
             cursor: 0,
             last_choice: 0,
             gap_ps: u64::from(group.flowlet_gap_us) * 1_000_000,
-            flows: if group.mode == GroupMode::Flowlet {
-                HashMap::with_capacity(2 * FLOWLET_TABLE)
-            } else {
-                HashMap::new()
-            },
+            flowsets: if group.mode == GroupMode::Flowlet { vec![Flowset::default(); FLOWSETS] } else { Vec::new() },
         }
     }
 
@@ -99,12 +103,14 @@ pub trait PortView {
 
 pub struct Selector {
     groups: Vec<Group>,
+    /// Frames a flowlet group placed by a flowset another flow had opened (all groups).
+    collisions: u64,
 }
 
 impl Selector {
     /// A selector for the FIB's groups, slot for slot.
     pub fn new(groups: &[fib::Group]) -> Self {
-        Self { groups: groups.iter().map(Group::new).collect() }
+        Self { groups: groups.iter().map(Group::new).collect(), collisions: 0 }
     }
 
     /// Follows a new FIB generation: a group whose mode and members did not change keeps its
@@ -120,6 +126,12 @@ impl Selector {
                 None => self.groups.push(fresh),
             }
         }
+    }
+
+    /// Frames placed by a flowset that another flow had opened, so far (every flowlet group):
+    /// how often more flows are active than the flowsets tell apart.
+    pub fn flowlet_collisions(&self) -> u64 {
+        self.collisions
     }
 
     /// Picks a member of `group` for a packet: (member index, port), or `None` when no member is
@@ -196,37 +208,32 @@ impl Selector {
                 best
             }
             GroupMode::Flowlet => {
-                let gap = state.gap_ps;
-                let current = state.flows.get(&flow_hash).copied();
-                let keep = current.filter(|flowlet| {
-                    now.saturating_sub(flowlet.last_seen_ps) < gap
-                        && ports.usable(usize::from(members[usize::from(flowlet.slot)]))
-                });
-                let slot = match keep {
-                    Some(flowlet) => usize::from(flowlet.slot),
-                    None => {
-                        // The least loaded member; the scan starts at a random one so that
-                        // ties (idle links) spread flowlets instead of piling on the first.
-                        let start = nth_usable(rng.below(usable_count as u64) as usize);
-                        let mut best = start;
-                        for offset in 1..members.len() {
-                            let slot = (start + offset) % members.len();
-                            if ports.usable(usize::from(members[slot])) && cost(slot) < cost(best) {
-                                best = slot;
-                            }
-                        }
-                        best
-                    }
-                };
-                let entry = Flowlet { slot: slot as u16, last_seen_ps: now };
-                if current.is_some() || state.flows.len() < FLOWLET_TABLE {
-                    state.flows.insert(flow_hash, entry);
+                let index = ((u64::from(flow_hash) * FLOWSETS as u64) >> 32) as usize;
+                let set = state.flowsets[index];
+                let keep = set.used
+                    && now.saturating_sub(set.last_seen_ps) < state.gap_ps
+                    && ports.usable(usize::from(members[usize::from(set.slot)]));
+                let slot = if keep {
+                    self.collisions += u64::from(set.flow != flow_hash);
+                    usize::from(set.slot)
                 } else {
-                    state.flows.retain(|_, flowlet| now.saturating_sub(flowlet.last_seen_ps) < gap);
-                    if state.flows.len() < FLOWLET_TABLE {
-                        state.flows.insert(flow_hash, entry);
+                    // The least loaded member; the scan starts at a random one so that ties
+                    // (idle links) spread flowlets instead of piling on the first.
+                    let start = nth_usable(rng.below(usable_count as u64) as usize);
+                    let mut best = start;
+                    for offset in 1..members.len() {
+                        let slot = (start + offset) % members.len();
+                        if ports.usable(usize::from(members[slot])) && cost(slot) < cost(best) {
+                            best = slot;
+                        }
                     }
+                    best
+                };
+                let set = &mut state.flowsets[index];
+                if !keep {
+                    *set = Flowset { flow: flow_hash, slot: slot as u16, used: true, last_seen_ps: now };
                 }
+                set.last_seen_ps = now;
                 slot
             }
         };
@@ -486,66 +493,72 @@ mod tests {
         assert_eq!(s.select(0, 42, 0, 9_999_999 + 10_000_000, &mut rng, &view).unwrap().1, 0, "at the gap");
     }
 
-    #[test]
-    fn a_full_flowlet_table_keeps_its_active_flows() {
-        // Full of flows seen at 0; a new flow 5 us later (inside the gap) finds no idle one to
-        // sweep: it is placed but not remembered, and every active flow stays.
-        let mut s = selector("flowlet");
-        let mut rng = Rng::new(0);
-        let view = ports();
-        for flow in 0..FLOWLET_TABLE as u32 {
-            s.select(0, flow, 0, 0, &mut rng, &view);
-        }
-        assert!(s.select(0, u32::MAX, 0, 5_000_000, &mut rng, &view).is_some());
-        assert_eq!(s.groups[0].flows.len(), FLOWLET_TABLE);
-        assert!(!s.groups[0].flows.contains_key(&u32::MAX));
+    /// Flow hashes `n` and `n + 1` land on one flowset (each holds 2^32 / FLOWSETS hashes).
+    fn same_flowset(n: u32) -> (u32, u32) {
+        let n = n * (u32::MAX / FLOWSETS as u32 + 1);
+        (n, n + 1)
     }
 
     #[test]
-    fn a_full_flowlet_table_still_refreshes_its_active_flows() {
-        // The table is full of flows seen at 0; flow 7 keeps sending every 6 us (inside the
-        // 10 us gap). Each packet must move its last-seen time on, full table or not, or the
-        // flow would start a new flowlet (and may change uplink mid-burst) 10 us after 0.
+    fn flows_sharing_a_flowset_share_its_member_and_count_as_collisions() {
         let mut s = selector("flowlet");
         let mut rng = Rng::new(0);
         let mut view = ports();
-        for flow in 0..FLOWLET_TABLE as u32 {
-            s.select(0, flow, 0, 0, &mut rng, &view);
+        let (a, b) = same_flowset(77);
+        view.cost = vec![10, 0, 10, 10];
+        assert_eq!(s.select(0, a, 0, 0, &mut rng, &view).unwrap().1, 1, "a opens the flowset on the least loaded");
+        view.cost = vec![0, 10, 10, 10];
+        // b, inside a's gap, takes a's member: a collision per frame.
+        for at in [1_000_000, 2_000_000] {
+            assert_eq!(s.select(0, b, 0, at, &mut rng, &view).unwrap().1, 1);
         }
-        let first = s.select(0, 7, 0, 6_000_000, &mut rng, &view).unwrap().1;
-        // A new flow while every remembered one is still inside its gap: it is routed, not
-        // remembered, and the table stays at its bound.
-        assert!(s.select(0, u32::MAX, 0, 6_000_000, &mut rng, &view).is_some());
-        assert_eq!(s.groups[0].flows.len(), FLOWLET_TABLE, "the table never passes its bound");
-        // Every other member is now cheaper: a new flowlet would leave `first`.
-        view.cost = (0..4).map(|port| if port == first { 100 } else { 0 }).collect();
-        for at in [12_000_000, 18_000_000, 24_000_000] {
-            assert_eq!(s.select(0, 7, 0, at, &mut rng, &view).unwrap().1, first, "at {at} ps");
+        assert_eq!(s.flowlet_collisions(), 2);
+        // a's own frames are no collision.
+        assert_eq!(s.select(0, a, 0, 3_000_000, &mut rng, &view).unwrap().1, 1);
+        assert_eq!(s.flowlet_collisions(), 2);
+        // After a gap in which neither sent, b opens the next flowlet, then a joins it.
+        assert_eq!(s.select(0, b, 0, 13_000_000, &mut rng, &view).unwrap().1, 0);
+        assert_eq!(s.select(0, a, 0, 14_000_000, &mut rng, &view).unwrap().1, 0);
+        assert_eq!(s.flowlet_collisions(), 3);
+    }
+
+    /// With more flows active than flowsets (20,000 over 16,384), a new flow still keeps its
+    /// order: 20 back-to-back frames stay on one member while the costs move under them (a
+    /// table that placed flows it could not remember per packet split them 10/10).
+    #[test]
+    fn more_active_flows_than_flowsets_still_keep_each_flow_on_one_member() {
+        let mut s = selector("flowlet");
+        let mut rng = Rng::new(0);
+        let mut view = ports();
+        // All 20,000 send within 8 us, inside one 10 us gap.
+        for flow in 0..20_000u32 {
+            s.select(0, flow.wrapping_mul(0x9e37_79b9), 0, u64::from(flow) * 400, &mut rng, &view);
         }
-        assert_eq!(s.groups[0].flows.len(), FLOWLET_TABLE, "the idle flows were not swept");
+        assert_eq!(s.groups[0].flowsets.len(), FLOWSETS, "the table never grows");
+        assert!(s.flowlet_collisions() > 1_000, "{} collisions", s.flowlet_collisions());
+        let start = 9_000_000;
+        let new_flow = 0xdead_beef;
+        let mut members = Vec::new();
+        for frame in 0..20u64 {
+            view.cost = (0..4).map(|port| (port + frame) % 4 * 10).collect();
+            members.push(s.select(0, new_flow, 0, start + frame * 84_000, &mut rng, &view).unwrap().1);
+        }
+        assert!(members.iter().all(|&member| member == members[0]), "{members:?}");
     }
 
     #[test]
-    fn flowlet_table_is_bounded_and_sweeps_idle_flows() {
+    fn every_flow_keeps_its_member_while_its_flowset_is_busy() {
+        // Flows of one flowset sending alternately every 6 us (inside the 10 us gap): the
+        // flowset never idles, so neither flow moves however the costs change.
         let mut s = selector("flowlet");
         let mut rng = Rng::new(0);
-        let view = ports();
-        for flow in 0..FLOWLET_TABLE as u32 {
-            s.select(0, flow, 0, 0, &mut rng, &view);
+        let mut view = ports();
+        let (a, b) = same_flowset(5);
+        let first = s.select(0, a, 0, 0, &mut rng, &view).unwrap().1;
+        view.cost = (0..4).map(|port| if port == first { 100 } else { 0 }).collect();
+        for step in 1..10u64 {
+            let flow = if step % 2 == 0 { a } else { b };
+            assert_eq!(s.select(0, flow, 0, step * 6_000_000, &mut rng, &view).unwrap().1, first, "step {step}");
         }
-        assert_eq!(s.groups[0].flows.len(), FLOWLET_TABLE);
-        let capacity = s.groups[0].flows.capacity();
-        // Later, past the gap, a new flow sweeps the idle ones out instead of growing.
-        s.select(0, u32::MAX, 0, 20_000_000, &mut rng, &view);
-        assert_eq!(s.groups[0].flows.len(), 1);
-        assert!(s.groups[0].flows.capacity() <= capacity, "the table must not grow");
-        // Churn through many more flows than it holds: it never reallocates.
-        for round in 0..4u64 {
-            for flow in 0..FLOWLET_TABLE as u32 {
-                s.select(0, flow ^ (round as u32) << 20, 0, 40_000_000 * (round + 1), &mut rng, &view);
-            }
-        }
-        assert!(s.groups[0].flows.len() <= FLOWLET_TABLE);
-        assert!(s.groups[0].flows.capacity() <= capacity, "the table must not grow");
     }
 }

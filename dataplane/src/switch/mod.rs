@@ -715,8 +715,10 @@ impl<P: PacketBuf> Switch<P> {
 
     /// Brings the counters that are read rather than counted up to `now` (before publishing,
     /// and at the end of a run): every queue's current depth (`depth_bytes`, `depth_cell_bytes`), the time the
-    /// peers' pauses held each owned port (`pfc_rx_pause_ns`).
+    /// peers' pauses held each owned port (`pfc_rx_pause_ns`), and the flowlet groups'
+    /// collisions so far.
     pub fn refresh_gauges(&mut self, now: u64) {
+        self.stats.flowlet_collisions = self.selector.flowlet_collisions();
         for (port, stats) in self.stats.ports.iter_mut().enumerate() {
             for (tc, gauge) in stats.queues.iter_mut().enumerate() {
                 gauge.depth_bytes = self.buffer.queue_bytes(port, tc);

@@ -182,6 +182,9 @@ pub struct SwitchStats {
     /// route of the kernel's, a `via` list), in the order they first appeared; kept when the
     /// group goes, so that its counters never fall.
     pub next_hop_groups: Vec<NextHopGroupStats>,
+    /// Frames a flowlet group placed by a flowset that another flow had opened (every flowlet
+    /// group): more flows active than the flowsets tell apart (`pipeline::balance`).
+    pub flowlet_collisions: u64,
     /// Time frames spend in the switch, from being received to being handed to transmit
     /// (virtual time in replay, TSC time live).
     pub latency: LatencyHistogram,
@@ -290,6 +293,7 @@ impl SwitchStats {
             ports: vec![PortStats::default(); config.ports.len()],
             groups: config.groups.iter().map(|group| vec![0; group.members.len()]).collect(),
             next_hop_groups: Vec::new(),
+            flowlet_collisions: 0,
             latency: LatencyHistogram::default(),
             cores: Vec::new(),
             control: None,
@@ -309,6 +313,7 @@ impl SwitchStats {
             }
         }
         self.latency.add(&other.latency);
+        self.flowlet_collisions += other.flowlet_collisions;
         self.cores.extend(other.cores.iter().copied());
         if other.control.is_some() {
             // One control thread: its counters are whoever carries them.
@@ -437,6 +442,7 @@ impl SwitchStats {
         let mut document = json!({
             "ports": ports,
             "groups": groups,
+            "flowlet_collisions": self.flowlet_collisions,
             "latency_ns": {
                 "samples": latency.samples,
                 "p50": latency.quantile(0.5),
