@@ -45,6 +45,33 @@ fn lossless_traffic_loses_nothing_across_the_fabric() {
     }
 }
 
+/// A lossy incast with a small buffer loses frames, and hosts do not retransmit: messages
+/// stay incomplete. The results count them, and the FCT percentiles say how many they leave
+/// out (a p99 of the survivors alone once read as the workload's).
+#[test]
+fn fct_percentiles_say_how_many_incomplete_messages_they_leave_out() {
+    let text = fabric_file()
+        .replace("lossless = [3]", "lossless = []")
+        .replace("buffer_bytes = 4194304", "buffer_bytes = 262144");
+    let args =
+        ["--workload", "incast", "--no-dcqcn", "--message-bytes", "1048576", "--messages", "4", "--horizon-ms", "20"];
+    let result = fabric_of(&text, "fabric-lossy-incast", &args);
+    let incomplete = result["incomplete_messages"].as_u64().unwrap();
+    assert!(result["drops"].as_u64().unwrap() > 0 && incomplete > 0, "{result}");
+    assert_eq!(result["fct_us"]["left_out"].as_u64().unwrap(), incomplete);
+    assert_eq!(result["fct_us"]["messages"].as_u64().unwrap() + incomplete, result["messages"].as_u64().unwrap());
+    assert!(result["completion_us"].is_null());
+    // The summary line says it too.
+    let dir = temp_dir("fabric-lossy-incast-line");
+    std::fs::write(dir.join("fabric.toml"), &text).unwrap();
+    let output = run_ok(
+        raceway().args(["fabric", "-c"]).arg(dir.join("fabric.toml")).arg("--out").arg(dir.join("out")).args(args),
+    );
+    let line = String::from_utf8_lossy(&output.stdout).to_string();
+    let completed = result["fct_us"]["messages"].as_u64().unwrap();
+    assert!(line.contains(&format!("(of the {completed} completed; {incomplete} incomplete left out)")), "{line}");
+}
+
 /// All-to-all among 8 hosts: ECMP collisions on the uplinks and 7:1 fan-in at every host.
 #[test]
 fn dcqcn_reduces_pfc_pauses() {

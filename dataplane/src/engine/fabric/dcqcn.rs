@@ -15,7 +15,20 @@
 //! through `on_cnp`, `on_bytes_sent` and `advance`, all in virtual time, so runs are
 //! deterministic.
 
-use serde::Deserialize;
+use crate::keyword::keywords;
+use serde::{Deserialize, Serialize};
+
+keywords! {
+    /// A named set of DCQCN parameters to start from (`[dcqcn] preset`); keys given beside it
+    /// override it.
+    pub enum DcqcnPreset {
+        /// raceway's: the authors' released settings, recovery scaled to 100G (below).
+        Default => "default",
+        /// The DCQCN paper's (SIGCOMM 2015, its 40G testbed): a byte-counter stage every
+        /// 10 MB, 5 fast-recovery stages, Rai 40 Mb/s, Rhai 200 Mb/s.
+        Paper => "paper",
+    }
+}
 
 /// DCQCN parameters. Defaults: the authors' released settings (alpha gain g = 1/256, as
 /// ns3-rdma's `DCTCP_GAIN 0.00390625` and HPCC's `EWMA_GAIN`; the paper's text suggests 1/16;
@@ -27,7 +40,7 @@ use serde::Deserialize;
 /// paper's 40G steps (40/200 Mb/s, 10 MB byte counter, 5 fast stages) starve a 100G incast
 /// for milliseconds after the first cuts; NIC-style 32 KiB byte counters recover so fast that
 /// PFC pauses hardly change; these remove PFC pauses for a 16-40% longer all-to-all/incast.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DcqcnParams {
     /// Senders react to CNPs and receivers send them; false runs every sender at line rate
@@ -66,6 +79,40 @@ impl Default for DcqcnParams {
 }
 
 impl DcqcnParams {
+    /// The parameters of a preset.
+    pub fn preset(preset: DcqcnPreset) -> Self {
+        match preset {
+            DcqcnPreset::Default => Self::default(),
+            DcqcnPreset::Paper => Self {
+                byte_counter_bytes: 10 * 1024 * 1024,
+                fast_recovery_stages: 5,
+                additive_increase_mbps: 40.0,
+                hyper_increase_mbps: 200.0,
+                ..Self::default()
+            },
+        }
+    }
+
+    /// A `[dcqcn]` table: its `preset` (default: "default"), then the keys it gives. The error
+    /// names the key and the problem.
+    pub fn from_table(mut table: toml::Table) -> Result<Self, (String, String)> {
+        let preset = match table.remove("preset") {
+            None => DcqcnPreset::Default,
+            Some(toml::Value::String(word)) => {
+                DcqcnPreset::parse(&word).map_err(|problem| ("dcqcn.preset".to_string(), problem))?
+            }
+            Some(other) => return Err(("dcqcn.preset".into(), format!("{other} is not a preset name"))),
+        };
+        let mut merged =
+            toml::Table::try_from(Self::preset(preset)).map_err(|err| ("dcqcn".into(), err.to_string()))?;
+        merged.extend(table);
+        let params: Self = toml::Value::Table(merged)
+            .try_into()
+            .map_err(|err: toml::de::Error| ("dcqcn".to_string(), err.message().to_string()))?;
+        params.validate().map_err(|problem| (String::new(), problem))?;
+        Ok(params)
+    }
+
     /// Checks the parameters; the error names the field.
     pub fn validate(&self) -> Result<(), String> {
         let positive = [

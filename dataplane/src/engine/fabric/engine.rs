@@ -659,7 +659,8 @@ pub struct FabricResults {
     pub timed_out: bool,
     /// When the last message completed (none when some did not).
     pub completion_us: Option<f64>,
-    /// Flow completion times of the messages that completed.
+    /// Flow completion times of the messages that completed; they say how many they cover
+    /// and how many incomplete messages they leave out.
     pub fct_us: Percentiles,
     /// Peak queue depth per `switch:port`.
     pub max_queue_bytes: BTreeMap<String, u64>,
@@ -680,13 +681,18 @@ pub struct Percentiles {
     pub p50: f64,
     pub p99: f64,
     pub max: f64,
+    /// Messages the percentiles are over (those that completed).
+    pub messages: usize,
+    /// Messages that never completed, which the percentiles leave out: with any, p99 and max
+    /// are of the survivors, not of the workload.
+    pub left_out: usize,
 }
 
 impl FabricResults {
     /// The one line `raceway fabric` prints.
     pub fn summary_line(&self) -> String {
         format!(
-            "{} {} mode {} dcqcn {}: completion {} us, FCT p50 {:.1} us p99 {:.1} us, PFC pause {:.1} us, CNPs {}, drops {}, incomplete {}",
+            "{} {} mode {} dcqcn {}: completion {} us, FCT p50 {:.1} us p99 {:.1} us{}, PFC pause {:.1} us, CNPs {}, drops {}, incomplete {}",
             self.fabric,
             self.workload,
             self.mode,
@@ -694,6 +700,11 @@ impl FabricResults {
             self.completion_us.map_or("-".to_string(), |c| format!("{c:.1}")),
             self.fct_us.p50,
             self.fct_us.p99,
+            if self.fct_us.left_out > 0 {
+                format!(" (of the {} completed; {} incomplete left out)", self.fct_us.messages, self.fct_us.left_out)
+            } else {
+                String::new()
+            },
             self.pfc_pause_total_us,
             self.cnps_sent,
             self.drops,
@@ -1049,6 +1060,8 @@ fn results(
             p50: percentile(&fcts, 0.5),
             p99: percentile(&fcts, 0.99),
             max: fcts.last().copied().unwrap_or(0.0),
+            messages: fcts.len(),
+            left_out: incomplete,
         },
         max_queue_bytes: max_queue,
         pfc_pause_us: pauses,

@@ -131,13 +131,12 @@ impl Fabric {
             .ok_or_else(|| InputError::new(file, "fabric", "missing table"))?
             .try_into()
             .map_err(|err: toml::de::Error| InputError::new(file, "fabric", err.message().to_string()))?;
-        let dcqcn: DcqcnParams = match table.remove("dcqcn") {
-            Some(value) => value
-                .try_into()
-                .map_err(|err: toml::de::Error| InputError::new(file, "dcqcn", err.message().to_string()))?,
-            None => DcqcnParams::default(),
-        };
-        dcqcn.validate().map_err(|problem| InputError::new(file, "", problem))?;
+        let dcqcn = match table.remove("dcqcn") {
+            Some(toml::Value::Table(dcqcn)) => DcqcnParams::from_table(dcqcn),
+            Some(_) => Err(("dcqcn".to_string(), "must be a table".to_string())),
+            None => Ok(DcqcnParams::default()),
+        }
+        .map_err(|(field, problem)| InputError::new(file, field, problem))?;
         if table.get("switch").is_some_and(toml::Value::is_array) {
             return explicit(topology, table, dcqcn, file, base, mode);
         }
@@ -625,5 +624,22 @@ mod tests {
         assert!(err.contains("f.toml (leaf0)") && err.contains("mode"), "{err}");
         let err = Fabric::parse(&format!("{}\n[dcqcn]\ng = 2.0\n", small()), "f.toml", None).unwrap_err().to_string();
         assert!(err.starts_with("f.toml: dcqcn.g: "), "{err}");
+        let err = Fabric::parse(&format!("{}\n[dcqcn]\npreset = \"hpcc\"\n", small()), "f.toml", None).unwrap_err();
+        assert_eq!((err.field.as_str(), err.problem.as_str()), ("dcqcn.preset", "'hpcc' is not default or paper"));
+        let err = Fabric::parse(&format!("{}\n[dcqcn]\nbyte_counter = 5\n", small()), "f.toml", None).unwrap_err();
+        assert!(err.field == "dcqcn" && err.problem.contains("byte_counter"), "{err}");
+    }
+
+    #[test]
+    fn the_paper_preset_gives_the_paper_s_recovery_and_keys_beside_it_override_it() {
+        let fabric =
+            Fabric::parse(&format!("{}\n[dcqcn]\npreset = \"paper\"\ng = 0.0625\n", small()), "f.toml", None).unwrap();
+        let dcqcn = &fabric.dcqcn;
+        assert_eq!((dcqcn.byte_counter_bytes, dcqcn.fast_recovery_stages), (10 * 1024 * 1024, 5));
+        assert_eq!((dcqcn.additive_increase_mbps, dcqcn.hyper_increase_mbps), (40.0, 200.0));
+        assert_eq!(dcqcn.g, 0.0625, "a key beside the preset wins");
+        assert_eq!(dcqcn.rate_increase_us, DcqcnParams::default().rate_increase_us, "the rest as default");
+        let plain = Fabric::parse(&format!("{}\n[dcqcn]\npreset = \"default\"\n", small()), "f.toml", None).unwrap();
+        assert_eq!(plain.dcqcn, DcqcnParams::default());
     }
 }
