@@ -370,7 +370,16 @@ impl Partition<'_> {
             self.wake_host(host, paused_until);
             return;
         }
-        match nic.order.pick(now) {
+        let picked = loop {
+            match nic.order.pick(now) {
+                // A cut since it was put pushed its next frame later: hold it until then.
+                Ok(slot) if nic.sending[slot].next_send_ps > now => {
+                    nic.order.put(slot, nic.sending[slot].next_send_ps, now);
+                }
+                picked => break picked,
+            }
+        };
+        match picked {
             Ok(slot) => {
                 // The DCQCN timers run for the queue pair that sends (its rate limiter's time
                 // was set when its last frame left); running them for every queue pair a
@@ -427,11 +436,13 @@ impl Partition<'_> {
         // The rate limiter: the next frame of this queue pair goes when this one would have
         // finished at the queue pair's rate (at line rate, when it finishes on the wire).
         let state = &mut nic.sending[slot];
-        let rate_mbps = if dcqcn.enabled { state.rate.rate_mbps() } else { nic.speed_mbps as f64 };
-        state.next_send_ps = now + (wire_bits as f64 * 1e6 / rate_mbps).ceil() as u64;
-        if dcqcn.enabled {
+        state.next_send_ps = if dcqcn.enabled {
+            // The byte counter's stage these bytes complete counts for the gap after them.
             state.rate.on_bytes_sent(dcqcn, bytes.len() as u64, now);
-        }
+            state.rate.send_time(dcqcn, wire_bits, now)
+        } else {
+            now + (wire_bits as f64 * 1e6 / nic.speed_mbps as f64).ceil() as u64
+        };
         nic.transmitting = true;
         nic.frames_sent += 1;
         self.send(Endpoint::Host(host), bytes, now);
@@ -456,7 +467,16 @@ impl Partition<'_> {
                 // Only the queue pair's sender has its rate (a CNP for another's is ignored).
                 let ours = nic.sending.get_mut(tag).filter(|state| state.id == qp);
                 if let (true, Some(state)) = (dcqcn.enabled, ours) {
+                    state.rate.advance(dcqcn, now);
+                    let before = state.rate.rate_mbps();
                     state.rate.on_cnp(dcqcn, now);
+                    // A cut re-plans the frame the limiter is holding: what is left of its
+                    // gap goes at the new rate (`host_transmit` puts it back if it comes due
+                    // at the old time).
+                    if state.rate.rate_mbps() < before && state.next_send_ps > now {
+                        let bits_left = ((state.next_send_ps - now) as f64 * before / 1e6) as u64;
+                        state.next_send_ps = state.rate.send_time(dcqcn, bits_left, now);
+                    }
                 }
             }
             host::Received::Data { qp, congestion, tag, from, .. } => {
