@@ -522,6 +522,26 @@ mod tests {
         assert_eq!(s.flowlet_collisions(), 3);
     }
 
+    #[test]
+    fn flows_of_different_flowsets_are_placed_apart_and_do_not_collide() {
+        let mut s = selector("flowlet");
+        let mut rng = Rng::new(0);
+        let mut view = ports();
+        let (a, _) = same_flowset(77);
+        let (c, _) = same_flowset(78);
+        view.cost = vec![10, 0, 10, 10];
+        assert_eq!(s.select(0, a, 0, 0, &mut rng, &view).unwrap().1, 1);
+        // Inside a's gap, c (the next flowset) opens its own flowlet on what is least loaded now.
+        view.cost = vec![0, 10, 10, 10];
+        assert_eq!(s.select(0, c, 0, 1_000_000, &mut rng, &view).unwrap().1, 0);
+        assert_eq!(s.flowlet_collisions(), 0);
+        // The top and bottom of the hash space are flowsets of their own too.
+        assert_eq!(s.select(0, u32::MAX, 0, 2_000_000, &mut rng, &view).unwrap().1, 0);
+        view.cost = vec![10, 10, 0, 10];
+        assert_eq!(s.select(0, 0, 0, 3_000_000, &mut rng, &view).unwrap().1, 2);
+        assert_eq!(s.flowlet_collisions(), 0);
+    }
+
     /// With more flows active than flowsets (20,000 over 16,384), a new flow still keeps its
     /// order: 20 back-to-back frames stay on one member while the costs move under them (a
     /// table that placed flows it could not remember per packet split them 10/10).

@@ -424,6 +424,39 @@ mod tests {
     }
 
     #[test]
+    fn a_peer_that_answers_late_stops_after_its_response_and_a_paused_one_at_once() {
+        let mut pauses = Pauses::default();
+        // Sending when the XOFF (100 quanta at 100G: 512 ns) arrives at 1 us: it stops 200 ns
+        // later, and the pause still runs out 512 ns after it arrived.
+        pauses.apply_answered(3, 100, 1_000_000, 200_000, 100_000);
+        assert_eq!((pauses.since[3], pauses.until[3]), (1_200_000, 1_512_000));
+        assert!(!pauses.holds(3, 1_199_999) && pauses.holds(3, 1_200_000) && !pauses.holds(3, 1_512_000));
+        // Already paused (or about to be) when a refresh arrives: the timer is set anew from
+        // it, the stop stays where it was.
+        pauses.apply_answered(3, 100, 1_100_000, 200_000, 100_000);
+        assert_eq!((pauses.since[3], pauses.until[3]), (1_200_000, 1_612_000));
+        // An XON resumes at once.
+        pauses.apply_answered(3, 0, 1_300_000, 200_000, 100_000);
+        assert!(!pauses.holds(3, 1_300_000));
+        // A pause shorter than the response holds nothing.
+        pauses.apply_answered(4, 10, 5_000_000, 200_000, 100_000);
+        assert!((5_000_000..5_300_000).all(|at| !pauses.holds(4, at)));
+    }
+
+    #[test]
+    fn a_frame_arms_the_refresh_of_only_the_groups_whose_xoff_it_carried() {
+        let mut port = PfcPort::new(100_000, PfcMap::identity(1 << 3 | 1 << 4));
+        let mut stats = PortStats::default();
+        port.decide_xoff(3);
+        let due = port.frame_sent(0, &mut stats);
+        // Group 4's XOFF 10 ps later must not push group 3's refresh back.
+        port.decide_xoff(4);
+        assert_eq!(port.frame_sent(10, &mut stats), 10 + due);
+        assert_eq!(port.refresh(3, due, 2_000, 1_000), NEVER, "group 3 refreshed on its own time");
+        assert_eq!(port.frame(), Repr { class_enable: 1 << 3, times: [0, 0, 0, XOFF_QUANTA, 0, 0, 0, 0] });
+    }
+
+    #[test]
     fn one_frame_carries_every_pending_priority_and_counts_each() {
         let mut port = PfcPort::new(100_000, PfcMap::identity(1 << 3 | 1 << 4 | 1 << 5));
         let mut stats = PortStats::default();
@@ -499,6 +532,20 @@ mod tests {
         port.receive(&Repr { class_enable: 1 << 3, times }, 0, &watchdog, &mut stats);
         assert_eq!(port.eligible(1, WatchdogAction::Drop), !(1 << 4));
         assert_eq!(stats.pfc_rx[3], 1);
+        // Three groups name priority 3: while any two hold it, the third's XON sends none.
+        let mut map = PfcMap::identity(1 << 3);
+        map.pg_priorities = [0, 1 << 3, 1 << 3, 1 << 3, 0, 0, 0, 0];
+        let mut port = PfcPort::new(100_000, map);
+        for pg in 1..=3 {
+            port.decide_xoff(pg);
+        }
+        port.frame_sent(0, &mut stats);
+        port.decide_xon(1, 0, 10);
+        assert!(!port.has_frame(), "groups 2 and 3 still hold priority 3 off");
+        port.decide_xon(2, 0, 10);
+        assert!(!port.has_frame(), "group 3 still holds priority 3 off");
+        port.decide_xon(3, 0, 10);
+        assert_eq!(port.frame().class_enable, 1 << 3);
     }
 
     #[test]

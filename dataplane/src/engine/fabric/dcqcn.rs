@@ -299,6 +299,10 @@ mod tests {
         // are through; fast recovery then moves the rate halfway to the target, 50,050 Mb/s,
         // and the other 27,924 take 0.558 us.
         assert_eq!(rate.send_time(&params, 33_424, 0), 55_000_000 + 557_923);
+        // The same from 10 us, the stage at 65 us: only what is left of the gap moves.
+        rate.next_rate_increase = 65_000_000;
+        assert_eq!(rate.send_time(&params, 33_424, 10_000_000), 65_000_000 + 557_923);
+        rate.next_rate_increase = 55_000_000;
         // Done before the stage: the plain gap.
         assert_eq!(rate.send_time(&params, 1_000, 0), 10_000_000);
         // At line rate no stage is due.
