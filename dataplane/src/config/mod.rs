@@ -415,6 +415,13 @@ ports = ["up0"]
         let pcp = qos("lossless = [3]\ntrust = \"pcp\"\npcp_to_tc = { 3 = 4, 5 = 4 }");
         assert_eq!((pcp.lossless_tcs, pcp.pg_priorities[4]), (1 << 4, 1 << 3));
         assert_eq!(pcp.priority_tcs()[5], 1 << 4);
+        // Both lossless: one TC, its group naming both.
+        let both = qos("lossless = [3, 5]\ntrust = \"pcp\"\npcp_to_tc = { 3 = 4, 5 = 4 }");
+        assert_eq!((both.lossless_tcs, both.pg_priorities[4]), (1 << 4, 1 << 3 | 1 << 5));
+        // One priority in two TCs charged to one group: the group names it once, and stays
+        // lossless.
+        let split = qos("lossless = [3]\ndscp_to_pfc_priority = { 48 = 3 }\ntc_to_pg = { 6 = 3 }");
+        assert_eq!((split.lossless_tcs, split.lossless_pgs, split.pg_priorities[3]), (1 << 3 | 1 << 6, 1 << 3, 1 << 3));
     }
 
     #[test]
