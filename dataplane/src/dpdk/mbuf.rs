@@ -157,8 +157,8 @@ impl Mbuf {
     /// Starts loading the mbuf's header (its two cache lines) ahead of the driver, which reads
     /// both when it frees the mbuf after sending. A frame that waited in a deep queue has a
     /// cold header; prefetched as it joins the tx burst, its misses overlap those of the
-    /// frames after it instead of following one another inside the driver's free loop
-    /// (congested port, one worker: 412 -> 329 cycles per frame, min of five alternating runs).
+    /// frames after it instead of following one another inside the driver's free loop (the
+    /// congested-port figures are in perf/RESULTS.md, `perf/congested.sh`).
     #[inline(always)]
     pub fn prefetch_header(&self) {
         let header = self.0.as_ptr().cast::<u8>().cast_const();

@@ -311,8 +311,9 @@ fn fold128(value: u128) -> u32 {
 /// two at a time into 64-bit multiplies and finished with a xor-shift-multiply (the
 /// SplitMix64 finaliser), so every input bit reaches the top 32 bits that are returned.
 /// Computed for every frame: carrying the unhashed key in the parse result instead, to hash
-/// only for group routes, measured slower (port-route pipeline 1.61 vs 1.42 us per burst of 32).
-/// Murmur3's per-word mix, used before, cost ~6% of a 172-cycle live frame in `perf`.
+/// only for group routes, measured slower (a bigger parse result to copy: perf/RESULTS.md,
+/// "Whole pipeline on in-memory bursts", tuning log). Murmur3's per-word mix, used before,
+/// showed as a larger share of a live frame's cycles in `perf` profiles.
 #[inline(always)]
 fn flow_hash(words: &[u32]) -> u32 {
     const K: u64 = crate::rng::GOLDEN_GAMMA;
