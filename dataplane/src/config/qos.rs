@@ -167,7 +167,7 @@ impl Validator<'_> {
     /// a group shared by lossless and lossy TCs, and two lossless priorities on one queue.
     fn derive_lossless(&self, qos: &mut Qos) -> Result<(), InputError> {
         for (priority, tcs) in qos.priority_tcs().into_iter().enumerate() {
-            if qos.lossless_priorities & (1 << priority) == 0 {
+            if !qos.priority_lossless(priority) {
                 continue;
             }
             qos.lossless_tcs |= tcs;
@@ -179,10 +179,9 @@ impl Validator<'_> {
         }
         for tc in 0..TRAFFIC_CLASSES {
             let pg = qos.tc_to_pg[tc];
-            let lossless = qos.lossless_tcs & (1 << tc) != 0;
-            if qos.lossless_pgs & (1 << pg) != 0 && !lossless {
+            if qos.pg_lossless(usize::from(pg)) && !qos.tc_lossless(tc) {
                 let other = (0..TRAFFIC_CLASSES)
-                    .find(|&other| qos.tc_to_pg[other] == pg && qos.lossless_tcs & (1 << other) != 0)
+                    .find(|&other| qos.tc_to_pg[other] == pg && qos.tc_lossless(other))
                     .unwrap_or(tc);
                 return Err(self.error(
                     format!("qos.tc_to_pg.{tc}"),
@@ -191,7 +190,7 @@ impl Validator<'_> {
             }
         }
         let mut stopped_by = [None::<usize>; 8];
-        for priority in (0..8).filter(|p| qos.lossless_priorities & (1 << p) != 0) {
+        for priority in (0..8).filter(|&p| qos.priority_lossless(p)) {
             let queue = usize::from(qos.pfc_to_queue[priority]);
             if let Some(other) = stopped_by[queue] {
                 return Err(self.error(

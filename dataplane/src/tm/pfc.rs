@@ -102,8 +102,9 @@ impl PfcMap {
         }
     }
 
-    /// Every priority a priority group is group n, as when TC, priority and group are one
-    /// number (tests).
+    /// Priority n's frames in group n and its pauses on queue n, as when TC, priority and
+    /// group are one number (tests).
+    #[cfg(test)]
     pub fn identity(lossless_priorities: u8) -> Self {
         Self {
             pg_priorities: std::array::from_fn(|pg| lossless_priorities & (1 << pg)),
