@@ -31,15 +31,19 @@ deps:
 build: deps
 	$(CARGO) build --release -p raceway
 
-# Formatting and lints (the workspace's [workspace.lints], warnings are errors), then unit
-# tests, replay end-to-end tests and the live DPDK tests on vdevs with 16 test threads
-# (tests must not share names, directories or ports), every criterion bench run once in test
-# mode (so benches cannot rot), and the doc tests.
+# Formatting and lints (the workspace's [workspace.lints], warnings are errors); raceway-core's
+# tests with pkg-config blinded (so a DPDK dependency creeping into the core fails here, as it
+# would on a machine without DPDK); then the other crates' unit tests, replay end-to-end
+# tests and the live DPDK tests on vdevs with 16 test threads (tests must not share names,
+# directories or ports), every criterion bench run once in test mode (so benches cannot rot),
+# and the doc tests.
 TEST_THREADS ?= 16
+NO_DPDK := env PKG_CONFIG_LIBDIR=/nonexistent PKG_CONFIG_PATH=
 test: deps
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
-	$(CARGO) test --workspace --lib --bins --tests -- --test-threads=$(TEST_THREADS)
+	$(NO_DPDK) $(CARGO) test -p raceway-core --lib --tests -- --test-threads=$(TEST_THREADS)
+	$(CARGO) test --workspace --exclude raceway-core --lib --bins --tests -- --test-threads=$(TEST_THREADS)
 	$(CARGO) test --workspace --benches
 	$(CARGO) test --workspace --doc
 
@@ -99,17 +103,17 @@ fuzz: fuzz-build
 # Mutation testing (docs/MUTANTS.md): cargo-mutants changes the traffic-management and
 # pipeline code one mutant at a time; a mutant that survives is a test not yet written.
 # Too slow for CI (1,364 mutants at 10-20 s each on two cores: hours); run it when these
-# modules change. `make mutants MUTANTS_FILES="dataplane/src/tm/ecn.rs"` narrows it.
+# modules change. `make mutants MUTANTS_FILES="core/src/tm/ecn.rs"` narrows it.
 # Two passes: the unit tests alone (one test binary to rebuild per mutant), then `--iterate`
 # runs the unit tests and the four replay suites end to end (seconds each) on only what the
 # first pass missed or timed out on, so a mutant only an end-to-end replay notices is caught
 # too. Debug info off and mold (when installed) shorten each rebuild: 11 s against 15 s for
 # the same mutant here. cargo-mutants exits 2 or 3 when mutants were missed or timed out.
 MUTANTS_TESTS := --lib --test replay --test pfc --test ecn --test groups
-MUTANTS_FILES ?= $(wildcard dataplane/src/tm/*.rs dataplane/src/pipeline/*.rs dataplane/src/pipeline/fib/*.rs \
-	dataplane/src/switch/*.rs dataplane/src/config/plan.rs)
+MUTANTS_FILES ?= $(wildcard core/src/tm/*.rs core/src/pipeline/*.rs core/src/pipeline/fib/*.rs \
+	core/src/switch/*.rs core/src/config/plan.rs)
 MUTANTS_ENV := CARGO_PROFILE_DEV_DEBUG=0 $(if $(shell command -v mold),RUSTFLAGS="-C link-arg=-fuse-ld=mold")
-MUTANTS_ARGS := --test-package raceway --copy-target false $(foreach file,$(MUTANTS_FILES),--file $(file)) -o target/mutants
+MUTANTS_ARGS := --test-package raceway-core --test-package raceway --copy-target false $(foreach file,$(MUTANTS_FILES),--file $(file)) -o target/mutants
 mutants: deps
 	@command -v cargo-mutants >/dev/null || $(CARGO) install --locked cargo-mutants
 	$(MUTANTS_ENV) $(CARGO) mutants $(MUTANTS_ARGS) -C --lib --timeout 8 || [ $$? -le 3 ]

@@ -30,7 +30,7 @@ KMIN, KMAX, PMAX = 100_000, 400_000, 0.2  # config/fabric/leaf-spine.toml's [qos
 FEEDBACK_US = 2.0
 
 # (g, alpha period us, rate timer us, byte counter bytes, fast stages, Rai Mb/s, Rhai Mb/s,
-#  CNP interval us, floor Mb/s): dataplane/src/engine/fabric/dcqcn.rs's presets.
+#  CNP interval us, floor Mb/s): core/src/engine/fabric/dcqcn.rs's presets.
 PRESETS = {
     "default": (1 / 256, 55.0, 55.0, 256 * 1024, 1, 1000.0, 5000.0, 50.0, 100.0),
     "paper": (1 / 256, 55.0, 55.0, 10 * 1024 * 1024, 5, 40.0, 200.0, 50.0, 100.0),

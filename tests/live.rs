@@ -159,7 +159,7 @@ fn live_matches_replay(name: &str, case: LiveCase) {
         // Chains were carried, not copied: no jumbo pool was made (net_pcap sends chains).
         let parsed = raceway::config::Config::parse(&config_text, "leaf.toml").unwrap();
         let rx_queues = parsed.ports.iter().map(|port| u64::from(port.rx_queues)).sum();
-        let plain = raceway::engine::live::mempool_size(&parsed, rx_queues, if two_shards { 2 } else { 1 });
+        let plain = raceway::live::mempool_size(&parsed, rx_queues, if two_shards { 2 } else { 1 });
         assert_eq!(live["mbufs"]["pool"], plain, "only the plain mbuf pool");
     }
 

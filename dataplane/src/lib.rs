@@ -1,37 +1,29 @@
 //! raceway: a software leaf switch for AI backend networks.
 //!
-//! The tree follows a frame (docs/ARCHITECTURE.md has the picture):
-//! - `wire`: zero-copy views of the headers raceway reads and writes;
-//! - `pipeline`: what happens to a frame on arrival: classify (parse, trust, traffic class),
-//!   route (the FIB), balance (pick a group member), punt (to the control plane);
-//! - `tm`: traffic management: the shared buffer and its pools, PFC, ECN, the scheduler;
-//! - `switch`: `Switch`, the composition of the pipeline and traffic management;
-//! - `engine`: what drives a `Switch`: live on DPDK, replay and fabric in virtual time;
-//! - `observe`: stats, metrics, telemetry, capture, latency, the replay report;
-//! - `traffic`: frames, trace generators and the load generator;
-//! - `control`: the Linux kernel as control plane (host interfaces, netlink);
-//! - `config`, `drops`, `packet`, `rng`, `dpdk` (the only unsafe outside `dpdk-sys`).
+//! The switch itself (wire formats, pipeline, traffic management, config, counters, and the
+//! replay and fabric engines) is `raceway-core`, which needs neither DPDK nor Linux. This crate
+//! is what runs it on a machine:
+//! - `dpdk`: the EAL, mempools, mbufs, ports and telemetry over `dpdk-sys`;
+//! - `live`: the live engine, workers on pinned lcores polling DPDK ports;
+//! - `linux`: the operating system's part: TAP devices, network namespaces, sockets, event
+//!   fds, real-time scheduling;
+//! - `control`: the Linux kernel as control plane (host interfaces, netlink, the FIB);
+//! - `show`: `raceway show`, the client of a running switch, and the documents it serves;
+//! - `blast`: a DPDK load generator that sends a trace at a paced rate.
 //!
-//! The pipeline knows nothing of DPDK: it works on the `PacketBuf` trait, which the DPDK mbuf
-//! wrapper and the in-memory buffer both implement, so unit tests, benchmarks, the replay
-//! engine and the live switch all run the same code.
+//! `dpdk` and `linux` hold the only `unsafe` outside `dpdk-sys` and `raceway_core::cpu`.
+//! raceway-core's modules are re-exported here under their own names, so `raceway::config`
+//! and `raceway_core::config` are one module.
 
-pub mod config;
+pub use raceway_core::{config, cpu, drops, engine, error, keyword, link, observe, packet, pipeline, rng, switch};
+pub use raceway_core::{tm, traffic, units, wire};
+
+#[cfg(feature = "testing")]
+pub use raceway_core::testing;
+
+pub mod blast;
 pub mod control;
 pub mod dpdk;
-pub mod drops;
-pub mod engine;
-pub mod error;
-pub mod keyword;
-pub mod link;
-pub mod observe;
-pub mod packet;
-pub mod pipeline;
-pub mod rng;
-pub mod switch;
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;
-pub mod tm;
-pub mod traffic;
-pub mod units;
-pub mod wire;
+pub mod linux;
+pub mod live;
+pub mod show;

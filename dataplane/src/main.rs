@@ -7,11 +7,12 @@
 //! file, the field and the problem, and exit status 2; never a panic or a backtrace.
 
 use clap::{Args, Parser, Subcommand};
+use raceway::blast;
 use raceway::config::{Config, GroupMode};
-use raceway::engine::live::{self, LiveOptions};
 use raceway::engine::{fabric, replay};
+use raceway::live::{self, LiveOptions};
 use raceway::observe::capture::CaptureRequest;
-use raceway::traffic::{blast, gen};
+use raceway::traffic::gen;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -588,7 +589,7 @@ fn execute(command: Command) -> Result<(), Failure> {
             Ok(())
         }
         Command::Show { config, prefix, json, what } => {
-            use raceway::observe::show::{self, View};
+            use raceway::show::{self, View};
             let prefix = match (prefix, config) {
                 (Some(prefix), _) => prefix,
                 (None, Some(path)) => show::file_prefix(&Config::load(&path)?),

@@ -3,9 +3,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use raceway::packet::HeapPacket;
-use raceway::config::Config;
-use raceway::switch::Switch;
+use raceway_core::packet::HeapPacket;
+use raceway_core::config::Config;
+use raceway_core::switch::Switch;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

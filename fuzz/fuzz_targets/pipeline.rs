@@ -9,10 +9,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use raceway::packet::HeapPacket;
-use raceway::config::Config;
-use raceway::switch::{Received, Switch};
-use raceway::testing::Leaf;
+use raceway_core::packet::HeapPacket;
+use raceway_core::config::Config;
+use raceway_core::switch::{Received, Switch};
+use raceway_core::testing::Leaf;
 
 /// Every feature at once: two pools, ECN at enqueue and dequeue, a fast watchdog, a port
 /// route per host (one 25G), groups in adaptive and flowlet mode, next hops by neighbour, and

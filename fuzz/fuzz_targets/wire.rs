@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use raceway::pipeline::classify::{Classifier, Verdict};
-use raceway::config::Config;
+use raceway_core::pipeline::classify::{Classifier, Verdict};
+use raceway_core::config::Config;
 use std::cell::RefCell;
 
 const CONFIG: &str = include_str!("../../config/demo.toml");
@@ -27,7 +27,7 @@ thread_local! {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let _ = raceway::wire::parse::parse(data);
+    let _ = raceway_core::wire::parse::parse(data);
     CLASSIFIERS.with_borrow_mut(|classifiers| {
         for classifier in classifiers.iter_mut() {
             let _ = classifier.priority(data);

@@ -4,9 +4,9 @@
 //! frame are asserted to be zero in tests/alloc.rs.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use raceway::packet::HeapPacket;
-use raceway::switch::Switch;
-use raceway::testing::{rocev2_burst, Leaf};
+use raceway_core::packet::HeapPacket;
+use raceway_core::switch::Switch;
+use raceway_core::testing::{rocev2_burst, Leaf};
 use std::net::{IpAddr, Ipv4Addr};
 
 fn pipeline(c: &mut Criterion) {

@@ -2,9 +2,9 @@
 //! a default) and a larger one (4,096 /24s plus 1,024 /32s), IPv4 and IPv6.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use raceway::config::Prefix;
-use raceway::pipeline::route::RouteTable;
-use raceway::wire::parse::IpAddress;
+use raceway_core::config::Prefix;
+use raceway_core::pipeline::route::RouteTable;
+use raceway_core::wire::parse::IpAddress;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// A route's target: a port number (the table does not care what targets are).

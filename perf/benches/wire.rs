@@ -2,10 +2,10 @@
 //! the whole classify stage (parse + route + rewrites), in bursts of 32.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use raceway::pipeline::classify::Classifier;
-use raceway::testing::Leaf;
-use raceway::traffic::frames::{FrameSpec, Transport};
-use raceway::wire::parse::parse;
+use raceway_core::pipeline::classify::Classifier;
+use raceway_core::testing::Leaf;
+use raceway_core::traffic::frames::{FrameSpec, Transport};
+use raceway_core::wire::parse::parse;
 
 fn frames() -> Vec<(&'static str, Vec<u8>)> {
     let rocev2 = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 0x11);

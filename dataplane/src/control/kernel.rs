@@ -1121,7 +1121,7 @@ impl Sync {
         }
         // Past rmem_max when allowed (root), else as much as rmem_max gives.
         let fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
-        if crate::dpdk::host::force_receive_buffer(fd, RECEIVE_BUFFER).is_err() {
+        if crate::linux::force_receive_buffer(fd, RECEIVE_BUFFER).is_err() {
             let _ = socket.set_rx_buf_sz(RECEIVE_BUFFER);
         }
         socket.set_non_blocking(true)?;

@@ -41,9 +41,9 @@
 pub mod kernel;
 
 use crate::config::{Config, ControlConfig};
-use crate::dpdk::host::{self, EventFd, Tap};
 use crate::dpdk::{Mbuf, Mempool};
 use crate::link::PortStates;
+use crate::linux::{self, EventFd, Tap};
 use crate::observe::latency::{LatencyHistogram, SharedHistogram};
 use crate::observe::stats::ControlStats;
 use crate::pipeline::fib::{Fib, FibHandle, FibWriter};
@@ -230,9 +230,9 @@ impl ControlPlane {
             let control = control.clone();
             let states = Arc::clone(&states);
             std::thread::Builder::new().name("raceway-control".into()).spawn(move || {
-                if let Err(err) = host::set_thread_realtime(CONTROL_RT_PRIORITY) {
+                if let Err(err) = linux::set_thread_realtime(CONTROL_RT_PRIORITY) {
                     tracing::info!("control: no real-time class for the control thread ({err}); nice {CONTROL_NICE}");
-                    if let Err(err) = host::set_thread_nice(CONTROL_NICE) {
+                    if let Err(err) = linux::set_thread_nice(CONTROL_NICE) {
                         tracing::warn!("control: cannot raise the control thread's priority: {err}");
                     }
                 }
@@ -240,7 +240,7 @@ impl ControlPlane {
                     let mut interfaces = Vec::with_capacity(taps.len());
                     for tap in &taps {
                         interfaces.push(
-                            host::interface_index(&tap.name)
+                            linux::interface_index(&tap.name)
                                 .map_err(|err| format!("control: index of '{}': {err}", tap.name))?,
                         );
                     }
@@ -279,7 +279,7 @@ impl ControlPlane {
             let (config, link, stop, stats) =
                 (config.clone(), Arc::clone(&link), Arc::clone(&stop), Arc::clone(&stats));
             std::thread::Builder::new().name("raceway-fib".into()).spawn(move || {
-                let opened = host::enter_netns(&control.netns)
+                let opened = linux::enter_netns(&control.netns)
                     .map_err(|err| format!("control.netns: cannot enter '{}': {err}", control.netns))
                     .and_then(|()| {
                         kernel::Sync::open(interfaces)
@@ -345,7 +345,7 @@ impl Drop for ControlPlane {
 /// In the control thread: enters the namespace and brings up a TAP per port, with its port's
 /// MTU.
 fn open_interfaces(config: &Config, control: &ControlConfig, states: &PortStates) -> Result<Vec<Tap>, String> {
-    host::enter_netns(&control.netns)
+    linux::enter_netns(&control.netns)
         .map_err(|err| format!("control.netns: cannot enter '{}': {err}", control.netns))?;
     let netns = control.netns.as_str();
     let sysctl = |setting: &str| -> Result<(), String> {
@@ -474,7 +474,7 @@ impl ControlThread {
                 fence(Ordering::SeqCst);
                 if self.link.nothing_punted() && !self.stop.load(Ordering::Relaxed) {
                     let timeout = next_housekeeping.saturating_duration_since(Instant::now());
-                    let _ = host::wait_readable(&fds, timeout.as_millis().clamp(1, 50) as i32);
+                    let _ = linux::wait_readable(&fds, timeout.as_millis().clamp(1, 50) as i32);
                 }
                 self.link.sleeping.store(false, Ordering::SeqCst);
                 self.link.wake.clear();
@@ -556,12 +556,12 @@ impl FibThread {
                 let routes = self.writer.routes();
                 routes_peak = routes_peak.max(routes);
                 if !changed && routes_peak >= TRIM_AFTER_ROUTES && routes * 2 < routes_peak {
-                    host::release_free_memory();
+                    linux::release_free_memory();
                     routes_peak = routes;
                 }
             }
             if !changed {
-                let _ = host::wait_readable(&[self.sync.raw_fd()], HOUSEKEEPING.as_millis() as i32);
+                let _ = linux::wait_readable(&[self.sync.raw_fd()], HOUSEKEEPING.as_millis() as i32);
             }
         }
         let mut stats = self.stats.lock().expect("control stats");
@@ -590,7 +590,7 @@ impl FibThread {
                 crate::link::MIN_MTU,
                 self.states.max_mtu(change.port)
             );
-            if let Err(err) = host::set_interface_mtu(name, set) {
+            if let Err(err) = linux::set_interface_mtu(name, set) {
                 tracing::warn!("control: cannot set the MTU of '{name}' back to {set}: {err}");
             }
         } else if set != before {

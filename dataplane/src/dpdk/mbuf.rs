@@ -8,6 +8,7 @@
 #![allow(unsafe_code)]
 
 use super::{last_errno, strerror, DpdkError, Eal, BURST};
+use crate::cpu::prefetch_line;
 use crate::packet::PacketBuf;
 use dpdk_sys as sys;
 use std::ffi::{c_uint, CString};
@@ -163,23 +164,9 @@ impl Mbuf {
     pub fn prefetch_header(&self) {
         let header = self.0.as_ptr().cast::<u8>().cast_const();
         prefetch_line(header);
-        // SAFETY: `rte_mbuf` is 128 bytes, so the second line is inside the same object.
-        prefetch_line(unsafe { header.add(64) });
+        // `rte_mbuf` is 128 bytes: its second line is inside the same object.
+        prefetch_line(header.wrapping_add(64));
     }
-}
-
-/// Asks the CPU to start loading the cache line holding `address` (DPDK's `rte_prefetch0`,
-/// written here so that it inlines). A hint: it never faults, changes no memory, and does
-/// nothing on other architectures.
-#[inline(always)]
-pub fn prefetch_line(address: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch of any address is architecturally a no-op that cannot fault.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
 }
 
 impl Mbuf {

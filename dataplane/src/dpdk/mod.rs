@@ -1,23 +1,21 @@
 //! The DPDK glue: EAL start and cleanup, lcore launch, the TSC and the stop signal here; the
 //! mbuf pool, the `Mbuf` wrapper that implements `PacketBuf` and bursts in `mbuf.rs`; port
-//! bring-up, rx/tx bursts and device strings in `port.rs`; telemetry commands in
-//! `telemetry.rs`; the kernel's side (TAP, netlink, namespaces) in `host.rs`.
+//! bring-up and rx/tx bursts in `port.rs`; telemetry commands in `telemetry.rs`. The
+//! kernel's side (TAP, namespaces, sockets) is `crate::linux`.
 //!
-//! This is the only module of the dataplane crate allowed `unsafe`; every block says why it
-//! is sound. Invariant: an `Mbuf` uniquely owns its `rte_mbuf` and frees it on drop; a
+//! With `linux`, the only module of this crate allowed `unsafe`; every block says why it is
+//! sound. Invariant: an `Mbuf` uniquely owns its `rte_mbuf` and frees it on drop; a
 //! `Burst` owns the mbufs in its first `len` slots and frees them on drop; so no path loses an
 //! mbuf, and the pool is full again once ports are stopped and every wrapper is gone.
 
 #![allow(unsafe_code)]
 
-pub mod host;
 mod mbuf;
-pub use mbuf::prefetch_line;
 mod port;
 mod telemetry;
 
 pub use mbuf::{Burst, Mbuf, Mempool};
-pub use port::{device_name, is_pci_address, Port, TxQueues, LINK_HEADERS, RX_DESCRIPTORS, TX_DESCRIPTORS};
+pub use port::{Port, TxQueues, LINK_HEADERS, RX_DESCRIPTORS, TX_DESCRIPTORS};
 pub use telemetry::{register_telemetry, TelemetryHandler, TelemetryReply, TELEMETRY_TEXT_MAX};
 
 use dpdk_sys as sys;

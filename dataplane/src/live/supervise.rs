@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 pub(super) fn register_telemetry(config: &Config, shared: &Arc<Shared>, control: Option<&Arc<ControlLink>>) {
     let telemetry_shared = Arc::clone(shared);
     let telemetry_config = config.clone();
-    let pager = crate::observe::show::Pager::default();
-    let route_streams = crate::observe::route_stream::RouteStreams::default();
+    let pager = crate::show::Pager::default();
+    let route_streams = crate::show::route_stream::RouteStreams::default();
     // Weak: the telemetry handler outlives the run, and the control link's rings must go
     // before their pool.
     let show_fib = control.map(Arc::downgrade);
@@ -29,7 +29,7 @@ pub(super) fn register_telemetry(config: &Config, shared: &Arc<Shared>, control:
                 .map(dpdk::TelemetryReply::Sections);
         }
         let control = show_fib.as_ref().and_then(std::sync::Weak::upgrade);
-        if params.split_whitespace().nth(1).is_some_and(|view| view.starts_with(crate::observe::route_stream::VIEW)) {
+        if params.split_whitespace().nth(1).is_some_and(|view| view.starts_with(crate::show::route_stream::VIEW)) {
             let names: Vec<&str> = telemetry_config.ports.iter().map(|port| port.name.as_str()).collect();
             let fib = || current_fib(&telemetry_config, control.as_deref());
             return route_streams.answer(params, fib, &names).map(dpdk::TelemetryReply::Text);
@@ -58,20 +58,20 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
                 .map(|(index, port)| {
                     // The speed the port is shaped to, as SONiC shows the configured speed
                     // (net_af_packet reports 10G whatever its interface does).
-                    crate::observe::show::interface_entry(port, shared.port_states.get(index), port.speed_mbps)
+                    crate::show::interface_entry(port, shared.port_states.get(index), port.speed_mbps)
                 })
                 .collect();
-            Some(crate::observe::show::state_document(config, interfaces, shared.snapshot().to_json(config)))
+            Some(crate::show::state_document(config, interfaces, shared.snapshot().to_json(config)))
         }
         "fib" => {
             let names: Vec<&str> = config.ports.iter().map(|port| port.name.as_str()).collect();
             Some(serde_json::json!({ "fib": current_fib(config, control).to_text(&names) }))
         }
         _ if view.starts_with("route:") => {
-            let addresses = crate::observe::show::route_view_addresses(view)?;
+            let addresses = crate::show::route_view_addresses(view)?;
             let names: Vec<&str> = config.ports.iter().map(|port| port.name.as_str()).collect();
             let fib = current_fib(config, control);
-            Some(crate::observe::show::route_document(&fib, &addresses, &names, control.is_some()))
+            Some(crate::show::route_document(&fib, &addresses, &names, control.is_some()))
         }
         "clear" | "clear-persistent" => {
             let which = if view == "clear" { WatermarkClear::User } else { WatermarkClear::Persistent };

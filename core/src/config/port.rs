@@ -6,7 +6,6 @@
 //! flags; a port's MTU is at most `switch.mtu`; an address is on one port at most.
 
 use super::Validator;
-use crate::dpdk::{device_name, is_pci_address};
 use crate::error::InputError;
 use crate::keyword::keywords;
 use crate::units::LinkRate;
@@ -239,9 +238,42 @@ impl Validator<'_> {
     }
 }
 
+/// The ethdev name of a device string: what precedes the first comma.
+pub fn device_name(device: &str) -> &str {
+    device.split(',').next().unwrap_or(device)
+}
+
+/// `0000:3b:00.0` or `3b:00.0`.
+pub fn is_pci_address(name: &str) -> bool {
+    let parts: Vec<&str> = name.split(':').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
+    let (bus, device_function) = match parts.as_slice() {
+        [domain, bus, df] if hex(domain, 4) => (*bus, *df),
+        [bus, df] => (*bus, *df),
+        _ => return false,
+    };
+    match device_function.split_once('.') {
+        Some((device, function)) => {
+            hex(bus, 2) && hex(device, 2) && function.len() == 1 && function.chars().all(|c| ('0'..='7').contains(&c))
+        }
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::{device_name, is_pci_address};
     use crate::config::Config;
+
+    #[test]
+    fn pci_addresses_and_vdevs_are_told_apart() {
+        assert!(is_pci_address("0000:3b:00.0"));
+        assert!(is_pci_address("3b:00.1"));
+        assert!(!is_pci_address("net_pcap0"));
+        assert!(!is_pci_address("net_memif0"));
+        assert!(!is_pci_address("0000:3b:00.9"));
+        assert_eq!(device_name("net_pcap0,rx_pcap=a.pcap,tx_pcap=b.pcap"), "net_pcap0");
+    }
 
     #[test]
     fn pause_is_ignored_where_pfc_runs_unless_the_port_says_otherwise() {

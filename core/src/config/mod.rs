@@ -19,7 +19,7 @@ pub use buffer::{BufferConfig, PfcConfig, Threshold, WatchdogAction, WatchdogCon
 pub use control::ControlConfig;
 pub use ecn::{EcnMeasure, EcnProfile, MarkOn};
 pub use group::{GroupConfig, GroupMode, DEFAULT_FLOWLET_GAP_US};
-pub use port::{InterfaceAddress, PauseRx, PortConfig, MAX_RX_QUEUES};
+pub use port::{device_name, is_pci_address, InterfaceAddress, PauseRx, PortConfig, MAX_RX_QUEUES};
 pub use qos::{Qos, Trust};
 pub use route::{Neighbor, Prefix, RouteConfig, RouteTarget};
 

@@ -532,8 +532,8 @@ impl Partition<'_> {
             if let Some(slot) = self.frames.get(frame as usize) {
                 // Both ends: a 40-byte slot may straddle two lines.
                 let start: *const u8 = (slot as *const Option<HeapPacket>).cast();
-                crate::dpdk::prefetch_line(start);
-                crate::dpdk::prefetch_line(start.wrapping_add(std::mem::size_of::<Option<HeapPacket>>() - 1));
+                crate::cpu::prefetch_line(start);
+                crate::cpu::prefetch_line(start.wrapping_add(std::mem::size_of::<Option<HeapPacket>>() - 1));
             }
         }
         let (frame, host) = match self.events.peek() {

@@ -42,6 +42,7 @@
 //! so a frame's arrival stamp means the same on the worker that sends it.
 
 mod ingress;
+pub mod link_watch;
 mod setup;
 mod shard_ring;
 mod shared;

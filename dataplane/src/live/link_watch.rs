@@ -18,9 +18,9 @@
 //! kernel interface) last said, and a port shut by the operator has had its device's link
 //! taken down where the driver can.
 
-use crate::dpdk::host;
 use crate::dpdk::Port;
 use crate::link::PortStates;
+use crate::linux;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -105,9 +105,9 @@ impl Watcher {
         for name in interfaces {
             match name {
                 Some(name) => {
-                    let index = host::interface_index(&name)
+                    let index = linux::interface_index(&name)
                         .map_err(|err| io::Error::new(err.kind(), format!("interface '{name}': {err}")))?;
-                    kernel_carrier.push(host::interface_running(&name).unwrap_or(false));
+                    kernel_carrier.push(linux::interface_running(&name).unwrap_or(false));
                     resolved.push(Some((index, name)));
                 }
                 None => {
@@ -145,7 +145,7 @@ impl Watcher {
             if fds.is_empty() {
                 std::thread::sleep(POLL);
             } else {
-                let _ = host::wait_readable(&fds, POLL.as_millis() as i32);
+                let _ = linux::wait_readable(&fds, POLL.as_millis() as i32);
             }
             self.refresh();
         }
@@ -185,7 +185,7 @@ impl Watcher {
                     tracing::debug!("link watcher: netlink: {err}; reading the interfaces again");
                     for (port, interface) in self.interfaces.iter().enumerate() {
                         if let Some((_, name)) = interface {
-                            self.kernel_carrier[port] = host::interface_running(name).unwrap_or(false);
+                            self.kernel_carrier[port] = linux::interface_running(name).unwrap_or(false);
                         }
                     }
                     continue;

@@ -1,7 +1,7 @@
 //! Port states in a live switch: each port's link (carrier), its administrative state and its
 //! MTU, written by whoever follows them and read by the workers once per loop.
 //!
-//! Who writes what: the link watcher (`engine::live`) sets `carrier` from each device (DPDK's
+//! Who writes what: the link watcher (`raceway::live`) sets `carrier` from each device (DPDK's
 //! link status; for net_af_packet, the kernel interface's carrier over netlink); the control
 //! plane's FIB thread sets `admin_up` and `mtu` from the port's host interface (`ip link set
 //! PORT down`, `ip link set PORT mtu N` in the control namespace). The control thread mirrors

@@ -19,7 +19,7 @@ pub trait PacketBuf {
     /// simulated fabric's wall time does.
     #[inline(always)]
     fn prefetch<T>(value: &T) {
-        crate::dpdk::prefetch_line((value as *const T).cast());
+        crate::cpu::prefetch_line((value as *const T).cast());
     }
     /// A hint that the buffer's first bytes (an mbuf's header, written last on another core;
     /// a heap frame's bytes) are needed soon.
@@ -55,7 +55,7 @@ impl HeapPacket {
 impl PacketBuf for HeapPacket {
     #[inline(always)]
     fn prefetch_buffer(&self) {
-        crate::dpdk::prefetch_line(self.bytes.as_ptr());
+        crate::cpu::prefetch_line(self.bytes.as_ptr());
     }
     fn data(&self) -> &[u8] {
         &self.bytes

@@ -1,6 +1,6 @@
 //! What raceway tells its operator: counters (`stats`) and their views (the stats JSON,
 //! Prometheus `metrics`, DPDK `telemetry`), the `latency` histogram, live `capture`, and the
-//! replay `report`.
+//! replay `report`. `raceway show`, a client of the running switch, is the `raceway` crate's.
 //!
 //! Invariant: observing never changes what the switch does.
 
@@ -9,7 +9,5 @@ pub mod latency;
 pub mod metrics;
 pub mod progress;
 pub mod report;
-pub mod route_stream;
-pub mod show;
 pub mod stats;
 pub mod telemetry;

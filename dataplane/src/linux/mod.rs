@@ -1,9 +1,9 @@
-//! The host side of the exception path: a thread entering the switch's network namespace, and
-//! TAP interfaces, one per port, through which punted frames reach the kernel and the
-//! kernel's frames come back.
+//! The operating system below std (ioctl, setns, sched_setscheduler): a thread entering the
+//! switch's network namespace; TAP interfaces, one per port, through which punted frames reach
+//! the kernel and the kernel's frames come back; the seqpacket socket `raceway show` speaks
+//! on; the event fd that wakes the control thread; real-time scheduling.
 //!
-//! Part of the DPDK glue because it is the other place raceway talks to the operating system
-//! below std (ioctl, setns). Invariant: a `Tap` owns its file descriptor; closing it (on drop)
+//! With `dpdk`, the only module of this crate allowed `unsafe`. Invariant: a `Tap` owns its file descriptor; closing it (on drop)
 //! removes the interface, so nothing outlives the switch but the namespace.
 
 #![allow(unsafe_code)]

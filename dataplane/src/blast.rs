@@ -234,7 +234,7 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
         dpdk_sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
         -1,
     )?);
-    let name = crate::dpdk::device_name(&options.device);
+    let name = crate::config::device_name(&options.device);
     let id = Port::find(name)?;
     // MTU 0: the driver's default; blast's frames fit one mbuf.
     let port = Port::start(id, "blast", &pool, 1, 0, TxQueues::Data(options.tx_queues))?;

@@ -8,10 +8,10 @@
 // A counting global allocator needs `unsafe impl GlobalAlloc`; the workspace denies unsafe elsewhere.
 #![allow(unsafe_code)]
 
-use raceway::config::GroupMode;
-use raceway::packet::HeapPacket;
-use raceway::switch::Switch;
-use raceway::testing::{rocev2_burst, Leaf};
+use raceway_core::config::GroupMode;
+use raceway_core::packet::HeapPacket;
+use raceway_core::switch::Switch;
+use raceway_core::testing::{rocev2_burst, Leaf};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};

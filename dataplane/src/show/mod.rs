@@ -17,6 +17,8 @@
 //! Invariant: every number printed is one of the stats JSON's (or a difference of two of
 //! them over the period), so `show` and the stats JSON never disagree.
 
+pub mod route_stream;
+
 use crate::config::Config;
 use crate::drops::DropReason;
 use crate::units::TRAFFIC_CLASSES;
@@ -184,7 +186,7 @@ pub fn file_prefix(config: &Config) -> String {
 
 /// A connection to a running switch.
 pub struct Client {
-    socket: crate::dpdk::host::SeqPacket,
+    socket: crate::linux::SeqPacket,
     buffer: Vec<u8>,
     token: String,
 }
@@ -192,7 +194,7 @@ pub struct Client {
 impl Client {
     /// Connects to the telemetry socket at `path`.
     pub fn connect(path: &std::path::Path) -> Result<Self, String> {
-        let socket = crate::dpdk::host::SeqPacket::connect(path, Duration::from_secs(10)).map_err(|err| {
+        let socket = crate::linux::SeqPacket::connect(path, Duration::from_secs(10)).map_err(|err| {
             format!("{}: {err} (is a raceway with this config's EAL file prefix running?)", path.display())
         })?;
         let mut client = Self { socket, buffer: vec![0; 64 << 10], token: String::new() };
@@ -749,7 +751,7 @@ fn view_text(
         }
         View::Routes(within) => {
             let token = client.token.clone();
-            crate::observe::route_stream::stream(&token, within, as_json, |command| client.request(command), out)?;
+            crate::show::route_stream::stream(&token, within, as_json, |command| client.request(command), out)?;
             return Ok(String::new());
         }
         View::Route(addresses) => {

@@ -26,7 +26,7 @@ pub const COMMANDS: [(&CStr, &CStr); 5] = [
     ),
 ];
 
-/// `raceway show`'s command (`observe::show`): answered with a page of a JSON document.
+/// `raceway show`'s command (`raceway::show`): answered with a page of a JSON document.
 pub const SHOW: (&CStr, &CStr) =
     (c"/raceway/show", c"raceway show's pages: TOKEN VIEW PAGE (views: state, fib, clear, clear-persistent).");
 
