@@ -1,7 +1,7 @@
 //! Why the switch dropped a packet: one `Copy` enum shared by counters, logs and stats JSON.
 //!
 //! Invariant: every packet the switch receives is forwarded, consumed (PFC), punted to the
-//! control plane (counted by `punt::CoppClass`) or counted under exactly one of these
+//! control plane (counted by `config::CoppClass`) or counted under exactly one of these
 //! reasons; `ALL` lists each reason once, in stats JSON order.
 
 /// Defines `DropReason` from one list, so a reason is added in one place: its variant, its

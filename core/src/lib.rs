@@ -9,15 +9,18 @@
 //! - `tm`: traffic management: the shared buffer and its pools, PFC, ECN, the scheduler;
 //! - `switch`: `Switch`, the composition of the pipeline and traffic management;
 //! - `engine`: what drives a `Switch` in virtual time: replay and the fabric simulator;
-//! - `observe`: stats, metrics, telemetry, capture, latency, the replay report;
+//! - `counters`: what the switch counts (and the latency histogram), and the stats JSON;
+//! - `observe`: the counters' views (metrics, telemetry, the replay report), and capture;
 //! - `traffic`: frames and trace generators;
-//! - `config`, `drops`, `packet`, `rng`, `cpu` (a prefetch hint: the crate's one `unsafe`).
+//! - `config`, `drops`, `packet`, `rng`, `progress` (a terminal's progress bar), `cpu` (a
+//!   prefetch hint: the crate's one `unsafe`).
 //!
 //! The pipeline knows nothing of DPDK: it works on the `PacketBuf` trait, which the DPDK mbuf
 //! wrapper (in `raceway`) and the in-memory buffer here both implement, so unit tests,
 //! benchmarks, the replay engine and the live switch all run the same code.
 
 pub mod config;
+pub mod counters;
 pub mod cpu;
 pub mod drops;
 pub mod engine;
@@ -27,6 +30,7 @@ pub mod link;
 pub mod observe;
 pub mod packet;
 pub mod pipeline;
+pub mod progress;
 pub mod rng;
 pub mod switch;
 #[cfg(any(test, feature = "testing"))]

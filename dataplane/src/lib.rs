@@ -15,8 +15,10 @@
 //! raceway-core's modules are re-exported here under their own names, so `raceway::config`
 //! and `raceway_core::config` are one module.
 
-pub use raceway_core::{config, cpu, drops, engine, error, keyword, link, observe, packet, pipeline, rng, switch};
-pub use raceway_core::{tm, traffic, units, wire};
+pub use raceway_core::{
+    config, counters, cpu, drops, engine, error, keyword, link, observe, packet, pipeline, rng, switch,
+};
+pub use raceway_core::{progress, tm, traffic, units, wire};
 
 #[cfg(feature = "testing")]
 pub use raceway_core::testing;

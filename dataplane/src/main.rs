@@ -408,7 +408,7 @@ static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new
 
 /// Whether the long commands show a progress bar (stderr is a terminal, no `--quiet`).
 fn show_progress() -> bool {
-    raceway::observe::progress::Progress::wanted(QUIET.load(std::sync::atomic::Ordering::Relaxed))
+    raceway::progress::Progress::wanted(QUIET.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 /// Writes a generated trace and says so.

@@ -4,7 +4,7 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use raceway_core::config::Prefix;
 use raceway_core::pipeline::route::RouteTable;
-use raceway_core::wire::parse::IpAddress;
+use raceway_core::wire::IpAddress;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// A route's target: a port number (the table does not care what targets are).

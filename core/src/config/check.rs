@@ -7,8 +7,8 @@
 //! functions the switch uses (`config::plan`), so what `check` says is what the switch does.
 
 use super::plan::{self, BufferPlan, Xoff};
+use super::CoppClass;
 use super::{Config, EcnMeasure, RouteTarget, Trust};
-use crate::pipeline::punt::CoppClass;
 use std::fmt::Write as _;
 
 /// The shortest frame a port receives (no FCS): what holds the most cells per frame byte.

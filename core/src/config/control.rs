@@ -6,9 +6,9 @@
 //! rate and burst are 1-10,000,000; a punted EtherType is not one the data plane routes or
 //! always punts.
 
+use super::{CoppClass, CoppRate};
 use super::{GroupMode, Validator};
 use crate::error::InputError;
-use crate::pipeline::punt::{CoppClass, CoppRate};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

@@ -8,6 +8,7 @@
 mod buffer;
 pub mod check;
 mod control;
+mod copp;
 mod ecn;
 mod group;
 pub mod plan;
@@ -17,6 +18,7 @@ mod route;
 
 pub use buffer::{BufferConfig, PfcConfig, Threshold, WatchdogAction, WatchdogConfig};
 pub use control::ControlConfig;
+pub use copp::{CoppClass, CoppRate};
 pub use ecn::{EcnMeasure, EcnProfile, MarkOn};
 pub use group::{GroupConfig, GroupMode, DEFAULT_FLOWLET_GAP_US};
 pub use port::{device_name, is_pci_address, InterfaceAddress, PauseRx, PortConfig, MAX_RX_QUEUES};

@@ -8,7 +8,7 @@
 //! the snapshot, and a slow or broken client cannot stall anything but this thread.
 
 use crate::config::Config;
-use crate::observe::stats::{
+use crate::counters::{
     ControlValue, Counter, PortStats, SwitchStats, CONTROL_COUNTERS, CORE_COUNTERS, GROUP_COUNTERS, PORT_COUNTERS,
     QUEUE_COUNTERS,
 };
@@ -124,7 +124,7 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
                 ControlValue::PerPort(get) => {
                     ports.iter().zip(get(control)).map(|((owner, _), &value)| (owner.clone(), value as f64)).collect()
                 }
-                ControlValue::PerReason(get) => crate::observe::stats::route_reasons()
+                ControlValue::PerReason(get) => crate::counters::route_reasons()
                     .enumerate()
                     .map(|(index, reason)| {
                         (format!("reason=\"{reason}\""), get(control).get(index).copied().unwrap_or(0) as f64)
@@ -209,8 +209,8 @@ pub fn serve(listener: &TcpListener, stop: &AtomicBool, body: impl Fn() -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::counters::{ControlStats, CoreStats};
     use crate::drops::DropReason;
-    use crate::observe::stats::{ControlStats, CoreStats};
 
     const CONFIG: &str = "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n[qos]\nlossless = [3]\n\
         [[port]]\nname = \"p0\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n\

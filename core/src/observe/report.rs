@@ -9,7 +9,7 @@
 
 use crate::config::plan;
 use crate::config::Config;
-use crate::observe::stats::SwitchStats;
+use crate::counters::SwitchStats;
 use crate::packet::PacketBuf;
 use crate::switch::Switch;
 use crate::units::TRAFFIC_CLASSES;

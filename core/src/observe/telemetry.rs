@@ -8,7 +8,7 @@
 //! `xoff_sent_p3`, `drops_buffer_full`), so scripts can rely on them.
 
 use crate::config::Config;
-use crate::observe::stats::{
+use crate::counters::{
     ControlValue, Counter, Section, SwitchStats, CONTROL_COUNTERS, GROUP_COUNTERS, PORT_COUNTERS, QUEUE_COUNTERS,
 };
 use crate::units::TRAFFIC_CLASSES;
@@ -113,7 +113,7 @@ pub fn reply(command: &str, stats: &SwitchStats, config: &Config) -> Option<Repl
                     .iter()
                     .flat_map(|row| match row.value {
                         ControlValue::PerPort(_) => Vec::new(),
-                        ControlValue::PerReason(get) => crate::observe::stats::route_reasons()
+                        ControlValue::PerReason(get) => crate::counters::route_reasons()
                             .enumerate()
                             .map(|(index, reason)| {
                                 (format!("{}_{reason}", row.telemetry), get(control).get(index).copied().unwrap_or(0))

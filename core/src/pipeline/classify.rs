@@ -11,7 +11,7 @@
 //! never a route.
 //!
 //! With `[control]`, frames for the control plane are punted as received, each in its CoPP
-//! class (`punt::CoppClass`): ARP, slow protocols (LACP), LLDP and listed EtherTypes; IP to one
+//! class (`config::CoppClass`): ARP, slow protocols (LACP), LLDP and listed EtherTypes; IP to one
 //! of the ports' addresses (a /32 or /128 route of its own, so the check costs no extra
 //! lookup), or link-scope (IPv6 link-local, link-scope multicast, IPv4 broadcast or
 //! link-local multicast), sorted by what it carries (BGP, BFD, ND, the rest); routed packets
@@ -23,15 +23,16 @@
 //! Invariant: a frame is rewritten only when the verdict is `Forward`, so a dropped or punted
 //! frame leaves the stage byte-for-byte as it came in; every other outcome carries its reason.
 
+use crate::config::CoppClass;
 use crate::config::{Config, Trust};
 use crate::drops::DropReason;
 use crate::pipeline::fib::{Fib, FibHandle, KernelReason, Learned, Next};
-use crate::pipeline::punt::CoppClass;
 use crate::pipeline::resolve::{ResolveCache, Resolved};
 use crate::wire::ethernet::{self, MacAddress};
-use crate::wire::parse::{self, IpAddress, Payload};
+use crate::wire::parse::{self, Payload};
 use crate::wire::scope::{self, DestinationScope, SourceScope};
-use crate::wire::{ipv4, ipv6, pfc};
+use crate::wire::IpAddress;
+use crate::wire::{ipv4, ipv6, pfc, IpHeader};
 use std::sync::Arc;
 
 /// What to do with one frame.
@@ -59,14 +60,6 @@ pub enum Verdict {
 /// What the classifier punts, with `[control]`.
 struct Punting {
     ethertypes: Vec<u16>,
-}
-
-/// Where a forwarded frame's IP header is, and its ECN bits on arrival.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IpHeader {
-    pub l3_offset: u16,
-    pub is_ipv6: bool,
-    pub ecn: u8,
 }
 
 pub struct Classifier {

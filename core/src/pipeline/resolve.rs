@@ -18,7 +18,7 @@
 
 use crate::pipeline::fib::Next;
 use crate::pipeline::fib::{Fib, KernelReason, Target};
-use crate::wire::parse::IpAddress;
+use crate::wire::IpAddress;
 
 /// What a destination resolves to in one snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

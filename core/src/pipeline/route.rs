@@ -18,7 +18,7 @@
 //! `None`; keys are stored masked to their length, so host bits never affect a match; a clone
 //! never sees a change made to the table it was cloned from, nor the other way round.
 
-use crate::wire::parse::IpAddress;
+use crate::wire::IpAddress;
 use std::net::IpAddr;
 use std::sync::Arc;
 

@@ -19,16 +19,17 @@
 //! `drain`, counted.
 
 use crate::config::plan;
+use crate::config::CoppClass;
 use crate::config::{Config, EcnMeasure, MarkOn, WatchdogAction};
+use crate::counters::SwitchStats;
 use crate::drops::DropReason;
 use crate::link::PortState;
-use crate::observe::stats::SwitchStats;
 use crate::packet::PacketBuf;
 use crate::pipeline::balance::{PortView, Selector};
-use crate::pipeline::classify::{Classifier, IpHeader, Verdict};
+use crate::pipeline::classify::{Classifier, Verdict};
 use crate::pipeline::fib::FibHandle;
 use crate::pipeline::fib::Next;
-use crate::pipeline::punt::{CoppClass, Outbox, Policer, Punted};
+use crate::pipeline::punt::{Outbox, Policer, Punted};
 use crate::rng::Rng;
 use crate::tm::buffer::{Entry, Popped, SharedBuffer};
 use crate::tm::ecn::{self, EcnMarker};
@@ -38,6 +39,7 @@ use crate::tm::shard::{ShardBoard, Transfer};
 use crate::units::{wire_bytes, LinkRate, TRAFFIC_CLASSES};
 use crate::wire::ethernet::MacAddress;
 use crate::wire::pfc::Repr;
+use crate::wire::IpHeader;
 
 pub use crate::tm::pfc::NEVER;
 pub use cut::{CutThrough, QueueAll};
@@ -416,7 +418,7 @@ impl<P: PacketBuf> Switch<P> {
                 Some(entry) => entry,
                 None => {
                     let sent = vec![0; members.len()];
-                    counted.push(crate::observe::stats::NextHopGroupStats { members, sent });
+                    counted.push(crate::counters::NextHopGroupStats { members, sent });
                     counted.len() - 1
                 }
             };

@@ -24,7 +24,7 @@ impl<P: PacketBuf> Switch<P> {
         {
             Ok(crate::wire::parse::Payload::Ip(ip)) => IpHeader {
                 l3_offset: ip.l3_offset as u16,
-                is_ipv6: matches!(ip.destination, crate::wire::parse::IpAddress::V6(_)),
+                is_ipv6: matches!(ip.destination, crate::wire::IpAddress::V6(_)),
                 ecn: ip.ecn,
             },
             // Not IP (ARP, ND's link layer is IP; LLDP): never marked.

@@ -31,8 +31,8 @@ use crate::config::plan::{self, BufferPlan};
 use crate::config::Config;
 use crate::drops::DropReason;
 use crate::packet::PacketBuf;
-use crate::pipeline::classify::IpHeader;
 use crate::units::TRAFFIC_CLASSES;
+use crate::wire::IpHeader;
 
 const NIL: u32 = u32::MAX;
 
@@ -505,8 +505,8 @@ mod tests {
     use super::*;
     use crate::config::plan::CELL_BYTES;
     use crate::packet::HeapPacket;
-    use crate::pipeline::classify::IpHeader;
     use crate::testing::Leaf;
+    use crate::wire::IpHeader;
 
     /// Two 100G ports, TC3 lossless with a static XOFF far above the pool (so the pool's room
     /// decides), 64 KiB of headroom per port, a 1 MiB buffer; TC0 lossy.

@@ -23,9 +23,9 @@
 use crate::config::{EcnMeasure, EcnProfile, MarkOn};
 use crate::drops::DropReason;
 use crate::packet::PacketBuf;
-use crate::pipeline::classify::IpHeader;
 use crate::rng::Rng;
 use crate::units::TRAFFIC_CLASSES;
+use crate::wire::IpHeader;
 use crate::wire::{ipv4, ipv6};
 
 pub const NOT_ECT: u8 = 0b00;

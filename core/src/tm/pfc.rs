@@ -21,7 +21,7 @@
 
 use crate::config::plan::{quanta_ps, XOFF_QUANTA};
 use crate::config::WatchdogAction;
-use crate::observe::stats::PortStats;
+use crate::counters::PortStats;
 use crate::wire::pfc::Repr;
 
 /// "Never", for deadlines.

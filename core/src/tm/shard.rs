@@ -40,8 +40,8 @@
 //! each other worker (`Plan::overcommit_frames`); the queue arena and the mbuf pool hold that
 //! many frames more than the buffer, so admission never fails for want of a slot or an mbuf.
 
-use crate::pipeline::classify::IpHeader;
 use crate::units::TRAFFIC_CLASSES;
+use crate::wire::IpHeader;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 /// Frames in one hand-off between workers: one rx burst.

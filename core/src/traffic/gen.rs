@@ -56,7 +56,7 @@ pub fn write_trace<B: AsRef<[u8]>>(
 ) -> Result<u64, InputError> {
     let mut writer = crate::traffic::pcap::CaptureWriter::create(path, 0)?;
     let total = frames.len() as u64;
-    let mut bar = crate::observe::progress::Progress::new(progress, total, "frames");
+    let mut bar = crate::progress::Progress::new(progress, total, "frames");
     for (index, (time_ns, bytes)) in frames.enumerate() {
         writer.write(time_ns * 1000, bytes.as_ref())?;
         bar.tick(|| (index as u64 + 1, format!("frames to {}", path.display())));
@@ -468,7 +468,8 @@ fn pfc_storm(host: u8, priority: u8, interval_us: f64, duration_us: Option<f64>)
 #[cfg(test)]
 mod pattern_tests {
     use super::*;
-    use crate::wire::parse::{parse, IpAddress, Payload};
+    use crate::wire::parse::{parse, Payload};
+    use crate::wire::IpAddress;
 
     fn destinations(trace: &[(u64, Vec<u8>)]) -> Vec<u32> {
         trace

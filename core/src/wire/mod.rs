@@ -40,6 +40,22 @@ pub enum WireError {
 
 pub type Result<T> = core::result::Result<T, WireError>;
 
+/// An IP address as an integer, so lookups need no conversions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpAddress {
+    V4(u32),
+    V6(u128),
+}
+
+/// Where a forwarded frame's IP header is, and its ECN bits on arrival: what the classifier
+/// finds and traffic management marks (ECN) or rewrites (a restored TTL) later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpHeader {
+    pub l3_offset: u16,
+    pub is_ipv6: bool,
+    pub ecn: u8,
+}
+
 #[inline(always)]
 pub(crate) fn read_u16(data: &[u8], field: Field) -> u16 {
     u16::from_be_bytes([data[field.start], data[field.start + 1]])

@@ -7,19 +7,12 @@
 
 use super::ethernet::{self, EtherType};
 use super::scope::{self, SourceScope};
-use super::{bth, ipv4, ipv6, pfc, tcp, udp, vlan, Result, WireError};
+use super::{bth, ipv4, ipv6, pfc, tcp, udp, vlan, IpAddress, Result, WireError};
 
 /// At most this many VLAN tags (QinQ) are walked.
 const MAX_VLAN_TAGS: usize = 2;
 /// At most this many IPv6 extension headers are walked before giving up on L4 (not an error).
 const MAX_IPV6_EXTENSIONS: usize = 8;
-
-/// An IP address as an integer, so lookups need no conversions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IpAddress {
-    V4(u32),
-    V6(u128),
-}
 
 /// RoCEv2 facts from the BTH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 //! what the address is; what the switch does with each (drop, punt, forward) is the
 //! classifier's.
 
-use super::parse::IpAddress;
+use super::IpAddress;
 
 /// What a packet's source address allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

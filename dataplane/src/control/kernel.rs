@@ -1294,8 +1294,8 @@ mod tests {
         FibWriter::mirroring(&config)
     }
 
-    fn v4(text: &str) -> crate::wire::parse::IpAddress {
-        crate::wire::parse::IpAddress::V4(u32::from(text.parse::<Ipv4Addr>().unwrap()))
+    fn v4(text: &str) -> crate::wire::IpAddress {
+        crate::wire::IpAddress::V4(u32::from(text.parse::<Ipv4Addr>().unwrap()))
     }
 
     fn add(route: Route) -> Event {
@@ -1389,7 +1389,7 @@ mod tests {
     #[test]
     fn routes_and_neighbours_are_keyed_as_the_kernel_keys_them() {
         use crate::pipeline::fib::{Adjacency, Target};
-        let v6 = |text: &str| crate::wire::parse::IpAddress::V6(u128::from(text.parse::<Ipv6Addr>().unwrap()));
+        let v6 = |text: &str| crate::wire::IpAddress::V6(u128::from(text.parse::<Ipv6Addr>().unwrap()));
         let mut tables = KernelTables::new(vec![10, 11]);
         let mut writer = writer();
         for (interface, last) in [(10, 1), (11, 2)] {

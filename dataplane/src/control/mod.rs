@@ -40,14 +40,15 @@
 
 pub mod kernel;
 
+use crate::config::CoppClass;
 use crate::config::{Config, ControlConfig};
+use crate::counters::latency::{LatencyHistogram, SharedHistogram};
+use crate::counters::ControlStats;
 use crate::dpdk::{Mbuf, Mempool};
 use crate::link::PortStates;
 use crate::linux::{self, EventFd, Tap};
-use crate::observe::latency::{LatencyHistogram, SharedHistogram};
-use crate::observe::stats::ControlStats;
 use crate::pipeline::fib::{Fib, FibHandle, FibWriter};
-use crate::pipeline::punt::{ClassRings, CoppClass};
+use crate::pipeline::punt::ClassRings;
 use crossbeam_queue::ArrayQueue;
 use std::io;
 use std::process::Command;

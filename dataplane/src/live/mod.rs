@@ -53,8 +53,8 @@ pub use setup::{eal_arguments, jumbo_pool_size, mempool_size};
 pub use worker::shaper_window_ps;
 
 use crate::config::Config;
+use crate::counters::SwitchStats;
 use crate::dpdk::{self, DpdkError, Eal, Mbuf, Port};
-use crate::observe::stats::SwitchStats;
 use crate::switch::{self, Switch};
 use crate::tm::shard::ShardBoard;
 use setup::{Layout, MetricsServer, Resources};

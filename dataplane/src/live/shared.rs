@@ -8,9 +8,9 @@
 //! invalidates another's.
 
 use super::PUBLISH_EVERY;
+use crate::counters::{ControlStats, CoreStats, SwitchStats, WatermarkClear};
 use crate::dpdk;
 use crate::link::PortStates;
-use crate::observe::stats::{ControlStats, CoreStats, SwitchStats, WatermarkClear};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

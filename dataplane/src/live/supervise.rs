@@ -8,8 +8,8 @@
 use super::shared::Shared;
 use crate::config::Config;
 use crate::control::ControlLink;
+use crate::counters::{SwitchStats, WatermarkClear};
 use crate::dpdk;
-use crate::observe::stats::{SwitchStats, WatermarkClear};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 pub(super) fn register_telemetry(config: &Config, shared: &Arc<Shared>, control: Option<&Arc<ControlLink>>) {
     let telemetry_shared = Arc::clone(shared);
     let telemetry_config = config.clone();
-    let pager = crate::show::Pager::default();
+    let pager = crate::show::serve::Pager::default();
     let route_streams = crate::show::route_stream::RouteStreams::default();
     // Weak: the telemetry handler outlives the run, and the control link's rings must go
     // before their pool.
@@ -58,20 +58,20 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
                 .map(|(index, port)| {
                     // The speed the port is shaped to, as SONiC shows the configured speed
                     // (net_af_packet reports 10G whatever its interface does).
-                    crate::show::interface_entry(port, shared.port_states.get(index), port.speed_mbps)
+                    crate::show::serve::interface_entry(port, shared.port_states.get(index), port.speed_mbps)
                 })
                 .collect();
-            Some(crate::show::state_document(config, interfaces, shared.snapshot().to_json(config)))
+            Some(crate::show::serve::state_document(config, interfaces, shared.snapshot().to_json(config)))
         }
         "fib" => {
             let names: Vec<&str> = config.ports.iter().map(|port| port.name.as_str()).collect();
             Some(serde_json::json!({ "fib": current_fib(config, control).to_text(&names) }))
         }
         _ if view.starts_with("route:") => {
-            let addresses = crate::show::route_view_addresses(view)?;
+            let addresses = crate::show::serve::route_view_addresses(view)?;
             let names: Vec<&str> = config.ports.iter().map(|port| port.name.as_str()).collect();
             let fib = current_fib(config, control);
-            Some(crate::show::route_document(&fib, &addresses, &names, control.is_some()))
+            Some(crate::show::serve::route_document(&fib, &addresses, &names, control.is_some()))
         }
         "clear" | "clear-persistent" => {
             let which = if view == "clear" { WatermarkClear::User } else { WatermarkClear::Persistent };

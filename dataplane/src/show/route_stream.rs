@@ -13,9 +13,10 @@
 //! Invariant: the pages of one token come from one snapshot of the FIB, in order, each line
 //! whole and in exactly one page; a page's string stays under DPDK's 8 KiB limit.
 
+use super::output::write_error;
+use super::serve::ByToken;
 use crate::config::Prefix;
 use crate::pipeline::fib::{masked, Fib, Target};
-use crate::show::ByToken;
 use std::io::Write;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -185,7 +186,7 @@ pub fn stream(
         Some(prefix) => format!("{VIEW}:{prefix}"),
         None => VIEW.to_string(),
     };
-    let written = |result: std::io::Result<()>| result.map_err(crate::show::write_error);
+    let written = |result: std::io::Result<()>| result.map_err(write_error);
     let mut cursor = 0;
     let mut rows = 0usize;
     loop {

@@ -938,10 +938,10 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         .collect();
     // The work is the workload's frames, delivered; the horizon only bounds the run.
     let workload_frames = plan.messages.iter().map(|message| message.frames).sum();
-    let mut progress = crate::observe::progress::Progress::new(options.progress, workload_frames, "frames");
+    let mut progress = crate::progress::Progress::new(options.progress, workload_frames, "frames");
     let mut shown = 0;
     let (partitions, finish) = parallel::run(partitions, &weights, windows, &mut |done, start| {
-        progress.tick_by(done - shown, || (done, format!("delivered, {}", crate::observe::progress::simulated(start))));
+        progress.tick_by(done - shown, || (done, format!("delivered, {}", crate::progress::simulated(start))));
         shown = done;
     });
     let mut finished = Finished::gather(partitions, fabric.hosts.len());
@@ -954,7 +954,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         .filter(|&at| at <= horizon)
         .max();
     finished.end = finished.end.max(last_done.unwrap_or(0));
-    let delivered = format!("delivered, {}", crate::observe::progress::simulated(finished.end));
+    let delivered = format!("delivered, {}", crate::progress::simulated(finished.end));
     progress.finish(finished.frames_delivered, delivered);
     results(finished, &plan, out, finish.timed_out)
 }

@@ -31,11 +31,11 @@
 
 use crate::config::plan;
 use crate::config::Config;
+use crate::counters::SwitchStats;
 use crate::engine::port_tx;
 use crate::engine::sim::{self, Alarm, EventQueue, LinkTx};
 use crate::error::InputError;
 use crate::observe::report::Recorder;
-use crate::observe::stats::SwitchStats;
 use crate::packet::HeapPacket;
 use crate::switch::{Switch, NEVER};
 use crate::tm::pfc::Pauses;
@@ -175,7 +175,7 @@ pub fn run(
     }
     let mut engine = Engine { config, switch, ports, events: EventQueue::default(), timer: Alarm::default(), recorder };
     let input_bytes: u64 = specs.iter().filter_map(|spec| std::fs::metadata(&spec.path).ok()).map(|m| m.len()).sum();
-    let mut progress = crate::observe::progress::Progress::new(options.progress, input_bytes, "B");
+    let mut progress = crate::progress::Progress::new(options.progress, input_bytes, "B");
     let mut last_event_ps = 0;
     for port in 0..engine.ports.len() {
         engine.peer_ready(port, 0)?;
@@ -265,7 +265,7 @@ impl Engine<'_> {
     fn progress(&self, now: u64) -> (u64, String) {
         let read = self.ports.iter().filter_map(|port| port.peer.source.as_ref()).map(TraceSource::bytes_read).sum();
         let frames: u64 = self.switch.stats.ports.iter().map(|port| port.rx_packets).sum();
-        (read, format!("{frames} frames, {}", crate::observe::progress::simulated(now)))
+        (read, format!("{frames} frames, {}", crate::progress::simulated(now)))
     }
 
     fn wake_peer(&mut self, port: usize, at: u64) {

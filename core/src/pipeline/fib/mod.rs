@@ -41,7 +41,7 @@ pub use crate::config::Neighbor;
 use crate::config::{Config, GroupMode};
 use crate::pipeline::route::{CowMap, RouteTable};
 use crate::wire::ethernet::MacAddress;
-use crate::wire::parse::IpAddress;
+use crate::wire::IpAddress;
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::net::IpAddr;

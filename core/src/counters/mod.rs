@@ -1,4 +1,6 @@
-//! Counters and the stats JSON (docs/STATS.md is its contract).
+//! Counters, kept by the switch, the workers and the control thread, and the stats JSON
+//! (docs/STATS.md is its contract). Below `tm` and `switch`, which count into them; the views
+//! made of them (Prometheus, telemetry, the report) are `observe`'s.
 //!
 //! Invariant: rx/tx counters count data frames only; PFC frames are counted in
 //! `pfc_rx` (once per enabled priority) and `pfc_xoff_tx`/`pfc_xon_tx`, 802.3x PAUSE frames
@@ -7,23 +9,24 @@
 //! port the packet came in on; a queue's `dropped` to the egress queue that refused it.
 //! `priority_groups` (lossless priorities only) give each ingress group's peak occupancy and
 //! peak headroom use, in buffer cell bytes; `pfc_watchdog` counts storms and restorations per
-//! priority of the egress port.
+//! queue of the egress port.
 //! Workers own their counters; the main core sums them with `add`.
 //!
 //! The schema (`schema.rs`): every counter is one row of `PORT_COUNTERS`, `QUEUE_COUNTERS`,
 //! `GROUP_COUNTERS`, `CORE_COUNTERS` or `CONTROL_COUNTERS` (its JSON key, its Prometheus name
 //! and type, its DPDK telemetry name, its help line and where it lives). The stats JSON,
-//! the Prometheus exposition (`metrics`), DPDK telemetry (`telemetry`) and the merging of
+//! the Prometheus exposition (`observe::metrics`), DPDK telemetry (`observe::telemetry`) and the merging of
 //! workers' counters (`add`) are all generated from these rows: a new counter is its field
 //! and one row.
 
+pub mod latency;
 mod schema;
 
 use crate::config::Config;
+use crate::config::CoppClass;
 use crate::drops::DropReason;
-use crate::observe::latency::LatencyHistogram;
-use crate::pipeline::punt::CoppClass;
 use crate::units::TRAFFIC_CLASSES;
+use latency::LatencyHistogram;
 use schema::{merge_rows, rows_json};
 pub use schema::{
     route_reasons, ControlCounter, ControlValue, Counter, Kind, Labels, Section, CONTROL_COUNTERS, CORE_COUNTERS,
@@ -621,7 +624,7 @@ mod tests {
     /// name, so a new counter cannot go undocumented.
     #[test]
     fn the_contract_page_names_every_counter() {
-        let page = include_str!("../../../../docs/STATS.md");
+        let page = include_str!("../../../docs/STATS.md");
         let mut names: Vec<String> = Vec::new();
         let mut add = |json: &str, metric: &str, stem: &str, labels: Labels| {
             names.push(format!("`{metric}`"));

@@ -7,8 +7,8 @@
 //! that is not in a row is in none.
 
 use super::{ControlStats, CoreStats, GroupStats, PortStats, QueueStats};
+use crate::config::CoppClass;
 use crate::drops::DropReason;
-use crate::pipeline::punt::CoppClass;
 use serde_json::{json, Map, Value};
 
 /// How a counter merges across workers, and its Prometheus type.
