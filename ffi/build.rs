@@ -5,8 +5,9 @@ use std::env;
 use std::path::PathBuf;
 
 fn main() {
-    println!("cargo:rerun-if-changed=src/shim.c");
-    println!("cargo:rerun-if-changed=src/shim.h");
+    for file in ["src/shim.c", "src/shim.h", "src/burst_guard.c", "src/burst_guard.h"] {
+        println!("cargo:rerun-if-changed={file}");
+    }
     println!("cargo:rerun-if-changed=build.rs");
 
     let dpdk = match pkg_config::Config::new().atleast_version("22.11").probe("libdpdk") {
@@ -28,6 +29,10 @@ fn main() {
 
     let mut build = cc::Build::new();
     build.file("src/shim.c").opt_level(2).warnings(true);
+    // The burst guard defines the process's munmap: only with its feature (burst_guard.c).
+    if env::var_os("CARGO_FEATURE_BURST_GUARD").is_some() {
+        build.file("src/burst_guard.c").define("RACEWAY_BURST_GUARD", None);
+    }
     for flag in &cflag_list {
         build.flag(flag);
     }

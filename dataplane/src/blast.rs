@@ -237,7 +237,13 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     let name = crate::config::device_name(&options.device);
     let id = Port::find(name)?;
     // MTU 0: the driver's default; blast's frames fit one mbuf.
-    let port = Port::start(id, "blast", &pool, 1, 0, TxQueues::Data(options.tx_queues))?;
+    let port = std::sync::Arc::new(Port::start(id, "blast", &pool, 1, 0, TxQueues::Data(options.tx_queues))?);
+    let claimed = |what: &str| DpdkError {
+        context: format!("blast: {}", options.device),
+        problem: format!("{what} already claimed"),
+    };
+    let mut receiver = port.rx_queue(0).ok_or_else(|| claimed("rx queue 0"))?;
+    let mut transmitter = port.transmitter().ok_or_else(|| claimed("the tx queues"))?;
     // Settle before the trial: the receiver may still be starting its other ports after our
     // link came up, and frames sent then would find its rx ring full.
     std::thread::sleep(SETTLE);
@@ -266,7 +272,7 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
         if now >= end {
             break;
         }
-        port.rx_burst(0, &mut rx);
+        receiver.burst(&mut rx);
         for mbuf in rx.drain() {
             match parse(mbuf.data()).map(|parsed| parsed.payload) {
                 Ok(Payload::FlowControl(repr)) => {
@@ -304,7 +310,7 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
         }
         if !burst.is_empty() {
             let queued = burst.len();
-            let sent = port.tx_burst_on(tx_queue, &mut burst);
+            let sent = transmitter.burst_on(tx_queue, &mut burst);
             report.sent += sent as u64;
             if sent == queued || pauses.is_none() {
                 tx_queue = (tx_queue + 1) % port.tx_queues;
@@ -333,7 +339,7 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     // meanwhile, so the peer's frames do not pile up in ours.
     let settle_end = Instant::now() + SETTLE;
     while Instant::now() < settle_end {
-        port.rx_burst(0, &mut rx);
+        receiver.burst(&mut rx);
         report.received += rx
             .drain()
             .filter(
@@ -343,7 +349,8 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
         std::thread::sleep(Duration::from_millis(1));
     }
     drop(rx);
-    drop(port);
+    // The handles hold the port; dropping all three closes it before the pool is counted.
+    drop((receiver, transmitter, port));
     report.mbufs_in_pool = pool.size();
     report.mbufs_available_at_exit = pool.available();
     Ok(report)

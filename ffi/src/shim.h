@@ -1,7 +1,7 @@
 /* One-line C wrappers for the parts of DPDK's API that are static inline or macros, so that
  * Rust can call them as ordinary symbols. Each wrapper does nothing but forward, except the
- * rx/tx bursts, which also mark guarded ports' bursts for the process's munmap (shim.c,
- * "Bursts against a driver's teardown"). */
+ * rx/tx bursts, which also mark guarded ports' bursts for the process's munmap
+ * (burst_guard.c, with the `burst-guard` feature). */
 #ifndef RACEWAY_SHIM_H
 #define RACEWAY_SHIM_H
 
@@ -18,8 +18,9 @@
 #include <rte_pdump.h>
 
 /* Bursts on a guarded port finish before the driver unmaps their memory on the interrupt
- * thread (shim.c says why); call before the port starts, for drivers that need it. */
-void shim_guard_bursts(uint16_t port);
+ * thread (burst_guard.c says why); call before the port starts, for drivers that need it.
+ * 1 when the port is guarded, 0 when this build has no guard (no `burst-guard` feature). */
+int shim_guard_bursts(uint16_t port);
 uint16_t shim_eth_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 uint16_t shim_eth_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 struct rte_mbuf *shim_pktmbuf_alloc(struct rte_mempool *pool);

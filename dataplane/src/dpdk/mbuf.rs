@@ -2,8 +2,10 @@
 //! that rx and tx work in.
 //!
 //! Invariant: an `Mbuf` uniquely owns its `rte_mbuf` and frees it on drop; a `Burst` owns the
-//! mbufs in its first `len` slots and frees them on drop; a pool outlives its mbufs' use
-//! (it keeps the EAL running while it exists).
+//! mbufs in its first `len` slots and frees them on drop; a pool outlives its mbufs: it keeps
+//! the EAL running while it exists, and a pool dropped while some of its mbufs are still out
+//! is kept (with the EAL) for the rest of the process instead of freed (`pools_kept` counts
+//! them), so a late mbuf's free never writes into freed memory.
 
 #![allow(unsafe_code)]
 
@@ -13,6 +15,7 @@ use crate::packet::PacketBuf;
 use dpdk_sys as sys;
 use std::ffi::{c_uint, CString};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// An mbuf pool; it keeps the EAL running while it exists.
 pub struct Mempool {
@@ -67,10 +70,29 @@ impl Mempool {
     }
 }
 
+/// Pools dropped while some of their mbufs were still out, and so kept (`Mempool`'s drop).
+static POOLS_KEPT: AtomicU32 = AtomicU32::new(0);
+
+/// How many pools this process kept rather than freed because mbufs were still out: a leak
+/// the engines' exit check (`mbufs.available_at_exit`) also reports.
+pub fn pools_kept() -> u32 {
+    POOLS_KEPT.load(Ordering::Relaxed)
+}
+
 impl Drop for Mempool {
     fn drop(&mut self) {
-        // SAFETY: every port using the pool holds it, so they are closed; the engines return
-        // all mbufs before dropping their last handle; the EAL handle is released after this.
+        // Mbufs carry no handle to their pool (they stay one pointer), so the pool checks at
+        // its end instead: freeing it with mbufs out would leave their owners' frees writing
+        // into freed memory. Such a pool, and the EAL under it, live on to the process's end.
+        let out = self.size.saturating_sub(self.available());
+        if out > 0 {
+            tracing::warn!("an mbuf pool was released with {out} mbufs still out: kept, not freed");
+            POOLS_KEPT.fetch_add(1, Ordering::Relaxed);
+            std::mem::forget(self._eal.clone());
+            return;
+        }
+        // SAFETY: every mbuf is back (counted above, caches included) and every port using the
+        // pool holds it, so they are closed; the EAL handle is released after this.
         unsafe { sys::rte_mempool_free(self.pool.as_ptr()) };
     }
 }

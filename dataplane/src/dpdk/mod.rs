@@ -14,8 +14,8 @@ mod mbuf;
 mod port;
 mod telemetry;
 
-pub use mbuf::{Burst, Mbuf, Mempool};
-pub use port::{Port, TxQueues, LINK_HEADERS, RX_DESCRIPTORS, TX_DESCRIPTORS};
+pub use mbuf::{pools_kept, Burst, Mbuf, Mempool};
+pub use port::{Port, PortTx, RxQueue, TxQueues, LINK_HEADERS, RX_DESCRIPTORS, TX_DESCRIPTORS};
 pub use telemetry::{register_telemetry, TelemetryHandler, TelemetryReply, TELEMETRY_TEXT_MAX};
 
 use dpdk_sys as sys;
@@ -65,8 +65,8 @@ fn last_errno() -> c_int {
 /// The running EAL, a shared handle. Every `Mempool` holds one and every `Port` holds its
 /// pool, so the types keep the teardown order: a port closes before its pool is freed, and
 /// `rte_eal_cleanup` runs when the last handle goes, after every pool and port. (Mbufs carry
-/// no handle, to stay one pointer: the engines return them all before dropping their pool,
-/// and check `Mempool::available` to prove it.)
+/// no handle, to stay one pointer: a pool dropped with mbufs out is kept, EAL and all, rather
+/// than freed; `pools_kept`.)
 #[derive(Clone)]
 pub struct Eal {
     _running: Arc<RunningEal>,
@@ -163,6 +163,13 @@ impl Eal {
     }
 
     /// Runs `task` on worker `lcore` (pinned by the EAL). `wait` returns its result.
+    ///
+    /// A panic in `task` aborts the whole process, after its message is printed: it cannot
+    /// unwind through the EAL's C frames, and Rust aborts a panic that reaches an `extern "C"`
+    /// function's edge (the trampoline below). That is wanted: raceway's workers do not panic
+    /// on any input (bad frames are counted drops), so a panic is a bug, and stopping at once
+    /// keeps the other workers from forwarding on state the panicking one left half-written.
+    /// Ports, pools and capture files are then not closed; the kernel reclaims the process.
     pub fn launch<F>(&self, lcore: u32, task: F) -> Result<Launched, DpdkError>
     where
         F: FnOnce() -> i32 + Send + 'static,

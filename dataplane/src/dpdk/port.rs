@@ -2,13 +2,17 @@
 //! link and hardware counters, and closing it; and the devargs a device string names.
 //!
 //! Invariant: a `Port` holds the pool its rx queues fill, so the pool is freed only after the
-//! port is stopped and closed (which returns the mbufs its driver held).
+//! port is stopped and closed (which returns the mbufs its driver held). A port's queues are
+//! reached only through handles (`RxQueue`, `PortTx`), each claimed once and owned by the one
+//! thread that bursts on it: DPDK's rule that no two lcores poll one queue is a type here, not
+//! a convention. A handle keeps its port open.
 
 #![allow(unsafe_code)]
 
 use super::{check, strerror, Burst, DpdkError, Mempool, BURST};
 use dpdk_sys as sys;
 use std::ffi::{c_char, c_int, c_uint, CStr, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// The tx queues a port opens.
@@ -40,8 +44,51 @@ pub struct Port {
     pub max_rx_queues: u16,
     /// The MTU the device was configured with: the one asked for, or its maximum if lower.
     pub mtu: u32,
+    /// Which rx queues and whether the tx queues have a handle out (`rx_queue`, `transmitter`).
+    rx_claimed: Vec<AtomicBool>,
+    tx_claimed: AtomicBool,
     /// The pool its rx queues fill: freed only after the port is closed.
     _pool: Arc<Mempool>,
+}
+
+/// One rx queue of a port, held by the one thread that polls it. Not `Clone`: a second handle
+/// to the same queue is refused while this one lives (`Port::rx_queue`), and bursting takes
+/// `&mut self`, so two threads cannot poll one queue. It moves to the lcore that polls it:
+///
+/// ```
+/// fn to_the_worker(queue: raceway::dpdk::RxQueue) -> impl Send {
+///     queue
+/// }
+/// ```
+///
+/// but cannot be copied:
+///
+/// ```compile_fail
+/// fn copies<T: Clone>() {}
+/// copies::<raceway::dpdk::RxQueue>();
+/// ```
+pub struct RxQueue {
+    port: Arc<Port>,
+    queue: u16,
+}
+
+/// A port's tx queues (its data queue, PFC's own where it has one, or a load generator's
+/// several), held by the one thread that transmits on the port. It moves, as `RxQueue`:
+///
+/// ```
+/// fn to_the_owner(tx: raceway::dpdk::PortTx) -> impl Send {
+///     tx
+/// }
+/// ```
+///
+/// but cannot be copied:
+///
+/// ```compile_fail
+/// fn copies<T: Clone>() {}
+/// copies::<raceway::dpdk::PortTx>();
+/// ```
+pub struct PortTx {
+    port: Arc<Port>,
 }
 
 /// What a frame carries besides its IP packet: Ethernet header and two VLAN tags (QinQ).
@@ -49,7 +96,7 @@ pub const LINK_HEADERS: usize = 14 + 2 * 4;
 
 /// Drivers that unmap a port's memory on the interrupt thread while lcores may be inside a
 /// burst on it (net_memif, when its peer goes away): their bursts are guarded so the unmap
-/// waits for them (`shim.c`, "Bursts against a driver's teardown"). Without it a switch could
+/// waits for them (`ffi/src/burst_guard.c`, with dpdk-sys's `burst-guard` feature). Without it a switch could
 /// die of SIGSEGV when a memif peer went away (`tests/live.rs`,
 /// `switch_survives_memif_peers_vanishing_mid_traffic`, failed 5 runs of 5 without it).
 const DRIVERS_UNMAPPING_UNDER_BURSTS: &[&str] = &["net_memif"];
@@ -182,7 +229,13 @@ impl Port {
         }
         if DRIVERS_UNMAPPING_UNDER_BURSTS.contains(&driver.as_str()) {
             // SAFETY: a flag write for a valid port id, before the port starts and any burst.
-            unsafe { sys::shim_guard_bursts(id) };
+            if unsafe { sys::shim_guard_bursts(id) } == 0 {
+                tracing::warn!(
+                    "{}: driver {driver} unmaps memory under running bursts, and this build has no burst \
+                     guard (dpdk-sys without `burst-guard`): the switch may fault when the peer goes away",
+                    context("bursts")
+                );
+            }
         }
         let rx_queues = rx_queues.clamp(1, max_rx);
         // SAFETY: a plain constant getter.
@@ -254,6 +307,8 @@ impl Port {
             rss,
             max_rx_queues: max_rx,
             mtu: port_mtu,
+            rx_claimed: (0..rx_queues).map(|_| AtomicBool::new(false)).collect(),
+            tx_claimed: AtomicBool::new(false),
             _pool: Arc::clone(pool),
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
@@ -296,51 +351,17 @@ impl Port {
         rc == 0 && up != 0
     }
 
-    /// Receives up to `BURST - burst.len()` frames from rx queue `queue` into `burst`.
-    #[inline]
-    pub fn rx_burst(&self, queue: u16, burst: &mut Burst) -> usize {
-        self.rx_burst_upto(queue, burst, BURST)
+    /// The handle of rx queue `queue`, for the thread that will poll it; `None` when the port
+    /// has no such queue or another handle to it is alive.
+    pub fn rx_queue(self: &Arc<Self>, queue: u16) -> Option<RxQueue> {
+        let claim = self.rx_claimed.get(usize::from(queue))?;
+        (!claim.swap(true, Ordering::AcqRel)).then(|| RxQueue { port: Arc::clone(self), queue })
     }
 
-    /// `rx_burst` of at most `most` frames.
-    #[inline]
-    pub fn rx_burst_upto(&self, queue: u16, burst: &mut Burst, most: usize) -> usize {
-        debug_assert!(queue < self.rx_queues);
-        let room = (BURST - burst.len).min(most) as u16;
-        // SAFETY: the slots from `len` on are writable; rx fills at most `room` of them with
-        // mbufs that the burst then owns; the queue was set up in `start`.
-        let received = unsafe { sys::shim_eth_rx_burst(self.id, queue, burst.mbufs.as_mut_ptr().add(burst.len), room) };
-        burst.len += usize::from(received);
-        usize::from(received)
-    }
-
-    /// Sends as much of `burst` as the tx queue takes; the rest stays in the burst, in order.
-    #[inline]
-    pub fn tx_burst(&self, burst: &mut Burst) -> usize {
-        self.tx_burst_on(0, burst)
-    }
-
-    /// `tx_burst` for PFC frames: on their own tx queue where the port has one, so the NIC
-    /// sends them after the frame in progress rather than after the data queued before them.
-    #[inline]
-    pub fn tx_control_burst(&self, burst: &mut Burst) -> usize {
-        self.tx_burst_on(self.tx_queues - 1, burst)
-    }
-
-    /// `tx_burst` on tx queue `queue` (one the port opened).
-    #[inline]
-    pub fn tx_burst_on(&self, queue: u16, burst: &mut Burst) -> usize {
-        debug_assert!(queue < self.tx_queues);
-        if burst.len == 0 {
-            return 0;
-        }
-        // SAFETY: the first `len` slots are owned mbufs; the PMD takes ownership of the first
-        // `sent` of them; the queue was set up in `start`.
-        let sent =
-            usize::from(unsafe { sys::shim_eth_tx_burst(self.id, queue, burst.mbufs.as_mut_ptr(), burst.len as u16) });
-        burst.mbufs.copy_within(sent..burst.len, 0);
-        burst.len -= sent;
-        sent
+    /// The handle of the port's tx queues, for the thread that will transmit on it; `None`
+    /// while another handle is alive.
+    pub fn transmitter(self: &Arc<Self>) -> Option<PortTx> {
+        (!self.tx_claimed.swap(true, Ordering::AcqRel)).then(|| PortTx { port: Arc::clone(self) })
     }
 
     /// Device counters: (rx packets, tx packets, rx missed + errors, rx without mbuf).
@@ -355,11 +376,84 @@ impl Port {
     }
 }
 
+impl RxQueue {
+    pub fn queue(&self) -> u16 {
+        self.queue
+    }
+
+    /// Receives up to `BURST - burst.len()` frames into `burst`.
+    #[inline]
+    pub fn burst(&mut self, burst: &mut Burst) -> usize {
+        self.burst_upto(burst, BURST)
+    }
+
+    /// `burst` of at most `most` frames.
+    #[inline]
+    pub fn burst_upto(&mut self, burst: &mut Burst, most: usize) -> usize {
+        let room = (BURST - burst.len).min(most) as u16;
+        // SAFETY: the slots from `len` on are writable; rx fills at most `room` of them with
+        // mbufs that the burst then owns; the queue was set up in `start`, and this handle is
+        // its only poller (claimed once, `&mut self`).
+        let received =
+            unsafe { sys::shim_eth_rx_burst(self.port.id, self.queue, burst.mbufs.as_mut_ptr().add(burst.len), room) };
+        burst.len += usize::from(received);
+        usize::from(received)
+    }
+}
+
+impl Drop for RxQueue {
+    fn drop(&mut self) {
+        self.port.rx_claimed[usize::from(self.queue)].store(false, Ordering::Release);
+    }
+}
+
+impl PortTx {
+    /// Sends as much of `burst` as the data tx queue takes; the rest stays in the burst, in
+    /// order.
+    #[inline]
+    pub fn burst(&mut self, burst: &mut Burst) -> usize {
+        self.burst_on(0, burst)
+    }
+
+    /// `burst` for PFC frames: on their own tx queue where the port has one, so the NIC sends
+    /// them after the frame in progress rather than after the data queued before them.
+    #[inline]
+    pub fn control_burst(&mut self, burst: &mut Burst) -> usize {
+        self.burst_on(self.port.tx_queues - 1, burst)
+    }
+
+    /// `burst` on tx queue `queue`; a queue the port did not open is an error of the caller's
+    /// (`TxQueues::Data` says how many there are), and sends nothing.
+    #[inline]
+    pub fn burst_on(&mut self, queue: u16, burst: &mut Burst) -> usize {
+        if burst.len == 0 || queue >= self.port.tx_queues {
+            debug_assert!(queue < self.port.tx_queues, "tx queue {queue} of {}", self.port.tx_queues);
+            return 0;
+        }
+        // SAFETY: the first `len` slots are owned mbufs; the PMD takes ownership of the first
+        // `sent` of them; the queue was set up in `start`, and this handle is the port's only
+        // transmitter (claimed once, `&mut self`).
+        let sent = usize::from(unsafe {
+            sys::shim_eth_tx_burst(self.port.id, queue, burst.mbufs.as_mut_ptr(), burst.len as u16)
+        });
+        burst.mbufs.copy_within(sent..burst.len, 0);
+        burst.len -= sent;
+        sent
+    }
+}
+
+impl Drop for PortTx {
+    fn drop(&mut self) {
+        self.port.tx_claimed.store(false, Ordering::Release);
+    }
+}
+
 impl Drop for Port {
     fn drop(&mut self) {
         // Stop, then close: closing flushes capture-backed vdevs (net_pcap writes its file)
         // and releases the mbufs the driver held.
-        // SAFETY: nothing uses the port any more (workers have been waited for).
+        // SAFETY: nothing uses the port any more: every queue handle holds the port, so none
+        // is left.
         unsafe {
             sys::rte_eth_dev_stop(self.id);
             sys::rte_eth_dev_close(self.id);

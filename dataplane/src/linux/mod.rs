@@ -13,16 +13,20 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// Linux's interface name limit, with the terminating NUL.
-const IFNAMSIZ: usize = 16;
-
-/// The part of `struct ifreq` that TUNSETIFF reads: the name and the flags (`ifr_flags`), in a
-/// struct of the kernel's full size (40 bytes on 64-bit Linux).
-#[repr(C)]
-struct InterfaceRequest {
-    name: [u8; IFNAMSIZ],
-    flags: libc::c_short,
-    _rest: [u8; 22],
+/// A `struct ifreq` (libc's, with the kernel's layout and size) naming interface `name`, its
+/// union zeroed; an error for a name Linux cannot have (empty, or 16 bytes and more with the
+/// NUL, `IFNAMSIZ`).
+fn interface_request(name: &str) -> io::Result<libc::ifreq> {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('\0') {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("'{name}' is not 1-15 bytes")));
+    }
+    // SAFETY: `ifreq` is plain C data (a name and a union of integers, socket addresses and a
+    // pointer), for which all zero bytes is a valid value (a null pointer among them).
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, &byte) in request.ifr_name.iter_mut().zip(name.as_bytes()) {
+        *slot = byte as libc::c_char;
+    }
+    Ok(request)
 }
 
 /// Moves the calling thread into the network namespace `/run/netns/<name>` (as `ip netns`
@@ -48,9 +52,8 @@ pub struct Tap {
 impl Tap {
     /// Creates the TAP `name` in the calling thread's namespace, non-blocking.
     pub fn create(name: &str) -> io::Result<Self> {
-        if name.is_empty() || name.len() >= IFNAMSIZ {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("'{name}' is not 1-15 bytes")));
-        }
+        let mut request = interface_request(name)?;
+        request.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
         let path = CString::new("/dev/net/tun").expect("no NUL");
         // SAFETY: `path` is a valid NUL-terminated string for the call; the returned
         // descriptor, if any, is ours alone and is wrapped in an OwnedFd at once.
@@ -60,12 +63,9 @@ impl Tap {
         }
         // SAFETY: `fd` was just opened, is valid, and nothing else owns it.
         let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        let mut request = InterfaceRequest { name: [0; IFNAMSIZ], flags: 0, _rest: [0; 22] };
-        request.name[..name.len()].copy_from_slice(name.as_bytes());
-        request.flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
-        // SAFETY: TUNSETIFF reads (and writes back the name into) an ifreq; `request` has the
-        // kernel's layout and size and lives across the call.
-        let result = unsafe { libc::ioctl(owned.as_raw_fd(), libc::TUNSETIFF, &mut request as *mut InterfaceRequest) };
+        // SAFETY: TUNSETIFF reads (and writes back the name into) an ifreq; `request` is libc's
+        // and lives across the call.
+        let result = unsafe { libc::ioctl(owned.as_raw_fd(), libc::TUNSETIFF, &mut request as *mut libc::ifreq) };
         if result < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -111,22 +111,15 @@ pub fn interface_index(name: &str) -> io::Result<u32> {
     Ok(index)
 }
 
-/// `struct ifreq` with an int in its union (`ifr_mtu`, or `ifr_flags` in its first two bytes).
-#[repr(C)]
-struct InterfaceValue {
-    name: [u8; IFNAMSIZ],
-    value: libc::c_int,
-    _rest: [u8; 20],
-}
-
-/// Runs one SIOCGIF*/SIOCSIF* ioctl on interface `name` (in the calling thread's namespace)
-/// with `value` in the request's union; returns the union's int afterwards.
-fn interface_ioctl(name: &str, request: libc::c_ulong, value: libc::c_int) -> io::Result<libc::c_int> {
-    if name.is_empty() || name.len() >= IFNAMSIZ {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("'{name}' is not 1-15 bytes")));
-    }
-    let mut request_block = InterfaceValue { name: [0; IFNAMSIZ], value, _rest: [0; 20] };
-    request_block.name[..name.len()].copy_from_slice(name.as_bytes());
+/// Runs one SIOCGIF*/SIOCSIF* ioctl on interface `name` (in the calling thread's namespace),
+/// with what `fill` puts in the request's union; returns the request as the kernel left it.
+fn interface_ioctl(
+    name: &str,
+    request: libc::c_ulong,
+    fill: impl FnOnce(&mut libc::__c_anonymous_ifr_ifru),
+) -> io::Result<libc::ifreq> {
+    let mut request_block = interface_request(name)?;
+    fill(&mut request_block.ifr_ifru);
     // SAFETY: socket takes constants and returns a new descriptor or -1.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -134,24 +127,27 @@ fn interface_ioctl(name: &str, request: libc::c_ulong, value: libc::c_int) -> io
     }
     // SAFETY: `fd` was just created and nothing else owns it.
     let socket = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: the interface ioctls read and write one `struct ifreq` (40 bytes, which
-    // `InterfaceValue` is) through the pointer, valid for the call; `socket` is open.
-    let result = unsafe { libc::ioctl(socket.as_raw_fd(), request, &mut request_block as *mut InterfaceValue) };
+    // SAFETY: the interface ioctls read and write one `struct ifreq` through the pointer,
+    // which is libc's and valid for the call; `socket` is open.
+    let result = unsafe { libc::ioctl(socket.as_raw_fd(), request, &mut request_block as *mut libc::ifreq) };
     if result < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(request_block.value)
+    Ok(request_block)
 }
 
 /// Whether interface `name` is operationally up (IFF_RUNNING: up, with carrier).
 pub fn interface_running(name: &str) -> io::Result<bool> {
-    let flags = interface_ioctl(name, libc::SIOCGIFFLAGS, 0)?;
-    Ok(flags & libc::IFF_RUNNING != 0)
+    let answer = interface_ioctl(name, libc::SIOCGIFFLAGS, |_| {})?;
+    // SAFETY: SIOCGIFFLAGS answers in the union's `ifr_flags`, and any bits are a valid short.
+    let flags = unsafe { answer.ifr_ifru.ifru_flags };
+    Ok(libc::c_int::from(flags) & libc::IFF_RUNNING != 0)
 }
 
 /// Sets interface `name`'s MTU.
 pub fn set_interface_mtu(name: &str, mtu: u32) -> io::Result<()> {
-    interface_ioctl(name, libc::SIOCSIFMTU, libc::c_int::try_from(mtu).unwrap_or(libc::c_int::MAX)).map(|_| ())
+    let mtu = libc::c_int::try_from(mtu).unwrap_or(libc::c_int::MAX);
+    interface_ioctl(name, libc::SIOCSIFMTU, |union| union.ifru_mtu = mtu).map(|_| ())
 }
 
 /// A client of a Unix SOCK_SEQPACKET socket (DPDK telemetry's): one message per send and recv.
@@ -341,4 +337,21 @@ pub fn set_thread_nice(nice: i32) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interface_request_names_what_linux_can_name() {
+        let request = interface_request("leaf0-up1").unwrap();
+        let name: Vec<u8> = request.ifr_name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        assert_eq!(name, b"leaf0-up1");
+        assert_eq!(interface_request("a-fifteen-bytes").unwrap().ifr_name[15], 0, "the NUL fits");
+        for bad in ["", "sixteen-bytes-xx", "nul\0here"] {
+            assert_eq!(interface_request(bad).unwrap_err().kind(), io::ErrorKind::InvalidInput, "{bad:?}");
+        }
+        assert_eq!(std::mem::size_of::<libc::ifreq>(), 40, "the kernel's struct ifreq on 64-bit Linux");
+    }
 }

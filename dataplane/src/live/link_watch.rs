@@ -49,7 +49,7 @@ impl LinkWatch {
     /// following them. `interfaces[i]` is port i's kernel interface when it is net_af_packet;
     /// `changed` runs after each change (to wake whoever mirrors links).
     pub fn start(
-        ports: Arc<Vec<Port>>,
+        ports: Vec<Arc<Port>>,
         interfaces: Vec<Option<String>>,
         states: Arc<PortStates>,
         changed: Box<dyn Fn() + Send>,
@@ -75,7 +75,7 @@ impl Drop for LinkWatch {
 }
 
 struct Watcher {
-    ports: Arc<Vec<Port>>,
+    ports: Vec<Arc<Port>>,
     states: Arc<PortStates>,
     /// Per port: its kernel interface's index and name (net_af_packet only).
     interfaces: Vec<Option<(u32, String)>>,
@@ -95,7 +95,7 @@ const RTNLGRP_LINK: u32 = 1;
 
 impl Watcher {
     fn new(
-        ports: Arc<Vec<Port>>,
+        ports: Vec<Arc<Port>>,
         interfaces: Vec<Option<String>>,
         states: Arc<PortStates>,
         changed: Box<dyn Fn() + Send>,

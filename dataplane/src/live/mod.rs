@@ -54,7 +54,7 @@ pub use worker::shaper_window_ps;
 
 use crate::config::Config;
 use crate::counters::SwitchStats;
-use crate::dpdk::{self, DpdkError, Eal, Mbuf, Port};
+use crate::dpdk::{self, DpdkError, Eal, Mbuf};
 use crate::switch::{self, Switch};
 use crate::tm::shard::ShardBoard;
 use setup::{Layout, MetricsServer, Resources};
@@ -156,7 +156,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let deadline = options.duration.map(|duration| started + duration);
     let mut supervisor = Supervisor::new(config, &shared, options.stats_interval, deadline, fib_dump.as_ref());
     let crew = Crew::assemble(eal, config, options, &layout, &resources, clock)?;
-    let between_workers = crew.run(eal, config, &layout, &resources.ports, &shared, &mut supervisor)?;
+    let between_workers = crew.run(eal, config, &layout, &shared, &mut supervisor)?;
     // What the workers could not hand over in time (shutdown): dropped and counted.
     {
         let mut stats = shared.stats[0].0.lock().expect("stats lock");
@@ -226,8 +226,23 @@ impl Crew {
                 Switch::sharded(config, seed, Arc::clone(&board), me)
             };
             let mut worker = new_worker(switch, me);
-            worker.owned = (0..config.ports.len()).filter(|&port| owner[port] == me).collect();
-            worker.rx_queues = board.polled_by(me);
+            // Each queue's handle goes to the worker that polls it, each port's transmitter to
+            // its owner: a queue dealt twice would be refused here, not polled by two lcores.
+            let port_name = |port: usize| config.ports[port].name.as_str();
+            for port in (0..config.ports.len()).filter(|&port| owner[port] == me) {
+                let tx = resources.ports[port].transmitter().ok_or_else(|| DpdkError {
+                    context: format!("port '{}'", port_name(port)),
+                    problem: "its tx queues were dealt to two workers".into(),
+                })?;
+                worker.own(port, tx);
+            }
+            for (port, queue) in board.polled_by(me) {
+                let rx = resources.ports[port].rx_queue(queue).ok_or_else(|| DpdkError {
+                    context: format!("port '{}' rx queue {queue}", port_name(port)),
+                    problem: "dealt to two workers".into(),
+                })?;
+                worker.rx.push((port, rx));
+            }
             // The control plane's frames enter through worker 0, which hands on those for
             // other workers' ports.
             worker.injects = me == 0;
@@ -250,7 +265,6 @@ impl Crew {
         eal: &Eal,
         config: &Config,
         layout: &Layout,
-        ports: &Arc<Vec<Port>>,
         shared: &Arc<Shared>,
         supervisor: &mut Supervisor,
     ) -> Result<Vec<Arc<ShardRing>>, DpdkError> {
@@ -259,7 +273,7 @@ impl Crew {
         if layout.forwarder_lcores.is_empty() {
             tracing::info!("one lcore: forwarding and counters both on lcore {}", eal.main_lcore());
             let (worker, links) = forwarders.pop().expect("one worker on the main lcore");
-            worker.run_to_completion(ports, shared, &links, || {
+            worker.run_to_completion(shared, &links, || {
                 supervisor.tick();
             });
             return Ok(between_workers);
@@ -267,15 +281,15 @@ impl Crew {
         for ((worker, links), &lcore) in forwarders.into_iter().zip(&layout.forwarder_lcores) {
             let names: Vec<&str> = worker.owned.iter().map(|&port| config.ports[port].name.as_str()).collect();
             let polled: Vec<String> =
-                worker.rx_queues.iter().map(|&(port, queue)| format!("{}/{queue}", config.ports[port].name)).collect();
+                worker.rx.iter().map(|(port, rx)| format!("{}/{}", config.ports[*port].name, rx.queue())).collect();
             tracing::info!(
                 "forwarding worker on lcore {lcore} for ports {}, polling port/queue {}",
                 names.join(" "),
                 polled.join(" ")
             );
-            let (task_ports, task_shared) = (Arc::clone(ports), Arc::clone(shared));
+            let task_shared = Arc::clone(shared);
             launched.push(eal.launch(lcore, move || {
-                worker.run_to_completion(&task_ports, &task_shared, &links, || {});
+                worker.run_to_completion(&task_shared, &links, || {});
                 0
             })?);
         }

@@ -170,7 +170,7 @@ pub(super) struct Resources {
     pub control: Option<ControlPlane>,
     pub link_watch: LinkWatch,
     /// Close before the pools are counted, returning what their drivers hold.
-    pub ports: Arc<Vec<Port>>,
+    pub ports: Vec<Arc<Port>>,
     /// Each port's link, administrative state and MTU, as the link watcher and the control
     /// plane follow them.
     pub port_states: Arc<PortStates>,
@@ -197,7 +197,7 @@ impl Resources {
     pub fn open(eal: &Eal, config: &Config, layout: &Layout) -> Result<Self, DpdkError> {
         let carry_chains = every_device_sends_chains(config)?;
         let (pool, jumbo) = open_pools(eal, config, layout, carry_chains)?;
-        let ports = Arc::new(open_ports(config, &pool)?);
+        let ports = open_ports(config, &pool)?;
         // A port's MTU goes up to switch.mtu (what the buffer, headroom and jumbo mbufs are
         // sized for) or the device's maximum, whichever is lower.
         let port_states = Arc::new(PortStates::new(
@@ -291,10 +291,9 @@ impl Resources {
         drop(control);
         drop(link_watch);
         // Ports close (flushing capture files, returning driver-held mbufs) before we count.
-        match Arc::try_unwrap(ports) {
-            Ok(ports) => drop(ports),
-            Err(_) => unreachable!("the workers have exited and released their ports"),
-        }
+        // Every queue handle and the link watcher's clones are gone by now, so each `Port` drops
+        // here; one still held would close later, and the count below would say so.
+        drop(ports);
         drop(port_states);
         // Both pools: what is missing from either at exit leaked.
         let pools = std::iter::once(&pool).chain(jumbo.as_ref());
@@ -384,7 +383,7 @@ fn open_pools(
 }
 
 /// Finds and starts each configured port's device.
-fn open_ports(config: &Config, pool: &Arc<Mempool>) -> Result<Vec<Port>, DpdkError> {
+fn open_ports(config: &Config, pool: &Arc<Mempool>) -> Result<Vec<Arc<Port>>, DpdkError> {
     let mut ports = Vec::with_capacity(config.ports.len());
     for port in &config.ports {
         let name = device_name(port.device.as_deref().unwrap_or_default());
@@ -419,7 +418,7 @@ fn open_ports(config: &Config, pool: &Arc<Mempool>) -> Result<Vec<Port>, DpdkErr
                 started.rx_queues
             );
         }
-        ports.push(started);
+        ports.push(Arc::new(started));
     }
     Ok(ports)
 }
@@ -453,7 +452,7 @@ fn start_control(
 /// onto its port's host interface as soon as it changes.
 fn start_link_watch(
     config: &Config,
-    ports: &Arc<Vec<Port>>,
+    ports: &[Arc<Port>],
     port_states: &Arc<PortStates>,
     control: Option<&ControlPlane>,
 ) -> Result<LinkWatch, DpdkError> {
@@ -469,7 +468,7 @@ fn start_link_watch(
         }
         None => Box::new(|| {}),
     };
-    LinkWatch::start(Arc::clone(ports), interfaces, Arc::clone(port_states), wake_control)
+    LinkWatch::start(ports.to_vec(), interfaces, Arc::clone(port_states), wake_control)
         .map_err(|err| DpdkError { context: "link watcher".into(), problem: err.to_string() })
 }
 

@@ -14,7 +14,7 @@ use super::shared::{Clock, Shared, Ticker};
 use super::DRAIN_FOR;
 use crate::config::Config;
 use crate::control::ControlLink;
-use crate::dpdk::{self, Burst, Mbuf, Mempool, Port, BURST};
+use crate::dpdk::{self, Burst, Mbuf, Mempool, PortTx, RxQueue, BURST};
 use crate::engine::port_tx;
 use crate::link::Follower;
 use crate::observe::capture::Tap;
@@ -39,9 +39,11 @@ pub(super) struct Worker {
     pub ticker: Ticker,
     /// The ports it transmits on.
     pub owned: Vec<usize>,
-    /// The (port, rx queue) pairs it polls (run-to-completion).
-    pub rx_queues: Vec<(usize, u16)>,
-    /// How many frames the next rx burst of each of `rx_queues` takes (`rx_burst_size`).
+    /// Each owned port's transmitter, by port index (`None` for the others').
+    tx: Vec<Option<PortTx>>,
+    /// The rx queues it polls, with their ports.
+    pub rx: Vec<(usize, RxQueue)>,
+    /// How many frames the next rx burst of each of `rx` takes (`rx_burst_size`).
     rx_sizes: Vec<usize>,
     /// Whether it takes the control plane's frames (one worker does).
     pub injects: bool,
@@ -86,7 +88,8 @@ impl Worker {
             clock,
             ticker: Ticker::new(slot, tsc_hz),
             owned: Vec::new(),
-            rx_queues: Vec::new(),
+            tx: config.ports.iter().map(|_| None).collect(),
+            rx: Vec::new(),
             rx_sizes: Vec::new(),
             injects: false,
             egress,
@@ -98,15 +101,21 @@ impl Worker {
         }
     }
 
+    /// Makes `port` one it transmits on, with its transmitter.
+    pub fn own(&mut self, port: usize, tx: PortTx) {
+        self.owned.push(port);
+        self.tx[port] = Some(tx);
+    }
+
     /// Run-to-completion: polls its ports' rx queues and the rings from the other workers,
     /// runs every stage, and transmits on its ports.
-    pub fn run_to_completion(mut self, ports: &[Port], shared: &Shared, links: &Links, mut watch: impl FnMut()) {
+    pub fn run_to_completion(mut self, shared: &Shared, links: &Links, mut watch: impl FnMut()) {
         let mut rx = Burst::default();
         // Arrival stamps of frames from other workers that cut through this loop (at most a
         // batch from each; the capacity is never exceeded, so it never allocates).
         let mut earlier: Vec<u64> = Vec::with_capacity(links.from.len() * BATCH);
         self.ticker.start(&mut self.switch.stats);
-        self.rx_sizes = vec![BURST; self.rx_queues.len()];
+        self.rx_sizes = vec![BURST; self.rx.len()];
         while !shared.stop.load(Ordering::Relaxed) {
             let now = self.begin_loop(shared);
             let mut received = 0;
@@ -116,11 +125,12 @@ impl Worker {
             // No rx while a batch for another worker waits: the NIC's rx ring holds what
             // arrives meanwhile, and the batch never overflows.
             let mut handed = links.hand_over(&mut self.switch);
-            for (&(index, queue), rx_size) in self.rx_queues.iter().zip(&mut self.rx_sizes) {
+            for ((index, rx_queue), rx_size) in self.rx.iter_mut().zip(&mut self.rx_sizes) {
                 if !handed {
                     break;
                 }
-                let frames = ports[index].rx_burst_upto(queue, &mut rx, *rx_size);
+                let index = *index;
+                let frames = rx_queue.burst_upto(&mut rx, *rx_size);
                 if frames == 0 {
                     continue;
                 }
@@ -148,12 +158,12 @@ impl Worker {
                 }
             }
             cut_through += cut.sent;
-            self.end_loop(ports, shared, now, received, cut_through, &mut earlier, &mut watch);
+            self.end_loop(shared, now, received, cut_through, &mut earlier, &mut watch);
         }
         // Hand over what waits for other workers and take what they hand over, until every
         // worker has handed over all it had and the rings are empty.
         let mut quiet = false;
-        self.drain(ports, shared, |switch, clock| {
+        self.drain(shared, |switch, clock| {
             let handed = links.hand_over(switch);
             if handed && !quiet {
                 quiet = true;
@@ -199,7 +209,6 @@ impl Worker {
     #[inline(always)]
     pub fn end_loop(
         &mut self,
-        ports: &[Port],
         shared: &Shared,
         received_at: u64,
         mut received: u64,
@@ -221,7 +230,7 @@ impl Worker {
             self.switch.stats.latency.record(now.saturating_sub(arrival) / 1000);
         }
         self.switch.advance(now);
-        let sent = self.transmit_all(ports, now);
+        let sent = self.transmit_all(now);
         if self.ticker.end_iteration(&mut self.switch.stats.cores[0], received, received + sent > 0) {
             self.switch.refresh_gauges(now);
             self.ticker.publish(shared, &mut self.switch.stats);
@@ -233,19 +242,14 @@ impl Worker {
     /// whether any is still in flight. Queued frames leave at line rate for at most
     /// `DRAIN_FOR`; what is still queued then is dropped and counted (`buffer_full`), and
     /// what a tx queue never took is freed and counted in `unsent`.
-    pub fn drain(
-        mut self,
-        ports: &[Port],
-        shared: &Shared,
-        mut between_workers: impl FnMut(&mut Switch<Mbuf>, &Clock) -> bool,
-    ) {
+    pub fn drain(mut self, shared: &Shared, mut between_workers: impl FnMut(&mut Switch<Mbuf>, &Clock) -> bool) {
         let deadline = Instant::now() + DRAIN_FOR;
         loop {
             let in_flight = between_workers(&mut self.switch, &self.clock);
             let now = self.clock.now_ps();
             self.switch.sync_shard(now);
             self.switch.advance(now);
-            self.transmit_all(ports, now);
+            self.transmit_all(now);
             let queued = self.switch.queued_packets() > 0
                 || self.egress.iter().any(|e| !e.pending.is_empty() || !e.control.is_empty());
             if !(queued || in_flight) || Instant::now() >= deadline {
@@ -267,20 +271,20 @@ impl Worker {
 
     /// Hands every port's due frames to its tx queue; returns how many the queues took.
     #[inline]
-    fn transmit_all(&mut self, ports: &[Port], now: u64) -> u64 {
+    fn transmit_all(&mut self, now: u64) -> u64 {
         let mut sent = 0;
         for &index in &self.owned {
-            let port = &ports[index];
+            let Some(port) = self.tx[index].as_mut() else { continue };
             let state = &mut self.egress[index];
             // What an earlier turn left: the PFC frame first, never behind data.
             if !state.control.is_empty() {
-                sent += port.tx_control_burst(&mut state.control) as u64;
+                sent += port.control_burst(&mut state.control) as u64;
                 if !state.control.is_empty() {
                     continue; // the tx queue is full: data waits behind the PFC frame
                 }
             }
             if !state.pending.is_empty() {
-                sent += port.tx_burst(&mut state.pending) as u64;
+                sent += port.burst(&mut state.pending) as u64;
             }
             let tap = self.tap.as_ref().filter(|tap| tap.wants(index));
             let window_ps = state.window_ps;
@@ -292,13 +296,13 @@ impl Worker {
                 let mut bursts = TxBursts { egress: state, pool: &self.pool, tap, port: index, tsc };
                 let served = port_tx::serve(&mut self.switch, index, now, window_ps, &mut bursts);
                 if !state.control.is_empty() {
-                    sent += port.tx_control_burst(&mut state.control) as u64;
+                    sent += port.control_burst(&mut state.control) as u64;
                     if !state.control.is_empty() {
                         break;
                     }
                 }
                 if !state.pending.is_empty() {
-                    sent += port.tx_burst(&mut state.pending) as u64;
+                    sent += port.burst(&mut state.pending) as u64;
                 }
                 if (served.data as usize) < BURST || !state.pending.is_empty() {
                     break;
