@@ -4,10 +4,10 @@
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CARGO ?= cargo
-APT_PACKAGES := build-essential pkg-config libdpdk-dev dpdk dpdk-dev clang libclang-dev libpcap-dev tshark iproute2 iputils-ping iputils-tracepath ethtool iperf3 frr hping3 tcpdump procps python3 prometheus lua5.3 time
+APT_PACKAGES := build-essential pkg-config libdpdk-dev dpdk dpdk-dev clang libclang-dev libpcap-dev tshark iproute2 iputils-ping iputils-tracepath ethtool iperf3 frr hping3 tcpdump procps python3 prometheus lua5.3 time stress-ng
 RACEWAY := target/release/raceway
 
-.PHONY: all deps build test run lab report demo-traces bench fuzz-build fuzz-smoke fuzz mutants fmt clean
+.PHONY: all deps build test test-stressed run lab report demo-traces bench fuzz-build fuzz-smoke fuzz mutants fmt clean
 
 all: build
 
@@ -31,21 +31,26 @@ deps:
 build: deps
 	$(CARGO) build --release -p raceway
 
-# Formatting and lints (the workspace's [workspace.lints], warnings are errors); raceway-core's
-# tests with pkg-config blinded (so a DPDK dependency creeping into the core fails here, as it
-# would on a machine without DPDK); then the other crates' unit tests, replay end-to-end
-# tests and the live DPDK tests on vdevs with 16 test threads (tests must not share names,
-# directories or ports), every criterion bench run once in test mode (so benches cannot rot),
-# and the doc tests.
+# Formatting and lints (the workspace's [workspace.lints], warnings are errors); the three test
+# tiers, each timed (tests/tiers.sh: core with pkg-config blinded, so a DPDK dependency
+# creeping into the core fails as it would on a machine without DPDK; dpdk; root), with 16
+# test threads (tests must not share names, directories or ports); every criterion bench run
+# once in test mode (so benches cannot rot); and the doc tests.
 TEST_THREADS ?= 16
-NO_DPDK := env PKG_CONFIG_LIBDIR=/nonexistent PKG_CONFIG_PATH=
 test: deps
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
-	$(NO_DPDK) $(CARGO) test -p raceway-core --lib --tests -- --test-threads=$(TEST_THREADS)
-	$(CARGO) test --workspace --exclude raceway-core --lib --bins --tests -- --test-threads=$(TEST_THREADS)
+	CARGO=$(CARGO) TEST_THREADS=$(TEST_THREADS) tests/tiers.sh
 	$(CARGO) test --workspace --benches
 	$(CARGO) test --workspace --doc
+
+# The root tier beside a busy neighbour: stress-ng keeps both CPUs busy while the tier runs
+# (tests/root/main.rs says what its timing tests rely on to hold).
+test-stressed: deps
+	$(CARGO) test --workspace --exclude raceway-core --test root --no-run --quiet
+	stress-ng --cpu 2 --timeout 900s --quiet & stress=$$!; \
+		$(CARGO) test --workspace --exclude raceway-core --test root -- --test-threads=$(TEST_THREADS); status=$$?; \
+		kill $$stress 2>/dev/null; wait $$stress 2>/dev/null; exit $$status
 
 # The demo's input traffic, written by `raceway gen` (config/demo.toml says what it is).
 DEMO_TRACES := out/demo/traces
@@ -109,11 +114,11 @@ fuzz: fuzz-build
 # first pass missed or timed out on, so a mutant only an end-to-end replay notices is caught
 # too. Debug info off and mold (when installed) shorten each rebuild: 11 s against 15 s for
 # the same mutant here. cargo-mutants exits 2 or 3 when mutants were missed or timed out.
-MUTANTS_TESTS := --lib --test replay --test pfc --test ecn --test groups
+MUTANTS_TESTS := --lib --test tests
 MUTANTS_FILES ?= $(wildcard core/src/tm/*.rs core/src/pipeline/*.rs core/src/pipeline/fib/*.rs \
 	core/src/switch/*.rs core/src/config/plan.rs)
 MUTANTS_ENV := CARGO_PROFILE_DEV_DEBUG=0 $(if $(shell command -v mold),RUSTFLAGS="-C link-arg=-fuse-ld=mold")
-MUTANTS_ARGS := --test-package raceway-core --test-package raceway --copy-target false $(foreach file,$(MUTANTS_FILES),--file $(file)) -o target/mutants
+MUTANTS_ARGS := --test-package raceway-core --copy-target false $(foreach file,$(MUTANTS_FILES),--file $(file)) -o target/mutants
 mutants: deps
 	@command -v cargo-mutants >/dev/null || $(CARGO) install --locked cargo-mutants
 	$(MUTANTS_ENV) $(CARGO) mutants $(MUTANTS_ARGS) -C --lib --timeout 8 || [ $$? -le 3 ]

@@ -1,7 +1,7 @@
 //! The whole pipeline on in-memory bursts, per core: 32 frames received (parse, route, TC,
 //! TTL/MAC/checksum rewrite, admission, ECN check) then transmitted (scheduler, release),
 //! for a port route and for each group mode. Reports frames per second; allocations per
-//! frame are asserted to be zero in tests/alloc.rs.
+//! frame are asserted to be zero in core/tests/alloc.rs.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use raceway_core::packet::HeapPacket;

@@ -2,9 +2,8 @@
 //! the fabric with the auto headroom, DCQCN reduces PFC pauses against ECN without
 //! reaction, results are deterministic for a seed, and mistakes are one error line.
 
-mod common;
-
-use common::*;
+use crate::bin::*;
+use crate::util::*;
 
 /// The test fabric: 2x2 leaf-spine with 20 m spine cables and ECN up to 200 KB.
 fn fabric_file() -> String {
@@ -386,7 +385,7 @@ fn the_readmes_fabric_table_is_what_its_script_prints() {
     let table = String::from_utf8(output.stdout).unwrap();
     let rows: Vec<&str> = table.lines().filter(|line| line.starts_with('|')).collect();
     assert_eq!(rows.len(), 18, "a header, a rule and 16 runs:\n{table}");
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../../README.md");
     let stale: Vec<&&str> = rows.iter().filter(|row| !readme.lines().any(|line| line == **row)).collect();
     assert!(
         stale.is_empty(),

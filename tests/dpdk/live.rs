@@ -1,9 +1,8 @@
 //! The live switch on real DPDK ports (net_pcap virtual devices): the same trace gives the
 //! same frames per port as replay, counters agree, and every mbuf is back in the pool at exit.
 
-mod common;
-
-use common::*;
+use crate::bin::*;
+use crate::util::*;
 use serde_json::json;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 

@@ -7,10 +7,8 @@
 //! (timestamp + wire time), and leaves the queue when its transmission starts (the output
 //! timestamp). Depth at a frame's arrival = bytes arrived before it - bytes gone before it.
 
-mod common;
-
-use common::*;
-use raceway::traffic::frames::{FrameSpec, Transport};
+use crate::util::*;
+use raceway_core::traffic::frames::{FrameSpec, Transport};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -340,7 +338,7 @@ fn small_frame_incast(measure: &str) -> SmallFrameIncast {
         .flat_map(|(_, frames)| frames.iter().map(|s| (s.time_ns * 1000 + wire_ps(s.bytes.len()), key(&s.bytes))))
         .collect();
     arrivals.sort();
-    let cell = raceway::config::plan::charge(SMALL_FRAME);
+    let cell = raceway_core::config::plan::charge(SMALL_FRAME);
     let xoff_ps = first_xoff_ns.map_or(u64::MAX, |t| t * 1000);
     let (mut gone, mut past_kmax, mut past_kmax_marked) = (0, 0, 0);
     for (arrived, (at, key)) in arrivals.iter().enumerate() {

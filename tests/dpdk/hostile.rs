@@ -3,9 +3,8 @@
 //! configs (one error line naming file and field, exit 2), and a million-frame trace.
 //! docs/ROBUSTNESS.md tabulates these cases and their outcomes.
 
-mod common;
-
-use common::*;
+use crate::bin::*;
+use crate::util::*;
 use raceway::traffic::frames::{FrameSpec, Transport};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -2,10 +2,8 @@
 //! adaptive around a PFC-paused or slower uplink, flowlets kept within bursts, per-member
 //! counters against the captures, and the all-to-all comparison reported in the README.
 
-mod common;
-
-use common::*;
-use raceway::traffic::frames::{FrameSpec, Transport};
+use crate::util::*;
+use raceway_core::traffic::frames::{FrameSpec, Transport};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -266,7 +264,7 @@ fn flowlets_keep_their_member_within_a_burst_and_may_move_after_a_gap() {
 fn all_to_all(mode: &str) -> (u64, f64, u64) {
     // Hosts are not synchronised: each frame leaves after a seeded random 0-40 ns of slack
     // (in lockstep, a global round robin would pin every flow to one uplink by aliasing).
-    let mut rng = raceway::rng::Rng::new(u64::from(b'a'));
+    let mut rng = raceway_core::rng::Rng::new(u64::from(b'a'));
     let mut inputs: Vec<(String, Trace)> = Vec::new();
     for host in 0..4u8 {
         let mut per_remote: Vec<std::vec::IntoIter<(u64, Vec<u8>)>> =
@@ -342,7 +340,7 @@ fn all_to_all_comparison() {
         assert!(results[mode].1 > 1.9 * results["ecmp"].1, "{mode} waits for the slow uplink: {results:?}");
     }
     // Replay is exact: the README's table is this one, figure for figure.
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../../README.md");
     let published = table.iter().all(|line| readme.lines().any(|readme_line| readme_line == line));
     assert!(published, "README's all-to-all table differs from this run:\n{}", table.join("\n"));
 }

@@ -1,9 +1,8 @@
 //! The command line's contract: bad input of every kind ends with one line on stderr that
 //! names the file and field, and exit status 2; good input works.
 
-mod common;
-
-use common::*;
+use crate::bin::*;
+use crate::util::*;
 
 fn fails_with_one_line(command: &mut std::process::Command, expect: &[&str]) {
     let output = command.output().unwrap();

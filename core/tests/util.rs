@@ -1,17 +1,18 @@
-//! Helpers shared by the end-to-end tests: temp dirs, pcap I/O done with pcap-file directly,
-//! running the binary, and an Internet checksum written apart from the switch's own.
+//! Helpers shared by every tier's end-to-end tests: temp dirs, pcap I/O done with pcap-file
+//! directly, a replay and a `check` through the library (what `raceway replay` and `raceway
+//! check` run), the configs the tests share, and an Internet checksum written apart from the
+//! switch's own. The other tiers include this file (`#[path]`); what runs the binary is theirs
+//! (`tests/bin.rs`).
 #![allow(dead_code)]
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::TsResolution;
-use raceway::testing::Leaf;
+use raceway_core::config::Config;
+use raceway_core::engine::replay;
+use raceway_core::testing::Leaf;
+use raceway_core::traffic::pcap::{OutputFormat, TraceSpec};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::Duration;
-
-pub fn raceway() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_raceway"))
-}
 
 /// A fresh directory under the target dir, unique per call: tests running side by side (or
 /// two calls with one name) never share one. It is kept after the test, for a look at what a
@@ -51,37 +52,70 @@ pub type Records = [(u64, Vec<u8>)];
 /// A trace offered on a port, by port name.
 pub type Input<'a> = (&'a str, &'a Records);
 
-/// Writes `config` and each input trace into `dir`, runs `raceway replay` with `extra` flags,
-/// and returns the output directory.
+/// Writes `config` and each input trace into `dir`, replays them as `raceway replay` does
+/// with `extra` flags (`--seed N`, `--out-format pcapng`, `--peer-ignores-pfc PORT`), and
+/// returns the output directory.
 pub fn replay_in(dir: &Path, config: &str, inputs: &[Input], extra: &[&str]) -> PathBuf {
     let config_path = dir.join("leaf.toml");
     std::fs::write(&config_path, config).unwrap();
-    let mut command = raceway();
-    command.args(["replay", "-c"]).arg(&config_path).arg("--out").arg(dir.join("out")).args(extra);
-    for (port, frames) in inputs {
-        let path = dir.join(format!("in-{port}.pcap"));
-        write_pcap(&path, frames);
-        command.arg("--in").arg(format!("{port}={}", path.display()));
-    }
-    run_ok(&mut command);
+    let files: Vec<(String, PathBuf)> = inputs
+        .iter()
+        .map(|(port, frames)| {
+            let path = dir.join(format!("in-{port}.pcap"));
+            write_pcap(&path, frames);
+            (port.to_string(), path)
+        })
+        .collect();
+    let files: Vec<(&str, &Path)> = files.iter().map(|(port, path)| (port.as_str(), path.as_path())).collect();
+    replay_files(&config_path, &files, &dir.join("out"), extra);
     dir.join("out")
+}
+
+/// Replays the trace files `inputs` (port, pcap or pcapng) through the config at
+/// `config_path` into `out`, as `raceway replay` does with `extra` flags.
+pub fn replay_files(config_path: &Path, inputs: &[(&str, &Path)], out: &Path, extra: &[&str]) {
+    let config = Config::load(config_path).unwrap_or_else(|err| panic!("{err}"));
+    let mut options = replay::ReplayOptions {
+        seed: 0,
+        ignore_pfc: Vec::new(),
+        report: None,
+        out_format: OutputFormat::Pcap,
+        progress: false,
+    };
+    let mut flags = extra.iter();
+    while let Some(flag) = flags.next() {
+        let mut value = || *flags.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match *flag {
+            "--seed" => options.seed = value().parse().unwrap(),
+            "--out-format" => {
+                options.out_format = if value() == "pcapng" { OutputFormat::PcapNg } else { OutputFormat::Pcap }
+            }
+            "--peer-ignores-pfc" => {
+                let port = value();
+                options.ignore_pfc.push(config.ports.iter().position(|p| p.name == port).unwrap());
+            }
+            "--report" => options.report = Some(PathBuf::from(value())),
+            other => panic!("replay_files: {other} is not a flag the helper knows"),
+        }
+    }
+    let inputs: Vec<(usize, TraceSpec)> = inputs
+        .iter()
+        .map(|(port, path)| {
+            let index = config.ports.iter().position(|p| p.name == *port).unwrap_or_else(|| panic!("port {port}"));
+            (index, TraceSpec::parse("--in", &path.to_string_lossy()).unwrap_or_else(|err| panic!("{err}")))
+        })
+        .collect();
+    replay::run(&config, &inputs, out, &options).unwrap_or_else(|err| panic!("replay: {err}"));
+}
+
+/// What `raceway check` prints for the config at `path`.
+pub fn check(path: &Path) -> String {
+    raceway_core::config::check::report(&Config::load(path).unwrap_or_else(|err| panic!("{err}")))
 }
 
 pub fn stats(dir: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(dir.join("stats.json")).unwrap();
     serde_json::from_str(&text).unwrap()
-}
-
-pub fn run_ok(command: &mut Command) -> Output {
-    let output = command.output().unwrap();
-    assert!(
-        output.status.success(),
-        "{:?} failed: {}\n{}",
-        command,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
 }
 
 /// RFC 1071 one's-complement sum of an IPv4 header, written independently of the switch.

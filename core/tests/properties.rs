@@ -8,15 +8,13 @@
 //! - strict priority: a backlogged strict class always goes first, the highest first;
 //! - random small leaf-spine fabrics, workloads and modes are lossless and complete.
 
-mod common;
-
-use common::*;
+use crate::util::*;
 use proptest::prelude::*;
-use raceway::config::{Config, GroupMode};
-use raceway::packet::HeapPacket;
-use raceway::switch::{Received, Switch};
-use raceway::tm::schedule::Scheduler;
-use raceway::traffic::frames::{FrameSpec, Transport};
+use raceway_core::config::{Config, GroupMode};
+use raceway_core::packet::HeapPacket;
+use raceway_core::switch::{Received, Switch};
+use raceway_core::tm::schedule::Scheduler;
+use raceway_core::traffic::frames::{FrameSpec, Transport};
 use std::net::{IpAddr, Ipv4Addr};
 
 /// A random frame: mostly routable RoCEv2/UDP to one of the leaf's hosts in a random class,
@@ -268,13 +266,13 @@ proptest! {
              [qos.ecn.3]\nkmin_bytes = 50000\nkmax_bytes = 200000\npmax = 0.2\n\
              [dcqcn]\nenabled = {dcqcn}\n"
         );
-        let fabric = raceway::engine::fabric::Fabric::parse(&text, "prop.toml", Some(mode)).unwrap();
+        let fabric = raceway_core::engine::fabric::Fabric::parse(&text, "prop.toml", Some(mode)).unwrap();
         let collective = [
-            raceway::engine::fabric::workload::Collective::Incast { target: 0 },
-            raceway::engine::fabric::workload::Collective::AllToAll,
-            raceway::engine::fabric::workload::Collective::AllReduce,
+            raceway_core::engine::fabric::workload::Collective::Incast { target: 0 },
+            raceway_core::engine::fabric::workload::Collective::AllToAll,
+            raceway_core::engine::fabric::workload::Collective::AllReduce,
         ][workload];
-        let options = raceway::engine::fabric::engine::FabricOptions {
+        let options = raceway_core::engine::fabric::engine::FabricOptions {
             collective,
             message_bytes: kib * 1024,
             messages: 2,
@@ -284,7 +282,7 @@ proptest! {
             progress: false,
             threads: 2,
         };
-        let result = raceway::engine::fabric::engine::run(&fabric, &options, None).unwrap();
+        let result = raceway_core::engine::fabric::engine::run(&fabric, &options, None).unwrap();
         prop_assert_eq!(result.drops, 0, "{:?}", result.drops_by_reason);
         prop_assert_eq!(result.incomplete_messages, 0);
         prop_assert!(!result.timed_out);
