@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The README's fabric table: config/fabric/leaf-spine.toml (2 leaves, 2 spines, 4 hosts per
+# docs/FABRIC.md's fabric table: config/fabric/leaf-spine.toml (2 leaves, 2 spines, 4 hosts per
 # leaf, 100G) running all-reduce and all-to-all under each uplink mode, with DCQCN and with
 # senders that ignore ECN. Prints a markdown table.
-# Virtual time: the table is exact, and tests/dpdk/fabric.rs fails when the README's differs.
+# Virtual time: the table is exact, and tests/dpdk/fabric.rs fails when docs/FABRIC.md's differs.
 #   perf/fabric-table.sh                 # 1 MiB messages, 4 per sender
 #   MESSAGE_BYTES=4194304 perf/fabric-table.sh
 #   RACEWAY=target/debug/raceway OUT=DIR perf/fabric-table.sh    # a built binary, no build

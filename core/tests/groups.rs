@@ -1,6 +1,6 @@
 //! Group modes end to end, in replay: spray's balance, random's spread, ecmp's stickiness,
 //! adaptive around a PFC-paused or slower uplink, flowlets kept within bursts, per-member
-//! counters against the captures, and the all-to-all comparison reported in the README.
+//! counters against the captures, and the all-to-all comparison reported in docs/OPERATING.md.
 
 use crate::util::*;
 use raceway_core::traffic::frames::{FrameSpec, Transport};
@@ -339,10 +339,10 @@ fn all_to_all_comparison() {
     for mode in ["spray", "random"] {
         assert!(results[mode].1 > 1.9 * results["ecmp"].1, "{mode} waits for the slow uplink: {results:?}");
     }
-    // Replay is exact: the README's table is this one, figure for figure.
-    let readme = include_str!("../../README.md");
+    // Replay is exact: docs/OPERATING.md's table is this one, figure for figure.
+    let readme = include_str!("../../docs/OPERATING.md");
     let published = table.iter().all(|line| readme.lines().any(|readme_line| readme_line == line));
-    assert!(published, "README's all-to-all table differs from this run:\n{}", table.join("\n"));
+    assert!(published, "docs/OPERATING.md's all-to-all table differs from this run:\n{}", table.join("\n"));
 }
 
 /// 1234567 as "1,234,567".

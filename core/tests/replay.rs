@@ -533,8 +533,8 @@ fn next_hop_routes_leave_with_their_neighbours_macs() {
 
 /// A trace whose timestamps step back (as merged captures can): a host's frames of one
 /// priority leave in file order, the due frame stamped earliest among its priorities' heads
-/// goes first, and a frame not yet due holds back the frames after it in the file (README,
-/// "Replay").
+/// goes first, and a frame not yet due holds back the frames after it in the file (docs/OPERATING.md,
+/// "Replay timing").
 #[test]
 fn a_trace_stepping_back_keeps_file_order_per_priority_and_time_order_across() {
     let frame = |qp: u32, dscp: u8| {

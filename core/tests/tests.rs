@@ -9,6 +9,7 @@
 //! namespaces, FRR). `tests/alloc.rs` is a binary of its own: its counting allocator is the
 //! whole process's.
 
+mod docs;
 mod ecn;
 mod groups;
 mod pfc;

@@ -86,10 +86,20 @@ fn check_prints_the_control_plane() {
     .unwrap();
     let output = run_ok(raceway().args(["check", "-c"]).arg(&path));
     let text = String::from_utf8_lossy(&output.stdout);
+    // Every class in priority order at its default rate, but ip2me as the config sets it.
+    use raceway::config::CoppClass;
+    let rates: Vec<String> = CoppClass::ALL
+        .iter()
+        .map(|&class| {
+            let pps = if class == CoppClass::Ip2me { 500 } else { class.default_pps() };
+            format!("{} {pps}/{pps}", class.name())
+        })
+        .collect();
+    let copp = format!("  CoPP per port, frames/s / burst, highest priority first: {}", rates.join(", "));
     for expect in [
         "addresses 10.0.0.1/24, fd00::1/64",
         "control: host interfaces in netns raceway-test-leaf; punt ARP, ND, LACP, LLDP, local and link-local IP, TTL <= 1, glean, EtherTypes 0x88b7; control frames leave in TC7; multipath routes ecmp",
-        "  CoPP per port, frames/s / burst, highest priority first: bgp 6000/6000, bfd 6000/6000, lacp 6000/6000, arp 600/600, lldp 100/100, ip2me 500/500, glean 200/200, ttl 600/600, kernel 200/200, unreachable 600/600, mtu 600/600, other 600/600",
+        &copp,
     ] {
         assert!(text.contains(expect), "check output lacks '{expect}':\n{text}");
     }
@@ -204,7 +214,11 @@ fn flag_mistakes_exit_2() {
     fails_with_one_line(raceway().args(["run"]), &["--config", "Usage: raceway run"]);
     fails_with_one_line(
         raceway().args(["fabric", "-c", "f.toml", "--mode", "teleport"]),
-        &["'teleport'", "--mode", "ecmp, spray, random, adaptive, flowlet"],
+        &[
+            "'teleport'",
+            "--mode",
+            &raceway::config::GroupMode::ALL.iter().map(|mode| mode.name()).collect::<Vec<_>>().join(", "),
+        ],
     );
     let output = raceway().args(["gen", "mixed", "--out", "/tmp/x.pcap", "--size", "10"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));

@@ -369,7 +369,7 @@ speed_gbps = 40
     }
 }
 
-/// The README's fabric table is what `perf/fabric-table.sh` prints now, row for row: the
+/// docs/FABRIC.md's fabric table is what `perf/fabric-table.sh` prints now, row for row: the
 /// fabric runs in virtual time, so any difference is a stale figure, not noise.
 #[test]
 fn the_readmes_fabric_table_is_what_its_script_prints() {
@@ -385,10 +385,10 @@ fn the_readmes_fabric_table_is_what_its_script_prints() {
     let table = String::from_utf8(output.stdout).unwrap();
     let rows: Vec<&str> = table.lines().filter(|line| line.starts_with('|')).collect();
     assert_eq!(rows.len(), 18, "a header, a rule and 16 runs:\n{table}");
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../docs/FABRIC.md");
     let stale: Vec<&&str> = rows.iter().filter(|row| !readme.lines().any(|line| line == **row)).collect();
     assert!(
         stale.is_empty(),
-        "the README's fabric table differs from perf/fabric-table.sh in:\n{stale:#?}\nits output:\n{table}"
+        "docs/FABRIC.md's fabric table differs from perf/fabric-table.sh in:\n{stale:#?}\nits output:\n{table}"
     );
 }

@@ -494,7 +494,7 @@ mod tests {
         assert_eq!(mempool_size(&pci, 4, 1), mempool_size(&config, 4, 1) + 4 * 1024);
         assert_eq!(mempool_size(&pci, 4, 1), 78_593);
         // 4 x (1024 rx + 1024 tx descriptors) + 4 x 2 bursts of 32 + 16 MiB / 256 + 1 + 512:
-        // the README's figure.
+        // docs/DEPLOY.md's figure.
         assert_eq!(mempool_size(&config, 4, 1), 8192 + 256 + 65_537 + 512);
         assert_eq!(mempool_size(&config, 4, 1), 74_497);
         assert_eq!(mempool_size(&config, 8, 1), 74_497 + 4 * 1024);

@@ -36,7 +36,7 @@ keywords! {
 /// receivers send at most one CNP per QP per 50 us) with the recovery steps scaled to 100G
 /// links: a byte-counter
 /// stage every 256 KiB, one fast-recovery stage, then additive steps of 1 Gb/s and hyper steps
-/// of 5 Gb/s (1% and 5% of line rate). Measured on the 2x2 leaf-spine of the README: the
+/// of 5 Gb/s (1% and 5% of line rate). Measured on the 2x2 leaf-spine of docs/FABRIC.md: the
 /// paper's 40G steps (40/200 Mb/s, 10 MB byte counter, 5 fast stages) starve a 100G incast
 /// for milliseconds after the first cuts; NIC-style 32 KiB byte counters recover so fast that
 /// PFC pauses hardly change; these remove PFC pauses for a 16-40% longer all-to-all/incast.

@@ -2,7 +2,7 @@
 //! virtual time (picoseconds), with input traces as what each host offers, a model of each
 //! host's NIC (it obeys PFC), and one output capture per port.
 //!
-//! Timing model (the README's "Replay timing"):
+//! Timing model (docs/OPERATING.md, "Replay timing"):
 //! - Each link serialises at its port's speed, counting preamble, IFG and FCS
 //!   (`PortConfig::wire_time_ps`). A peer offers each frame of its trace from its timestamp
 //!   on; it sends one frame at a time, the earliest offered among the priorities it may send.

@@ -1,0 +1,65 @@
+//! The docs cannot drift from the lists they describe. Every name of a list the code keeps
+//! once (`DropReason::ALL`, `CoppClass::ALL`, each `keywords!` set) appears in the page that
+//! documents it, in backticks or quoted as a config writes it, and the punt order written in
+//! docs/ARCHITECTURE.md is `CoppClass::ALL`'s. A name added to a list and not to its page
+//! fails here, naming both.
+
+use raceway_core::config::{CoppClass, EcnMeasure, GroupMode, MarkOn, PauseRx, Trust, WatchdogAction};
+use raceway_core::drops::DropReason;
+use raceway_core::engine::fabric::dcqcn::DcqcnPreset;
+use raceway_core::engine::fabric::workload::Workload;
+
+const STATS: (&str, &str) = ("docs/STATS.md", include_str!("../../docs/STATS.md"));
+const CONFIG: (&str, &str) = ("docs/CONFIG.md", include_str!("../../docs/CONFIG.md"));
+const ARCHITECTURE: (&str, &str) = ("docs/ARCHITECTURE.md", include_str!("../../docs/ARCHITECTURE.md"));
+const FABRIC: (&str, &str) = ("docs/FABRIC.md", include_str!("../../docs/FABRIC.md"));
+
+/// Fails naming every name of `list` that `page` does not name.
+fn names_all(page: (&str, &str), list: &str, names: impl IntoIterator<Item = &'static str>) {
+    let (path, text) = page;
+    let missing: Vec<&str> = names
+        .into_iter()
+        .filter(|name| !text.contains(&format!("`{name}`")) && !text.contains(&format!("\"{name}\"")))
+        .collect();
+    assert!(missing.is_empty(), "{path} does not name {list}'s {missing:?}");
+}
+
+#[test]
+fn every_drop_reason_is_in_the_stats_contract_and_the_readmes_picture() {
+    names_all(STATS, "DropReason", DropReason::ALL.iter().map(|reason| reason.name()));
+    let readme = include_str!("../../README.md");
+    let picture = &readme[readme.find("   drops: ").expect("the README's picture lists the drops")..];
+    let picture = &picture[..picture.find("```").unwrap_or(picture.len())];
+    let words: Vec<&str> = picture.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').collect();
+    let missing: Vec<&str> =
+        DropReason::ALL.iter().map(|reason| reason.name()).filter(|name| !words.contains(name)).collect();
+    assert!(missing.is_empty(), "README.md's picture does not list the drops {missing:?}");
+}
+
+#[test]
+fn every_copp_class_is_in_the_stats_the_config_and_the_punt_order() {
+    let classes = || CoppClass::ALL.iter().map(|class| class.name());
+    names_all(STATS, "CoppClass", classes());
+    names_all(CONFIG, "CoppClass", classes());
+    let (path, text) = ARCHITECTURE;
+    let start = text.find("highest class that has one (in order: ").expect("ARCHITECTURE.md's punt order");
+    let order = &text[start..text[start..].find(';').map_or(text.len(), |end| start + end)];
+    let written: Vec<&str> = order.split('`').skip(1).step_by(2).collect();
+    assert_eq!(written, classes().collect::<Vec<_>>(), "{path}'s punt order is CoppClass::ALL's");
+}
+
+#[test]
+fn every_config_keyword_is_in_the_config_reference() {
+    names_all(CONFIG, "Trust", Trust::ALL.iter().map(|word| word.name()));
+    names_all(CONFIG, "GroupMode", GroupMode::ALL.iter().map(|word| word.name()));
+    names_all(CONFIG, "MarkOn", MarkOn::ALL.iter().map(|word| word.name()));
+    names_all(CONFIG, "EcnMeasure", EcnMeasure::ALL.iter().map(|word| word.name()));
+    names_all(CONFIG, "PauseRx", PauseRx::ALL.iter().map(|word| word.name()));
+    names_all(CONFIG, "WatchdogAction", WatchdogAction::ALL.iter().map(|word| word.name()));
+}
+
+#[test]
+fn every_fabric_keyword_is_in_the_fabric_reference() {
+    names_all(FABRIC, "Workload", Workload::ALL.iter().map(|word| word.name()));
+    names_all(FABRIC, "DcqcnPreset", DcqcnPreset::ALL.iter().map(|word| word.name()));
+}
