@@ -1,0 +1,322 @@
+//! The fabric's discrete-event engine: every switch of the fabric and every host NIC in one
+//! virtual time (picoseconds), joined by links that serialise frames at their speed and
+//! delay them by the cable's propagation time.
+//!
+//! - A switch port sends one frame at a time: PFC frames first, then what its scheduler
+//!   picks; the frame arrives whole at the other end (store and forward) after its wire time
+//!   plus the propagation delay.
+//! - A host NIC sends one frame at a time: CNPs first, then data from its queue pairs in round
+//!   robin, each queue pair held to its DCQCN rate; it stops a priority while the leaf's PFC
+//!   pauses it. It answers CE-marked data with a CNP to the sender, at most one per queue pair
+//!   per `cnp_interval_us`, and counts frames per message, in any order.
+//! - A message is released when its dependency (if any) has been received; its flow
+//!   completion time runs from release to its last frame's arrival.
+//! - The fabric is split into partitions, one per switch with the hosts cabled to it, each
+//!   with its own events, run in windows on `threads` threads (`parallel`): a frame between
+//!   partitions is handed over between windows.
+//!
+//! Invariant: a partition's events are ordered by (time, partition that scheduled it, order
+//! of scheduling there) only, a partition's state changes only by its own events, and every
+//! random choice draws from seeded generators; so a fabric, a workload and a seed give the
+//! same results every run and on any number of threads.
+
+mod events;
+mod partition;
+mod results;
+
+use events::{narrow, MessagePlan, Place, Plan, QpPlan, Wire};
+use partition::{Partition, SwitchState};
+use results::{results, Finished};
+pub use results::{FabricResults, Percentiles};
+
+use crate::engine::fabric::host::{self, Nic, QueuePair};
+use crate::engine::fabric::parallel::{self, Windows};
+use crate::engine::fabric::workload::{self, Collective};
+use crate::engine::fabric::{Endpoint, Fabric};
+use crate::engine::sim::{Alarm, EventQueue, LinkTx};
+use crate::error::InputError;
+use crate::observe::report::Recorder;
+use crate::switch::Switch;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// What to run on a fabric.
+#[derive(Debug, Clone)]
+pub struct FabricOptions {
+    pub collective: Collective,
+    pub message_bytes: u64,
+    pub messages: u32,
+    /// RDMA payload per frame (the RoCE path MTU).
+    pub roce_mtu: usize,
+    pub seed: u64,
+    /// Give up (and report what did not complete) at this virtual time.
+    pub horizon_ms: f64,
+    /// Show a progress bar on stderr: the workload's frames delivered (the caller checks that
+    /// stderr is a terminal).
+    pub progress: bool,
+    /// Threads to run the partitions on; the results do not depend on it.
+    pub threads: usize,
+}
+
+impl FabricOptions {
+    /// Checks the options against `fabric`; the error names the flag.
+    pub fn validate(&self, fabric: &Fabric) -> Result<(), InputError> {
+        if let Collective::Incast { target } = self.collective {
+            if target >= fabric.hosts.len() {
+                return Err(InputError::flag(
+                    "--target",
+                    format!("{target} is not a host (the fabric has {})", fabric.hosts.len()),
+                ));
+            }
+        }
+        if self.message_bytes == 0 || self.messages == 0 {
+            return Err(InputError::flag("--message-bytes and --messages", "must be at least 1"));
+        }
+        if !(64..=9000).contains(&self.roce_mtu)
+            || self.roce_mtu + crate::traffic::frames::ROCE_OVERHEAD > fabric.mtu() as usize + 14
+        {
+            return Err(InputError::flag(
+                "--roce-mtu",
+                format!("{} is not 64-9000 or does not fit the switches' mtu {}", self.roce_mtu, fabric.mtu()),
+            ));
+        }
+        if self.threads == 0 {
+            return Err(InputError::flag("--threads", "must be at least 1"));
+        }
+        // Hosts count a message's frames, and number messages and queue pairs (no more than
+        // messages), in 32 bits (`host::Delivery`).
+        if self.message_bytes.div_ceil(self.roce_mtu as u64) > u64::from(u32::MAX) {
+            return Err(InputError::flag(
+                "--message-bytes",
+                format!("{} is more than 2^32 frames of --roce-mtu {}", self.message_bytes, self.roce_mtu),
+            ));
+        }
+        let messages = workload::count(self.collective, fabric.hosts.len(), self.messages);
+        if messages > u64::from(u32::MAX) {
+            return Err(InputError::flag(
+                "--messages",
+                format!("{} on {} hosts makes {messages} messages, more than 2^32", self.messages, fabric.hosts.len()),
+            ));
+        }
+        if !(self.horizon_ms.is_finite() && self.horizon_ms > 0.0) {
+            return Err(InputError::flag("--horizon-ms", format!("{} is not positive", self.horizon_ms)));
+        }
+        Ok(())
+    }
+}
+
+/// Runs `options` on `fabric`; writes per-switch stats and charts under `out` when given.
+/// Returns the results document (also written as `out/results.json`).
+pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Result<FabricResults, InputError> {
+    let leaf_of = |host: usize| fabric.hosts[host].leaf;
+    let (qp_specs, message_specs) =
+        workload::build(options.collective, fabric.hosts.len(), &leaf_of, options.message_bytes, options.messages);
+    // Each host runs with the switch its link goes to, at that link's speed, and answers PFC
+    // within the response its switch port gives its peer.
+    let mut host_link = vec![(0, 100_000); fabric.hosts.len()];
+    let mut host_response_ps = vec![0; fabric.hosts.len()];
+    for link in &fabric.links {
+        if let (Endpoint::Host(host), Endpoint::Switch { switch, port })
+        | (Endpoint::Switch { switch, port }, Endpoint::Host(host)) = (link.a, link.b)
+        {
+            host_link[host] = (switch, link.speed_mbps);
+            host_response_ps[host] = fabric.switches[switch].ports[port].peer_response_ps();
+        }
+    }
+    let switch_at: Vec<Place> =
+        (0..fabric.switches.len()).map(|switch| Place { partition: switch, index: 0 }).collect();
+    let mut hosts_of = vec![0; fabric.switches.len()];
+    let host_at: Vec<Place> = host_link
+        .iter()
+        .map(|&(switch, _)| {
+            hosts_of[switch] += 1;
+            Place { partition: switch, index: hosts_of[switch] - 1 }
+        })
+        .collect();
+    let mut nics: Vec<Nic> = fabric
+        .hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let (switch, speed_mbps) = host_link[i];
+            let mut nic = Nic::new(i, h.address, h.mac, fabric.switches[switch].mac, speed_mbps);
+            nic.response_ps = host_response_ps[i];
+            nic
+        })
+        .collect();
+    let mut qps = Vec::with_capacity(qp_specs.len());
+    for (id, spec) in qp_specs.iter().enumerate() {
+        let slot = nics[spec.sender].sending.len();
+        nics[spec.sender].sending.push(QueuePair::new(id, spec.receiver, host_link[spec.sender].1 as f64));
+        let inbound = nics[spec.receiver].senders.len();
+        let address = fabric.hosts[spec.sender].address;
+        nics[spec.receiver].senders.push(host::Sender::new(address, narrow(slot)));
+        qps.push(QpPlan { slot, inbound });
+    }
+    let mtu = options.roce_mtu.max(1) as u64;
+    let mut messages: Vec<MessagePlan> = Vec::with_capacity(message_specs.len());
+    let mut roots: Vec<Vec<usize>> = vec![Vec::new(); fabric.switches.len()];
+    for spec in message_specs {
+        let outbound = nics[spec.sender].released.len();
+        nics[spec.sender].released.push(None);
+        let frames = spec.bytes.div_ceil(mtu).max(1);
+        let inbound = nics[spec.receiver].receiving.len();
+        let (message, qp, from) = (narrow(messages.len()), narrow(spec.qp), narrow(qps[spec.qp].inbound));
+        let delivery = host::Delivery::new(message, qp, from, u32::try_from(frames).unwrap_or(u32::MAX));
+        nics[spec.receiver].receiving.push(delivery);
+        match spec.after {
+            Some(parent) => {
+                // Released where the parent arrives: its receiver must send it.
+                assert_eq!(messages[parent].spec.receiver, spec.sender, "a message waits for one its sender receives");
+                let index = messages.len();
+                messages[parent].dependents.push(index);
+            }
+            None => roots[host_at[spec.sender].partition].push(messages.len()),
+        }
+        messages.push(MessagePlan { spec, frames, dependents: Vec::new(), outbound, inbound });
+    }
+    let mut switch_wires: Vec<Vec<Option<Wire>>> = fabric.switches.iter().map(|c| vec![None; c.ports.len()]).collect();
+    let mut host_wires: Vec<Option<Wire>> = vec![None; fabric.hosts.len()];
+    for link in &fabric.links {
+        let propagation_ps = crate::config::plan::cable_delay_ps(link.cable_m);
+        for (from, to) in [(link.a, link.b), (link.b, link.a)] {
+            let wire = Some(Wire { to, speed_mbps: link.speed_mbps, propagation_ps });
+            match from {
+                Endpoint::Switch { switch, port } => switch_wires[switch][port] = wire,
+                Endpoint::Host(host) => host_wires[host] = wire,
+            }
+        }
+    }
+    let linked = "Fabric::parse links every port and host";
+    let switch_wires =
+        switch_wires.into_iter().map(|ports| ports.into_iter().map(|w| w.expect(linked)).collect()).collect();
+    let host_wires = host_wires.into_iter().map(|w| w.expect(linked)).collect();
+    let total_bytes: u64 = messages.iter().map(|m| m.spec.bytes).sum();
+    let line_mbps = host_link.first().map_or(100_000, |&(_, speed)| speed).max(1);
+    let span_ps = total_bytes * 8 * 1_000_000 / line_mbps / fabric.hosts.len().max(1) as u64;
+    // The PFC priority the hosts' untagged data carries, as their leaf reads it.
+    let qos = &fabric.switches[0].qos;
+    let data_priority = match qos.trust {
+        crate::config::Trust::Dscp => usize::from(qos.dscp_to_priority[usize::from(host::DATA_DSCP)]),
+        crate::config::Trust::Pcp => 0,
+    };
+    let plan = Plan { fabric, options, switch_wires, host_wires, qps, messages, switch_at, host_at, data_priority };
+
+    let count = fabric.switches.len();
+    let mut partitions: Vec<Partition> = (0..count)
+        .map(|id| Partition {
+            plan: &plan,
+            id,
+            switches: Vec::new(),
+            nics: Vec::new(),
+            events: EventQueue::with_origin(u32::try_from(id).expect("fewer switches than 2^24")),
+            frames: Vec::new(),
+            free_frames: Vec::new(),
+            paused: HashMap::new(),
+            outbox: (0..count).map(|_| Vec::new()).collect(),
+            mail_for: Vec::new(),
+            inbox: Vec::new(),
+            last_ps: 0,
+            frames_delivered: 0,
+            touched_ports: Vec::new(),
+            events_handled: 0,
+        })
+        .collect();
+    for (id, config) in fabric.switches.iter().enumerate() {
+        partitions[plan.switch_at[id].partition].switches.push(SwitchState {
+            id,
+            switch: Switch::new(config, crate::rng::stream_seed(options.seed, id as u64)),
+            links: vec![LinkTx::default(); config.ports.len()],
+            timer: Alarm::default(),
+            recorder: Recorder::new(config.ports.len(), span_ps),
+            control_seen: 0,
+        });
+    }
+    for nic in nics {
+        partitions[plan.host_at[nic.host].partition].nics.push(nic);
+    }
+    for (partition, roots) in partitions.iter_mut().zip(&roots) {
+        for &message in roots {
+            partition.release(message, 0);
+        }
+    }
+    let horizon = (options.horizon_ms * 1e9) as u64;
+    let windows = Windows { lookahead: plan.lookahead(), horizon, threads: options.threads };
+    // A thread's share: the ports it switches and the hosts it runs.
+    let weights: Vec<u64> = partitions
+        .iter()
+        .map(|p| (p.nics.len() + p.switches.iter().map(|s| s.links.len()).sum::<usize>()) as u64)
+        .collect();
+    // The work is the workload's frames, delivered; the horizon only bounds the run.
+    let workload_frames = plan.messages.iter().map(|message| message.frames).sum();
+    let mut progress = crate::progress::Progress::new(options.progress, workload_frames, "frames");
+    let mut shown = 0;
+    let (partitions, finish) = parallel::run(partitions, &weights, windows, &mut |done, start| {
+        progress.tick_by(done - shown, || (done, format!("delivered, {}", crate::progress::simulated(start))));
+        shown = done;
+    });
+    let mut finished = Finished::gather(partitions, fabric.hosts.len());
+    // The run ends when the last frame within the horizon is off the wire (its `TxDone`,
+    // scheduled or not).
+    let last_done = finished
+        .switches
+        .iter()
+        .flat_map(|s| s.links.iter().filter_map(LinkTx::done_at))
+        .filter(|&at| at <= horizon)
+        .max();
+    finished.end = finished.end.max(last_done.unwrap_or(0));
+    let delivered = format!("delivered, {}", crate::progress::simulated(finished.end));
+    progress.finish(finished.frames_delivered, delivered);
+    results(finished, &plan, out, finish.timed_out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small(extra: &str) -> Fabric {
+        let text = format!("{}{extra}", super::super::tests::small());
+        Fabric::parse(&text, "small.toml", None).unwrap()
+    }
+
+    fn options(collective: Collective) -> FabricOptions {
+        FabricOptions {
+            collective,
+            message_bytes: 256 * 1024,
+            messages: 2,
+            roce_mtu: 4096,
+            seed: 1,
+            horizon_ms: 100.0,
+            progress: false,
+            threads: 1,
+        }
+    }
+
+    #[test]
+    fn every_message_completes_and_the_results_are_deterministic() {
+        let fabric = small("");
+        for collective in [Collective::Incast { target: 0 }, Collective::AllToAll, Collective::AllReduce] {
+            let first = run(&fabric, &options(collective), None).unwrap();
+            assert_eq!(first.incomplete_messages, 0, "{collective:?}: {first:?}");
+            assert_eq!(first.drops, 0, "{collective:?}: {first:?}");
+            assert!(first.completion_us.unwrap() > 0.0);
+            assert_eq!(first, run(&fabric, &options(collective), None).unwrap(), "{collective:?} not deterministic");
+            // Four partitions (two leaves with their hosts, two spines) on three threads.
+            let threaded = run(&fabric, &FabricOptions { threads: 3, ..options(collective) }, None).unwrap();
+            assert_eq!(first, threaded, "{collective:?} differs on three threads");
+        }
+    }
+
+    #[test]
+    fn an_uncongested_message_runs_at_line_rate() {
+        // One host sends 256 KiB twice to a host on the other leaf: 64 frames each of 4154 B
+        // at 100G (~340 ns each), plus three hops of store and forward.
+        let fabric = small("");
+        let result =
+            run(&fabric, &FabricOptions { messages: 1, ..options(Collective::Incast { target: 0 }) }, None).unwrap();
+        // Three senders into one host: about 3 x 64 frames at line rate into h0.
+        let completion = result.completion_us.unwrap();
+        let line_rate_us = 3.0 * 64.0 * (4154.0 + 24.0) * 8.0 / 100_000.0;
+        assert!(completion >= line_rate_us && completion < line_rate_us * 1.25, "{completion} vs {line_rate_us}");
+    }
+}

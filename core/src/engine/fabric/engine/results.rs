@@ -1,0 +1,282 @@
+//! What a fabric run measured: the partitions gathered back by switch and host, the results
+//! document (`results.json`) and the per-switch outputs.
+//!
+//! Invariant: the results depend only on the partitions' final state, never on how many
+//! threads ran them.
+
+use super::events::Plan;
+use super::partition::{Partition, SwitchState};
+use crate::engine::fabric::host::Nic;
+use crate::engine::fabric::Endpoint;
+use crate::error::InputError;
+use crate::observe::report::Intervals;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// What a fabric run measured (`results.json`; docs/STATS.md's fabric section).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FabricResults {
+    pub fabric: String,
+    pub workload: String,
+    /// The leaves' uplink group mode.
+    pub mode: String,
+    pub dcqcn: bool,
+    pub hosts: usize,
+    pub message_bytes: u64,
+    pub messages: usize,
+    pub incomplete_messages: usize,
+    /// The horizon passed before every message completed.
+    pub timed_out: bool,
+    /// When the last message completed (none when some did not).
+    pub completion_us: Option<f64>,
+    /// Flow completion times of the messages that completed; they say how many they cover
+    /// and how many incomplete messages they leave out.
+    pub fct_us: Percentiles,
+    /// Peak queue depth per `switch:port`.
+    pub max_queue_bytes: BTreeMap<String, u64>,
+    /// Time each link direction's transmitter was paused by PFC (any priority), `a -> b`.
+    pub pfc_pause_us: BTreeMap<String, f64>,
+    pub pfc_pause_total_us: f64,
+    pub cnps_sent: u64,
+    pub ecn_marked: u64,
+    /// Events the engine handled (frames arriving, transmissions done, switch timers, host
+    /// wake-ups): the simulation's work, for events per second.
+    pub events: u64,
+    pub drops: u64,
+    pub drops_by_reason: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// Messages the percentiles are over (those that completed).
+    pub messages: usize,
+    /// Messages that never completed, which the percentiles leave out: with any, p99 and max
+    /// are of the survivors, not of the workload.
+    pub left_out: usize,
+}
+
+impl FabricResults {
+    /// The one line `raceway fabric` prints.
+    pub fn summary_line(&self) -> String {
+        format!(
+            "{} {} mode {} dcqcn {}: completion {} us, FCT p50 {:.1} us p99 {:.1} us{}, PFC pause {:.1} us, CNPs {}, drops {}, incomplete {}",
+            self.fabric,
+            self.workload,
+            self.mode,
+            self.dcqcn,
+            self.completion_us.map_or("-".to_string(), |c| format!("{c:.1}")),
+            self.fct_us.p50,
+            self.fct_us.p99,
+            if self.fct_us.left_out > 0 {
+                format!(" (of the {} completed; {} incomplete left out)", self.fct_us.messages, self.fct_us.left_out)
+            } else {
+                String::new()
+            },
+            self.pfc_pause_total_us,
+            self.cnps_sent,
+            self.drops,
+            self.incomplete_messages,
+        )
+    }
+
+    /// results.json: keys sorted, as every raceway JSON document.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("results serialise")
+    }
+}
+
+/// Percentile `q` (0-1) of sorted values.
+pub(super) fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// The partitions' state after a run, by switch and host number again.
+pub(super) struct Finished {
+    pub(super) switches: Vec<SwitchState>,
+    pub(super) nics: Vec<Nic>,
+    pub(super) paused: HashMap<Endpoint, [Intervals; 8]>,
+    /// The last event's time.
+    pub(super) end: u64,
+    pub(super) frames_delivered: u64,
+    pub(super) events_handled: u64,
+}
+
+impl Finished {
+    pub(super) fn gather(partitions: Vec<Partition>, hosts: usize) -> Self {
+        let mut switches: Vec<SwitchState> = Vec::new();
+        let mut nics: Vec<Nic> = Vec::with_capacity(hosts);
+        let mut finished = Finished {
+            switches: Vec::new(),
+            nics: Vec::new(),
+            paused: HashMap::new(),
+            end: 0,
+            frames_delivered: 0,
+            events_handled: 0,
+        };
+        for partition in partitions {
+            switches.extend(partition.switches);
+            nics.extend(partition.nics);
+            finished.paused.extend(partition.paused);
+            finished.end = finished.end.max(partition.last_ps);
+            finished.frames_delivered += partition.frames_delivered;
+            finished.events_handled += partition.events_handled;
+        }
+        switches.sort_by_key(|s| s.id);
+        nics.sort_by_key(|n| n.host);
+        finished.switches = switches;
+        finished.nics = nics;
+        finished
+    }
+}
+
+/// Summarises a finished run; writes the per-switch outputs and results.json under `out`.
+pub(super) fn results(
+    mut finished: Finished,
+    plan: &Plan<'_>,
+    out: Option<&Path>,
+    timed_out: bool,
+) -> Result<FabricResults, InputError> {
+    let (fabric, options) = (plan.fabric, plan.options);
+    let end = finished.end;
+    let mut fcts: Vec<f64> = Vec::new();
+    let mut incomplete = 0;
+    let mut completion: u64 = 0;
+    for message in &plan.messages {
+        let released = finished.nics[message.spec.sender].released[message.outbound];
+        let done = finished.nics[message.spec.receiver].receiving[message.inbound].done_ps();
+        match (released, done) {
+            (Some(start), Some(done)) => {
+                fcts.push((done - start) as f64 / 1e6);
+                completion = completion.max(done);
+            }
+            _ => incomplete += 1,
+        }
+    }
+    fcts.sort_by(f64::total_cmp);
+    let mut drops = BTreeMap::new();
+    let mut total_drops = 0u64;
+    let mut max_queue = BTreeMap::new();
+    let mut marked = 0u64;
+    for (state, config) in finished.switches.iter().zip(&fabric.switches) {
+        let stats = &state.switch.stats;
+        for (port, counters) in config.ports.iter().zip(&stats.ports) {
+            total_drops += counters.dropped();
+            let depth = counters.queues.iter().map(|q| q.max_depth_bytes).max().unwrap_or(0);
+            max_queue.insert(format!("{}:{}", config.name, port.name), depth);
+            marked += counters.queues.iter().map(|q| q.ecn_marked).sum::<u64>();
+            for reason in crate::drops::DropReason::ALL {
+                let count = counters.drops_for(reason);
+                if count > 0 {
+                    *drops.entry(reason.name().to_string()).or_insert(0) += count;
+                }
+            }
+        }
+    }
+    // PFC pause time per link direction: the time each transmitter was held (any priority).
+    let mut pauses = BTreeMap::new();
+    let mut total_pause_ps = 0u64;
+    let mut ends: Vec<Endpoint> = finished.paused.keys().copied().collect();
+    ends.sort();
+    for at in ends {
+        let slots = finished.paused.get_mut(&at).expect("key");
+        let mut merged = Intervals::default();
+        let mut spans: Vec<(u64, u64)> = Vec::new();
+        for slot in slots.iter_mut() {
+            spans.extend(slot.finish().iter().map(|&(a, b)| (a, b.min(end.max(a)))));
+        }
+        spans.sort();
+        for (a, b) in spans {
+            merged.pause(a, b);
+        }
+        let paused: u64 = merged.finish().iter().map(|(a, b)| b - a).sum();
+        if paused > 0 {
+            total_pause_ps += paused;
+            let to = plan.wire(at).to;
+            pauses.insert(format!("{} -> {}", fabric.endpoint_name(at), fabric.endpoint_name(to)), paused as f64 / 1e6);
+        }
+    }
+    let cnps: u64 = finished.nics.iter().map(|n| n.cnps_sent).sum();
+    let result = FabricResults {
+        fabric: fabric.name.clone(),
+        workload: options.collective.name().to_string(),
+        mode: format!("{:?}", fabric.mode()).to_lowercase(),
+        dcqcn: fabric.dcqcn.enabled,
+        hosts: fabric.hosts.len(),
+        message_bytes: options.message_bytes,
+        messages: plan.messages.len(),
+        incomplete_messages: incomplete,
+        timed_out,
+        completion_us: (incomplete == 0).then_some(completion as f64 / 1e6),
+        fct_us: Percentiles {
+            p50: percentile(&fcts, 0.5),
+            p99: percentile(&fcts, 0.99),
+            max: fcts.last().copied().unwrap_or(0.0),
+            messages: fcts.len(),
+            left_out: incomplete,
+        },
+        max_queue_bytes: max_queue,
+        pfc_pause_us: pauses,
+        pfc_pause_total_us: total_pause_ps as f64 / 1e6,
+        cnps_sent: cnps,
+        ecn_marked: marked,
+        events: finished.events_handled,
+        drops: total_drops,
+        drops_by_reason: drops,
+    };
+    for state in &mut finished.switches {
+        state.switch.refresh_gauges(end);
+    }
+    if let Some(out) = out {
+        std::fs::create_dir_all(out)
+            .map_err(|err| InputError::new(out.display(), "", format!("cannot create: {err}")))?;
+        // Each switch's charts and series on the run's threads: drawing them took longer than
+        // simulating a 256-host fabric on two threads (2.8 s of 5).
+        let threads = options.threads.clamp(1, finished.switches.len().max(1));
+        let mut shares: Vec<Vec<(SwitchState, &crate::config::Config)>> = (0..threads).map(|_| Vec::new()).collect();
+        for (index, job) in finished.switches.into_iter().zip(&fabric.switches).enumerate() {
+            shares[index % threads].push(job);
+        }
+        let written: Vec<Result<(), InputError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = shares
+                .into_iter()
+                .map(|share| {
+                    scope.spawn(move || {
+                        share.into_iter().try_for_each(|(state, config)| write_switch(out, config, state, end))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+        });
+        written.into_iter().collect::<Result<(), InputError>>()?;
+        let text = serde_json::to_string_pretty(&result.to_json()).expect("json") + "\n";
+        let path = out.join("results.json");
+        std::fs::write(&path, text)
+            .map_err(|err| InputError::new(path.display(), "", format!("cannot write: {err}")))?;
+    }
+    Ok(result)
+}
+
+/// Writes a switch's report (charts, series) and stats.json under `out/<switch>`.
+pub(super) fn write_switch(
+    out: &Path,
+    config: &crate::config::Config,
+    state: SwitchState,
+    end: u64,
+) -> Result<(), InputError> {
+    let SwitchState { switch, mut recorder, .. } = state;
+    let dir = out.join(&config.name);
+    recorder.finish(end, &switch);
+    crate::observe::report::write(&dir, "fabric", config, &switch.stats, recorder)
+        .map_err(|problem| InputError::new(dir.display(), "", problem))?;
+    let stats = serde_json::to_string_pretty(&switch.stats.to_json(config)).expect("json") + "\n";
+    std::fs::write(dir.join("stats.json"), stats)
+        .map_err(|err| InputError::new(dir.display(), "stats.json", format!("cannot write: {err}")))
+}
