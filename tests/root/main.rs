@@ -1,8 +1,9 @@
 //! The root tier: the control plane live, with Linux hosts, FRR and BIRD in network
-//! namespaces (`control`). Needs root, FRR, iproute2, ping, iperf3, hping3 and tshark
+//! namespaces: the lab they share (`lab`), the edge (`edge`), FRR and BFD (`bgp`), the FIB
+//! against `ip route get` (`fib`). Needs root, FRR, iproute2, ping, iperf3, hping3 and tshark
 //! (`make deps`).
 //!
-//! Load: the tests run one at a time (`control::alone`), and every one holds with a busy
+//! Load: the tests run one at a time (`lab::alone`), and every one holds with a busy
 //! neighbour on both CPUs: beside `stress-ng --cpu 2` on a two-CPU machine the whole tier
 //! passed (2026-12-03, `make test-stressed` repeats it). What they rely on:
 //! - raceway's control thread runs at real-time priority (nice -10 where that is refused), so
@@ -19,4 +20,9 @@ mod bin;
 #[path = "../../core/tests/util.rs"]
 mod util;
 
-mod control;
+mod bgp;
+mod edge;
+mod fib;
+mod lab;
+mod oracle;
+mod routes;

@@ -22,7 +22,7 @@
 //! writing its own fields. The control thread runs in the real-time FIFO class (priority 1;
 //! nice -10 where that is not allowed), so on a busy CPU it runs as soon as a frame wakes it,
 //! ahead of route work and the processes that make it: with nice -10 alone, punt p99 was 7.8
-//! ms while 100 k routes came and went (tests/root/control.rs), 0.52 ms in the FIFO class. Its
+//! ms while 100 k routes came and went (tests/root/bgp.rs), 0.52 ms in the FIFO class. Its
 //! work is bounded by the CoPP policers and what the kernel sends. Each frame is stamped when it enters a ring; the time to the TAP
 //! write (punt) and to the worker's inject are histograms in the control stats, and so is the
 //! time from reading a netlink message to publishing the snapshot that holds it.
