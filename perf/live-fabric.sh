@@ -11,7 +11,7 @@
 #   DURATION=10 RATE_GBPS=3 perf/live-fabric.sh
 #
 # The same fabric, with the traffic from a pcap instead of blast, is the test
-# live_memif_leaf_spine_forwards_sprays_and_propagates_pfc (tests/dpdk/live.rs).
+# live_memif_leaf_spine_forwards_sprays_and_propagates_pfc (tests/dpdk/live/memif.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-4}

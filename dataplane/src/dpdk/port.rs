@@ -97,7 +97,7 @@ pub const LINK_HEADERS: usize = 14 + 2 * 4;
 /// Drivers that unmap a port's memory on the interrupt thread while lcores may be inside a
 /// burst on it (net_memif, when its peer goes away): their bursts are guarded so the unmap
 /// waits for them (`ffi/src/burst_guard.c`, with dpdk-sys's `burst-guard` feature). Without it a switch could
-/// die of SIGSEGV when a memif peer went away (`tests/dpdk/live.rs`,
+/// die of SIGSEGV when a memif peer went away (`tests/dpdk/live/memif.rs`,
 /// `switch_survives_memif_peers_vanishing_mid_traffic`, failed 5 runs of 5 without it).
 const DRIVERS_UNMAPPING_UNDER_BURSTS: &[&str] = &["net_memif"];
 
@@ -126,7 +126,7 @@ impl Port {
     ///
     /// Some virtual devices take chains without offering the flag: net_pcap reads a chain
     /// into its file whole, net_null and net_ring hand it on or free it whole
-    /// (`tests/dpdk/live.rs` forwards jumbo frames through net_pcap byte for byte).
+    /// (`tests/dpdk/live/pcap.rs` forwards jumbo frames through net_pcap byte for byte).
     pub fn sends_chains(id: u16) -> Result<bool, DpdkError> {
         // SAFETY: a device-info query on a port id; no pointer crosses.
         let rc = unsafe { sys::shim_eth_tx_multi_seg(id) };
