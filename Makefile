@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CARGO ?= cargo
-APT_PACKAGES := build-essential pkg-config libdpdk-dev dpdk dpdk-dev clang libclang-dev libpcap-dev tshark iproute2 iputils-ping iputils-tracepath ethtool iperf3 frr hping3 tcpdump procps python3 prometheus lua5.3 time stress-ng
+APT_PACKAGES := build-essential pkg-config libdpdk-dev dpdk dpdk-dev clang libclang-dev libpcap-dev tshark iproute2 iputils-ping iputils-tracepath ethtool iperf3 frr hping3 tcpdump procps python3 prometheus lua5.3 time stress-ng shellcheck
 RACEWAY := target/release/raceway
 
 .PHONY: all deps build test test-stressed run lab report demo-traces bench fuzz-build fuzz-smoke fuzz mutants fmt clean
@@ -31,15 +31,20 @@ deps:
 build: deps
 	$(CARGO) build --release -p raceway
 
-# Formatting and lints (the workspace's [workspace.lints], warnings are errors); the three test
+# Formatting and lints (the workspace's [workspace.lints], warnings are errors; shellcheck on
+# every script, and every Python script compiled); the three test
 # tiers, each timed (tests/tiers.sh: core with pkg-config blinded, so a DPDK dependency
 # creeping into the core fails as it would on a machine without DPDK; dpdk; root), with 16
 # test threads (tests must not share names, directories or ports); every criterion bench run
 # once in test mode (so benches cannot rot); and the doc tests.
 TEST_THREADS ?= 16
+SHELL_SCRIPTS := $(wildcard perf/*.sh perf/pktgen/*.sh tests/*.sh config/*.sh examples/*.sh) .ci/run
+PYTHON_SCRIPTS := $(wildcard perf/*.py fuzz/*.py)
 test: deps
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
+	shellcheck -x $(SHELL_SCRIPTS)
+	PYTHONPYCACHEPREFIX=target/pycache python3 -m py_compile $(PYTHON_SCRIPTS)
 	CARGO=$(CARGO) TEST_THREADS=$(TEST_THREADS) tests/tiers.sh
 	$(CARGO) test --workspace --benches
 	$(CARGO) test --workspace --doc

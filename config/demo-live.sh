@@ -38,6 +38,7 @@ for _ in $(seq 300); do
 done
 index=0
 for host in "${hosts[@]}"; do
+  # shellcheck disable=SC2086 # a host's words, one positional parameter each
   set -- $host
   # Each host: 1 Gb/s, as fast as its 1 Gb/s link, pause quanta at 1 Gb/s.
   "$raceway" --log-level error blast --trace "$2" \

@@ -138,7 +138,7 @@ ip -n "$ctl" route
 say "traffic"
 ip netns exec ${p}h0 ping -c 3 -i 0.2 10.0.0.1 | tail -2
 ip netns exec ${p}h0 ping -c 3 -i 0.2 10.0.1.2 | tail -2
-for last in $(seq 1 16); do ip netns exec ${p}h0 ping -c 1 -W 1 10.200.0.$last >/dev/null; done
+for last in $(seq 1 16); do ip netns exec ${p}h0 ping -c 1 -W 1 10.200.0."$last" >/dev/null; done
 echo "16 flows to 10.200.0.1-16 sent; traceroute through the leaf:"
 ip netns exec ${p}h0 ping -c 1 -t 1 -W 1 10.0.1.2 | grep -i 'exceeded' || true
 echo "\$ ip -n $ctl neigh"
@@ -162,7 +162,7 @@ sleep 0.1
 "$raceway" show -c "$work/leaf.toml" interfaces | grep -E 'Interface|up0'
 answered=0
 for last in $(seq 1 16); do
-  ip netns exec ${p}h0 ping -c 1 -W 1 10.200.0.$last >/dev/null && answered=$((answered + 1))
+  ip netns exec ${p}h0 ping -c 1 -W 1 10.200.0."$last" >/dev/null && answered=$((answered + 1))
 done
 echo "$answered of 16 flows answered within $(( $(date +%s%N) / 1000000 - down_at )) ms of the link going down (BGP's hold time is 3 s)"
 ip -n "$ctl" route show 10.200.0.0/24

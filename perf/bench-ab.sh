@@ -8,6 +8,8 @@
 # for the next run under /tmp); the bench must exist at REV under the same name.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 rev=$1 bench=$2 rounds=${3:-6}
 commit=$(git rev-parse --short "$rev")
 old_tree=/tmp/raceway-ab-$commit

@@ -2,6 +2,8 @@
 each benchmark's per-run estimates (minimum and median)."""
 import collections, os, re, subprocess, sys, tempfile
 
+import perflib
+
 old, new, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 home = tempfile.mkdtemp(prefix="raceway-ab-criterion-")
 env = dict(os.environ, CRITERION_HOME=home)
@@ -24,6 +26,5 @@ print(f"| benchmark | old min | new min | new/old (min) | old median | new media
 print(f"|---|---|---|---|---|---|---|")
 for bench, old_runs in runs["old"].items():
     new_runs = runs["new"][bench]
-    median = lambda values: sorted(values)[len(values) // 2]
-    o, n, om, nm = min(old_runs), min(new_runs), median(old_runs), median(new_runs)
+    o, n, om, nm = min(old_runs), min(new_runs), perflib.median(old_runs), perflib.median(new_runs)
     print(f"| {bench} | {o:.2f} us | {n:.2f} us | {n / o:.2f} | {om:.2f} us | {nm:.2f} us | {nm / om:.2f} |")

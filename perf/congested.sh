@@ -11,14 +11,13 @@
 #   SPEED=10 DURATION=10 perf/congested.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=perf/common.sh
-. perf/common.sh
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 DURATION=${DURATION:-6}
 SPEED=${SPEED:-5}
 OUT=${OUT:-target/congested}
 mkdir -p "$OUT"
-cargo build --release -q -p raceway
-RACEWAY=${RACEWAY:-target/release/raceway}
+raceway_binary
 "$RACEWAY" gen flows --out "$OUT/flows-60.pcap" --flows 64 --packets 10000 --size 60 >/dev/null
 
 run() {

@@ -15,14 +15,13 @@
 #   RACEWAY=target/release/raceway perf/fabric-scale.sh      # a built binary, no build
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 SIZES=${SIZES:-8x4x8 16x8x16 32x16x32}
 THREADS=${THREADS:-1 $(nproc)}
 MESSAGE_BYTES=${MESSAGE_BYTES:-65536}
 OUT=${OUT:-target/fabric-scale}
-if [ -z "${RACEWAY:-}" ]; then
-  cargo build --release -q -p raceway
-  RACEWAY=target/release/raceway
-fi
+raceway_binary
 command -v /usr/bin/time >/dev/null || { echo "error: /usr/bin/time not found: install the time package (make deps does it)"; exit 2; }
 mkdir -p "$OUT"
 echo "| hosts | fabric | threads | virtual time (ms) | events | events/s | wall (s) | peak RSS (MB) |"

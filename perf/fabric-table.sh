@@ -8,13 +8,12 @@
 #   RACEWAY=target/debug/raceway OUT=DIR perf/fabric-table.sh    # a built binary, no build
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 MESSAGE_BYTES=${MESSAGE_BYTES:-1048576}
 MESSAGES=${MESSAGES:-4}
 OUT=${OUT:-target/fabric-table}
-if [ -z "${RACEWAY:-}" ]; then
-  cargo build --release -q -p raceway
-  RACEWAY=target/release/raceway
-fi
+raceway_binary
 echo "| workload | mode | DCQCN | completion (us) | FCT p50 (us) | FCT p99 (us) | max queue (KB) | PFC pause, all links (us) | CNPs | drops |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for workload in allreduce alltoall; do

@@ -22,14 +22,13 @@
 # each main lcore mostly sleeps on the other CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=perf/common.sh
-. perf/common.sh
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 DURATION=${DURATION:-8}
 OUT=${OUT:-target/jumbo}
 mkdir -p "$OUT"
 command -v dpdk-testpmd >/dev/null || { echo "error: dpdk-testpmd not found: install dpdk-dev (make deps does it)"; exit 2; }
-cargo build --release -q -p raceway
-RACEWAY=target/release/raceway
+raceway_binary
 EAL=(--no-huge -m 1024 --no-pci --no-shconf --log-level '*:error')
 
 # The generator, in the background for at most DURATION + 6 s: SIZE-byte UDP frames from

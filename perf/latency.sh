@@ -12,16 +12,15 @@
 # machine the second worker shares its CPU and its tail shows the scheduler's time slices.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=perf/common.sh
-. perf/common.sh
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 SIZE=${SIZE:-1020}
 SPEED=${SPEED:-10}
 LOAD=${LOAD:-0.5}
 DURATION=${DURATION:-5}
 OUT=${OUT:-target/latency}
 mkdir -p "$OUT"
-cargo build --release -q -p raceway
-RACEWAY=${RACEWAY:-target/release/raceway}
+raceway_binary
 "$RACEWAY" gen flows --out "$OUT/flows-$SIZE.pcap" --flows 64 --packets 1000 --size "$SIZE" >/dev/null
 RATE=$(python3 -c "print($SPEED * $LOAD)")
 

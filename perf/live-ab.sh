@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Two raceway binaries forwarding live, in turn: the throughput table's one-core row
-# (`raceway_mpps` in perf/common.sh: SIZE-byte frames replayed on a net_pcap port, routed to
+# (`raceway_mpps` in perf/lib.sh: SIZE-byte frames replayed on a net_pcap port, routed to
 # net_null, the benchmark QoS), PAIRS times each binary, the order alternating. Prints every
 # run, each binary's median and the ratio new / old. For changes that must not cost speed,
 # where one run of each varies more than the change could:
@@ -9,8 +9,8 @@
 #   perf/live-ab.sh /tmp/raceway-before target/release/raceway [PAIRS] [SIZE] [CORES]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=perf/common.sh
-. perf/common.sh
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 [ $# -ge 2 ] || { echo "usage: $0 OLD_RACEWAY NEW_RACEWAY [PAIRS] [SIZE] [CORES]" >&2; exit 2; }
 OLD=$(realpath "$1") NEW=$(realpath "$2") PAIRS=${3:-5} SIZE=${4:-60} CORES=${5:-1}
 DURATION=${DURATION:-4}
@@ -26,7 +26,6 @@ for pair in $(seq "$PAIRS"); do
     new_runs+=("$(raceway_mpps "$SIZE" "$CORES" "" "$NEW")"); old_runs+=("$(raceway_mpps "$SIZE" "$CORES" "" "$OLD")")
   fi
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 old_median=$(median "${old_runs[@]}") new_median=$(median "${new_runs[@]}")
 echo "$SIZE B, $CORES core(s), $DURATION s runs, $PAIRS alternating pairs, $(date -u +%Y-%m-%d)"
 echo

@@ -14,12 +14,13 @@
 # live_memif_leaf_spine_forwards_sprays_and_propagates_pfc (tests/dpdk/live/memif.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 DURATION=${DURATION:-4}
 RATE_GBPS=${RATE_GBPS:-2}
 OUT=${OUT:-target/live-fabric}
 rm -rf "$OUT" && mkdir -p "$OUT"
-cargo build --release -q -p raceway
-RACEWAY=target/release/raceway
+raceway_binary
 DIR=$(realpath "$OUT")
 
 memif() { echo "net_memif$4,role=$1,socket=$DIR/$2-$3.sock,socket-abstract=no"; }

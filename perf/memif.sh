@@ -11,11 +11,13 @@
 # pktgen-dpdk can take testpmd's place: see perf/pktgen/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 DURATION=${DURATION:-8}
 OUT=${OUT:-target/memif}
 mkdir -p "$OUT"
 command -v dpdk-testpmd >/dev/null || { echo "error: dpdk-testpmd not found: install dpdk-dev (make deps does it)"; exit 2; }
-cargo build --release -q -p raceway
+raceway_binary
 SOCKET="$OUT/memif.sock"
 rm -f "$SOCKET"
 cat >"$OUT/raceway.toml" <<TOML
@@ -41,7 +43,7 @@ peer_mac = "02:00:00:00:11:00"
 prefix = "0.0.0.0/0"
 port = "out"
 TOML
-target/release/raceway --log-level warn run -c "$OUT/raceway.toml" --duration $((DURATION + 3)) \
+"$RACEWAY" --log-level warn run -c "$OUT/raceway.toml" --duration $((DURATION + 3)) \
   --stats-json "$OUT/raceway.json" -- --file-prefix "rw-memif-$$" >"$OUT/raceway.log" 2>&1 &
 RACEWAY_PID=$!
 sleep 1.5

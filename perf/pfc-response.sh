@@ -17,12 +17,14 @@
 # process sharing two CPUs drains 1 Gb/s of 1 KB frames, not 10.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 speed=${1:-1}
 seconds=${2:-3}
 work=$(mktemp -d /tmp/raceway-pfc-response.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
-cargo build --release -q -p raceway
-raceway=target/release/raceway
+raceway_binary
+raceway=$RACEWAY
 $raceway gen flows --out "$work/data.pcap" --packets 64 --size 1078 --dscp 26 >/dev/null
 # The PFC peer's trace: XOFF (0xffff quanta) for priority 3, then XON.
 python3 - "$work/pfc.pcap" <<'PY'

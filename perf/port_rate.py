@@ -7,23 +7,15 @@ Reads /ethdev/stats,PORT twice, SECONDS apart after WARMUP seconds, and prints t
 Mpps. For forwarders that print no counters of their own (DPDK's l3fwd example). Exits 2 with
 one line on stderr when the socket never appears or answers oddly.
 """
-import json
 import os
-import socket
 import sys
 import time
 
-
-def query(path, command):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection:
-        connection.connect(path)
-        hello = json.loads(connection.recv(1024))
-        connection.send(command.encode())
-        return json.loads(connection.recv(hello.get("max_output_len", 16384)))
+import perflib
 
 
 def tx_packets(path, port):
-    return query(path, f"/ethdev/stats,{port}")["/ethdev/stats"]["opackets"]
+    return perflib.telemetry(path, f"/ethdev/stats,{port}")["/ethdev/stats"]["opackets"]
 
 
 def main():

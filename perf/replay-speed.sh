@@ -13,12 +13,13 @@
 # Prints frames/s, wall / user / system seconds, peak RSS, and the time over `cp`'s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 TRACES=${TRACES:-5000000x60 2000000x1020}
 RUNS=${RUNS:-3}
 OUT=${OUT:-target/replay-speed}
 mkdir -p "$OUT"
-cargo build --release -q -p raceway
-RACEWAY=${RACEWAY:-target/release/raceway}
+raceway_binary
 trap 'rm -rf "$OUT/replay" "$OUT/copy.pcap"' EXIT
 
 # timed NAME COMMAND...: runs it under /usr/bin/time; prints "wall user sys rss_kb".

@@ -8,6 +8,8 @@
 #   perf/route-churn.sh [SIZE] [CYCLES]     (SIZE: frame bytes before FCS, default 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 size=${1:-60}
 cycles=${2:-3}
 routes=${ROUTES:-10000}
@@ -15,8 +17,8 @@ work=$(mktemp -d /tmp/raceway-churn.XXXXXX)
 ns=rw-churn-$$
 switch=""
 trap '[ -n "$switch" ] && kill $switch 2>/dev/null; wait 2>/dev/null; ip netns del $ns 2>/dev/null; rm -rf "$work"' EXIT
-cargo build --release -q -p raceway
-raceway=target/release/raceway
+raceway_binary
+raceway=$RACEWAY
 $raceway gen flows --out "$work/flows.pcap" --flows 64 --packets 10000 --size "$size" >/dev/null
 cat >"$work/leaf.toml" <<EOF2
 [switch]

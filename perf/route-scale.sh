@@ -15,6 +15,8 @@
 #   perf/route-scale.sh [SIZES]      (SIZES: IPv4 batch sizes, default "10000 100000 1000000")
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 sizes=${1:-10000 100000 1000000}
 work=$(mktemp -d /tmp/raceway-scale.XXXXXX)
 tag=rs$$
@@ -27,8 +29,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-cargo build --release -q -p raceway
-raceway=target/release/raceway
+raceway_binary
+raceway=$RACEWAY
 for index in 0 1; do
   ns=$tag"h$index" link=$tag"p$index"
   ip netns add "$ns"
@@ -63,6 +65,7 @@ netns = "${tag}ctl"
 TOML
 $raceway --log-level warn run -c "$work/leaf.toml" --stats-json "$work/stats.json" >"$work/raceway.log" 2>&1 &
 switch=$!
+# shellcheck disable=SC2086 # $sizes is a list: one argument per size
 python3 perf/route_scale.py --telemetry "/var/run/dpdk/$tag/dpdk_telemetry.v2" --pid "$switch" \
   --control "${tag}ctl" --host0 "${tag}h0" --work "$work" --sizes $sizes --raceway "$raceway" --prefix "$tag"
 kill -INT "$switch"; wait "$switch"; switch=""

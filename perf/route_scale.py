@@ -1,6 +1,8 @@
 """The driver of perf/route-scale.sh: route batches in raceway's namespace, timed against
 raceway's DPDK telemetry, while host0 pings host1 through the switch and its own gateway."""
-import argparse, json, os, socket, subprocess, sys, time
+import argparse, json, os, subprocess, sys, time
+
+import perflib
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--telemetry")
@@ -15,11 +17,7 @@ args = parser.parse_args()
 
 
 def query(command):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection:
-        connection.connect(args.telemetry)
-        hello = json.loads(connection.recv(1024))
-        connection.send(command.encode())
-        return json.loads(connection.recv(hello.get("max_output_len", 16384)))[command]
+    return perflib.telemetry(args.telemetry, command)[command]
 
 
 def fib():

@@ -10,6 +10,8 @@
 # the status is 1. The traces are written by the first binary, so both replay the same input.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 [ $# -eq 2 ] || { echo "usage: $0 OLD_RACEWAY NEW_RACEWAY" >&2; exit 2; }
 OLD=$(realpath "$1")
 NEW=$(realpath "$2")

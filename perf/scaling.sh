@@ -24,8 +24,8 @@
 # shares CPU 0 with the (mostly sleeping) main lcore, as in perf/throughput.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=perf/common.sh
-. perf/common.sh
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 DURATION=${DURATION:-6}
 SIZE=${SIZE:-60}
 CPUS=$(nproc)
@@ -36,8 +36,7 @@ REPEAT=${REPEAT:-3}
 OUT=${OUT:-target/scaling}
 mkdir -p "$OUT"
 command -v dpdk-testpmd >/dev/null || { echo "error: dpdk-testpmd not found: install dpdk-dev (make deps does it)"; exit 2; }
-cargo build --release -q -p raceway
-RACEWAY=${RACEWAY:-target/release/raceway}
+raceway_binary
 EAL=(--no-huge -m 2048 --no-pci --no-shconf --log-level '*:error')
 
 for pair in $(seq 1 "$WORKERS"); do
@@ -137,7 +136,7 @@ TOML
 # One hot port over k workers: queue q of "in" replays the k-subnet trace; out j takes subnet j.
 hot_rx_pcaps() {
   local k=$1 list=""
-  for queue in $(seq 1 "$k"); do list="${list}rx_pcap=$OUT/hot-$SIZE-$k.pcap,"; done
+  for _ in $(seq 1 "$k"); do list="${list}rx_pcap=$OUT/hot-$SIZE-$k.pcap,"; done
   echo "$list"
 }
 
@@ -167,13 +166,7 @@ TOML
   run_raceway "$config" "$stats" "$OUT/raceway-hot-$SIZE-$k.log"
 }
 
-# The median of the runs given (n/a where any is n/a).
-median() {
-  case " $* " in *" n/a "*) echo n/a; return ;; esac
-  printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {printf "%.2f", (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'
-}
 
-ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/float(b)) if 'n/a' not in (a,b) and float(b)>0 else 'n/a')" "$1" "$2"; }
 
 # A table for k = 1 .. WORKERS of the median of RUNS runs each of TESTPMD K and RACEWAY K (the
 # runs on stderr when more than one), with speed-ups over k = 1.

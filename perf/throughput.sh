@@ -25,14 +25,13 @@
 # other's frames all cross to it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=perf/common.sh
-. perf/common.sh
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 DURATION=${DURATION:-6}
 OUT=${OUT:-target/throughput}
 mkdir -p "$OUT"
 command -v dpdk-testpmd >/dev/null || { echo "error: dpdk-testpmd not found: install dpdk-dev (make deps does it)"; exit 2; }
-cargo build --release -q -p raceway
-RACEWAY=target/release/raceway
+raceway_binary
 EAL=(--no-huge -m 1024 --no-pci --no-shconf --log-level '*:error')
 
 for size in 60 1020; do
@@ -95,7 +94,6 @@ if [ -n "${CONTROL:-}" ]; then header="$header raceway [control] Mpps | [control
 if [ -n "${BASELINE:-}" ]; then header="$header baseline Mpps | raceway / baseline |"; rule="$rule---|---|"; fi
 echo "$header"
 echo "$rule"
-ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('%.2f' % (float(a)/float(b)) if a!='n/a' and b!='n/a' and float(b)>0 else 'n/a')" "$1" "$2"; }
 for size in 60 1020; do
   for cores in 1 2; do
     io=$(testpmd_mpps io "$size" "$cores")

@@ -11,15 +11,14 @@
 # Cores (2-vCPU machine): raceway's worker on CPU 1, blast on CPU 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=perf/common.sh
-. perf/common.sh
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 SHAPER_GBPS=${SHAPER_GBPS:-10}
 TRIAL=${TRIAL:-3}
 STEPS=${STEPS:-7}
 OUT=${OUT:-target/zero-loss}
 mkdir -p "$OUT"
-cargo build --release -q -p raceway
-RACEWAY=target/release/raceway
+raceway_binary
 
 trial() { # size rate -> prints "pass" or "fail" and the numbers
   local size=$1 rate=$2 socket="$OUT/memif.sock"

@@ -21,11 +21,10 @@
 #   and rfc2544.lua's own: PKTGEN_SIZES, PKTGEN_TRIAL_MS, PKTGEN_STEPS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 : "${PKTGEN:?set PKTGEN to the pktgen binary, see perf/pktgen/README.md}"
-if [ -z "${RACEWAY:-}" ]; then
-  cargo build --release -q -p raceway
-  RACEWAY=target/release/raceway
-fi
+raceway_binary
 SOCKET=${SOCKET:-raceway-pktgen-$$.sock}
 RACEWAY_PREFIX=${RACEWAY_PREFIX:-raceway-pktgen-$$}
 PKTGEN_PREFIX=${PKTGEN_PREFIX:-pktgen-$$}
@@ -39,10 +38,10 @@ rm -f "$OUT/raceway.log" "$OUT/stats.json" "$OUT/rfc2544.csv"
 # The shipped config with this run's socket and prefix (every other line as shipped).
 sed -e "s|socket=/tmp/raceway.sock|socket=$SOCKET|" -e "s|\"raceway-memif\"|\"$RACEWAY_PREFIX\"|" \
   perf/pktgen/raceway-memif.toml >"$OUT/raceway.toml"
-grep -q "socket=$SOCKET\"" "$OUT/raceway.toml" && grep -q "\"$RACEWAY_PREFIX\"" "$OUT/raceway.toml" || {
+if ! { grep -q "socket=$SOCKET\"" "$OUT/raceway.toml" && grep -q "\"$RACEWAY_PREFIX\"" "$OUT/raceway.toml"; }; then
   echo "error: perf/pktgen/raceway-memif.toml: its socket or file prefix is not where memif.sh expects" >&2
   exit 2
-}
+fi
 
 "$RACEWAY" run -c "$OUT/raceway.toml" --stats-json "$OUT/stats.json" >"$OUT/raceway.log" 2>&1 &
 raceway=$!

@@ -1,8 +1,39 @@
-# Shared by the benchmark scripts (sourced): the QoS every live benchmark runs with, so that
-# their numbers are for the same switch configuration.
+# shellcheck shell=bash
+# What every perf script shares (each sources it after `cd` to the repository's root): the
+# binary under test, the arithmetic of its tables (through perf/perflib.py, the one Python
+# helper), and the QoS, ports and runs every live benchmark uses, so that their numbers are for
+# the same switch configuration.
+
+# The raceway binary a script measures, in $RACEWAY: the one given (a built binary, no build:
+# `RACEWAY=target/release/raceway perf/X.sh`), else a fresh release build.
+raceway_binary() {
+  if [ -z "${RACEWAY:-}" ]; then
+    cargo build --release -q -p raceway
+    RACEWAY=target/release/raceway
+  fi
+}
+
+# A / B to two decimals; "n/a" when either is n/a or B is zero.
+#   ratio A B
+ratio() { python3 perf/perflib.py ratio "$1" "$2"; }
+
+# The median of the numbers given (the mean of the two middle ones of an even count), to two
+# decimals; "n/a" when any is n/a.
+#   median N...
+median() { python3 perf/perflib.py median "$@"; }
+
+# A value of a JSON file at a dotted path (`ports.out.tx_packets`).
+#   json_get FILE PATH
+json_get() { python3 perf/perflib.py get "$1" "$2"; }
+
+# Whether A < B, as numbers (for `if less_than ...`).
+#   less_than A B
+less_than() { python3 perf/perflib.py less "$1" "$2"; }
 
 # SONiC's RoCE classes (DSCP 26 -> lossless TC 3, DSCP 48 -> strict TC 6), DWRR 50/50 between
 # TC 0 and TC 3, ECN on TC 3 from KMIN to KMAX bytes (default NVIDIA's 150 KB / 1.5 MB).
+#   bench_qos [KMIN KMAX]
+# shellcheck disable=SC2120
 bench_qos() {
   local kmin=${1:-150000} kmax=${2:-1500000}
   cat <<TOML
@@ -66,6 +97,7 @@ blast_through() {
 # and on CPU 0 beside the sleeping main lcore) with the in port's two rx queues (a trace
 # each) one on each, the out port on the second, so the first's frames all cross to it.
 # CONTROL "-control" adds an idle [control]. Writes its config, stats and log under $OUT.
+# DURATION is the calling script's.
 #   raceway_mpps SIZE CORES [CONTROL] [BINARY]
 raceway_mpps() {
   local size=$1 cores=$2 control=${3:-} binary=${4:-$RACEWAY}
@@ -83,8 +115,9 @@ $(bench_qos)
 $(bench_ports in "net_pcap0,$rx,infinite_rx=1" "$extra")
 TOML
   if [ "$control" = -control ]; then printf '[control]\nnetns = "rw-bench-%s"\n' "$$" >>"$config"; fi
+  # shellcheck disable=SC2153 # DURATION is the calling script's
   "$binary" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \
     -- --file-prefix "rw-$$" >"$OUT/raceway-$size-$cores.log" 2>&1
-  python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print('%.2f' % (s['ports']['out']['tx_packets'] / s['elapsed_s'] / 1e6))" "$stats"
+  python3 perf/perflib.py mpps "$stats" out
 }
 

@@ -1,1 +1,0 @@
-//! Benchmarks live in benches/; this crate has no code of its own.
