@@ -37,149 +37,170 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the switch live on DPDK ports.
-    Run {
-        #[arg(short, long)]
-        config: PathBuf,
-        /// Stop after this many seconds (default: until SIGINT/SIGTERM).
-        #[arg(long)]
-        duration: Option<f64>,
-        /// Write the stats JSON here at exit.
-        #[arg(long)]
-        stats_json: Option<PathBuf>,
-        /// With [control]: write the FIB the workers forward by (routes, what each resolves
-        /// to, neighbours) here on SIGUSR1 and at exit, replacing the file whole.
-        #[arg(long, value_name = "FILE")]
-        fib_dump: Option<PathBuf>,
-        /// Seconds between counter lines.
-        #[arg(long, default_value_t = 1.0)]
-        stats_interval: f64,
-        /// Seed of the workers' random choices (ECN marking).
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// Serve Prometheus metrics at http://ADDR/metrics: PORT (on 127.0.0.1) or HOST:PORT.
-        #[arg(long, value_name = "ADDR")]
-        metrics: Option<String>,
-        /// PORT=FILE.pcapng: write what PORT receives and sends (repeat per port; ports may
-        /// share a file).
-        #[arg(long = "capture", value_name = "PORT=FILE")]
-        captures: Vec<String>,
-        /// Extra EAL arguments.
-        #[arg(last = true)]
-        eal: Vec<String>,
-    },
+    Run(RunArgs),
     /// Ask a running switch (`raceway run`) over its DPDK telemetry socket: interfaces,
     /// counters, pfc, queues, watermarks, routes, neighbors; clear watermarks.
-    Show {
-        /// The running switch's config (its EAL file prefix finds the switch).
-        #[arg(short, long, required_unless_present = "prefix")]
-        config: Option<PathBuf>,
-        /// The running switch's EAL file prefix (instead of --config).
-        #[arg(long)]
-        prefix: Option<String>,
-        /// JSON for scripts: each table's rows as objects keyed by column.
-        #[arg(long)]
-        json: bool,
-        #[command(subcommand)]
-        what: ShowWhat,
-    },
+    Show(ShowArgs),
     /// Replay pcap or pcapng traces through the switch in virtual time; writes
     /// DIR/<port>.pcap (or .pcapng) and DIR/stats.json.
-    Replay {
-        #[arg(short, long)]
-        config: PathBuf,
-        /// PORT=FILE: what the host on PORT offers, a pcap or pcapng file (repeat per port);
-        /// for pcapng, FILE:if=N|NAME picks an interface and FILE:dir=in|out a direction.
-        #[arg(long = "in", value_name = "PORT=FILE")]
-        inputs: Vec<String>,
-        #[arg(long)]
-        out: PathBuf,
-        /// Seed of every random choice.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// PORT: the peer on this port ignores PFC (repeat per port).
-        #[arg(long = "peer-ignores-pfc", value_name = "PORT")]
-        ignore_pfc: Vec<String>,
-        /// Write charts (SVG), series.json and index.html here.
-        #[arg(long, value_name = "DIR")]
-        report: Option<PathBuf>,
-        /// The output captures' format: pcap (DIR/<port>.pcap) or pcapng (DIR/<port>.pcapng,
-        /// an interface block named after the port).
-        #[arg(long = "out-format", value_parser = ["pcap", "pcapng"], default_value = "pcap")]
-        out_format: String,
-    },
+    Replay(ReplayArgs),
     /// Validate a config and print derived values.
-    Check {
-        #[arg(short, long)]
-        config: PathBuf,
-    },
+    Check(CheckArgs),
     /// Send a trace's frames on one DPDK device at a paced rate (a load generator).
-    Blast {
-        /// The trace whose frames are sent, in a loop.
-        #[arg(long)]
-        trace: PathBuf,
-        /// Device devargs, e.g. net_memif0,role=client,socket=/tmp/raceway.sock
-        #[arg(long)]
-        device: String,
-        /// Offered rate in Gb/s, counting 24 bytes of preamble, IFG and FCS per frame.
-        #[arg(long)]
-        rate_gbps: f64,
-        #[arg(long, default_value_t = 5.0)]
-        duration: f64,
-        /// Behave as a RoCE NIC: honour received PFC per priority (pause quanta at this link
-        /// speed in Gb/s, normally the switch port's speed_gbps) and wait for tx room instead
-        /// of dropping.
-        #[arg(long, value_name = "LINK_GBPS")]
-        pfc: Option<f64>,
-        /// Bursts take turns on this many tx queues (over net_memif, the peer's rx queues).
-        #[arg(long, default_value_t = 1)]
-        tx_queues: u16,
-        /// EAL arguments.
-        #[arg(last = true)]
-        eal: Vec<String>,
-    },
+    Blast(BlastArgs),
     /// Run a leaf-spine fabric of raceway switches and RoCEv2 hosts in virtual time.
-    Fabric {
-        /// The fabric file (config/fabric/*.toml).
-        #[arg(short, long)]
-        config: PathBuf,
-        /// The collective the hosts run.
-        #[arg(long, value_enum)]
-        workload: fabric::workload::Workload,
-        /// For incast: the receiving host's index (leaf-major).
-        #[arg(long, default_value_t = 0)]
-        target: usize,
-        #[arg(long, default_value_t = 1_048_576)]
-        message_bytes: u64,
-        /// Messages per sender (per destination for all-to-all; iterations for all-reduce).
-        #[arg(long, default_value_t = 4)]
-        messages: u32,
-        /// Leaf uplink group mode, overriding the file.
-        #[arg(long, value_enum)]
-        mode: Option<GroupMode>,
-        /// Senders at line rate, no CNPs (DCQCN off), whatever the file says.
-        #[arg(long)]
-        no_dcqcn: bool,
-        /// RDMA payload per frame (RoCE path MTU).
-        #[arg(long, default_value_t = 4096)]
-        roce_mtu: usize,
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// Give up at this virtual time (ms) and report what did not complete.
-        #[arg(long, default_value_t = 1000.0)]
-        horizon_ms: f64,
-        /// Threads to run the fabric's partitions (a switch with its hosts each) on; the
-        /// results are the same for any number. Default: the machine's cores.
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Write results.json and per-switch stats and charts here.
-        #[arg(long)]
-        out: PathBuf,
-    },
+    Fabric(FabricArgs),
     /// Write synthetic traces as pcap.
-    Gen {
-        #[command(subcommand)]
-        kind: GenKind,
-    },
+    Gen(GenArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[arg(short, long)]
+    config: PathBuf,
+    /// Stop after this many seconds (default: until SIGINT/SIGTERM).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Write the stats JSON here at exit.
+    #[arg(long)]
+    stats_json: Option<PathBuf>,
+    /// With [control]: write the FIB the workers forward by (routes, what each resolves
+    /// to, neighbours) here on SIGUSR1 and at exit, replacing the file whole.
+    #[arg(long, value_name = "FILE")]
+    fib_dump: Option<PathBuf>,
+    /// Seconds between counter lines.
+    #[arg(long, default_value_t = 1.0)]
+    stats_interval: f64,
+    /// Seed of the workers' random choices (ECN marking).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Serve Prometheus metrics at http://ADDR/metrics: PORT (on 127.0.0.1) or HOST:PORT.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+    /// PORT=FILE.pcapng: write what PORT receives and sends (repeat per port; ports may
+    /// share a file).
+    #[arg(long = "capture", value_name = "PORT=FILE")]
+    captures: Vec<String>,
+    /// Extra EAL arguments.
+    #[arg(last = true)]
+    eal: Vec<String>,
+}
+
+#[derive(Args)]
+struct ShowArgs {
+    /// The running switch's config (its EAL file prefix finds the switch).
+    #[arg(short, long, required_unless_present = "prefix")]
+    config: Option<PathBuf>,
+    /// The running switch's EAL file prefix (instead of --config).
+    #[arg(long)]
+    prefix: Option<String>,
+    /// JSON for scripts: each table's rows as objects keyed by column.
+    #[arg(long)]
+    json: bool,
+    #[command(subcommand)]
+    what: ShowWhat,
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    #[arg(short, long)]
+    config: PathBuf,
+    /// PORT=FILE: what the host on PORT offers, a pcap or pcapng file (repeat per port);
+    /// for pcapng, FILE:if=N|NAME picks an interface and FILE:dir=in|out a direction.
+    #[arg(long = "in", value_name = "PORT=FILE")]
+    inputs: Vec<String>,
+    #[arg(long)]
+    out: PathBuf,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// PORT: the peer on this port ignores PFC (repeat per port).
+    #[arg(long = "peer-ignores-pfc", value_name = "PORT")]
+    ignore_pfc: Vec<String>,
+    /// Write charts (SVG), series.json and index.html here.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// The output captures' format: pcap (DIR/<port>.pcap) or pcapng (DIR/<port>.pcapng,
+    /// an interface block named after the port).
+    #[arg(long = "out-format", value_parser = ["pcap", "pcapng"], default_value = "pcap")]
+    out_format: String,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    #[arg(short, long)]
+    config: PathBuf,
+}
+
+#[derive(Args)]
+struct BlastArgs {
+    /// The trace whose frames are sent, in a loop.
+    #[arg(long)]
+    trace: PathBuf,
+    /// Device devargs, e.g. net_memif0,role=client,socket=/tmp/raceway.sock
+    #[arg(long)]
+    device: String,
+    /// Offered rate in Gb/s, counting 24 bytes of preamble, IFG and FCS per frame.
+    #[arg(long)]
+    rate_gbps: f64,
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Behave as a RoCE NIC: honour received PFC per priority (pause quanta at this link
+    /// speed in Gb/s, normally the switch port's speed_gbps) and wait for tx room instead
+    /// of dropping.
+    #[arg(long, value_name = "LINK_GBPS")]
+    pfc: Option<f64>,
+    /// Bursts take turns on this many tx queues (over net_memif, the peer's rx queues).
+    #[arg(long, default_value_t = 1)]
+    tx_queues: u16,
+    /// EAL arguments.
+    #[arg(last = true)]
+    eal: Vec<String>,
+}
+
+#[derive(Args)]
+struct FabricArgs {
+    /// The fabric file (config/fabric/*.toml).
+    #[arg(short, long)]
+    config: PathBuf,
+    /// The collective the hosts run.
+    #[arg(long, value_enum)]
+    workload: fabric::workload::Workload,
+    /// For incast: the receiving host's index (leaf-major).
+    #[arg(long, default_value_t = 0)]
+    target: usize,
+    #[arg(long, default_value_t = 1_048_576)]
+    message_bytes: u64,
+    /// Messages per sender (per destination for all-to-all; iterations for all-reduce).
+    #[arg(long, default_value_t = 4)]
+    messages: u32,
+    /// Leaf uplink group mode, overriding the file.
+    #[arg(long, value_enum)]
+    mode: Option<GroupMode>,
+    /// Senders at line rate, no CNPs (DCQCN off), whatever the file says.
+    #[arg(long)]
+    no_dcqcn: bool,
+    /// RDMA payload per frame (RoCE path MTU).
+    #[arg(long, default_value_t = 4096)]
+    roce_mtu: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Give up at this virtual time (ms) and report what did not complete.
+    #[arg(long, default_value_t = 1000.0)]
+    horizon_ms: f64,
+    /// Threads to run the fabric's partitions (a switch with its hosts each) on; the
+    /// results are the same for any number. Default: the machine's cores.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Write results.json and per-switch stats and charts here.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+struct GenArgs {
+    #[command(subcommand)]
+    kind: GenKind,
 }
 
 /// What `raceway show` prints.
@@ -455,204 +476,220 @@ fn seconds(flag: &str, value: f64) -> Result<Duration, Failure> {
 
 fn execute(command: Command) -> Result<(), Failure> {
     match command {
-        Command::Run {
-            config: config_path,
-            duration,
-            stats_json,
-            fib_dump,
-            stats_interval,
-            seed,
-            metrics,
-            captures,
-            eal,
-        } => {
-            let config = Config::load(&config_path)?;
-            if fib_dump.is_some() && config.control.is_none() {
-                return Err(Failure(format!(
-                    "--fib-dump: {} has no [control]: the FIB is the config's alone (see `raceway check`)",
-                    config_path.display()
-                )));
-            }
-            let mut capture = Vec::new();
-            for (port, file) in config.port_files("--capture", &captures, &config_path)? {
-                // Fail before the EAL starts if the file cannot be written.
-                std::fs::File::create(&file)
-                    .map_err(|err| Failure(format!("--capture: {}: cannot create: {err}", file.display())))?;
-                capture.push(CaptureRequest { port, port_name: config.ports[port].name.clone(), file });
-            }
-            let metrics = match metrics {
-                Some(text) => {
-                    let address = raceway::observe::metrics::parse_address(&text).map_err(Failure)?;
-                    let listener = std::net::TcpListener::bind(address)
-                        .map_err(|err| Failure(format!("--metrics {address}: cannot listen: {err}")))?;
-                    Some(std::sync::Arc::new(listener))
-                }
-                None => None,
-            };
-            let options = LiveOptions {
-                duration: duration.map(|d| seconds("--duration", d)).transpose()?,
-                stats_interval: seconds("--stats-interval", stats_interval)?,
-                extra_eal: eal,
-                seed,
-                metrics,
-                capture,
-                fib_dump,
-            };
-            let report = live::run(&config, &options)?;
-            tracing::info!("{}", report.stats.summary_line(&config));
-            tracing::info!(
-                "ran {:.1} s; mbufs back in pool: {}/{}",
-                report.elapsed.as_secs_f64(),
-                report.mbufs_available_at_exit,
-                report.mbufs_in_pool
-            );
-            if let Some(path) = stats_json {
-                let text = serde_json::to_string_pretty(&report.to_json(&config)).expect("stats serialise") + "\n";
-                std::fs::write(&path, text)
-                    .map_err(|err| Failure(format!("{}: cannot write: {err}", path.display())))?;
-            }
-            Ok(())
+        Command::Run(args) => run_switch(args),
+        Command::Show(args) => show_switch(args),
+        Command::Replay(args) => replay_traces(args),
+        Command::Check(args) => check_config(args),
+        Command::Blast(args) => blast_trace(args),
+        Command::Fabric(args) => run_fabric(args),
+        Command::Gen(args) => gen_traces(args),
+    }
+}
+
+/// `raceway run`: the live switch until a signal or `--duration`; writes the stats JSON.
+fn run_switch(args: RunArgs) -> Result<(), Failure> {
+    let RunArgs { config: config_path, duration, stats_json, fib_dump, stats_interval, seed, metrics, captures, eal } =
+        args;
+    let config = Config::load(&config_path)?;
+    if fib_dump.is_some() && config.control.is_none() {
+        return Err(Failure(format!(
+            "--fib-dump: {} has no [control]: the FIB is the config's alone (see `raceway check`)",
+            config_path.display()
+        )));
+    }
+    let mut capture = Vec::new();
+    for (port, file) in config.port_files("--capture", &captures, &config_path)? {
+        // Fail before the EAL starts if the file cannot be written.
+        std::fs::File::create(&file)
+            .map_err(|err| Failure(format!("--capture: {}: cannot create: {err}", file.display())))?;
+        capture.push(CaptureRequest { port, port_name: config.ports[port].name.clone(), file });
+    }
+    let metrics = match metrics {
+        Some(text) => {
+            let address = raceway::observe::metrics::parse_address(&text).map_err(Failure)?;
+            let listener = std::net::TcpListener::bind(address)
+                .map_err(|err| Failure(format!("--metrics {address}: cannot listen: {err}")))?;
+            Some(std::sync::Arc::new(listener))
         }
-        Command::Replay { config: config_path, inputs, out, seed, ignore_pfc, report, out_format } => {
-            let config = Config::load(&config_path)?;
-            if inputs.is_empty() {
-                return Err(Failure("--in: give at least one PORT=FILE (pcap or pcapng)".into()));
-            }
-            let inputs = config
-                .port_files("--in", &inputs, &config_path)?
-                .into_iter()
-                .map(|(port, file)| {
-                    Ok((port, raceway::traffic::pcap::TraceSpec::parse("--in", &file.to_string_lossy())?))
+        None => None,
+    };
+    let options = LiveOptions {
+        duration: duration.map(|d| seconds("--duration", d)).transpose()?,
+        stats_interval: seconds("--stats-interval", stats_interval)?,
+        extra_eal: eal,
+        seed,
+        metrics,
+        capture,
+        fib_dump,
+    };
+    let report = live::run(&config, &options)?;
+    tracing::info!("{}", report.stats.summary_line(&config));
+    tracing::info!(
+        "ran {:.1} s; mbufs back in pool: {}/{}",
+        report.elapsed.as_secs_f64(),
+        report.mbufs_available_at_exit,
+        report.mbufs_in_pool
+    );
+    if let Some(path) = stats_json {
+        let text = serde_json::to_string_pretty(&report.to_json(&config)).expect("stats serialise") + "\n";
+        std::fs::write(&path, text).map_err(|err| Failure(format!("{}: cannot write: {err}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// `raceway show`: asks a running switch and prints what it says.
+fn show_switch(args: ShowArgs) -> Result<(), Failure> {
+    let ShowArgs { config, prefix, json, what } = args;
+    use raceway::show::{self, View};
+    let prefix = match (prefix, config) {
+        (Some(prefix), _) => prefix,
+        (None, Some(path)) => show::file_prefix(&Config::load(&path)?),
+        (None, None) => return Err(Failure("show: give --config or --prefix".into())),
+    };
+    let mut period = Duration::from_secs(1);
+    let view = match what {
+        ShowWhat::Interfaces => View::Interfaces,
+        ShowWhat::Counters { period: seconds_given } => {
+            period = seconds("--period", seconds_given)?;
+            View::Counters
+        }
+        ShowWhat::Pfc => View::Pfc,
+        ShowWhat::Queues => View::Queues,
+        ShowWhat::Watermarks { persistent, clear } => View::Watermarks { persistent, clear },
+        ShowWhat::Routes { prefix } => View::Routes(
+            prefix
+                .map(|text| {
+                    raceway::config::Prefix::parse(&text)
+                        .map_err(|err| Failure(format!("show routes: '{text}': {err}")))
                 })
-                .collect::<Result<Vec<_>, raceway::error::InputError>>()?;
-            let ignore_pfc = ignore_pfc
+                .transpose()?,
+        ),
+        ShowWhat::Route { addresses } => View::Route(
+            addresses
                 .iter()
-                .map(|port| config.port_for_flag("--peer-ignores-pfc", port, &config_path))
-                .collect::<Result<Vec<usize>, _>>()?;
-            let out_format = match out_format.as_str() {
-                "pcapng" => raceway::traffic::pcap::OutputFormat::PcapNg,
-                _ => raceway::traffic::pcap::OutputFormat::Pcap,
-            };
-            let progress = show_progress();
-            let options = replay::ReplayOptions { seed, ignore_pfc, report, out_format, progress };
-            let stats = replay::run(&config, &inputs, &out, &options)?;
-            println!("{}", stats.summary_line(&config));
-            Ok(())
-        }
-        Command::Fabric {
-            config,
-            workload,
-            target,
-            message_bytes,
-            messages,
-            mode,
-            no_dcqcn,
-            roce_mtu,
-            seed,
-            horizon_ms,
-            threads,
-            out,
-        } => {
-            let mut fabric = fabric::Fabric::load(&config, mode)?;
-            if no_dcqcn {
-                fabric.dcqcn.enabled = false;
-            }
-            let collective = fabric::workload::Collective::of(workload, target);
-            let options = fabric::engine::FabricOptions {
-                collective,
-                message_bytes,
-                messages,
-                roce_mtu,
-                seed,
-                horizon_ms,
-                progress: show_progress(),
-                threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
-            };
-            options.validate(&fabric)?;
-            let results = fabric::engine::run(&fabric, &options, Some(&out))?;
-            println!("{}", results.summary_line());
-            Ok(())
-        }
-        Command::Blast { trace, device, rate_gbps, duration, pfc, tx_queues, eal } => {
-            let options = blast::BlastOptions {
-                device,
-                rate_gbps,
-                duration: seconds("--duration", duration)?,
-                eal,
-                pfc_link_gbps: pfc,
-                tx_queues,
-            };
-            options.validate()?;
-            let frames = blast::load_frames(&trace)?;
-            let report = blast::run(&frames, &options)?;
-            println!("{}", report.to_json(pfc.is_some()));
-            Ok(())
-        }
-        Command::Show { config, prefix, json, what } => {
-            use raceway::show::{self, View};
-            let prefix = match (prefix, config) {
-                (Some(prefix), _) => prefix,
-                (None, Some(path)) => show::file_prefix(&Config::load(&path)?),
-                (None, None) => return Err(Failure("show: give --config or --prefix".into())),
-            };
-            let mut period = Duration::from_secs(1);
-            let view = match what {
-                ShowWhat::Interfaces => View::Interfaces,
-                ShowWhat::Counters { period: seconds_given } => {
-                    period = seconds("--period", seconds_given)?;
-                    View::Counters
-                }
-                ShowWhat::Pfc => View::Pfc,
-                ShowWhat::Queues => View::Queues,
-                ShowWhat::Watermarks { persistent, clear } => View::Watermarks { persistent, clear },
-                ShowWhat::Routes { prefix } => View::Routes(
-                    prefix
-                        .map(|text| {
-                            raceway::config::Prefix::parse(&text)
-                                .map_err(|err| Failure(format!("show routes: '{text}': {err}")))
-                        })
-                        .transpose()?,
-                ),
-                ShowWhat::Route { addresses } => View::Route(
-                    addresses
-                        .iter()
-                        .map(|text| {
-                            text.parse()
-                                .map_err(|_| Failure(format!("show route: '{text}' is not an IPv4 or IPv6 address")))
-                        })
-                        .collect::<Result<_, _>>()?,
-                ),
-                ShowWhat::Neighbors => View::Neighbors,
-                ShowWhat::Clear { what: ClearWhat::Watermarks { persistent } } => View::ClearWatermarks { persistent },
-            };
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            match show::run(&show::socket_path(&prefix), view, period, json, &mut out) {
-                // A reader that stopped early (`| head`) wanted no more.
-                Err(said) if said == show::READER_GONE => Ok(()),
-                result => result.map_err(Failure),
-            }
-        }
-        Command::Check { config: path } => {
-            let config = Config::load(&path)?;
-            print!("{}", raceway::config::check::report(&config));
-            Ok(())
-        }
-        Command::Gen { kind: GenKind::Flows { out, flows, packets, size, rate_gbps, dscp, to_subnet } } => {
+                .map(|text| {
+                    text.parse().map_err(|_| Failure(format!("show route: '{text}' is not an IPv4 or IPv6 address")))
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        ShowWhat::Neighbors => View::Neighbors,
+        ShowWhat::Clear { what: ClearWhat::Watermarks { persistent } } => View::ClearWatermarks { persistent },
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match show::run(&show::socket_path(&prefix), view, period, json, &mut out) {
+        // A reader that stopped early (`| head`) wanted no more.
+        Err(said) if said == show::READER_GONE => Ok(()),
+        result => result.map_err(Failure),
+    }
+}
+
+/// `raceway replay`: the traces through the switch in virtual time.
+fn replay_traces(args: ReplayArgs) -> Result<(), Failure> {
+    let ReplayArgs { config: config_path, inputs, out, seed, ignore_pfc, report, out_format } = args;
+    let config = Config::load(&config_path)?;
+    if inputs.is_empty() {
+        return Err(Failure("--in: give at least one PORT=FILE (pcap or pcapng)".into()));
+    }
+    let inputs = config
+        .port_files("--in", &inputs, &config_path)?
+        .into_iter()
+        .map(|(port, file)| Ok((port, raceway::traffic::pcap::TraceSpec::parse("--in", &file.to_string_lossy())?)))
+        .collect::<Result<Vec<_>, raceway::error::InputError>>()?;
+    let ignore_pfc = ignore_pfc
+        .iter()
+        .map(|port| config.port_for_flag("--peer-ignores-pfc", port, &config_path))
+        .collect::<Result<Vec<usize>, _>>()?;
+    let out_format = match out_format.as_str() {
+        "pcapng" => raceway::traffic::pcap::OutputFormat::PcapNg,
+        _ => raceway::traffic::pcap::OutputFormat::Pcap,
+    };
+    let progress = show_progress();
+    let options = replay::ReplayOptions { seed, ignore_pfc, report, out_format, progress };
+    let stats = replay::run(&config, &inputs, &out, &options)?;
+    println!("{}", stats.summary_line(&config));
+    Ok(())
+}
+
+/// `raceway check`: the config validated, and what it derives.
+fn check_config(args: CheckArgs) -> Result<(), Failure> {
+    let CheckArgs { config: path } = args;
+    let config = Config::load(&path)?;
+    print!("{}", raceway::config::check::report(&config));
+    Ok(())
+}
+
+/// `raceway blast`: a trace sent on one DPDK device at a paced rate.
+fn blast_trace(args: BlastArgs) -> Result<(), Failure> {
+    let BlastArgs { trace, device, rate_gbps, duration, pfc, tx_queues, eal } = args;
+    let options = blast::BlastOptions {
+        device,
+        rate_gbps,
+        duration: seconds("--duration", duration)?,
+        eal,
+        pfc_link_gbps: pfc,
+        tx_queues,
+    };
+    options.validate()?;
+    let frames = blast::load_frames(&trace)?;
+    let report = blast::run(&frames, &options)?;
+    println!("{}", report.to_json(pfc.is_some()));
+    Ok(())
+}
+
+/// `raceway fabric`: a leaf-spine of raceway switches and DCQCN hosts in virtual time.
+fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
+    let FabricArgs {
+        config,
+        workload,
+        target,
+        message_bytes,
+        messages,
+        mode,
+        no_dcqcn,
+        roce_mtu,
+        seed,
+        horizon_ms,
+        threads,
+        out,
+    } = args;
+    let mut fabric = fabric::Fabric::load(&config, mode)?;
+    if no_dcqcn {
+        fabric.dcqcn.enabled = false;
+    }
+    let collective = fabric::workload::Collective::of(workload, target);
+    let options = fabric::engine::FabricOptions {
+        collective,
+        message_bytes,
+        messages,
+        roce_mtu,
+        seed,
+        horizon_ms,
+        progress: show_progress(),
+        threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
+    };
+    options.validate(&fabric)?;
+    let results = fabric::engine::run(&fabric, &options, Some(&out))?;
+    println!("{}", results.summary_line());
+    Ok(())
+}
+
+/// `raceway gen`: synthetic traces as pcap.
+fn gen_traces(args: GenArgs) -> Result<(), Failure> {
+    match args.kind {
+        GenKind::Flows { out, flows, packets, size, rate_gbps, dscp, to_subnet } => {
             let options = gen::FlowsOptions { flows, packets, frame_len: size, rate_gbps, dscp, to_subnet };
             options.validate()?;
             write_trace(&out, gen::flows(&options))
         }
-        Command::Gen { kind: GenKind::Mixed { out, packets, seed, size, rate_gbps, host, bad_percent } } => {
+        GenKind::Mixed { out, packets, seed, size, rate_gbps, host, bad_percent } => {
             let options = gen::MixedOptions { packets, seed, frame_len: size, rate_gbps, host, bad_percent };
             options.validate()?;
             write_trace(&out, gen::mixed(&options).into_iter())
         }
-        Command::Gen { kind: GenKind::Incast { target, common } } => {
-            write_pattern(gen::Pattern::Incast { target }, common)
-        }
-        Command::Gen { kind: GenKind::Allreduce { common } } => write_pattern(gen::Pattern::AllReduce, common),
-        Command::Gen { kind: GenKind::Alltoall { common } } => write_pattern(gen::Pattern::AllToAll, common),
-        Command::Gen { kind: GenKind::PfcStorm { storm, priority, interval_us, common } } => {
+        GenKind::Incast { target, common } => write_pattern(gen::Pattern::Incast { target }, common),
+        GenKind::Allreduce { common } => write_pattern(gen::Pattern::AllReduce, common),
+        GenKind::Alltoall { common } => write_pattern(gen::Pattern::AllToAll, common),
+        GenKind::PfcStorm { storm, priority, interval_us, common } => {
             write_pattern(gen::Pattern::PfcStorm { storm, priority, interval_us }, common)
         }
     }

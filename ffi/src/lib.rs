@@ -16,7 +16,7 @@ include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 /// opaque to bindgen). `shim.c` asserts each at compile time against `offsetof`, so a DPDK
 /// whose layout differs fails the build instead of misreading packets. Reading them inline
 /// instead of through one-line shims of `rte_pktmbuf_mtod` and `data_len` (five calls per frame)
-/// measured 14.61 -> 15.24 Mpps live at 64 B (alternating A/B runs, perf/RESULTS.md).
+/// raised the live rate at 64 B (perf/RESULTS.md, "Figures once in code comments").
 pub mod mbuf_offsets {
     /// `void *buf_addr`.
     pub const BUF_ADDR: usize = 0;

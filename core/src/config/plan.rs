@@ -40,7 +40,7 @@
 //!   - raceway's own: the same lookahead, 49,344 wire bytes, handed to its NIC before the
 //!     pause arrived, which it cannot recall. So two raceways face each other losslessly. A
 //!     shorter lookahead starves the link whenever one poll loop takes longer than it
-//!     (measured: 1.01 us cut 1 KB forwarding on one core from 8.0 to 1.8 Mpps);
+//!     (perf/RESULTS.md, "Figures once in code comments", has the measurement);
 //! - the peer may have just started a maximum frame, which it finishes;
 //! - where a port's rx queues are spread over several workers (`[[port]] rx_queues`), its
 //!   owner decides XOFF on the other workers' shares of its groups as they published them at

@@ -147,98 +147,156 @@ impl Selector {
         ports: &impl PortView,
     ) -> Option<(u16, u16)> {
         let state = self.groups.get_mut(group)?;
-        let members = &state.members;
-        let usable_count = members.iter().filter(|&&port| ports.usable(usize::from(port))).count();
-        if usable_count == 0 {
-            return None;
-        }
-        let nth_usable = |mut n: usize| -> usize {
-            for (slot, &port) in members.iter().enumerate() {
-                if ports.usable(usize::from(port)) {
-                    if n == 0 {
-                        return slot;
-                    }
-                    n -= 1;
-                }
-            }
-            unreachable!("n < usable_count")
-        };
-        let cost = |slot: usize| ports.drain_cost(usize::from(members[slot]), tc);
+        let usable = Usable::of(&state.members, ports, tc)?;
         let slot = match state.mode {
-            GroupMode::Ecmp => nth_usable(((u64::from(flow_hash) * usable_count as u64) >> 32) as usize),
-            GroupMode::Spray => {
-                let mut slot = state.cursor % members.len();
-                while !ports.usable(usize::from(members[slot])) {
-                    slot = (slot + 1) % members.len();
-                }
-                state.cursor = slot + 1;
-                slot
-            }
-            GroupMode::Random => nth_usable(rng.below(usable_count as u64) as usize),
-            GroupMode::Adaptive => {
-                let first = nth_usable(rng.below(usable_count as u64) as usize);
-                let second = nth_usable(rng.below(usable_count as u64) as usize);
-                // DRILL: the last choice and two random members; the cheapest wins, equals by
-                // a fair draw among the distinct candidates (reservoir sampling, so the PRNG is
-                // drawn only on a tie).
-                let mut best: Option<(usize, u64)> = None;
-                let mut ties = 1;
-                let candidates = [state.last_choice, first, second];
-                for (index, &candidate) in candidates.iter().enumerate() {
-                    if candidates[..index].contains(&candidate) || !ports.usable(usize::from(members[candidate])) {
-                        continue;
-                    }
-                    let candidate_cost = cost(candidate);
-                    match best {
-                        Some((_, best_cost)) if candidate_cost > best_cost => {}
-                        Some((_, best_cost)) if candidate_cost == best_cost => {
-                            ties += 1;
-                            if rng.below(ties) == 0 {
-                                best = Some((candidate, candidate_cost));
-                            }
-                        }
-                        _ => {
-                            best = Some((candidate, candidate_cost));
-                            ties = 1;
-                        }
-                    }
-                }
-                let (best, _) = best.expect("first is usable");
-                state.last_choice = best;
-                best
-            }
+            GroupMode::Ecmp => ecmp(&usable, flow_hash),
+            GroupMode::Spray => spray(&usable, &mut state.cursor),
+            GroupMode::Random => usable.at_random(rng),
+            GroupMode::Adaptive => adaptive(&usable, &mut state.last_choice, rng),
             GroupMode::Flowlet => {
-                let index = ((u64::from(flow_hash) * FLOWSETS as u64) >> 32) as usize;
-                let set = state.flowsets[index];
-                let keep = set.used
-                    && now.saturating_sub(set.last_seen_ps) < state.gap_ps
-                    && ports.usable(usize::from(members[usize::from(set.slot)]));
-                let slot = if keep {
-                    self.collisions += u64::from(set.flow != flow_hash);
-                    usize::from(set.slot)
-                } else {
-                    // The least loaded member; the scan starts at a random one so that ties
-                    // (idle links) spread flowlets instead of piling on the first.
-                    let start = nth_usable(rng.below(usable_count as u64) as usize);
-                    let mut best = start;
-                    for offset in 1..members.len() {
-                        let slot = (start + offset) % members.len();
-                        if ports.usable(usize::from(members[slot])) && cost(slot) < cost(best) {
-                            best = slot;
-                        }
-                    }
-                    best
-                };
-                let set = &mut state.flowsets[index];
-                if !keep {
-                    *set = Flowset { flow: flow_hash, slot: slot as u16, used: true, last_seen_ps: now };
-                }
-                set.last_seen_ps = now;
-                slot
+                let flowlets =
+                    Flowlets { sets: &mut state.flowsets, gap_ps: state.gap_ps, collisions: &mut self.collisions };
+                flowlet(&usable, flowlets, flow_hash, now, rng)
             }
         };
-        Some((state.member_of[slot], members[slot]))
+        Some((state.member_of[slot], state.members[slot]))
     }
+}
+
+/// A group's slots as a mode sees them: which are usable now, and what each costs to drain.
+/// Exists only when at least one slot is usable, so a mode always has one to pick.
+struct Usable<'a, P: PortView> {
+    members: &'a [u16],
+    ports: &'a P,
+    tc: usize,
+    count: usize,
+}
+
+impl<'a, P: PortView> Usable<'a, P> {
+    #[inline(always)]
+    fn of(members: &'a [u16], ports: &'a P, tc: usize) -> Option<Self> {
+        let count = members.iter().filter(|&&port| ports.usable(usize::from(port))).count();
+        (count > 0).then_some(Self { members, ports, tc, count })
+    }
+
+    #[inline(always)]
+    fn is_usable(&self, slot: usize) -> bool {
+        self.ports.usable(usize::from(self.members[slot]))
+    }
+
+    /// The slot of the `n`th usable member (`n < count`).
+    #[inline(always)]
+    fn nth(&self, mut n: usize) -> usize {
+        for slot in 0..self.members.len() {
+            if self.is_usable(slot) {
+                if n == 0 {
+                    return slot;
+                }
+                n -= 1;
+            }
+        }
+        unreachable!("n < count")
+    }
+
+    #[inline(always)]
+    fn at_random(&self, rng: &mut Rng) -> usize {
+        self.nth(rng.below(self.count as u64) as usize)
+    }
+
+    /// How long the slot's member's queue for the frame's class takes to drain.
+    #[inline(always)]
+    fn cost(&self, slot: usize) -> u64 {
+        self.ports.drain_cost(usize::from(self.members[slot]), self.tc)
+    }
+}
+
+/// ecmp: the flow hash scaled onto the usable members.
+#[inline(always)]
+fn ecmp<P: PortView>(usable: &Usable<P>, flow_hash: u32) -> usize {
+    usable.nth(((u64::from(flow_hash) * usable.count as u64) >> 32) as usize)
+}
+
+/// spray: the next usable slot from the group's cursor, which moves past it.
+#[inline(always)]
+fn spray<P: PortView>(usable: &Usable<P>, cursor: &mut usize) -> usize {
+    let len = usable.members.len();
+    let mut slot = *cursor % len;
+    while !usable.is_usable(slot) {
+        slot = (slot + 1) % len;
+    }
+    *cursor = slot + 1;
+    slot
+}
+
+/// adaptive (DRILL): the last choice and two random members; the cheapest wins, equals by a
+/// fair draw among the distinct candidates (reservoir sampling, so the PRNG is drawn only on a
+/// tie).
+#[inline(always)]
+fn adaptive<P: PortView>(usable: &Usable<P>, last_choice: &mut usize, rng: &mut Rng) -> usize {
+    let first = usable.at_random(rng);
+    let second = usable.at_random(rng);
+    let mut best: Option<(usize, u64)> = None;
+    let mut ties = 1;
+    let candidates = [*last_choice, first, second];
+    for (index, &candidate) in candidates.iter().enumerate() {
+        if candidates[..index].contains(&candidate) || !usable.is_usable(candidate) {
+            continue;
+        }
+        let candidate_cost = usable.cost(candidate);
+        match best {
+            Some((_, best_cost)) if candidate_cost > best_cost => {}
+            Some((_, best_cost)) if candidate_cost == best_cost => {
+                ties += 1;
+                if rng.below(ties) == 0 {
+                    best = Some((candidate, candidate_cost));
+                }
+            }
+            _ => {
+                best = Some((candidate, candidate_cost));
+                ties = 1;
+            }
+        }
+    }
+    let (best, _) = best.expect("first is usable");
+    *last_choice = best;
+    best
+}
+
+/// What flowlet mode keeps of a group: its flowsets, its gap, and the selector's count of
+/// frames placed by a flowset another flow opened.
+struct Flowlets<'a> {
+    sets: &'a mut [Flowset],
+    gap_ps: u64,
+    collisions: &'a mut u64,
+}
+
+/// flowlet: the flow's flowset keeps its member within the gap; after a longer gap the least
+/// loaded member takes it, the scan starting at a random one so that ties (idle links) spread
+/// flowlets instead of piling on the first.
+#[inline(always)]
+fn flowlet<P: PortView>(usable: &Usable<P>, flowlets: Flowlets, flow_hash: u32, now: u64, rng: &mut Rng) -> usize {
+    let index = ((u64::from(flow_hash) * FLOWSETS as u64) >> 32) as usize;
+    let set = &mut flowlets.sets[index];
+    let keep =
+        set.used && now.saturating_sub(set.last_seen_ps) < flowlets.gap_ps && usable.is_usable(usize::from(set.slot));
+    let slot = if keep {
+        *flowlets.collisions += u64::from(set.flow != flow_hash);
+        usize::from(set.slot)
+    } else {
+        let len = usable.members.len();
+        let start = usable.at_random(rng);
+        let mut best = start;
+        for offset in 1..len {
+            let slot = (start + offset) % len;
+            if usable.is_usable(slot) && usable.cost(slot) < usable.cost(best) {
+                best = slot;
+            }
+        }
+        *set = Flowset { flow: flow_hash, slot: best as u16, used: true, last_seen_ps: now };
+        best
+    };
+    set.last_seen_ps = now;
+    slot
 }
 
 #[cfg(test)]

@@ -24,8 +24,9 @@ use std::sync::Arc;
 
 /// A key of the route maps: an address or masked prefix as an integer (IPv4 `u32`, IPv6
 /// `u128`), hashed by a multiply-rotate mix. The keys are addresses the switch's operator
-/// configured, not attacker-chosen map contents, so no keyed hash is needed; hashbrown's
-/// default (aHash) measured ~20 cycles of a 190-cycle frame in `perf`.
+/// configured, not attacker-chosen map contents, so no keyed hash is needed, and hashbrown's
+/// default (aHash) was a tenth of a frame's cycles (perf/RESULTS.md, "Figures once in code
+/// comments").
 pub trait AddressKey: Copy + Eq + Default {
     fn address_hash(self) -> u64;
 }
@@ -116,8 +117,8 @@ enum Directory<K, V> {
 ///
 /// Measured in the route bench against one hashbrown map per length (the FIB before it was
 /// incremental): a first copy-on-write design, 1,024 hashbrown maps behind a `Vec` with a
-/// second hash for the shard, looked up 45% (IPv4) and 100% (IPv6) slower in the 5,000-route
-/// table; this layout's figures are in perf/RESULTS.md.
+/// second hash for the shard, looked up much slower in the 5,000-route table; both designs'
+/// figures are in perf/RESULTS.md.
 #[derive(Clone)]
 pub struct CowMap<K, V> {
     directory: Directory<K, V>,

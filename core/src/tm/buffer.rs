@@ -57,7 +57,8 @@ struct Slot<P> {
     charger: u8,
     marked: bool,
     /// Frame bytes, kept here so the scheduler and release never touch the packet's buffer
-    /// (reading an mbuf's length at dequeue cost ~10% of transmit in `perf`). Its cell charge
+    /// (reading an mbuf's length at dequeue was a tenth of transmit's samples: perf/RESULTS.md,
+    /// "Figures once in code comments"). Its cell charge
     /// is `plan::charge(len)`; a queued frame's length never changes.
     len: u32,
     ip: IpHeader,

@@ -54,8 +54,8 @@ impl Scheduler {
     /// Picks the TC to send next. `eligible` has bit n set when TC n may send (not paused),
     /// `backlog` when TC n holds a frame; `head_len(tc)` is the cost in bytes of the frame at
     /// the head of a backlogged TC. Masks keep this to a few instructions when only some classes are
-    /// busy (measured: scanning every DWRR head instead cost the port-route pipeline bench
-    /// 55.9 vs 44.5 ns per frame).
+    /// busy (scanning every DWRR head instead cost the port-route pipeline bench a quarter
+    /// more per frame: perf/RESULTS.md, "Figures once in code comments").
     #[inline]
     pub fn select(&mut self, eligible: u8, backlog: u8, head_len: impl Fn(usize) -> usize) -> Option<usize> {
         let ready = eligible & backlog;

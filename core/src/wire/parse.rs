@@ -155,8 +155,8 @@ fn parse_ipv4(frame: &[u8], l3_offset: usize, beyond: usize) -> Result<IpPacket>
 
 // Inlined like `parse_ipv4`: as a call, its result came back through memory and the IPv4
 // path's result was merged into the same stack slot, which the classifier then read in
-// pieces other than those written (store-forwarding stalls, ~10% of a 64-byte frame: one
-// worker 222 -> 199 cycles, min of four alternating runs).
+// pieces other than those written: store-forwarding stalls (perf/RESULTS.md, "Figures once
+// in code comments").
 #[inline(always)]
 fn parse_ipv6(frame: &[u8], l3_offset: usize, beyond: usize) -> Result<IpPacket> {
     let packet = ipv6::Packet::new_checked_beyond(&frame[l3_offset..], beyond)?;

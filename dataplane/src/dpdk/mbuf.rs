@@ -105,7 +105,7 @@ impl Drop for Mempool {
 ///
 /// The data pointer and length are read inline at the offsets `dpdk_sys::mbuf_offsets` gives
 /// (constants that `shim.c` checks against `offsetof` at build time): five shim calls per
-/// frame cost 14.61 vs 15.24 Mpps live at 64 B (perf/RESULTS.md).
+/// frame measurably cost forwarding rate (perf/RESULTS.md, "Figures once in code comments").
 pub struct Mbuf(NonNull<sys::rte_mbuf>);
 
 // SAFETY: an mbuf belongs to whoever holds its pointer; moving the owner to another lcore is

@@ -19,8 +19,9 @@
 //! Each egress port is shaped to its configured speed: a frame may leave when the port's
 //! virtual link is free, allowing a lookahead window of one tx burst of maximum standard frames
 //! (`plan::lookahead_ps`: 3.95 us at 100G) so each loop can fill a tx burst. The window must
-//! cover a poll loop: time the link idles between loops is lost, and with a 1.01 us window one
-//! core forwarded 1 KB frames at 1.8 Mpps instead of 8.0. Frames handed to the NIC cannot be
+//! cover a poll loop: time the link idles between loops is lost (a window shorter than a loop
+//! cut 1 KB forwarding on one core to a quarter: perf/RESULTS.md, "Figures once in code
+//! comments"). Frames handed to the NIC cannot be
 //! recalled by a PFC pause that arrives later, so raceway answers a pause within the window
 //! (plus the loop that reads it), longer than a NIC's 394 quanta (2.02 us at 100G); the auto
 //! headroom counts raceway's response (`plan::peer_response_wire_bytes`), so raceways facing

@@ -190,8 +190,8 @@ pub struct Nic {
 /// first ready slot from where the last pick left off, as a scan of every queue pair would
 /// find: ready slots are bits, so a pick reads a word per 64 queue pairs at most, and a held
 /// one costs a heap push and pop. With 1,023 queue pairs per host (an all-to-all of 1,024),
-/// the scan was the fabric's largest cost; a `BTreeSet` of ready slots cost 8% more than the
-/// scan at 256 hosts.
+/// the scan was the fabric's largest cost, and a `BTreeSet` of ready slots cost more than
+/// the scan (perf/RESULTS.md, "Figures once in code comments").
 ///
 /// Invariant: a slot is in at most one of `ready` and `held`, and in one exactly while its
 /// queue pair has data and has not been picked since it was put back.

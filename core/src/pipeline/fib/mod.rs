@@ -313,8 +313,9 @@ pub fn ip_destination(ip: IpAddr) -> IpAddress {
 /// Where the current snapshot is published: the control plane stores, workers load.
 ///
 /// A replaced snapshot is kept here until no worker holds it, and then freed by the control
-/// plane (`reclaim`): a worker letting go of one only decrements a count. (Freeing a 10,000-route
-/// snapshot on the worker cost forwarding 11% during route churn.)
+/// plane (`reclaim`): a worker letting go of one only decrements a count. (Freeing a large
+/// snapshot on the worker slowed forwarding during route churn: perf/RESULTS.md, "Figures
+/// once in code comments".)
 pub struct FibHandle {
     current: ArcSwap<Fib>,
     generation: AtomicU64,

@@ -76,7 +76,7 @@ impl CaptureWriter {
     pub fn create_as(path: &Path, origin_ns: u64, format: OutputFormat, port: &str) -> Result<Self, InputError> {
         let error = |problem: String| InputError::whole_file(path.display(), problem);
         // Large writes: with BufWriter's default 8 KiB, writes end mid-page and ext4 zeroes
-        // the rest of each new page first (7.5% of a 64 B replay's time, measured).
+        // the rest of each new page first (perf/RESULTS.md, "Figures once in code comments").
         let file = BufWriter::with_capacity(
             WRITE_BUFFER,
             File::create(path).map_err(|err| error(format!("cannot create: {err}")))?,
