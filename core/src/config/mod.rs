@@ -10,6 +10,7 @@ pub mod check;
 mod control;
 mod copp;
 mod ecn;
+pub mod fabric;
 mod group;
 pub mod plan;
 mod port;

@@ -11,7 +11,9 @@
 //! ports `l0..` and routes leaf L's 10.L.0.0/16 to port `lL`. Host h of leaf L is 10.L.h.1.
 //!
 //! A fabric file may instead list its switches (`[[switch]]`: name and config file), hosts
-//! (`[[host]]`) and links (`[[link]]`) for any topology its configs route.
+//! (`[[host]]`) and links (`[[link]]`) for any topology its configs route. `config::fabric`
+//! reads the file (TOML errors by line and key, the `[fabric]` table checked); this module
+//! builds the fabric from it.
 //!
 //! Invariant: each switch's config is the template plus generated ports, routes and groups,
 //! or a config file, validated by `Config::parse` like any config, so a fabric runs only
@@ -24,47 +26,12 @@ pub mod host;
 pub mod parallel;
 pub mod workload;
 
+use crate::config::fabric::{FabricFile, FabricTable};
 use crate::config::{Config, GroupMode};
 use crate::error::InputError;
 use dcqcn::DcqcnParams;
 use serde::Deserialize;
 use std::path::Path;
-
-/// The `[fabric]` table. `leaves`, `spines` and `hosts_per_leaf` generate a leaf-spine; a
-/// fabric that lists `[[switch]]`, `[[host]]` and `[[link]]` instead leaves them out.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTopology {
-    /// Generated leaf-spines default to their shape (`leaf-spine-32x16`); a listed fabric
-    /// defaults to "fabric".
-    name: Option<String>,
-    leaves: Option<u8>,
-    spines: Option<u8>,
-    hosts_per_leaf: Option<u8>,
-    #[serde(default = "default_speed")]
-    host_speed_gbps: f64,
-    #[serde(default = "default_speed")]
-    spine_speed_gbps: f64,
-    #[serde(default = "default_host_cable")]
-    host_cable_m: f64,
-    #[serde(default = "default_spine_cable")]
-    spine_cable_m: f64,
-    #[serde(default = "default_mode")]
-    mode: String,
-}
-
-fn default_speed() -> f64 {
-    100.0
-}
-fn default_host_cable() -> f64 {
-    3.0
-}
-fn default_spine_cable() -> f64 {
-    20.0
-}
-fn default_mode() -> String {
-    "ecmp".into()
-}
 
 /// One end of a link: a switch port, or a host's NIC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -123,17 +90,9 @@ impl Fabric {
 
     /// Parses a fabric; listed switch configs are read relative to `base`.
     pub fn parse_in(text: &str, file: &str, base: &Path, mode: Option<GroupMode>) -> Result<Self, InputError> {
-        let mut table: toml::Table = text.parse().map_err(|err: toml::de::Error| {
-            InputError::new(file, "", err.message().lines().next().unwrap_or("not TOML").to_string())
-        })?;
-        let topology: RawTopology = table
-            .remove("fabric")
-            .ok_or_else(|| InputError::new(file, "fabric", "missing table"))?
-            .try_into()
-            .map_err(|err: toml::de::Error| InputError::new(file, "fabric", err.message().to_string()))?;
-        let dcqcn = match table.remove("dcqcn") {
-            Some(toml::Value::Table(dcqcn)) => DcqcnParams::from_table(dcqcn),
-            Some(_) => Err(("dcqcn".to_string(), "must be a table".to_string())),
+        let FabricFile { topology, dcqcn, rest: table } = FabricFile::parse(text, file)?;
+        let dcqcn = match dcqcn {
+            Some(dcqcn) => DcqcnParams::from_table(dcqcn),
             None => Ok(DcqcnParams::default()),
         }
         .map_err(|(field, problem)| InputError::new(file, field, problem))?;
@@ -156,14 +115,6 @@ impl Fabric {
         }
         if hosts_per_leaf == 0 || hosts_per_leaf > 200 {
             return Err(InputError::new(file, "fabric.hosts_per_leaf", format!("{hosts_per_leaf} is not 1-200")));
-        }
-        for (field, value) in [
-            ("fabric.host_speed_gbps", topology.host_speed_gbps),
-            ("fabric.spine_speed_gbps", topology.spine_speed_gbps),
-        ] {
-            if !(value.is_finite() && value > 0.0) {
-                return Err(InputError::new(file, field.to_string(), format!("{value} is not positive")));
-            }
         }
         for key in ["port", "route", "group"] {
             if table.contains_key(key) {
@@ -312,7 +263,7 @@ struct RawLink {
 /// address) and `[[link]]` (two ends, `switch:port` or a host; speed and cable default to the
 /// switch port's and must agree with it, so the switch shapes what the link carries).
 fn explicit(
-    topology: RawTopology,
+    topology: FabricTable,
     mut table: toml::Table,
     dcqcn: DcqcnParams,
     file: &str,
