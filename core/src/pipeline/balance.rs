@@ -639,4 +639,20 @@ mod tests {
             assert_eq!(s.select(0, flow, 0, step * 6_000_000, &mut rng, &view).unwrap().1, first, "step {step}");
         }
     }
+
+    /// Among members that drain equally soon (idle links), a new flowlet takes the member the
+    /// random draw started the scan at, not the last one the scan passes: the draw is what
+    /// spreads flowlets over idle uplinks.
+    #[test]
+    fn a_new_flowlet_among_equally_loaded_members_takes_the_member_drawn() {
+        let mut s = selector("flowlet");
+        let view = ports();
+        for seed in 0..16u64 {
+            let drawn = Rng::new(seed).below(4) as u16;
+            // A flowset of its own for each flow (flowsets are 2^32 / FLOWSETS hashes wide).
+            let flow = (seed as u32 + 1) * (u32::MAX / FLOWSETS as u32 + 1);
+            let (_, port) = s.select(0, flow, 0, 0, &mut Rng::new(seed), &view).unwrap();
+            assert_eq!(port, drawn, "seed {seed}");
+        }
+    }
 }
