@@ -26,6 +26,15 @@ median() { python3 perf/perflib.py median "$@"; }
 #   json_get FILE PATH
 json_get() { python3 perf/perflib.py get "$1" "$2"; }
 
+# Removes the EAL runtime directory of file prefix PREFIX (/var/run/dpdk/PREFIX as root), which
+# dpdk-testpmd and DPDK's examples leave behind at exit; raceway removes its own.
+#   forget_eal_prefix PREFIX
+forget_eal_prefix() {
+  local base=/var/run/dpdk
+  [ "$(id -u)" = 0 ] || base=${XDG_RUNTIME_DIR:-/tmp}/dpdk
+  rm -rf "${base:?}/${1:?}"
+}
+
 # Whether A < B, as numbers (for `if less_than ...`).
 #   less_than A B
 less_than() { python3 perf/perflib.py less "$1" "$2"; }

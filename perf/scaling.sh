@@ -65,6 +65,7 @@ testpmd_mpps() {
   done
   timeout -s INT $((DURATION + 10)) dpdk-testpmd --lcores "$(lcores "$k")" "${EAL[@]}" --file-prefix "sc-tp-$$" \
     "${vdevs[@]}" -- --forward-mode=io --nb-cores="$k" --stats-period=1 </dev/null >"$log" 2>&1 || true
+  forget_eal_prefix "sc-tp-$$"
   # Sum of the out ports' (odd port ids) Tx-pps, averaged over the samples after the first two.
   awk '/NIC statistics for port/ {port=$(NF-1)} /Tx-pps:/ && port % 2 == 1 {sample[port]++; if (sample[port] > 2) {sum+=$2; n++}}
        END {if (n) printf "%.2f", sum / (n / '"$k"') / 1e6; else print "n/a"}' "$log"
@@ -145,6 +146,7 @@ testpmd_hot_mpps() {
   timeout -s INT $((DURATION + 10)) dpdk-testpmd --lcores "$(lcores "$k")" "${EAL[@]}" --file-prefix "sc-tph-$$" \
     --vdev "net_pcap0,$(hot_rx_pcaps "$k")infinite_rx=1" --vdev "net_null0,no-rx=1" \
     -- --forward-mode=io --nb-cores="$k" --rxq="$k" --txq="$k" --stats-period=1 </dev/null >"$log" 2>&1 || true
+  forget_eal_prefix "sc-tph-$$"
   awk '/NIC statistics for port/ {port=$(NF-1)} /Tx-pps:/ && port == 1 {n++; if (n > 2) {sum+=$2; m++}}
        END {if (m) printf "%.2f", sum / m / 1e6; else print "n/a"}' "$log"
 }

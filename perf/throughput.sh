@@ -53,6 +53,7 @@ testpmd_mpps() {
     --vdev "net_pcap0,$rx,infinite_rx=1" --vdev "net_null0,no-rx=1" -- \
     --forward-mode="$mode" --nb-cores="$cores" --rxq="$cores" --txq="$cores" --stats-period=1 \
     </dev/null >"$log" 2>&1 || true
+  forget_eal_prefix "tp-$$"
   awk '/NIC statistics for port/ {port=$(NF-1)} /Tx-pps:/ && port==1 {n++; if (n>2) {sum+=$2; k++}}
        END {if (k) printf "%.2f", sum/k/1e6; else print "n/a"}' "$log"
 }
@@ -85,6 +86,7 @@ l3fwd_mpps() {
   local pid=$!
   python3 perf/port_rate.py "/var/run/dpdk/$prefix/dpdk_telemetry.v2" 1 "$((DURATION - 2))" 2 || echo "n/a"
   wait "$pid" || true
+  forget_eal_prefix "$prefix"
 }
 
 build_l3fwd
