@@ -43,12 +43,12 @@ for spec in $TRACES; do
     rm -f "$OUT/copy.pcap"
     read -r wall user sys rss <<<"$(timed replay "$RACEWAY" --quiet --log-level error replay -c config/leaf.toml \
       --in "host0=$trace" --out "$OUT/replay")"
-    tx=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['ports']['host1']['tx_packets'])" "$OUT/replay/stats.json")
+    tx=$(json_get "$OUT/replay/stats.json" ports.host1.tx_packets)
     [ "$tx" = "$frames" ] || { echo "error: host1 sent $tx frames of $frames" >&2; exit 1; }
-    if [ -z "$best" ] || python3 -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))" "$wall" "$best"; then
+    if [ -z "$best" ] || less_than "$wall" "$best"; then
       best=$wall best_user=$user best_sys=$sys best_rss=$rss
     fi
-    if [ -z "$best_cp" ] || python3 -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))" "$cp_wall" "$best_cp"; then
+    if [ -z "$best_cp" ] || less_than "$cp_wall" "$best_cp"; then
       best_cp=$cp_wall
     fi
   done
