@@ -14,6 +14,8 @@ pub trait PacketBuf {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Cuts the frame to its first `len` bytes (at most `self.len()`): packet trimming.
+    fn truncate(&mut self, len: usize);
     /// A hint that `value` (a queue slot about to be read, say) is needed soon: a CPU
     /// prefetch of its first cache line. Virtual time does not count cache misses, but a
     /// simulated fabric's wall time does.
@@ -65,5 +67,14 @@ impl PacketBuf for HeapPacket {
     }
     fn len(&self) -> usize {
         self.bytes.len() + self.beyond
+    }
+    fn truncate(&mut self, len: usize) {
+        debug_assert!(len <= self.len());
+        if len <= self.bytes.len() {
+            self.bytes.truncate(len);
+            self.beyond = 0;
+        } else {
+            self.beyond = len - self.bytes.len();
+        }
     }
 }

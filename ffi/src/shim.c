@@ -58,6 +58,29 @@ const void *shim_pktmbuf_read(const struct rte_mbuf *m, uint32_t off, uint32_t l
 }
 
 uint8_t *shim_pktmbuf_append(struct rte_mbuf *m, uint16_t len) { return (uint8_t *)rte_pktmbuf_append(m, len); }
+
+int shim_pktmbuf_cut(struct rte_mbuf *m, uint32_t len)
+{
+	if (len > m->pkt_len)
+		return -1;
+	struct rte_mbuf *last = m;
+	uint32_t left = len;
+	uint16_t kept = 1;
+	/* The segment holding the last byte kept; the first one when len is 0. */
+	while (left > last->data_len && last->next != NULL) {
+		left -= last->data_len;
+		last = last->next;
+		kept++;
+	}
+	struct rte_mbuf *rest = last->next;
+	last->data_len = (uint16_t)left;
+	last->next = NULL;
+	m->nb_segs = kept;
+	m->pkt_len = len;
+	if (rest != NULL)
+		rte_pktmbuf_free(rest);
+	return 0;
+}
 int shim_errno(void) { return rte_errno; }
 unsigned int shim_lcore_id(void) { return rte_lcore_id(); }
 uint64_t shim_rdtsc(void) { return rte_rdtsc(); }

@@ -27,6 +27,9 @@ struct rte_mbuf *shim_pktmbuf_alloc(struct rte_mempool *pool);
 void shim_pktmbuf_free(struct rte_mbuf *m);
 void shim_pktmbuf_free_bulk(struct rte_mbuf **mbufs, unsigned int count);
 uint8_t *shim_pktmbuf_append(struct rte_mbuf *m, uint16_t len);
+/* Cuts the frame to its first `len` bytes, freeing the segments wholly past them (packet
+ * trimming): 0, or -1 when the frame is shorter than `len` (left as it was). */
+int shim_pktmbuf_cut(struct rte_mbuf *m, uint32_t len);
 /* Copies the whole frame of a (chained) mbuf into the empty single-segment mbuf dst, and its
  * port: 0, or -1 when dst has too little room. src is left as it was. */
 int shim_pktmbuf_linearize_into(const struct rte_mbuf *src, struct rte_mbuf *dst);

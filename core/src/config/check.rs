@@ -111,6 +111,42 @@ fn buffer(out: &mut String, config: &Config) {
     }
 }
 
+/// Packet trimming: which queues trim, to what size, DSCP and queue, on which ports; and
+/// warnings where trimmed frames would not jump the queue they were refused in.
+fn trim(out: &mut String, config: &Config) {
+    let Some(trim) = &config.qos.trim else {
+        say!(out, "  trim: off (a refused lossy frame is dropped)");
+        return;
+    };
+    let lines: Vec<String> = (0..8)
+        .filter(|&tc| trim.trims(tc))
+        .map(|tc| format!("TC{tc} -> DSCP {} in TC{}", trim.dscp[tc], trim.queue[tc]))
+        .collect();
+    let ports: Vec<&str> = config.ports.iter().filter(|port| port.trim).map(|port| port.name.as_str()).collect();
+    let off: Vec<&str> = config.ports.iter().filter(|port| !port.trim).map(|port| port.name.as_str()).collect();
+    say!(
+        out,
+        "  trim: a frame the buffer refuses is cut to {} bytes (its headers kept), remarked and queued: {}; ports {}{}",
+        trim.size,
+        if lines.is_empty() { "no class".to_string() } else { lines.join("; ") },
+        if ports.is_empty() { "none".to_string() } else { ports.join(", ") },
+        if off.is_empty() { String::new() } else { format!(" (not {})", off.join(", ")) }
+    );
+    let strict = config.qos.strict_mask;
+    let mut warned = 0u8;
+    for tc in (0..8).filter(|&tc| trim.trims(tc)) {
+        let queue = usize::from(trim.queue[tc]);
+        if queue == tc {
+            say!(out, "warning: qos.trim: TC{tc}'s trimmed frames wait in TC{tc} itself, behind the frames that filled it");
+        } else if strict & (1 << queue) == 0 && warned & (1 << queue) == 0 {
+            warned |= 1 << queue;
+            say!(out,
+                "warning: qos.trim: trim queue TC{queue} is not strict (qos.scheduler.strict): trimmed frames, the loss signal, can wait behind data"
+            );
+        }
+    }
+}
+
 /// The PFC maps: the priority frames carry, the groups they are charged to, the queues a
 /// received pause holds; and warnings where a lossless priority is not kept lossless.
 fn pfc_maps(out: &mut String, qos: &crate::config::Qos) {
@@ -313,6 +349,7 @@ pub fn report(config: &Config) -> String {
             );
         }
     }
+    trim(out, config);
     if let Some(lcores) = &config.lcores {
         say!(out, "dpdk: lcores {lcores}, EAL {}", config.eal.join(" "));
     }
@@ -356,6 +393,28 @@ mod tests {
         assert!(
             text.contains(&format!("lossless pool {} bytes, lossy pool {} bytes", plan.lossless_pool, plan.lossy_pool))
         );
+    }
+
+    #[test]
+    fn trimming_is_printed_per_class_with_its_ports_and_a_trim_queue_that_is_not_strict() {
+        let config = crate::testing::Leaf::new("leaf")
+            .qos("dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }\nlossless = [3]\n[qos.trim]\ndscp = 48\nclasses = [0, 1]")
+            .port("p0", 100.0, "")
+            .port("p1", 100.0, "trim = false")
+            .config();
+        let text = report(&config);
+        assert!(
+            text.contains("trim: a frame the buffer refuses is cut to 128 bytes (its headers kept), remarked and queued: TC0 -> DSCP 48 in TC6; TC1 -> DSCP 48 in TC6; ports p0 (not p1)"),
+            "{text}"
+        );
+        assert_eq!(text.matches("warning: qos.trim: trim queue TC6 is not strict").count(), 1, "{text}");
+        let strict = crate::testing::Leaf::new("leaf")
+            .qos("dscp_to_tc = { 48 = 6, default = 0 }\n[qos.scheduler]\nstrict = [6]\n[qos.trim]\ndscp = 48\nqueue = 0\nclasses = [0]")
+            .port("p0", 100.0, "")
+            .config();
+        let text = report(&strict);
+        assert!(text.contains("TC0's trimmed frames wait in TC0 itself"), "{text}");
+        assert!(report(&leaf("3")).contains("trim: off"));
     }
 
     #[test]

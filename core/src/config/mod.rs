@@ -16,6 +16,7 @@ pub mod plan;
 mod port;
 mod qos;
 mod route;
+mod trim;
 
 pub use buffer::{BufferConfig, PfcConfig, Threshold, WatchdogAction, WatchdogConfig};
 pub use control::ControlConfig;
@@ -25,6 +26,7 @@ pub use group::{GroupConfig, GroupMode, DEFAULT_FLOWLET_GAP_US};
 pub use port::{device_name, is_pci_address, InterfaceAddress, PauseRx, PortConfig, MAX_RX_QUEUES};
 pub use qos::{Qos, Trust};
 pub use route::{Neighbor, Prefix, RouteConfig, RouteTarget};
+pub use trim::{TrimConfig, DEFAULT_TRIM_BYTES};
 
 use crate::error::InputError;
 use crate::keyword::Keyword;
@@ -200,7 +202,7 @@ impl Validator<'_> {
         if !(68..=16 * 1024).contains(&mtu) {
             return Err(self.error("switch.mtu", format!("{mtu} is not between 68 and 16384")));
         }
-        let ports = self.ports(raw.port, mtu, !raw.qos.lossless.is_empty())?;
+        let ports = self.ports(raw.port, mtu, !raw.qos.lossless.is_empty(), raw.qos.trim.is_some())?;
         let groups = self.groups(raw.group, &ports)?;
         let weighted: Vec<String> = raw.qos.scheduler.dwrr.keys().cloned().collect();
         let mut qos = self.qos(raw.qos)?;

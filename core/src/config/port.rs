@@ -31,6 +31,7 @@ pub(super) struct RawPort {
     pub(super) pfc_tx_queue: Option<bool>,
     pub(super) rx_queues: Option<u16>,
     pub(super) peer_response_quanta: Option<i64>,
+    pub(super) trim: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +66,9 @@ pub struct PortConfig {
     /// speed: 802.3 31B.3.7's allowance for the speed unless given. The auto headroom counts
     /// it, and replay's and the fabric's peers take it.
     pub peer_response_quanta: u16,
+    /// Whether the port's eligible queues trim what the buffer refuses (`[qos.trim]`; a
+    /// port opts out with `trim = false`).
+    pub trim: bool,
 }
 
 /// The most rx queues a port may open: a worker per queue at most, and 64 lcores is more
@@ -150,6 +154,7 @@ impl Validator<'_> {
         raw: Vec<RawPort>,
         switch_mtu: u32,
         pfc_runs: bool,
+        trims: bool,
     ) -> Result<Vec<PortConfig>, InputError> {
         if raw.is_empty() {
             return Err(self.error("port", "at least one [[port]] is needed"));
@@ -157,6 +162,9 @@ impl Validator<'_> {
         let mut ports: Vec<PortConfig> = Vec::with_capacity(raw.len());
         for (index, port) in raw.into_iter().enumerate() {
             let field = |name: &str| format!("port[{index}].{name}");
+            if port.trim == Some(true) && !trims {
+                return Err(self.error(field("trim"), "there is no [qos.trim] to say how to trim"));
+            }
             if port.name.is_empty() || port.name.contains(['/', '=', ' ']) {
                 return Err(
                     self.error(field("name"), format!("'{}' must be non-empty without '/', '=' or spaces", port.name))
@@ -232,6 +240,7 @@ impl Validator<'_> {
                 pfc_tx_queue,
                 rx_queues,
                 peer_response_quanta,
+                trim: port.trim.unwrap_or(trims),
             });
         }
         Ok(ports)

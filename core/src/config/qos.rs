@@ -22,6 +22,7 @@
 
 use super::buffer::{RawBuffer, RawPfc, RawWatchdog};
 use super::ecn::RawEcn;
+use super::trim::{RawTrim, TrimConfig};
 use super::{BufferConfig, EcnProfile, PfcConfig, Validator, WatchdogConfig};
 use crate::error::InputError;
 use crate::keyword::keywords;
@@ -55,6 +56,7 @@ pub(super) struct RawQos {
     pub(super) pfc_watchdog: RawWatchdog,
     #[serde(default)]
     pub(super) ecn: BTreeMap<String, RawEcn>,
+    pub(super) trim: Option<RawTrim>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -101,6 +103,8 @@ pub struct Qos {
     pub pfc: PfcConfig,
     pub watchdog: WatchdogConfig,
     pub ecn: [Option<EcnProfile>; TRAFFIC_CLASSES],
+    /// Packet trimming (`[qos.trim]`), off without it.
+    pub trim: Option<TrimConfig>,
 }
 
 impl Validator<'_> {
@@ -158,8 +162,12 @@ impl Validator<'_> {
             pfc: self.pfc(raw.pfc)?,
             watchdog: self.watchdog(raw.pfc_watchdog)?,
             ecn: self.ecn(raw.ecn)?,
+            trim: None,
         };
         self.derive_lossless(&mut qos)?;
+        if let Some(trim) = raw.trim {
+            qos.trim = Some(self.trim(trim, &qos)?);
+        }
         Ok(qos)
     }
 

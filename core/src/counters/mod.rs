@@ -7,6 +7,9 @@
 //! (obeyed or not) in `rx_pause`, never as drops. So, summed over ports,
 //! rx_packets + injected = tx_packets + drops + punted + packets still queued. Port `drops` are charged to the
 //! port the packet came in on; a queue's `dropped` to the egress queue that refused it.
+//! A trimmed frame is counted in its refusing queue's `trimmed`, then in the trim queue's
+//! `trim_tx` (and `tx_packets`) or the refusing queue's `trim_dropped` (and `dropped`): per
+//! port, trimmed = trim_tx + trim_dropped + trimmed frames still queued.
 //! `priority_groups` (lossless priorities only) give each ingress group's peak occupancy and
 //! peak headroom use, in buffer cell bytes; `pfc_watchdog` counts storms and restorations per
 //! queue of the egress port.
@@ -40,6 +43,14 @@ pub struct QueueStats {
     pub tx_bytes: u64,
     pub ecn_marked: u64,
     pub dropped: u64,
+    /// Frames this queue refused that were trimmed (`[qos.trim]`) instead of dropped: they
+    /// wait in the trim queue, where `trim_tx` counts them out.
+    pub trimmed: u64,
+    /// Of `trimmed`, those the trim queue refused too: dropped (also in `dropped` here and
+    /// in the ingress port's `buffer_full`).
+    pub trim_dropped: u64,
+    /// Trimmed frames sent from this queue (the trim queue): also in `tx_packets`.
+    pub trim_tx: u64,
     /// Peak frame bytes queued: the persistent watermark (since start, or since the
     /// persistent watermarks were last cleared).
     pub max_depth_bytes: u64,

@@ -160,11 +160,14 @@ pub static PORT_COUNTERS: [Counter<PortStats>; 15] = [
     row!(PortStats, watchdog_restorations, "pfc_watchdog.restorations", "raceway_pfc_watchdog_restorations_total", Counter, Queue, Pfc, "watchdog_restorations", "PFC watchdog restorations, per egress queue."),
 ];
 #[rustfmt::skip]
-pub static QUEUE_COUNTERS: [Counter<QueueStats>; 10] = [
+pub static QUEUE_COUNTERS: [Counter<QueueStats>; 13] = [
     row!(QueueStats, tx_packets, "tx_packets", "raceway_queue_tx_packets_total", Counter, One, Queues, "tx_packets", "Frames sent from the queue."),
     row!(QueueStats, tx_bytes, "tx_bytes", "raceway_queue_tx_bytes_total", Counter, One, Queues, "tx_bytes", "Bytes sent from the queue."),
     row!(QueueStats, ecn_marked, "ecn_marked", "raceway_queue_ecn_marked_total", Counter, One, Queues, "ecn_marked", "Frames that left the queue with CE set by the switch."),
     row!(QueueStats, dropped, "dropped", "raceway_queue_dropped_total", Counter, One, Queues, "dropped", "Frames the queue refused or lost."),
+    row!(QueueStats, trimmed, "trimmed", "raceway_queue_trimmed_total", Counter, One, Queues, "trimmed", "Frames the queue refused that were trimmed instead of dropped."),
+    row!(QueueStats, trim_dropped, "trim_dropped", "raceway_queue_trim_dropped_total", Counter, One, Queues, "trim_dropped", "Frames the queue trimmed that the trim queue refused too, dropped."),
+    row!(QueueStats, trim_tx, "trim_tx", "raceway_queue_trim_tx_total", Counter, One, Queues, "trim_tx", "Trimmed frames sent from the queue (the trim queue)."),
     row!(QueueStats, max_depth_bytes, "max_depth_bytes", "raceway_queue_max_depth_bytes", Peak, One, Queues, "max_depth_bytes", "Peak frame bytes queued."),
     row!(QueueStats, depth_bytes, "depth_bytes", "raceway_queue_depth_bytes", Gauge, One, Queues, "depth_bytes", "Frame bytes queued when the counters were published."),
     row!(QueueStats, watermark_bytes, "watermark_bytes", "raceway_queue_watermark_bytes", Peak, One, Queues, "watermark_bytes", "Peak frame bytes queued since the watermarks were last cleared."),

@@ -682,8 +682,9 @@ fn index_html(run: &str, config: &Config, stats: &SwitchStats, charts: &[(String
         let counters = &stats.ports[port];
         let drops: u64 = counters.drops.iter().sum();
         let marked: u64 = counters.queues.iter().map(|q| q.ecn_marked).sum();
+        let trim = |count: fn(&crate::counters::QueueStats) -> u64| counters.queues.iter().map(count).sum::<u64>();
         rows.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             escape(&spec.name),
             counters.rx_packets,
             counters.tx_packets,
@@ -691,6 +692,9 @@ fn index_html(run: &str, config: &Config, stats: &SwitchStats, charts: &[(String
             counters.pfc_xoff_tx.iter().sum::<u64>(),
             counters.pfc_rx.iter().sum::<u64>(),
             marked,
+            trim(|q| q.trimmed),
+            trim(|q| q.trim_dropped),
+            trim(|q| q.trim_tx),
         ));
     }
     let figures: String = charts
@@ -703,7 +707,7 @@ fn index_html(run: &str, config: &Config, stats: &SwitchStats, charts: &[(String
          td,th{{border:1px solid #999;padding:4px 10px;text-align:right}}img{{max-width:100%}}</style></head>\n\
          <body><h1>raceway {run}: {name}</h1>\n\
          <table><tr><th>port</th><th>rx</th><th>tx</th><th>drops</th><th>XOFF sent</th><th>PFC received</th>\
-         <th>ECN marked</th></tr>\n{rows}</table>\n{figures}\
+         <th>ECN marked</th><th>trimmed</th><th>trimmed, dropped</th><th>trimmed, sent</th></tr>\n{rows}</table>\n{figures}\
          <p>Data: <a href=\"series.json\">series.json</a> (one value per sample of interval_ns).</p>\n\
          </body></html>\n",
         name = escape(&config.name),

@@ -89,6 +89,8 @@ struct EgressPort {
     mtu: usize,
     /// 802.3x PAUSE received on the port stops its egress (`[[port]] pause`).
     honour_pause: bool,
+    /// Its eligible queues trim what the buffer refuses (`[qos.trim]`, `[[port]] trim`).
+    trims: bool,
 }
 
 impl EgressPort {
@@ -154,6 +156,8 @@ pub struct Switch<P: PacketBuf> {
     mac: MacAddress,
     /// Bit n set: a lossless priority's pause holds egress queue n (`qos.pfc_to_queue`).
     pausable_queues: u8,
+    /// Packet trimming (`[qos.trim]`).
+    trim: Option<crate::config::TrimConfig>,
     /// Sharded: this worker's seat; `None` when this switch owns every port.
     shard: Option<Seat<P>>,
     /// Per FIB group: its entry in `stats.next_hop_groups` (groups of next hops only), for
@@ -186,6 +190,7 @@ impl<P: PacketBuf> Switch<P> {
                 admin_up: true,
                 mtu: port.mtu as usize,
                 honour_pause: port.honour_pause,
+                trims: port.trim && config.qos.trim.is_some(),
             })
             .collect();
         let watchdog = &config.qos.watchdog;
@@ -216,6 +221,7 @@ impl<P: PacketBuf> Switch<P> {
             control_tc: config.control.as_ref().map_or(7, |control| control.control_tc),
             mac: config.mac,
             pausable_queues: config.qos.pausable_queues(),
+            trim: config.qos.trim.clone(),
             shard,
             next_hop_slots: Vec::new(),
             groups_counted,
@@ -481,21 +487,49 @@ impl<P: PacketBuf> Switch<P> {
                 Ok(group) if group.past_xoff => {
                     self.group_charged(ingress, pg, group);
                     let charger = self.buffer.me();
-                    let entry = Entry { packet, ingress, charger, marked, ip, arrival_ps };
+                    let entry = Entry { packet, ingress, charger, marked, trimmed: false, ip, arrival_ps };
                     return self.link(egress, tc, len, entry);
                 }
                 Ok(group) => self.group_charged(ingress, pg, group),
                 Err(reason) => return self.refuse(ingress, egress, tc, reason),
             }
         } else if let Err(reason) = self.buffer.admit_lossy(egress, tc, charge) {
-            return self.refuse(ingress, egress, tc, reason);
+            return self.refused_lossy(ingress, egress, tc, (packet, ip, marked, arrival_ps), reason);
         }
         if self.cut_allowed(egress, tc, now, cut) {
             let charger = self.buffer.me();
             return self.cut_through(ingress, charger, egress, tc, (packet, len), ip, marked, arrival_ps, now, cut);
         }
-        let entry = Entry { packet, ingress, charger: self.buffer.me(), marked, ip, arrival_ps };
+        let entry = Entry { packet, ingress, charger: self.buffer.me(), marked, trimmed: false, ip, arrival_ps };
         self.link(egress, tc, len, entry)
+    }
+
+    /// A lossy frame the buffer refused: trimmed where its queue and port trim (`tm::trim`)
+    /// and queued in the trim queue, or dropped (also when the trim queue refuses it).
+    #[cold]
+    #[inline(never)]
+    fn refused_lossy(
+        &mut self,
+        ingress: usize,
+        egress: usize,
+        tc: usize,
+        (mut packet, ip, marked, arrival_ps): (P, IpHeader, bool, u64),
+        reason: DropReason,
+    ) -> Received {
+        let Some(trim) = self.trim.as_ref().filter(|trim| trim.trims(tc) && self.egress[egress].trims) else {
+            return self.refuse(ingress, egress, tc, reason);
+        };
+        let (size, dscp, queue) = (usize::from(trim.size), trim.dscp[tc], usize::from(trim.queue[tc]));
+        let Some(len) = crate::tm::trim::trim(&mut packet, ip, size, dscp) else {
+            return self.refuse(ingress, egress, tc, reason);
+        };
+        self.stats.ports[egress].queues[tc].trimmed += 1;
+        if self.buffer.admit_lossy(egress, queue, plan::charge(len)).is_err() {
+            self.stats.ports[egress].queues[tc].trim_dropped += 1;
+            return self.refuse(ingress, egress, tc, reason);
+        }
+        let entry = Entry { packet, ingress, charger: self.buffer.me(), marked, trimmed: true, ip, arrival_ps };
+        self.link(egress, queue, len, entry)
     }
 
     /// ECN where the class marks at enqueue: whether the frame was marked CE against the
@@ -647,7 +681,7 @@ impl<P: PacketBuf> Switch<P> {
     #[inline]
     pub fn transmit(&mut self, egress: usize, now: u64) -> Option<P> {
         let eligible = self.pfc[egress].eligible(now, self.watchdog.action);
-        let (tc, packet, len, marked) = loop {
+        let (tc, packet, len, marked, trimmed) = loop {
             let tc = {
                 let head_len = self.buffer.head_lens(egress);
                 // DWRR shares link time: each frame costs what it takes on the wire, padding,
@@ -656,7 +690,7 @@ impl<P: PacketBuf> Switch<P> {
                 let head_cost = |tc: usize| wire_bytes(head_len(tc)) as usize;
                 self.egress[egress].scheduler.select(eligible, self.buffer.backlog(egress), head_cost)?
             };
-            let Popped { mut packet, ingress, mut marked, mut ip, arrival_ps, len, .. } =
+            let Popped { mut packet, ingress, mut marked, trimmed, mut ip, arrival_ps, len, .. } =
                 self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
             if self.ecn.marks_on(tc, MarkOn::Dequeue) {
                 let depth = self.ecn_depth(egress, tc);
@@ -669,7 +703,7 @@ impl<P: PacketBuf> Switch<P> {
                 }
             }
             self.stats.latency.record(now.saturating_sub(arrival_ps) / 1000);
-            break (tc, packet, len, marked);
+            break (tc, packet, len, marked, trimmed);
         };
         self.egress[egress].occupy(now, len as usize);
         let stats = &mut self.stats.ports[egress];
@@ -678,6 +712,7 @@ impl<P: PacketBuf> Switch<P> {
         stats.queues[tc].tx_packets += 1;
         stats.queues[tc].tx_bytes += len;
         stats.queues[tc].ecn_marked += u64::from(marked);
+        stats.queues[tc].trim_tx += u64::from(trimmed);
         Some(packet)
     }
 
@@ -960,6 +995,62 @@ mod tests {
         let admitted =
             (0..20).filter(|_| matches!(switch.receive(0, frame(0, 1000), 0), Received::Queued { .. })).count();
         assert_eq!(admitted, 10);
+    }
+
+    /// The lossy pool of `a_lossy_queue_stops_at_its_dynamic_limit...` (80 frames of 1000
+    /// bytes fit in TC0), trimming to 128 bytes, DSCP 48, in queue 6; p1 as `p1` says.
+    fn trimming(p1: &str) -> Config {
+        Leaf::new("t")
+            .qos("dscp_to_tc = { 26 = 3, default = 0 }\nlossless = [3]\n[qos.buffer]\nlossy_pool_bytes = 92160\n[qos.trim]\ndscp = 48\nqueue = 6")
+            .port("p0", 100.0, "")
+            .port("p1", 100.0, p1)
+            .route("10.0.1.0/24", "p1")
+            .config()
+    }
+
+    #[test]
+    fn a_refused_lossy_frame_is_trimmed_into_the_trim_queue_and_counted_out() {
+        let mut switch: Switch<HeapPacket> = Switch::new(&trimming(""), 0);
+        let received: Vec<Received> = (0..85).map(|_| switch.receive(0, frame(0, 1000), 0)).collect();
+        assert_eq!(received[84], Received::Queued { egress: 1, tc: 6 });
+        assert_eq!((switch.buffer.queue_len(1, 0), switch.buffer.queue_len(1, 6)), (80, 5));
+        assert_eq!(switch.queue_bytes(1, 6), 5 * 128);
+        assert_eq!(switch.pool_used(), (0, 80 * 1024 + 5 * 256), "a trimmed frame holds one cell");
+        let queue = switch.stats.ports[1].queues[0];
+        assert_eq!((queue.trimmed, queue.trim_dropped, queue.dropped), (5, 0, 0));
+        assert_eq!(switch.stats.dropped(), 0, "trimmed, not dropped");
+        let mut lengths = Vec::new();
+        while let Some(packet) = switch.transmit(1, 0) {
+            lengths.push(packet.len());
+        }
+        assert_eq!(lengths.iter().filter(|&&len| len == 128).count(), 5);
+        let queues = &switch.stats.ports[1].queues;
+        assert_eq!((queues[6].trim_tx, queues[6].tx_packets, queues[6].tx_bytes), (5, 5, 640));
+        assert_eq!((queues[0].trim_tx, queues[0].tx_packets), (0, 80));
+        assert!(conserved(&switch));
+        assert_eq!(switch.pool_used(), (0, 0));
+    }
+
+    #[test]
+    fn a_trimmed_frame_the_trim_queue_refuses_is_dropped_and_a_port_may_opt_out() {
+        let mut switch: Switch<HeapPacket> = Switch::new(&trimming(""), 0);
+        for _ in 0..400 {
+            switch.receive(0, frame(0, 1000), 0);
+        }
+        let queue = switch.stats.ports[1].queues[0];
+        assert!(queue.trim_dropped > 0, "the pool ran out for trimmed frames too");
+        assert_eq!(queue.trimmed, 320);
+        assert_eq!(queue.trimmed, queue.trim_dropped + u64::from(switch.buffer.queue_len(1, 6)));
+        assert_eq!(switch.stats.ports[0].drops_for(DropReason::BufferFull), queue.trim_dropped);
+        assert_eq!(queue.dropped, queue.trim_dropped);
+        assert!(conserved(&switch));
+
+        let mut switch: Switch<HeapPacket> = Switch::new(&trimming("trim = false"), 0);
+        for _ in 0..85 {
+            switch.receive(0, frame(0, 1000), 0);
+        }
+        let queue = switch.stats.ports[1].queues[0];
+        assert_eq!((queue.trimmed, queue.dropped, switch.buffer.queue_len(1, 6)), (0, 5, 0));
     }
 
     #[test]

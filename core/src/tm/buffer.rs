@@ -45,17 +45,25 @@ pub struct Entry<P> {
     /// Marked CE at enqueue; counted in `ecn_marked` only when it leaves, so the counter
     /// equals the CE frames sent, whatever is dropped or flushed after marking.
     pub marked: bool,
+    /// Cut by packet trimming (`tm::trim`): counted in `trim_tx` when it leaves.
+    pub trimmed: bool,
     pub ip: IpHeader,
     /// When the frame was received (ps), for the latency histogram.
     pub arrival_ps: u64,
 }
+
+/// `Slot::flags`: the frame was marked CE at enqueue.
+const MARKED: u8 = 1;
+/// `Slot::flags`: the frame was trimmed.
+const TRIMMED: u8 = 2;
 
 struct Slot<P> {
     packet: Option<P>,
     next: u32,
     ingress: u16,
     charger: u8,
-    marked: bool,
+    /// `MARKED` and `TRIMMED` (one byte, so the slot stays 32 bytes with an mbuf).
+    flags: u8,
     /// Frame bytes, kept here so the scheduler and release never touch the packet's buffer
     /// (reading an mbuf's length at dequeue was a tenth of transmit's samples: perf/RESULTS.md,
     /// "Figures once in code comments"). Its cell charge
@@ -71,6 +79,7 @@ pub struct Popped<P> {
     pub ingress: usize,
     pub charger: u8,
     pub marked: bool,
+    pub trimmed: bool,
     pub ip: IpHeader,
     pub arrival_ps: u64,
     pub len: u64,
@@ -273,7 +282,7 @@ impl<P> SharedBuffer<P> {
             next: NIL,
             ingress: entry.ingress as u16,
             charger: entry.charger,
-            marked: entry.marked,
+            flags: u8::from(entry.marked) * MARKED | u8::from(entry.trimmed) * TRIMMED,
             len: len as u32,
             ip: entry.ip,
             arrival_ps: entry.arrival_ps,
@@ -335,8 +344,8 @@ impl<P> SharedBuffer<P> {
         }
         let entry = &mut self.slots[slot as usize];
         let packet = entry.packet.take().expect("a linked slot holds a frame");
-        let (ingress, charger, marked, len, ip) =
-            (usize::from(entry.ingress), entry.charger, entry.marked, u64::from(entry.len), entry.ip);
+        let (ingress, charger, flags, len, ip) =
+            (usize::from(entry.ingress), entry.charger, entry.flags, u64::from(entry.len), entry.ip);
         let charge = plan::charge(len as usize);
         let arrival_ps = entry.arrival_ps;
         queue.head = entry.next;
@@ -356,7 +365,8 @@ impl<P> SharedBuffer<P> {
         } else {
             self.give_back(charger, ingress, self.pg(tc), charge);
         }
-        Some(Popped { packet, ingress, charger, marked, ip, arrival_ps, len })
+        let (marked, trimmed) = (flags & MARKED != 0, flags & TRIMMED != 0);
+        Some(Popped { packet, ingress, charger, marked, trimmed, ip, arrival_ps, len })
     }
 
     /// Gives `cells` back to group (`ingress`, `pg`): its headroom first, then the pool.
@@ -529,6 +539,7 @@ mod tests {
             ingress,
             charger: 0,
             marked: false,
+            trimmed: false,
             ip: IpHeader { l3_offset: 14, is_ipv6: false, ecn: 0 },
             arrival_ps: 0,
         }

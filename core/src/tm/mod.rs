@@ -1,5 +1,5 @@
-//! Traffic management: the shared buffer and its pools (sized by `config::plan::BufferPlan`), PFC, ECN and the
-//! egress scheduler. `Switch` composes them.
+//! Traffic management: the shared buffer and its pools (sized by `config::plan::BufferPlan`), PFC, ECN,
+//! packet trimming and the egress scheduler. `Switch` composes them.
 //!
 //! Invariant: nothing here parses a frame or knows a route; these types see cells, classes
 //! and times.
@@ -9,3 +9,4 @@ pub mod ecn;
 pub mod pfc;
 pub mod schedule;
 pub mod shard;
+pub mod trim;

@@ -202,6 +202,27 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         write_u16(data, field::CHECKSUM, sum);
     }
 
+    /// Sets the DSCP (keeping the ECN bits) and patches the checksum incrementally (RFC 1624).
+    #[inline]
+    pub fn set_dscp(&mut self, dscp: u8) {
+        let data = self.buffer.as_mut();
+        let old = read_u16(data, 0..2);
+        data[field::TOS] = (dscp << 2) | (data[field::TOS] & 0x03);
+        let new = read_u16(data, 0..2);
+        let sum = checksum::incremental_update(read_u16(data, field::CHECKSUM), old, new);
+        write_u16(data, field::CHECKSUM, sum);
+    }
+
+    /// Sets the total length (a trimmed datagram's) and patches the checksum incrementally.
+    #[inline]
+    pub fn set_total_len(&mut self, len: u16) {
+        let data = self.buffer.as_mut();
+        let old = read_u16(data, field::TOTAL_LEN);
+        write_u16(data, field::TOTAL_LEN, len);
+        let sum = checksum::incremental_update(read_u16(data, field::CHECKSUM), old, len);
+        write_u16(data, field::CHECKSUM, sum);
+    }
+
     /// Recomputes the header checksum from scratch (for building packets, not per packet).
     #[inline]
     pub fn fill_checksum(&mut self) {

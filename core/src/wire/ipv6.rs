@@ -3,7 +3,7 @@
 //! Invariant: after `check_len`, the 40-byte header and the payload length it declares lie
 //! inside the buffer. Extension headers are not walked here; the parser does that.
 
-use super::{read_u16, Result, WireError};
+use super::{read_u16, write_u16, Result, WireError};
 use std::net::Ipv6Addr;
 
 mod field {
@@ -146,6 +146,22 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         let data = self.buffer.as_mut();
         // The traffic class straddles bytes 0 and 1; ECN is its low two bits, i.e. bits 4-5 of byte 1.
         data[1] = (data[1] & !0x30) | ((ecn & 0x03) << 4);
+    }
+
+    /// Sets the DSCP, the traffic class's high six bits (keeping its ECN bits).
+    #[inline]
+    pub fn set_dscp(&mut self, dscp: u8) {
+        let data = self.buffer.as_mut();
+        // Version (4 bits), then DSCP (6), ECN (2): the DSCP's high four bits are byte 0's
+        // low nibble, its low two bits byte 1's top two.
+        data[0] = (data[0] & 0xf0) | (dscp >> 2);
+        data[1] = (data[1] & 0x3f) | ((dscp & 0x03) << 6);
+    }
+
+    /// Sets the payload length (a trimmed packet's).
+    #[inline]
+    pub fn set_payload_len(&mut self, len: u16) {
+        write_u16(self.buffer.as_mut(), field::PAYLOAD_LEN, len);
     }
 }
 

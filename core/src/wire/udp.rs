@@ -3,7 +3,7 @@
 //! Invariant: after `check_len`, the 8 header bytes exist and the length field lies between 8
 //! and the buffer's length.
 
-use super::{read_u16, Result, WireError};
+use super::{read_u16, write_u16, Result, WireError};
 
 mod field {
     use crate::wire::Field;
@@ -92,6 +92,19 @@ impl<T: AsRef<[u8]>> Datagram<T> {
     pub fn payload(&self) -> &[u8] {
         let data = self.buffer.as_ref();
         &data[HEADER_LEN..usize::from(self.len()).min(data.len())]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Datagram<T> {
+    /// Sets the length field (a trimmed datagram's).
+    #[inline]
+    pub fn set_len(&mut self, len: u16) {
+        write_u16(self.buffer.as_mut(), field::LENGTH, len);
+    }
+
+    #[inline]
+    pub fn set_checksum(&mut self, checksum: u16) {
+        write_u16(self.buffer.as_mut(), field::CHECKSUM, checksum);
     }
 }
 

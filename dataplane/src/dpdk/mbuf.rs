@@ -229,6 +229,15 @@ impl PacketBuf for Mbuf {
         self.frame_len()
     }
 
+    fn truncate(&mut self, len: usize) {
+        let len = u32::try_from(len).unwrap_or(u32::MAX);
+        // SAFETY: the mbuf and its chain are ours; the shim frees only segments wholly past
+        // `len`, which nothing else points at, and leaves the frame as it was if it is
+        // shorter than `len`.
+        let rc = unsafe { sys::shim_pktmbuf_cut(self.0.as_ptr(), len) };
+        debug_assert_eq!(rc, 0, "a frame is cut only to a length it has");
+    }
+
     #[inline(always)]
     fn prefetch_buffer(&self) {
         self.prefetch_header();

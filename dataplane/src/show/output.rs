@@ -247,12 +247,24 @@ pub fn pfc(state: &Value) -> Vec<Table> {
     vec![rx, tx, paused, watchdog]
 }
 
-/// `show queues`: per port and traffic class, as `show queue counters`, with depth and
-/// watermark.
+/// `show queues`: per port and traffic class, as `show queue counters` (with SONiC's trim
+/// columns: trimmed, trimmed then dropped, trimmed sent), with depth and watermark.
 pub fn queues(state: &Value) -> Vec<Table> {
     let mut table = Table::new(
         "",
-        &["Port", "TxQ", "Counter/pkts", "Counter/bytes", "Drop/pkts", "ECN marked", "Depth/bytes", "Watermark/bytes"],
+        &[
+            "Port",
+            "TxQ",
+            "Counter/pkts",
+            "Counter/bytes",
+            "Drop/pkts",
+            "ECN marked",
+            "Trim/pkts",
+            "TrimDrop/pkts",
+            "TrimTx/pkts",
+            "Depth/bytes",
+            "Watermark/bytes",
+        ],
     );
     for (name, _, stats) in ports(state) {
         for (tc, queue) in stats["queues"].as_array().into_iter().flatten().enumerate() {
@@ -263,6 +275,9 @@ pub fn queues(state: &Value) -> Vec<Table> {
                 number(&queue["tx_bytes"]).to_string(),
                 number(&queue["dropped"]).to_string(),
                 number(&queue["ecn_marked"]).to_string(),
+                number(&queue["trimmed"]).to_string(),
+                number(&queue["trim_dropped"]).to_string(),
+                number(&queue["trim_tx"]).to_string(),
                 number(&queue["depth_bytes"]).to_string(),
                 number(&queue["watermark_bytes"]).to_string(),
             ]);
@@ -414,7 +429,7 @@ mod tests {
                     "pfc_xon_tx": [0, 0, 0, 1, 0, 0, 0, 0], "pfc_rx_pause_ns": [0, 0, 0, 2_500_000, 0, 0, 0, 0],
                     "pfc_watchdog": { "storms": [0, 0, 0, 1, 0, 0, 0, 0], "restorations": [0, 0, 0, 0, 0, 0, 0, 0] },
                     "queues": (0..8).map(|tc| json!({ "tc": tc, "tx_packets": tc, "tx_bytes": 0, "dropped": 1,
-                        "ecn_marked": 0, "depth_bytes": 0, "max_depth_bytes": 900, "watermark_bytes": 300,
+                        "ecn_marked": 0, "trimmed": 2 * tc, "trim_dropped": tc, "trim_tx": 0, "depth_bytes": 0, "max_depth_bytes": 900, "watermark_bytes": 300,
                         "max_depth_cell_bytes": 3840, "watermark_cell_bytes": 1280 })).collect::<Vec<_>>(),
                     "priority_groups": [{ "pg": 3, "max_bytes": 0, "max_headroom_bytes": 512,
                         "max_shared_bytes": 4096, "watermark_bytes": 0, "watermark_headroom_bytes": 256,
@@ -447,7 +462,7 @@ mod tests {
         assert_eq!(pfc[3].rows[0], ["p0", "UC3", "stormed", "1", "0"]);
         let queue_table = &queues(&state)[0];
         assert_eq!(queue_table.rows[3][..3], ["p0", "UC3", "3"]);
-        assert_eq!(queue_table.rows[3][7], "300");
+        assert_eq!(queue_table.rows[3][6..11], ["6", "3", "0", "0", "300"]);
         let user = watermarks(&state, false);
         assert_eq!(user[0].rows[0][4], "300");
         assert_eq!(user[1].rows[0][4], "1280", "the same queue in cell bytes");
@@ -461,6 +476,7 @@ mod tests {
         let json = queues(&state)[0].to_json();
         assert_eq!(json[3]["counter_pkts"], 3);
         assert_eq!(json[3]["txq"], "UC3");
+        assert_eq!(json[3]["trimdrop_pkts"], 3);
         let json = counters[0].to_json();
         assert_eq!(json[0]["rx_bps"], 1e6);
         assert_eq!(json[0]["rx_pps"], 1000.0);
