@@ -15,4 +15,5 @@ mod groups;
 mod pfc;
 mod properties;
 mod replay;
+mod trim;
 mod util;

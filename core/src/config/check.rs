@@ -137,7 +137,10 @@ fn trim(out: &mut String, config: &Config) {
     for tc in (0..8).filter(|&tc| trim.trims(tc)) {
         let queue = usize::from(trim.queue[tc]);
         if queue == tc {
-            say!(out, "warning: qos.trim: TC{tc}'s trimmed frames wait in TC{tc} itself, behind the frames that filled it");
+            say!(
+                out,
+                "warning: qos.trim: TC{tc}'s trimmed frames wait in TC{tc} itself, behind the frames that filled it"
+            );
         } else if strict & (1 << queue) == 0 && warned & (1 << queue) == 0 {
             warned |= 1 << queue;
             say!(out,
@@ -398,7 +401,9 @@ mod tests {
     #[test]
     fn trimming_is_printed_per_class_with_its_ports_and_a_trim_queue_that_is_not_strict() {
         let config = crate::testing::Leaf::new("leaf")
-            .qos("dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }\nlossless = [3]\n[qos.trim]\ndscp = 48\nclasses = [0, 1]")
+            .qos(
+                "dscp_to_tc = { 26 = 3, 48 = 6, default = 0 }\nlossless = [3]\n[qos.trim]\ndscp = 48\nclasses = [0, 1]",
+            )
             .port("p0", 100.0, "")
             .port("p1", 100.0, "trim = false")
             .config();

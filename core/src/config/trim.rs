@@ -80,10 +80,8 @@ impl Validator<'_> {
         let queue = match raw.queue {
             Some(queue) => [self.traffic_class("qos.trim.queue", queue)?; TRAFFIC_CLASSES],
             None if qos.trust == Trust::Pcp => {
-                return Err(self.error(
-                    "qos.trim.queue",
-                    "with trust = \"pcp\" the trim DSCP picks no class here: name the queue",
-                ))
+                return Err(self
+                    .error("qos.trim.queue", "with trust = \"pcp\" the trim DSCP picks no class here: name the queue"))
             }
             None => dscp.map(|dscp| qos.dscp_to_tc[usize::from(dscp)]),
         };
@@ -132,14 +130,18 @@ impl Validator<'_> {
         }
         for (key, value) in raw.iter().filter(|(key, _)| key.as_str() != "default") {
             let field = format!("qos.trim.tc_to_dscp.{key}");
-            let tc = key.parse::<i64>().map_err(|_| self.error(&field, "key must be a traffic class 0-7 or 'default'"))?;
+            let tc =
+                key.parse::<i64>().map_err(|_| self.error(&field, "key must be a traffic class 0-7 or 'default'"))?;
             map[usize::from(self.traffic_class(&field, tc)?)] = self.dscp(&field, *value)?;
         }
         Ok(map)
     }
 
     fn dscp(&self, field: &str, value: i64) -> Result<u8, InputError> {
-        u8::try_from(value).ok().filter(|dscp| *dscp < 64).ok_or_else(|| self.error(field, format!("DSCP {value} is not 0-63")))
+        u8::try_from(value)
+            .ok()
+            .filter(|dscp| *dscp < 64)
+            .ok_or_else(|| self.error(field, format!("DSCP {value} is not 0-63")))
     }
 }
 
@@ -170,9 +172,17 @@ mod tests {
 
     #[test]
     fn a_dscp_per_class_with_a_fixed_queue() {
-        let config = parse(ROCE, "size = 256\ntc_to_dscp = { 0 = 10, default = 11 }\nqueue = 7\nclasses = [0, 1]", "trim = false").unwrap();
+        let config = parse(
+            ROCE,
+            "size = 256\ntc_to_dscp = { 0 = 10, default = 11 }\nqueue = 7\nclasses = [0, 1]",
+            "trim = false",
+        )
+        .unwrap();
         let trim = config.qos.trim.unwrap();
-        assert_eq!((trim.size, trim.dscp, trim.queue, trim.classes), (256, [10, 11, 11, 11, 11, 11, 11, 11], [7; 8], 0b11));
+        assert_eq!(
+            (trim.size, trim.dscp, trim.queue, trim.classes),
+            (256, [10, 11, 11, 11, 11, 11, 11, 11], [7; 8], 0b11)
+        );
         assert!(!config.ports[0].trim);
     }
 

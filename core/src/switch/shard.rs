@@ -256,7 +256,12 @@ impl<P: PacketBuf> Switch<P> {
             if !self.buffer.has_slot() {
                 break 'admit DropReason::HeadroomOverflow;
             }
-            return self.link(egress, tc, len, Entry { packet, ingress, charger, marked, trimmed: false, ip, arrival_ps });
+            return self.link(
+                egress,
+                tc,
+                len,
+                Entry { packet, ingress, charger, marked, trimmed: false, ip, arrival_ps },
+            );
         };
         self.buffer.give_back(charger, ingress, self.buffer.pg(tc), plan::charge(len));
         self.refuse(ingress, egress, tc, refused)

@@ -131,7 +131,10 @@ mod tests {
         assert_eq!((header.dscp(), header.ecn(), header.total_len()), (48, 0b10, 114));
         assert!(header.verify_checksum());
         let datagram = udp::Datagram::new_checked(&bytes[34..]).unwrap();
-        assert_eq!((datagram.src_port(), datagram.dst_port(), datagram.len(), datagram.checksum()), (0xc123, 4791, 94, 0));
+        assert_eq!(
+            (datagram.src_port(), datagram.dst_port(), datagram.len(), datagram.checksum()),
+            (0xc123, 4791, 94, 0)
+        );
         assert_eq!(&bytes[42..54], &original[42..54], "the BTH kept");
         assert_eq!(&bytes[54..], &original[54..128], "payload up to the cut");
         // The whole frame still parses, to the same flow.
