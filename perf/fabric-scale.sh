@@ -12,6 +12,7 @@
 #   SIZES="8x4x8 16x8x16" perf/fabric-scale.sh
 #   SIZES=64x32x64 BUFFER=268435456 perf/fabric-scale.sh     # 4,096 hosts
 #   THREADS="1 2 4" perf/fabric-scale.sh                     # thread counts (default: 1 and the cores)
+#   TRANSPORT=uet-like perf/fabric-scale.sh                  # the hosts' transport (default: the file's)
 #   RACEWAY=target/release/raceway perf/fabric-scale.sh      # a built binary, no build
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +44,7 @@ for size in $SIZES; do
     rm -rf "$dir"
     /usr/bin/time -f "%e %M" -o "$OUT/time-$run" "$RACEWAY" fabric -c "$file" --workload alltoall \
       --mode adaptive --message-bytes "$MESSAGE_BYTES" --messages 1 --threads "$threads" --out "$dir" \
+      ${TRANSPORT:+--transport "$TRANSPORT"} \
       >"$OUT/log-$run" 2>&1 || { echo "error: $size on $threads threads failed: $OUT/log-$run"; exit 1; }
     python3 - "$dir/results.json" "$OUT/time-$run" "$threads" <<'PY'
 import json, sys

@@ -14,8 +14,8 @@ MESSAGE_BYTES=${MESSAGE_BYTES:-1048576}
 MESSAGES=${MESSAGES:-4}
 OUT=${OUT:-target/fabric-table}
 raceway_binary
-echo "| workload | mode | DCQCN | completion (us) | FCT p50 (us) | FCT p99 (us) | max queue (KB) | PFC pause, all links (us) | CNPs | drops |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| workload | mode | DCQCN | completion (us) | FCT p50 (us) | FCT p99 (us) | max queue (KB) | PFC pause, all links (us) | CNPs | drops | retransmits |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for workload in allreduce alltoall; do
   for mode in ecmp flowlet spray adaptive; do
     for dcqcn in on off; do
@@ -32,9 +32,9 @@ done = "%.0f" % r["completion_us"] if r["completion_us"] is not None else "incom
 fct = r["fct_us"]
 # Percentiles over the messages that completed: say so when some did not.
 p99 = "%.0f" % fct["p99"] + ("" if fct["left_out"] == 0 else " (%d of %d done)" % (fct["messages"], r["messages"]))
-print("| %s | %s | %s | %s | %.0f | %s | %.0f | %.0f | %d | %d |" % (
+print("| %s | %s | %s | %s | %.0f | %s | %.0f | %.0f | %d | %d | %d |" % (
     sys.argv[2], sys.argv[3], sys.argv[4], done, fct["p50"], p99,
-    queue, r["pfc_pause_total_us"], r["cnps_sent"], r["drops"]))
+    queue, r["pfc_pause_total_us"], r["cnps_sent"], r["drops"], r["retransmits"]))
 PY
     done
   done

@@ -7,6 +7,7 @@
 use raceway_core::config::{CoppClass, EcnMeasure, GroupMode, MarkOn, PauseRx, Trust, WatchdogAction};
 use raceway_core::drops::DropReason;
 use raceway_core::engine::fabric::dcqcn::DcqcnPreset;
+use raceway_core::engine::fabric::transport::TransportKind;
 use raceway_core::engine::fabric::workload::Workload;
 
 const STATS: (&str, &str) = ("docs/STATS.md", include_str!("../../docs/STATS.md"));
@@ -62,4 +63,5 @@ fn every_config_keyword_is_in_the_config_reference() {
 fn every_fabric_keyword_is_in_the_fabric_reference() {
     names_all(FABRIC, "Workload", Workload::ALL.iter().map(|word| word.name()));
     names_all(FABRIC, "DcqcnPreset", DcqcnPreset::ALL.iter().map(|word| word.name()));
+    names_all(FABRIC, "TransportKind", TransportKind::ALL.iter().map(|word| word.name()));
 }

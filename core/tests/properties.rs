@@ -281,6 +281,8 @@ proptest! {
             horizon_ms: 1000.0,
             progress: false,
             threads: 2,
+            flows: Vec::new(),
+            jitter_ps: 0,
         };
         let result = raceway_core::engine::fabric::engine::run(&fabric, &options, None).unwrap();
         prop_assert_eq!(result.drops, 0, "{:?}", result.drops_by_reason);

@@ -27,7 +27,10 @@ fn config(extra: &str) -> String {
 }
 
 /// h1 sends IPv4 and h2 IPv6 RoCEv2 (TC0, ECT(0)) to h0, each at line rate: `count` each.
-fn incast(count: u32) -> Vec<(&'static str, Vec<(u64, Vec<u8>)>)> {
+/// Each input port's name and its trace.
+type Traces = Vec<(&'static str, Vec<(u64, Vec<u8>)>)>;
+
+fn incast(count: u32) -> Traces {
     let build = |source: &str, destination: &str, psn: u32| {
         let mut spec = FrameSpec::rocev2(source.parse().unwrap(), destination.parse().unwrap(), 5);
         spec.frame_len = FRAME_LEN;

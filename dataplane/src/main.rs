@@ -180,6 +180,24 @@ struct FabricArgs {
     /// Senders at line rate, no CNPs (DCQCN off), whatever the file says.
     #[arg(long)]
     no_dcqcn: bool,
+    /// For `--workload flows`: the flow file (the HPCC simulator's flow.txt format).
+    #[arg(long)]
+    flow_file: Option<PathBuf>,
+    /// For `--workload poisson`: the flow size distribution (config/fabric/cdf/*.txt).
+    #[arg(long)]
+    cdf: Option<PathBuf>,
+    /// For `--workload poisson`: each host's offered load, a fraction of its link (0-1].
+    #[arg(long)]
+    load: Option<f64>,
+    /// For `--workload poisson`: flows start during this long (virtual microseconds).
+    #[arg(long)]
+    duration_us: Option<f64>,
+    /// Start each message that waits for no other at a random time in [0, this) (us).
+    #[arg(long, default_value_t = 0.0)]
+    jitter_us: f64,
+    /// How hosts recover losses, overriding the file's `[fabric] transport`.
+    #[arg(long, value_enum)]
+    transport: Option<fabric::transport::TransportKind>,
     /// RDMA payload per frame (RoCE path MTU).
     #[arg(long, default_value_t = 4096)]
     roce_mtu: usize,
@@ -646,6 +664,12 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
         messages,
         mode,
         no_dcqcn,
+        transport,
+        flow_file,
+        cdf,
+        load,
+        duration_us,
+        jitter_us,
         roce_mtu,
         seed,
         horizon_ms,
@@ -656,7 +680,14 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
     if no_dcqcn {
         fabric.dcqcn.enabled = false;
     }
+    if let Some(kind) = transport {
+        fabric.transport.kind = kind;
+    }
     let collective = fabric::workload::Collective::of(workload, target);
+    let flows = workload_flows(&fabric, workload, (flow_file, cdf, load, duration_us), seed)?;
+    if !(jitter_us.is_finite() && (0.0..=1e9).contains(&jitter_us)) {
+        return Err(raceway::error::InputError::flag("--jitter-us", format!("{jitter_us} is not 0-1e9")).into());
+    }
     let options = fabric::engine::FabricOptions {
         collective,
         message_bytes,
@@ -666,11 +697,59 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
         horizon_ms,
         progress: show_progress(),
         threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
+        flows,
+        jitter_ps: (jitter_us * 1e6) as u64,
     };
     options.validate(&fabric)?;
     let results = fabric::engine::run(&fabric, &options, Some(&out))?;
     println!("{}", results.summary_line());
     Ok(())
+}
+
+/// The flows of `--workload flows` (its flow file) or `poisson` (drawn from `--cdf` at
+/// `--load` for `--duration-us`, at the first host's link speed); none for the collectives.
+fn workload_flows(
+    fabric: &fabric::Fabric,
+    workload: fabric::workload::Workload,
+    (flow_file, cdf, load, duration_us): (Option<PathBuf>, Option<PathBuf>, Option<f64>, Option<f64>),
+    seed: u64,
+) -> Result<Vec<fabric::flows::Flow>, raceway::error::InputError> {
+    use fabric::workload::Workload;
+    let hosts = fabric.hosts.len();
+    match workload {
+        Workload::Flows => {
+            let path = flow_file.ok_or_else(|| {
+                raceway::error::InputError::flag("--flow-file", "--workload flows reads its flows from it")
+            })?;
+            fabric::flows::read_flow_file(&path, hosts)
+        }
+        Workload::Poisson => {
+            let path = cdf.ok_or_else(|| {
+                raceway::error::InputError::flag("--cdf", "--workload poisson draws its sizes from it")
+            })?;
+            let load = load
+                .ok_or_else(|| raceway::error::InputError::flag("--load", "--workload poisson needs the load (0-1]"))?;
+            if !(load > 0.0 && load <= 1.0) {
+                return Err(raceway::error::InputError::flag("--load", format!("{load} is not in (0, 1]")));
+            }
+            let duration_us = duration_us
+                .ok_or_else(|| raceway::error::InputError::flag("--duration-us", "--workload poisson needs it"))?;
+            if !(duration_us.is_finite() && duration_us > 0.0 && duration_us <= 1e7) {
+                return Err(raceway::error::InputError::flag(
+                    "--duration-us",
+                    format!("{duration_us} is not in (0, 1e7]"),
+                ));
+            }
+            let cdf = fabric::flows::SizeCdf::load(&path)?;
+            let speed = fabric
+                .links
+                .iter()
+                .find(|link| matches!(link.a, fabric::Endpoint::Host(_)))
+                .map_or(100_000, |link| link.speed_mbps);
+            Ok(fabric::flows::poisson(hosts, speed, &cdf, load, (duration_us * 1e6) as u64, seed))
+        }
+        _ => Ok(Vec::new()),
+    }
 }
 
 /// `raceway gen`: synthetic traces as pcap.

@@ -32,6 +32,10 @@ pub struct FabricTable {
     pub spine_cable_m: f64,
     #[serde(default = "default_mode")]
     pub mode: String,
+    /// How hosts recover losses (`engine::fabric::transport`).
+    pub transport: Option<String>,
+    /// The hosts' retransmission timeout, microseconds.
+    pub rto_us: Option<f64>,
 }
 
 fn default_speed() -> f64 {

@@ -282,7 +282,7 @@ impl<P> SharedBuffer<P> {
             next: NIL,
             ingress: entry.ingress as u16,
             charger: entry.charger,
-            flags: u8::from(entry.marked) * MARKED | u8::from(entry.trimmed) * TRIMMED,
+            flags: (u8::from(entry.marked) * MARKED) | (u8::from(entry.trimmed) * TRIMMED),
             len: len as u32,
             ip: entry.ip,
             arrival_ps: entry.arrival_ps,

@@ -2,13 +2,16 @@
 //! PSN), what it has received, the frames it builds (data as RC SEND first/middle/last/only,
 //! CNPs), and what it reads from the frames it receives.
 //!
+//! Loss recovery (ACKs, NAKs, retransmission) follows the fabric's transport (`transport`).
+//!
 //! Invariant: a queue pair's PSNs number its frames consecutively over all its messages, and
-//! every data frame carries its message's place at the receiver as its tag (a CNP its queue
-//! pair's place at the sender), so a receiver counts any frame to its message whatever order
-//! frames arrive in (spraying reorders; nothing is retransmitted) without reading the
-//! sender's state or any table of the whole workload.
+//! every data frame carries its message's place at the receiver as its tag (a CNP or ACK its
+//! queue pair's place at the sender), so a receiver counts a frame to its message whatever
+//! order frames arrive in, once (its transport says whether a PSN is new), without reading
+//! the sender's state or any table of the whole workload.
 
 use super::dcqcn::RateControl;
+use super::transport::{Reply, RxState, TxState, ACK_EVERY};
 use crate::packet::HeapPacket;
 use crate::traffic::frames::{FrameSpec, Transport};
 use crate::wire::bth::OPCODE_CNP;
@@ -36,6 +39,8 @@ pub struct QueuePair {
     /// Earliest time the rate limiter lets the next frame go (ps).
     pub next_send_ps: u64,
     pub rate: RateControl,
+    /// Loss recovery: what is acknowledged, what to send again.
+    pub tx: TxState,
 }
 
 impl QueuePair {
@@ -48,12 +53,13 @@ impl QueuePair {
             next_psn: 0,
             next_send_ps: 0,
             rate: RateControl::new(line_mbps),
+            tx: TxState::default(),
         }
     }
 
-    /// Whether it has a frame to send.
+    /// Whether it has a frame to send, new or again.
     pub fn has_data(&self) -> bool {
-        self.current.is_some() || !self.queue.is_empty()
+        self.current.is_some() || !self.queue.is_empty() || !self.tx.resend.is_empty()
     }
 }
 
@@ -87,6 +93,8 @@ pub struct Delivery {
     pub frames: u32,
     /// Its frames received so far, in any order.
     pub delivered: u32,
+    /// Its frames that arrived trimmed.
+    pub trims: u32,
     /// When its last frame arrived (`NOT_YET` before).
     done_ps: u64,
 }
@@ -96,7 +104,7 @@ const NOT_YET: u64 = u64::MAX;
 
 impl Delivery {
     pub fn new(message: u32, qp: u32, from: u32, frames: u32) -> Self {
-        Self { message, qp, from, frames, delivered: 0, done_ps: NOT_YET }
+        Self { message, qp, from, frames, delivered: 0, trims: 0, done_ps: NOT_YET }
     }
 
     /// When its last frame arrived, if it has.
@@ -110,19 +118,21 @@ impl Delivery {
     }
 }
 
-/// A queue pair a NIC receives on: where its CNPs go and when it last sent one, in 16 bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A queue pair a NIC receives on: where its CNPs and ACKs go, when it last sent a CNP, and
+/// the PSNs it has accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sender {
     pub address: Ipv4Addr,
-    /// The queue pair's place in its sender's `Nic::sending` (its CNPs' tag).
+    /// The queue pair's place in its sender's `Nic::sending` (its CNPs' and ACKs' tag).
     pub slot: u32,
     /// When it last sent a CNP for the queue pair (`NOT_YET`: never).
     last_cnp_ps: u64,
+    pub rx: RxState,
 }
 
 impl Sender {
     pub fn new(address: Ipv4Addr, slot: u32) -> Self {
-        Self { address, slot, last_cnp_ps: NOT_YET }
+        Self { address, slot, last_cnp_ps: NOT_YET, rx: RxState::default() }
     }
 
     /// Whether a CNP may go at `now`, at most one per `interval_ps`; if so, it is counted as
@@ -134,6 +144,16 @@ impl Sender {
         }
         due
     }
+}
+
+/// An ACK, NAK or NACK waiting to be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answer {
+    pub qp: usize,
+    pub to: Ipv4Addr,
+    /// The queue pair's place at its sender (the frame's tag).
+    pub slot: u32,
+    pub reply: Reply,
 }
 
 /// A CNP waiting to be sent.
@@ -165,12 +185,16 @@ pub struct Nic {
     pub order: RoundRobin,
     /// When each message it sends was released.
     pub released: Vec<Option<u64>>,
+    /// Frames of each message it sends that it sent again (indexed as `released`).
+    pub resent: Vec<u32>,
     /// Each message it receives.
     pub receiving: Vec<Delivery>,
     /// The queue pairs it receives on.
     pub senders: Vec<Sender>,
     /// CNPs to send.
     pub cnps: VecDeque<Cnp>,
+    /// ACKs, NAKs and NACKs to send (with the CNPs, ahead of data).
+    pub answers: VecDeque<Answer>,
     /// What the leaf's PFC holds back, per priority.
     pub pauses: crate::tm::pfc::Pauses,
     /// How long the NIC takes to stop a priority after an XOFF reaches it (802.3 31B.3.7,
@@ -183,6 +207,14 @@ pub struct Nic {
     pub cnps_received: u64,
     pub marked_received: u64,
     pub frames_sent: u64,
+    /// Data frames sent again.
+    pub retransmits: u64,
+    /// Retransmission timeouts of its queue pairs.
+    pub timeouts: u64,
+    /// Data frames that arrived trimmed.
+    pub trims_received: u64,
+    /// ACKs, NAKs and NACKs sent.
+    pub answers_sent: u64,
 }
 
 /// A host's round robin over the queue pairs (by slot) that have data: those whose rate
@@ -193,8 +225,9 @@ pub struct Nic {
 /// the scan was the fabric's largest cost, and a `BTreeSet` of ready slots cost more than
 /// the scan (perf/RESULTS.md, "Figures once in code comments").
 ///
-/// Invariant: a slot is in at most one of `ready` and `held`, and in one exactly while its
-/// queue pair has data and has not been picked since it was put back.
+/// Invariant: a slot whose queue pair has data and has not been picked since it was put back
+/// is in `ready` or `held`. (One may stay there after an ACK took the last frames it was to
+/// send again; the engine skips it when it is picked.)
 #[derive(Debug, Clone, Default)]
 pub struct RoundRobin {
     /// Bit `slot % 64` of word `slot / 64`.
@@ -274,9 +307,11 @@ impl Nic {
             sending: Vec::new(),
             order: RoundRobin::default(),
             released: Vec::new(),
+            resent: Vec::new(),
             receiving: Vec::new(),
             senders: Vec::new(),
             cnps: VecDeque::new(),
+            answers: VecDeque::new(),
             pauses: crate::tm::pfc::Pauses::default(),
             response_ps: 0,
             transmitting: false,
@@ -285,6 +320,10 @@ impl Nic {
             cnps_received: 0,
             marked_received: 0,
             frames_sent: 0,
+            retransmits: 0,
+            timeouts: 0,
+            trims_received: 0,
+            answers_sent: 0,
         }
     }
 }
@@ -312,6 +351,13 @@ pub struct DataFrame {
     pub from: u32,
 }
 
+impl DataFrame {
+    /// Whether it asks for an ACK: its message's last frame, and every `ACK_EVERY`th PSN.
+    pub fn asks_ack(&self) -> bool {
+        matches!(self.opcode, 0x02 | 0x04) || self.psn % ACK_EVERY == ACK_EVERY - 1
+    }
+}
+
 /// A data frame: `payload` bytes of queue pair `qp` with `psn`, tagged with its message.
 pub fn data_frame(from: &Nic, to: Ipv4Addr, frame: DataFrame) -> HeapPacket {
     let DataFrame { qp, psn, opcode, payload, tag, from: sender } = frame;
@@ -325,8 +371,12 @@ pub fn data_frame(from: &Nic, to: Ipv4Addr, frame: DataFrame) -> HeapPacket {
     // Only the headers travel (a switch or host reads nothing past the BTH); the rest is
     // declared. A 4,150-byte frame held whole made the queued frames most of a large
     // fabric's memory.
-    let (bytes, beyond) = spec.build_headers();
+    let (mut bytes, beyond) = spec.build_headers();
     debug_assert_eq!(bytes.len(), DATA_HEADERS);
+    // Built frames ask for an ACK; a host's data asks on some only.
+    if !frame.asks_ack() {
+        bytes[BTH + 8] &= !ACK_REQ;
+    }
     let mut packet = HeapPacket::headers(bytes, beyond);
     packet.tag = data_tag(tag, sender);
     packet
@@ -345,6 +395,46 @@ pub fn data_places(tag: u64) -> (usize, usize) {
 
 /// A data frame's headers: Ethernet, IPv4, UDP and the BTH.
 const DATA_HEADERS: usize = 14 + 20 + 8 + crate::wire::bth::HEADER_LEN;
+/// Where the BTH of a host's (untagged IPv4) frame starts.
+const BTH: usize = 14 + 20 + 8;
+/// The BTH's AckReq bit (byte 8's top bit).
+const ACK_REQ: u8 = 0x80;
+/// The RC Acknowledge opcode: an ACK or NAK with an AETH after the BTH.
+const OPCODE_ACK: u8 = 0x11;
+/// AETH syndromes: ACK, and NAK with PSN sequence error (IBA 9.7.5.2). raceway's hosts
+/// also send two NAK kinds of their own: selective repeat's NACK and a trimmed frame's.
+const SYNDROME_ACK: u8 = 0x00;
+const SYNDROME_NAK_SEQUENCE: u8 = 0x60;
+const SYNDROME_NACK_SELECTIVE: u8 = 0x61;
+const SYNDROME_NACK_TRIMMED: u8 = 0x62;
+
+/// An ACK, NAK or NACK to the sender at `answer.to`, tagged with the queue pair's place
+/// there: the BTH's PSN is the receiver's expected PSN; the AETH's syndrome says which reply,
+/// and its 24-bit MSN field carries the PSN a NACK names (the one that arrived out of order,
+/// or trimmed), which IRN and UET carry in headers of their own.
+pub fn answer_frame(from: &Nic, answer: Answer) -> HeapPacket {
+    let Answer { qp, to, slot, reply } = answer;
+    let (expected, syndrome, named) = match reply {
+        Reply::Ack { expected } => (expected, SYNDROME_ACK, 0),
+        Reply::Nak { expected } => (expected, SYNDROME_NAK_SEQUENCE, 0),
+        Reply::Nack { expected, arrived } => (expected, SYNDROME_NACK_SELECTIVE, arrived),
+        Reply::Trimmed { expected, psn } => (expected, SYNDROME_NACK_TRIMMED, psn),
+    };
+    let mut spec = FrameSpec::rocev2(IpAddr::V4(from.address), IpAddr::V4(to), qp as u32 + 1);
+    (spec.source_mac, spec.destination_mac) = (from.mac, from.router_mac);
+    spec.dscp = CNP_DSCP;
+    spec.ecn = 0;
+    spec.frame_len = crate::traffic::frames::ROCE_OVERHEAD + 4;
+    spec.transport =
+        Transport::Roce { source: 0xc000, opcode: OPCODE_ACK, dest_qp: qp as u32 + 1, psn: expected & 0xff_ffff };
+    let mut bytes = spec.build();
+    let aeth = BTH + crate::wire::bth::HEADER_LEN;
+    bytes[aeth] = syndrome;
+    bytes[aeth + 1..aeth + 4].copy_from_slice(&named.to_be_bytes()[1..]);
+    let mut packet = HeapPacket::new(bytes);
+    packet.tag = u64::from(slot);
+    packet
+}
 
 /// A CNP to the sender at `cnp.to`, tagged with the queue pair's place there.
 pub fn cnp_frame(from: &Nic, cnp: Cnp) -> HeapPacket {
@@ -369,6 +459,15 @@ pub enum Received {
         congestion: bool,
         tag: usize,
         from: usize,
+        ack_req: bool,
+        /// Its DSCP is not the data's: a switch trimmed it.
+        trimmed: bool,
+    },
+    /// `tag`: the queue pair's place at the sender.
+    Answer {
+        qp: usize,
+        tag: usize,
+        reply: Reply,
     },
     /// `tag`: the queue pair's place at the sender.
     Cnp {
@@ -394,8 +493,22 @@ pub fn read(packet: &HeapPacket) -> Received {
                 // The PSN: the BTH's last three bytes, after UDP.
                 let bth = ip.l3_offset + 20 + 8;
                 let psn = frame.get(bth + 9..bth + 12).map_or(0, |b| u32::from_be_bytes([0, b[0], b[1], b[2]]));
+                if roce.opcode == OPCODE_ACK {
+                    let Some(aeth) = frame.get(bth + 12..bth + 16) else { return Received::Other };
+                    let named = u32::from_be_bytes([0, aeth[1], aeth[2], aeth[3]]);
+                    let reply = match aeth[0] {
+                        SYNDROME_ACK => Reply::Ack { expected: psn },
+                        SYNDROME_NAK_SEQUENCE => Reply::Nak { expected: psn },
+                        SYNDROME_NACK_SELECTIVE => Reply::Nack { expected: psn, arrived: named },
+                        SYNDROME_NACK_TRIMMED => Reply::Trimmed { expected: psn, psn: named },
+                        _ => return Received::Other,
+                    };
+                    return Received::Answer { qp, tag: packet.tag as usize, reply };
+                }
+                let ack_req = frame.get(bth + 8).is_some_and(|byte| byte & ACK_REQ != 0);
                 let (tag, from) = data_places(packet.tag);
-                Received::Data { qp, psn, congestion: ip.ecn == 0b11, tag, from }
+                let trimmed = ip.dscp != DATA_DSCP;
+                Received::Data { qp, psn, congestion: ip.ecn == 0b11, tag, from, ack_req, trimmed }
             }
             _ => Received::Other,
         },
@@ -451,7 +564,20 @@ mod tests {
         // The headers held, the payload (and ICRC) declared: the frame's whole length.
         assert_eq!(data.len(), 4096 + crate::traffic::frames::ROCE_OVERHEAD);
         assert_eq!((data.bytes.len(), data.beyond), (DATA_HEADERS, 4096 + 4));
-        assert_eq!(read(&data), Received::Data { qp: 6, psn: 0x12345, congestion: false, tag: 77, from: 5 });
+        let expected =
+            Received::Data { qp: 6, psn: 0x12345, congestion: false, tag: 77, from: 5, ack_req: true, trimmed: false };
+        assert_eq!(read(&data), expected, "a message's last frame asks for an ACK");
+        let middle = data_frame(&nic, Ipv4Addr::new(10, 1, 0, 1), DataFrame { opcode: 0x01, psn: 3, ..frame });
+        assert!(matches!(read(&middle), Received::Data { ack_req: false, .. }));
+        for reply in [
+            Reply::Ack { expected: 9 },
+            Reply::Nak { expected: 0xabcdef },
+            Reply::Nack { expected: 2, arrived: 7 },
+            Reply::Trimmed { expected: 2, psn: 5 },
+        ] {
+            let answer = Answer { qp: 6, to: Ipv4Addr::new(10, 1, 0, 1), slot: 4, reply };
+            assert_eq!(read(&answer_frame(&nic, answer)), Received::Answer { qp: 6, tag: 4, reply });
+        }
         let mut marked = data.clone();
         crate::tm::ecn::set_ce(&mut marked.bytes, 14, false);
         assert!(matches!(read(&marked), Received::Data { congestion: true, .. }));

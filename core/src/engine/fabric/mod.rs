@@ -22,8 +22,10 @@
 
 pub mod dcqcn;
 pub mod engine;
+pub mod flows;
 pub mod host;
 pub mod parallel;
+pub mod transport;
 pub mod workload;
 
 use crate::config::fabric::{FabricFile, FabricTable};
@@ -32,6 +34,7 @@ use crate::error::InputError;
 use dcqcn::DcqcnParams;
 use serde::Deserialize;
 use std::path::Path;
+use transport::{TransportKind, TransportParams};
 
 /// One end of a link: a switch port, or a host's NIC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -68,6 +71,24 @@ pub struct Fabric {
     pub hosts: Vec<HostSpec>,
     pub links: Vec<Link>,
     pub dcqcn: DcqcnParams,
+    /// How hosts recover losses (`[fabric] transport`, `rto_us`).
+    pub transport: TransportParams,
+}
+
+/// `[fabric] transport` and `rto_us`.
+fn transport_of(topology: &FabricTable, file: &str) -> Result<TransportParams, InputError> {
+    let mut params = TransportParams::default();
+    if let Some(word) = &topology.transport {
+        params.kind =
+            TransportKind::parse(word).map_err(|problem| InputError::new(file, "fabric.transport", problem))?;
+    }
+    if let Some(rto_us) = topology.rto_us {
+        if !(1.0..=1e6).contains(&rto_us) {
+            return Err(InputError::new(file, "fabric.rto_us", format!("{rto_us} is not between 1 and 1000000")));
+        }
+        params.rto_ps = (rto_us * 1e6) as u64;
+    }
+    Ok(params)
 }
 
 fn mac(kind: u8, a: u8, b: u8) -> String {
@@ -91,13 +112,14 @@ impl Fabric {
     /// Parses a fabric; listed switch configs are read relative to `base`.
     pub fn parse_in(text: &str, file: &str, base: &Path, mode: Option<GroupMode>) -> Result<Self, InputError> {
         let FabricFile { topology, dcqcn, rest: table } = FabricFile::parse(text, file)?;
+        let transport = transport_of(&topology, file)?;
         let dcqcn = match dcqcn {
             Some(dcqcn) => DcqcnParams::from_table(dcqcn),
             None => Ok(DcqcnParams::default()),
         }
         .map_err(|(field, problem)| InputError::new(file, field, problem))?;
         if table.get("switch").is_some_and(toml::Value::is_array) {
-            return explicit(topology, table, dcqcn, file, base, mode);
+            return explicit(topology, table, dcqcn, file, base, mode).map(|fabric| Fabric { transport, ..fabric });
         }
         let (Some(leaves), Some(spines), Some(hosts_per_leaf)) =
             (topology.leaves, topology.spines, topology.hosts_per_leaf)
@@ -209,7 +231,7 @@ impl Fabric {
             }
         }
         let name = topology.name.unwrap_or_else(|| format!("leaf-spine-{leaves}x{spines}"));
-        Ok(Self { name, switches, hosts, links, dcqcn })
+        Ok(Self { name, switches, hosts, links, dcqcn, transport })
     }
 
     /// The group mode of the fabric's uplinks: the first group's (ECMP if there is none).
@@ -445,7 +467,7 @@ fn explicit(
         }
     }
     let name = topology.name.unwrap_or_else(|| "fabric".to_string());
-    Ok(Fabric { name, switches: configs, hosts, links, dcqcn })
+    Ok(Fabric { name, switches: configs, hosts, links, dcqcn, transport: TransportParams::default() })
 }
 
 fn port_table(name: &str, speed_gbps: f64, cable_m: f64, peer_mac: &str) -> toml::Table {

@@ -1,5 +1,6 @@
-//! Collective workloads as messages between hosts: N:1 incast, all-to-all and ring all-reduce,
-//! with a message size and a count. A message may wait for another to be received first (a
+//! Workloads as messages between hosts: the collectives (N:1 incast, all-to-all and ring
+//! all-reduce, with a message size and a count) and listed flows (a flow file or Poisson
+//! arrivals, `flows`), each flow a message on a queue pair of its own, from its start time. A message may wait for another to be received first (a
 //! ring all-reduce step waits for the previous step's chunk from the left neighbour), which
 //! is how a collective's completion time comes out of the network's behaviour.
 //!
@@ -18,14 +19,20 @@ pub enum Collective {
     /// chunk arrived from the previous host. The ring alternates leaves, so every hop crosses
     /// the spines when there are several leaves.
     AllReduce,
+    /// The flows of a flow file or of Poisson arrivals (`flows`): each its own queue pair.
+    Listed,
 }
 
 crate::keyword::keywords! {
-    /// The collective a fabric run's `--workload` names.
+    /// The workload a fabric run's `--workload` names.
     pub enum Workload {
         Incast => "incast",
         AllToAll => "alltoall",
         AllReduce => "allreduce",
+        /// The flows of `--flow-file`.
+        Flows => "flows",
+        /// Poisson arrivals at `--load` with sizes from `--cdf`, for `--duration-us`.
+        Poisson => "poisson",
     }
 }
 
@@ -36,21 +43,21 @@ impl Collective {
             Workload::Incast => Self::Incast { target },
             Workload::AllToAll => Self::AllToAll,
             Workload::AllReduce => Self::AllReduce,
-        }
-    }
-
-    pub fn workload(self) -> Workload {
-        match self {
-            Self::Incast { .. } => Workload::Incast,
-            Self::AllToAll => Workload::AllToAll,
-            Self::AllReduce => Workload::AllReduce,
+            Workload::Flows | Workload::Poisson => Self::Listed,
         }
     }
 
     pub fn name(self) -> &'static str {
-        self.workload().name()
+        match self {
+            Self::Incast { .. } => Workload::Incast.name(),
+            Self::AllToAll => Workload::AllToAll.name(),
+            Self::AllReduce => Workload::AllReduce.name(),
+            Self::Listed => "flows",
+        }
     }
 }
+
+use super::flows::Flow;
 
 /// One message: `bytes` from `sender` to `receiver` on queue pair `qp`.
 #[derive(Debug, Clone)]
@@ -61,6 +68,8 @@ pub struct Message {
     pub bytes: u64,
     /// Released only once this message has been received.
     pub after: Option<usize>,
+    /// Released at this time (ps), if it waits for no message.
+    pub start_ps: u64,
 }
 
 /// A queue pair: one sender to one receiver.
@@ -71,13 +80,14 @@ pub struct QueuePairSpec {
 }
 
 /// How many messages `build` makes (saturating), to refuse a workload before building it.
-pub fn count(collective: Collective, hosts: usize, messages: u32) -> u64 {
+pub fn count(collective: Collective, hosts: usize, messages: u32, listed: &[Flow]) -> u64 {
     let (hosts, messages) = (hosts as u64, u64::from(messages));
     let others = hosts.saturating_sub(1);
     let per_round = match collective {
         Collective::Incast { .. } => others,
         Collective::AllToAll => hosts.saturating_mul(others),
         Collective::AllReduce => others.saturating_mul(2).saturating_mul(hosts),
+        Collective::Listed => return listed.len() as u64,
     };
     per_round.saturating_mul(messages)
 }
@@ -90,6 +100,7 @@ pub fn build(
     leaf_of: &dyn Fn(usize) -> usize,
     message_bytes: u64,
     messages: u32,
+    listed: &[Flow],
 ) -> (Vec<QueuePairSpec>, Vec<Message>) {
     let mut qps: Vec<QueuePairSpec> = Vec::new();
     let mut list: Vec<Message> = Vec::new();
@@ -107,7 +118,7 @@ pub fn build(
             for sender in (0..hosts).filter(|&h| h != target) {
                 let qp = qp_for(sender, target, &mut qps);
                 for _ in 0..messages {
-                    list.push(Message { sender, receiver: target, qp, bytes: message_bytes, after: None });
+                    list.push(Message { sender, receiver: target, qp, bytes: message_bytes, after: None, start_ps: 0 });
                 }
             }
         }
@@ -116,7 +127,7 @@ pub fn build(
                 for sender in 0..hosts {
                     for receiver in (0..hosts).filter(|&r| r != sender) {
                         let qp = qp_for(sender, receiver, &mut qps);
-                        list.push(Message { sender, receiver, qp, bytes: message_bytes, after: None });
+                        list.push(Message { sender, receiver, qp, bytes: message_bytes, after: None, start_ps: 0 });
                     }
                 }
             }
@@ -137,11 +148,18 @@ pub fn build(
                         let qp = qp_for(sender, receiver, &mut qps);
                         // Wait for the chunk the left neighbour sent in the previous step.
                         let after = last[(position + n - 1) % n];
-                        list.push(Message { sender, receiver, qp, bytes: chunk, after });
+                        list.push(Message { sender, receiver, qp, bytes: chunk, after, start_ps: 0 });
                         sent[position] = Some(list.len() - 1);
                     }
                     last = sent;
                 }
+            }
+        }
+        Collective::Listed => {
+            for flow in listed {
+                qps.push(QueuePairSpec { sender: flow.sender, receiver: flow.receiver });
+                let (sender, receiver, bytes, qp) = (flow.sender, flow.receiver, flow.bytes, qps.len() - 1);
+                list.push(Message { sender, receiver, qp, bytes, after: None, start_ps: flow.start_ps });
             }
         }
     }
@@ -166,10 +184,11 @@ mod tests {
 
     #[test]
     fn each_workload_word_names_its_collective() {
-        for workload in Workload::ALL {
+        for workload in &Workload::ALL[..3] {
             let collective = Collective::of(*workload, 3);
-            assert_eq!((collective.workload(), collective.name()), (*workload, workload.name()));
+            assert_eq!(collective.name(), workload.name());
         }
+        assert_eq!(Collective::of(Workload::Poisson, 0), Collective::Listed);
         assert_eq!(Collective::of(Workload::Incast, 3), Collective::Incast { target: 3 });
         assert_eq!(Collective::AllReduce.name(), "allreduce");
     }
@@ -182,23 +201,34 @@ mod tests {
     fn the_count_is_what_build_makes_and_saturates() {
         for collective in [Collective::Incast { target: 0 }, Collective::AllToAll, Collective::AllReduce] {
             for (hosts, messages) in [(1, 1), (2, 3), (5, 2)] {
-                let built = build(collective, hosts, &two_leaves, 4000, messages).1.len() as u64;
-                assert_eq!(count(collective, hosts, messages), built, "{collective:?} {hosts} {messages}");
+                let built = build(collective, hosts, &two_leaves, 4000, messages, &[]).1.len() as u64;
+                assert_eq!(count(collective, hosts, messages, &[]), built, "{collective:?} {hosts} {messages}");
             }
         }
-        assert_eq!(count(Collective::AllToAll, usize::MAX, u32::MAX), u64::MAX);
+        assert_eq!(count(Collective::AllToAll, usize::MAX, u32::MAX, &[]), u64::MAX);
+        let flows = [
+            Flow { start_ps: 5, sender: 1, receiver: 0, bytes: 9 },
+            Flow { start_ps: 7, sender: 1, receiver: 0, bytes: 3 },
+        ];
+        let (qps, messages) = build(Collective::Listed, 2, &two_leaves, 0, 0, &flows);
+        assert_eq!(
+            (qps.len(), messages.len(), count(Collective::Listed, 2, 0, &flows)),
+            (2, 2, 2),
+            "a queue pair per flow"
+        );
+        assert_eq!((messages[1].qp, messages[1].bytes, messages[1].start_ps), (1, 3, 7));
     }
 
     #[test]
     fn incast_all_to_all_and_ring_messages() {
-        let (qps, messages) = build(Collective::Incast { target: 0 }, 4, &two_leaves, 1000, 3);
+        let (qps, messages) = build(Collective::Incast { target: 0 }, 4, &two_leaves, 1000, 3, &[]);
         assert_eq!((qps.len(), messages.len()), (3, 9));
         assert!(messages.iter().all(|m| m.receiver == 0 && m.after.is_none()));
 
-        let (qps, messages) = build(Collective::AllToAll, 4, &two_leaves, 1000, 2);
+        let (qps, messages) = build(Collective::AllToAll, 4, &two_leaves, 1000, 2, &[]);
         assert_eq!((qps.len(), messages.len()), (12, 24));
 
-        let (qps, messages) = build(Collective::AllReduce, 4, &two_leaves, 4000, 1);
+        let (qps, messages) = build(Collective::AllReduce, 4, &two_leaves, 4000, 1, &[]);
         // Ring 0, 2, 1, 3: every hop crosses leaves.
         assert_eq!(qps.len(), 4);
         assert!(qps.iter().all(|q| two_leaves(q.sender) != two_leaves(q.receiver)));

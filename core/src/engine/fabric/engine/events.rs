@@ -13,12 +13,29 @@ use crate::engine::fabric::{Endpoint, Fabric};
 /// of memory: `narrow`), as do frame slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
-    ArriveAtSwitch { switch: u32, port: u32, frame: u32 },
-    ArriveAtHost { host: u32, frame: u32 },
-    SwitchTxDone { switch: u32, port: u32 },
+    ArriveAtSwitch {
+        switch: u32,
+        port: u32,
+        frame: u32,
+    },
+    ArriveAtHost {
+        host: u32,
+        frame: u32,
+    },
+    SwitchTxDone {
+        switch: u32,
+        port: u32,
+    },
     HostTxDone(u32),
     Timer(u32),
     HostWake(u32),
+    /// A message that waits for no other starts (a flow's start time, a start jitter).
+    Release(u32),
+    /// A queue pair's retransmission timer (`slot` in its host's `Nic::sending`).
+    QpTimer {
+        host: u32,
+        slot: u32,
+    },
 }
 
 /// A number of a switch, port, host or frame slot as an event holds it, or of a message or
@@ -53,7 +70,11 @@ impl Kind {
             Kind::ArriveAtSwitch { switch, .. } | Kind::SwitchTxDone { switch, .. } | Kind::Timer(switch) => {
                 Some(switch as usize)
             }
-            Kind::ArriveAtHost { .. } | Kind::HostTxDone(_) | Kind::HostWake(_) => None,
+            Kind::ArriveAtHost { .. }
+            | Kind::HostTxDone(_)
+            | Kind::HostWake(_)
+            | Kind::QpTimer { .. }
+            | Kind::Release(_) => None,
         }
     }
 }

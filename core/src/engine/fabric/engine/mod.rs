@@ -56,6 +56,11 @@ pub struct FabricOptions {
     pub progress: bool,
     /// Threads to run the partitions on; the results do not depend on it.
     pub threads: usize,
+    /// The flows of `Collective::Listed` (a flow file, Poisson arrivals).
+    pub flows: Vec<crate::engine::fabric::flows::Flow>,
+    /// Each message that waits for no other starts at a time drawn uniformly from [0, this)
+    /// (seeded): the collectives' start jitter. 0: all at once.
+    pub jitter_ps: u64,
 }
 
 impl FabricOptions {
@@ -91,7 +96,10 @@ impl FabricOptions {
                 format!("{} is more than 2^32 frames of --roce-mtu {}", self.message_bytes, self.roce_mtu),
             ));
         }
-        let messages = workload::count(self.collective, fabric.hosts.len(), self.messages);
+        if self.collective == Collective::Listed && self.flows.is_empty() {
+            return Err(InputError::flag("--workload", "the flows workloads need at least one flow"));
+        }
+        let messages = workload::count(self.collective, fabric.hosts.len(), self.messages, &self.flows);
         if messages > u64::from(u32::MAX) {
             return Err(InputError::flag(
                 "--messages",
@@ -109,8 +117,20 @@ impl FabricOptions {
 /// Returns the results document (also written as `out/results.json`).
 pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Result<FabricResults, InputError> {
     let leaf_of = |host: usize| fabric.hosts[host].leaf;
-    let (qp_specs, message_specs) =
-        workload::build(options.collective, fabric.hosts.len(), &leaf_of, options.message_bytes, options.messages);
+    let (qp_specs, mut message_specs) = workload::build(
+        options.collective,
+        fabric.hosts.len(),
+        &leaf_of,
+        options.message_bytes,
+        options.messages,
+        &options.flows,
+    );
+    if options.jitter_ps > 0 {
+        let mut rng = crate::rng::Rng::new(crate::rng::stream_seed(options.seed, u64::MAX));
+        for message in message_specs.iter_mut().filter(|message| message.after.is_none()) {
+            message.start_ps += rng.below(options.jitter_ps);
+        }
+    }
     // Each host runs with the switch its link goes to, at that link's speed, and answers PFC
     // within the response its switch port gives its peer.
     let mut host_link = vec![(0, 100_000); fabric.hosts.len()];
@@ -159,6 +179,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
     for spec in message_specs {
         let outbound = nics[spec.sender].released.len();
         nics[spec.sender].released.push(None);
+        nics[spec.sender].resent.push(0);
         let frames = spec.bytes.div_ceil(mtu).max(1);
         let inbound = nics[spec.receiver].receiving.len();
         let (message, qp, from) = (narrow(messages.len()), narrow(spec.qp), narrow(qps[spec.qp].inbound));
@@ -237,7 +258,10 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
     }
     for (partition, roots) in partitions.iter_mut().zip(&roots) {
         for &message in roots {
-            partition.release(message, 0);
+            match plan.messages[message].spec.start_ps {
+                0 => partition.release(message, 0),
+                at => partition.events.schedule(at, events::Kind::Release(narrow(message))),
+            }
         }
     }
     let horizon = (options.horizon_ms * 1e9) as u64;
@@ -273,6 +297,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::fabric::transport::TransportKind;
 
     fn small(extra: &str) -> Fabric {
         let text = format!("{}{extra}", super::super::tests::small());
@@ -289,6 +314,8 @@ mod tests {
             horizon_ms: 100.0,
             progress: false,
             threads: 1,
+            flows: Vec::new(),
+            jitter_ps: 0,
         }
     }
 
@@ -305,6 +332,104 @@ mod tests {
             let threaded = run(&fabric, &FabricOptions { threads: 3, ..options(collective) }, None).unwrap();
             assert_eq!(first, threaded, "{collective:?} differs on three threads");
         }
+    }
+
+    /// The small leaf-spine run lossy: no lossless class, a 256 KiB buffer, uplinks in
+    /// `mode`, hosts on `transport`, and `trim` (a `[qos.trim]` body, or nothing).
+    fn lossy(mode: &str, transport: &str, trim: &str) -> Fabric {
+        let trim = if trim.is_empty() { String::new() } else { format!("[qos.trim]\n{trim}\n") };
+        let text = format!(
+            "[fabric]\nname = \"lossy\"\nleaves = 2\nspines = 2\nhosts_per_leaf = 2\nmode = \"{mode}\"\n\
+             transport = \"{transport}\"\nrto_us = 200\n\
+             [switch]\nbuffer_bytes = 262144\n\
+             [qos]\ndscp_to_tc = {{ 26 = 3, 48 = 6, default = 0 }}\n\
+             [qos.scheduler]\nstrict = [6, 7]\n\
+             [qos.ecn.3]\nkmin_bytes = 20000\nkmax_bytes = 100000\npmax = 0.2\n{trim}"
+        );
+        Fabric::parse(&text, "lossy.toml", None).unwrap()
+    }
+
+    #[test]
+    fn a_lossy_incast_completes_every_message_under_each_transport() {
+        for transport in TransportKind::ALL {
+            let fabric = lossy("ecmp", transport.name(), "");
+            let result = run(&fabric, &options(Collective::Incast { target: 0 }), None).unwrap();
+            assert!(result.drops > 0, "{transport}: the incast overflows the buffer: {result:?}");
+            assert_eq!(result.incomplete_messages, 0, "{transport}: {result:?}");
+            assert!(result.retransmits > 0);
+            let threaded = FabricOptions { threads: 2, ..options(Collective::Incast { target: 0 }) };
+            assert_eq!(result, run(&fabric, &threaded, None).unwrap(), "{transport}: the same on two threads");
+        }
+    }
+
+    #[test]
+    fn go_back_n_retransmits_more_than_selective_repeat_under_spraying() {
+        let collective = Collective::Incast { target: 0 };
+        let gbn = run(&lossy("spray", "roce-gbn", ""), &options(collective), None).unwrap();
+        let sr = run(&lossy("spray", "roce-sr", ""), &options(collective), None).unwrap();
+        assert_eq!((gbn.incomplete_messages, sr.incomplete_messages), (0, 0));
+        assert!(gbn.retransmits > sr.retransmits, "gbn {} sr {}", gbn.retransmits, sr.retransmits);
+    }
+
+    #[test]
+    fn trimming_cuts_the_tail_of_a_lossy_incast() {
+        let collective = Collective::Incast { target: 0 };
+        let dropped = run(&lossy("spray", "uet-like", ""), &options(collective), None).unwrap();
+        let trimmed = run(&lossy("spray", "uet-like", "dscp = 48"), &options(collective), None).unwrap();
+        assert!(trimmed.trimmed > 0 && trimmed.trims_received > 0);
+        assert_eq!((dropped.incomplete_messages, trimmed.incomplete_messages), (0, 0));
+        assert!(trimmed.fct_us.p99 < dropped.fct_us.p99, "{} vs {}", trimmed.fct_us.p99, dropped.fct_us.p99);
+        assert!(trimmed.timeouts < dropped.timeouts);
+    }
+
+    #[test]
+    fn a_flow_file_and_poisson_arrivals_run_the_same_on_one_and_two_threads() {
+        use crate::engine::fabric::flows::{parse_flows, poisson, SizeCdf};
+        let fabric = small("");
+        let listed =
+            parse_flows("3\n0 3 3 100 300000 0\n1 3 3 100 5000 0.00001\n2 0 3 100 1 0.00002\n", "f.txt", 4).unwrap();
+        let cdf = SizeCdf::parse("0 0\n10000 50\n400000 100\n", "c.txt").unwrap();
+        let drawn = poisson(4, 100_000, &cdf, 0.5, 200_000_000, 3);
+        assert!(drawn.len() > 10);
+        for flows in [listed, drawn] {
+            let count = flows.len();
+            let one = FabricOptions { flows, ..options(Collective::Listed) };
+            let first = run(&fabric, &one, None).unwrap();
+            assert_eq!((first.messages, first.incomplete_messages), (count, 0));
+            assert_eq!(first.slowdown_by_size.iter().map(|b| b.flows).sum::<usize>(), count);
+            assert!(
+                first.slowdown_by_size.iter().all(|b| b.flows == 0 || b.p50 >= 1.0),
+                "{:?}",
+                first.slowdown_by_size
+            );
+            assert_eq!(first, run(&fabric, &FabricOptions { threads: 2, ..one }, None).unwrap());
+        }
+    }
+
+    #[test]
+    fn a_lone_flow_takes_its_ideal_time() {
+        use crate::engine::fabric::flows::parse_flows;
+        let fabric = small("");
+        // Host 0 to host 3, across the spines, and host 0 to host 1 on its own leaf.
+        for text in ["1\n0 3 3 100 1000000 0\n", "1\n0 1 3 100 1000000 0\n"] {
+            let flows = parse_flows(text, "f.txt", 4).unwrap();
+            let result = run(&fabric, &FabricOptions { flows, ..options(Collective::Listed) }, None).unwrap();
+            let bucket = &result.slowdown_by_size[2];
+            assert_eq!(bucket.flows, 1);
+            // ACKs share no link with the data: only rounding separates FCT from its ideal.
+            assert!((1.0..1.001).contains(&bucket.p50), "{text}: slowdown {}", bucket.p50);
+        }
+    }
+
+    #[test]
+    fn start_jitter_spreads_the_collectives_start() {
+        let fabric = small("");
+        let at_once = run(&fabric, &options(Collective::AllToAll), None).unwrap();
+        let jittered = FabricOptions { jitter_ps: 50_000_000, ..options(Collective::AllToAll) };
+        let spread = run(&fabric, &jittered, None).unwrap();
+        assert_eq!(spread.incomplete_messages, 0);
+        assert_ne!(at_once, spread);
+        assert_eq!(spread, run(&fabric, &FabricOptions { threads: 2, ..jittered }, None).unwrap());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use super::events::{narrow, Kind, Plan};
 use crate::engine::fabric::host::{self, DataFrame, Nic};
 use crate::engine::fabric::parallel::{self, Mailbox};
+use crate::engine::fabric::transport::{self, InFlight};
 use crate::engine::fabric::Endpoint;
 use crate::engine::port_tx;
 use crate::engine::sim::{self, Alarm, EventQueue, LinkTx, Reserved};
@@ -190,6 +191,14 @@ impl Partition<'_> {
             self.send(Endpoint::Host(host), bytes, now);
             return;
         }
+        // ACKs and NAKs in the same class, after CNPs.
+        if let Some(answer) = nic.answers.pop_front() {
+            let bytes = host::answer_frame(nic, answer);
+            nic.transmitting = true;
+            nic.answers_sent += 1;
+            self.send(Endpoint::Host(host), bytes, now);
+            return;
+        }
         let paused_until = nic.pauses.until[plan.data_priority];
         if paused_until > now {
             self.wake_host(host, paused_until);
@@ -198,6 +207,9 @@ impl Partition<'_> {
         let picked = loop {
             match nic.order.pick(now) {
                 // A cut since it was put pushed its next frame later: hold it until then.
+                // An ACK may have taken what it had to send again since it was put: it leaves
+                // the turn until it has a frame again.
+                Ok(slot) if !nic.sending[slot].has_data() => {}
                 Ok(slot) if nic.sending[slot].next_send_ps > now => {
                     nic.order.put(slot, nic.sending[slot].next_send_ps, now);
                 }
@@ -232,30 +244,49 @@ impl Partition<'_> {
         }
     }
 
-    /// Sends the next frame of the queue pair in `slot` of `host`'s NIC.
+    /// Sends the next frame of the queue pair in `slot` of `host`'s NIC: one its transport
+    /// sends again, else its next new one.
     pub(super) fn send_data(&mut self, host: usize, slot: usize, now: u64) {
         let plan = self.plan;
         let mtu = plan.options.roce_mtu as u64;
         let dcqcn = &plan.fabric.dcqcn;
         let nic = &mut self.nics[plan.host_at[host].index];
         let state = &mut nic.sending[slot];
-        let sending = match state.current {
-            Some(current) => current,
+        let again = state.tx.next_again().and_then(|psn| Some((psn, state.tx.message_of(psn)?)));
+        let (message, index, psn) = match again {
+            Some((psn, (in_flight, index))) => {
+                nic.retransmits += 1;
+                nic.resent[plan.messages[in_flight.message as usize].outbound] += 1;
+                (in_flight.message as usize, u64::from(index), psn)
+            }
             None => {
-                let message = state.queue.pop_front().expect("has_data");
-                let spec = &plan.messages[message];
-                let (tag, from) = (narrow(spec.inbound), narrow(plan.qps[spec.spec.qp].inbound));
-                host::Sending { message, bytes: spec.spec.bytes, frames: spec.frames, sent: 0, tag, from }
+                let sending = match state.current {
+                    Some(current) => current,
+                    None => {
+                        let message = state.queue.pop_front().expect("has_data");
+                        let spec = &plan.messages[message];
+                        let (tag, from) = (narrow(spec.inbound), narrow(plan.qps[spec.spec.qp].inbound));
+                        host::Sending { message, bytes: spec.spec.bytes, frames: spec.frames, sent: 0, tag, from }
+                    }
+                };
+                let psn = state.next_psn;
+                state.next_psn += 1;
+                if sending.sent == 0 {
+                    let frames = narrow(sending.frames as usize);
+                    state.tx.in_flight.push_back(InFlight { message: narrow(sending.message), first_psn: psn, frames });
+                }
+                state.current =
+                    (sending.sent + 1 < sending.frames).then_some(host::Sending { sent: sending.sent + 1, ..sending });
+                (sending.message, sending.sent, psn)
             }
         };
-        let host::Sending { bytes: total_bytes, frames, sent, tag, from, .. } = sending;
-        let payload = if sent + 1 == frames { total_bytes - sent * mtu } else { mtu } as usize;
-        let psn = state.next_psn;
-        state.next_psn += 1;
-        state.current = (sent + 1 < frames).then_some(host::Sending { sent: sent + 1, ..sending });
+        let spec = &plan.messages[message];
+        let (frames, total_bytes) = (spec.frames, spec.spec.bytes);
+        let (tag, from) = (narrow(spec.inbound), narrow(plan.qps[spec.spec.qp].inbound));
+        let payload = if index + 1 == frames { total_bytes - index * mtu } else { mtu } as usize;
         let (qp, receiver) = (state.id, state.receiver);
         let to = plan.fabric.hosts[receiver].address;
-        let opcode = host::send_opcode(sent, frames);
+        let opcode = host::send_opcode(index, frames);
         let bytes = host::data_frame(nic, to, DataFrame { qp, psn, opcode, payload, tag, from });
         let wire_bits = crate::units::wire_bytes(bytes.len()) * 8;
         // The rate limiter: the next frame of this queue pair goes when this one would have
@@ -268,9 +299,48 @@ impl Partition<'_> {
         } else {
             now + (wire_bits as f64 * 1e6 / nic.speed_mbps as f64).ceil() as u64
         };
+        // The retransmission timer runs while frames are unacknowledged, from the later of
+        // the last frame sent and the last acknowledgement: a queue pair waiting its turn
+        // among a thousand others is not stalled.
+        state.tx.progress_ps = now;
+        if !state.tx.timer_armed {
+            state.tx.timer_armed = true;
+            let at = now + state.tx.timeout_ps(plan.fabric.transport.rto_ps);
+            self.events.schedule(at, Kind::QpTimer { host: narrow(host), slot: narrow(slot) });
+        }
+        let nic = &mut self.nics[plan.host_at[host].index];
         nic.transmitting = true;
         nic.frames_sent += 1;
         self.send(Endpoint::Host(host), bytes, now);
+    }
+
+    /// A queue pair's retransmission timer fired: past its timeout without progress, its
+    /// transport sends everything unacknowledged again; it runs again while frames are
+    /// unacknowledged.
+    pub(super) fn qp_timer(&mut self, host: usize, slot: usize, now: u64) {
+        let plan = self.plan;
+        let rto_ps = plan.fabric.transport.rto_ps;
+        let nic = &mut self.nics[plan.host_at[host].index];
+        let state = &mut nic.sending[slot];
+        state.tx.timer_armed = false;
+        if state.tx.acked >= state.next_psn {
+            return;
+        }
+        let due = state.tx.progress_ps + state.tx.timeout_ps(rto_ps);
+        let at = if now >= due {
+            let had_data = state.has_data();
+            transport::on_timeout(&mut state.tx, state.next_psn, now);
+            nic.timeouts += 1;
+            if !had_data {
+                nic.order.put(slot, state.next_send_ps, now);
+            }
+            now + state.tx.timeout_ps(rto_ps)
+        } else {
+            due
+        };
+        nic.sending[slot].tx.timer_armed = true;
+        self.events.schedule(at, Kind::QpTimer { host: narrow(host), slot: narrow(slot) });
+        self.host_transmit(host, now);
     }
 
     pub(super) fn arrive_at_host(&mut self, host: usize, bytes: &HeapPacket, now: u64) {
@@ -304,12 +374,35 @@ impl Partition<'_> {
                     }
                 }
             }
-            host::Received::Data { qp, congestion, tag, from, .. } => {
+            host::Received::Answer { qp, tag, reply } => {
+                let nic = &mut self.nics[local];
+                // Only the queue pair's sender acts on it.
+                let Some(state) = nic.sending.get_mut(tag).filter(|state| state.id == qp) else { return };
+                let had_data = state.has_data();
+                let reply = transport::unwrap_reply(reply, state.tx.acked);
+                transport::on_reply(plan.fabric.transport.kind, &mut state.tx, reply, state.next_psn, now);
+                if !had_data && state.has_data() {
+                    nic.order.put(tag, state.next_send_ps, now);
+                    self.host_transmit(host, now);
+                }
+            }
+            host::Received::Data { qp, psn, congestion, tag, from, ack_req, trimmed } => {
                 let nic = &mut self.nics[local];
                 let ours = |d: &host::Delivery| d.qp as usize == qp && d.from as usize == from;
                 if !nic.receiving.get(tag).is_some_and(ours) {
                     return;
                 }
+                nic.trims_received += u64::from(trimmed);
+                nic.receiving[tag].trims += u32::from(trimmed);
+                let sender = &mut nic.senders[from];
+                let psn = transport::unwrap_psn(psn, sender.rx.expected);
+                let accepted = transport::on_data(plan.fabric.transport.kind, &mut sender.rx, psn, ack_req, trimmed);
+                if let Some(reply) = accepted.reply {
+                    let answer = host::Answer { qp, to: sender.address, slot: sender.slot, reply };
+                    nic.answers.push_back(answer);
+                    self.host_transmit(host, now);
+                }
+                let nic = &mut self.nics[local];
                 if congestion {
                     nic.marked_received += 1;
                     let interval = (dcqcn.cnp_interval_us * 1e6) as u64;
@@ -319,6 +412,9 @@ impl Partition<'_> {
                         nic.cnps.push_back(cnp);
                         self.host_transmit(host, now);
                     }
+                }
+                if !accepted.new {
+                    return;
                 }
                 let delivery = &mut self.nics[local].receiving[tag];
                 delivery.delivered += 1;
@@ -421,6 +517,8 @@ impl Partition<'_> {
                 self.nics[plan.host_at[host].index].wake.fired(now);
                 self.host_transmit(host, now);
             }
+            Kind::QpTimer { host, slot } => self.qp_timer(host as usize, slot as usize, now),
+            Kind::Release(message) => self.release(message as usize, now),
         }
         // Only the switch this event acted on can have changed its queues or decided a PFC
         // frame: looking at just it keeps the cost per event constant however large the

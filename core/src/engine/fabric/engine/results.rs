@@ -22,6 +22,8 @@ pub struct FabricResults {
     /// The leaves' uplink group mode.
     pub mode: String,
     pub dcqcn: bool,
+    /// How hosts recovered losses (`[fabric] transport`).
+    pub transport: String,
     pub hosts: usize,
     pub message_bytes: u64,
     pub messages: usize,
@@ -40,11 +42,65 @@ pub struct FabricResults {
     pub pfc_pause_total_us: f64,
     pub cnps_sent: u64,
     pub ecn_marked: u64,
+    /// Data frames the hosts sent again, and the retransmission timeouts behind some of them.
+    pub retransmits: u64,
+    pub timeouts: u64,
+    /// Frames the switches trimmed, and trimmed data frames that reached their hosts.
+    pub trimmed: u64,
+    pub trims_received: u64,
     /// Events the engine handled (frames arriving, transmissions done, switch timers, host
     /// wake-ups): the simulation's work, for events per second.
     pub events: u64,
     pub drops: u64,
     pub drops_by_reason: BTreeMap<String, u64>,
+    /// FCT slowdown (FCT over the flow's ideal: `ideal_fct_ps`) by flow size, as the HPCC and
+    /// DCQCN papers plot it; each row's incomplete flows are counted, not in its percentiles.
+    pub slowdown_by_size: Vec<SizeBucket>,
+}
+
+/// The flows of one size range (bytes up to `max_bytes`; none: the rest).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SizeBucket {
+    pub max_bytes: Option<u64>,
+    pub flows: usize,
+    pub incomplete: usize,
+    pub p50: f64,
+    pub p99: f64,
+}
+
+/// The size buckets' upper bounds: 10 KB, 100 KB, 1 MB, 10 MB, then the rest.
+const SIZE_BUCKETS: [u64; 4] = [10_000, 100_000, 1_000_000, 10_000_000];
+
+/// A message's ideal flow completion time: its frames back to back at its sender's link
+/// speed, plus the propagation of every link on its path and one store and forward of a
+/// frame per switch, on an idle fabric (HPCC's base). The path is host, leaf, host on one
+/// leaf, and through a spine between leaves (a listed fabric's hosts count as on one leaf).
+fn ideal_fct_ps(plan: &Plan<'_>, message: &super::events::MessagePlan) -> u64 {
+    let (sender, receiver) = (message.spec.sender, message.spec.receiver);
+    let wire = plan.host_wires[sender];
+    let mtu = plan.options.roce_mtu as u64;
+    let frame_ps = |payload: u64| {
+        crate::config::PortConfig::wire_time_for(
+            wire.speed_mbps,
+            payload as usize + crate::traffic::frames::ROCE_OVERHEAD,
+        )
+    };
+    let full = message.spec.bytes / mtu;
+    let last = message.spec.bytes % mtu;
+    let serialisation = full * frame_ps(mtu) + if last > 0 { frame_ps(last) } else { 0 };
+    let first = frame_ps(mtu.min(message.spec.bytes));
+    let hosts = &plan.fabric.hosts;
+    let host_links = wire.propagation_ps + plan.host_wires[receiver].propagation_ps;
+    if hosts[sender].leaf == hosts[receiver].leaf {
+        return serialisation + host_links + first;
+    }
+    let spine_link = plan
+        .fabric
+        .links
+        .iter()
+        .find(|link| matches!((link.a, link.b), (Endpoint::Switch { .. }, Endpoint::Switch { .. })))
+        .map_or(0, |link| crate::config::plan::cable_delay_ps(link.cable_m));
+    serialisation + host_links + 2 * spine_link + 3 * first
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -63,11 +119,12 @@ impl FabricResults {
     /// The one line `raceway fabric` prints.
     pub fn summary_line(&self) -> String {
         format!(
-            "{} {} mode {} dcqcn {}: completion {} us, FCT p50 {:.1} us p99 {:.1} us{}, PFC pause {:.1} us, CNPs {}, drops {}, incomplete {}",
+            "{} {} mode {} dcqcn {} transport {}: completion {} us, FCT p50 {:.1} us p99 {:.1} us{}, PFC pause {:.1} us, CNPs {}, drops {}, trimmed {}, retransmits {}, incomplete {}",
             self.fabric,
             self.workload,
             self.mode,
             self.dcqcn,
+            self.transport,
             self.completion_us.map_or("-".to_string(), |c| format!("{c:.1}")),
             self.fct_us.p50,
             self.fct_us.p99,
@@ -79,6 +136,8 @@ impl FabricResults {
             self.pfc_pause_total_us,
             self.cnps_sent,
             self.drops,
+            self.trimmed,
+            self.retransmits,
             self.incomplete_messages,
         )
     }
@@ -149,22 +208,62 @@ pub(super) fn results(
     let mut fcts: Vec<f64> = Vec::new();
     let mut incomplete = 0;
     let mut completion: u64 = 0;
-    for message in &plan.messages {
+    let mut flows_csv =
+        String::from("flow,sender,receiver,bytes,start_us,finish_us,fct_us,ideal_us,slowdown,retransmits,trims\n");
+    let mut buckets: Vec<(Vec<f64>, usize)> = vec![(Vec::new(), 0); SIZE_BUCKETS.len() + 1];
+    for (index, message) in plan.messages.iter().enumerate() {
         let released = finished.nics[message.spec.sender].released[message.outbound];
-        let done = finished.nics[message.spec.receiver].receiving[message.inbound].done_ps();
-        match (released, done) {
+        let delivery = &finished.nics[message.spec.receiver].receiving[message.inbound];
+        let done = delivery.done_ps();
+        let ideal = ideal_fct_ps(plan, message);
+        let bucket =
+            &mut buckets[SIZE_BUCKETS.iter().position(|&max| message.spec.bytes <= max).unwrap_or(SIZE_BUCKETS.len())];
+        let resent = finished.nics[message.spec.sender].resent[message.outbound];
+        let (spec, us) = (&message.spec, |ps: u64| ps as f64 / 1e6);
+        let start = released.map_or("-".to_string(), |at| format!("{:.3}", us(at)));
+        let (finish, fct, slowdown) = match (released, done) {
             (Some(start), Some(done)) => {
-                fcts.push((done - start) as f64 / 1e6);
+                fcts.push(us(done - start));
                 completion = completion.max(done);
+                let slowdown = (done - start) as f64 / ideal.max(1) as f64;
+                bucket.0.push(slowdown);
+                (format!("{:.3}", us(done)), format!("{:.3}", us(done - start)), format!("{slowdown:.3}"))
             }
-            _ => incomplete += 1,
-        }
+            _ => {
+                incomplete += 1;
+                bucket.1 += 1;
+                ("incomplete".to_string(), "-".to_string(), "-".to_string())
+            }
+        };
+        flows_csv.push_str(&format!(
+            "{index},{},{},{},{start},{finish},{fct},{:.3},{slowdown},{resent},{}\n",
+            spec.sender,
+            spec.receiver,
+            spec.bytes,
+            us(ideal),
+            delivery.trims
+        ));
     }
+    let slowdown_by_size = buckets
+        .into_iter()
+        .enumerate()
+        .map(|(index, (mut slowdowns, incomplete))| {
+            slowdowns.sort_by(f64::total_cmp);
+            SizeBucket {
+                max_bytes: SIZE_BUCKETS.get(index).copied(),
+                flows: slowdowns.len() + incomplete,
+                incomplete,
+                p50: percentile(&slowdowns, 0.5),
+                p99: percentile(&slowdowns, 0.99),
+            }
+        })
+        .collect();
     fcts.sort_by(f64::total_cmp);
     let mut drops = BTreeMap::new();
     let mut total_drops = 0u64;
     let mut max_queue = BTreeMap::new();
     let mut marked = 0u64;
+    let mut trimmed = 0u64;
     for (state, config) in finished.switches.iter().zip(&fabric.switches) {
         let stats = &state.switch.stats;
         for (port, counters) in config.ports.iter().zip(&stats.ports) {
@@ -172,6 +271,7 @@ pub(super) fn results(
             let depth = counters.queues.iter().map(|q| q.max_depth_bytes).max().unwrap_or(0);
             max_queue.insert(format!("{}:{}", config.name, port.name), depth);
             marked += counters.queues.iter().map(|q| q.ecn_marked).sum::<u64>();
+            trimmed += counters.queues.iter().map(|q| q.trimmed).sum::<u64>();
             for reason in crate::drops::DropReason::ALL {
                 let count = counters.drops_for(reason);
                 if count > 0 {
@@ -209,6 +309,7 @@ pub(super) fn results(
         workload: options.collective.name().to_string(),
         mode: format!("{:?}", fabric.mode()).to_lowercase(),
         dcqcn: fabric.dcqcn.enabled,
+        transport: fabric.transport.kind.name().to_string(),
         hosts: fabric.hosts.len(),
         message_bytes: options.message_bytes,
         messages: plan.messages.len(),
@@ -227,9 +328,14 @@ pub(super) fn results(
         pfc_pause_total_us: total_pause_ps as f64 / 1e6,
         cnps_sent: cnps,
         ecn_marked: marked,
+        retransmits: finished.nics.iter().map(|n| n.retransmits).sum(),
+        timeouts: finished.nics.iter().map(|n| n.timeouts).sum(),
+        trimmed,
+        trims_received: finished.nics.iter().map(|n| n.trims_received).sum(),
         events: finished.events_handled,
         drops: total_drops,
         drops_by_reason: drops,
+        slowdown_by_size,
     };
     for state in &mut finished.switches {
         state.switch.refresh_gauges(end);
@@ -256,6 +362,9 @@ pub(super) fn results(
             handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
         });
         written.into_iter().collect::<Result<(), InputError>>()?;
+        let path = out.join("flows.csv");
+        std::fs::write(&path, flows_csv)
+            .map_err(|err| InputError::new(path.display(), "", format!("cannot write: {err}")))?;
         let text = serde_json::to_string_pretty(&result.to_json()).expect("json") + "\n";
         let path = out.join("results.json");
         std::fs::write(&path, text)

@@ -1,0 +1,258 @@
+//! Workloads as researchers bring them: a flow file (the HPCC simulator's `flow.txt`), and
+//! Poisson flow arrivals at a load factor with sizes drawn from a size distribution file
+//! (the HPCC simulator's CDF format; `config/fabric/cdf/` ships the web search and Hadoop
+//! distributions, their sources named in each file).
+//!
+//! Flow file: a first line with the number of flows, then one flow per line,
+//! `<source host> <destination host> <priority> <destination port> <bytes> <start seconds>`,
+//! as HPCC's `traffic_gen.py` writes it. Hosts are numbered as the fabric lists them (leaf
+//! by leaf for a generated leaf-spine); the priority and port are read and ignored (every
+//! flow is RoCE data in the data class, on a queue pair of its own). Lines starting with `#`
+//! and blank lines are skipped.
+//!
+//! CDF file: one point per line, `<bytes> <percent of flows no larger>`, both increasing, the
+//! last at 100; sizes between points are linear, as HPCC's generator draws them.
+//!
+//! Invariant: flows are sorted by start time (then by their order in the file), every host
+//! number is below the fabric's host count, a flow never goes from a host to itself, and
+//! every flow has at least one byte.
+
+use crate::error::InputError;
+use crate::rng::Rng;
+use std::path::Path;
+
+/// One flow: `bytes` from `sender` to `receiver`, starting at `start_ps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flow {
+    pub start_ps: u64,
+    pub sender: usize,
+    pub receiver: usize,
+    pub bytes: u64,
+}
+
+/// Reads a flow file for a fabric of `hosts` hosts.
+pub fn read_flow_file(path: &Path, hosts: usize) -> Result<Vec<Flow>, InputError> {
+    let file = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|err| InputError::new(&file, "", format!("cannot read: {err}")))?;
+    parse_flows(&text, &file, hosts)
+}
+
+/// Parses flow-file text (`file` names it in errors).
+pub fn parse_flows(text: &str, file: &str, hosts: usize) -> Result<Vec<Flow>, InputError> {
+    let mut lines = meaningful(text);
+    let Some((count_line, count_text)) = lines.next() else {
+        return Err(InputError::new(file, "", "empty: the first line is the number of flows"));
+    };
+    let count: usize = count_text.parse().map_err(|_| {
+        InputError::new(file, format!("line {count_line}"), format!("'{count_text}' is not a number of flows"))
+    })?;
+    let mut flows = Vec::with_capacity(count.min(1 << 20));
+    for (number, line) in lines {
+        let field = format!("line {number}");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.len() != 6 {
+            return Err(InputError::new(
+                file,
+                field,
+                format!("{} fields; a flow is: source destination priority port bytes start_seconds", words.len()),
+            ));
+        }
+        let host = |word: &str, what: &str| -> Result<usize, InputError> {
+            word.parse::<usize>().ok().filter(|&h| h < hosts).ok_or_else(|| {
+                InputError::new(
+                    file,
+                    format!("line {number}"),
+                    format!("{what} '{word}' is not a host 0-{}", hosts.saturating_sub(1)),
+                )
+            })
+        };
+        let (sender, receiver) = (host(words[0], "source")?, host(words[1], "destination")?);
+        if sender == receiver {
+            return Err(InputError::new(file, field, format!("host {sender} sends to itself")));
+        }
+        let bytes: u64 =
+            words[4].parse().ok().filter(|&b| b > 0).ok_or_else(|| {
+                InputError::new(file, &field, format!("bytes '{}' is not a positive integer", words[4]))
+            })?;
+        let start: f64 = words[5]
+            .parse()
+            .ok()
+            .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s < 1e3)
+            .ok_or_else(|| InputError::new(file, &field, format!("start '{}' is not 0-1000 seconds", words[5])))?;
+        flows.push(Flow { start_ps: (start * 1e12).round() as u64, sender, receiver, bytes });
+    }
+    if flows.len() != count {
+        return Err(InputError::new(file, "line 1", format!("says {count} flows, the file has {}", flows.len())));
+    }
+    // Stable: flows starting together keep the file's order.
+    flows.sort_by_key(|flow| flow.start_ps);
+    Ok(flows)
+}
+
+/// The lines that are not blank or `#` comments, with their 1-based numbers.
+fn meaningful(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| (i + 1, line.trim()))
+        .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
+}
+
+/// A flow size distribution: (bytes, cumulative fraction) points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizeCdf {
+    points: Vec<(f64, f64)>,
+}
+
+impl SizeCdf {
+    pub fn load(path: &Path) -> Result<Self, InputError> {
+        let file = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).map_err(|err| InputError::new(&file, "", format!("cannot read: {err}")))?;
+        Self::parse(&text, &file)
+    }
+
+    pub fn parse(text: &str, file: &str) -> Result<Self, InputError> {
+        let mut points: Vec<(f64, f64)> = Vec::new();
+        for (number, line) in meaningful(text) {
+            let field = format!("line {number}");
+            let words: Vec<f64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+            let [bytes, percent] = words[..] else {
+                return Err(InputError::new(file, field, "a point is: bytes percent"));
+            };
+            let last = points.last().copied().unwrap_or((-1.0, -1.0));
+            if !(bytes.is_finite() && percent.is_finite())
+                || bytes < last.0
+                || percent < last.1
+                || !(0.0..=100.0).contains(&percent)
+            {
+                return Err(InputError::new(file, field, "bytes and percent must not decrease; percent is 0-100"));
+            }
+            points.push((bytes, percent / 100.0));
+        }
+        match points.last() {
+            Some(&(bytes, fraction)) if fraction == 1.0 && bytes >= 1.0 => Ok(Self { points }),
+            _ => Err(InputError::new(file, "", "the last point must be at 100 percent, of at least 1 byte")),
+        }
+    }
+
+    /// The size at cumulative fraction `u` (0-1), linear between points, at least one byte.
+    pub fn size_at(&self, u: f64) -> u64 {
+        let mut previous = (0.0, 0.0);
+        for &(bytes, fraction) in &self.points {
+            if u <= fraction {
+                let span = fraction - previous.1;
+                let size =
+                    if span <= 0.0 { bytes } else { previous.0 + (bytes - previous.0) * (u - previous.1) / span };
+                return (size.round() as u64).max(1);
+            }
+            previous = (bytes, fraction);
+        }
+        (previous.0.round() as u64).max(1)
+    }
+
+    /// The mean size, integrated over the linear pieces.
+    pub fn mean(&self) -> f64 {
+        let mut previous = (0.0, 0.0);
+        let mut mean = 0.0;
+        for &(bytes, fraction) in &self.points {
+            mean += (fraction - previous.1) * (bytes + previous.0) / 2.0;
+            previous = (bytes, fraction);
+        }
+        mean
+    }
+}
+
+/// Poisson arrivals: each of `hosts` hosts starts flows to a destination drawn uniformly
+/// among the others, sizes drawn from `cdf`, with exponential gaps whose mean makes each
+/// host's offered load `load` x `speed_mbps`, from 0 to `duration_ps`. Seeded: the same
+/// arguments give the same flows.
+pub fn poisson(hosts: usize, speed_mbps: u64, cdf: &SizeCdf, load: f64, duration_ps: u64, seed: u64) -> Vec<Flow> {
+    let mut flows = Vec::new();
+    if hosts < 2 || load <= 0.0 {
+        return flows;
+    }
+    // Mean gap (ps) = mean bits / (load x rate in bits per ps).
+    let mean_gap_ps = cdf.mean() * 8.0 / (load * speed_mbps as f64 * 1e-6);
+    for sender in 0..hosts {
+        let mut rng = Rng::new(crate::rng::stream_seed(seed, sender as u64));
+        let mut at = 0.0;
+        loop {
+            at += -mean_gap_ps * (1.0 - rng.unit()).ln();
+            if at >= duration_ps as f64 {
+                break;
+            }
+            let other = rng.below((hosts - 1) as u64) as usize;
+            let receiver = if other >= sender { other + 1 } else { other };
+            flows.push(Flow { start_ps: at as u64, sender, receiver, bytes: cdf.size_at(rng.unit()) });
+        }
+    }
+    flows.sort_by_key(|flow| (flow.start_ps, flow.sender));
+    flows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_hpcc_flow_file_reads_sorted_by_start() {
+        let text = "3\n2 0 3 100 5000 0.000002\n# a comment\n0 1 3 100 64 0\n\n1 3 3 100 1000000 0.000001\n";
+        let flows = parse_flows(text, "flow.txt", 4).unwrap();
+        assert_eq!(
+            flows,
+            [
+                Flow { start_ps: 0, sender: 0, receiver: 1, bytes: 64 },
+                Flow { start_ps: 1_000_000, sender: 1, receiver: 3, bytes: 1_000_000 },
+                Flow { start_ps: 2_000_000, sender: 2, receiver: 0, bytes: 5000 },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_flow_files_mistakes_name_their_line() {
+        let cases = [
+            ("", "empty"),
+            ("x\n", "line 1: 'x' is not a number of flows"),
+            ("1\n0 1 3 100 64\n", "line 2: 5 fields"),
+            ("1\n0 4 3 100 64 0\n", "line 2: destination '4' is not a host 0-3"),
+            ("1\n2 2 3 100 64 0\n", "line 2: host 2 sends to itself"),
+            ("1\n0 1 3 100 0 0\n", "line 2: bytes '0' is not a positive integer"),
+            ("1\n0 1 3 100 64 -1\n", "line 2: start '-1' is not 0-1000 seconds"),
+            ("2\n0 1 3 100 64 0\n", "line 1: says 2 flows, the file has 1"),
+        ];
+        for (text, expected) in cases {
+            let err = parse_flows(text, "flow.txt", 4).unwrap_err().to_string();
+            assert!(err.contains(expected), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_shipped_distributions_read_and_draw_within_their_points() {
+        for name in ["websearch", "hadoop"] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../config/fabric/cdf/{name}.txt"));
+            let cdf = SizeCdf::load(&path).unwrap();
+            assert!(cdf.mean() > 1000.0, "{name}");
+            assert_eq!(cdf.size_at(1.0), cdf.points.last().unwrap().0 as u64);
+        }
+        let cdf = SizeCdf::parse("0 0\n100 50\n300 100\n", "c.txt").unwrap();
+        assert_eq!((cdf.size_at(0.25), cdf.size_at(0.5), cdf.size_at(0.75)), (50, 100, 200));
+        assert_eq!(cdf.mean(), 0.5 * 50.0 + 0.5 * 200.0);
+        assert!(SizeCdf::parse("0 0\n100 90\n", "c.txt").is_err(), "must reach 100");
+        assert!(SizeCdf::parse("0 0\n100 60\n50 100\n", "c.txt").unwrap_err().to_string().contains("line 3"));
+    }
+
+    #[test]
+    fn poisson_arrivals_offer_the_load_and_repeat_with_the_seed() {
+        let cdf = SizeCdf::parse("0 0\n1000 50\n3000 100\n", "c.txt").unwrap();
+        let duration_ps = 10_000_000_000; // 10 ms
+        let flows = poisson(8, 100_000, &cdf, 0.5, duration_ps, 7);
+        assert_eq!(flows, poisson(8, 100_000, &cdf, 0.5, duration_ps, 7));
+        assert!(flows.windows(2).all(|w| w[0].start_ps <= w[1].start_ps));
+        assert!(flows.iter().all(|f| f.sender != f.receiver && f.receiver < 8 && f.start_ps < duration_ps));
+        // Offered: 8 hosts x 50 Gb/s x 10 ms = 500 MB; Poisson counts spread by ~1/sqrt(n).
+        let offered: u64 = flows.iter().map(|f| f.bytes).sum();
+        let expected = 8.0 * 50e9 / 8.0 * 0.01;
+        assert!((offered as f64 / expected - 1.0).abs() < 0.05, "{offered} vs {expected}");
+    }
+}
