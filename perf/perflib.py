@@ -5,6 +5,7 @@ and asking a running switch over its DPDK telemetry socket. Imported by the Pyth
     python3 perf/perflib.py ratio A B | median N... | get FILE PATH | less A B | mpps STATS PORT
 """
 import json
+import math
 import socket
 import statistics
 import sys
@@ -20,6 +21,13 @@ def ratio(a, b):
 def median(values):
     """The middle value (the mean of the two middle ones of an even count)."""
     return statistics.median(float(value) for value in values)
+
+
+def percentile(ordered, q):
+    """The value at rank ceil(q x n) of sorted values (1-based, clamped), as the fabric's
+    results take percentiles."""
+    rank = min(max(math.ceil(q * len(ordered)), 1), len(ordered))
+    return ordered[rank - 1]
 
 
 def get(document, path):

@@ -44,16 +44,17 @@ fn lossless_traffic_loses_nothing_across_the_fabric() {
     }
 }
 
-/// A lossy incast with a small buffer loses frames, and hosts do not retransmit: messages
-/// stay incomplete. The results count them, and the FCT percentiles say how many they leave
-/// out (a p99 of the survivors alone once read as the workload's).
+/// A lossy incast with a small buffer loses frames, and a horizon shorter than the hosts need
+/// to send them again leaves messages incomplete. The results count them, and the FCT
+/// percentiles say how many they leave out (a p99 of the survivors alone once read as the
+/// workload's).
 #[test]
 fn fct_percentiles_say_how_many_incomplete_messages_they_leave_out() {
     let text = fabric_file()
         .replace("lossless = [3]", "lossless = []")
         .replace("buffer_bytes = 4194304", "buffer_bytes = 262144");
     let args =
-        ["--workload", "incast", "--no-dcqcn", "--message-bytes", "1048576", "--messages", "4", "--horizon-ms", "20"];
+        ["--workload", "incast", "--no-dcqcn", "--message-bytes", "1048576", "--messages", "4", "--horizon-ms", "0.5"];
     let result = fabric_of(&text, "fabric-lossy-incast", &args);
     let incomplete = result["incomplete_messages"].as_u64().unwrap();
     assert!(result["drops"].as_u64().unwrap() > 0 && incomplete > 0, "{result}");
@@ -391,4 +392,27 @@ fn the_readmes_fabric_table_is_what_its_script_prints() {
         stale.is_empty(),
         "docs/FABRIC.md's fabric table differs from perf/fabric-table.sh in:\n{stale:#?}\nits output:\n{table}"
     );
+}
+
+/// docs/FABRIC.md's lossless-or-lossy table at 8 hosts is what `perf/lossy-vs-lossless.sh`
+/// prints with those settings now, row for row (virtual time: any difference is stale).
+#[test]
+fn the_lossy_versus_lossless_table_is_what_its_script_prints() {
+    let dir = temp_dir("lossy-vs-lossless");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../perf/lossy-vs-lossless.sh");
+    let output = std::process::Command::new("bash")
+        .arg(script)
+        .env("RACEWAY", env!("CARGO_BIN_EXE_raceway"))
+        .env("OUT", &dir)
+        .env("SIZE", "2x2x4")
+        .env("DURATION_US", "100")
+        .output()
+        .expect("bash runs perf/lossy-vs-lossless.sh");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let table = String::from_utf8(output.stdout).unwrap();
+    let rows: Vec<&str> = table.lines().filter(|line| line.starts_with('|')).collect();
+    assert_eq!(rows.len(), 17, "a header, a rule and 15 runs:\n{table}");
+    let docs = include_str!("../../docs/FABRIC.md");
+    let stale: Vec<&&str> = rows.iter().filter(|row| !docs.lines().any(|line| line == **row)).collect();
+    assert!(stale.is_empty(), "docs/FABRIC.md's table differs from perf/lossy-vs-lossless.sh in:\n{stale:#?}\nits output:\n{table}");
 }

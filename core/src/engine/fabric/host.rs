@@ -215,6 +215,10 @@ pub struct Nic {
     pub trims_received: u64,
     /// ACKs, NAKs and NACKs sent.
     pub answers_sent: u64,
+    /// The queue pairs (slots) with frames unacknowledged when last looked at, which its
+    /// retransmission tick checks; and whether the tick is armed.
+    pub outstanding: Vec<u32>,
+    pub tick_armed: bool,
 }
 
 /// A host's round robin over the queue pairs (by slot) that have data: those whose rate
@@ -324,6 +328,8 @@ impl Nic {
             timeouts: 0,
             trims_received: 0,
             answers_sent: 0,
+            outstanding: Vec::new(),
+            tick_armed: false,
         }
     }
 }

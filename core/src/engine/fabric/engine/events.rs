@@ -31,11 +31,8 @@ pub(super) enum Kind {
     HostWake(u32),
     /// A message that waits for no other starts (a flow's start time, a start jitter).
     Release(u32),
-    /// A queue pair's retransmission timer (`slot` in its host's `Nic::sending`).
-    QpTimer {
-        host: u32,
-        slot: u32,
-    },
+    /// A NIC's retransmission tick (`Partition::nic_tick`).
+    NicTimer(u32),
 }
 
 /// A number of a switch, port, host or frame slot as an event holds it, or of a message or
@@ -73,7 +70,7 @@ impl Kind {
             Kind::ArriveAtHost { .. }
             | Kind::HostTxDone(_)
             | Kind::HostWake(_)
-            | Kind::QpTimer { .. }
+            | Kind::NicTimer(_)
             | Kind::Release(_) => None,
         }
     }

@@ -368,7 +368,7 @@ mod tests {
         let gbn = run(&lossy("spray", "roce-gbn", ""), &options(collective), None).unwrap();
         let sr = run(&lossy("spray", "roce-sr", ""), &options(collective), None).unwrap();
         assert_eq!((gbn.incomplete_messages, sr.incomplete_messages), (0, 0));
-        assert!(gbn.retransmits > sr.retransmits, "gbn {} sr {}", gbn.retransmits, sr.retransmits);
+        assert!(gbn.retransmits > sr.retransmits, "gbn {} sr {}\n{gbn:?}\n{sr:?}", gbn.retransmits, sr.retransmits);
     }
 
     #[test]

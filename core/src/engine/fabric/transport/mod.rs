@@ -10,7 +10,8 @@
 //! answers with a cumulative ACK (the next PSN it expects); a queue pair with frames
 //! unacknowledged that has neither sent nor been acknowledged for its retransmission timeout
 //! (`rto_us`, doubled after each timeout without progress, up to 64 times: IBA's local ACK
-//! timeout, restarted by each request sent) sends everything unacknowledged again. Congestion
+//! timeout, restarted by each request sent; the NIC looks every half timeout) sends
+//! everything unacknowledged again. Congestion
 //! control is DCQCN's for all (`dcqcn.rs`); retransmissions go at the queue pair's rate like
 //! any frame. A receiver counts a frame to its message once, the first time it accepts it.
 //!
@@ -45,7 +46,7 @@ keywords! {
 pub const DEFAULT_RTO_US: f64 = 1000.0;
 
 /// A sender asks for an ACK every this many PSNs (and on every message's last frame).
-pub const ACK_EVERY: u32 = 16;
+pub const ACK_EVERY: u32 = 64;
 
 /// The longest a timeout doubles to: 2^6 times `rto_us`.
 const MAX_BACKOFF: u8 = 6;
@@ -86,7 +87,10 @@ pub struct TxState {
     pub progress_ps: u64,
     /// Timeouts since the last progress: the timeout is `rto << backoff`.
     pub backoff: u8,
+    /// In its NIC's list of queue pairs its retransmission tick checks.
     pub timer_armed: bool,
+    /// Selective repeat: PSNs the receiver said arrived (a NACK names one), never sent again.
+    sacked: RxState,
 }
 
 impl TxState {
@@ -96,6 +100,7 @@ impl TxState {
             return;
         }
         self.acked = psn;
+        self.sacked.forget_below(psn);
         self.progress_ps = now;
         self.backoff = 0;
         while self.in_flight.front().is_some_and(|message| message.first_psn + message.frames <= psn) {
@@ -125,9 +130,16 @@ impl TxState {
             if range.0 >= range.1 {
                 self.resend.pop_front();
             }
-            if psn >= self.acked {
+            if psn >= self.acked && !self.sacked.has(psn) {
                 return Some(psn);
             }
+        }
+    }
+
+    /// The receiver said `psn` arrived (selective acknowledgement).
+    pub fn sack(&mut self, psn: u32) {
+        if psn >= self.acked && !self.sacked.has(psn) {
+            self.sacked.mark(psn);
         }
     }
 
@@ -163,6 +175,29 @@ impl RxState {
         }
         let word = (psn / 64).wrapping_sub(self.base_word) as usize;
         self.beyond.get(word).is_some_and(|bits| bits & (1 << (psn % 64)) != 0)
+    }
+
+    /// Marks `psn` (at or above `expected`) as arrived, leaving `expected` where it is.
+    fn mark(&mut self, psn: u32) {
+        if self.beyond.is_empty() {
+            self.base_word = psn / 64;
+        }
+        if psn / 64 < self.base_word {
+            return;
+        }
+        let word = (psn / 64 - self.base_word) as usize;
+        if word >= self.beyond.len() {
+            self.beyond.resize(word + 1, 0);
+        }
+        self.beyond[word] |= 1 << (psn % 64);
+    }
+
+    /// Drops what it knows below `psn` (the sender's acknowledged point).
+    fn forget_below(&mut self, psn: u32) {
+        while self.base_word < psn / 64 && !self.beyond.is_empty() {
+            self.beyond.pop_front();
+            self.base_word += 1;
+        }
     }
 
     /// Accepts `psn` (not yet accepted): moves `expected` past every PSN now in order.

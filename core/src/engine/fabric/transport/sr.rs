@@ -3,15 +3,16 @@
 //!
 //! - The receiver places any PSN it has not yet accepted. An out-of-order PSN is answered with
 //!   a NACK carrying the expected PSN (the cumulative ACK) and the PSN that arrived, as IRN's
-//!   receiver NACKs every out-of-order packet; an in-order one is ACKed if it asks.
+//!   receiver NACKs every out-of-order packet; an in-order one is ACKed if it asks or fills a
+//!   gap (the frame that asked may have come before it).
 //! - The sender, on a NACK, enters recovery: the PSNs from the expected one up to the one
 //!   that arrived, not already sent again in this recovery, are sent again, ahead of new
 //!   frames. Spraying's reordering makes such NACKs too, and their retransmissions are
 //!   spurious (IRN assumes in-order paths): the receiver discards the duplicates.
 //! - A trimmed frame fails the ICRC check: discarded as if lost.
 //!
-//! Left out of IRN: its SACK bitmap at the sender (a PSN that arrived after a later one was
-//! NACKed can be sent again), and BDP-FC's cap on frames in flight (DCQCN paces instead).
+//! The sender keeps IRN's SACK bitmap: a PSN a NACK said arrived is never sent again. Left
+//! out of IRN: BDP-FC's cap on frames in flight (DCQCN paces instead).
 //!
 //! Invariant: a PSN is queued again at most once per recovery (`recovered_to`).
 
@@ -22,16 +23,22 @@ pub fn on_data(rx: &mut RxState, psn: u32, ack_req: bool, trimmed: bool) -> Acce
         let reply = if trimmed { None } else { ack_if_asked(rx, ack_req) };
         return Accepted { new: false, reply };
     }
-    let in_order = psn == rx.expected;
+    let (in_order, before) = (psn == rx.expected, rx.expected);
     rx.accept(psn);
-    let reply =
-        if in_order { ack_if_asked(rx, ack_req) } else { Some(Reply::Nack { expected: rx.expected, arrived: psn }) };
+    let reply = if in_order {
+        // A frame that fills a gap is ACKed whether it asks or not: the frame that asked may
+        // have come before it.
+        ack_if_asked(rx, ack_req || rx.expected > before + 1)
+    } else {
+        Some(Reply::Nack { expected: rx.expected, arrived: psn })
+    };
     Accepted { new: true, reply }
 }
 
 pub fn on_reply(tx: &mut TxState, reply: Reply, _next_psn: u32, now: u64) {
     acknowledged(tx, reply, now);
     if let Reply::Nack { expected, arrived } = reply {
+        tx.sack(arrived);
         let from = expected.max(tx.recovered_to);
         tx.queue_again(from, arrived);
         tx.recovered_to = tx.recovered_to.max(arrived + 1);

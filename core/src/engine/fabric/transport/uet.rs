@@ -5,7 +5,8 @@
 //! contexts, no SACK bitmaps on the wire, no NSCC (DCQCN paces instead).
 //!
 //! - The receiver places any PSN it has not yet accepted and does not NACK reordering
-//!   (spraying reorders; UET leaves loss to trimming and timeouts), ACKing frames that ask.
+//!   (spraying reorders; UET leaves loss to trimming and timeouts), ACKing frames that ask
+//!   and frames that fill a gap.
 //! - A trimmed frame (its DSCP is no longer the data's) is answered at once with a NACK for
 //!   its PSN; the sender sends exactly that PSN again, ahead of new frames.
 //! - A frame dropped outright (a trim queue full, a port down) is recovered by the timeout.
@@ -24,8 +25,11 @@ pub fn on_data(rx: &mut RxState, psn: u32, ack_req: bool, trimmed: bool) -> Acce
     if rx.has(psn) {
         return Accepted { new: false, reply: ack_if_asked(rx, ack_req) };
     }
+    let before = rx.expected;
     rx.accept(psn);
-    Accepted { new: true, reply: ack_if_asked(rx, ack_req) }
+    // A frame that fills a gap is ACKed whether it asks or not: the frame that asked may
+    // have come before it.
+    Accepted { new: true, reply: ack_if_asked(rx, ack_req || rx.expected > before + 1) }
 }
 
 pub fn on_reply(tx: &mut TxState, reply: Reply, _next_psn: u32, now: u64) {
