@@ -42,6 +42,9 @@ pub struct QueueStats {
     pub tx_packets: u64,
     pub tx_bytes: u64,
     pub ecn_marked: u64,
+    /// Trimmed frames sent from this queue (the trim queue): also in `tx_packets`. Next to
+    /// the other counters a frame sent touches, in the queue's first 32 bytes.
+    pub trim_tx: u64,
     pub dropped: u64,
     /// Frames this queue refused that were trimmed (`[qos.trim]`) instead of dropped: they
     /// wait in the trim queue, where `trim_tx` counts them out.
@@ -49,8 +52,6 @@ pub struct QueueStats {
     /// Of `trimmed`, those the trim queue refused too: dropped (also in `dropped` here and
     /// in the ingress port's `buffer_full`).
     pub trim_dropped: u64,
-    /// Trimmed frames sent from this queue (the trim queue): also in `tx_packets`.
-    pub trim_tx: u64,
     /// Peak frame bytes queued: the persistent watermark (since start, or since the
     /// persistent watermarks were last cleared).
     pub max_depth_bytes: u64,

@@ -712,7 +712,9 @@ impl<P: PacketBuf> Switch<P> {
         stats.queues[tc].tx_packets += 1;
         stats.queues[tc].tx_bytes += len;
         stats.queues[tc].ecn_marked += u64::from(marked);
-        stats.queues[tc].trim_tx += u64::from(trimmed);
+        if trimmed {
+            stats.queues[tc].trim_tx += 1;
+        }
         Some(packet)
     }
 
