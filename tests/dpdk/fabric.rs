@@ -414,5 +414,8 @@ fn the_lossy_versus_lossless_table_is_what_its_script_prints() {
     assert_eq!(rows.len(), 17, "a header, a rule and 15 runs:\n{table}");
     let docs = include_str!("../../docs/FABRIC.md");
     let stale: Vec<&&str> = rows.iter().filter(|row| !docs.lines().any(|line| line == **row)).collect();
-    assert!(stale.is_empty(), "docs/FABRIC.md's table differs from perf/lossy-vs-lossless.sh in:\n{stale:#?}\nits output:\n{table}");
+    assert!(
+        stale.is_empty(),
+        "docs/FABRIC.md's table differs from perf/lossy-vs-lossless.sh in:\n{stale:#?}\nits output:\n{table}"
+    );
 }
