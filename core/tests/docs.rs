@@ -9,6 +9,7 @@ use raceway_core::drops::DropReason;
 use raceway_core::engine::fabric::dcqcn::DcqcnPreset;
 use raceway_core::engine::fabric::transport::TransportKind;
 use raceway_core::engine::fabric::workload::Workload;
+use raceway_core::observe::report::Sampling;
 
 const STATS: (&str, &str) = ("docs/STATS.md", include_str!("../../docs/STATS.md"));
 const CONFIG: (&str, &str) = ("docs/CONFIG.md", include_str!("../../docs/CONFIG.md"));
@@ -64,4 +65,5 @@ fn every_fabric_keyword_is_in_the_fabric_reference() {
     names_all(FABRIC, "Workload", Workload::ALL.iter().map(|word| word.name()));
     names_all(FABRIC, "DcqcnPreset", DcqcnPreset::ALL.iter().map(|word| word.name()));
     names_all(FABRIC, "TransportKind", TransportKind::ALL.iter().map(|word| word.name()));
+    names_all(FABRIC, "Sampling", Sampling::ALL.iter().map(|word| word.name()));
 }

@@ -283,6 +283,8 @@ proptest! {
             threads: 2,
             flows: Vec::new(),
             jitter_ps: 0,
+            sample: None,
+            qp_rates: false,
         };
         let result = raceway_core::engine::fabric::engine::run(&fabric, &options, None).unwrap();
         prop_assert_eq!(result.drops, 0, "{:?}", result.drops_by_reason);

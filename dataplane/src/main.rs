@@ -195,6 +195,16 @@ struct FabricArgs {
     /// Start each message that waits for no other at a random time in [0, this) (us).
     #[arg(long, default_value_t = 0.0)]
     jitter_us: f64,
+    /// Sample queue depths (and, with --qp-rates, queue pairs' rates) every this many
+    /// virtual microseconds. Default: about 500 samples over the workload.
+    #[arg(long)]
+    sample_us: Option<f64>,
+    /// What a queue-depth sample holds.
+    #[arg(long, value_enum, default_value_t = raceway::observe::report::Sampling::Max)]
+    sample: raceway::observe::report::Sampling,
+    /// Write qp_rates.csv: each active queue pair's DCQCN rate at every sample.
+    #[arg(long)]
+    qp_rates: bool,
     /// How hosts recover losses, overriding the file's `[fabric] transport`.
     #[arg(long, value_enum)]
     transport: Option<fabric::transport::TransportKind>,
@@ -670,6 +680,9 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
         load,
         duration_us,
         jitter_us,
+        sample_us,
+        sample,
+        qp_rates,
         roce_mtu,
         seed,
         horizon_ms,
@@ -688,6 +701,11 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
     if !(jitter_us.is_finite() && (0.0..=1e9).contains(&jitter_us)) {
         return Err(raceway::error::InputError::flag("--jitter-us", format!("{jitter_us} is not 0-1e9")).into());
     }
+    if let Some(us) = sample_us {
+        if !(us.is_finite() && (0.001..=1e6).contains(&us)) {
+            return Err(raceway::error::InputError::flag("--sample-us", format!("{us} is not 0.001-1e6")).into());
+        }
+    }
     let options = fabric::engine::FabricOptions {
         collective,
         message_bytes,
@@ -699,6 +717,8 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
         threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
         flows,
         jitter_ps: (jitter_us * 1e6) as u64,
+        sample: sample_us.map(|us| ((us * 1e6) as u64, sample)),
+        qp_rates,
     };
     options.validate(&fabric)?;
     let results = fabric::engine::run(&fabric, &options, Some(&out))?;

@@ -80,9 +80,26 @@ impl OnWire {
     }
 }
 
+/// The sampling interval of a run whose inputs span `span_ps`: about `TARGET_SAMPLES`
+/// samples, none shorter than 100 ns.
+pub fn default_interval_ps(span_ps: u64) -> u64 {
+    (span_ps / TARGET_SAMPLES).max(100_000)
+}
+
+crate::keyword::keywords! {
+    /// What a queue-depth sample holds (`raceway fabric --sample`).
+    pub enum Sampling {
+        /// The deepest the queue was during the sample.
+        Max => "max",
+        /// The depth at the sample's end.
+        Instant => "instant",
+    }
+}
+
 /// What the replay records for the report.
 pub struct Recorder {
     interval_ps: u64,
+    sampling: Sampling,
     /// End of the sample being filled.
     sample_end_ps: u64,
     /// Per port: frame bytes sent in each sample, spread over each frame's time on the wire
@@ -111,9 +128,17 @@ pub struct Recorder {
 impl Recorder {
     /// A recorder for `ports` ports whose inputs span `span_ps` of trace time.
     pub fn new(ports: usize, span_ps: u64) -> Self {
-        let interval_ps = (span_ps / TARGET_SAMPLES).max(100_000);
+        Self::sampled(ports, default_interval_ps(span_ps), Sampling::Max)
+    }
+
+    /// A recorder sampling every `interval_ps` (doubled each time a run reaches
+    /// `MAX_SAMPLES` samples, so a report stays bounded: series.json's `interval_ns` says
+    /// the interval the samples have), queue depths as `sampling` says.
+    pub fn sampled(ports: usize, interval_ps: u64, sampling: Sampling) -> Self {
+        let interval_ps = interval_ps.max(1);
         Self {
             interval_ps,
+            sampling,
             sample_end_ps: interval_ps,
             tx_bytes: vec![Vec::new(); ports],
             on_wire: vec![Vec::new(); ports],
@@ -199,7 +224,10 @@ impl Recorder {
         }
         for (port, maxima) in self.depth_now_max.iter_mut().enumerate() {
             for (tc, max) in maxima.iter_mut().enumerate() {
-                self.depth[port][tc].push(*max);
+                self.depth[port][tc].push(match self.sampling {
+                    Sampling::Max => *max,
+                    Sampling::Instant => self.depth_last[port][tc],
+                });
                 // The next sample starts from the depth queued at its start.
                 *max = self.depth_last[port][tc];
             }
@@ -222,8 +250,14 @@ impl Recorder {
         for series in &mut self.tx_bytes {
             merge(series, |a, b| a + b);
         }
+        // Instantaneous depths keep every other sample: the depth at each doubled
+        // interval's end.
+        let depths: fn(u64, u64) -> u64 = match self.sampling {
+            Sampling::Max => u64::max,
+            Sampling::Instant => |_, later| later,
+        };
         for series in self.depth.iter_mut().flatten() {
-            merge(series, u64::max);
+            merge(series, depths);
         }
         merge(&mut self.xoff, u64::min);
         merge(&mut self.xon, u64::min);
@@ -348,6 +382,7 @@ fn series_json(config: &Config, stats: &SwitchStats, recorder: &mut Recorder) ->
         .collect();
     json!({
         "interval_ns": interval_ns,
+        "sampling": recorder.sampling.name(),
         "samples": recorder.xoff.len(),
         "xoff_bytes": recorder.xoff,
         "xon_bytes": recorder.xon,
@@ -450,6 +485,40 @@ fn draw_throughput(path: &Path, config: &Config, recorder: &Recorder, interval_u
             .map_err(draw_error)?
             .label(spec.name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color(port).stroke_width(2)));
+    }
+    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(draw_error)?;
+    root.present().map_err(draw_error)
+}
+
+/// The CDF of each series of FCT slowdowns (FCT over the flow's ideal), on a log scale from
+/// 1: `raceway fabric`'s `fct_slowdown.svg`, a line per flow-size range.
+pub fn draw_slowdown_cdf(path: &Path, series: &[(String, Vec<f64>)]) -> Result<(), String> {
+    let top = series.iter().flat_map(|(_, values)| values.iter().copied()).fold(2.0f64, f64::max) * 1.2;
+    let root = SVGBackend::new(path, (960, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_error)?;
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((1f64..top).log_scale(), 0f64..1.0)
+        .map_err(draw_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("FCT slowdown (FCT / ideal)")
+        .x_label_formatter(&|x: &f64| short(*x))
+        .y_desc("fraction of flows")
+        .draw()
+        .map_err(draw_error)?;
+    for (index, (label, values)) in series.iter().enumerate().filter(|(_, (_, values))| !values.is_empty()) {
+        let mut sorted = values.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len() as f64;
+        let points = sorted.iter().enumerate().map(|(i, &x)| (x.max(1.0), (i + 1) as f64 / n));
+        chart
+            .draw_series(LineSeries::new(points, color(index).stroke_width(2)))
+            .map_err(draw_error)?
+            .label(label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color(index).stroke_width(2)));
     }
     chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(draw_error)?;
     root.present().map_err(draw_error)

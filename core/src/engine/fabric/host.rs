@@ -219,6 +219,10 @@ pub struct Nic {
     /// retransmission tick checks; and whether the tick is armed.
     pub outstanding: Vec<u32>,
     pub tick_armed: bool,
+    /// `--qp-rates`: (time ps, queue pair, receiver, rate Mb/s) of its queue pairs with frames to send
+    /// or unacknowledged, at every sample; and whether the next sample is armed.
+    pub rates: Vec<(u64, u32, u32, f64)>,
+    pub sampling: bool,
 }
 
 /// A host's round robin over the queue pairs (by slot) that have data: those whose rate
@@ -330,6 +334,8 @@ impl Nic {
             answers_sent: 0,
             outstanding: Vec::new(),
             tick_armed: false,
+            rates: Vec::new(),
+            sampling: false,
         }
     }
 }

@@ -33,6 +33,8 @@ pub(super) enum Kind {
     Release(u32),
     /// A NIC's retransmission tick (`Partition::nic_tick`).
     NicTimer(u32),
+    /// A NIC records its active queue pairs' rates (`--qp-rates`).
+    RateSample(u32),
 }
 
 /// A number of a switch, port, host or frame slot as an event holds it, or of a message or
@@ -71,6 +73,7 @@ impl Kind {
             | Kind::HostTxDone(_)
             | Kind::HostWake(_)
             | Kind::NicTimer(_)
+            | Kind::RateSample(_)
             | Kind::Release(_) => None,
         }
     }
@@ -128,6 +131,8 @@ pub(super) struct Plan<'a> {
     pub(super) switch_at: Vec<Place>,
     pub(super) host_at: Vec<Place>,
     pub(super) data_priority: usize,
+    /// The sampling interval of queue depths and queue pairs' rates.
+    pub(super) sample_ps: u64,
 }
 
 impl Plan<'_> {

@@ -61,6 +61,11 @@ pub struct FabricOptions {
     /// Each message that waits for no other starts at a time drawn uniformly from [0, this)
     /// (seeded): the collectives' start jitter. 0: all at once.
     pub jitter_ps: u64,
+    /// The switches' queue samples: every this many ps, holding the maximum or the depth at
+    /// the end (`None`: about 500 samples over the workload, maxima).
+    pub sample: Option<(u64, crate::observe::report::Sampling)>,
+    /// Record each active queue pair's DCQCN rate at every sample (`qp_rates.csv`).
+    pub qp_rates: bool,
 }
 
 impl FabricOptions {
@@ -221,7 +226,9 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         crate::config::Trust::Dscp => usize::from(qos.dscp_to_priority[usize::from(host::DATA_DSCP)]),
         crate::config::Trust::Pcp => 0,
     };
-    let plan = Plan { fabric, options, switch_wires, host_wires, qps, messages, switch_at, host_at, data_priority };
+    let sample_ps = options.sample.map_or_else(|| crate::observe::report::default_interval_ps(span_ps), |(ps, _)| ps);
+    let plan =
+        Plan { fabric, options, switch_wires, host_wires, qps, messages, switch_at, host_at, data_priority, sample_ps };
 
     let count = fabric.switches.len();
     let mut partitions: Vec<Partition> = (0..count)
@@ -249,7 +256,10 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
             switch: Switch::new(config, crate::rng::stream_seed(options.seed, id as u64)),
             links: vec![LinkTx::default(); config.ports.len()],
             timer: Alarm::default(),
-            recorder: Recorder::new(config.ports.len(), span_ps),
+            recorder: match options.sample {
+                Some((interval_ps, sampling)) => Recorder::sampled(config.ports.len(), interval_ps, sampling),
+                None => Recorder::new(config.ports.len(), span_ps),
+            },
             control_seen: 0,
         });
     }
@@ -316,6 +326,8 @@ mod tests {
             threads: 1,
             flows: Vec::new(),
             jitter_ps: 0,
+            sample: None,
+            qp_rates: false,
         }
     }
 
@@ -419,6 +431,45 @@ mod tests {
             // ACKs share no link with the data: only rounding separates FCT from its ideal.
             assert!((1.0..1.001).contains(&bucket.p50), "{text}: slowdown {}", bucket.p50);
         }
+    }
+
+    #[test]
+    fn queue_samples_at_a_chosen_interval_and_queue_pair_rates_on_request() {
+        use crate::observe::report::Sampling;
+        let fabric = small("");
+        let dir = tempfile::tempdir().unwrap();
+        let mut depths = Vec::new();
+        for sampling in [Sampling::Max, Sampling::Instant] {
+            let chosen = FabricOptions {
+                sample: Some((2_000_000, sampling)),
+                qp_rates: true,
+                ..options(Collective::Incast { target: 0 })
+            };
+            let out = dir.path().join(sampling.name());
+            run(&fabric, &chosen, Some(&out)).unwrap();
+            let series: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(out.join("leaf0/series.json")).unwrap()).unwrap();
+            assert_eq!(
+                (series["interval_ns"].as_f64(), series["sampling"].as_str()),
+                (Some(2000.0), Some(sampling.name()))
+            );
+            assert!(
+                std::fs::read_to_string(out.join("fct_slowdown.svg")).unwrap().contains("<polyline"),
+                "the CDF drawn"
+            );
+            let rates = std::fs::read_to_string(out.join("qp_rates.csv")).unwrap();
+            let rows: Vec<&str> = rates.lines().skip(1).collect();
+            assert!(rows.len() > 10, "{rates}");
+            assert!(rows.iter().all(|row| row.split(',').count() == 5));
+            assert!(rows[0].starts_with("2.000,"), "on the 2 us grid: {}", rows[0]);
+            // The incast's queue: leaf0's port to host 0, the data class.
+            let queue = &series["ports"]["h0"]["queue_depth_bytes"]["3"];
+            depths.push(queue.as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect::<Vec<_>>());
+        }
+        let (max, instant) = (&depths[0], &depths[1]);
+        assert_eq!(max.len(), instant.len());
+        assert!(max.iter().zip(instant).all(|(m, i)| m >= i), "a maximum is never below the depth at the end");
+        assert!(max.iter().zip(instant).any(|(m, i)| m > i), "and the queue moved within a sample");
     }
 
     #[test]

@@ -172,6 +172,12 @@ impl Partition<'_> {
             nic.order.put(slot, qp.next_send_ps, now);
         }
         qp.queue.push_back(message);
+        if plan.options.qp_rates && !nic.sampling {
+            nic.sampling = true;
+            // On the samples' grid: the next multiple of the interval.
+            let at = (now / plan.sample_ps + 1) * plan.sample_ps;
+            self.events.schedule(at, Kind::RateSample(narrow(sender)));
+        }
         self.host_transmit(sender, now);
     }
 
@@ -360,6 +366,24 @@ impl Partition<'_> {
         self.host_transmit(host, now);
     }
 
+    /// `--qp-rates`: records the rate of each queue pair of `host` with frames to send or
+    /// unacknowledged; samples again an interval later while one has.
+    pub(super) fn rate_sample(&mut self, host: usize, now: u64) {
+        let plan = self.plan;
+        let nic = &mut self.nics[plan.host_at[host].index];
+        let mut active = false;
+        for qp in &nic.sending {
+            if qp.has_data() || qp.tx.acked < qp.next_psn {
+                active = true;
+                nic.rates.push((now, narrow(qp.id), narrow(qp.receiver), qp.rate.rate_mbps()));
+            }
+        }
+        nic.sampling = active;
+        if active {
+            self.events.schedule(now + plan.sample_ps, Kind::RateSample(narrow(host)));
+        }
+    }
+
     pub(super) fn arrive_at_host(&mut self, host: usize, bytes: &HeapPacket, now: u64) {
         let plan = self.plan;
         let local = plan.host_at[host].index;
@@ -535,6 +559,7 @@ impl Partition<'_> {
                 self.host_transmit(host, now);
             }
             Kind::NicTimer(host) => self.nic_tick(host as usize, now),
+            Kind::RateSample(host) => self.rate_sample(host as usize, now),
             Kind::Release(message) => self.release(message as usize, now),
         }
         // Only the switch this event acted on can have changed its queues or decided a PFC

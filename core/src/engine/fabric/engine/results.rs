@@ -244,6 +244,9 @@ pub(super) fn results(
             delivery.trims
         ));
     }
+    let labels = ["up to 10 KB", "10-100 KB", "100 KB-1 MB", "1-10 MB", "over 10 MB"];
+    let cdf: Vec<(String, Vec<f64>)> =
+        labels.iter().zip(&buckets).map(|(label, (values, _))| (label.to_string(), values.clone())).collect();
     let slowdown_by_size = buckets
         .into_iter()
         .enumerate()
@@ -362,6 +365,25 @@ pub(super) fn results(
             handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
         });
         written.into_iter().collect::<Result<(), InputError>>()?;
+        if options.qp_rates {
+            let mut rates: Vec<(u64, u32, usize, u32, f64)> = finished
+                .nics
+                .iter()
+                .flat_map(|nic| nic.rates.iter().map(|&(at, qp, receiver, mbps)| (at, qp, nic.host, receiver, mbps)))
+                .collect();
+            rates.sort_by_key(|&(at, qp, ..)| (at, qp));
+            let mut csv = String::from("time_us,qp,sender,receiver,rate_gbps\n");
+            for (at, qp, sender, receiver, mbps) in rates {
+                csv.push_str(&format!("{:.3},{qp},{sender},{receiver},{:.3}\n", at as f64 / 1e6, mbps / 1000.0));
+            }
+            let path = out.join("qp_rates.csv");
+            std::fs::write(&path, csv)
+                .map_err(|err| InputError::new(path.display(), "", format!("cannot write: {err}")))?;
+        }
+        if cdf.iter().any(|(_, values)| !values.is_empty()) {
+            crate::observe::report::draw_slowdown_cdf(&out.join("fct_slowdown.svg"), &cdf)
+                .map_err(|problem| InputError::new(out.display(), "fct_slowdown.svg", problem))?;
+        }
         let path = out.join("flows.csv");
         std::fs::write(&path, flows_csv)
             .map_err(|err| InputError::new(path.display(), "", format!("cannot write: {err}")))?;
