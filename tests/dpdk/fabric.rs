@@ -370,52 +370,40 @@ speed_gbps = 40
     }
 }
 
-/// docs/FABRIC.md's fabric table is what `perf/fabric-table.sh` prints now, row for row: the
-/// fabric runs in virtual time, so any difference is a stale figure, not noise.
-#[test]
-fn the_readmes_fabric_table_is_what_its_script_prints() {
-    let dir = temp_dir("fabric-table");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../perf/fabric-table.sh");
+/// Runs `script` (in perf/) with the debug binary and `env`, and checks that its table has
+/// `runs` rows and that each is a line of docs/FABRIC.md: the fabric runs in virtual time, so
+/// any difference is a stale figure, not noise.
+fn docs_hold_the_table_of(script: &str, env: &[(&str, &str)], runs: usize) {
+    let dir = temp_dir(script.trim_end_matches(".sh"));
+    let path = format!("{}/../perf/{script}", env!("CARGO_MANIFEST_DIR"));
     let output = std::process::Command::new("bash")
-        .arg(script)
+        .arg(&path)
         .env("RACEWAY", env!("CARGO_BIN_EXE_raceway"))
         .env("OUT", &dir)
+        .envs(env.iter().copied())
         .output()
-        .expect("bash runs perf/fabric-table.sh");
+        .unwrap_or_else(|err| panic!("bash runs {path}: {err}"));
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let table = String::from_utf8(output.stdout).unwrap();
     let rows: Vec<&str> = table.lines().filter(|line| line.starts_with('|')).collect();
-    assert_eq!(rows.len(), 18, "a header, a rule and 16 runs:\n{table}");
-    let readme = include_str!("../../docs/FABRIC.md");
-    let stale: Vec<&&str> = rows.iter().filter(|row| !readme.lines().any(|line| line == **row)).collect();
-    assert!(
-        stale.is_empty(),
-        "docs/FABRIC.md's fabric table differs from perf/fabric-table.sh in:\n{stale:#?}\nits output:\n{table}"
-    );
-}
-
-/// docs/FABRIC.md's lossless-or-lossy table at 8 hosts is what `perf/lossy-vs-lossless.sh`
-/// prints with those settings now, row for row (virtual time: any difference is stale).
-#[test]
-fn the_lossy_versus_lossless_table_is_what_its_script_prints() {
-    let dir = temp_dir("lossy-vs-lossless");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../perf/lossy-vs-lossless.sh");
-    let output = std::process::Command::new("bash")
-        .arg(script)
-        .env("RACEWAY", env!("CARGO_BIN_EXE_raceway"))
-        .env("OUT", &dir)
-        .env("SIZE", "2x2x4")
-        .env("DURATION_US", "100")
-        .output()
-        .expect("bash runs perf/lossy-vs-lossless.sh");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let table = String::from_utf8(output.stdout).unwrap();
-    let rows: Vec<&str> = table.lines().filter(|line| line.starts_with('|')).collect();
-    assert_eq!(rows.len(), 17, "a header, a rule and 15 runs:\n{table}");
+    assert_eq!(rows.len(), runs + 2, "a header, a rule and {runs} runs:\n{table}");
     let docs = include_str!("../../docs/FABRIC.md");
     let stale: Vec<&&str> = rows.iter().filter(|row| !docs.lines().any(|line| line == **row)).collect();
     assert!(
         stale.is_empty(),
-        "docs/FABRIC.md's table differs from perf/lossy-vs-lossless.sh in:\n{stale:#?}\nits output:\n{table}"
+        "docs/FABRIC.md's table differs from perf/{script} in:\n{stale:#?}\nits output:\n{table}"
     );
+}
+
+/// docs/FABRIC.md's fabric table is what `perf/fabric-table.sh` prints now, row for row.
+#[test]
+fn the_readmes_fabric_table_is_what_its_script_prints() {
+    docs_hold_the_table_of("fabric-table.sh", &[], 16);
+}
+
+/// docs/FABRIC.md's lossless-or-lossy table at 8 hosts is what `perf/lossy-vs-lossless.sh`
+/// prints with those settings now, row for row.
+#[test]
+fn the_lossy_versus_lossless_table_is_what_its_script_prints() {
+    docs_hold_the_table_of("lossy-vs-lossless.sh", &[("SIZE", "2x2x4"), ("DURATION_US", "100")], 15);
 }

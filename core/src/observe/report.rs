@@ -294,6 +294,23 @@ pub(crate) fn record_pfc(intervals: &mut [Intervals; 8], repr: &Repr, now: u64, 
     }
 }
 
+/// A white 960 x 420 SVG to draw a chart on.
+fn canvas(path: &Path) -> Result<DrawingArea<SVGBackend<'_>, plotters::coord::Shift>, String> {
+    let root = SVGBackend::new(path, (960, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_error)?;
+    Ok(root)
+}
+
+/// A chart on `root` with the reports' margins, its y labels `y_labels` wide.
+fn framed<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    y_labels: u32,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut builder = ChartBuilder::on(root);
+    builder.margin(12).x_label_area_size(40).y_label_area_size(y_labels);
+    builder
+}
+
 fn draw_error<E: std::fmt::Display>(err: E) -> String {
     format!("cannot draw a chart: {err}")
 }
@@ -460,12 +477,8 @@ fn draw_throughput(path: &Path, config: &Config, recorder: &Recorder, interval_u
     let samples = recorder.xoff.len();
     let gbps = |bytes: u64| bytes as f64 * 8.0 / (interval_us * 1000.0);
     let top = recorder.tx_bytes.iter().flatten().map(|&b| gbps(b)).fold(1.0f64, f64::max) * 1.1;
-    let root = SVGBackend::new(path, (960, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(draw_error)?;
-    let mut chart = ChartBuilder::on(&root)
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
+    let root = canvas(path)?;
+    let mut chart = framed(&root, 60)
         .build_cartesian_2d(0f64..(samples as f64 * interval_us).max(interval_us), 0f64..top)
         .map_err(draw_error)?;
     chart
@@ -494,14 +507,8 @@ fn draw_throughput(path: &Path, config: &Config, recorder: &Recorder, interval_u
 /// 1: `raceway fabric`'s `fct_slowdown.svg`, a line per flow-size range.
 pub fn draw_slowdown_cdf(path: &Path, series: &[(String, Vec<f64>)]) -> Result<(), String> {
     let top = series.iter().flat_map(|(_, values)| values.iter().copied()).fold(2.0f64, f64::max) * 1.2;
-    let root = SVGBackend::new(path, (960, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(draw_error)?;
-    let mut chart = ChartBuilder::on(&root)
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d((1f64..top).log_scale(), 0f64..1.0)
-        .map_err(draw_error)?;
+    let root = canvas(path)?;
+    let mut chart = framed(&root, 60).build_cartesian_2d((1f64..top).log_scale(), 0f64..1.0).map_err(draw_error)?;
     chart
         .configure_mesh()
         .x_desc("FCT slowdown (FCT / ideal)")
@@ -544,14 +551,8 @@ fn draw_queues(path: &Path, config: &Config, port: usize, recorder: &Recorder, i
     }
     let samples = depths[0].len();
     let x_end = (samples as f64 * interval_us).max(interval_us);
-    let root = SVGBackend::new(path, (960, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(draw_error)?;
-    let mut chart = ChartBuilder::on(&root)
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(80)
-        .build_cartesian_2d(0f64..x_end, 0f64..top)
-        .map_err(draw_error)?;
+    let root = canvas(path)?;
+    let mut chart = framed(&root, 80).build_cartesian_2d(0f64..x_end, 0f64..top).map_err(draw_error)?;
     chart
         .configure_mesh()
         .x_desc("time")
@@ -707,8 +708,7 @@ fn draw_groups(path: &Path, config: &Config, stats: &SwitchStats) -> Result<(), 
             })
             .collect();
     let top = bars.iter().map(|(_, count, _)| *count).max().unwrap_or(1).max(1) as f64 * 1.15;
-    let root = SVGBackend::new(path, (960, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(draw_error)?;
+    let root = canvas(path)?;
     let names: Vec<String> = bars.iter().map(|(name, _, _)| name.clone()).collect();
     let label = move |x: &f64| {
         let bar = x.floor();

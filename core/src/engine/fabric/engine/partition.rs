@@ -188,20 +188,20 @@ impl Partition<'_> {
         if nic.transmitting {
             return;
         }
-        // CNPs first (strict priority on the wire); they are not held by pauses of the data
-        // priority.
-        if let Some(cnp) = nic.cnps.pop_front() {
-            let bytes = host::cnp_frame(nic, cnp);
+        // CNPs first (strict priority on the wire), then ACKs and NAKs in the same class;
+        // they are not held by pauses of the data priority.
+        let control = match nic.cnps.pop_front() {
+            Some(cnp) => {
+                nic.cnps_sent += 1;
+                Some(host::cnp_frame(nic, cnp))
+            }
+            None => nic.answers.pop_front().map(|answer| {
+                nic.answers_sent += 1;
+                host::answer_frame(nic, answer)
+            }),
+        };
+        if let Some(bytes) = control {
             nic.transmitting = true;
-            nic.cnps_sent += 1;
-            self.send(Endpoint::Host(host), bytes, now);
-            return;
-        }
-        // ACKs and NAKs in the same class, after CNPs.
-        if let Some(answer) = nic.answers.pop_front() {
-            let bytes = host::answer_frame(nic, answer);
-            nic.transmitting = true;
-            nic.answers_sent += 1;
             self.send(Endpoint::Host(host), bytes, now);
             return;
         }
