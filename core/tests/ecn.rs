@@ -11,7 +11,7 @@ use crate::util::*;
 use raceway_core::traffic::frames::{FrameSpec, Transport};
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const FRAME_LEN: usize = 1024;
 
@@ -73,13 +73,13 @@ fn config(mark_on: &str) -> String {
     )
 }
 
-fn replay(name: &str, config: &str, inputs: &[(String, Vec<Sent>)], seed: u64) -> PathBuf {
+fn replay(name: &str, config: &str, inputs: &[(String, Vec<Sent>)], seed: u64) -> Replayed {
     let traces: Vec<(&str, Trace)> = inputs
         .iter()
         .map(|(port, frames)| (port.as_str(), frames.iter().map(|s| (s.time_ns, s.bytes.clone())).collect()))
         .collect();
     let refs: Vec<Input> = traces.iter().map(|(port, frames)| (*port, frames.as_slice())).collect();
-    replay_in(&temp_dir(name), config, &refs, &["--seed", &seed.to_string()])
+    replay_fresh(name, config, &refs, &["--seed", &seed.to_string()])
 }
 
 /// (IP source bytes, PSN): what identifies a test frame before and after the switch.

@@ -6,7 +6,7 @@ use crate::util::*;
 use raceway_core::traffic::frames::{FrameSpec, Transport};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const UPLINKS: [&str; 4] = ["u0", "u1", "u2", "u3"];
 
@@ -52,9 +52,9 @@ fn flow(host: u8, flow: u8, count: u32, start_ns: u64, gap_ns: u64, dscp: u8) ->
         .collect()
 }
 
-fn replay(name: &str, config: &str, inputs: &[(&str, Trace)], seed: u64) -> PathBuf {
+fn replay(name: &str, config: &str, inputs: &[(&str, Trace)], seed: u64) -> Replayed {
     let refs: Vec<Input> = inputs.iter().map(|(port, frames)| (*port, frames.as_slice())).collect();
-    replay_in(&temp_dir(name), config, &refs, &["--seed", &seed.to_string()])
+    replay_fresh(name, config, &refs, &["--seed", &seed.to_string()])
 }
 
 /// Frames per uplink, from the captures, after checking they equal the group counters.

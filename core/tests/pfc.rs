@@ -548,8 +548,9 @@ fn xoff_names_the_priority_the_frames_carry_not_their_traffic_class() {
     }
     assert_eq!(u64_at(&stats["ports"]["h0"]["tx_packets"]), 6000);
     // The other direction: h0's NIC pauses priority 3; the frames queued in TC 4 wait.
+    let paused_dir = temp_dir("pfc-pcp-to-tc-rx");
     let paused = run_replay(
-        &temp_dir("pfc-pcp-to-tc-rx"),
+        &paused_dir,
         &config,
         &[("h1".into(), flow_of(1, 100, 1_000, pcp3)), ("h0".into(), vec![(0, pfc_frame(&[(3, 0xffff)]))])],
         &[],

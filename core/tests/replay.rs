@@ -118,9 +118,9 @@ fn mixed_cases() -> Vec<(Vec<u8>, Expect)> {
 
 type Trace = [(u64, Vec<u8>)];
 
-fn replay(config_text: &str, inputs: &[(&str, &Trace)], name: &str, seed: u64) -> std::path::PathBuf {
+fn replay(config_text: &str, inputs: &[(&str, &Trace)], name: &str, seed: u64) -> Replayed {
     let refs: Vec<Input> = inputs.iter().map(|(port, frames)| (*port, *frames)).collect();
-    replay_in(&temp_dir(name), config_text, &refs, &["--seed", &seed.to_string()])
+    replay_fresh(name, config_text, &refs, &["--seed", &seed.to_string()])
 }
 
 #[test]

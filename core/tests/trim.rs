@@ -146,9 +146,8 @@ fn ipv4_or_v6_lengths_agree(frame: &[u8]) -> bool {
 fn without_trimming_the_same_incast_drops_what_was_trimmed_and_a_full_trim_queue_drops_too() {
     let inputs = incast(300);
     let records: Vec<(&str, &Records)> = inputs.iter().map(|(port, frames)| (*port, frames.as_slice())).collect();
-    let trimmed_run = replay_in(&temp_dir("trim-on"), &config(""), &records, &[]);
-    let plain =
-        replay_in(&temp_dir("trim-off"), &leaf(3, "", "[qos.buffer]\nlossy_pool_bytes = 65536", "3"), &records, &[]);
+    let trimmed_run = replay_fresh("trim-on", &config(""), &records, &[]);
+    let plain = replay_fresh("trim-off", &leaf(3, "", "[qos.buffer]\nlossy_pool_bytes = 65536", "3"), &records, &[]);
     let count =
         |dir: &std::path::Path, tc: usize, key: &str| stats(dir)["ports"]["h0"]["queues"][tc][key].as_u64().unwrap();
     // Without trimming the refused frames are lost; with it, none is, though trimmed frames
@@ -167,7 +166,7 @@ fn without_trimming_the_same_incast_drops_what_was_trimmed_and_a_full_trim_queue
         &format!("[qos.buffer]\nlossy_pool_bytes = 65536\n[qos.scheduler]\ndwrr = {{ 0 = 100, 6 = 1 }}\n[qos.trim]\ndscp = {TRIM_DSCP}"),
         "3",
     );
-    let out = replay_in(&temp_dir("trim-tight"), &tight, &records, &[]);
+    let out = replay_fresh("trim-tight", &tight, &records, &[]);
     let (trimmed_count, trim_dropped, trim_tx) =
         (count(&out, 0, "trimmed"), count(&out, 0, "trim_dropped"), count(&out, 6, "trim_tx"));
     assert!(trim_dropped > 0, "trimmed {trimmed_count}, sent {trim_tx}");

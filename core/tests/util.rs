@@ -15,14 +15,69 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A fresh directory under the target dir, unique per call: tests running side by side (or
-/// two calls with one name) never share one. It is kept after the test, for a look at what a
-/// failing test wrote.
-pub fn temp_dir(name: &str) -> PathBuf {
-    tempfile::Builder::new()
+/// two calls with one name) never share one. It is removed when the test is done with it,
+/// and kept when the test fails, for a look at what it wrote (a suite's outputs, kept, filled
+/// a CI disk).
+pub fn temp_dir(name: &str) -> TestDir {
+    let dir = tempfile::Builder::new()
         .prefix(&format!("{name}-"))
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .unwrap_or_else(|e| panic!("a temp dir for {name}: {e}"))
-        .keep()
+        .keep();
+    TestDir(dir)
+}
+
+/// A test's directory (`temp_dir`): removed on drop unless the thread is panicking.
+#[derive(Debug)]
+pub struct TestDir(PathBuf);
+
+impl std::ops::Deref for TestDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TestDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TestDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            // Best effort: a file a child process still holds open is no reason to fail.
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// What a replay into a fresh directory wrote (`replay_fresh`): derefs to its output
+/// directory, and holds the directory until dropped.
+#[derive(Debug)]
+pub struct Replayed {
+    out: PathBuf,
+    _dir: TestDir,
+}
+
+impl std::ops::Deref for Replayed {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.out
+    }
+}
+
+/// `replay_in` a fresh directory named after `name`.
+pub fn replay_fresh(name: &str, config: &str, inputs: &[Input], extra: &[&str]) -> Replayed {
+    let dir = temp_dir(name);
+    Replayed { out: replay_in(&dir, config, inputs, extra), _dir: dir }
 }
 
 /// Writes (timestamp ns, frame) records as a nanosecond pcap.

@@ -35,8 +35,13 @@ fn the_fib_answers_as_the_kernel_does_for_random_routes_and_deltas() {
     let config = lab.config(ports.len(), "");
     lab.start(&config, &ports.iter().map(String::as_str).collect::<Vec<_>>());
     let config_path = lab.dir.join("leaf.toml");
-    let mut plan =
-        FibPlan { control: lab.control(), dir: lab.dir.clone(), batches: 0, ports: ports.len(), objects: Vec::new() };
+    let mut plan = FibPlan {
+        control: lab.control(),
+        dir: lab.dir.to_path_buf(),
+        batches: 0,
+        ports: ports.len(),
+        objects: Vec::new(),
+    };
     let mut setup = vec![
         "link set lo up".to_string(),
         "link add xa type veth peer name xb".to_string(),

@@ -28,7 +28,7 @@ pub(crate) struct Lab {
     pub(crate) namespaces: Vec<String>,
     pub(crate) links: Vec<String>,
     pub(crate) switch: Option<Child>,
-    pub(crate) dir: std::path::PathBuf,
+    pub(crate) dir: crate::util::TestDir,
     /// Directories of FRR daemons started (pid files inside), stopped on drop.
     pub(crate) frr: Vec<std::path::PathBuf>,
 }
