@@ -80,6 +80,9 @@ drop_reasons! {
     /// on an administratively down port, or one queued on a port when its link went down
     /// (flushed, not held). Groups skip such members, so this counts frames with no other way.
     LinkDown => "link_down";
+    /// A rule of an `[[acl]]` table bound to the port (at ingress, or the egress port's at
+    /// egress) said to drop it; the rule's own counters say which.
+    Acl => "acl";
 }
 
 impl DropReason {

@@ -270,6 +270,8 @@ enum ShowWhat {
     },
     /// The neighbours next hops resolve through.
     Neighbors,
+    /// The ACL tables: each rule best first, its match, action, packets and bytes.
+    Acl,
     /// Clear counters that are cleared rather than counted.
     Clear {
         #[command(subcommand)]
@@ -601,6 +603,7 @@ fn show_switch(args: ShowArgs) -> Result<(), Failure> {
                 .collect::<Result<_, _>>()?,
         ),
         ShowWhat::Neighbors => View::Neighbors,
+        ShowWhat::Acl => View::Acl,
         ShowWhat::Clear { what: ClearWhat::Watermarks { persistent } } => View::ClearWatermarks { persistent },
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());

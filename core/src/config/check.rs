@@ -150,6 +150,24 @@ fn trim(out: &mut String, config: &Config) {
     }
 }
 
+/// The ACL tables: each with its stage and ports, its rules best first.
+fn acls(out: &mut String, config: &Config) {
+    for table in &config.acls {
+        let ports: Vec<&str> = table.ports.iter().map(|&port| config.ports[port].name.as_str()).collect();
+        say!(
+            out,
+            "acl {}: {} on {}; {} rules, best first (no match: permit)",
+            table.name,
+            table.stage,
+            ports.join(", "),
+            table.rules.len()
+        );
+        for rule in &table.rules {
+            say!(out, "  {:>10}  {:<50} {}", rule.priority, rule.describe(), rule.action);
+        }
+    }
+}
+
 /// The PFC maps: the priority frames carry, the groups they are charged to, the queues a
 /// received pause holds; and warnings where a lossless priority is not kept lossless.
 fn pfc_maps(out: &mut String, qos: &crate::config::Qos) {
@@ -353,6 +371,7 @@ pub fn report(config: &Config) -> String {
         }
     }
     trim(out, config);
+    acls(out, config);
     if let Some(lcores) = &config.lcores {
         say!(out, "dpdk: lcores {lcores}, EAL {}", config.eal.join(" "));
     }
@@ -420,6 +439,25 @@ mod tests {
         let text = report(&strict);
         assert!(text.contains("TC0's trimmed frames wait in TC0 itself"), "{text}");
         assert!(report(&leaf("3")).contains("trim: off"));
+    }
+
+    #[test]
+    fn acl_tables_are_printed_with_their_rules_best_first() {
+        let config = crate::testing::Leaf::new("leaf")
+            .port("p0", 100.0, "")
+            .port("p1", 100.0, "")
+            .tables(
+                "[[acl]]\nname = \"edge\"\nports = [\"p0\", \"p1\"]\nstage = \"egress\"\n\
+                 [[acl.rule]]\npriority = 5\nprotocol = \"udp\"\ndst_port = 4791\naction = \"drop\"\n\
+                 [[acl.rule]]\npriority = 9\nsrc = \"10.0.0.0/8\"\naction = { dscp = 10 }",
+            )
+            .config();
+        let text = report(&config);
+        let table = text.find("acl edge: egress on p0, p1; 2 rules, best first (no match: permit)").expect(&text);
+        let first = text.find("src 10.0.0.0/8").expect(&text);
+        let second = text.find("udp dport 4791").expect(&text);
+        assert!(table < first && first < second, "{text}");
+        assert!(text.contains("set dscp=10") && text.contains(" drop"), "{text}");
     }
 
     #[test]

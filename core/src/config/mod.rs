@@ -5,6 +5,7 @@
 //! names a port or group that exists, TCs are 0-7, DSCPs 0-63, speeds positive, thresholds
 //! ordered. Every rejection is one `InputError` naming the file, the field and the problem.
 
+mod acl;
 mod buffer;
 pub mod check;
 mod control;
@@ -18,6 +19,7 @@ mod qos;
 mod route;
 mod trim;
 
+pub use acl::{AclAction, AclRule, AclStage, AclTable, PROTOCOL_TCP, PROTOCOL_UDP};
 pub use buffer::{BufferConfig, PfcConfig, Threshold, WatchdogAction, WatchdogConfig};
 pub use control::ControlConfig;
 pub use copp::{CoppClass, CoppRate};
@@ -31,6 +33,7 @@ pub use trim::{TrimConfig, DEFAULT_TRIM_BYTES};
 use crate::error::InputError;
 use crate::keyword::Keyword;
 use crate::wire::ethernet::MacAddress;
+use acl::RawAcl;
 use control::RawControl;
 use group::RawGroup;
 use port::{address_and_length, RawPort};
@@ -61,6 +64,8 @@ struct RawConfig {
     control: Option<RawControl>,
     #[serde(default)]
     neighbor: Vec<RawNeighbor>,
+    #[serde(default)]
+    acl: Vec<RawAcl>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -105,6 +110,8 @@ pub struct Config {
     pub control: Option<ControlConfig>,
     /// Static neighbours (`[[neighbor]]`).
     pub neighbors: Vec<Neighbor>,
+    /// Access control lists (`[[acl]]`), in the config's order.
+    pub acls: Vec<AclTable>,
 }
 
 impl Config {
@@ -236,6 +243,7 @@ impl Validator<'_> {
             }
         }
         let neighbors = self.neighbors(raw.neighbor, &ports)?;
+        let acls = self.acls(raw.acl, &ports, &qos)?;
         let routes = self.routes(raw.route, &ports, &groups, &neighbors, control.is_some())?;
         if control.is_none() {
             if let Some(index) = ports.iter().position(|port| !port.addresses.is_empty()) {
@@ -276,6 +284,7 @@ impl Validator<'_> {
             groups,
             control,
             neighbors,
+            acls,
         };
         plan::BufferPlan::new(&config).map_err(|(field, problem)| self.error(field, problem))?;
         Ok(config)

@@ -67,6 +67,19 @@ impl Prefix {
         }
         Ok(Self { address, len })
     }
+
+    /// Whether `address` lies in the prefix (never across families).
+    pub fn contains(&self, address: IpAddr) -> bool {
+        match (self.address, address) {
+            (IpAddr::V4(net), IpAddr::V4(address)) => {
+                self.len == 0 || (u32::from(net) ^ u32::from(address)) >> (32 - u32::from(self.len)) == 0
+            }
+            (IpAddr::V6(net), IpAddr::V6(address)) => {
+                self.len == 0 || (u128::from(net) ^ u128::from(address)) >> (128 - u32::from(self.len)) == 0
+            }
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Display for Prefix {

@@ -137,7 +137,7 @@ impl Validator<'_> {
         Ok(map)
     }
 
-    fn dscp(&self, field: &str, value: i64) -> Result<u8, InputError> {
+    pub(super) fn dscp(&self, field: &str, value: i64) -> Result<u8, InputError> {
         u8::try_from(value)
             .ok()
             .filter(|dscp| *dscp < 64)

@@ -207,6 +207,15 @@ pub struct SwitchStats {
     pub cores: Vec<CoreStats>,
     /// The control plane's (live, with `[control]`).
     pub control: Option<ControlStats>,
+    /// Per `[[acl]]` table in config order, per rule best first: what the rule matched.
+    pub acl: Vec<Vec<AclRuleStats>>,
+}
+
+/// What one ACL rule matched (whatever its action).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AclRuleStats {
+    pub packets: u64,
+    pub bytes: u64,
 }
 
 /// A group of next hops: its members (port, next-hop address) and the frames queued to each.
@@ -312,6 +321,7 @@ impl SwitchStats {
             latency: LatencyHistogram::default(),
             cores: Vec::new(),
             control: None,
+            acl: config.acls.iter().map(|table| vec![AclRuleStats::default(); table.rules.len()]).collect(),
         }
     }
 
@@ -337,6 +347,12 @@ impl SwitchStats {
         for (mine, theirs) in self.groups.iter_mut().zip(&other.groups) {
             for (a, b) in mine.iter_mut().zip(theirs) {
                 *a += b;
+            }
+        }
+        for (mine, theirs) in self.acl.iter_mut().zip(&other.acl) {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                a.packets += b.packets;
+                a.bytes += b.bytes;
             }
         }
         // Workers meet groups in their own order: matched by members (on the main core).
@@ -442,6 +458,24 @@ impl SwitchStats {
                 counts.into_iter().map(|(member, count)| (member, json!(count))).collect();
             groups.insert(group, Value::Object(members));
         }
+        let mut acl = Map::new();
+        for (table, counts) in config.acls.iter().zip(&self.acl) {
+            let rules: Vec<Value> = table
+                .rules
+                .iter()
+                .zip(counts)
+                .map(|(rule, counts)| {
+                    json!({
+                        "priority": rule.priority,
+                        "match": rule.describe(),
+                        "action": rule.action.to_string(),
+                        "packets": counts.packets,
+                        "bytes": counts.bytes,
+                    })
+                })
+                .collect();
+            acl.insert(table.name.clone(), json!({ "stage": table.stage.name(), "rules": rules }));
+        }
         let latency = &self.latency;
         let cores: Vec<Value> = self
             .cores
@@ -457,6 +491,7 @@ impl SwitchStats {
         let mut document = json!({
             "ports": ports,
             "groups": groups,
+            "acl": acl,
             "flowlet_collisions": self.flowlet_collisions,
             "latency_ns": {
                 "samples": latency.samples,

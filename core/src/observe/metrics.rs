@@ -111,6 +111,23 @@ pub fn render(stats: &SwitchStats, config: &Config) -> String {
             })
         }),
     );
+    for (metric, help, value) in [
+        ("raceway_acl_rule_packets_total", "Frames each ACL rule matched, whatever its action.", 0),
+        ("raceway_acl_rule_bytes_total", "Bytes of the frames each ACL rule matched.", 1),
+    ] {
+        family(
+            &mut out,
+            metric,
+            "counter",
+            help,
+            config.acls.iter().zip(&stats.acl).flat_map(|(table, counts)| {
+                table.rules.iter().zip(counts).map(move |(rule, counts)| {
+                    let labels = format!("table=\"{}\",priority=\"{}\"", label(&table.name), rule.priority);
+                    (labels, if value == 0 { counts.packets } else { counts.bytes })
+                })
+            }),
+        );
+    }
     family(
         &mut out,
         "raceway_flowlet_collisions_total",
@@ -215,7 +232,8 @@ mod tests {
     const CONFIG: &str = "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n[qos]\nlossless = [3]\n\
         [[port]]\nname = \"p0\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:02\"\n\
         [[port]]\nname = \"p1\"\nspeed_gbps = 100\npeer_mac = \"02:00:00:00:00:03\"\n\
-        [[group]]\nname = \"g\"\nports = [\"p0\", \"p1\"]\n";
+        [[group]]\nname = \"g\"\nports = [\"p0\", \"p1\"]\n\
+        [[acl]]\nname = \"edge\"\nports = [\"p0\"]\n[[acl.rule]]\npriority = 7\nprotocol = \"udp\"\naction = \"drop\"\n";
 
     #[test]
     fn exposition_names_and_values() {
@@ -226,6 +244,7 @@ mod tests {
         stats.ports[0].pfc_xoff_tx[3] = 5;
         stats.ports[1].queues[3].depth_bytes = 1500;
         stats.groups[0][1] = 9;
+        stats.acl[0][0] = crate::counters::AclRuleStats { packets: 4, bytes: 256 };
         let text = render(&stats, &config);
         for line in [
             "raceway_port_rx_packets_total{port=\"p1\"} 42",
@@ -233,6 +252,8 @@ mod tests {
             "raceway_pfc_xoff_sent_total{port=\"p0\",priority=\"3\"} 5",
             "raceway_queue_depth_bytes{port=\"p1\",tc=\"3\"} 1500",
             "raceway_group_member_packets_total{group=\"g\",member=\"p1\"} 9",
+            "raceway_acl_rule_packets_total{table=\"edge\",priority=\"7\"} 4",
+            "raceway_acl_rule_bytes_total{table=\"edge\",priority=\"7\"} 256",
             "raceway_priority_group_max_bytes{port=\"p0\",pg=\"3\"} 0",
             "# TYPE raceway_queue_depth_bytes gauge",
         ] {

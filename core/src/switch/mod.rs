@@ -10,9 +10,10 @@
 //! among the classes PFC does not pause, ECN at dequeue, cells back, XON decision). A port
 //! sends its PFC frame (`take_control`) before any data.
 //!
-//! Four concerns have files of their own, each an `impl Switch` block with its tests: PFC
+//! Five concerns have files of their own, each an `impl Switch` block with its tests: PFC
 //! frames in and out and the timers (`pfc.rs`), punting to the control plane and injecting
-//! from it (`punt.rs`), sharding over workers (`shard.rs`) and cut-through (`cut.rs`).
+//! from it (`punt.rs`), sharding over workers (`shard.rs`), cut-through (`cut.rs`) and the
+//! ACL tables (`acl.rs`).
 //!
 //! Invariant: every frame handed to `receive` is queued, cut through, transferred, consumed
 //! (PFC), punted or dropped and counted; every queued frame leaves through `transmit`, a watchdog flush or
@@ -20,7 +21,7 @@
 
 use crate::config::plan;
 use crate::config::CoppClass;
-use crate::config::{Config, EcnMeasure, MarkOn, WatchdogAction};
+use crate::config::{AclStage, Config, EcnMeasure, MarkOn, WatchdogAction};
 use crate::counters::SwitchStats;
 use crate::drops::DropReason;
 use crate::link::PortState;
@@ -45,8 +46,10 @@ pub use crate::tm::pfc::NEVER;
 pub use cut::{CutThrough, QueueAll};
 pub use punt::PUNT_OUTBOX;
 pub use shard::discard_transfers;
+use acl::AclTables;
 use shard::Seat;
 
+mod acl;
 mod cut;
 mod pfc;
 mod punt;
@@ -158,6 +161,8 @@ pub struct Switch<P: PacketBuf> {
     pausable_queues: u8,
     /// Packet trimming (`[qos.trim]`).
     trim: Option<crate::config::TrimConfig>,
+    /// `[[acl]]` tables and the ports they are bound to.
+    acls: AclTables,
     /// Sharded: this worker's seat; `None` when this switch owns every port.
     shard: Option<Seat<P>>,
     /// Per FIB group: its entry in `stats.next_hop_groups` (groups of next hops only), for
@@ -222,6 +227,7 @@ impl<P: PacketBuf> Switch<P> {
             mac: config.mac,
             pausable_queues: config.qos.pausable_queues(),
             trim: config.qos.trim.clone(),
+            acls: AclTables::new(config),
             shard,
             next_hop_slots: Vec::new(),
             groups_counted,
@@ -327,6 +333,13 @@ impl<P: PacketBuf> Switch<P> {
         let rx = &mut self.stats.ports[ingress];
         rx.rx_packets += 1;
         rx.rx_bytes += len as u64;
+        let mut tc = tc;
+        if let Some(table) = self.acls.bound(ingress, AclStage::Ingress) {
+            match self.filter(table, ingress, &mut packet, ip, tc) {
+                Some(filtered) => tc = filtered,
+                None => return Self::acl_dropped(),
+            }
+        }
         let (egress, next_hop, member) = match target {
             Next::Adjacency(adjacency) => (usize::from(adjacency.port), adjacency.mac, None),
             Next::Group(group) => {
@@ -365,6 +378,12 @@ impl<P: PacketBuf> Switch<P> {
         // any MTU (frames under 60 bytes), so this never misjudges a legal packet.
         if len - usize::from(ip.l3_offset) > self.egress[egress].mtu {
             return self.too_big(ingress, packet, ip, now);
+        }
+        if let Some(table) = self.acls.bound(egress, AclStage::Egress) {
+            match self.filter(table, ingress, &mut packet, ip, tc) {
+                Some(filtered) => tc = filtered,
+                None => return Self::acl_dropped(),
+            }
         }
         self.classifier.rewrite_macs(packet.data_mut(), next_hop);
         if !self.owns(egress) {

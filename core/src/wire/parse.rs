@@ -194,36 +194,58 @@ fn parse_ipv6(frame: &[u8], l3_offset: usize, beyond: usize) -> Result<IpPacket>
 /// classes), so the forwarding path does not carry them. `None` for a non-first fragment, an
 /// unwalkable IPv6 chain, or a protocol other than TCP and UDP.
 pub fn transport_ports(frame: &[u8], ip: &IpPacket, beyond: usize) -> Option<(u8, u16, u16)> {
-    let l3 = frame.get(ip.l3_offset..)?;
-    let (protocol, bytes, l3_len) = match ip.destination {
-        IpAddress::V4(_) => {
-            let packet = ipv4::Packet::new_checked_beyond(l3, beyond).ok()?;
-            if packet.is_fragment() && u16::from_be_bytes([l3[6], l3[7]]) & 0x1fff != 0 {
-                return None;
-            }
-            let total_len = usize::from(packet.total_len());
-            // The checked view vouches for these bounds (the payload ends with the buffer).
-            (packet.protocol(), &l3[packet.header_len()..total_len.min(l3.len())], total_len)
+    let is_ipv6 = matches!(ip.destination, IpAddress::V6(_));
+    let (protocol, l4) = transport(frame, ip.l3_offset, is_ipv6, beyond)?;
+    let l4 = l4?;
+    let (source, destination) = l4.ports?;
+    Some((protocol, source, destination))
+}
+
+/// An IP packet's L4 header as `transport` finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transport {
+    /// (source, destination) ports of a TCP or UDP header that is whole in the frame.
+    pub ports: Option<(u16, u16)>,
+    /// A TCP header's flags byte (CWR to FIN).
+    pub tcp_flags: Option<u8>,
+}
+
+/// The L4 protocol of the IP packet at `l3_offset` of a frame `parse` accepted (IPv6: after
+/// the extension headers), and its transport header, `None` for a non-first fragment or an
+/// unwalkable IPv6 chain. `None` overall when the IP header does not check.
+pub fn transport(frame: &[u8], l3_offset: usize, is_ipv6: bool, beyond: usize) -> Option<(u8, Option<Transport>)> {
+    let l3 = frame.get(l3_offset..)?;
+    let (protocol, bytes, l3_len) = if is_ipv6 {
+        let packet = ipv6::Packet::new_checked_beyond(l3, beyond).ok()?;
+        let l3_len = ipv6::HEADER_LEN + usize::from(packet.payload_len());
+        let payload = &l3[ipv6::HEADER_LEN..l3_len.min(l3.len())];
+        match walk_extensions(packet.next_header(), payload).ok()? {
+            (protocol, Some(bytes)) => (protocol, bytes, l3_len),
+            (protocol, None) => return Some((protocol, None)),
         }
-        IpAddress::V6(_) => {
-            let packet = ipv6::Packet::new_checked_beyond(l3, beyond).ok()?;
-            let l3_len = ipv6::HEADER_LEN + usize::from(packet.payload_len());
-            let payload = &l3[ipv6::HEADER_LEN..l3_len.min(l3.len())];
-            match walk_extensions(packet.next_header(), payload).ok()? {
-                (protocol, Some(bytes)) => (protocol, bytes, l3_len),
-                (_, None) => return None,
-            }
+    } else {
+        let packet = ipv4::Packet::new_checked_beyond(l3, beyond).ok()?;
+        if packet.is_fragment() && u16::from_be_bytes([l3[6], l3[7]]) & 0x1fff != 0 {
+            return Some((packet.protocol(), None));
         }
+        let total_len = usize::from(packet.total_len());
+        // The checked view vouches for these bounds (the payload ends with the buffer).
+        (packet.protocol(), &l3[packet.header_len()..total_len.min(l3.len())], total_len)
     };
     let l4_beyond = l3_len.saturating_sub(l3.len());
-    let ports = match protocol {
-        ipv4::protocol::UDP => {
-            udp::Datagram::new_checked_beyond(bytes, l4_beyond).ok().map(|d| (d.src_port(), d.dst_port()))
-        }
-        ipv4::protocol::TCP => tcp::Segment::new_checked(bytes).ok().map(|s| (s.src_port(), s.dst_port())),
-        _ => None,
-    }?;
-    Some((protocol, ports.0, ports.1))
+    let transport = match protocol {
+        ipv4::protocol::UDP => Transport {
+            ports: udp::Datagram::new_checked_beyond(bytes, l4_beyond).ok().map(|d| (d.src_port(), d.dst_port())),
+            tcp_flags: None,
+        },
+        ipv4::protocol::TCP => match tcp::Segment::new_checked(bytes) {
+            // The flags are byte 13 of the header, which the checked view holds whole.
+            Ok(segment) => Transport { ports: Some((segment.src_port(), segment.dst_port())), tcp_flags: Some(bytes[13]) },
+            Err(_) => Transport { ports: None, tcp_flags: None },
+        },
+        _ => Transport { ports: None, tcp_flags: None },
+    };
+    Some((protocol, Some(transport)))
 }
 
 /// Walks hop-by-hop, routing, destination-options and fragment headers. Returns the final

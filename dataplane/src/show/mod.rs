@@ -23,7 +23,7 @@ pub mod serve;
 
 use crate::config::Config;
 pub use output::READER_GONE;
-use output::{counters, interfaces, neighbors, pfc, print, queues, route_table, watermarks, write_error};
+use output::{acl, counters, interfaces, neighbors, pfc, print, queues, route_table, watermarks, write_error};
 use serde_json::Value;
 use serve::{ROUTE_REQUEST_BYTES, ROUTE_VIEW};
 use std::time::Duration;
@@ -44,6 +44,8 @@ pub enum View {
     /// The FIB's answer for each address, as `ip route get` gives the kernel's.
     Route(Vec<std::net::IpAddr>),
     Neighbors,
+    /// The ACL tables' rules and what each matched.
+    Acl,
     ClearWatermarks {
         persistent: bool,
     },
@@ -223,6 +225,7 @@ fn view_text(
             ("route", vec![route_table(&answers)])
         }
         View::Neighbors => ("neighbors", neighbors(&client.fetch("fib")?)),
+        View::Acl => ("acl", acl(&client.fetch("state")?)),
         View::ClearWatermarks { persistent } => {
             clear_watermarks(client, persistent)?;
             let what = if persistent { "persistent and user watermarks" } else { "watermarks" };

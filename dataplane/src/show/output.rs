@@ -286,6 +286,26 @@ pub fn queues(state: &Value) -> Vec<Table> {
     vec![table]
 }
 
+/// `show acl`: each table's rules best first, with what they matched (SONiC's `aclshow`:
+/// table, rule, packets, bytes), from the stats JSON's `acl`.
+pub fn acl(state: &Value) -> Vec<Table> {
+    let mut table = Table::new("", &["Table", "Stage", "Priority", "Match", "Action", "Packets", "Bytes"]);
+    for (name, body) in state["stats"]["acl"].as_object().into_iter().flatten() {
+        for rule in body["rules"].as_array().into_iter().flatten() {
+            table.rows.push(vec![
+                name.clone(),
+                body["stage"].as_str().unwrap_or("?").to_string(),
+                number(&rule["priority"]).to_string(),
+                rule["match"].as_str().unwrap_or("?").to_string(),
+                rule["action"].as_str().unwrap_or("?").to_string(),
+                number(&rule["packets"]).to_string(),
+                number(&rule["bytes"]).to_string(),
+            ]);
+        }
+    }
+    vec![table]
+}
+
 /// `show watermarks`: queue watermarks (SONiC's `show queue watermark unicast`), then the
 /// priority groups' shared and headroom watermarks (`show priority-group watermark shared`,
 /// `headroom`); since the last clear, or the persistent ones.
@@ -436,7 +456,10 @@ mod tests {
                         "watermark_shared_bytes": 1024 }] })
         };
         json!({ "switch": "t", "interfaces": [port("p0", true), port("p1", false)], "pfc_queues": [3],
-                "stats": { "ports": { "p0": stats(1000, 1_000_000), "p1": stats(0, 0) } } })
+                "stats": { "ports": { "p0": stats(1000, 1_000_000), "p1": stats(0, 0) },
+                           "acl": { "edge": { "stage": "ingress", "rules": [
+                               { "priority": 20, "match": "udp dport 4791", "action": "drop", "packets": 7, "bytes": 448 },
+                               { "priority": 10, "match": "any", "action": "permit", "packets": 1, "bytes": 64 }] } } } })
     }
 
     #[test]
@@ -463,6 +486,9 @@ mod tests {
         let queue_table = &queues(&state)[0];
         assert_eq!(queue_table.rows[3][..3], ["p0", "UC3", "3"]);
         assert_eq!(queue_table.rows[3][6..11], ["6", "3", "0", "0", "300"]);
+        let acl = &acl(&state)[0];
+        assert_eq!(acl.rows[0], ["edge", "ingress", "20", "udp dport 4791", "drop", "7", "448"]);
+        assert_eq!(acl.rows[1][2..], ["10", "any", "permit", "1", "64"]);
         let user = watermarks(&state, false);
         assert_eq!(user[0].rows[0][4], "300");
         assert_eq!(user[1].rows[0][4], "1280", "the same queue in cell bytes");
