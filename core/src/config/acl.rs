@@ -87,7 +87,10 @@ pub enum AclAction {
     Permit,
     Drop,
     /// Rewrite the DSCP (ECN kept, IPv4 checksum patched) and/or queue in another class.
-    Set { dscp: Option<u8>, tc: Option<u8> },
+    Set {
+        dscp: Option<u8>,
+        tc: Option<u8>,
+    },
 }
 
 impl fmt::Display for AclAction {
@@ -195,7 +198,10 @@ impl Validator<'_> {
                 if let Some(other) = taken {
                     return Err(self.error(
                         field("ports"),
-                        format!("'{name}' is bound to table '{}' at {stage} already: one table per port and stage", other.name),
+                        format!(
+                            "'{name}' is bound to table '{}' at {stage} already: one table per port and stage",
+                            other.name
+                        ),
                     ));
                 }
                 if !bound.contains(&port) {
@@ -208,12 +214,15 @@ impl Validator<'_> {
                 if rules.iter().any(|other| other.priority == rule.priority) {
                     return Err(self.error(
                         format!("acl[{index}].rule[{rule_index}].priority"),
-                        format!("{} is taken by another rule of '{}': the order would be a guess", rule.priority, raw.name),
+                        format!(
+                            "{} is taken by another rule of '{}': the order would be a guess",
+                            rule.priority, raw.name
+                        ),
                     ));
                 }
                 rules.push(rule);
             }
-            rules.sort_by(|a, b| b.priority.cmp(&a.priority));
+            rules.sort_by_key(|rule| std::cmp::Reverse(rule.priority));
             tables.push(AclTable { name: raw.name, stage, ports: bound, rules });
         }
         Ok(tables)
@@ -239,11 +248,11 @@ impl Validator<'_> {
                 u8::try_from(number)
                     .map_err(|_| self.error(field("protocol"), format!("{number} is not an IP protocol 0-255")))?,
             ),
-            Some(NumberOrWord::Word(word)) => Some(
-                PROTOCOL_WORDS.iter().find(|(name, _)| *name == word).map(|(_, number)| *number).ok_or_else(|| {
-                    self.error(field("protocol"), format!("'{word}' is not tcp, udp, icmp, icmpv6 or a number"))
-                })?,
-            ),
+            Some(NumberOrWord::Word(word)) => {
+                Some(PROTOCOL_WORDS.iter().find(|(name, _)| *name == word).map(|(_, number)| *number).ok_or_else(
+                    || self.error(field("protocol"), format!("'{word}' is not tcp, udp, icmp, icmpv6 or a number")),
+                )?)
+            }
         };
         let src_port = raw.src_port.map(|ports| self.port_range(&field("src_port"), ports)).transpose()?;
         let dst_port = raw.dst_port.map(|ports| self.port_range(&field("dst_port"), ports)).transpose()?;
@@ -288,16 +297,16 @@ impl Validator<'_> {
 
     /// `4791` or `"4791-4800"`.
     fn port_range(&self, field: &str, raw: NumberOrWord) -> Result<(u16, u16), InputError> {
-        let port = |value: i64| {
-            u16::try_from(value).map_err(|_| self.error(field, format!("{value} is not a port 0-65535")))
-        };
+        let port =
+            |value: i64| u16::try_from(value).map_err(|_| self.error(field, format!("{value} is not a port 0-65535")));
         match raw {
             NumberOrWord::Number(number) => port(number).map(|port| (port, port)),
             NumberOrWord::Word(word) => {
-                let bounds = word.split_once('-').and_then(|(low, high)| {
-                    Some((low.trim().parse::<i64>().ok()?, high.trim().parse::<i64>().ok()?))
-                });
-                let (low, high) = bounds.ok_or_else(|| self.error(field, format!("'{word}' is not PORT or LOW-HIGH")))?;
+                let bounds = word
+                    .split_once('-')
+                    .and_then(|(low, high)| Some((low.trim().parse::<i64>().ok()?, high.trim().parse::<i64>().ok()?)));
+                let (low, high) =
+                    bounds.ok_or_else(|| self.error(field, format!("'{word}' is not PORT or LOW-HIGH")))?;
                 let (low, high) = (port(low)?, port(high)?);
                 if low > high {
                     return Err(self.error(field, format!("'{word}' runs backwards")));
@@ -359,10 +368,16 @@ mod tests {
         )
         .unwrap();
         let [edge, out] = &config.acls[..] else { panic!("two tables") };
-        assert_eq!((edge.stage, &edge.ports[..], out.stage, &out.ports[..]), (AclStage::Ingress, &[0, 1][..], AclStage::Egress, &[1][..]));
+        assert_eq!(
+            (edge.stage, &edge.ports[..], out.stage, &out.ports[..]),
+            (AclStage::Ingress, &[0, 1][..], AclStage::Egress, &[1][..])
+        );
         assert_eq!(edge.rules.iter().map(|rule| rule.priority).collect::<Vec<_>>(), [20, 10]);
         let syn = &edge.rules[0];
-        assert_eq!((syn.protocol, syn.src_port, syn.tcp_flags, syn.dscp), (Some(6), Some((179, 179)), Some((2, 0x12)), Some(48)));
+        assert_eq!(
+            (syn.protocol, syn.src_port, syn.tcp_flags, syn.dscp),
+            (Some(6), Some((179, 179)), Some((2, 0x12)), Some(48))
+        );
         assert_eq!(syn.action, AclAction::Set { dscp: Some(10), tc: Some(1) });
         assert_eq!(syn.describe(), "tcp sport 179 dscp 48 flags 0x02/0x12");
         assert_eq!(syn.action.to_string(), "set dscp=10 tc=1");
@@ -380,21 +395,45 @@ mod tests {
             (format!("{table}action = {{}}"), "acl[0].rule[0].action: a set action names"),
             (format!("{table}action = {{ tc = 3 }}"), "acl[0].rule[0].action.tc: TC 3 is lossless"),
             (format!("{table}action = {{ dscp = 64 }}"), "acl[0].rule[0].action.dscp: DSCP 64 is not 0-63"),
-            (format!("{table}src = \"10.0.0.1/24\"\naction = \"drop\""), "acl[0].rule[0].src: '10.0.0.1/24' has host bits"),
-            (format!("{table}src = \"10.0.0.0/8\"\ndst = \"fd00::/8\"\naction = \"drop\""), "acl[0].rule[0].dst: fd00::/8 and src"),
+            (
+                format!("{table}src = \"10.0.0.1/24\"\naction = \"drop\""),
+                "acl[0].rule[0].src: '10.0.0.1/24' has host bits",
+            ),
+            (
+                format!("{table}src = \"10.0.0.0/8\"\ndst = \"fd00::/8\"\naction = \"drop\""),
+                "acl[0].rule[0].dst: fd00::/8 and src",
+            ),
             (format!("{table}dst_port = 80\naction = \"drop\""), "acl[0].rule[0].dst_port: ports need protocol"),
             (format!("{table}protocol = \"udp\"\ndst_port = \"90-80\"\naction = \"drop\""), "runs backwards"),
-            (format!("{table}protocol = \"udp\"\nsrc_port = 70000\naction = \"drop\""), "acl[0].rule[0].src_port: 70000 is not a port"),
+            (
+                format!("{table}protocol = \"udp\"\nsrc_port = 70000\naction = \"drop\""),
+                "acl[0].rule[0].src_port: 70000 is not a port",
+            ),
             (format!("{table}protocol = \"sctp\"\naction = \"drop\""), "acl[0].rule[0].protocol: 'sctp' is not"),
-            (format!("{table}protocol = \"udp\"\ntcp_flags = \"0x02\"\naction = \"drop\""), "acl[0].rule[0].tcp_flags: flags need"),
+            (
+                format!("{table}protocol = \"udp\"\ntcp_flags = \"0x02\"\naction = \"drop\""),
+                "acl[0].rule[0].tcp_flags: flags need",
+            ),
             (format!("{table}protocol = \"tcp\"\ntcp_flags = \"0x12/0x02\"\naction = \"drop\""), "could never match"),
-            (table.replace("priority = 1", "priority = -1") + "action = \"drop\"", "acl[0].rule[0].priority: -1 is not"),
-            (format!("{table}action = \"drop\"\n[[acl.rule]]\npriority = 1\naction = \"permit\""), "acl[0].rule[1].priority: 1 is taken"),
+            (
+                table.replace("priority = 1", "priority = -1") + "action = \"drop\"",
+                "acl[0].rule[0].priority: -1 is not",
+            ),
+            (
+                format!("{table}action = \"drop\"\n[[acl.rule]]\npriority = 1\naction = \"permit\""),
+                "acl[0].rule[1].priority: 1 is taken",
+            ),
             (format!("{table}action = \"drop\"\n[[acl]]\nname = \"a\"\nports = [\"p1\"]"), "acl[1].name: 'a'"),
-            (format!("{table}action = \"drop\"\n[[acl]]\nname = \"b\"\nports = [\"p0\"]"), "acl[1].ports: 'p0' is bound to table 'a' at ingress"),
+            (
+                format!("{table}action = \"drop\"\n[[acl]]\nname = \"b\"\nports = [\"p0\"]"),
+                "acl[1].ports: 'p0' is bound to table 'a' at ingress",
+            ),
             ("[[acl]]\nname = \"a\"\nports = [\"p9\"]".to_string(), "acl[0].ports: 'p9' is not a port"),
             ("[[acl]]\nname = \"a\"\nports = []".to_string(), "acl[0].ports: a table is bound"),
-            ("[[acl]]\nname = \"a\"\nports = [\"p0\"]\nstage = \"middle\"".to_string(), "acl[0].stage: 'middle' is not"),
+            (
+                "[[acl]]\nname = \"a\"\nports = [\"p0\"]\nstage = \"middle\"".to_string(),
+                "acl[0].stage: 'middle' is not",
+            ),
         ];
         for (text, expected) in cases {
             let err = parse(&text).unwrap_err();
@@ -402,6 +441,7 @@ mod tests {
             assert!(!err.contains('\n'));
         }
         // The same port at the other stage is fine.
-        parse(&format!("{table}action = \"drop\"\n[[acl]]\nname = \"b\"\nports = [\"p0\"]\nstage = \"egress\"")).unwrap();
+        parse(&format!("{table}action = \"drop\"\n[[acl]]\nname = \"b\"\nports = [\"p0\"]\nstage = \"egress\""))
+            .unwrap();
     }
 }

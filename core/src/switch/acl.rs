@@ -52,7 +52,14 @@ impl<P: PacketBuf> Switch<P> {
     /// Runs `table` over a routed frame: `Some(tc)` to go on (in `tc`, which a `set` may
     /// change), `None` when a rule dropped it (counted).
     #[inline(never)]
-    pub(super) fn filter(&mut self, table: u16, ingress: usize, packet: &mut P, ip: IpHeader, tc: usize) -> Option<usize> {
+    pub(super) fn filter(
+        &mut self,
+        table: u16,
+        ingress: usize,
+        packet: &mut P,
+        ip: IpHeader,
+        tc: usize,
+    ) -> Option<usize> {
         let len = packet.len();
         let beyond = len - packet.data().len();
         let table = usize::from(table);

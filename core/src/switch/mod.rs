@@ -43,10 +43,10 @@ use crate::wire::pfc::Repr;
 use crate::wire::IpHeader;
 
 pub use crate::tm::pfc::NEVER;
+use acl::AclTables;
 pub use cut::{CutThrough, QueueAll};
 pub use punt::PUNT_OUTBOX;
 pub use shard::discard_transfers;
-use acl::AclTables;
 use shard::Seat;
 
 mod acl;

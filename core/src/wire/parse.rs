@@ -240,7 +240,9 @@ pub fn transport(frame: &[u8], l3_offset: usize, is_ipv6: bool, beyond: usize) -
         },
         ipv4::protocol::TCP => match tcp::Segment::new_checked(bytes) {
             // The flags are byte 13 of the header, which the checked view holds whole.
-            Ok(segment) => Transport { ports: Some((segment.src_port(), segment.dst_port())), tcp_flags: Some(bytes[13]) },
+            Ok(segment) => {
+                Transport { ports: Some((segment.src_port(), segment.dst_port())), tcp_flags: Some(bytes[13]) }
+            }
             Err(_) => Transport { ports: None, tcp_flags: None },
         },
         _ => Transport { ports: None, tcp_flags: None },
