@@ -100,12 +100,34 @@ blast_through() {
   wait "$pid"
 }
 
+# An ingress [[acl]] table of 100 rules on PORT in the shapes operators write, none of which
+# `raceway gen flows` traffic (UDP 4791, DSCP 26, from 10.0.0.0/24) matches, so that every
+# frame is looked up in every shape (the matcher's worst case), then permitted: 20 source
+# /24s; 20 destination /24s with a UDP port; 20 BGP sources (/32, TCP 179); 20 DSCPs moved to
+# TC 1; 20 source /24s with a UDP port range (several masks).
+#   bench_acl PORT
+bench_acl() {
+  printf '[[acl]]\nname = "bench"\nports = ["%s"]\n' "$1"
+  local k priority=1000
+  for k in $(seq 0 19); do
+    printf '[[acl.rule]]\npriority = %d\nsrc = "10.200.%d.0/24"\naction = "drop"\n' $((priority--)) "$k"
+    printf '[[acl.rule]]\npriority = %d\ndst = "10.201.%d.0/24"\nprotocol = "udp"\ndst_port = %d\naction = "drop"\n' \
+      $((priority--)) "$k" $((5000 + k))
+    printf '[[acl.rule]]\npriority = %d\nsrc = "10.202.0.%d/32"\nprotocol = "tcp"\ndst_port = 179\naction = "drop"\n' \
+      $((priority--)) "$k"
+    printf '[[acl.rule]]\npriority = %d\ndscp = %d\naction = { tc = 1 }\n' $((priority--)) $((k + 30))
+    printf '[[acl.rule]]\npriority = %d\nsrc = "10.203.%d.0/24"\nprotocol = "udp"\ndst_port = "6000-6999"\naction = "drop"\n' \
+      $((priority--)) "$k"
+  done
+}
+
 # Forwarded Mpps of raceway BINARY (default $RACEWAY) for DURATION s: SIZE-byte frames of
 # $OUT/flows-SIZE.pcap (from `raceway gen flows`) replayed without end on one port, routed to
 # a net_null port, with the benchmark QoS. CORES 1 is one worker; 2 is two workers (on CPU 1,
 # and on CPU 0 beside the sleeping main lcore) with the in port's two rx queues (a trace
 # each) one on each, the out port on the second, so the first's frames all cross to it.
-# CONTROL "-control" adds an idle [control]. Writes its config, stats and log under $OUT.
+# CONTROL "-control" adds an idle [control]; "-acl" binds bench_acl's 100 rules, none of which
+# the trace matches, to the in port. Writes its config, stats and log under $OUT.
 # DURATION is the calling script's.
 #   raceway_mpps SIZE CORES [CONTROL] [BINARY]
 raceway_mpps() {
@@ -124,6 +146,7 @@ $(bench_qos)
 $(bench_ports in "net_pcap0,$rx,infinite_rx=1" "$extra")
 TOML
   if [ "$control" = -control ]; then printf '[control]\nnetns = "rw-bench-%s"\n' "$$" >>"$config"; fi
+  if [ "$control" = -acl ]; then bench_acl in >>"$config"; fi
   # shellcheck disable=SC2153 # DURATION is the calling script's
   "$binary" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \
     -- --file-prefix "rw-$$" >"$OUT/raceway-$size-$cores.log" 2>&1

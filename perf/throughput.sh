@@ -15,6 +15,8 @@
 #   DURATION=10 perf/throughput.sh
 #   CONTROL=1 perf/throughput.sh       # also raceway with [control] on and idle (root: it
 #                                      # makes a namespace and TAPs), and its ratio to without
+#   ACL=1 perf/throughput.sh           # also raceway with 100 ACL rules on the in port that
+#                                      # no frame matches (lib.sh's bench_acl), and its ratio
 #   BASELINE=/tmp/raceway-before perf/throughput.sh
 #                                      # also another raceway binary, measured right after this
 #                                      # one on each row, and this one's ratio to it (A/B)
@@ -93,6 +95,7 @@ build_l3fwd
 header="| frame | cores | testpmd io Mpps | testpmd 5tswap Mpps | l3fwd-lpm Mpps | raceway Mpps | raceway / io | raceway / l3fwd |"
 rule="|---|---|---|---|---|---|---|---|"
 if [ -n "${CONTROL:-}" ]; then header="$header raceway [control] Mpps | [control] / without |"; rule="$rule---|---|"; fi
+if [ -n "${ACL:-}" ]; then header="$header raceway 100 ACL rules Mpps | ACL / without |"; rule="$rule---|---|"; fi
 if [ -n "${BASELINE:-}" ]; then header="$header baseline Mpps | raceway / baseline |"; rule="$rule---|---|"; fi
 echo "$header"
 echo "$rule"
@@ -106,6 +109,10 @@ for size in 60 1020; do
     if [ -n "${CONTROL:-}" ]; then
       rwc=$(raceway_mpps "$size" "$cores" -control)
       row="$row $rwc | $(ratio "$rwc" "$rw") |"
+    fi
+    if [ -n "${ACL:-}" ]; then
+      rwa=$(raceway_mpps "$size" "$cores" -acl)
+      row="$row $rwa | $(ratio "$rwa" "$rw") |"
     fi
     if [ -n "${BASELINE:-}" ]; then
       base=$(raceway_mpps "$size" "$cores" -baseline "$BASELINE")

@@ -12,6 +12,11 @@
 //! and a lookup is a few hash probes whatever the number of rules. Rebuilding is cheap, which
 //! a live reload will want.
 //!
+//! A frame's flow is usually seen again: `lookup_cached` keeps the answer for each exact key
+//! in a direct-mapped cache (Open vSwitch's exact-match cache), so a flow pays the tuple
+//! probes once and then one probe and a compare per frame. A key that shares a slot with
+//! another simply replaces it.
+//!
 //! Invariant: `lookup` returns exactly the highest-priority rule whose every field matches
 //! the frame (the test checks it against a walk of the rules); a frame that matches none
 //! gets `None`. A non-first fragment, or an L4 header the frame does not hold, matches no
@@ -19,7 +24,7 @@
 
 use crate::config::{AclAction, AclRule, AclTable};
 use crate::wire::parse;
-use crate::wire::{ipv4, ipv6, IpHeader};
+use crate::wire::{ipv4, ipv6, tcp, udp, IpHeader};
 use hashbrown::HashMap;
 use std::net::IpAddr;
 
@@ -42,35 +47,59 @@ pub struct AclKey([u64; WORDS]);
 
 impl AclKey {
     /// Reads the key of the IP packet `ip` locates in a frame the parser accepted; `frame` is
-    /// its first segment and `beyond` the bytes after it. `None` if the IP header no longer
-    /// checks (the parser accepted it, so never in practice).
+    /// its first segment and `beyond` the bytes after it. The common packet (IPv4, or IPv6
+    /// straight to TCP or UDP) is read at fixed offsets, since the parser vouched for its IP
+    /// header; IPv6 extension headers are walked as the parser walks them. The L4 fields are
+    /// read only where the packet's declared length and the first segment both hold the whole
+    /// UDP or TCP header. `None` if the IP header is not whole in `frame` (never, once parsed).
     #[inline]
     pub fn read(frame: &[u8], ip: IpHeader, beyond: usize) -> Option<Self> {
         let l3_offset = usize::from(ip.l3_offset);
         let l3 = frame.get(l3_offset..)?;
+        let word = |at: usize| u64::from_be_bytes(l3[at..at + 8].try_into().unwrap_or([0; 8]));
         let mut key = [0u64; WORDS];
-        let dscp = if ip.is_ipv6 {
-            let header = ipv6::Packet::new_checked_beyond(l3, beyond).ok()?;
-            let (source, destination) = (u128::from(header.source()), u128::from(header.destination()));
-            key[0] = (source >> 64) as u64;
-            key[1] = source as u64;
-            key[2] = (destination >> 64) as u64;
-            key[3] = destination as u64;
+        let (dscp, protocol, l4, end) = if ip.is_ipv6 {
+            if l3.len() < ipv6::HEADER_LEN {
+                return None;
+            }
+            (key[0], key[1], key[2], key[3]) = (word(8), word(16), word(24), word(32));
             key[META] |= V6_BIT;
-            header.dscp()
+            let dscp = (u16::from_be_bytes([l3[0], l3[1]]) >> 6) as u8 & 0x3f;
+            let end = ipv6::HEADER_LEN + usize::from(u16::from_be_bytes([l3[4], l3[5]]));
+            match l3[6] {
+                next @ (ipv4::protocol::TCP | ipv4::protocol::UDP) => (dscp, next, Some(ipv6::HEADER_LEN), end),
+                _ => {
+                    // Extension headers: the parser's walk, ports and flags as it finds them.
+                    let (protocol, transport) = parse::transport(frame, l3_offset, true, beyond)?;
+                    key[META] |= u64::from(dscp) << DSCP_SHIFT | u64::from(protocol) << PROTOCOL_SHIFT;
+                    if let Some(parse::Transport { ports: Some((source, destination)), tcp_flags }) = transport {
+                        key[META] |= l4_bits(source, destination, tcp_flags.unwrap_or(0));
+                    }
+                    return Some(Self(key));
+                }
+            }
         } else {
-            let header = ipv4::Packet::new_checked_beyond(l3, beyond).ok()?;
-            key[1] = u64::from(u32::from(header.source()));
-            key[3] = u64::from(u32::from(header.destination()));
-            header.dscp()
+            if l3.len() < ipv4::MIN_HEADER_LEN {
+                return None;
+            }
+            key[1] = u64::from(u32::from_be_bytes([l3[12], l3[13], l3[14], l3[15]]));
+            key[3] = u64::from(u32::from_be_bytes([l3[16], l3[17], l3[18], l3[19]]));
+            let first_fragment = u16::from_be_bytes([l3[6], l3[7]]) & 0x1fff == 0;
+            let header_len = usize::from(l3[0] & 0x0f) * 4;
+            let end = usize::from(u16::from_be_bytes([l3[2], l3[3]]));
+            (l3[1] >> 2, l3[9], first_fragment.then_some(header_len), end)
         };
-        let (protocol, transport) = parse::transport(frame, l3_offset, ip.is_ipv6, beyond)?;
         key[META] |= u64::from(dscp) << DSCP_SHIFT | u64::from(protocol) << PROTOCOL_SHIFT;
-        if let Some(parse::Transport { ports: Some((source, destination)), tcp_flags }) = transport {
-            key[META] |= L4_BIT
-                | u64::from(source) << SRC_PORT_SHIFT
-                | u64::from(destination) << DST_PORT_SHIFT
-                | u64::from(tcp_flags.unwrap_or(0)) << TCP_FLAGS_SHIFT;
+        let held = end.min(l3.len());
+        let whole = |len: usize| l4.filter(|&l4| l4 + len <= held);
+        let l4 = match protocol {
+            ipv4::protocol::UDP => whole(udp::HEADER_LEN).map(|l4| (l4, 0)),
+            ipv4::protocol::TCP => whole(tcp::MIN_HEADER_LEN).map(|l4| (l4, l3[l4 + 13])),
+            _ => None,
+        };
+        if let Some((l4, flags)) = l4 {
+            let port = |at: usize| u16::from_be_bytes([l3[at], l3[at + 1]]);
+            key[META] |= l4_bits(port(l4), port(l4 + 2), flags);
         }
         Some(Self(key))
     }
@@ -78,6 +107,15 @@ impl AclKey {
     fn masked(&self, mask: &[u64; WORDS]) -> [u64; WORDS] {
         std::array::from_fn(|word| self.0[word] & mask[word])
     }
+}
+
+/// The key's L4 bits: ports, TCP flags (0 for UDP), and the mark that they were read.
+#[inline]
+fn l4_bits(source: u16, destination: u16, tcp_flags: u8) -> u64 {
+    L4_BIT
+        | u64::from(source) << SRC_PORT_SHIFT
+        | u64::from(destination) << DST_PORT_SHIFT
+        | u64::from(tcp_flags) << TCP_FLAGS_SHIFT
 }
 
 /// Sets the DSCP of the IP packet `ip` locates (ECN kept; IPv4's checksum patched).
@@ -108,10 +146,25 @@ struct Tuple {
     entries: HashMap<[u64; WORDS], u16>,
 }
 
+/// Slots of the exact-match cache (a power of two): a worker's active flows, many times over.
+const CACHE_SLOTS: usize = 4096;
+/// A cache slot's answer for "no rule matched".
+const NO_RULE: u16 = u16::MAX;
+
+/// One exact key and the rule it matched (`NO_RULE` for none); `valid` false when empty.
+#[derive(Clone, Copy)]
+struct CacheSlot {
+    key: [u64; WORDS],
+    rule: u16,
+    valid: bool,
+}
+
 /// One table's rules, ready to match.
 pub struct AclMatcher {
     tuples: Vec<Tuple>,
     actions: Vec<AclAction>,
+    /// The exact-match cache: allocated once, with the matcher.
+    cache: Box<[CacheSlot]>,
 }
 
 impl AclMatcher {
@@ -134,7 +187,29 @@ impl AclMatcher {
             }
         }
         tuples.sort_by_key(|tuple| tuple.best_rule);
-        Self { tuples, actions: table.rules.iter().map(|rule| rule.action).collect() }
+        let empty = CacheSlot { key: [0; WORDS], rule: NO_RULE, valid: false };
+        Self {
+            tuples,
+            actions: table.rules.iter().map(|rule| rule.action).collect(),
+            cache: vec![empty; CACHE_SLOTS].into_boxed_slice(),
+        }
+    }
+
+    /// `lookup` through the exact-match cache.
+    #[inline]
+    pub fn lookup_cached(&mut self, key: &AclKey) -> Option<AclMatch> {
+        let slot = cache_slot(key);
+        let cached = &self.cache[slot];
+        // Word by word: an array `==` here compiles to a call to memcmp.
+        let same = cached.key.iter().zip(&key.0).fold(0, |differ, (a, b)| differ | (a ^ b)) == 0;
+        let rule = if cached.valid && same {
+            cached.rule
+        } else {
+            let rule = self.lookup(key).map_or(NO_RULE, |found| found.rule);
+            self.cache[slot] = CacheSlot { key: key.0, rule, valid: true };
+            rule
+        };
+        (rule != NO_RULE).then(|| AclMatch { rule, action: self.actions[usize::from(rule)] })
     }
 
     /// The best rule `key` matches.
@@ -156,6 +231,17 @@ impl AclMatcher {
     pub fn tuples(&self) -> usize {
         self.tuples.len()
     }
+}
+
+/// The cache slot of `key`: its words folded (source and destination rotated apart, so that
+/// a flow and its reverse differ) and mixed by one multiplication, the top bits.
+#[inline]
+fn cache_slot(key: &AclKey) -> usize {
+    const MIX: u64 = 0x517c_c1b7_2722_0a95;
+    let [source_high, source_low, destination_high, destination_low, meta] = key.0;
+    let folded = source_high ^ source_low.rotate_left(21) ^ destination_high ^ destination_low.rotate_left(42) ^ meta;
+    let hash = folded.wrapping_mul(MIX);
+    (hash >> (64 - CACHE_SLOTS.trailing_zeros())) as usize
 }
 
 /// A rule as (mask, value) pairs over the key: one per combination of the prefixes its
@@ -333,6 +419,80 @@ mod tests {
     }
 
     #[test]
+    fn keys_sharing_a_cache_slot_each_get_their_own_answer() {
+        let mut matcher = AclMatcher::new(&table(
+            "[[acl.rule]]\npriority = 1\nprotocol = \"udp\"\ndst_port = 7\naction = \"drop\"\n",
+        ));
+        let hit = key_of(&udp("10.0.0.1", "10.0.0.2", 0, 1, 7));
+        let slot = cache_slot(&hit);
+        // Another key in the same slot that no rule matches: found by walking source ports.
+        let miss = (2..u16::MAX)
+            .map(|port| key_of(&udp("10.0.0.1", "10.0.0.2", 0, port, 8)))
+            .find(|key| cache_slot(key) == slot)
+            .expect("4,096 slots: some source port lands in this one");
+        for _ in 0..2 {
+            assert_eq!(matcher.lookup_cached(&hit).map(|found| found.rule), Some(0));
+            assert_eq!(matcher.lookup_cached(&miss), None);
+        }
+    }
+
+    /// The key as the parser's walk reads it: the reference for the fixed-offset read.
+    fn key_by_walk(frame: &[u8]) -> AclKey {
+        let Payload::Ip(ip) = parse(frame).unwrap().payload else { panic!("not IP") };
+        let mut key = key_of(frame).0;
+        key[META] &= !(0xff << PROTOCOL_SHIFT | L4_BIT | 0xff_ffff_ffff);
+        let is_ipv6 = matches!(ip.destination, crate::wire::IpAddress::V6(_));
+        let (protocol, transport) = parse::transport(frame, ip.l3_offset, is_ipv6, 0).unwrap();
+        key[META] |= u64::from(protocol) << PROTOCOL_SHIFT;
+        if let Some(parse::Transport { ports: Some((source, destination)), tcp_flags }) = transport {
+            key[META] |= l4_bits(source, destination, tcp_flags.unwrap_or(0));
+        }
+        AclKey(key)
+    }
+
+    #[test]
+    fn the_fixed_offset_read_finds_what_the_parser_walks_to() {
+        let v6 = |next: u8, extension: &[u8], l4: &[u8]| {
+            let mut frame = vec![0x02, 0, 0, 0, 0, 0x01, 0x02, 0, 0, 0, 0x10, 0x01, 0x86, 0xdd];
+            let payload_len = (extension.len() + l4.len()) as u16;
+            frame.extend_from_slice(&[0x6b, 0x80, 0x00, 0x00]);
+            frame.extend_from_slice(&payload_len.to_be_bytes());
+            frame.extend_from_slice(&[next, 0x40]);
+            frame.extend_from_slice(&[0xfd; 32]);
+            frame.extend_from_slice(extension);
+            frame.extend_from_slice(l4);
+            frame
+        };
+        let tcp_syn = [0x30, 0x39, 0x00, 0xb3, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0];
+        let udp_4792 = [0xc0, 0x00, 0x12, 0xb8, 0x00, 0x0c, 0, 0, 1, 2, 3, 4];
+        let hop_by_hop = |next: u8| [next, 0x00, 0x01, 0x04, 0x00, 0x00, 0x00, 0x00];
+        let mut later_fragment = udp("10.0.0.1", "10.0.0.2", 26, 49152, 53);
+        later_fragment[14 + 6..14 + 8].copy_from_slice(&0x0001u16.to_be_bytes());
+        later_fragment[14 + 10..14 + 12].copy_from_slice(&[0, 0]);
+        let sum = crate::wire::checksum::internet_checksum(&later_fragment[14..14 + 20]);
+        later_fragment[14 + 10..14 + 12].copy_from_slice(&sum.to_be_bytes());
+        let frames = [
+            udp("10.0.0.1", "10.0.0.2", 26, 49152, 4791),
+            udp("fd00::1", "fd00:1::2", 46, 1000, 53),
+            v6(6, &[], &tcp_syn),
+            v6(17, &[], &udp_4792),
+            v6(0, &hop_by_hop(6), &tcp_syn),
+            v6(0, &hop_by_hop(17), &udp_4792),
+            v6(0, &hop_by_hop(58), &[128, 0, 0, 0, 0, 1, 0, 1]),
+            v6(58, &[], &[128, 0, 0, 0, 0, 1, 0, 1]),
+            // A later IPv4 fragment: its bytes where the ports would be are not ports.
+            later_fragment,
+        ];
+        for frame in &frames {
+            assert_eq!(key_of(frame), key_by_walk(frame), "{frame:02x?}");
+        }
+        // The TCP flags and the ports landed in the key (not just agreed on as absent).
+        assert_eq!(key_of(&frames[4]).0[META] & (L4_BIT | 0xff << TCP_FLAGS_SHIFT), L4_BIT | 0x02 << TCP_FLAGS_SHIFT);
+        assert_eq!(key_of(&frames[5]).0[META] & 0xffff, 4792);
+        assert_eq!(key_of(&frames[8]).0[META] & L4_BIT, 0);
+    }
+
+    #[test]
     fn a_range_becomes_the_fewest_prefixes_that_cover_it() {
         assert_eq!(range_prefixes(0, 65535), [(0, 0)]);
         assert_eq!(range_prefixes(4791, 4791), [(4791, 0xffff)]);
@@ -395,7 +555,7 @@ mod tests {
                 text += "action = \"drop\"\n";
             }
             let table = table(&text);
-            let matcher = AclMatcher::new(&table);
+            let mut matcher = AclMatcher::new(&table);
             for (src, dst, sport, dport, dscp, is_tcp) in frames {
                 let frame = FrameSpec {
                     dscp,
@@ -407,7 +567,11 @@ mod tests {
                     ..FrameSpec::rocev2(IpAddr::V4([10, src, 0, 1].into()), IpAddr::V4([10, dst, 0, 2].into()), 1)
                 }
                 .build();
-                prop_assert_eq!(matcher.lookup(&key_of(&frame)).map(|found| found.rule), walk(&table, &frame));
+                let key = key_of(&frame);
+                prop_assert_eq!(matcher.lookup(&key).map(|found| found.rule), walk(&table, &frame));
+                // Cached, twice: the miss that fills the slot and the hit.
+                prop_assert_eq!(matcher.lookup_cached(&key), matcher.lookup(&key));
+                prop_assert_eq!(matcher.lookup_cached(&key), matcher.lookup(&key));
             }
         }
     }

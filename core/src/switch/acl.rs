@@ -51,7 +51,7 @@ impl AclTables {
 impl<P: PacketBuf> Switch<P> {
     /// Runs `table` over a routed frame: `Some(tc)` to go on (in `tc`, which a `set` may
     /// change), `None` when a rule dropped it (counted).
-    #[inline(never)]
+    #[inline]
     pub(super) fn filter(
         &mut self,
         table: u16,
@@ -63,7 +63,8 @@ impl<P: PacketBuf> Switch<P> {
         let len = packet.len();
         let beyond = len - packet.data().len();
         let table = usize::from(table);
-        let found = AclKey::read(packet.data(), ip, beyond).and_then(|key| self.acls.matchers[table].lookup(&key));
+        let found =
+            AclKey::read(packet.data(), ip, beyond).and_then(|key| self.acls.matchers[table].lookup_cached(&key));
         // No rule matched: permitted.
         let Some(found) = found else { return Some(tc) };
         let counts = &mut self.stats.acl[table][usize::from(found.rule)];
