@@ -41,6 +41,11 @@ enum Command {
     /// Ask a running switch (`raceway run`) over its DPDK telemetry socket: interfaces,
     /// counters, pfc, queues, watermarks, routes, neighbors; clear watermarks.
     Show(ShowArgs),
+    /// Make a running switch re-read its config file and apply what changed, live: QoS maps,
+    /// ECN, PFC thresholds, the watchdog, trimming, CoPP rates, ACLs. Exits 0 once every
+    /// worker runs it; an invalid file, or a change that needs a restart, changes nothing
+    /// and exits 2 with one line saying why.
+    Reload(ReloadArgs),
     /// Replay pcap or pcapng traces through the switch in virtual time; writes
     /// DIR/<port>.pcap (or .pcapng) and DIR/stats.json.
     Replay(ReplayArgs),
@@ -99,6 +104,18 @@ struct ShowArgs {
     json: bool,
     #[command(subcommand)]
     what: ShowWhat,
+}
+
+#[derive(Args)]
+struct ReloadArgs {
+    /// The running switch's config file, checked here first (its EAL file prefix finds the
+    /// switch, which reads the file it was started from).
+    #[arg(short, long)]
+    config: PathBuf,
+    /// The running switch's EAL file prefix, when it was given on its command line rather
+    /// than in the config.
+    #[arg(long)]
+    prefix: Option<String>,
 }
 
 #[derive(Args)]
@@ -272,6 +289,8 @@ enum ShowWhat {
     Neighbors,
     /// The ACL tables: each rule best first, its match, action, packets and bytes.
     Acl,
+    /// The config in force (as `raceway check` prints it, defaults resolved) and its file.
+    RunningConfig,
     /// Clear counters that are cleared rather than counted.
     Clear {
         #[command(subcommand)]
@@ -508,6 +527,7 @@ fn execute(command: Command) -> Result<(), Failure> {
     match command {
         Command::Run(args) => run_switch(args),
         Command::Show(args) => show_switch(args),
+        Command::Reload(args) => reload_switch(args),
         Command::Replay(args) => replay_traces(args),
         Command::Check(args) => check_config(args),
         Command::Blast(args) => blast_trace(args),
@@ -551,6 +571,7 @@ fn run_switch(args: RunArgs) -> Result<(), Failure> {
         metrics,
         capture,
         fib_dump,
+        config_path: Some(std::fs::canonicalize(&config_path).unwrap_or_else(|_| config_path.clone())),
     };
     let report = live::run(&config, &options)?;
     tracing::info!("{}", report.stats.summary_line(&config));
@@ -604,6 +625,7 @@ fn show_switch(args: ShowArgs) -> Result<(), Failure> {
         ),
         ShowWhat::Neighbors => View::Neighbors,
         ShowWhat::Acl => View::Acl,
+        ShowWhat::RunningConfig => View::RunningConfig,
         ShowWhat::Clear { what: ClearWhat::Watermarks { persistent } } => View::ClearWatermarks { persistent },
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -612,6 +634,16 @@ fn show_switch(args: ShowArgs) -> Result<(), Failure> {
         Err(said) if said == show::READER_GONE => Ok(()),
         result => result.map_err(Failure),
     }
+}
+
+/// `raceway reload`: the running switch re-reads its config file; prints what changed.
+fn reload_switch(args: ReloadArgs) -> Result<(), Failure> {
+    let config = Config::load(&args.config)?;
+    let prefix = args.prefix.unwrap_or_else(|| raceway::show::file_prefix(&config));
+    let socket = raceway::show::socket_path(&prefix);
+    let said = raceway::show::reload(&socket).map_err(Failure)?;
+    println!("{said}");
+    Ok(())
 }
 
 /// `raceway replay`: the traces through the switch in virtual time.

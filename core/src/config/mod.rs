@@ -16,6 +16,7 @@ mod group;
 pub mod plan;
 mod port;
 mod qos;
+pub mod reload;
 mod route;
 mod trim;
 

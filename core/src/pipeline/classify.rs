@@ -99,6 +99,14 @@ impl Classifier {
         }
     }
 
+    /// Takes the QoS maps of a reloaded config (`switch::Reconfiguration`).
+    pub fn set_qos_maps(&mut self, qos: &crate::config::Qos) {
+        self.trust = qos.trust;
+        self.dscp_to_tc = qos.dscp_to_tc;
+        self.pcp_to_tc = qos.pcp_to_tc;
+        self.dscp_to_priority = qos.dscp_to_priority;
+    }
+
     /// Classifies `frame` and, when it is forwarded, decrements its TTL / hop limit.
     #[inline(always)]
     pub fn classify(&mut self, frame: &mut [u8]) -> Verdict {

@@ -12,8 +12,8 @@
 //!
 //! Five concerns have files of their own, each an `impl Switch` block with its tests: PFC
 //! frames in and out and the timers (`pfc.rs`), punting to the control plane and injecting
-//! from it (`punt.rs`), sharding over workers (`shard.rs`), cut-through (`cut.rs`) and the
-//! ACL tables (`acl.rs`).
+//! from it (`punt.rs`), sharding over workers (`shard.rs`), cut-through (`cut.rs`), the
+//! ACL tables (`acl.rs`) and a live reload (`reload.rs`).
 //!
 //! Invariant: every frame handed to `receive` is queued, cut through, transferred, consumed
 //! (PFC), punted or dropped and counted; every queued frame leaves through `transmit`, a watchdog flush or
@@ -46,6 +46,7 @@ pub use crate::tm::pfc::NEVER;
 use acl::AclTables;
 pub use cut::{CutThrough, QueueAll};
 pub use punt::PUNT_OUTBOX;
+pub use reload::Reconfiguration;
 pub use shard::discard_transfers;
 use shard::Seat;
 
@@ -53,6 +54,7 @@ mod acl;
 mod cut;
 mod pfc;
 mod punt;
+mod reload;
 mod shard;
 
 /// What became of a received frame.

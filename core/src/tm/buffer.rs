@@ -200,6 +200,19 @@ impl<P> SharedBuffer<P> {
         }
     }
 
+    /// Takes the pools and thresholds of a reloaded config, leaving the old plan in `plan`.
+    /// Which classes are lossless and the group each is charged to must not change (a
+    /// reload that would change them is refused): queued frames give their cells back by
+    /// them. A pool now smaller than what it holds admits nothing until it drains below.
+    pub fn replan(&mut self, plan: &mut BufferPlan) {
+        debug_assert_eq!(
+            (plan.lossless_tcs, plan.lossless_pgs, plan.tc_to_pg),
+            (self.plan.lossless_tcs, self.plan.lossless_pgs, self.plan.tc_to_pg),
+            "a reload never changes how queued frames are charged"
+        );
+        std::mem::swap(&mut self.plan, plan);
+    }
+
     /// Frames the buffer can hold at most: one per cell.
     pub fn capacity(config: &Config) -> usize {
         (config.buffer_bytes / plan::CELL_BYTES) as usize + 1

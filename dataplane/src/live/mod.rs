@@ -81,6 +81,8 @@ pub struct LiveOptions {
     pub capture: Vec<crate::observe::capture::CaptureRequest>,
     /// Where the FIB is written on SIGUSR1 and at exit (with `[control]`).
     pub fib_dump: Option<PathBuf>,
+    /// The config file, which a reload (`raceway reload`, SIGHUP) reads again.
+    pub config_path: Option<PathBuf>,
 }
 
 /// What a live run reports beyond the switch counters.
@@ -141,14 +143,15 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let mut resources = Resources::open(eal, config, &layout)?;
     let shared = Arc::new(Shared::new(
         config,
+        options.config_path.clone(),
         layout.workers,
         resources.control.as_ref().map(|plane| Arc::clone(&plane.stats)),
         Arc::clone(&resources.port_states),
     ));
     let control_link = resources.control.as_ref().map(|plane| Arc::clone(&plane.link));
-    supervise::register_telemetry(config, &shared, control_link.as_ref());
+    supervise::register_telemetry(&shared, control_link.as_ref());
     if let Some(listener) = &options.metrics {
-        resources.metrics = Some(MetricsServer::start(listener, &shared, config)?);
+        resources.metrics = Some(MetricsServer::start(listener, &shared)?);
     }
     resources.start_capture(&options.capture, eal.tsc_hz())?;
     let fib_dump = FibDump::new(options.fib_dump.as_ref(), control_link.as_ref(), config);

@@ -127,20 +127,15 @@ pub(super) struct MetricsServer {
 }
 
 impl MetricsServer {
-    pub fn start(
-        listener: &Arc<std::net::TcpListener>,
-        shared: &Arc<Shared>,
-        config: &Config,
-    ) -> Result<Self, DpdkError> {
+    pub fn start(listener: &Arc<std::net::TcpListener>, shared: &Arc<Shared>) -> Result<Self, DpdkError> {
         let stop = Arc::new(AtomicBool::new(false));
         let (listener, shared, stopped) = (Arc::clone(listener), Arc::clone(shared), Arc::clone(&stop));
-        let config = config.clone();
         if let Ok(address) = listener.local_addr() {
             tracing::info!("metrics on http://{address}/metrics");
         }
         let serve = move || {
             crate::observe::metrics::serve(&listener, &stopped, || {
-                crate::observe::metrics::render(&shared.snapshot(), &config)
+                crate::observe::metrics::render(&shared.snapshot(), &shared.running())
             })
         };
         let thread = std::thread::Builder::new().name("raceway-metrics".into()).spawn(serve).map_err(|err| {

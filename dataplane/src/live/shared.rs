@@ -2,15 +2,22 @@
 //! alike: the clock on the common epoch (`Clock`), the cycles charged per loop and the
 //! counters published for the main lcore (`Ticker`).
 //!
+//! A live reload (`reload`) also goes through here: the new config is checked against the
+//! running one, made ready for each worker off the packet path, and picked up by each worker
+//! between bursts; the config in force (`running`) is replaced once every worker runs it.
+//!
 //! Invariant: a worker writes only its own stats slot, under that slot's lock, once per
 //! `PUBLISH_EVERY` and at exit; the main lcore only reads the slots (summing them in
 //! `snapshot`). Each slot sits on cache lines of its own, so one worker's publish never
-//! invalidates another's.
+//! invalidates another's. A worker takes a lock outside its publish only when a reload is
+//! waiting for it.
 
 use super::PUBLISH_EVERY;
+use crate::config::Config;
 use crate::counters::{ControlStats, CoreStats, SwitchStats, WatermarkClear};
 use crate::dpdk;
 use crate::link::PortStates;
+use crate::switch::Reconfiguration;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,12 +46,39 @@ pub(super) struct Shared {
     /// `cleared` (per stats slot).
     clears: [AtomicU64; 2],
     cleared: Vec<[AtomicU64; 2]>,
+    /// The config in force: the telemetry, metrics and counter views read it (never a worker).
+    running: Mutex<Arc<Config>>,
+    /// Where it was read from, which a reload reads again.
+    config_path: Option<std::path::PathBuf>,
+    /// Reloads published so far; each worker's last applied, per stats slot.
+    reloads: AtomicU64,
+    reloaded: Vec<AtomicU64>,
+    /// Per stats slot: the reconfiguration waiting for its worker, and what it replaced
+    /// (handed back so that the worker frees nothing).
+    pending: Vec<Mutex<Option<Reconfiguration>>>,
+    retired: Vec<Mutex<Option<Reconfiguration>>>,
+    /// One reload at a time (a command and a SIGHUP may race).
+    reloading: Mutex<()>,
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Reloaded {
+    /// The sections now in force from the file (none: the file matched what runs).
+    Applied(Vec<&'static str>),
+    /// Nothing changed: the file is invalid or changes what needs a restart; the one line
+    /// says which.
+    Refused(String),
+    /// Published, but not every worker took it in time (the switch is stopping): those that
+    /// did not will at their next loop.
+    Unconfirmed(String),
 }
 
 impl Shared {
     /// `slots` stats slots, one per worker.
     pub fn new(
-        config: &crate::config::Config,
+        config: &Config,
+        config_path: Option<std::path::PathBuf>,
         slots: usize,
         control: Option<Arc<Mutex<ControlStats>>>,
         port_states: Arc<PortStates>,
@@ -58,7 +92,89 @@ impl Shared {
             port_states,
             clears: [AtomicU64::new(0), AtomicU64::new(0)],
             cleared: (0..slots).map(|_| [AtomicU64::new(0), AtomicU64::new(0)]).collect(),
+            running: Mutex::new(Arc::new(config.clone())),
+            config_path,
+            reloads: AtomicU64::new(0),
+            reloaded: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            pending: (0..slots).map(|_| Mutex::new(None)).collect(),
+            retired: (0..slots).map(|_| Mutex::new(None)).collect(),
+            reloading: Mutex::new(()),
         }
+    }
+
+    /// The config in force.
+    pub fn running(&self) -> Arc<Config> {
+        Arc::clone(&self.running.lock().expect("running config lock"))
+    }
+
+    /// The file a reload reads.
+    pub fn config_path(&self) -> Option<&std::path::Path> {
+        self.config_path.as_deref()
+    }
+
+    /// Re-reads the config file and applies what changed, waiting (at most `within`) until
+    /// every worker runs it. Refused, with nothing changed, when the file does not validate
+    /// or changes a key that needs a restart (`config::reload`).
+    pub fn reload(&self, within: Duration) -> Reloaded {
+        let _one_at_a_time = self.reloading.lock().expect("reload lock");
+        let Some(path) = &self.config_path else {
+            return Reloaded::Refused("this switch was not started from a config file".into());
+        };
+        let new = match Config::load(path) {
+            Ok(new) => new,
+            Err(err) => return Reloaded::Refused(err.to_string()),
+        };
+        let running = self.running();
+        let changed = match crate::config::reload::live_changes(&running, &new) {
+            Ok(changed) => changed,
+            Err(refused) => return Reloaded::Refused(format!("{}: {refused}", path.display())),
+        };
+        if changed.is_empty() {
+            return Reloaded::Applied(changed);
+        }
+        let new = Arc::new(new);
+        for (pending, retired) in self.pending.iter().zip(&self.retired) {
+            let prepared = Reconfiguration::prepare(&running, Arc::clone(&new));
+            *pending.lock().expect("reload slot") = Some(prepared);
+            retired.lock().expect("reload slot").take();
+        }
+        let target = self.reloads.fetch_add(1, Ordering::AcqRel) + 1;
+        let deadline = Instant::now() + within;
+        while !self.reloaded.iter().all(|slot| slot.load(Ordering::Acquire) >= target) {
+            if Instant::now() >= deadline || self.stop.load(Ordering::Relaxed) {
+                // Those that took it run it; the others will at their next loop. Say so.
+                *self.running.lock().expect("running config lock") = new;
+                return Reloaded::Unconfirmed(format!(
+                    "{}: not every worker took the new config within {} ms (is the switch stopping?)",
+                    path.display(),
+                    within.as_millis()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        *self.running.lock().expect("running config lock") = new;
+        Reloaded::Applied(changed)
+    }
+
+    /// On a worker, between bursts: `Some` when a reload was published since `seen` (one
+    /// atomic load when none was), with the reconfiguration waiting for stats slot `slot`
+    /// (`None` inside if a later reload's already took its place and was applied).
+    #[inline(always)]
+    pub fn take_reconfiguration(&self, slot: usize, seen: &mut u64) -> Option<Option<Reconfiguration>> {
+        let published = self.reloads.load(Ordering::Acquire);
+        if published == *seen {
+            return None;
+        }
+        *seen = published;
+        Some(self.pending[slot].lock().expect("reload slot").take())
+    }
+
+    /// After the worker applied it: hands back what it replaced and says it runs reload `seen`.
+    pub fn reconfigured(&self, slot: usize, seen: u64, replaced: Option<Reconfiguration>) {
+        if replaced.is_some() {
+            *self.retired[slot].lock().expect("reload slot") = replaced;
+        }
+        self.reloaded[slot].store(seen, Ordering::Release);
     }
 
     /// At a worker's publish: applies the watermark clears asked for since it last looked.

@@ -2,10 +2,12 @@
 //! interval, writes the FIB on SIGUSR1, and answers DPDK telemetry and `raceway show`. All
 //! of it reads what the workers published; none of it is on the packet path.
 //!
-//! Invariant: the main lcore never writes a worker's state; the one thing it asks of the
-//! workers (a watermark clear) goes through `Shared` and is applied by each worker itself.
+//! Invariant: the main lcore never writes a worker's state; what it asks of the workers (a
+//! watermark clear, a reload) goes through `Shared` and is applied by each worker itself.
+//! Every view reads the config in force (`Shared::running`), so after a reload `show` and the
+//! metrics name what runs.
 
-use super::shared::Shared;
+use super::shared::{Reloaded, Shared};
 use crate::config::Config;
 use crate::control::ControlLink;
 use crate::counters::{SwitchStats, WatermarkClear};
@@ -15,15 +17,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Registers the `/raceway/*` telemetry commands, answered from the published counters.
-pub(super) fn register_telemetry(config: &Config, shared: &Arc<Shared>, control: Option<&Arc<ControlLink>>) {
+pub(super) fn register_telemetry(shared: &Arc<Shared>, control: Option<&Arc<ControlLink>>) {
     let telemetry_shared = Arc::clone(shared);
-    let telemetry_config = config.clone();
     let pager = crate::show::serve::Pager::default();
     let route_streams = crate::show::route_stream::RouteStreams::default();
     // Weak: the telemetry handler outlives the run, and the control link's rings must go
     // before their pool.
     let show_fib = control.map(Arc::downgrade);
     let answer = move |command: &str, params: &str| {
+        let telemetry_config = telemetry_shared.running();
         if command != "/raceway/show" {
             return crate::observe::telemetry::reply(command, &telemetry_shared.snapshot(), &telemetry_config)
                 .map(dpdk::TelemetryReply::Sections);
@@ -47,7 +49,8 @@ pub(super) fn register_telemetry(config: &Config, shared: &Arc<Shared>, control:
     }
 }
 
-/// A `raceway show` document (`observe::show`): `state`, `fib`, or a watermark clear.
+/// A `raceway show` document (`observe::show`): `state`, `fib`, `running-config`, a
+/// watermark clear or a reload.
 fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&ControlLink>) -> Option<serde_json::Value> {
     match view {
         "state" => {
@@ -73,12 +76,31 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
             let fib = current_fib(config, control);
             Some(crate::show::serve::route_document(&fib, &addresses, &names, control.is_some()))
         }
+        "running-config" => Some(serde_json::json!({
+            "file": shared.config_path().map(|path| path.display().to_string()),
+            "config": crate::config::check::report(config),
+        })),
+        "reload" => Some(reload_answer(shared.reload(RELOAD_WITHIN))),
         "clear" | "clear-persistent" => {
             let which = if view == "clear" { WatermarkClear::User } else { WatermarkClear::Persistent };
             let cleared = shared.clear_watermarks(which, Duration::from_secs(2));
             Some(serde_json::json!({ "cleared": cleared }))
         }
         _ => None,
+    }
+}
+
+/// How long a reload waits for every worker to take the new config: they do at their next
+/// loop, so only a stopping switch takes this long.
+const RELOAD_WITHIN: Duration = Duration::from_secs(5);
+
+/// The `reload` document: `reloaded` (whether the file's config is in force), `changed` (the
+/// sections it changed) or `error` (the one line saying why not).
+fn reload_answer(reloaded: Reloaded) -> serde_json::Value {
+    match reloaded {
+        Reloaded::Applied(changed) => serde_json::json!({ "reloaded": true, "changed": changed }),
+        Reloaded::Refused(error) => serde_json::json!({ "reloaded": false, "error": error }),
+        Reloaded::Unconfirmed(error) => serde_json::json!({ "reloaded": true, "changed": [], "error": error }),
     }
 }
 
@@ -94,7 +116,7 @@ fn current_fib(config: &Config, control: Option<&ControlLink>) -> Arc<crate::pip
 /// (SIGINT/SIGTERM or the end of `--duration`), prints the counter table, writes the FIB when
 /// asked.
 pub(super) struct Supervisor<'a> {
-    shared: &'a Shared,
+    shared: &'a Arc<Shared>,
     printer: RatePrinter,
     interval: Duration,
     deadline: Option<Instant>,
@@ -104,7 +126,7 @@ pub(super) struct Supervisor<'a> {
 impl<'a> Supervisor<'a> {
     pub fn new(
         config: &Config,
-        shared: &'a Shared,
+        shared: &'a Arc<Shared>,
         interval: Duration,
         deadline: Option<Instant>,
         fib_dump: Option<&'a FibDump>,
@@ -122,26 +144,46 @@ impl<'a> Supervisor<'a> {
         }
         self.printer.maybe_print(self.shared, self.interval);
         FibDump::if_asked(self.fib_dump);
-        if let Some(signal) = dpdk::take_noted_signal() {
-            // Nothing to reopen (logs go to stderr; the stats JSON is written at exit) and no
-            // reload yet: the switch goes on.
-            tracing::info!("{signal}: noted; the switch goes on (a configuration reload is not built yet)");
+        if let Some(signal) = dpdk::take_noted_signal().filter(|&signal| {
+            let reloads = signal == "SIGHUP";
+            if !reloads {
+                tracing::info!("{signal}: noted; the switch goes on");
+            }
+            reloads
+        }) {
+            // SIGHUP: nothing to reopen (logs go to stderr; the stats JSON is written at exit): a
+            // reload, on a thread of its own, since it waits for the workers and with one
+            // lcore this is the worker's own loop.
+            let shared = Arc::clone(self.shared);
+            let reload = move || log_reload(signal, shared.reload(RELOAD_WITHIN));
+            if let Err(err) = std::thread::Builder::new().name("raceway-reload".into()).spawn(reload) {
+                tracing::warn!("{signal}: cannot start the reload: {err}");
+            }
         }
         false
+    }
+}
+
+/// Says in the log what a reload did.
+fn log_reload(cause: &str, reloaded: Reloaded) {
+    match reloaded {
+        Reloaded::Applied(changed) if changed.is_empty() => tracing::info!("{cause}: reload: nothing changed"),
+        Reloaded::Applied(changed) => tracing::info!("{cause}: reloaded: {}", changed.join(", ")),
+        Reloaded::Refused(error) => tracing::warn!("{cause}: reload refused, the running config kept: {error}"),
+        Reloaded::Unconfirmed(error) => tracing::warn!("{cause}: reload: {error}"),
     }
 }
 
 /// Prints the live counter table (`SwitchStats::rate_table`) every stats interval, with rates
 /// over the time since its previous table.
 struct RatePrinter {
-    config: Config,
     previous: SwitchStats,
     printed_at: Instant,
 }
 
 impl RatePrinter {
     fn new(config: &Config) -> Self {
-        Self { config: config.clone(), previous: SwitchStats::new(config), printed_at: Instant::now() }
+        Self { previous: SwitchStats::new(config), printed_at: Instant::now() }
     }
 
     fn maybe_print(&mut self, shared: &Shared, interval: Duration) {
@@ -153,7 +195,7 @@ impl RatePrinter {
         tracing::info!(
             "counters over the last {:.1} s\n{}",
             elapsed.as_secs_f64(),
-            now.rate_table(&self.previous, elapsed.as_secs_f64(), &self.config)
+            now.rate_table(&self.previous, elapsed.as_secs_f64(), &shared.running())
         );
         self.previous = now;
         self.printed_at = Instant::now();

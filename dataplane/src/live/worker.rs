@@ -51,6 +51,9 @@ pub(super) struct Worker {
     egress: Vec<Egress>,
     /// The port states it has applied to its switch.
     followed: Follower,
+    /// Its stats slot, and the last reload it applied (`Shared::take_reconfiguration`).
+    slot: usize,
+    reloads_seen: u64,
     /// For the PFC frames the switch sends.
     pool: std::sync::Arc<Mempool>,
     /// What the rx prologue does with frames longer than one mbuf.
@@ -94,6 +97,8 @@ impl Worker {
             injects: false,
             egress,
             followed: Follower::new(),
+            slot,
+            reloads_seen: 0,
             pool: kit.pool,
             long_frames: kit.long_frames,
             tap: kit.tap,
@@ -197,6 +202,11 @@ impl Worker {
         self.followed.follow(&shared.port_states, |port, state| {
             switch.set_port_state(port, state);
         });
+        // One atomic load unless a reload was published: then its prepared state moves in.
+        if let Some(reconfiguration) = shared.take_reconfiguration(self.slot, &mut self.reloads_seen) {
+            let replaced = reconfiguration.map(|reconfiguration| self.switch.reconfigure(reconfiguration));
+            shared.reconfigured(self.slot, self.reloads_seen, replaced);
+        }
         self.switch.sync_shard(now);
         now
     }

@@ -46,6 +46,8 @@ pub enum View {
     Neighbors,
     /// The ACL tables' rules and what each matched.
     Acl,
+    /// The config in force and the file it came from.
+    RunningConfig,
     ClearWatermarks {
         persistent: bool,
     },
@@ -226,6 +228,15 @@ fn view_text(
         }
         View::Neighbors => ("neighbors", neighbors(&client.fetch("fib")?)),
         View::Acl => ("acl", acl(&client.fetch("state")?)),
+        View::RunningConfig => {
+            let document = client.fetch("running-config")?;
+            if as_json {
+                return Ok(serde_json::to_string_pretty(&document).expect("json") + "\n");
+            }
+            let file = document["file"].as_str().unwrap_or("(no file)");
+            let text = document["config"].as_str().ok_or("telemetry: a running-config without its config")?;
+            return Ok(format!("# running config, read from {file}\n{text}"));
+        }
         View::ClearWatermarks { persistent } => {
             clear_watermarks(client, persistent)?;
             let what = if persistent { "persistent and user watermarks" } else { "watermarks" };
@@ -233,6 +244,27 @@ fn view_text(
         }
     };
     Ok(print(name, &tables, as_json))
+}
+
+/// Asks the switch behind `socket` to re-read its config file: what it changed, as a line to
+/// print; or the switch's one line saying why nothing changed.
+pub fn reload(socket: &std::path::Path) -> Result<String, String> {
+    let answer = Client::connect(socket)?.fetch("reload")?;
+    let error = answer["error"].as_str();
+    match (answer["reloaded"].as_bool(), error) {
+        (Some(false), Some(error)) => Err(error.to_string()),
+        (Some(true), Some(error)) => Err(error.to_string()),
+        (Some(true), None) => {
+            let changed: Vec<&str> =
+                answer["changed"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            Ok(if changed.is_empty() {
+                "reloaded: nothing changed".into()
+            } else {
+                format!("reloaded: {}", changed.join(", "))
+            })
+        }
+        _ => Err(format!("telemetry: a reload answer that says neither: {answer}")),
+    }
 }
 
 fn clear_watermarks(client: &mut Client, persistent: bool) -> Result<(), String> {

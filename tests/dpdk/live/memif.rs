@@ -390,6 +390,17 @@ fn a_live_lossless_incast_with_the_automatic_headroom_loses_nothing() {
     lossless_incast_with_pfc_honouring_hosts("live-pfc-auto", Incast::AutoHeadroom);
 }
 
+/// A live reload under a lossless incast (the first test's): TC3's ECN profile starts with
+/// thresholds no queue reaches, and once frames flow `raceway reload` lowers them to nothing.
+/// A file that does not validate and one that changes a port's speed are refused first, each
+/// with its one line and exit status 2, the switch forwarding on. The good reload exits 0 naming
+/// `qos.ecn`; nothing was marked before it, frames are marked after it, `show running-config`
+/// shows the new profile, and the incast still loses nothing.
+#[test]
+fn a_reload_under_a_lossless_incast_loses_nothing_and_marks_from_then_on() {
+    lossless_incast_with_pfc_honouring_hosts("live-pfc-reload", Incast::Reload);
+}
+
 /// Which incast `lossless_incast_with_pfc_honouring_hosts` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Incast {
@@ -404,10 +415,68 @@ enum Incast {
     SpreadPort,
     /// `TwoToOne` with the automatic headroom.
     AutoHeadroom,
+    /// `TwoToOne` with a reload of TC3's ECN profile while the hosts send.
+    Reload,
+}
+
+/// TC3's ECN profile from `kmin` bytes on, marking every frame past it.
+fn tc3_ecn(kmin: u64) -> String {
+    format!("[qos.ecn.3]\nkmin_bytes = {kmin}\nkmax_bytes = {kmin}\npmax = 1.0\n")
+}
+
+/// The `Reload` case's steps, while the hosts send into the switch with file prefix `prefix`
+/// run from `config` (whose TC3 profile is `tc3_ecn(NEVER_MARKS)`); returns the frames TC3
+/// of `sink` had sent, and marked, when the reload was asked for.
+fn reload_while_sending(config: &std::path::Path, prefix: &str, sink: &str) -> (u64, u64) {
+    const NEVER_MARKS: u64 = 16_000_000;
+    let queue = || -> (u64, u64) {
+        let output = raceway().args(["show", "--prefix", prefix, "--json", "queues"]).output().unwrap();
+        assert!(output.status.success(), "show queues: {}", String::from_utf8_lossy(&output.stderr));
+        let shown: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let row = shown["queues"].as_array().unwrap().iter().find(|row| row["port"] == sink && row["txq"] == "UC3");
+        let row = row.expect("the sink's TC3 row");
+        (row["counter_pkts"].as_u64().unwrap(), row["ecn_marked"].as_u64().unwrap())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while queue().0 == 0 {
+        assert!(std::time::Instant::now() < deadline, "no frame ever left the sink's TC3");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let original = std::fs::read_to_string(config).unwrap();
+    assert!(original.contains(&tc3_ecn(NEVER_MARKS)));
+    let reload = || raceway().args(["reload", "--prefix", prefix, "-c"]).arg(config).output().unwrap();
+    // Refused, the running config kept: a file that does not validate, then a restart key.
+    std::fs::write(
+        config,
+        original.replace(&tc3_ecn(NEVER_MARKS), &tc3_ecn(NEVER_MARKS).replace("pmax = 1.0", "pmax = 2.0")),
+    )
+    .unwrap();
+    let refused = reload();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(said.contains("qos.ecn.3.pmax"), "{said}");
+    std::fs::write(config, original.replacen("speed_gbps = 1\n", "speed_gbps = 2\n", 1)).unwrap();
+    let refused = reload();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains(".speed_gbps: changed; this needs a restart"), "{said}");
+    // The good one.
+    std::fs::write(config, original.replace(&tc3_ecn(NEVER_MARKS), &tc3_ecn(0))).unwrap();
+    let before = queue();
+    let reloaded = reload();
+    assert!(reloaded.status.success(), "{}", String::from_utf8_lossy(&reloaded.stderr));
+    assert_eq!(String::from_utf8_lossy(&reloaded.stdout), "reloaded: qos.ecn\n");
+    let running = raceway().args(["show", "--prefix", prefix, "running-config"]).output().unwrap();
+    let running = String::from_utf8_lossy(&running.stdout);
+    assert!(running.contains("ECN TC3: kmin 0 kmax 0"), "{running}");
+    assert!(running.contains(&config.canonicalize().unwrap().display().to_string()), "{running}");
+    before
 }
 
 fn lossless_incast_with_pfc_honouring_hosts(name: &str, case: Incast) {
     let auto = case == Incast::AutoHeadroom;
+    let reloads = case == Incast::Reload;
     let spread = case == Incast::SpreadPort;
     let four = case == Incast::FourToOne || spread;
     let two_workers = matches!(case, Incast::TwoToOneOverTwoWorkers | Incast::FourToOne | Incast::SpreadPort);
@@ -461,6 +530,7 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, case: Incast) {
                 1,
             )
             .replace("lossless = [3]", &format!("lossless = [3]\n{pfc}"));
+        let text = if reloads { text + &tc3_ecn(16_000_000) } else { text };
         assert!(text.contains("net_null60,no-rx=1\"\nspeed_gbps = 1\n"), "host1 runs at 1 Gb/s");
         if two_workers {
             text.replace("lcores = \"0-1\"", lcores)
@@ -472,7 +542,8 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, case: Incast) {
     std::fs::write(&config, text).unwrap();
     let stats_path = dir.join("stats.json");
     let id = std::process::id();
-    let mut switch = start_switch(&config, &stats_path, &dir.join("raceway.log"), &format!("raceway-{name}-{id}"));
+    let prefix = format!("raceway-{name}-{id}");
+    let mut switch = start_switch(&config, &stats_path, &dir.join("raceway.log"), &prefix);
     let hosts: Vec<KillOnDrop> = senders
         .iter()
         .enumerate()
@@ -483,7 +554,9 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, case: Incast) {
                     .arg(&trace)
                     .arg("--device")
                     .arg(format!("net_memif{index},role=client,socket={}", socket(port)))
-                    .args(["--rate-gbps", &rate_gbps.to_string(), "--pfc", &link_gbps.to_string(), "--duration", "2"])
+                    .args(["--rate-gbps", &rate_gbps.to_string(), "--pfc", &link_gbps.to_string()])
+                    // The reload's steps (three reloads, two shows) happen while they send.
+                    .args(["--duration", if reloads { "6" } else { "2" }])
                     .args(["--tx-queues", if spread && index == 0 { "2" } else { "1" }])
                     .args(["--", "-l", "0", "--no-huge"])
                     .args(["-m", "256", "--no-pci", "--no-shconf", "--log-level", "*:error", "--file-prefix"])
@@ -494,6 +567,7 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, case: Incast) {
             )
         })
         .collect();
+    let at_reload = reloads.then(|| reload_while_sending(&config, &prefix, sink));
     let reports: Vec<serde_json::Value> = hosts
         .into_iter()
         .map(|mut host| {
@@ -530,6 +604,13 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, case: Incast) {
     let xoff: Vec<&serde_json::Value> = senders.iter().map(|port| &stats["ports"][port]["pfc_xoff_tx"][3]).collect();
     eprintln!("{name}: {sent} frames sent and delivered; XOFF per sender {xoff:?}");
     assert_eq!(stats["ports"][sink]["tx_packets"].as_u64().unwrap(), sent, "every frame delivered");
+    if let Some((sent_before, marked_before)) = at_reload {
+        assert_eq!(marked_before, 0, "marked before the reload ({sent_before} frames sent)");
+        let marked = stats["ports"][sink]["queues"][3]["ecn_marked"].as_u64().unwrap();
+        let after = sent - sent_before;
+        eprintln!("{name}: {marked} marked of the {after} frames sent after the reload");
+        assert!(marked > 0 && marked <= after, "{marked} marked of the {after} frames sent after the reload");
+    }
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"]);
     let workers = if lcores.is_empty() { 1 } else { 2 };
     assert_eq!(stats["cores"].as_array().unwrap().len(), workers, "{}", stats["cores"]);

@@ -1,0 +1,182 @@
+//! A live reload on the switch's side: `Reconfiguration::prepare` builds, off the packet
+//! path, whatever of a new config needs memory (the ACL matchers and their counters, the
+//! buffer plan); `Switch::reconfigure`, which a worker calls between bursts, then only moves
+//! those in and overwrites fixed-size state (the QoS maps, the schedulers, the ECN profiles,
+//! the watchdog, trimming, the CoPP rates).
+//!
+//! What stays: every queued frame, its charge and its class; PFC state (a pause sent or
+//! received stands until its XON or its timer); the counters, but those of an ACL table
+//! whose rules changed, which start again at zero as SONiC's do when a rule is replaced.
+//! A scheduler starts a fresh DWRR round and a policer a full bucket.
+//!
+//! Invariant: `reconfigure` allocates nothing, and is given only a config that
+//! `config::reload::live_changes` accepted against the running one, so the buffer's
+//! accounting of queued frames (which classes are lossless, which group each is charged to)
+//! is the same before and after.
+
+use super::acl::AclTables;
+use super::Switch;
+use crate::config::plan::BufferPlan;
+use crate::config::Config;
+use crate::counters::AclRuleStats;
+use crate::packet::PacketBuf;
+use crate::pipeline::punt::Policer;
+use crate::tm::ecn::EcnMarker;
+use crate::tm::schedule::Scheduler;
+
+/// A new config made ready for one worker's switch.
+pub struct Reconfiguration {
+    config: std::sync::Arc<Config>,
+    acls: AclTables,
+    /// Per new table: the running table with the same definition, whose counters it keeps.
+    acl_kept: Vec<Option<usize>>,
+    acl_fresh: Vec<Vec<AclRuleStats>>,
+    plan: BufferPlan,
+}
+
+impl Reconfiguration {
+    /// Builds what `new` needs, for a switch running `running`. `new` was validated
+    /// (`Config::parse`), so its buffer plan exists.
+    pub fn prepare(running: &Config, new: std::sync::Arc<Config>) -> Self {
+        let acl_kept = new.acls.iter().map(|table| running.acls.iter().position(|old| old == table)).collect();
+        Self {
+            acls: AclTables::new(&new),
+            acl_fresh: new.acls.iter().map(|table| vec![AclRuleStats::default(); table.rules.len()]).collect(),
+            acl_kept,
+            plan: BufferPlan::new(&new).expect("a validated config has a buffer plan"),
+            config: new,
+        }
+    }
+
+    /// The config it applies.
+    pub fn config(&self) -> &std::sync::Arc<Config> {
+        &self.config
+    }
+}
+
+impl<P: PacketBuf> Switch<P> {
+    /// Applies a reload between bursts (see the module notes); returns what it replaced, for
+    /// the caller to drop off the packet path.
+    pub fn reconfigure(&mut self, mut next: Reconfiguration) -> Reconfiguration {
+        let config = std::sync::Arc::clone(&next.config);
+        let qos = &config.qos;
+        self.classifier.set_qos_maps(qos);
+        for egress in &mut self.egress {
+            egress.scheduler = Scheduler::new(qos);
+        }
+        for (egress, port) in self.egress.iter_mut().zip(&config.ports) {
+            egress.trims = port.trim && qos.trim.is_some();
+        }
+        self.trim.clone_from(&qos.trim);
+        self.ecn = EcnMarker::new(qos.ecn.clone(), next.plan.lossless_tcs);
+        self.watchdog.detection_ps = u64::from(qos.watchdog.detection_ms) * 1_000_000_000;
+        self.watchdog.restoration_ps = u64::from(qos.watchdog.restoration_ms) * 1_000_000_000;
+        self.watchdog.action = qos.watchdog.action;
+        if let Some(control) = &config.control {
+            for policers in &mut self.punt_policers {
+                for (policer, rate) in policers.iter_mut().zip(&control.copp) {
+                    *policer = Policer::new(rate.pps, rate.burst);
+                }
+            }
+        }
+        self.buffer.replan(&mut next.plan);
+        std::mem::swap(&mut self.acls, &mut next.acls);
+        for (fresh, kept) in next.acl_fresh.iter_mut().zip(&next.acl_kept) {
+            if let Some(counts) = kept.and_then(|old| self.stats.acl.get_mut(old)) {
+                std::mem::swap(fresh, counts);
+            }
+        }
+        std::mem::swap(&mut self.stats.acl, &mut next.acl_fresh);
+        // Timers (the watchdog's, XON's) are looked at again from now.
+        self.deadline = 0;
+        next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::HeapPacket;
+    use crate::switch::Received;
+    use crate::testing::Leaf;
+    use crate::traffic::frames::FrameSpec;
+    use std::sync::Arc;
+
+    /// Two ports, a route out of p1, TC3 lossless; `qos` is the `[qos]` map of DSCP 10 and
+    /// anything after it, `tables` any tables after the ports.
+    fn leaf(qos: &str, tables: &str) -> Config {
+        let mut leaf = Leaf::new("t")
+            .qos(&format!("dscp_to_tc = {{ 26 = 3, {qos}"))
+            .port("p0", 100.0, "")
+            .port("p1", 100.0, "")
+            .route("10.0.1.0/24", "p1");
+        if !tables.is_empty() {
+            leaf = leaf.tables(tables);
+        }
+        leaf.config()
+    }
+
+    fn frame(dscp: u8) -> HeapPacket {
+        let spec = FrameSpec { dscp, ..FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 1) };
+        HeapPacket::new(spec.build())
+    }
+
+    #[test]
+    fn a_reload_moves_new_frames_to_the_new_class_and_keeps_what_is_queued() {
+        let running = leaf("10 = 1, default = 0 }\nlossless = [3]", "");
+        let mut switch: Switch<HeapPacket> = Switch::new(&running, 1);
+        assert_eq!(switch.receive(0, frame(10), 0), Received::Queued { egress: 1, tc: 1 });
+        let new = Arc::new(leaf("10 = 2, default = 0 }\nlossless = [3]", ""));
+        assert_eq!(crate::config::reload::live_changes(&running, &new), Ok(vec!["qos maps"]));
+        switch.reconfigure(Reconfiguration::prepare(&running, Arc::clone(&new)));
+        assert_eq!(switch.receive(0, frame(10), 1), Received::Queued { egress: 1, tc: 2 });
+        assert_eq!((switch.buffer.queue_len(1, 1), switch.buffer.queue_len(1, 2)), (1, 1), "the first frame stayed");
+    }
+
+    #[test]
+    fn a_new_ecn_threshold_marks_from_the_next_frame() {
+        // TC 1 marks above 1 MB, then (reloaded) above nothing: every frame behind another.
+        let ecn = |kmin: u32| {
+            format!("10 = 1, default = 0 }}\nlossless = [3]\n[qos.ecn.1]\nkmin_bytes = {kmin}\nkmax_bytes = {kmin}\npmax = 1.0")
+        };
+        let running = leaf(&ecn(1_000_000), "");
+        let mut switch: Switch<HeapPacket> = Switch::new(&running, 1);
+        for time in 0..3 {
+            switch.receive(0, frame(10), time);
+        }
+        let new = Arc::new(leaf(&ecn(0), ""));
+        assert_eq!(crate::config::reload::live_changes(&running, &new), Ok(vec!["qos.ecn"]));
+        switch.reconfigure(Reconfiguration::prepare(&running, new));
+        for time in 3..5 {
+            switch.receive(0, frame(10), time);
+        }
+        let mut marked = Vec::new();
+        while let Some(mut packet) = switch.transmit(1, u64::MAX / 2) {
+            let crate::wire::parse::Payload::Ip(ip) = crate::wire::parse::parse(packet.data_mut()).unwrap().payload
+            else {
+                panic!("not IP")
+            };
+            marked.push(ip.ecn == 0b11);
+        }
+        assert_eq!(marked, [false, false, false, true, true], "queued before the reload: unmarked");
+        assert_eq!(switch.stats.ports[1].queues[1].ecn_marked, 2);
+    }
+
+    #[test]
+    fn acl_counters_stay_with_an_unchanged_table_and_restart_with_a_changed_one() {
+        let table = |name: &str, dscp: u8| {
+            format!("[[acl]]\nname = \"{name}\"\nports = [\"p0\"]\n[[acl.rule]]\npriority = 1\ndscp = {dscp}\naction = {{ tc = 2 }}\n")
+        };
+        let maps = "10 = 1, default = 0 }\nlossless = [3]";
+        let running = leaf(maps, &(table("edge", 10) + &table("spare", 11).replace("p0", "p1")));
+        let mut switch: Switch<HeapPacket> = Switch::new(&running, 1);
+        assert_eq!(switch.receive(0, frame(10), 0), Received::Queued { egress: 1, tc: 2 });
+        assert_eq!(switch.stats.acl[0][0].packets, 1);
+        // "spare" changes; "edge" stays, now second.
+        let new = Arc::new(leaf(maps, &(table("spare", 12).replace("p0", "p1") + &table("edge", 10))));
+        assert_eq!(crate::config::reload::live_changes(&running, &new), Ok(vec!["acl"]));
+        switch.reconfigure(Reconfiguration::prepare(&running, new));
+        assert_eq!(switch.receive(0, frame(10), 1), Received::Queued { egress: 1, tc: 2 });
+        assert_eq!((switch.stats.acl[0][0].packets, switch.stats.acl[1][0].packets), (0, 2));
+    }
+}
