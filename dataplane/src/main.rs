@@ -300,6 +300,10 @@ enum ShowWhat {
 
 #[derive(Subcommand)]
 enum ClearWhat {
+    /// Every `show` view's counters count from now, as SONiC's `sonic-clear counters`: an
+    /// offset the switch keeps for `show`; Prometheus, telemetry and the stats JSON still read
+    /// the counters from the start.
+    Counters,
     /// The queue and priority-group watermarks since the last clear.
     Watermarks {
         /// The persistent ones too.
@@ -627,6 +631,7 @@ fn show_switch(args: ShowArgs) -> Result<(), Failure> {
         ShowWhat::Acl => View::Acl,
         ShowWhat::RunningConfig => View::RunningConfig,
         ShowWhat::Clear { what: ClearWhat::Watermarks { persistent } } => View::ClearWatermarks { persistent },
+        ShowWhat::Clear { what: ClearWhat::Counters } => View::ClearCounters,
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match show::run(&show::socket_path(&prefix), view, period, json, &mut out) {

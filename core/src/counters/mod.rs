@@ -30,7 +30,7 @@ use crate::config::CoppClass;
 use crate::drops::DropReason;
 use crate::units::TRAFFIC_CLASSES;
 use latency::LatencyHistogram;
-use schema::{merge_rows, rows_json};
+use schema::{merge_rows, rows_json, subtract_rows};
 pub use schema::{
     route_reasons, ControlCounter, ControlValue, Counter, Kind, Labels, Section, CONTROL_COUNTERS, CORE_COUNTERS,
     GROUP_COUNTERS, PORT_COUNTERS, QUEUE_COUNTERS,
@@ -368,6 +368,45 @@ impl SwitchStats {
         }
     }
 
+    /// These counters less those of `baseline` (an earlier snapshot of the same switch):
+    /// what `raceway show` prints after `show clear counters`, as SONiC's `sonic-clear
+    /// counters` offsets its views. Counters count from the baseline; gauges, peaks (the
+    /// watermarks have their own clear), the latency histogram, the cores' cycles and the
+    /// control plane's figures are as they are. A counter below its baseline (one that
+    /// restarted, which a reload's remapping of the baseline prevents) reads zero.
+    pub fn since(&self, baseline: &SwitchStats) -> SwitchStats {
+        let mut view = self.clone();
+        for (port, base) in view.ports.iter_mut().zip(&baseline.ports) {
+            subtract_rows(&PORT_COUNTERS, port, base);
+            for (queue, base) in port.queues.iter_mut().zip(&base.queues) {
+                subtract_rows(&QUEUE_COUNTERS, queue, base);
+            }
+            for (group, base) in port.priority_groups.iter_mut().zip(&base.priority_groups) {
+                subtract_rows(&GROUP_COUNTERS, group, base);
+            }
+        }
+        view.flowlet_collisions = view.flowlet_collisions.saturating_sub(baseline.flowlet_collisions);
+        for (group, base) in view.groups.iter_mut().zip(&baseline.groups) {
+            for (sent, base) in group.iter_mut().zip(base) {
+                *sent = sent.saturating_sub(*base);
+            }
+        }
+        for (table, base) in view.acl.iter_mut().zip(&baseline.acl) {
+            for (rule, base) in table.iter_mut().zip(base) {
+                rule.packets = rule.packets.saturating_sub(base.packets);
+                rule.bytes = rule.bytes.saturating_sub(base.bytes);
+            }
+        }
+        for group in &mut view.next_hop_groups {
+            if let Some(base) = baseline.next_hop_groups.iter().find(|base| base.members == group.members) {
+                for (sent, base) in group.sent.iter_mut().zip(&base.sent) {
+                    *sent = sent.saturating_sub(*base);
+                }
+            }
+        }
+        view
+    }
+
     /// Resets watermarks (the worker's own; the main core's sum follows at the next publish).
     pub fn clear_watermarks(&mut self, which: WatermarkClear) {
         for port in &mut self.ports {
@@ -665,6 +704,39 @@ mod tests {
         stats.add(&other);
         assert_eq!(stats.ports[0].queues[3].watermark_bytes, 900);
         assert_eq!(stats.ports[0].queues[3].watermark_cell_bytes, 2_048);
+    }
+
+    #[test]
+    fn counters_since_a_clear_count_from_it_and_gauges_and_peaks_stay() {
+        let mut baseline = SwitchStats {
+            ports: vec![PortStats::default()],
+            acl: vec![vec![AclRuleStats::default()]],
+            ..SwitchStats::default()
+        };
+        let port = &mut baseline.ports[0];
+        (port.rx_packets, port.tx_bytes, port.pfc_xoff_tx[3]) = (100, 64_000, 7);
+        port.count_drop(DropReason::BufferFull);
+        (port.queues[3].tx_packets, port.queues[3].ecn_marked, port.queues[3].depth_bytes) = (90, 5, 1_000);
+        port.queues[3].peak(3_000, 4_096);
+        baseline.acl[0][0] = AclRuleStats { packets: 10, bytes: 640 };
+        baseline
+            .next_hop_groups
+            .push(NextHopGroupStats { members: vec![(0, "10.0.0.1".parse().unwrap())], sent: vec![40] });
+        let mut now = baseline.clone();
+        let port = &mut now.ports[0];
+        (port.rx_packets, port.tx_bytes, port.pfc_xoff_tx[3]) = (150, 96_000, 9);
+        (port.queues[3].tx_packets, port.queues[3].ecn_marked, port.queues[3].depth_bytes) = (130, 5, 2_000);
+        now.acl[0][0] = AclRuleStats { packets: 4, bytes: 256 }; // restarted
+        now.next_hop_groups[0].sent[0] = 45;
+        let view = now.since(&baseline);
+        let port = &view.ports[0];
+        assert_eq!((port.rx_packets, port.tx_bytes, port.pfc_xoff_tx[3], port.dropped()), (50, 32_000, 2, 0));
+        assert_eq!((port.queues[3].tx_packets, port.queues[3].ecn_marked), (40, 0));
+        assert_eq!(port.queues[3].depth_bytes, 2_000, "a gauge is what it is");
+        assert_eq!(port.queues[3].max_depth_bytes, 3_000, "a peak too");
+        assert_eq!(view.acl[0][0], AclRuleStats::default(), "never below zero");
+        assert_eq!(view.next_hop_groups[0].sent, [5]);
+        assert_eq!(now.ports[0].rx_packets, 150, "the counters themselves are untouched");
     }
 
     /// docs/STATS.md is the contract: it names every row's JSON field, metric and telemetry

@@ -41,6 +41,18 @@ impl Kind {
     }
 }
 
+impl Kind {
+    /// Takes `baseline` off a counter (saturating: a counter that restarted, as an ACL rule's
+    /// after a reload, reads from zero); gauges and peaks stay what they are.
+    fn subtract(self, value: &mut [u64], baseline: &[u64]) {
+        if self == Kind::Counter {
+            for (a, b) in value.iter_mut().zip(baseline) {
+                *a = a.saturating_sub(*b);
+            }
+        }
+    }
+}
+
 /// What one value of a row stands for: the row's values are one (`One`), or one per
 /// PFC priority, egress queue, drop reason or CoPP class, in index order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,5 +291,12 @@ pub(super) fn rows_json<S>(rows: &[Counter<S>], stats: &S) -> Map<String, Value>
 pub(super) fn merge_rows<S>(rows: &[Counter<S>], mine: &mut S, theirs: &S) {
     for row in rows {
         row.kind.merge((row.get_mut)(mine), (row.get)(theirs));
+    }
+}
+
+/// Takes `baseline`'s counters off `value`'s, row by row (`Kind::subtract`).
+pub(super) fn subtract_rows<S>(rows: &[Counter<S>], value: &mut S, baseline: &S) {
+    for row in rows {
+        row.kind.subtract((row.get_mut)(value), (row.get)(baseline));
     }
 }

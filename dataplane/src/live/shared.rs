@@ -59,6 +59,10 @@ pub(super) struct Shared {
     retired: Vec<Mutex<Option<Reconfiguration>>>,
     /// One reload at a time (a command and a SIGHUP may race).
     reloading: Mutex<()>,
+    /// The counters when `raceway show clear counters` last ran: `show` prints what was
+    /// counted since (`SwitchStats::since`); the counters themselves, which Prometheus,
+    /// telemetry and the stats JSON read, are never reset.
+    counters_cleared: Mutex<Option<SwitchStats>>,
 }
 
 /// What a reload did.
@@ -99,6 +103,37 @@ impl Shared {
             pending: (0..slots).map(|_| Mutex::new(None)).collect(),
             retired: (0..slots).map(|_| Mutex::new(None)).collect(),
             reloading: Mutex::new(()),
+            counters_cleared: Mutex::new(None),
+        }
+    }
+
+    /// `show clear counters`: the views count from now.
+    pub fn clear_counters(&self) {
+        *self.counters_cleared.lock().expect("cleared counters lock") = Some(self.snapshot());
+    }
+
+    /// What `raceway show` prints: the counters since the last `show clear counters`.
+    pub fn shown_snapshot(&self) -> SwitchStats {
+        let now = self.snapshot();
+        match &*self.counters_cleared.lock().expect("cleared counters lock") {
+            Some(baseline) => now.since(baseline),
+            None => now,
+        }
+    }
+
+    /// After a reload: the cleared baseline's ACL counters follow the tables, those of a
+    /// table the reload kept moving with it, those of a new or changed one from zero.
+    fn remap_cleared_acls(&self, running: &Config, new: &Config) {
+        if let Some(baseline) = &mut *self.counters_cleared.lock().expect("cleared counters lock") {
+            let old = std::mem::take(&mut baseline.acl);
+            baseline.acl = new
+                .acls
+                .iter()
+                .map(|table| match running.acls.iter().position(|kept| kept == table) {
+                    Some(index) => old.get(index).cloned().unwrap_or_default(),
+                    None => vec![Default::default(); table.rules.len()],
+                })
+                .collect();
         }
     }
 
@@ -152,6 +187,7 @@ impl Shared {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+        self.remap_cleared_acls(&running, &new);
         *self.running.lock().expect("running config lock") = new;
         Reloaded::Applied(changed)
     }

@@ -64,7 +64,7 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
                     crate::show::serve::interface_entry(port, shared.port_states.get(index), port.speed_mbps)
                 })
                 .collect();
-            Some(crate::show::serve::state_document(config, interfaces, shared.snapshot().to_json(config)))
+            Some(crate::show::serve::state_document(config, interfaces, shared.shown_snapshot().to_json(config)))
         }
         "fib" => {
             let names: Vec<&str> = config.ports.iter().map(|port| port.name.as_str()).collect();
@@ -81,6 +81,10 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
             "config": crate::config::check::report(config),
         })),
         "reload" => Some(reload_answer(shared.reload(RELOAD_WITHIN))),
+        "clear-counters" => {
+            shared.clear_counters();
+            Some(serde_json::json!({ "cleared": true }))
+        }
         "clear" | "clear-persistent" => {
             let which = if view == "clear" { WatermarkClear::User } else { WatermarkClear::Persistent };
             let cleared = shared.clear_watermarks(which, Duration::from_secs(2));

@@ -51,6 +51,8 @@ pub enum View {
     ClearWatermarks {
         persistent: bool,
     },
+    /// Every view's counters count from now (the switch's own are never reset).
+    ClearCounters,
 }
 
 /// Where the switch's telemetry socket is: DPDK's runtime directory for the EAL file prefix
@@ -236,6 +238,12 @@ fn view_text(
             let file = document["file"].as_str().unwrap_or("(no file)");
             let text = document["config"].as_str().ok_or("telemetry: a running-config without its config")?;
             return Ok(format!("# running config, read from {file}\n{text}"));
+        }
+        View::ClearCounters => {
+            if client.fetch("clear-counters")?["cleared"] != Value::Bool(true) {
+                return Err("the switch did not clear its counters' view".into());
+            }
+            return Ok(if as_json { "{\"cleared\": \"counters\"}\n".into() } else { "cleared counters\n".into() });
         }
         View::ClearWatermarks { persistent } => {
             clear_watermarks(client, persistent)?;

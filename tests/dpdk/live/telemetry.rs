@@ -135,6 +135,14 @@ fn metrics_and_telemetry_match_the_stats_json() {
     let text = raceway().args(["show", "--prefix", &prefix, "clear", "watermarks"]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&text.stdout), "cleared watermarks\n");
     let cleared = show(&["watermarks"]);
+    // Clearing the counters offsets what `show` prints, never what Prometheus reads.
+    let text = raceway().args(["show", "--prefix", &prefix, "clear", "counters"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&text.stdout), "cleared counters\n");
+    let queues_after_clear = show(&["queues"]);
+    let rows = queues_after_clear["queues"].as_array().unwrap();
+    assert_eq!(rows.len(), 32);
+    assert!(rows.iter().all(|row| row["counter_pkts"] == 0 && row["drop_pkts"] == 0), "{queues_after_clear}");
+    assert_eq!(sample(&scrape(&address), "raceway_port_rx_packets_total{port=\"host0\"}"), 500);
     assert!(child.wait_for_exit().success(), "{}", std::fs::read_to_string(&log).unwrap());
     let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
     let mut compared = 0;
