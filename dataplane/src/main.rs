@@ -291,6 +291,8 @@ enum ShowWhat {
     Acl,
     /// The config in force (as `raceway check` prints it, defaults resolved) and its file.
     RunningConfig,
+    /// sFlow: the collector, agent, polling interval, datagrams sent, and each port's rate.
+    Sflow,
     /// Clear counters that are cleared rather than counted.
     Clear {
         #[command(subcommand)]
@@ -630,6 +632,7 @@ fn show_switch(args: ShowArgs) -> Result<(), Failure> {
         ShowWhat::Neighbors => View::Neighbors,
         ShowWhat::Acl => View::Acl,
         ShowWhat::RunningConfig => View::RunningConfig,
+        ShowWhat::Sflow => View::Sflow,
         ShowWhat::Clear { what: ClearWhat::Watermarks { persistent } } => View::ClearWatermarks { persistent },
         ShowWhat::Clear { what: ClearWhat::Counters } => View::ClearCounters,
     };

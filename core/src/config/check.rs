@@ -372,6 +372,19 @@ pub fn report(config: &Config) -> String {
     }
     trim(out, config);
     acls(out, config);
+    if let Some(sflow) = &config.sflow {
+        let rates: Vec<String> =
+            config.ports.iter().zip(&sflow.rates).map(|(port, rate)| format!("{} 1 in {rate}", port.name)).collect();
+        say!(
+            out,
+            "sflow: collector {} agent {} counters every {} s, {} header bytes; sampling {}",
+            sflow.collector,
+            sflow.agent,
+            sflow.polling_interval_s,
+            sflow.header_bytes,
+            rates.join(", ")
+        );
+    }
     if let Some(lcores) = &config.lcores {
         say!(out, "dpdk: lcores {lcores}, EAL {}", config.eal.join(" "));
     }

@@ -18,6 +18,7 @@ mod port;
 mod qos;
 pub mod reload;
 mod route;
+mod sflow;
 mod trim;
 
 pub use acl::{AclAction, AclRule, AclStage, AclTable, PROTOCOL_TCP, PROTOCOL_UDP};
@@ -29,6 +30,7 @@ pub use group::{GroupConfig, GroupMode, DEFAULT_FLOWLET_GAP_US};
 pub use port::{device_name, is_pci_address, InterfaceAddress, PauseRx, PortConfig, MAX_RX_QUEUES};
 pub use qos::{Qos, Trust};
 pub use route::{Neighbor, Prefix, RouteConfig, RouteTarget};
+pub use sflow::{SflowConfig, MAX_HEADER_BYTES as SFLOW_MAX_HEADER_BYTES};
 pub use trim::{TrimConfig, DEFAULT_TRIM_BYTES};
 
 use crate::error::InputError;
@@ -67,6 +69,7 @@ struct RawConfig {
     neighbor: Vec<RawNeighbor>,
     #[serde(default)]
     acl: Vec<RawAcl>,
+    sflow: Option<sflow::RawSflow>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,6 +116,8 @@ pub struct Config {
     pub neighbors: Vec<Neighbor>,
     /// Access control lists (`[[acl]]`), in the config's order.
     pub acls: Vec<AclTable>,
+    /// sFlow export (`[sflow]`), off without the section.
+    pub sflow: Option<SflowConfig>,
 }
 
 impl Config {
@@ -245,6 +250,7 @@ impl Validator<'_> {
         }
         let neighbors = self.neighbors(raw.neighbor, &ports)?;
         let acls = self.acls(raw.acl, &ports, &qos)?;
+        let sflow = raw.sflow.map(|sflow| self.sflow(sflow, &ports)).transpose()?;
         let routes = self.routes(raw.route, &ports, &groups, &neighbors, control.is_some())?;
         if control.is_none() {
             if let Some(index) = ports.iter().position(|port| !port.addresses.is_empty()) {
@@ -286,6 +292,7 @@ impl Validator<'_> {
             control,
             neighbors,
             acls,
+            sflow,
         };
         plan::BufferPlan::new(&config).map_err(|(field, problem)| self.error(field, problem))?;
         Ok(config)

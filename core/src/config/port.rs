@@ -32,6 +32,7 @@ pub(super) struct RawPort {
     pub(super) rx_queues: Option<u16>,
     pub(super) peer_response_quanta: Option<i64>,
     pub(super) trim: Option<bool>,
+    pub(super) sflow_rate: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +70,9 @@ pub struct PortConfig {
     /// Whether the port's eligible queues trim what the buffer refuses (`[qos.trim]`; a
     /// port opts out with `trim = false`).
     pub trim: bool,
+    /// 1 in how many frames received on the port sFlow samples, when the port sets it
+    /// (`[sflow]` resolves the rest).
+    pub sflow_rate: Option<u32>,
 }
 
 /// The most rx queues a port may open: a worker per queue at most, and 64 lcores is more
@@ -227,6 +231,15 @@ impl Validator<'_> {
                     )
                 })?,
             };
+            let sflow_rate = match port.sflow_rate {
+                None => None,
+                Some(rate) => Some(u32::try_from(rate).ok().filter(|&rate| rate >= 1).ok_or_else(|| {
+                    self.error(
+                        field("sflow_rate"),
+                        format!("{rate} is not a sampling rate (1 in N, N from 1 to 2^32 - 1)"),
+                    )
+                })?),
+            };
             ports.push(PortConfig {
                 name: port.name,
                 device: port.device,
@@ -241,6 +254,7 @@ impl Validator<'_> {
                 rx_queues,
                 peer_response_quanta,
                 trim: port.trim.unwrap_or(trims),
+                sflow_rate,
             });
         }
         Ok(ports)

@@ -3,8 +3,8 @@
 //! A reload (`raceway reload`, SIGHUP) re-reads the config file; `live_changes` compares the
 //! new config with the running one. The parts the workers apply between bursts
 //! (`Switch::reconfigure`) are the QoS maps, the scheduler, the buffer pools and PFC
-//! thresholds, the PFC watchdog, the ECN profiles, trimming, the CoPP rates and the ACL
-//! tables. A change anywhere else is refused, naming its key:
+//! thresholds, the PFC watchdog, the ECN profiles, trimming, the CoPP rates, the ACL
+//! tables and sFlow. A change anywhere else is refused, naming its key:
 //! - the ports, lcores, EAL and buffer size shape what the process opened and allocated;
 //! - which traffic classes are lossless, the priority groups and the pause-to-queue map say
 //!   how the frames already queued were charged, and are read again when they leave;
@@ -32,7 +32,7 @@ impl std::fmt::Display for Refused {
 }
 
 /// What a restart-only key's refusal says.
-const RESTART: &str = "changed; this needs a restart (raceway reload applies QoS, ECN, PFC thresholds, the watchdog, trimming, CoPP rates and ACLs)";
+const RESTART: &str = "changed; this needs a restart (raceway reload applies QoS, ECN, PFC thresholds, the watchdog, trimming, CoPP rates, ACLs and sFlow)";
 /// What a key that will be live one day says.
 const NOT_LIVE_YET: &str = "changed; it is not applied live yet, so this needs a restart";
 
@@ -119,6 +119,7 @@ pub fn live_changes(running: &Config, new: &Config) -> Result<Vec<&'static str>,
         ("qos.trim", old.trim != qos.trim || running.ports.iter().zip(&new.ports).any(|(a, b)| a.trim != b.trim)),
         ("control.copp", running.control.as_ref().map(|c| c.copp) != new.control.as_ref().map(|c| c.copp)),
         ("acl", running.acls != new.acls),
+        ("sflow", running.sflow != new.sflow),
     ];
     Ok(live.iter().filter(|(_, changed)| *changed).map(|(section, _)| *section).collect())
 }

@@ -6,4 +6,5 @@
 pub mod capture;
 pub mod metrics;
 pub mod report;
+pub mod sflow;
 pub mod telemetry;

@@ -12,3 +12,4 @@ pub mod fib;
 pub mod punt;
 pub mod resolve;
 pub mod route;
+pub mod sample;

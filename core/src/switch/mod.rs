@@ -31,6 +31,7 @@ use crate::pipeline::classify::{Classifier, Verdict};
 use crate::pipeline::fib::FibHandle;
 use crate::pipeline::fib::Next;
 use crate::pipeline::punt::{Outbox, Policer, Punted};
+use crate::pipeline::sample::Sampler;
 use crate::rng::Rng;
 use crate::tm::buffer::{Entry, Popped, SharedBuffer};
 use crate::tm::ecn::{self, EcnMarker};
@@ -165,6 +166,8 @@ pub struct Switch<P: PacketBuf> {
     trim: Option<crate::config::TrimConfig>,
     /// `[[acl]]` tables and the ports they are bound to.
     acls: AclTables,
+    /// sFlow's sampling (`[sflow]`), `None` without it.
+    sampler: Option<Sampler>,
     /// Sharded: this worker's seat; `None` when this switch owns every port.
     shard: Option<Seat<P>>,
     /// Per FIB group: its entry in `stats.next_hop_groups` (groups of next hops only), for
@@ -230,6 +233,7 @@ impl<P: PacketBuf> Switch<P> {
             pausable_queues: config.qos.pausable_queues(),
             trim: config.qos.trim.clone(),
             acls: AclTables::new(config),
+            sampler: Sampler::new(config, seed),
             shard,
             next_hop_slots: Vec::new(),
             groups_counted,
@@ -281,6 +285,12 @@ impl<P: PacketBuf> Switch<P> {
         self.receive_verdict(ingress, packet, verdict, now, cut)
     }
 
+    /// sFlow's sampler (`[sflow]`), for the engine to take the samples.
+    #[inline(always)]
+    pub fn sampler_mut(&mut self) -> Option<&mut Sampler> {
+        self.sampler.as_mut()
+    }
+
     /// The classifier, for an engine that classifies a frame itself (with its rx prologue)
     /// and then hands it over with `receive_verdict`.
     #[inline(always)]
@@ -327,6 +337,11 @@ impl<P: PacketBuf> Switch<P> {
                 rx.rx_packets += 1;
                 rx.rx_bytes += len as u64;
                 rx.count_drop(reason);
+                if let Some(sampler) = &mut self.sampler {
+                    if sampler.offer(ingress) {
+                        sampler.take(ingress, packet.data(), len);
+                    }
+                }
                 return Received::Dropped(reason);
             }
             Verdict::Punt(class) => return self.punt(ingress, packet, class, now),
@@ -335,6 +350,17 @@ impl<P: PacketBuf> Switch<P> {
         let rx = &mut self.stats.ports[ingress];
         rx.rx_packets += 1;
         rx.rx_bytes += len as u64;
+        // sFlow: one branch per frame without it, a countdown with it.
+        let sampled = match &mut self.sampler {
+            Some(sampler) => {
+                if sampler.offer(ingress) {
+                    Self::sample(sampler, ingress, &packet, ip, len)
+                } else {
+                    None
+                }
+            }
+            None => None,
+        };
         let mut tc = tc;
         if let Some(table) = self.acls.bound(ingress, AclStage::Ingress) {
             match self.filter(table, ingress, &mut packet, ip, tc) {
@@ -388,6 +414,9 @@ impl<P: PacketBuf> Switch<P> {
             }
         }
         self.classifier.rewrite_macs(packet.data_mut(), next_hop);
+        if let (Some(index), Some(sampler)) = (sampled, &mut self.sampler) {
+            sampler.set_egress(index, egress);
+        }
         if !self.owns(egress) {
             return self.hand_off(ingress, egress, tc, packet, ip, now, member);
         }
@@ -396,6 +425,19 @@ impl<P: PacketBuf> Switch<P> {
             self.count_member(member);
         }
         received
+    }
+
+    /// Samples a routed frame for sFlow, its header as it came in (the classifier has already
+    /// decremented its TTL, which the copy gets back).
+    #[cold]
+    fn sample(sampler: &mut Sampler, ingress: usize, packet: &P, ip: IpHeader, len: usize) -> Option<usize> {
+        let index = sampler.take(ingress, packet.data(), len)?;
+        let header = sampler.header_mut(index)?;
+        let ttl_end = usize::from(ip.l3_offset) + if ip.is_ipv6 { 8 } else { 12 };
+        if header.len() >= ttl_end {
+            Classifier::restore_ttl(header, ip);
+        }
+        Some(index)
     }
 
     /// A routed frame over its egress port's MTU (already counted as received): with a

@@ -2,7 +2,7 @@
 //! path, whatever of a new config needs memory (the ACL matchers and their counters, the
 //! buffer plan); `Switch::reconfigure`, which a worker calls between bursts, then only moves
 //! those in and overwrites fixed-size state (the QoS maps, the schedulers, the ECN profiles,
-//! the watchdog, trimming, the CoPP rates).
+//! the watchdog, trimming, the CoPP rates, sFlow's rates).
 //!
 //! What stays: every queued frame, its charge and its class; PFC state (a pause sent or
 //! received stands until its XON or its timer); the counters, but those of an ACL table
@@ -21,6 +21,7 @@ use crate::config::Config;
 use crate::counters::AclRuleStats;
 use crate::packet::PacketBuf;
 use crate::pipeline::punt::Policer;
+use crate::pipeline::sample::Sampler;
 use crate::tm::ecn::EcnMarker;
 use crate::tm::schedule::Scheduler;
 
@@ -32,6 +33,9 @@ pub struct Reconfiguration {
     acl_kept: Vec<Option<usize>>,
     acl_fresh: Vec<Vec<AclRuleStats>>,
     plan: BufferPlan,
+    /// When the reload adds or removes `[sflow]`: the sampler to swap in (`Some(None)`
+    /// removes it). A change of rates alone is applied in place.
+    sampler: Option<Option<Sampler>>,
 }
 
 impl Reconfiguration {
@@ -44,6 +48,8 @@ impl Reconfiguration {
             acl_fresh: new.acls.iter().map(|table| vec![AclRuleStats::default(); table.rules.len()]).collect(),
             acl_kept,
             plan: BufferPlan::new(&new).expect("a validated config has a buffer plan"),
+            sampler: (running.sflow.is_some() != new.sflow.is_some())
+                .then(|| Sampler::new(&new, new.sflow.as_ref().map_or(0, |sflow| u64::from(sflow.collector.port())))),
             config: new,
         }
     }
@@ -87,6 +93,11 @@ impl<P: PacketBuf> Switch<P> {
             }
         }
         std::mem::swap(&mut self.stats.acl, &mut next.acl_fresh);
+        match (&mut next.sampler, &mut self.sampler, &config.sflow) {
+            (Some(swapped), sampler, _) => std::mem::swap(swapped, sampler),
+            (None, Some(sampler), Some(sflow)) => sampler.set_rates(sflow),
+            _ => {}
+        }
         // Timers (the watchdog's, XON's) are looked at again from now.
         self.deadline = 0;
         next

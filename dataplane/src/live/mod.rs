@@ -45,6 +45,7 @@
 mod ingress;
 pub mod link_watch;
 mod setup;
+mod sflow;
 mod shard_ring;
 mod shared;
 mod supervise;
@@ -160,7 +161,13 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let deadline = options.duration.map(|duration| started + duration);
     let mut supervisor = Supervisor::new(config, &shared, options.stats_interval, deadline, fib_dump.as_ref());
     let crew = Crew::assemble(eal, config, options, &layout, &resources, clock)?;
+    // sFlow's exporter runs whether or not the config has [sflow]: a reload may add it.
+    let exporter = sflow::spawn(Arc::clone(&shared)).map_err(|err| DpdkError {
+        context: "sflow".into(),
+        problem: format!("cannot start the exporter thread: {err}"),
+    })?;
     let between_workers = crew.run(eal, config, &layout, &shared, &mut supervisor)?;
+    let _ = exporter.join();
     // What the workers could not hand over in time (shutdown): dropped and counted.
     {
         let mut stats = shared.stats[0].0.lock().expect("stats lock");

@@ -63,6 +63,8 @@ pub(super) struct Shared {
     /// counted since (`SwitchStats::since`); the counters themselves, which Prometheus,
     /// telemetry and the stats JSON read, are never reset.
     counters_cleared: Mutex<Option<SwitchStats>>,
+    /// The workers' sFlow samples on their way to the exporter (`live::sflow`).
+    pub samples: super::sflow::SampleQueues,
 }
 
 /// What a reload did.
@@ -104,6 +106,7 @@ impl Shared {
             retired: (0..slots).map(|_| Mutex::new(None)).collect(),
             reloading: Mutex::new(()),
             counters_cleared: Mutex::new(None),
+            samples: super::sflow::SampleQueues::new(slots),
         }
     }
 

@@ -64,7 +64,10 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
                     crate::show::serve::interface_entry(port, shared.port_states.get(index), port.speed_mbps)
                 })
                 .collect();
-            Some(crate::show::serve::state_document(config, interfaces, shared.shown_snapshot().to_json(config)))
+            let mut document =
+                crate::show::serve::state_document(config, interfaces, shared.shown_snapshot().to_json(config));
+            document["sflow"] = sflow_state(config, shared);
+            Some(document)
         }
         "fib" => {
             let names: Vec<&str> = config.ports.iter().map(|port| port.name.as_str()).collect();
@@ -92,6 +95,23 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
         }
         _ => None,
     }
+}
+
+/// `[sflow]` as it runs and what the exporter did, for `show sflow` (null when off).
+fn sflow_state(config: &Config, shared: &Shared) -> serde_json::Value {
+    let Some(sflow) = &config.sflow else { return serde_json::Value::Null };
+    let rates: serde_json::Map<String, serde_json::Value> =
+        config.ports.iter().zip(&sflow.rates).map(|(port, rate)| (port.name.clone(), (*rate).into())).collect();
+    serde_json::json!({
+        "collector": sflow.collector.to_string(),
+        "agent": sflow.agent.to_string(),
+        "polling_interval_s": sflow.polling_interval_s,
+        "header_bytes": sflow.header_bytes,
+        "rates": rates,
+        "datagrams_sent": shared.samples.sent.load(std::sync::atomic::Ordering::Relaxed),
+        "send_failures": shared.samples.failed.load(std::sync::atomic::Ordering::Relaxed),
+        "samples_lost": shared.samples.lost(),
+    })
 }
 
 /// How long a reload waits for every worker to take the new config: they do at their next

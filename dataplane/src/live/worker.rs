@@ -240,6 +240,7 @@ impl Worker {
             self.switch.stats.latency.record(now.saturating_sub(arrival) / 1000);
         }
         self.switch.advance(now);
+        shared.samples.hand_over(self.slot, &mut self.switch);
         let sent = self.transmit_all(now);
         if self.ticker.end_iteration(&mut self.switch.stats.cores[0], received, received + sent > 0) {
             self.switch.refresh_gauges(now);

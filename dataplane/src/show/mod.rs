@@ -23,7 +23,7 @@ pub mod serve;
 
 use crate::config::Config;
 pub use output::READER_GONE;
-use output::{acl, counters, interfaces, neighbors, pfc, print, queues, route_table, watermarks, write_error};
+use output::{acl, counters, interfaces, neighbors, pfc, print, queues, route_table, sflow, watermarks, write_error};
 use serde_json::Value;
 use serve::{ROUTE_REQUEST_BYTES, ROUTE_VIEW};
 use std::time::Duration;
@@ -48,6 +48,8 @@ pub enum View {
     Acl,
     /// The config in force and the file it came from.
     RunningConfig,
+    /// sFlow's collector, agent, rates and what was sent.
+    Sflow,
     ClearWatermarks {
         persistent: bool,
     },
@@ -230,6 +232,7 @@ fn view_text(
         }
         View::Neighbors => ("neighbors", neighbors(&client.fetch("fib")?)),
         View::Acl => ("acl", acl(&client.fetch("state")?)),
+        View::Sflow => ("sflow", sflow(&client.fetch("state")?)),
         View::RunningConfig => {
             let document = client.fetch("running-config")?;
             if as_json {

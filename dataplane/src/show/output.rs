@@ -306,6 +306,33 @@ pub fn acl(state: &Value) -> Vec<Table> {
     vec![table]
 }
 
+/// `show sflow`: SONiC's `show sflow` and `show sflow interface`: the collector, the agent,
+/// the polling interval and what the exporter sent; then each port's sampling rate.
+pub fn sflow(state: &Value) -> Vec<Table> {
+    let sflow = &state["sflow"];
+    if sflow.is_null() {
+        let mut off = Table::new("sFlow is off (no [sflow] in the running config)", &["Collector"]);
+        off.rows.clear();
+        return vec![off];
+    }
+    let text = |value: &Value| value.as_str().map_or_else(|| number(value).to_string(), str::to_string);
+    let mut global = Table::new(
+        "",
+        &["Collector", "Agent", "Polling/s", "Header/bytes", "Datagrams", "SendFailures", "SamplesLost"],
+    );
+    global.rows.push(
+        ["collector", "agent", "polling_interval_s", "header_bytes", "datagrams_sent", "send_failures", "samples_lost"]
+            .iter()
+            .map(|key| text(&sflow[key]))
+            .collect(),
+    );
+    let mut ports = Table::new("", &["Interface", "SampleRate"]);
+    for (port, rate) in sflow["rates"].as_object().into_iter().flatten() {
+        ports.rows.push(vec![port.clone(), number(rate).to_string()]);
+    }
+    vec![global, ports]
+}
+
 /// `show watermarks`: queue watermarks (SONiC's `show queue watermark unicast`), then the
 /// priority groups' shared and headroom watermarks (`show priority-group watermark shared`,
 /// `headroom`); since the last clear, or the persistent ones.

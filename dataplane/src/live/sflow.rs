@@ -1,0 +1,156 @@
+//! sFlow export, live: each worker hands its switch's flow samples (`pipeline::sample`) to a
+//! lock-free queue of its own once per loop when there are any; the exporter thread takes
+//! them, adds every port's counters each `polling_interval_s`, and sends the datagrams
+//! (`observe::sflow`) to the collector over a UDP socket of the kernel, in the namespace
+//! raceway runs in (the management network). It reads the config in force, so a reload
+//! that changes `[sflow]` (collector, agent, rates, interval) acts at its next round.
+//!
+//! Invariant: no worker sends, blocks or allocates for sFlow; a sample that finds its queue
+//! full is counted in the drops the next flow sample reports, never lost silently. A send that
+//! fails (no route to the collector) is logged once per run of failures and counted.
+
+use super::shared::Shared;
+use crate::observe::sflow::{Encoder, InterfaceCounters};
+use crate::pipeline::sample::{FlowSample, OUTBOX};
+use crossbeam_queue::ArrayQueue;
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often the exporter takes the workers' samples.
+const ROUND: Duration = Duration::from_millis(20);
+
+/// What the workers and the exporter share.
+pub(super) struct SampleQueues {
+    /// Per worker (stats slot).
+    queues: Vec<ArrayQueue<FlowSample>>,
+    /// Samples lost: the switches' outboxes were full, or a queue was (sFlow's `drops`).
+    lost: AtomicU32,
+    /// Datagrams sent, and sends that failed.
+    pub sent: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl SampleQueues {
+    pub fn new(workers: usize) -> Self {
+        Self {
+            queues: (0..workers).map(|_| ArrayQueue::new(2 * OUTBOX)).collect(),
+            lost: AtomicU32::new(0),
+            sent: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        }
+    }
+
+    /// On worker `slot`, between bursts: moves its switch's samples to its queue.
+    #[inline]
+    pub fn hand_over(&self, slot: usize, switch: &mut crate::switch::Switch<crate::dpdk::Mbuf>) {
+        let Some(sampler) = switch.sampler_mut() else { return };
+        if !sampler.has_samples() && sampler.dropped == 0 {
+            return;
+        }
+        let mut lost = std::mem::take(&mut sampler.dropped);
+        let queue = &self.queues[slot];
+        sampler.drain(|sample| {
+            if queue.push(*sample).is_err() {
+                lost = lost.wrapping_add(1);
+            }
+        });
+        if lost > 0 {
+            self.lost.fetch_add(lost, Ordering::Relaxed);
+        }
+    }
+
+    /// Samples lost so far.
+    pub fn lost(&self) -> u32 {
+        self.lost.load(Ordering::Relaxed)
+    }
+}
+
+/// The exporter thread: runs until the switch stops.
+pub(super) fn spawn(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new().name("raceway-sflow".into()).spawn(move || export(&shared))
+}
+
+fn export(shared: &Shared) {
+    let queues = &shared.samples;
+    let started = Instant::now();
+    let mut encoder: Option<Encoder> = None;
+    let mut socket: Option<(std::net::SocketAddr, UdpSocket)> = None;
+    let mut next_poll = Instant::now();
+    let mut failing = false;
+    while !shared.stop.load(Ordering::Relaxed) {
+        std::thread::sleep(ROUND);
+        let config = shared.running();
+        let Some(sflow) = &config.sflow else {
+            // Off (or turned off by a reload): what the workers sampled before goes.
+            for queue in &queues.queues {
+                while queue.pop().is_some() {}
+            }
+            encoder = None;
+            continue;
+        };
+        let encoder = encoder.get_or_insert_with(|| Encoder::new(sflow.agent, config.ports.len()));
+        encoder.set_agent(sflow.agent);
+        if socket.as_ref().is_none_or(|(collector, _)| *collector != sflow.collector) {
+            let unspecified: std::net::SocketAddr =
+                if sflow.collector.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { ([0u16; 8], 0).into() };
+            socket = match UdpSocket::bind(unspecified) {
+                Ok(bound) => Some((sflow.collector, bound)),
+                Err(err) => {
+                    tracing::warn!("sflow: cannot open a UDP socket: {err}");
+                    continue;
+                }
+            };
+        }
+        let Some((collector, udp)) = &socket else { continue };
+        let uptime_ms = started.elapsed().as_millis() as u32;
+        let mut send = |datagram: Vec<u8>| match udp.send_to(&datagram, collector) {
+            Ok(_) => {
+                queues.sent.fetch_add(1, Ordering::Relaxed);
+                failing = false;
+            }
+            Err(err) => {
+                queues.failed.fetch_add(1, Ordering::Relaxed);
+                if !failing {
+                    tracing::warn!("sflow: cannot send to {collector}: {err}");
+                    failing = true;
+                }
+            }
+        };
+        for queue in &queues.queues {
+            while let Some(sample) = queue.pop() {
+                encoder.flow(&sample, queues.lost.load(Ordering::Relaxed));
+                if encoder.full() {
+                    send(encoder.finish(uptime_ms).expect("samples"));
+                }
+            }
+        }
+        if sflow.polling_interval_s > 0 && Instant::now() >= next_poll {
+            next_poll = Instant::now() + Duration::from_secs(u64::from(sflow.polling_interval_s));
+            let stats = shared.snapshot();
+            for (port, (counts, port_config)) in stats.ports.iter().zip(&config.ports).enumerate() {
+                let state = shared.port_states.get(port);
+                let out_discards = counts.queues.iter().map(|queue| queue.dropped).sum();
+                encoder.counters(&InterfaceCounters {
+                    port,
+                    speed_bps: port_config.speed_mbps * 1_000_000,
+                    admin_up: state.admin_up && port_config.enabled,
+                    oper_up: state.usable() && port_config.enabled,
+                    in_octets: counts.rx_bytes,
+                    in_packets: counts.rx_packets,
+                    in_discards: counts.dropped(),
+                    out_octets: counts.tx_bytes,
+                    out_packets: counts.tx_packets,
+                    out_discards,
+                });
+                if encoder.full() {
+                    send(encoder.finish(uptime_ms).expect("samples"));
+                }
+            }
+        }
+        if let Some(datagram) = encoder.finish(uptime_ms) {
+            send(datagram);
+        }
+    }
+}
