@@ -42,7 +42,7 @@ enum Command {
     /// counters, pfc, queues, watermarks, routes, neighbors; clear watermarks.
     Show(ShowArgs),
     /// Make a running switch re-read its config file and apply what changed, live: QoS maps,
-    /// ECN, PFC thresholds, the watchdog, trimming, CoPP rates, ACLs. Exits 0 once every
+    /// ECN, PFC thresholds, the watchdog, trimming, CoPP rates, ACLs, sFlow. Exits 0 once every
     /// worker runs it; an invalid file, or a change that needs a restart, changes nothing
     /// and exits 2 with one line saying why.
     Reload(ReloadArgs),
