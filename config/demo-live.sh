@@ -20,8 +20,30 @@ rm -f "$out"/*.pcapng "$out"/stats.json "$out"/host-*.json "$out"/raceway.log
 hosts=("host0 $traces/host0.pcap" "host1 $traces/host1.pcap" "up0 $traces/incast/host2.pcap" "up1 $traces/incast/host3.pcap")
 
 pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+sfacctd_pid=""
+cleanup() { for pid in "${pids[@]}" $sfacctd_pid; do kill "$pid" 2>/dev/null || true; done; }
 trap cleanup EXIT
+
+# sFlow's collector (config/demo.toml's [sflow]): pmacct's sfacctd, when installed, estimating
+# each source's frames from the samples into $out/sflow.csv.
+rm -f "$out/sflow.csv"
+if command -v sfacctd >/dev/null; then
+  cat >"$out/sfacctd.conf" <<CONF
+daemonize: false
+sfacctd_ip: 127.0.0.1
+sfacctd_port: 16343
+sfacctd_renormalize: true
+plugins: print[sources]
+aggregate[sources]: src_host, dst_host
+print_output[sources]: csv
+print_output_file[sources]: $out/sflow.csv
+print_refresh_time[sources]: 1
+pidfile: $out/sfacctd.pid
+logfile: $out/sfacctd.log
+CONF
+  sfacctd -f "$out/sfacctd.conf" &
+  sfacctd_pid=$!
+fi
 
 # The switch runs until the hosts are done (SIGTERM below); its counter table goes to the
 # terminal and to raceway.log, where the script also waits for it to be ready.
@@ -51,6 +73,7 @@ done
 for pid in "${pids[@]:1}"; do wait "$pid"; done
 kill -TERM "$switch"
 wait "$switch"
+if [ -n "$sfacctd_pid" ]; then kill -INT "$sfacctd_pid"; wait "$sfacctd_pid" || true; fi
 trap - EXIT
 
 python3 - "$out" <<'PY'
@@ -73,4 +96,17 @@ print("other drops: the mixed traces' deliberately bad frames (malformed, no rou
 capture = stats.get("capture", {})
 written = sum(capture.get("files", {}).values())
 print(f"capture: {written} frames written, {capture.get('not_captured', 0)} not captured (the writer fell behind)")
+for table, body in stats.get("acl", {}).items():
+    for rule in body["rules"]:
+        print(f"acl {table} priority {rule['priority']} ({rule['match']}, {rule['action']}): {rule['packets']} frames")
+try:
+    rows = open(f"{out}/sflow.csv").read().splitlines()
+    header, flows = rows[0].split(","), [row.split(",") for row in rows[1:]]
+    frames = header.index("PACKETS")
+    flows.sort(key=lambda flow: -int(flow[frames]))
+    print(f"sflow: the collector (sfacctd) estimates {len(flows)} source-destination pairs from the samples; the largest:")
+    for flow in flows[:4]:
+        print(f"  {flow[0]:>15} -> {flow[1]:<15} {int(flow[frames]):>9} frames")
+except FileNotFoundError:
+    print("sflow: no collector output (install pmacct for sfacctd)")
 PY
