@@ -239,7 +239,7 @@ pub fn rdtsc() -> u64 {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static DUMP: AtomicBool = AtomicBool::new(false);
-/// The last signal that asks nothing of the switch (SIGHUP, SIGUSR2), to be logged.
+/// The last SIGHUP (a reload) or SIGUSR2 (logged), for the main lcore to take.
 static NOTED: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(signal: c_int) {
@@ -252,8 +252,8 @@ extern "C" fn on_signal(signal: c_int) {
 }
 
 /// Makes SIGINT and SIGTERM set the stop flag and SIGUSR1 the dump request; SIGHUP (what a
-/// `systemctl reload` or logrotate sends) and SIGUSR2 are noted and logged, never fatal (a
-/// daemon's default would end it). SIGPIPE is ignored by Rust's runtime already.
+/// `systemctl reload` or logrotate sends: a reload of the config) and SIGUSR2 (logged) are
+/// noted for the main lcore, never fatal (a daemon's default would end it). SIGPIPE is ignored by Rust's runtime already.
 pub fn install_stop_signals() {
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1, libc::SIGHUP, libc::SIGUSR2] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
@@ -271,8 +271,7 @@ pub fn take_dump_request() -> bool {
     DUMP.swap(false, Ordering::Relaxed)
 }
 
-/// The name of a signal that arrived asking nothing of the switch (SIGHUP, SIGUSR2) since the
-/// last call, once.
+/// The name of a noted signal (SIGHUP, SIGUSR2) that arrived since the last call, once.
 pub fn take_noted_signal() -> Option<&'static str> {
     match NOTED.swap(0, Ordering::Relaxed) {
         libc::SIGHUP => Some("SIGHUP"),
