@@ -311,9 +311,7 @@ pub fn acl(state: &Value) -> Vec<Table> {
 pub fn sflow(state: &Value) -> Vec<Table> {
     let sflow = &state["sflow"];
     if sflow.is_null() {
-        let mut off = Table::new("sFlow is off (no [sflow] in the running config)", &["Collector"]);
-        off.rows.clear();
-        return vec![off];
+        return vec![Table::new("sFlow is off (no [sflow] in the running config)", &["Collector"])];
     }
     let text = |value: &Value| value.as_str().map_or_else(|| number(value).to_string(), str::to_string);
     let mut global = Table::new(
