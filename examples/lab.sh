@@ -101,6 +101,7 @@ speed_gbps = 1
 addresses = ["10.255.0.2/31"]
 [control]
 netns = "$ctl"
+keep_interfaces_s = 0
 EOT
 "$raceway" run -c "$work/leaf.toml" --stats-json "$work/stats.json" >"$work/raceway.log" 2>&1 &
 switch=$!

@@ -145,7 +145,7 @@ lcores = "$lcores"
 $(bench_qos)
 $(bench_ports in "net_pcap0,$rx,infinite_rx=1" "$extra")
 TOML
-  if [ "$control" = -control ]; then printf '[control]\nnetns = "rw-bench-%s"\n' "$$" >>"$config"; fi
+  if [ "$control" = -control ]; then printf '[control]\nnetns = "rw-bench-%s"\nkeep_interfaces_s = 0\n' "$$" >>"$config"; fi
   if [ "$control" = -acl ]; then bench_acl in >>"$config"; fi
   # shellcheck disable=SC2153 # DURATION is the calling script's
   "$binary" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$stats" \

@@ -47,6 +47,7 @@ prefix = "10.0.1.0/24"
 port = "out"
 [control]
 netns = "$ns"
+keep_interfaces_s = 0
 EOF2
 python3 - "$work" "$routes" <<'PY'
 import sys

@@ -62,6 +62,7 @@ speed_gbps = 1
 addresses = ["10.0.1.1/24", "fd00:1::1/64"]
 [control]
 netns = "${tag}ctl"
+keep_interfaces_s = 0
 TOML
 $raceway --log-level warn run -c "$work/leaf.toml" --stats-json "$work/stats.json" >"$work/raceway.log" 2>&1 &
 switch=$!

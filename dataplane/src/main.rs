@@ -57,6 +57,29 @@ enum Command {
     Fabric(FabricArgs),
     /// Write synthetic traces as pcap.
     Gen(GenArgs),
+    /// Let go of the namespace and host interfaces a stopped switch left for its restart
+    /// (`[control] keep_interfaces_s`); refused while a switch runs on them.
+    Clean(CleanArgs),
+    /// The keeper a switch with [control] starts: holds its namespace and host interfaces
+    /// while it restarts (not run by hand).
+    #[command(hide = true)]
+    Keep(KeepArgs),
+}
+
+#[derive(Args)]
+struct CleanArgs {
+    /// The switch's config (its [control] netns names what is kept).
+    #[arg(short, long)]
+    config: PathBuf,
+}
+
+#[derive(Args)]
+struct KeepArgs {
+    #[arg(long)]
+    netns: String,
+    /// The ports' names, comma-separated: the host interfaces to hold.
+    #[arg(long)]
+    ports: String,
 }
 
 #[derive(Args)]
@@ -69,6 +92,10 @@ struct RunArgs {
     /// Write the stats JSON here at exit.
     #[arg(long)]
     stats_json: Option<PathBuf>,
+    /// With [control]: let go of the host interfaces a switch before left for its restart,
+    /// and start with new ones (their addresses, routes and neighbours gone).
+    #[arg(long)]
+    clean: bool,
     /// With [control]: write the FIB the workers forward by (routes, what each resolves
     /// to, neighbours) here on SIGUSR1 and at exit, replacing the file whole.
     #[arg(long, value_name = "FILE")]
@@ -539,14 +566,31 @@ fn execute(command: Command) -> Result<(), Failure> {
         Command::Blast(args) => blast_trace(args),
         Command::Fabric(args) => run_fabric(args),
         Command::Gen(args) => gen_traces(args),
+        Command::Clean(args) => clean_kept(args),
+        Command::Keep(args) => keep_interfaces(args),
     }
 }
 
 /// `raceway run`: the live switch until a signal or `--duration`; writes the stats JSON.
 fn run_switch(args: RunArgs) -> Result<(), Failure> {
-    let RunArgs { config: config_path, duration, stats_json, fib_dump, stats_interval, seed, metrics, captures, eal } =
-        args;
+    let RunArgs {
+        config: config_path,
+        duration,
+        stats_json,
+        clean,
+        fib_dump,
+        stats_interval,
+        seed,
+        metrics,
+        captures,
+        eal,
+    } = args;
     let config = Config::load(&config_path)?;
+    if let (true, Some(control)) = (clean, &config.control) {
+        if raceway::control::keep::clean(&control.netns).map_err(Failure)? {
+            tracing::info!("--clean: let go of the host interfaces kept in {}", control.netns);
+        }
+    }
     if fib_dump.is_some() && config.control.is_none() {
         return Err(Failure(format!(
             "--fib-dump: {} has no [control]: the FIB is the config's alone (see `raceway check`)",
@@ -652,6 +696,30 @@ fn reload_switch(args: ReloadArgs) -> Result<(), Failure> {
     let said = raceway::show::reload(&socket).map_err(Failure)?;
     println!("{said}");
     Ok(())
+}
+
+/// `raceway clean`: lets a keeper's namespace and host interfaces go.
+fn clean_kept(args: CleanArgs) -> Result<(), Failure> {
+    let config = Config::load(&args.config)?;
+    let Some(control) = &config.control else {
+        return Err(Failure(format!("{}: no [control]: nothing is kept", args.config.display())));
+    };
+    if raceway::control::keep::clean(&control.netns).map_err(Failure)? {
+        println!("let go of the host interfaces kept in {}", control.netns);
+    } else {
+        println!("nothing kept for {}", control.netns);
+    }
+    Ok(())
+}
+
+/// `raceway keep`: the keeper process (`control::keep`). What stops it before it holds the
+/// interfaces is its first line on standard output, which the switch reads.
+fn keep_interfaces(args: KeepArgs) -> Result<(), Failure> {
+    let ports: Vec<String> = args.ports.split(',').map(str::to_string).collect();
+    raceway::control::keep::run_keeper(&args.netns, &ports).map_err(|err| {
+        println!("{err}");
+        Failure(err)
+    })
 }
 
 /// `raceway replay`: the traces through the switch in virtual time.

@@ -297,6 +297,11 @@ pub(crate) const BFD_FAST: &str =
 /// `[control]` section. Returns once BGP is established, BFD up and host0 reaches 10.200.0.1
 /// through the switch.
 pub(crate) fn bgp_bfd_lab(tag: &str, control: &str) -> (Lab, std::path::PathBuf, std::path::PathBuf) {
+    bgp_bfd_lab_with(tag, control, BFD_FAST)
+}
+
+/// `bgp_bfd_lab` with the BFD profile `bfd` (named `fast`) on both sides.
+pub(crate) fn bgp_bfd_lab_with(tag: &str, control: &str, bfd: &str) -> (Lab, std::path::PathBuf, std::path::PathBuf) {
     let mut lab = Lab::new(tag);
     lab.host(0);
     let spine = lab.attach("s0", "u0");
@@ -307,7 +312,7 @@ pub(crate) fn bgp_bfd_lab(tag: &str, control: &str) -> (Lab, std::path::PathBuf,
     lab.start_with(&config, &["host0", "up0"], &[std::ffi::OsStr::new("--fib-dump"), dump.as_os_str()]);
     let session = |me: &str, peer: &str, asn: u32, peer_asn: u32, extra: &str| {
         format!(
-            "hostname {me}\n{BFD_FAST}router bgp {asn}\n bgp router-id {me_ip}\n no bgp ebgp-requires-policy\n \
+            "hostname {me}\n{bfd}router bgp {asn}\n bgp router-id {me_ip}\n no bgp ebgp-requires-policy\n \
              no bgp network import-check\n neighbor {peer} remote-as {peer_asn}\n neighbor {peer} timers 1 3\n \
              neighbor {peer} timers connect 1\n neighbor {peer} bfd profile fast\n address-family ipv4 unicast\n{extra} \
              exit-address-family\n",

@@ -190,7 +190,9 @@ impl Lab {
                 self.prefix
             ));
         }
-        text.push_str(&format!("[control]\nnetns = \"{}\"\n{extra}\n", self.control()));
+        // The host interfaces go with the switch unless a test keeps them for a restart.
+        let keep = if extra.contains("keep_interfaces_s") { "" } else { "keep_interfaces_s = 0\n" };
+        text.push_str(&format!("[control]\nnetns = \"{}\"\n{keep}{extra}\n", self.control()));
         text
     }
 
@@ -263,6 +265,8 @@ impl Drop for Lab {
             let _ = child.kill();
             let _ = child.wait();
         }
+        // What a keeper holds for a restart (the interfaces, the namespace) goes too.
+        let _ = raceway().args(["clean", "-c"]).arg(self.dir.join("leaf.toml")).output();
         for link in &self.links {
             let _ = run("ip", &["link", "del", link]);
         }

@@ -14,6 +14,12 @@ use std::collections::BTreeMap;
 
 /// The traffic class the control plane's own frames leave in.
 const DEFAULT_CONTROL_TC: u8 = 7;
+/// How long the host interfaces outlive a stopped switch, waiting for the next one: longer than
+/// a restart (systemd's RestartSec, the EAL's start on hugepages), short enough that a switch
+/// stopped for good does not leave live-looking links behind for long.
+const DEFAULT_KEEP_INTERFACES_S: u32 = 30;
+/// The longest `keep_interfaces_s` (an hour).
+const MAX_KEEP_INTERFACES_S: i64 = 3600;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -28,6 +34,7 @@ pub(super) struct RawControl {
     pub(super) multipath_mode: Option<String>,
     #[serde(default)]
     pub(super) punt_ethertypes: Vec<String>,
+    pub(super) keep_interfaces_s: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -51,6 +58,9 @@ pub struct ControlConfig {
     pub multipath_mode: GroupMode,
     /// EtherTypes punted besides ARP, slow protocols and LLDP (class `other`).
     pub punt_ethertypes: Vec<u16>,
+    /// Seconds the namespace and host interfaces outlive the switch (held by `raceway keep`),
+    /// so that a restart finds them, and the sessions on them, as they were; 0: they go with it.
+    pub keep_interfaces_s: u32,
 }
 
 impl Validator<'_> {
@@ -97,7 +107,15 @@ impl Validator<'_> {
             }
             punt_ethertypes.push(value);
         }
-        Ok(ControlConfig { netns, copp, control_tc, multipath_mode, punt_ethertypes })
+        let keep_interfaces_s = match raw.keep_interfaces_s {
+            None => DEFAULT_KEEP_INTERFACES_S,
+            Some(seconds @ 0..=MAX_KEEP_INTERFACES_S) => seconds as u32,
+            Some(seconds) => {
+                return Err(self
+                    .error("control.keep_interfaces_s", format!("{seconds} is not 0-{MAX_KEEP_INTERFACES_S} seconds")))
+            }
+        };
+        Ok(ControlConfig { netns, copp, control_tc, multipath_mode, punt_ethertypes, keep_interfaces_s })
     }
 
     /// `[control.copp.<class>]`: each class's rate and burst, SONiC's defaults where unset; a

@@ -78,6 +78,7 @@ pub fn live_changes(running: &Config, new: &Config) -> Result<Vec<&'static str>,
                 ("control.control_tc", old.control_tc != control.control_tc),
                 ("control.multipath_mode", old.multipath_mode != control.multipath_mode),
                 ("control.punt_ethertypes", old.punt_ethertypes != control.punt_ethertypes),
+                ("control.keep_interfaces_s", old.keep_interfaces_s != control.keep_interfaces_s),
             ];
             if let Some((key, _)) = fixed.iter().find(|(_, changed)| *changed) {
                 return refuse(key, RESTART);

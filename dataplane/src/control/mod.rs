@@ -38,6 +38,7 @@
 //! thread; every mbuf the control thread allocates is injected or freed; at exit both rings
 //! are emptied (dropping frees) before the pool is checked.
 
+pub mod keep;
 pub mod kernel;
 
 use crate::config::CoppClass;
@@ -176,8 +177,11 @@ pub struct ControlPlane {
     pub stats: Arc<Mutex<ControlStats>>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
-    /// The namespace raceway created (and removes at exit).
-    created_netns: Option<String>,
+    /// The keeper holding the namespace and the host interfaces beyond this process.
+    kept: Option<keep::Kept>,
+    /// Whether stopping lets them go at once (`keep_interfaces_s = 0`, or a start that failed
+    /// on interfaces it created) rather than after the keep time.
+    release_at_stop: bool,
 }
 
 /// Runs `ip` with `args`; the error names the command and what it printed.
@@ -187,10 +191,6 @@ pub fn ip(args: &[&str]) -> Result<(), String> {
         return Ok(());
     }
     Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&output.stderr).trim()))
-}
-
-fn namespace_exists(name: &str) -> bool {
-    std::path::Path::new(&format!("/run/netns/{name}")).exists()
 }
 
 impl ControlPlane {
@@ -205,12 +205,13 @@ impl ControlPlane {
         link: Arc<ControlLink>,
     ) -> Result<Self, String> {
         let control = config.control.clone().expect("start needs [control]");
-        let created_netns = if namespace_exists(&control.netns) {
-            None
-        } else {
-            ip(&["netns", "add", &control.netns])?;
-            Some(control.netns.clone())
-        };
+        let names: Vec<String> = config.ports.iter().map(|port| port.name.clone()).collect();
+        let keep_for = Duration::from_secs(u64::from(control.keep_interfaces_s));
+        let kept = keep::Kept::attach(&control.netns, &names, keep_for)?;
+        let took_over = kept.took_over;
+        if took_over {
+            tracing::info!("control: took over the host interfaces kept in {} (a restart)", control.netns);
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(ControlStats {
             punt_tap_errors: vec![0; config.ports.len()],
@@ -222,7 +223,8 @@ impl ControlPlane {
             stats: Arc::clone(&stats),
             stop: Arc::clone(&stop),
             threads: Vec::new(),
-            created_netns,
+            kept: Some(kept),
+            release_at_stop: !took_over || keep_for.is_zero(),
         };
         let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<u32>, String>>();
         let spawned = {
@@ -237,7 +239,7 @@ impl ControlPlane {
                         tracing::warn!("control: cannot raise the control thread's priority: {err}");
                     }
                 }
-                let opened = open_interfaces(&config, &control, &states).and_then(|taps| {
+                let opened = open_interfaces(&config, &control, &states, took_over).and_then(|taps| {
                     let mut interfaces = Vec::with_capacity(taps.len());
                     for tap in &taps {
                         interfaces.push(
@@ -307,7 +309,10 @@ impl ControlPlane {
             }
         }
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(plane),
+            Ok(Ok(())) => {
+                plane.release_at_stop = keep_for.is_zero();
+                Ok(plane)
+            }
             Ok(Err(err)) => {
                 plane.stop();
                 Err(err)
@@ -320,7 +325,7 @@ impl ControlPlane {
     }
 
     /// Stops both threads (after the workers: the control thread frees what they punted
-    /// last), empties both rings, and removes a namespace raceway created.
+    /// last), empties both rings, and lets the keeper go (now, or after its keep time).
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         self.link.wake.notify();
@@ -329,9 +334,9 @@ impl ControlPlane {
         }
         while self.link.next_punted().is_some() {}
         while self.link.inject.pop().is_some() {}
-        if let Some(netns) = self.created_netns.take() {
-            if let Err(err) = ip(&["netns", "del", &netns]) {
-                tracing::warn!("control: {err}");
+        if let Some(kept) = self.kept.take() {
+            if self.release_at_stop {
+                kept.release();
             }
         }
     }
@@ -343,9 +348,17 @@ impl Drop for ControlPlane {
     }
 }
 
-/// In the control thread: enters the namespace and brings up a TAP per port, with its port's
-/// MTU.
-fn open_interfaces(config: &Config, control: &ControlConfig, states: &PortStates) -> Result<Vec<Tap>, String> {
+/// In the control thread: enters the namespace and attaches to the TAP of each port (the
+/// keeper holds another queue of each), bringing it up with the switch's MAC, its port's MTU
+/// and addresses. Interfaces taken over from a switch before keep their carrier until the
+/// control thread sets it from the port, and their MAC is set only when it differs: setting it
+/// flushes the interface's neighbours.
+fn open_interfaces(
+    config: &Config,
+    control: &ControlConfig,
+    states: &PortStates,
+    took_over: bool,
+) -> Result<Vec<Tap>, String> {
     linux::enter_netns(&control.netns)
         .map_err(|err| format!("control.netns: cannot enter '{}': {err}", control.netns))?;
     let netns = control.netns.as_str();
@@ -374,16 +387,23 @@ fn open_interfaces(config: &Config, control: &ControlConfig, states: &PortStates
     }
     let mut taps = Vec::with_capacity(config.ports.len());
     for (index, port) in config.ports.iter().enumerate() {
-        let tap = Tap::create(&port.name)
-            .map_err(|err| format!("control: cannot create TAP '{}' in {netns}: {err}", port.name))?;
+        let tap = Tap::attach(&port.name)
+            .map_err(|err| format!("control: cannot attach to TAP '{}' in {netns}: {err}", port.name))?;
         let mac = config.mac.to_string();
         let mtu = states.get(index).mtu.to_string();
-        ip(&["-n", netns, "link", "set", "dev", &port.name, "address", &mac, "mtu", &mtu, "up"])?;
+        let mut link = vec!["-n", netns, "link", "set", "dev", &port.name];
+        if linux::interface_mac(&port.name).ok() != Some(config.mac.0) {
+            link.extend(["address", &mac]);
+        }
+        link.extend(["mtu", &mtu, "up"]);
+        ip(&link)?;
         for address in &port.addresses {
             ip(&["-n", netns, "address", "replace", &address.to_string(), "dev", &port.name])?;
         }
-        // Down until the data-plane port says otherwise.
-        tap.set_carrier(false).map_err(|err| format!("control: carrier of '{}': {err}", port.name))?;
+        if !took_over {
+            // Down until the data-plane port says otherwise.
+            tap.set_carrier(false).map_err(|err| format!("control: carrier of '{}': {err}", port.name))?;
+        }
         taps.push(tap);
     }
     Ok(taps)
@@ -515,6 +535,9 @@ impl FibThread {
         let mut next_housekeeping = Instant::now();
         // The most routes since the allocator last gave memory back.
         let mut routes_peak = 0;
+        // Until the kernel's tables have been read whole once (said in the log, with the time
+        // it took: after a restart, the time to the full FIB).
+        let mut reading = Some(Instant::now());
         while !self.stop.load(Ordering::Relaxed) {
             let started = Instant::now();
             match self.sync.poll(&mut self.writer, started + PUBLISH_WITHIN) {
@@ -538,6 +561,16 @@ impl FibThread {
                 stats.fib_routes = self.writer.routes() as u64;
                 stats.fib_neighbors = self.writer.neighbors() as u64;
                 stats.last_update_ns = elapsed;
+            }
+            // The last dump's end may change nothing: the snapshot published before holds it all.
+            if let Some(since) = reading.filter(|_| self.sync.synced()) {
+                reading = None;
+                tracing::info!(
+                    "control: the kernel's tables read whole: {} routes and {} neighbours in the FIB, {:.1} ms",
+                    self.writer.routes(),
+                    self.writer.neighbors(),
+                    since.elapsed().as_secs_f64() * 1e3
+                );
             }
             if changed || Instant::now() >= next_housekeeping {
                 // Snapshots the workers have let go of are freed here, off the packet path.

@@ -22,6 +22,9 @@ pub struct Mempool {
     pool: NonNull<sys::rte_mempool>,
     size: u32,
     data_room: u16,
+    /// Set when the process ends right after the pool (`end_with_process`): its memory goes
+    /// with the EAL's, unfreed.
+    ends_with_process: std::sync::atomic::AtomicBool,
     _eal: Eal,
 }
 
@@ -38,7 +41,13 @@ impl Mempool {
         // SAFETY: c_name is a valid C string for the duration of the call; DPDK copies it.
         let pool = unsafe { sys::rte_pktmbuf_pool_create(c_name.as_ptr(), size, cache, 0, data_room, socket) };
         match NonNull::new(pool) {
-            Some(pool) => Ok(Self { pool, size, data_room, _eal: eal.clone() }),
+            Some(pool) => Ok(Self {
+                pool,
+                size,
+                data_room,
+                ends_with_process: std::sync::atomic::AtomicBool::new(false),
+                _eal: eal.clone(),
+            }),
             None => Err(DpdkError { context: format!("mbuf pool of {size} mbufs"), problem: strerror(last_errno()) }),
         }
     }
@@ -65,6 +74,14 @@ impl Mempool {
         NonNull::new(unsafe { sys::shim_pktmbuf_alloc(self.pool.as_ptr()) }).map(Mbuf)
     }
 
+    /// The process ends soon after this pool: dropping it leaves its memory to the EAL's
+    /// cleanup instead of freeing it. DPDK zeroes what it frees, which for a pool is all of
+    /// it, touching pages no mbuf ever used: a tenth of a second at a switch's exit, which a
+    /// restart waits for (perf/restart.sh).
+    pub fn end_with_process(&self) {
+        self.ends_with_process.store(true, Ordering::Relaxed);
+    }
+
     pub(super) fn as_ptr(&self) -> *mut sys::rte_mempool {
         self.pool.as_ptr()
     }
@@ -89,6 +106,9 @@ impl Drop for Mempool {
             tracing::warn!("an mbuf pool was released with {out} mbufs still out: kept, not freed");
             POOLS_KEPT.fetch_add(1, Ordering::Relaxed);
             std::mem::forget(self._eal.clone());
+            return;
+        }
+        if self.ends_with_process.load(Ordering::Relaxed) {
             return;
         }
         // SAFETY: every mbuf is back (counted above, caches included) and every port using the

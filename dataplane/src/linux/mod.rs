@@ -3,8 +3,9 @@
 //! the kernel and the kernel's frames come back; the seqpacket socket `raceway show` speaks
 //! on; the event fd that wakes the control thread; real-time scheduling.
 //!
-//! With `dpdk`, the only module of this crate allowed `unsafe`. Invariant: a `Tap` owns its file descriptor; closing it (on drop)
-//! removes the interface, so nothing outlives the switch but the namespace.
+//! With `dpdk`, the only module of this crate allowed `unsafe`. Invariant: a `Tap` owns its
+//! queue's file descriptor; the interface goes when its last queue closes (the switch's and
+//! the keeper's, `control::keep`).
 
 #![allow(unsafe_code)]
 
@@ -50,10 +51,15 @@ pub struct Tap {
 }
 
 impl Tap {
-    /// Creates the TAP `name` in the calling thread's namespace, non-blocking.
-    pub fn create(name: &str) -> io::Result<Self> {
+    /// Attaches a queue to the multi-queue TAP `name` in the calling thread's namespace,
+    /// creating it without carrier when there is none; non-blocking. The kernel sends each
+    /// frame to one enabled queue; the interface lives while any queue, enabled or not, is
+    /// open (`disable`), so another process's queue can keep it, and its carrier, across the
+    /// switch's restart.
+    pub fn attach(name: &str) -> io::Result<Self> {
         let mut request = interface_request(name)?;
-        request.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
+        request.ifr_ifru.ifru_flags =
+            (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_MULTI_QUEUE | libc::IFF_NO_CARRIER) as libc::c_short;
         let path = CString::new("/dev/net/tun").expect("no NUL");
         // SAFETY: `path` is a valid NUL-terminated string for the call; the returned
         // descriptor, if any, is ours alone and is wrapped in an OwnedFd at once.
@@ -70,6 +76,21 @@ impl Tap {
             return Err(io::Error::last_os_error());
         }
         Ok(Self { file: File::from(owned), name: name.to_string() })
+    }
+
+    /// Takes this queue out of the kernel's choice: no frame is sent to it, but it still holds
+    /// the interface (and, while no queue is enabled, its carrier as it was).
+    pub fn disable(&self) -> io::Result<()> {
+        // SAFETY: `ifreq` is plain C data for which all zero bytes is a valid value.
+        let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+        request.ifr_ifru.ifru_flags = libc::IFF_DETACH_QUEUE as libc::c_short;
+        // SAFETY: TUNSETQUEUE reads one ifreq through the pointer, which is libc's and valid
+        // for the call; the descriptor is our open TAP queue.
+        let result = unsafe { libc::ioctl(self.file.as_raw_fd(), libc::TUNSETQUEUE, &mut request as *mut libc::ifreq) };
+        if result < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// Sets the interface's carrier (link up or down, as `ip link` shows it).
@@ -142,6 +163,14 @@ pub fn interface_running(name: &str) -> io::Result<bool> {
     // SAFETY: SIOCGIFFLAGS answers in the union's `ifr_flags`, and any bits are a valid short.
     let flags = unsafe { answer.ifr_ifru.ifru_flags };
     Ok(libc::c_int::from(flags) & libc::IFF_RUNNING != 0)
+}
+
+/// Interface `name`'s MAC address.
+pub fn interface_mac(name: &str) -> io::Result<[u8; 6]> {
+    let answer = interface_ioctl(name, libc::SIOCGIFHWADDR, |_| {})?;
+    // SAFETY: SIOCGIFHWADDR answers in the union's `ifr_hwaddr`, a sockaddr of plain bytes.
+    let address = unsafe { answer.ifr_ifru.ifru_hwaddr };
+    Ok(std::array::from_fn(|index| address.sa_data[index] as u8))
 }
 
 /// Sets interface `name`'s MTU.
@@ -229,15 +258,42 @@ impl SeqPacket {
 
 /// Waits until one of `fds` is readable or `timeout_ms` passes; returns whether any is.
 pub fn wait_readable(fds: &[i32], timeout_ms: i32) -> io::Result<bool> {
+    Ok(which_readable(fds, timeout_ms)?.contains(&true))
+}
+
+/// Waits until one of `fds` is readable (or closed by its peer) or `timeout_ms` passes
+/// (negative: no limit); returns which are.
+pub fn which_readable(fds: &[i32], timeout_ms: i32) -> io::Result<Vec<bool>> {
     let mut polled: Vec<libc::pollfd> =
         fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     // SAFETY: `polled` is a valid array of `polled.len()` pollfd structs for the call.
     let result = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, timeout_ms) };
     if result < 0 {
         let err = io::Error::last_os_error();
-        return if err.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(err) };
+        return if err.kind() == io::ErrorKind::Interrupted { Ok(vec![false; fds.len()]) } else { Err(err) };
     }
-    Ok(result > 0)
+    Ok(polled.iter().map(|entry| entry.revents != 0).collect())
+}
+
+/// Closes every descriptor above standard error: those a process was started with beyond the
+/// three standard ones are its parent's, not its own.
+pub fn close_inherited_descriptors() {
+    // SAFETY: close_range takes three integers and closes descriptors of this process only;
+    // at a process's start nothing of ours holds one above 2.
+    unsafe {
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+    }
+}
+
+/// Makes the calling process the leader of a session of its own, out of its parent's process
+/// group and terminal: a terminal's Ctrl-C or hang-up, or a signal to the switch's group, no
+/// longer reaches it.
+pub fn new_session() -> io::Result<()> {
+    // SAFETY: setsid takes nothing and changes only the process's session and group.
+    if unsafe { libc::setsid() } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Sets a socket's receive buffer to `bytes` past the `net.core.rmem_max` limit

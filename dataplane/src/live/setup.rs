@@ -208,8 +208,11 @@ impl Resources {
                 );
             }
         }
-        let control = start_control(config, &port_states, &pool, jumbo.as_ref())?;
-        let link_watch = start_link_watch(config, &ports, &port_states, control.as_ref())?;
+        let control_link = control_link(config)?;
+        // The links are read before the control plane starts, so that it sets each host
+        // interface's carrier from the truth: one taken over in a restart does not flap.
+        let link_watch = start_link_watch(config, &ports, &port_states, control_link.as_ref())?;
+        let control = start_control(config, &port_states, &pool, jumbo.as_ref(), control_link)?;
         Ok(Self { metrics: None, capture: None, control, link_watch, ports, port_states, jumbo, pool, carry_chains })
     }
 
@@ -288,7 +291,13 @@ impl Resources {
         // Ports close (flushing capture files, returning driver-held mbufs) before we count.
         // Every queue handle and the link watcher's clones are gone by now, so each `Port` drops
         // here; one still held would close later, and the count below would say so.
-        drop(ports);
+        // Each in a thread of its own: closing a kernel socket (net_af_packet's) waits out an
+        // RCU grace period, tens of milliseconds, and a restart waits for the sum.
+        std::thread::scope(|scope| {
+            for port in ports {
+                scope.spawn(move || drop(port));
+            }
+        });
         drop(port_states);
         // Both pools: what is missing from either at exit leaked.
         let pools = std::iter::once(&pool).chain(jumbo.as_ref());
@@ -296,6 +305,10 @@ impl Resources {
             pools.fold((0, 0), |(size, available), pool| (size + pool.size(), available + pool.available()));
         if available != size {
             tracing::warn!("{} mbufs not back in the pool at exit", size - available);
+        }
+        // The process ends after a live run: the pools' memory goes with the EAL's.
+        for pool in std::iter::once(&pool).chain(jumbo.as_ref()) {
+            pool.end_with_process();
         }
         Ok(Closed { capture, elapsed, mbufs_in_pool: size, mbufs_available_at_exit: available })
     }
@@ -418,20 +431,26 @@ fn open_ports(config: &Config, pool: &Arc<Mempool>) -> Result<Vec<Arc<Port>>, Dp
     Ok(ports)
 }
 
+/// `[control]`: what the workers and the control threads will share.
+fn control_link(config: &Config) -> Result<Option<Arc<ControlLink>>, DpdkError> {
+    if config.control.is_none() {
+        return Ok(None);
+    }
+    let fib = crate::pipeline::fib::Fib::new(config, &crate::pipeline::fib::Learned::default(), 1);
+    let link = ControlLink::new(fib)
+        .map_err(|err| DpdkError { context: "control".into(), problem: format!("cannot create an eventfd: {err}") })?;
+    Ok(Some(Arc::new(link)))
+}
+
 /// `[control]`: the host interfaces in their namespace, and the control and FIB threads.
 fn start_control(
     config: &Config,
     port_states: &Arc<PortStates>,
     pool: &Arc<Mempool>,
     jumbo: Option<&Arc<Mempool>>,
+    link: Option<Arc<ControlLink>>,
 ) -> Result<Option<ControlPlane>, DpdkError> {
-    let Some(control_config) = &config.control else { return Ok(None) };
-    let fib = crate::pipeline::fib::Fib::new(config, &crate::pipeline::fib::Learned::default(), 1);
-    let link =
-        Arc::new(ControlLink::new(fib).map_err(|err| DpdkError {
-            context: "control".into(),
-            problem: format!("cannot create an eventfd: {err}"),
-        })?);
+    let (Some(control_config), Some(link)) = (&config.control, link) else { return Ok(None) };
     let pools = control::Pools { small: Arc::clone(pool), jumbo: jumbo.cloned() };
     let plane = ControlPlane::start(config, Arc::clone(port_states), pools, link)
         .map_err(|problem| DpdkError { context: "control".into(), problem })?;
@@ -449,7 +468,7 @@ fn start_link_watch(
     config: &Config,
     ports: &[Arc<Port>],
     port_states: &Arc<PortStates>,
-    control: Option<&ControlPlane>,
+    control: Option<&Arc<ControlLink>>,
 ) -> Result<LinkWatch, DpdkError> {
     let interfaces: Vec<Option<String>> = config
         .ports
@@ -457,8 +476,8 @@ fn start_link_watch(
         .map(|port| port.device.as_deref().and_then(link_watch::af_packet_interface).map(str::to_string))
         .collect();
     let wake_control: Box<dyn Fn() + Send> = match control {
-        Some(plane) => {
-            let link = Arc::clone(&plane.link);
+        Some(link) => {
+            let link = Arc::clone(link);
             Box::new(move || link.link_changed())
         }
         None => Box::new(|| {}),

@@ -1,0 +1,299 @@
+//! The keeper: a small process (`raceway keep`, started by the switch) that holds the control
+//! namespace and one disabled queue of every host interface (multi-queue TAPs), so that they
+//! outlive the switch. A restart, or a crash, then finds the interfaces as they were: their
+//! addresses, routes and neighbours in the kernel, their carrier, and the BGP and BFD sessions
+//! FRR runs on them. The kernel sends frames to enabled queues only, so the keeper never reads
+//! one; while no switch is attached, what the kernel sends out of an interface is dropped, as a
+//! dead link would.
+//!
+//! The switch connects to the keeper's socket (`/run/raceway/keep-<netns>.sock`) and stays
+//! connected while it runs. When the connection closes (the switch exited, however), the keeper
+//! waits `[control] keep_interfaces_s` for the next switch, then lets everything go: the
+//! interfaces vanish with their last queue, and a namespace the keeper created is removed.
+//! `raceway clean`, `raceway run --clean`, and a switch stopping with `keep_interfaces_s = 0`
+//! release them at once.
+//!
+//! Protocol, one line each way: the client sends `attach <pid> <keep-ms>` or `release`; to an
+//! attach the keeper answers `kept <port,port,...>`, or `busy <pid>` while another switch is
+//! attached (to a release too). A release ends with the keeper's exit: the client reads to the
+//! end of the stream, which comes once the interfaces and the namespace are gone.
+//!
+//! Invariant: at most one switch is attached to a keeper, and a keeper holds the interfaces of
+//! exactly the ports it was started with; a switch whose ports differ releases it and starts a
+//! new one.
+
+use crate::control::ip;
+use crate::linux::{self, Tap};
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where keepers listen.
+const KEEP_DIR: &str = "/run/raceway";
+/// How long a keeper waits for the switch that started it to attach.
+const FIRST_ATTACH_WITHIN: Duration = Duration::from_secs(10);
+/// How long either side waits for the other's line.
+const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
+/// The keeper's socket for namespace `netns`.
+pub fn socket_path(netns: &str) -> PathBuf {
+    PathBuf::from(format!("{KEEP_DIR}/keep-{netns}.sock"))
+}
+
+/// A switch's hold on its keeper: the interfaces stay while this lives, and `keep_for` after.
+pub struct Kept {
+    stream: UnixStream,
+    /// The interfaces were there from a switch before (a restart): their carrier, addresses and
+    /// MAC are as that one left them.
+    pub took_over: bool,
+}
+
+/// What a keeper said to an attach.
+enum Answer {
+    Kept(Vec<String>),
+    Busy(String),
+}
+
+impl Kept {
+    /// Attaches to the keeper of `netns`, taking over the interfaces it holds when they are
+    /// `ports`; otherwise (none, or other ports) starts a new keeper, which creates the
+    /// namespace when missing and the interfaces. Fails when another switch is attached.
+    pub fn attach(netns: &str, ports: &[String], keep_for: Duration) -> Result<Self, String> {
+        if let Some(mut stream) = connect(netns)? {
+            match ask_attach(&mut stream, netns, keep_for)? {
+                Answer::Busy(pid) => return Err(busy(netns, &pid)),
+                Answer::Kept(names) if names == ports => return Ok(Self { stream, took_over: true }),
+                Answer::Kept(names) => {
+                    tracing::info!(
+                        "control: the interfaces kept in {netns} are for ports {}; released for new ones",
+                        names.join(", ")
+                    );
+                    release_attached(stream);
+                }
+            }
+        }
+        spawn_keeper(netns, ports)?;
+        let mut stream = connect(netns)?.ok_or_else(|| format!("control: the keeper of {netns} does not answer"))?;
+        match ask_attach(&mut stream, netns, keep_for)? {
+            Answer::Kept(names) if names == ports => Ok(Self { stream, took_over: false }),
+            Answer::Kept(names) => Err(format!("control: the new keeper of {netns} holds {}", names.join(", "))),
+            Answer::Busy(pid) => Err(busy(netns, &pid)),
+        }
+    }
+
+    /// Lets the interfaces and a namespace the keeper created go now; returns once they have.
+    pub fn release(self) {
+        release_attached(self.stream);
+    }
+}
+
+fn busy(netns: &str, pid: &str) -> String {
+    format!("control: another raceway (pid {pid}) runs the host interfaces in {netns}; stop it first")
+}
+
+/// Connects to the keeper of `netns`; `None` when there is none (no socket, or nobody on it).
+fn connect(netns: &str) -> Result<Option<UnixStream>, String> {
+    let path = socket_path(netns);
+    match UnixStream::connect(&path) {
+        Ok(stream) => {
+            stream
+                .set_read_timeout(Some(ANSWER_WITHIN))
+                .map_err(|err| format!("control: keeper socket {}: {err}", path.display()))?;
+            Ok(Some(stream))
+        }
+        Err(err) if matches!(err.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => Ok(None),
+        Err(err) => Err(format!("control: keeper socket {}: {err}", path.display())),
+    }
+}
+
+fn ask_attach(stream: &mut UnixStream, netns: &str, keep_for: Duration) -> Result<Answer, String> {
+    let line = format!("attach {} {}\n", std::process::id(), keep_for.as_millis());
+    let answer = exchange(stream, &line).map_err(|err| format!("control: the keeper of {netns}: {err}"))?;
+    match answer.split_once(' ') {
+        Some(("kept", names)) => Ok(Answer::Kept(names.split(',').map(str::to_string).collect())),
+        Some(("busy", pid)) => Ok(Answer::Busy(pid.to_string())),
+        _ => Err(format!("control: the keeper of {netns} answered '{answer}'")),
+    }
+}
+
+/// Sends `line` and reads one line back (without its newline).
+fn exchange(stream: &mut UnixStream, line: &str) -> io::Result<String> {
+    stream.write_all(line.as_bytes())?;
+    let mut answer = String::new();
+    BufReader::new(&*stream).read_line(&mut answer)?;
+    Ok(answer.trim_end().to_string())
+}
+
+/// Asks the keeper this stream is attached to to let go, and waits until it has.
+fn release_attached(mut stream: UnixStream) {
+    let _ = stream.set_read_timeout(Some(ANSWER_WITHIN));
+    if stream.write_all(b"release\n").is_ok() {
+        let _ = io::copy(&mut stream, &mut io::sink());
+    }
+}
+
+/// `raceway clean`, `raceway run --clean`: releases what a keeper holds for `netns`. True when
+/// there was one; an error while a switch is attached to it.
+pub fn clean(netns: &str) -> Result<bool, String> {
+    let Some(mut stream) = connect(netns)? else { return Ok(false) };
+    stream.write_all(b"release\n").map_err(|err| format!("control: the keeper of {netns}: {err}"))?;
+    // A busy keeper answers; a releasing one says nothing and ends the stream once done.
+    let mut answer = Vec::new();
+    let _ = io::Read::read_to_end(&mut stream, &mut answer);
+    match String::from_utf8_lossy(&answer).trim_end().split_once(' ') {
+        Some(("busy", pid)) => Err(busy(netns, pid)),
+        _ => Ok(true),
+    }
+}
+
+/// Starts `raceway keep` for `netns` and `ports`, and waits until it holds them (its first
+/// line: `ready`, or what went wrong).
+fn spawn_keeper(netns: &str, ports: &[String]) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|err| format!("control: cannot find raceway's binary: {err}"))?;
+    let mut child = Command::new(exe)
+        .args(["keep", "--netns", netns, "--ports", &ports.join(",")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|err| format!("control: cannot start the keeper: {err}"))?;
+    let stdout = child.stdout.take().expect("piped");
+    let mut line = String::new();
+    let read = BufReader::new(stdout).read_line(&mut line);
+    match (read, line.trim_end()) {
+        (Ok(_), "ready") => Ok(()),
+        (Ok(_), said) if !said.is_empty() => {
+            let _ = child.wait();
+            Err(format!("control: keeper: {said}"))
+        }
+        (result, _) => {
+            let status = child.wait();
+            Err(format!("control: the keeper ended before it was ready ({result:?}, {status:?})"))
+        }
+    }
+}
+
+/// The `raceway keep` process: takes `ports`' interfaces in `netns`, says `ready` on standard
+/// output, and serves switches until released. Errors before `ready` are printed instead.
+pub fn run_keeper(netns: &str, ports: &[String]) -> Result<(), String> {
+    // Descriptors the switch left open (its DPDK ports' sockets among them) are not the keeper's.
+    linux::close_inherited_descriptors();
+    linux::new_session().map_err(|err| format!("cannot start a session: {err}"))?;
+    let created = !std::path::Path::new(&format!("/run/netns/{netns}")).exists();
+    if created {
+        ip(&["netns", "add", netns])?;
+    }
+    let held = hold(netns, ports);
+    let (taps, listener) = match held {
+        Ok(held) => held,
+        Err(err) => {
+            if created {
+                let _ = ip(&["netns", "del", netns]);
+            }
+            return Err(err);
+        }
+    };
+    println!("ready");
+    let _ = io::stdout().flush();
+    // Whoever asked for the release is answered by this stream's end, once all is gone.
+    let released_by = serve(&listener, ports);
+    drop(listener);
+    let _ = std::fs::remove_file(socket_path(netns));
+    drop(taps);
+    if created {
+        let _ = ip(&["netns", "del", netns]);
+    }
+    drop(released_by);
+    Ok(())
+}
+
+/// In the namespace: a disabled queue of each port's interface (created when missing), and the
+/// socket switches attach on.
+fn hold(netns: &str, ports: &[String]) -> Result<(Vec<Tap>, UnixListener), String> {
+    linux::enter_netns(netns).map_err(|err| format!("cannot enter {netns}: {err}"))?;
+    let mut taps = Vec::with_capacity(ports.len());
+    for name in ports {
+        let tap = Tap::attach(name).map_err(|err| format!("cannot create TAP '{name}' in {netns}: {err}"))?;
+        tap.disable().map_err(|err| format!("cannot disable the keeper's queue of '{name}': {err}"))?;
+        taps.push(tap);
+    }
+    std::fs::create_dir_all(KEEP_DIR).map_err(|err| format!("cannot create {KEEP_DIR}: {err}"))?;
+    let path = socket_path(netns);
+    // Nobody answered on it (the switch checked), so a file there is a dead keeper's.
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).map_err(|err| format!("cannot listen on {}: {err}", path.display()))?;
+    Ok((taps, listener))
+}
+
+/// Serves attaches and releases until released (returning the stream that asked), or until no
+/// switch has been attached for its keep time.
+fn serve(listener: &UnixListener, ports: &[String]) -> Option<UnixStream> {
+    let kept = format!("kept {}\n", ports.join(","));
+    // The attached switch: its connection and pid.
+    let mut attached: Option<(UnixStream, String)> = None;
+    let mut keep_for = FIRST_ATTACH_WITHIN;
+    let mut alone_since = Some(Instant::now());
+    loop {
+        let mut fds = vec![listener.as_raw_fd()];
+        fds.extend(attached.as_ref().map(|(stream, _)| stream.as_raw_fd()));
+        let timeout = match alone_since {
+            Some(since) => {
+                let left = keep_for.saturating_sub(since.elapsed());
+                if left.is_zero() {
+                    return None;
+                }
+                left.as_millis().clamp(1, i32::MAX as u128) as i32
+            }
+            None => -1,
+        };
+        let Ok(ready) = linux::which_readable(&fds, timeout) else { return None };
+        if ready.get(1) == Some(&true) {
+            let (stream, _) = attached.take().expect("polled");
+            match read_line(&stream).as_deref() {
+                // The switch releases on its way out, with `keep_interfaces_s = 0`.
+                Some("release") => return Some(stream),
+                // Anything else, or the end: the switch is gone.
+                _ => {
+                    alone_since = Some(Instant::now());
+                    if keep_for.is_zero() {
+                        return None;
+                    }
+                }
+            }
+        }
+        if ready[0] {
+            let Ok((mut stream, _)) = listener.accept() else { continue };
+            let _ = stream.set_read_timeout(Some(ANSWER_WITHIN));
+            let line = read_line(&stream).unwrap_or_default();
+            let mut words = line.split(' ');
+            match (words.next(), &attached) {
+                (Some("attach" | "release"), Some((_, pid))) => {
+                    let _ = stream.write_all(format!("busy {pid}\n").as_bytes());
+                }
+                (Some("attach"), None) => {
+                    let pid = words.next().unwrap_or("?").to_string();
+                    keep_for = words.next().and_then(|ms| ms.parse().ok()).map_or(keep_for, Duration::from_millis);
+                    if stream.write_all(kept.as_bytes()).is_ok() {
+                        let _ = stream.set_read_timeout(None);
+                        attached = Some((stream, pid));
+                        alone_since = None;
+                    }
+                }
+                (Some("release"), None) => return Some(stream),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// One line from `stream`, without its newline; `None` at its end or on an error.
+fn read_line(stream: &UnixStream) -> Option<String> {
+    let mut line = String::new();
+    match BufReader::new(stream).read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line.trim_end().to_string()),
+    }
+}
