@@ -297,3 +297,71 @@ fn read_line(stream: &UnixStream) -> Option<String> {
         Ok(_) => Some(line.trim_end().to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A keeper's `serve` on a socket in a directory of the test's own, on a thread.
+    fn keeper(ports: &[&str]) -> (tempfile::TempDir, PathBuf, std::thread::JoinHandle<Option<UnixStream>>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keep.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let ports: Vec<String> = ports.iter().map(|port| port.to_string()).collect();
+        let serving = std::thread::spawn(move || serve(&listener, &ports));
+        (dir, path, serving)
+    }
+
+    fn client(path: &std::path::Path) -> UnixStream {
+        let stream = UnixStream::connect(path).unwrap();
+        stream.set_read_timeout(Some(ANSWER_WITHIN)).unwrap();
+        stream
+    }
+
+    fn say(stream: &mut UnixStream, line: &str) -> String {
+        exchange(stream, &format!("{line}\n")).unwrap()
+    }
+
+    #[test]
+    fn a_keeper_serves_one_switch_at_a_time_and_lets_go_its_keep_time_after_the_last() {
+        let (_dir, path, serving) = keeper(&["host0", "up0"]);
+        let mut first = client(&path);
+        assert_eq!(say(&mut first, "attach 11 200"), "kept host0,up0");
+        assert_eq!(say(&mut client(&path), "attach 12 200"), "busy 11", "a second switch");
+        assert_eq!(say(&mut client(&path), "release"), "busy 11", "clean while a switch runs");
+        drop(first);
+        // The next switch, within the keep time, finds the same interfaces.
+        let mut second = client(&path);
+        assert_eq!(say(&mut second, "attach 13 50"), "kept host0,up0");
+        let left = Instant::now();
+        drop(second);
+        assert!(serving.join().unwrap().is_none(), "nobody asked: the keep time ran out");
+        assert!(left.elapsed() >= Duration::from_millis(50), "not before the second switch's keep time");
+    }
+
+    #[test]
+    fn a_release_ends_the_keeper_and_answers_with_the_streams_end() {
+        let (_dir, path, serving) = keeper(&["host0"]);
+        let mut attached = client(&path);
+        assert_eq!(say(&mut attached, "attach 11 60000"), "kept host0");
+        attached.write_all(b"release\n").unwrap();
+        let released_by = serving.join().unwrap().expect("the attached switch asked");
+        drop(released_by);
+        let mut rest = Vec::new();
+        assert_eq!(io::Read::read_to_end(&mut attached, &mut rest).unwrap(), 0, "the end, nothing said");
+        // `raceway clean` when no switch runs.
+        let (_dir, path, serving) = keeper(&["host0"]);
+        let mut cleaner = client(&path);
+        cleaner.write_all(b"release\n").unwrap();
+        assert!(serving.join().unwrap().is_some());
+    }
+
+    #[test]
+    fn a_keep_time_of_zero_lets_go_as_the_switch_goes() {
+        let (_dir, path, serving) = keeper(&["host0"]);
+        let mut attached = client(&path);
+        assert_eq!(say(&mut attached, "attach 11 0"), "kept host0");
+        drop(attached);
+        assert!(serving.join().unwrap().is_none());
+    }
+}
