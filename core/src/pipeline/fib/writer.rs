@@ -18,7 +18,7 @@ use super::{
 use crate::config::{Config, GroupMode, RouteTarget, DEFAULT_FLOWLET_GAP_US};
 use crate::pipeline::route::{CowMap, RouteTable};
 use crate::wire::ethernet::MacAddress;
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -150,7 +150,7 @@ impl FibWriter {
                 neighbors_v6: CowMap::default(),
                 groups: Arc::new(groups),
                 definitions: Vec::new(),
-                objects: Arc::new(HashMap::new()),
+                objects: Arc::new(std::collections::HashMap::new()),
                 generation: 0,
             },
             ports: config.ports.len(),

@@ -50,7 +50,7 @@ pub use sync::Sync;
 
 use crate::pipeline::fib::{masked, FibWriter, KernelHop, KernelHops, KernelReason, RouteKey, RouteRank, Via};
 use crate::wire::ethernet::MacAddress;
-use std::collections::{HashMap, HashSet};
+use hashbrown::{HashMap, HashSet};
 use std::net::IpAddr;
 
 /// One next hop as the kernel gives it: gateway (none: connected), interface, weight (1-256),
@@ -327,7 +327,8 @@ impl KernelTables {
     /// Where `route` ranks among its prefix's routes and what it leads to; `None` for a route
     /// the FIB does not mirror (another table, another kind).
     fn rank(&mut self, route: &Route) -> Option<(RouteKey, Via)> {
-        let prefix = format!("{}/{}", masked(route.address, route.len), route.len);
+        // Only for the messages below, each logged once: never formatted per route.
+        let prefix = || format!("{}/{}", masked(route.address, route.len), route.len);
         let key = |rank: RouteRank, detail: u64| RouteKey { rank, metric: route.metric, detail };
         let kind_via = |kind: RouteKind| match kind {
             RouteKind::Blackhole => Some(Via::Blackhole),
@@ -350,26 +351,28 @@ impl KernelTables {
                     None => (KernelReason::Tos, u64::from(route.tos)),
                 };
                 self.log_once(reason.name(), || {
-                    format!("{prefix} has a route by {} (to the kernel, which picks by it)", reason.name())
+                    format!("{} has a route by {} (to the kernel, which picks by it)", prefix(), reason.name())
                 });
                 Some((key(RouteRank::Unrepresented, detail), Via::ToKernel(reason)))
             }
             MAIN_TABLE => match route.kind {
                 RouteKind::Unicast => Some((key(RouteRank::Main, 0), self.unicast_via(&route.next_hops))),
                 RouteKind::Other => {
-                    self.log_once("kind", || format!("{prefix}: a route of a kind raceway does not route (ignored)"));
+                    self.log_once("kind", || {
+                        format!("{}: a route of a kind raceway does not route (ignored)", prefix())
+                    });
                     None
                 }
                 kind => Some((key(RouteRank::Main, 0), kind_via(kind)?)),
             },
             DEFAULT_TABLE if route.address.is_ipv4() => {
                 self.log_once("default_table", || {
-                    format!("{prefix} in table default (to the kernel where the main table has no route)")
+                    format!("{} in table default (to the kernel where the main table has no route)", prefix())
                 });
                 Some((key(RouteRank::DefaultTable, u64::from(route.tos)), Via::ToKernel(KernelReason::DefaultTable)))
             }
             table => {
-                self.log_once("table", || format!("{prefix} in table {table}: not mirrored (only rules reach it)"));
+                self.log_once("table", || format!("{} in table {table}: not mirrored (only rules reach it)", prefix()));
                 let routes = self.other_tables.entry(table).or_default();
                 routes.insert((masked(route.address, route.len), route.len, route.metric));
                 None
@@ -682,6 +685,8 @@ impl Stale {
         match event {
             Event::Address { interface, ip, .. } => self.addresses.remove(&(*interface, *ip)),
             Event::Neighbor { interface, ip, .. } => self.neighbors.remove(&(*interface, *ip)),
+            // Ranking a route costs; a first dump (a start, a restart) has nothing stale.
+            Event::Route { .. } if self.routes.is_empty() => false,
             Event::Route { route, .. } => match tables.rank(route) {
                 Some((key, _)) => self.routes.remove(&(masked(route.address, route.len), route.len, key)),
                 None => false,
