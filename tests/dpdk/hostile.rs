@@ -438,6 +438,16 @@ fn hostile_configs_are_one_clear_error() {
         ),
         ("a namespace path", format!("{base}\n[control]\nnetns = \"a/b\"\n"), vec!["bad.toml", "control.netns"]),
         (
+            "interfaces kept for more than an hour",
+            format!("{base}\n[control]\nkeep_interfaces_s = 3601\n"),
+            vec!["bad.toml", "control.keep_interfaces_s", "not 0-3600 seconds"],
+        ),
+        (
+            "interfaces kept for a negative time",
+            format!("{base}\n[control]\nkeep_interfaces_s = -1\n"),
+            vec!["bad.toml", "control.keep_interfaces_s", "-1"],
+        ),
+        (
             "more lossless headroom than the buffer",
             base.replacen("[switch]", "[switch]\nbuffer_bytes = 65536", 1),
             vec!["bad.toml", "headroom"],

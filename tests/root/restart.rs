@@ -27,8 +27,9 @@ fn interface(netns: &str, name: &str) -> (u64, bool) {
 /// A leaf with BGP and BFD to a spine is stopped as systemd's restart stops it (SIGTERM), then
 /// killed outright (a crash), and started again each time. Both times the new switch takes
 /// over the same host interfaces (same index, carrier kept), forwards again, and no BGP or BFD
-/// session went down on either side. While a switch runs, `raceway clean` refuses; once it
-/// has stopped, `raceway clean` removes the interfaces and the namespace at once.
+/// session went down on either side. While a switch runs, `raceway clean` refuses; `run
+/// --clean` starts with new interfaces; once the switch has stopped, `raceway clean` removes
+/// the interfaces and the namespace at once.
 #[test]
 fn a_restart_or_a_crash_keeps_the_host_interfaces_and_every_bgp_and_bfd_session() {
     let _alone = alone();
@@ -72,10 +73,24 @@ fn a_restart_or_a_crash_keeps_the_host_interfaces_and_every_bgp_and_bfd_session(
     let after = (sessions(&leaf, "10.255.0.1"), sessions(&spine, "10.255.0.0"));
     assert_eq!(after, before, "no BGP or BFD session went down (leaf, spine)");
     assert!(after.0.up && after.1.up);
+    // A mark on the kept interface, which a new one would not have.
+    ok("ip", &["-n", &control, "link", "set", "host0", "alias", "kept"]);
     lab.stop_frr();
     let stats = lab.stop();
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
     assert!(interface(&control, "host0").1, "kept after the last stop too");
+    // `run --clean`: new interfaces, the kept ones let go first.
+    lab.start_with(&config, &["host0", "up0"], &[std::ffi::OsStr::new("--clean")]);
+    // The kept interfaces had carrier already: the new switch's are there once it says so.
+    let mut log = String::new();
+    wait_for("the new switch's host interfaces", Duration::from_secs(30), || {
+        log = std::fs::read_to_string(lab.dir.join("raceway.log")).unwrap();
+        log.contains("control: a host interface per port")
+    });
+    assert!(log.contains("--clean: let go of the host interfaces kept in") && !log.contains("took over"), "{log}");
+    let shown = ok("ip", &["-n", &control, "link", "show", "host0"]);
+    assert!(!shown.contains("alias kept"), "a new interface: {shown}");
+    lab.stop();
     let cleaned = ok(env!("CARGO_BIN_EXE_raceway"), &["clean", "-c", config_path.to_str().unwrap()]);
     assert!(cleaned.contains(&format!("let go of the host interfaces kept in {control}")), "{cleaned}");
     let namespaces = ok("ip", &["netns", "list"]);

@@ -73,6 +73,11 @@ const HOUSEKEEPING: Duration = Duration::from_millis(50);
 const TRIM_AFTER_ROUTES: usize = 65_536;
 /// The longest a change read from the kernel waits to be published while more keep coming.
 pub const PUBLISH_WITHIN: Duration = Duration::from_millis(1);
+/// The same while the kernel's tables are first read (a start, a restart): a snapshot each
+/// millisecond had the pages of a large table copied again and again (the published snapshot
+/// shares them), a good part of the read (perf/RESULTS.md, "Issue 46: restart times");
+/// meanwhile what the FIB lacks goes to the kernel, which forwards it.
+const PUBLISH_WITHIN_FIRST_READ: Duration = Duration::from_millis(20);
 
 /// The control thread's nice value where the real-time class is refused: above everything else
 /// on a shared CPU (route work, `ip`, routing daemons), so a batch of a million routes delays a
@@ -540,7 +545,8 @@ impl FibThread {
         let mut reading = Some(Instant::now());
         while !self.stop.load(Ordering::Relaxed) {
             let started = Instant::now();
-            match self.sync.poll(&mut self.writer, started + PUBLISH_WITHIN) {
+            let within = if reading.is_some() { PUBLISH_WITHIN_FIRST_READ } else { PUBLISH_WITHIN };
+            match self.sync.poll(&mut self.writer, started + within) {
                 Ok(_) => {}
                 Err(err) => tracing::warn!("control: netlink: {err}"),
             }

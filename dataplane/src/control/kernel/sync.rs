@@ -136,8 +136,8 @@ impl Sync {
             // The next hops' and then the routes' dumps come after the links' and addresses':
             // they read which next hops are dead after every change seen so far, so a fresh
             // dump wanted for one of those (the dump's own links and addresses among them, at
-            // a start) is this one. Only a change from here on asks for another: at a restart
-            // with a million routes, a second dump doubled the time to the full FIB.
+            // a start) is this one. Only a change from here on asks for another: a second full
+            // dump at every start doubled the time to the full FIB.
             self.tables.resync_wanted = false;
             self.resync_after = false;
         }
