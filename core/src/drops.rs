@@ -76,6 +76,10 @@ drop_reasons! {
     PuntPoliced => "punt_policed";
     /// A frame for the control plane that found the queue to it full.
     PuntQueueFull => "punt_queue_full";
+    /// A frame for the control plane from a source its CoPP class does not take
+    /// (`[control.acl]`: by default BGP and BFD only from the port's known neighbours);
+    /// `refused` breaks these down by class. Dropped before the class's policer.
+    ControlAcl => "control_acl";
     /// A frame for a port whose link is down or that is administratively down, one received
     /// on an administratively down port, or one queued on a port when its link went down
     /// (flushed, not held). Groups skip such members, so this counts frames with no other way.

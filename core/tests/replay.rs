@@ -432,7 +432,8 @@ fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
     let config = leaf(2, "", "", "3")
         .replacen("name = \"h0\"", "name = \"h0\"\naddresses = [\"10.0.0.1/24\"]", 1)
         .replacen("name = \"h1\"", "name = \"h1\"\nmtu = 1024", 1)
-        + "[control.copp.arp]\npps = 1000\nburst = 10\n";
+        + "[control.copp.arp]\npps = 1000\nburst = 10\n\
+           [[neighbor]]\nip = \"10.0.0.7\"\nmac = \"02:00:00:00:10:07\"\nport = \"h0\"\n";
     let mut arp = vec![0u8; 42];
     arp[0..6].copy_from_slice(&[0xff; 6]);
     arp[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0x10, 0]);
@@ -445,10 +446,15 @@ fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
         trace.push((i * 2_000, arp.clone()));
         trace.push((i * 2_000 + 1_000, data.clone()));
     }
-    // Amid the ARP flood, a BGP keepalive to the switch passes: its class has its own bucket.
+    // Amid the ARP flood, a BGP keepalive to the switch from 10.0.0.7, a neighbour on h0,
+    // passes: its class has its own bucket. The same from 10.0.0.8, no neighbour, is refused
+    // (`[control.acl]`'s default for BGP).
     let mut keepalive = FrameSpec::rocev2(ip("10.0.0.7"), ip("10.0.0.1"), 0);
     keepalive.transport = Transport::Tcp { source: 179, destination: 40000 };
     trace.push((150_500, keepalive.build()));
+    let mut spoofed = FrameSpec::rocev2(ip("10.0.0.8"), ip("10.0.0.1"), 0);
+    spoofed.transport = Transport::Tcp { source: 179, destination: 40000 };
+    trace.push((150_700, spoofed.build()));
     trace.sort_by_key(|(time, _)| *time);
     // At 5 ms: a ping to the switch, and a packet whose TTL expires.
     let mut ping = FrameSpec::rocev2(ip("10.0.0.7"), ip("10.0.0.1"), 0);
@@ -471,18 +477,20 @@ fn with_control_punts_are_policed_and_counted_and_forwarding_goes_on() {
     assert!(sent.iter().all(|(_, frame)| *frame == expected));
     let stats = stats(&out);
     let h0 = &stats["ports"]["h0"];
-    assert_eq!(h0["rx_packets"], 206);
+    assert_eq!(h0["rx_packets"], 207);
     let classes = |arp, bgp, ip2me, ttl, errors| {
         serde_json::json!({"bgp": bgp, "bfd": 0, "lacp": 0, "arp": arp, "lldp": 0, "ip2me": ip2me, "glean": 0,
                            "kernel": 0, "ttl": ttl, "unreachable": errors, "mtu": errors, "other": 0})
     };
     assert_eq!(h0["punted"], classes(10, 1, 1, 1, 1));
     assert_eq!(h0["policed"], classes(90, 0, 0, 0, 0));
+    assert_eq!(h0["refused"], classes(0, 1, 0, 0, 0), "the spoofed keepalive, by class");
+    assert_eq!(h0["drops"]["control_acl"], 1);
     assert_eq!(h0["drops"]["punt_policed"], 90);
     assert_eq!(h0["drops"]["punt_queue_full"], 0);
     assert_eq!(h0["drops"]["multicast"], 1, "the multicast packet");
     let dropped: u64 = h0["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
-    assert_eq!(dropped, 91, "nothing else dropped");
+    assert_eq!(dropped, 92, "nothing else dropped");
     assert_eq!(stats["ports"]["h1"]["tx_packets"], 100);
 }
 

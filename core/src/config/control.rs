@@ -1,12 +1,12 @@
 //! `[control]`: the control plane (a Linux interface per port in a namespace of the switch's
-//! own), its CoPP policers per class, the class its frames leave in and the EtherTypes it
-//! takes, validated into `ControlConfig`.
+//! own), its CoPP policers per class, the sources each class takes (`[control.acl]`), the
+//! class its frames leave in and the EtherTypes it takes, validated into `ControlConfig`.
 //!
 //! Invariant: the namespace name is one the kernel takes; every CoPP class is known and its
-//! rate and burst are 1-10,000,000; a punted EtherType is not one the data plane routes or
-//! always punts.
+//! rate and burst are 1-10,000,000; only classes of IP frames are limited to sources; a
+//! punted EtherType is not one the data plane routes or always punts.
 
-use super::{CoppClass, CoppRate};
+use super::{CoppClass, CoppRate, Prefix};
 use super::{GroupMode, Validator};
 use crate::error::InputError;
 use serde::Deserialize;
@@ -35,6 +35,9 @@ pub(super) struct RawControl {
     #[serde(default)]
     pub(super) punt_ethertypes: Vec<String>,
     pub(super) keep_interfaces_s: Option<i64>,
+    /// `[control.acl]`: class = "any" | "neighbors" | ["neighbors", "PREFIX", ...].
+    #[serde(default)]
+    pub(super) acl: BTreeMap<String, toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -58,6 +61,9 @@ pub struct ControlConfig {
     pub multipath_mode: GroupMode,
     /// EtherTypes punted besides ARP, slow protocols and LLDP (class `other`).
     pub punt_ethertypes: Vec<u16>,
+    /// The sources each CoPP class takes (`[control.acl]`); shared, so that a reload hands the
+    /// workers a new one without copying it on the packet path.
+    pub acl: std::sync::Arc<ControlAcl>,
     /// Seconds the namespace and host interfaces outlive the switch (held by `raceway keep`),
     /// so that a restart finds them, and the sessions on them, as they were; 0: they go with it.
     pub keep_interfaces_s: u32,
@@ -115,7 +121,8 @@ impl Validator<'_> {
                     .error("control.keep_interfaces_s", format!("{seconds} is not 0-{MAX_KEEP_INTERFACES_S} seconds")))
             }
         };
-        Ok(ControlConfig { netns, copp, control_tc, multipath_mode, punt_ethertypes, keep_interfaces_s })
+        let acl = std::sync::Arc::new(self.control_acl(&raw.acl)?);
+        Ok(ControlConfig { netns, copp, control_tc, multipath_mode, punt_ethertypes, acl, keep_interfaces_s })
     }
 
     /// `[control.copp.<class>]`: each class's rate and burst, SONiC's defaults where unset; a
@@ -139,6 +146,95 @@ impl Validator<'_> {
             rates[class.index()] = CoppRate { pps, burst };
         }
         Ok(rates)
+    }
+}
+
+/// The sources one CoPP class takes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Sources {
+    /// Any source.
+    pub any: bool,
+    /// A peer of the control plane's: a `[[neighbor]]` on the port the frame came in on, or
+    /// a BGP peer the kernel has a connection with (FRR connects to each neighbour it is
+    /// given), on any port (a link-local one on its own).
+    pub neighbors: bool,
+    /// Sources in these prefixes (peers further away: multihop BGP, a management subnet).
+    pub prefixes: Vec<Prefix>,
+}
+
+/// `[control.acl]`: which sources each CoPP class takes, as SONiC's caclmgrd limits BGP to its
+/// configured neighbours. The rest of a class's frames are dropped before its policer (so a
+/// spoofed flood spends none of the real peers' rate) and counted as `control_acl`, by class
+/// in `refused`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControlAcl {
+    pub classes: [Sources; CoppClass::COUNT],
+}
+
+impl Default for ControlAcl {
+    /// BGP and BFD from neighbours only; every other class from anyone.
+    fn default() -> Self {
+        let classes = CoppClass::ALL.map(|class| match class {
+            CoppClass::Bgp | CoppClass::Bfd => Sources { neighbors: true, ..Sources::default() },
+            _ => Sources { any: true, ..Sources::default() },
+        });
+        Self { classes }
+    }
+}
+
+impl ControlAcl {
+    /// The sources `class` takes, or `None` when it takes any.
+    #[inline]
+    pub fn limits(&self, class: CoppClass) -> Option<&Sources> {
+        let sources = &self.classes[class.index()];
+        (!sources.any).then_some(sources)
+    }
+}
+
+/// Classes whose frames have no IP source to judge (ARP among them: ND shares its class).
+const WITHOUT_SOURCES: [CoppClass; 4] = [CoppClass::Lacp, CoppClass::Arp, CoppClass::Lldp, CoppClass::Other];
+
+impl Validator<'_> {
+    /// `[control.acl]`: each listed class's sources, the defaults for the rest.
+    fn control_acl(&self, raw: &BTreeMap<String, toml::Value>) -> Result<ControlAcl, InputError> {
+        let mut acl = ControlAcl::default();
+        for (name, value) in raw {
+            let field = format!("control.acl.{name}");
+            let class = CoppClass::parse(name).ok_or_else(|| {
+                let names: Vec<&str> = CoppClass::ALL.iter().map(|class| class.name()).collect();
+                self.error(&field, format!("not a CoPP class ({})", names.join(", ")))
+            })?;
+            let mut sources = Sources::default();
+            let words: Vec<&toml::Value> = match value {
+                toml::Value::Array(items) => items.iter().collect(),
+                single => vec![single],
+            };
+            for word in words {
+                match word.as_str() {
+                    Some("any") => sources.any = true,
+                    Some("neighbors") => sources.neighbors = true,
+                    Some(text) => {
+                        sources.prefixes.push(Prefix::parse(text).map_err(|problem| self.error(&field, problem))?)
+                    }
+                    None => {
+                        return Err(self.error(
+                            &field,
+                            format!("{word} is not \"any\", \"neighbors\" or a list of prefixes and \"neighbors\""),
+                        ))
+                    }
+                }
+            }
+            if !sources.any && !sources.neighbors && sources.prefixes.is_empty() {
+                return Err(self.error(&field, "an empty list would refuse the whole class; say which sources"));
+            }
+            if !sources.any && WITHOUT_SOURCES.contains(&class) {
+                return Err(
+                    self.error(&field, format!("class {name} is not IP (or shares its class with ARP): only \"any\""))
+                );
+            }
+            acl.classes[class.index()] = sources;
+        }
+        Ok(acl)
     }
 }
 
@@ -181,5 +277,35 @@ mod tests {
         let (field, problem) = error("punt_ethertypes = [\"0x8809\"]\n");
         assert_eq!(field, "control.punt_ethertypes");
         assert!(problem.contains("class lacp"), "{problem}");
+    }
+
+    #[test]
+    fn control_acls_take_bgp_and_bfd_from_neighbours_by_default_and_lists_per_class() {
+        let acl = |tables: &str| {
+            Config::parse(&format!("{MINIMAL}\n[control]\n{tables}"), "t.toml")
+                .map(|config| config.control.unwrap().acl)
+        };
+        let defaults = acl("").unwrap();
+        assert_eq!(*defaults, ControlAcl::default());
+        assert!(defaults.limits(CoppClass::Bgp).is_some_and(|sources| sources.neighbors));
+        assert!(defaults.limits(CoppClass::Ip2me).is_none(), "any source");
+        let set =
+            acl("[control.acl]\nbgp = [\"neighbors\", \"10.1.0.0/16\"]\nip2me = \"10.9.0.0/24\"\nbfd = \"any\"\n")
+                .unwrap();
+        let bgp = set.limits(CoppClass::Bgp).unwrap();
+        assert!(bgp.neighbors);
+        assert_eq!(bgp.prefixes, vec![Prefix::parse("10.1.0.0/16").unwrap()]);
+        let ip2me = set.limits(CoppClass::Ip2me).unwrap();
+        assert!(!ip2me.neighbors && ip2me.prefixes.len() == 1);
+        assert!(set.limits(CoppClass::Bfd).is_none());
+        let error = |tables: &str| {
+            let err = acl(tables).unwrap_err();
+            (err.field, err.problem)
+        };
+        assert_eq!(error("[control.acl]\nssh = \"any\"\n").0, "control.acl.ssh");
+        assert!(error("[control.acl]\narp = \"neighbors\"\n").1.contains("only \"any\""));
+        assert!(error("[control.acl]\nbgp = []\n").1.contains("empty list"));
+        assert!(error("[control.acl]\nbgp = \"10.0.0.1/8\"\n").1.contains("host bits"));
+        assert!(error("[control.acl]\nbgp = 7\n").1.contains("not \"any\""));
     }
 }

@@ -119,6 +119,7 @@ pub fn live_changes(running: &Config, new: &Config) -> Result<Vec<&'static str>,
         ("qos.ecn", old.ecn != qos.ecn),
         ("qos.trim", old.trim != qos.trim || running.ports.iter().zip(&new.ports).any(|(a, b)| a.trim != b.trim)),
         ("control.copp", running.control.as_ref().map(|c| c.copp) != new.control.as_ref().map(|c| c.copp)),
+        ("control.acl", running.control.as_ref().map(|c| &c.acl) != new.control.as_ref().map(|c| &c.acl)),
         ("acl", running.acls != new.acls),
         ("sflow", running.sflow != new.sflow),
     ];

@@ -163,6 +163,9 @@ pub struct PortStats {
     /// Frames for the control plane its policers refused, per `CoppClass` (the breakdown of the
     /// `punt_policed` drops).
     pub policed: [u64; CoppClass::COUNT],
+    /// Frames for the control plane from a source their class does not take
+    /// (`[control.acl]`), per `CoppClass` (the breakdown of the `control_acl` drops).
+    pub refused: [u64; CoppClass::COUNT],
     /// Frames the control plane sent out of this port (its host interface).
     pub injected: u64,
     pub queues: [QueueStats; TRAFFIC_CLASSES],

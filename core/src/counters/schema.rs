@@ -154,7 +154,7 @@ impl<const N: usize> Values for [[u64; N]] {
 }
 
 #[rustfmt::skip]
-pub static PORT_COUNTERS: [Counter<PortStats>; 15] = [
+pub static PORT_COUNTERS: [Counter<PortStats>; 16] = [
     row!(PortStats, rx_packets, "rx_packets", "raceway_port_rx_packets_total", Counter, One, Ports, "rx_packets", "Data frames received."),
     row!(PortStats, rx_bytes, "rx_bytes", "raceway_port_rx_bytes_total", Counter, One, Ports, "rx_bytes", "Bytes of data frames received."),
     row!(PortStats, tx_packets, "tx_packets", "raceway_port_tx_packets_total", Counter, One, Ports, "tx_packets", "Data frames sent."),
@@ -162,6 +162,7 @@ pub static PORT_COUNTERS: [Counter<PortStats>; 15] = [
     row!(PortStats, drops, "drops", "raceway_port_drops_total", Counter, DropReason, Ports, "drops", "Frames dropped, charged to the port they came in on, by reason."),
     row!(PortStats, punted, "punted", "raceway_port_punted_total", Counter, CoppClass, Ports, "punted", "Frames handed to the control plane, by the port they came in on and CoPP class."),
     row!(PortStats, policed, "policed", "raceway_port_policed_total", Counter, CoppClass, Ports, "policed", "Frames for the control plane over their port and CoPP class's rate, dropped (punt_policed)."),
+    row!(PortStats, refused, "refused", "raceway_port_control_acl_refused_total", Counter, CoppClass, Ports, "refused", "Frames for the control plane from a source their CoPP class does not take ([control.acl]), dropped (control_acl)."),
     row!(PortStats, injected, "injected", "raceway_port_injected_total", Counter, One, Control, "injected", "Frames the control plane sent out of the port."),
     row!(PortStats, pfc_xoff_tx, "pfc_xoff_tx", "raceway_pfc_xoff_sent_total", Counter, Priority, Pfc, "xoff_sent", "PFC XOFF frames sent, per priority."),
     row!(PortStats, pfc_xon_tx, "pfc_xon_tx", "raceway_pfc_xon_sent_total", Counter, Priority, Pfc, "xon_sent", "PFC XON frames sent, per priority."),

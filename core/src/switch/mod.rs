@@ -156,6 +156,8 @@ pub struct Switch<P: PacketBuf> {
     /// Per ingress port and CoPP class, with `[control]` (else empty: nothing is punted).
     punt_policers: Vec<[Policer; CoppClass::COUNT]>,
     punted: Outbox<P>,
+    /// The sources each CoPP class takes (`[control.acl]`), with `[control]`.
+    control_acl: Option<std::sync::Arc<crate::config::ControlAcl>>,
     /// The class frames from the control plane leave in.
     control_tc: u8,
     /// The source of the PFC frames the switch sends.
@@ -228,6 +230,7 @@ impl<P: PacketBuf> Switch<P> {
                 None => Vec::new(),
             },
             punted: Outbox::new(if config.control.is_some() { PUNT_OUTBOX } else { 0 }),
+            control_acl: config.control.as_ref().map(|control| std::sync::Arc::clone(&control.acl)),
             control_tc: config.control.as_ref().map_or(7, |control| control.control_tc),
             mac: config.mac,
             pausable_queues: config.qos.pausable_queues(),

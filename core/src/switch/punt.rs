@@ -64,6 +64,14 @@ impl<P: PacketBuf> Switch<P> {
 
     /// `punt` for a frame already counted as received.
     pub(super) fn punt_received(&mut self, ingress: usize, packet: P, class: CoppClass, now: u64) -> Received {
+        if let Some(sources) = self.control_acl.as_deref().and_then(|acl| acl.limits(class)) {
+            if !self.source_taken(ingress, &packet, sources) {
+                let rx = &mut self.stats.ports[ingress];
+                rx.count_drop(DropReason::ControlAcl);
+                rx.refused[class.index()] += 1;
+                return Received::Dropped(DropReason::ControlAcl);
+            }
+        }
         let rx = &mut self.stats.ports[ingress];
         let Some(policers) = self.punt_policers.get_mut(ingress) else {
             // The classifier punts only with `[control]`, which gives every port its policers.
@@ -87,6 +95,15 @@ impl<P: PacketBuf> Switch<P> {
         }
     }
 
+    /// Whether `packet`'s IP source is one `sources` takes: a peer of the control plane's
+    /// (`Fib::is_control_peer`), or in one of the prefixes. A frame without an IP source is not. Parsed again here, for the
+    /// few frames of a limited class only: the packet path keeps no source address.
+    fn source_taken(&self, ingress: usize, packet: &P, sources: &crate::config::Sources) -> bool {
+        let Some(source) = ip_source(packet.data(), packet.len() - packet.data().len()) else { return false };
+        (sources.neighbors && self.classifier.fib().is_control_peer(ingress as u16, source))
+            || sources.prefixes.iter().any(|prefix| prefix.contains(source))
+    }
+
     /// Recounts a frame `take_punted` gave out that the engine could not hand to the control
     /// plane (its queue was full): no longer punted, dropped as `punt_queue_full`.
     pub fn punt_refused(&mut self, port: usize, class: CoppClass) {
@@ -99,6 +116,23 @@ impl<P: PacketBuf> Switch<P> {
     #[inline]
     pub fn take_punted(&mut self) -> Option<Punted<P>> {
         self.punted.pop()
+    }
+}
+
+/// The source address of the IP packet in `frame` (`beyond`: bytes in later segments).
+fn ip_source(frame: &[u8], beyond: usize) -> Option<std::net::IpAddr> {
+    let parsed = crate::wire::parse::parse_beyond(frame, beyond).ok()?;
+    let crate::wire::parse::Payload::Ip(ip) = parsed.payload else { return None };
+    let l3 = ip.l3_offset;
+    match ip.destination {
+        crate::wire::IpAddress::V4(_) => {
+            let bytes: [u8; 4] = frame.get(l3 + 12..l3 + 16)?.try_into().ok()?;
+            Some(std::net::IpAddr::from(bytes))
+        }
+        crate::wire::IpAddress::V6(_) => {
+            let bytes: [u8; 16] = frame.get(l3 + 8..l3 + 24)?.try_into().ok()?;
+            Some(std::net::IpAddr::from(bytes))
+        }
     }
 }
 
@@ -125,8 +159,9 @@ mod tests {
 
     #[test]
     fn punted_frames_are_policed_per_port_and_class_then_wait_in_the_outbox() {
-        // ARP at 1,000 pps, burst 3; BGP at its default.
-        let copp = "[control.copp.arp]\npps = 1000\nburst = 3";
+        // ARP at 1,000 pps, burst 3; BGP at its default, from 10.0.0.0, a neighbour on p0.
+        let copp = "[control.copp.arp]\npps = 1000\nburst = 3\n\
+                    [[neighbor]]\nip = \"10.0.0.0\"\nmac = \"02:00:00:00:10:00\"\nport = \"p0\"";
         let mut switch: Switch<HeapPacket> = Switch::new(&config_with_p0("", "addresses = [\"10.0.0.1/31\"]", copp), 1);
         let now = 1_000_000_000; // 1 ms
         let mut outcomes = Vec::new();
@@ -172,6 +207,54 @@ mod tests {
         let mut switch: Switch<HeapPacket> = Switch::new(&config("", copp), 1);
         switch.receive(0, HeapPacket::new(expiring.clone()), now);
         assert_eq!(switch.take_punted().unwrap().packet.data(), &expiring[..]);
+    }
+
+    /// `[control.acl]`: BGP and BFD from the ingress port's neighbours only, by default; a
+    /// class limited to prefixes; what is refused is counted by class before its policer.
+    #[test]
+    fn the_control_acl_takes_each_class_from_its_sources_only() {
+        let neighbor = "[[neighbor]]\nip = \"10.0.0.0\"\nmac = \"02:00:00:00:10:00\"\nport = \"p0\"\n";
+        let extra =
+            format!("{neighbor}[control.acl]\nip2me = [\"10.0.5.0/24\"]\n[control.copp.bgp]\npps = 1000\nburst = 1\n");
+        let mut switch: Switch<HeapPacket> =
+            Switch::new(&config_with_p0("", "addresses = [\"10.0.0.1/31\"]", &extra), 1);
+        let from = |source: &str, transport| {
+            let mut spec = FrameSpec::rocev2(source.parse().unwrap(), "10.0.0.1".parse().unwrap(), 7);
+            spec.transport = transport;
+            HeapPacket::new(spec.build())
+        };
+        use crate::traffic::frames::Transport::{Tcp, Udp};
+        let bgp = Tcp { source: 40000, destination: 179 };
+        let bfd = Udp { source: 49152, destination: 3784 };
+        let ping = Udp { source: 5000, destination: 7 };
+        let refused = Received::Dropped(DropReason::ControlAcl);
+        // A spoofed flood first: refused, it spends none of BGP's one-frame burst.
+        for _ in 0..3 {
+            assert_eq!(switch.receive(0, from("10.0.0.9", bgp), 0), refused, "not a neighbour");
+        }
+        assert_eq!(switch.receive(1, from("10.0.0.0", bgp), 0), refused, "p0's neighbour, on p1");
+        assert_eq!(switch.receive(0, from("10.0.0.0", bgp), 0), Received::Punted(CoppClass::Bgp));
+        assert_eq!(switch.receive(0, from("10.0.0.9", bfd), 0), refused);
+        assert_eq!(switch.receive(0, from("10.0.0.0", bfd), 0), Received::Punted(CoppClass::Bfd));
+        assert_eq!(switch.receive(0, from("10.0.5.7", ping), 0), Received::Punted(CoppClass::Ip2me), "in the list");
+        assert_eq!(switch.receive(0, from("10.0.0.0", ping), 0), refused, "ip2me takes its list only");
+        // ARP is never limited.
+        assert_eq!(switch.receive(0, arp(), 0), Received::Punted(CoppClass::Arp));
+        let stats = &switch.stats.ports[0];
+        assert_eq!(stats.drops_for(DropReason::ControlAcl), 5);
+        let refused_in = |class: CoppClass| stats.refused[class.index()];
+        assert_eq!((refused_in(CoppClass::Bgp), refused_in(CoppClass::Bfd), refused_in(CoppClass::Ip2me)), (3, 1, 1));
+        assert_eq!(stats.policed, [0; CoppClass::COUNT], "refused before the policers");
+        assert_eq!(switch.stats.ports[1].refused[CoppClass::Bgp.index()], 1);
+        // "any" lifts the limit, by a reload too.
+        let running = config_with_p0("", "addresses = [\"10.0.0.1/31\"]", &format!("{neighbor}[control]\n"));
+        let open =
+            config_with_p0("", "addresses = [\"10.0.0.1/31\"]", &format!("{neighbor}[control.acl]\nbgp = \"any\"\n"));
+        assert_eq!(crate::config::reload::live_changes(&running, &open), Ok(vec!["control.acl"]));
+        let mut switch: Switch<HeapPacket> = Switch::new(&running, 1);
+        assert_eq!(switch.receive(0, from("10.0.0.9", bgp), 0), refused);
+        switch.reconfigure(super::super::reload::Reconfiguration::prepare(&running, std::sync::Arc::new(open)));
+        assert_eq!(switch.receive(0, from("10.0.0.9", bgp), 1), Received::Punted(CoppClass::Bgp));
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub struct Reconfiguration {
     /// When the reload adds or removes `[sflow]`: the sampler to swap in (`Some(None)`
     /// removes it). A change of rates alone is applied in place.
     sampler: Option<Option<Sampler>>,
+    /// The new `[control.acl]`; once applied, the one it replaced (freed off the worker).
+    control_acl: Option<std::sync::Arc<crate::config::ControlAcl>>,
 }
 
 impl Reconfiguration {
@@ -50,6 +52,7 @@ impl Reconfiguration {
             plan: BufferPlan::new(&new).expect("a validated config has a buffer plan"),
             sampler: (running.sflow.is_some() != new.sflow.is_some())
                 .then(|| Sampler::new(&new, new.sflow.as_ref().map_or(0, |sflow| u64::from(sflow.collector.port())))),
+            control_acl: new.control.as_ref().map(|control| std::sync::Arc::clone(&control.acl)),
             config: new,
         }
     }
@@ -78,6 +81,7 @@ impl<P: PacketBuf> Switch<P> {
         self.watchdog.detection_ps = u64::from(qos.watchdog.detection_ms) * 1_000_000_000;
         self.watchdog.restoration_ps = u64::from(qos.watchdog.restoration_ms) * 1_000_000_000;
         self.watchdog.action = qos.watchdog.action;
+        std::mem::swap(&mut self.control_acl, &mut next.control_acl);
         if let Some(control) = &config.control {
             for policers in &mut self.punt_policers {
                 for (policer, rate) in policers.iter_mut().zip(&control.copp) {

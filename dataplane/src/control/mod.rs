@@ -73,6 +73,10 @@ const HOUSEKEEPING: Duration = Duration::from_millis(50);
 const TRIM_AFTER_ROUTES: usize = 65_536;
 /// The longest a change read from the kernel waits to be published while more keep coming.
 pub const PUBLISH_WITHIN: Duration = Duration::from_millis(1);
+/// How often the kernel's BGP peers are read (`[control.acl]`), the FIB thread's longest sleep:
+/// a new peer's first answer may come before it is known and be refused; TCP sends again a
+/// second later, by when it is.
+const PEERS_EVERY: Duration = HOUSEKEEPING;
 /// The same while the kernel's tables are first read (a start, a restart): a snapshot each
 /// millisecond had the pages of a large table copied again and again (the published snapshot
 /// shares them), a good part of the read (perf/RESULTS.md, "Issue 46: restart times");
@@ -297,8 +301,21 @@ impl ControlPlane {
                     Ok(sync) => {
                         let _ = ready_tx.send(Ok(()));
                         let names = config.ports.iter().map(|port| port.name.clone()).collect();
-                        FibThread { writer: FibWriter::mirroring(&config), sync, link, stop, stats, states, names }
-                            .run();
+                        // Without it (an old kernel), `[control.acl]`'s `neighbors` are the config's.
+                        let peers = kernel::peers::BgpPeers::open()
+                            .map_err(|err| tracing::warn!("control: cannot read the kernel's BGP peers: {err}"))
+                            .ok();
+                        FibThread {
+                            writer: FibWriter::mirroring(&config),
+                            sync,
+                            peers,
+                            link,
+                            stop,
+                            stats,
+                            states,
+                            names,
+                        }
+                        .run();
                     }
                     Err(err) => {
                         let _ = ready_tx.send(Err(err));
@@ -525,6 +542,8 @@ impl ControlThread {
 struct FibThread {
     writer: FibWriter,
     sync: kernel::Sync,
+    /// The kernel's BGP peers, read every `PEERS_EVERY` (`[control.acl]`).
+    peers: Option<kernel::peers::BgpPeers>,
     link: Arc<ControlLink>,
     stop: Arc<AtomicBool>,
     stats: Arc<Mutex<ControlStats>>,
@@ -543,6 +562,7 @@ impl FibThread {
         // Until the kernel's tables have been read whole once (said in the log, with the time
         // it took: after a restart, the time to the full FIB).
         let mut reading = Some(Instant::now());
+        let mut next_peers = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
             let started = Instant::now();
             let within = if reading.is_some() { PUBLISH_WITHIN_FIRST_READ } else { PUBLISH_WITHIN };
@@ -555,6 +575,10 @@ impl FibThread {
             }
             if let Err(err) = self.sync.resolve_next_hops(Instant::now()) {
                 tracing::warn!("control: asking the kernel to resolve next hops: {err}");
+            }
+            if Instant::now() >= next_peers {
+                next_peers = Instant::now() + PEERS_EVERY;
+                self.read_peers();
             }
             let changed = self.writer.take_changed();
             if changed {
@@ -610,6 +634,22 @@ impl FibThread {
         stats.fib_dumps = self.sync.refreshes;
         stats.fib_kernel_routes = self.sync.tables.kernel_route_counts();
         stats.fib_partial = u64::from(self.sync.tables.partial());
+    }
+
+    /// Reads the kernel's BGP peers into the FIB: a link-local one on its interface's port
+    /// (one on an interface that is no port cannot reach the switch), the others on any.
+    fn read_peers(&mut self) {
+        let Some(peers) = &mut self.peers else { return };
+        match peers.read() {
+            Ok(read) => {
+                let on_ports = read.into_iter().filter_map(|(interface, address)| match interface {
+                    0 => Some((None, address)),
+                    interface => self.sync.tables.port_of(interface).map(|port| (Some(port as u16), address)),
+                });
+                self.writer.set_kernel_peers(on_ports.collect());
+            }
+            Err(err) => tracing::warn!("control: reading the kernel's BGP peers: {err}"),
+        }
     }
 
     /// The operator changed a port's host interface: `ip link set PORT down/up` shuts the port

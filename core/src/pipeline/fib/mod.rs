@@ -280,6 +280,9 @@ pub struct Fib {
     definitions: Vec<Arc<[Option<Arc<Via>>; CHUNK]>>,
     /// The kernel's nexthop objects, for `show route`.
     objects: Arc<HashMap<u32, Option<KernelHops>>>,
+    /// The control plane's peers (`[control.acl]`'s `neighbors`): the config's neighbours on
+    /// their ports, and the kernel's BGP peers (on any port; a link-local one on its own).
+    control_peers: Arc<Vec<(Option<u16>, IpAddr)>>,
     /// Counts up from 1 with each snapshot published by one writer.
     pub generation: u64,
 }
@@ -397,6 +400,12 @@ impl Fib {
             IpAddress::V6(ip) => self.neighbors_v6.get(&(port, ip)),
         };
         mac.map(|&mac| Adjacency { port, mac })
+    }
+
+    /// Whether `source`, arriving on `port`, is one of the control plane's peers. A few
+    /// entries, read for the frames of a class `[control.acl]` limits only.
+    pub fn is_control_peer(&self, port: u16, source: IpAddr) -> bool {
+        self.control_peers.iter().any(|&(on, peer)| peer == source && on.is_none_or(|on| on == port))
     }
 
     /// The FIB's answer for `destination`, as `ip route get` gives the kernel's: the longest

@@ -151,6 +151,7 @@ impl FibWriter {
                 groups: Arc::new(groups),
                 definitions: Vec::new(),
                 objects: Arc::new(std::collections::HashMap::new()),
+                control_peers: Arc::new(Vec::new()),
                 generation: 0,
             },
             ports: config.ports.len(),
@@ -183,6 +184,7 @@ impl FibWriter {
             writer.static_neighbors.insert(key, neighbor.mac);
             writer.update_neighbor(key);
         }
+        writer.set_kernel_peers(Vec::new());
         for (port, config_port) in config.ports.iter().enumerate().filter(|_| !mirror) {
             for address in &config_port.addresses {
                 let key = (masked(address.address, address.len), address.len);
@@ -232,6 +234,19 @@ impl FibWriter {
     pub fn snapshot(&mut self, generation: u64) -> Fib {
         self.fib.generation = generation;
         self.fib.clone()
+    }
+
+    /// The kernel's BGP peers, each on its port (a link-local peer) or any; with the config's
+    /// neighbours, the control plane's peers a snapshot holds (`Fib::is_control_peer`).
+    pub fn set_kernel_peers(&mut self, mut peers: Vec<(Option<u16>, IpAddr)>) {
+        let configured = self.static_neighbors.keys().map(|&(port, ip)| (Some(port), ip));
+        peers.extend(configured);
+        peers.sort_unstable();
+        peers.dedup();
+        if *self.fib.control_peers != peers {
+            self.fib.control_peers = Arc::new(peers);
+            self.changed = true;
+        }
     }
 
     /// Prefixes in the route table.

@@ -43,6 +43,7 @@
 //! it and of the route messages.
 
 mod decode;
+pub mod peers;
 mod sync;
 
 pub use decode::{decode, Message};
@@ -245,7 +246,7 @@ impl KernelTables {
         Self { interfaces, ..Self::default() }
     }
 
-    fn port_of(&self, interface: u32) -> Option<usize> {
+    pub fn port_of(&self, interface: u32) -> Option<usize> {
         self.interfaces.iter().position(|&index| index == interface)
     }
 
