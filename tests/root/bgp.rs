@@ -602,3 +602,53 @@ fn floods_from_the_bgp_peer_leave_its_sessions_up_and_show_in_their_classes() {
     }
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
 }
+
+/// A host on host0 floods the leaf's gateway address with BGP SYNs and BFD packets, first
+/// spoofing the spine's address, then from its own. `[control.acl]`'s default takes BGP and
+/// BFD from the control plane's peers only (here the spine, a BGP peer of the leaf's kernel,
+/// on the port the FIB routes it through), so both floods are refused at host0, before its
+/// policers, and counted by class in `refused`; the real sessions on the uplink never go
+/// down and keep being punted.
+#[test]
+fn spoofed_bgp_and_bfd_from_a_host_port_are_refused_and_the_sessions_stay_up() {
+    let _alone = alone();
+    let (mut lab, leaf, spine_dir) = bgp_bfd_lab("rwa", "");
+    let host = lab.netns("h0");
+    let before = (sessions(&leaf, "10.255.0.1"), sessions(&spine_dir, "10.255.0.0"));
+    // As fast as hping3 sends, at the lowest priority: it stands for another machine.
+    let floods: [&[&str]; 4] = [
+        &["-S", "-p", "179", "-a", "10.255.0.1"],
+        &["--udp", "-p", "3784", "-a", "10.255.0.1"],
+        &["-S", "-p", "179"],
+        &["--udp", "-p", "3784"],
+    ];
+    for flood in floods {
+        let mut args = vec!["netns", "exec", host.as_str(), "nice", "-n", "19", "hping3", "--flood", "-q"];
+        args.extend_from_slice(flood);
+        args.push("10.0.0.1");
+        let mut hping = Command::new("ip").args(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let started = Instant::now();
+        // Three BFD detection times (100 ms x 3) each.
+        wait_for("the flood to run 1 s", Duration::from_secs(10), || started.elapsed() >= Duration::from_secs(1));
+        let _ = hping.kill();
+        let _ = hping.wait();
+    }
+    let after = (sessions(&leaf, "10.255.0.1"), sessions(&spine_dir, "10.255.0.0"));
+    assert_eq!(after, before, "no BGP or BFD session went down during the floods (leaf, spine)");
+    lab.stop_frr();
+    let stats = lab.stop();
+    let (host0, up0) = (&stats["ports"]["host0"], &stats["ports"]["up0"]);
+    let count = |port: &serde_json::Value, counter: &str, class: &str| port[counter][class].as_u64().unwrap();
+    for class in ["bgp", "bfd"] {
+        assert!(count(host0, "refused", class) > 100, "the {class} floods, refused: {host0}");
+        assert_eq!(count(host0, "punted", class), 0, "none of host0's {class} reached the kernel: {host0}");
+        assert_eq!(count(host0, "policed", class), 0, "refused before the policer: {host0}");
+        assert!(count(up0, "punted", class) > 0, "the spine's {class} did: {up0}");
+        // Only frames of the sessions' first moments, before the kernel's BGP connection to
+        // the spine was read (every 50 ms), if any.
+        assert!(count(up0, "refused", class) < 10, "{up0}");
+    }
+    let refused: u64 = host0["refused"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(host0["drops"]["control_acl"].as_u64().unwrap(), refused, "the drop reason sums the classes");
+    assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
+}

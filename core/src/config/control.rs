@@ -156,7 +156,8 @@ pub struct Sources {
     pub any: bool,
     /// A peer of the control plane's: a `[[neighbor]]` on the port the frame came in on, or
     /// a BGP peer the kernel has a connection with (FRR connects to each neighbour it is
-    /// given), on any port (a link-local one on its own).
+    /// given), arriving on a port the FIB routes it back through (a link-local one on its
+    /// own).
     pub neighbors: bool,
     /// Sources in these prefixes (peers further away: multihop BGP, a management subnet).
     pub prefixes: Vec<Prefix>,

@@ -637,7 +637,8 @@ impl FibThread {
     }
 
     /// Reads the kernel's BGP peers into the FIB: a link-local one on its interface's port
-    /// (one on an interface that is no port cannot reach the switch), the others on any.
+    /// (one on an interface that is no port cannot reach the switch), the others wherever the
+    /// FIB routes them (`Fib::is_control_peer`).
     fn read_peers(&mut self) {
         let Some(peers) = &mut self.peers else { return };
         match peers.read() {

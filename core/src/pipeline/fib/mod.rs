@@ -402,10 +402,33 @@ impl Fib {
         mac.map(|&mac| Adjacency { port, mac })
     }
 
-    /// Whether `source`, arriving on `port`, is one of the control plane's peers. A few
-    /// entries, read for the frames of a class `[control.acl]` limits only.
+    /// Whether `source`, arriving on `port`, is one of the control plane's peers: a link-local
+    /// or configured peer on its own port, any other where this FIB routes it back (strict
+    /// reverse-path: a host port cannot speak for a peer behind an uplink). A few entries,
+    /// read for the frames of a class `[control.acl]` limits only.
     pub fn is_control_peer(&self, port: u16, source: IpAddr) -> bool {
-        self.control_peers.iter().any(|&(on, peer)| peer == source && on.is_none_or(|on| on == port))
+        self.control_peers.iter().any(|&(on, peer)| {
+            peer == source
+                && match on {
+                    Some(on) => on == port,
+                    None => self.routes_back_through(ip_destination(source), port),
+                }
+        })
+    }
+
+    /// Whether frames to `destination` leave through `port` (one of a group's members), or may
+    /// (a next hop not resolved yet: the port is not known).
+    fn routes_back_through(&self, destination: IpAddress, port: u16) -> bool {
+        let Some((_, _, id)) = self.routes.lookup_prefix(destination) else { return false };
+        match self.next_hop(id) {
+            Target::Adjacency(adjacency) => adjacency.port == port,
+            Target::Connected(on) => on == port,
+            Target::Group(group) => {
+                self.groups.get(group as usize).is_some_and(|group| group.members.iter().any(|m| m.port == port))
+            }
+            Target::Glean => true,
+            Target::Local | Target::Blackhole | Target::Kernel(_) => false,
+        }
     }
 
     /// The FIB's answer for `destination`, as `ip route get` gives the kernel's: the longest
