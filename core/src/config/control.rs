@@ -9,6 +9,7 @@
 use super::{CoppClass, CoppRate, Prefix};
 use super::{GroupMode, Validator};
 use crate::error::InputError;
+use crate::keyword::keywords;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -29,7 +30,7 @@ pub(super) struct RawControl {
     pub(super) punt_pps: Option<toml::Value>,
     pub(super) punt_burst: Option<toml::Value>,
     #[serde(default)]
-    pub(super) copp: BTreeMap<String, RawCopp>,
+    pub(super) copp: RawCoppSection,
     pub(super) control_tc: Option<i64>,
     pub(super) multipath_mode: Option<String>,
     #[serde(default)]
@@ -38,6 +39,14 @@ pub(super) struct RawControl {
     /// `[control.acl]`: class = "any" | "neighbors" | ["neighbors", "PREFIX", ...].
     #[serde(default)]
     pub(super) acl: BTreeMap<String, toml::Value>,
+}
+
+/// `[control.copp]`: `scope`, and a table per class.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawCoppSection {
+    pub(super) scope: Option<String>,
+    #[serde(flatten)]
+    pub(super) classes: BTreeMap<String, RawCopp>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -53,8 +62,10 @@ pub(super) struct RawCopp {
 pub struct ControlConfig {
     /// The network namespace of the host interfaces.
     pub netns: String,
-    /// Each (port, CoPP class)'s policer, by `CoppClass::index`.
+    /// Each CoPP class's policer, by `CoppClass::index`: one per port, or one for the switch
+    /// (`copp_scope`).
     pub copp: [CoppRate; CoppClass::COUNT],
+    pub copp_scope: CoppScope,
     /// The traffic class frames from the control plane leave in.
     pub control_tc: u8,
     /// The load-balancing mode of the kernel's multipath routes.
@@ -83,7 +94,8 @@ impl Validator<'_> {
                 return Err(self.error(field, "replaced by per-class policers: [control.copp.<class>] pps, burst"));
             }
         }
-        let copp = self.copp(&raw.copp)?;
+        let copp = self.copp(&raw.copp.classes)?;
+        let copp_scope = self.keyword("control.copp.scope", raw.copp.scope.as_deref(), CoppScope::Port)?;
         let control_tc = match raw.control_tc {
             Some(tc) => self.traffic_class("control.control_tc", tc)?,
             None => DEFAULT_CONTROL_TC,
@@ -122,7 +134,16 @@ impl Validator<'_> {
             }
         };
         let acl = std::sync::Arc::new(self.control_acl(&raw.acl)?);
-        Ok(ControlConfig { netns, copp, control_tc, multipath_mode, punt_ethertypes, acl, keep_interfaces_s })
+        Ok(ControlConfig {
+            netns,
+            copp,
+            copp_scope,
+            control_tc,
+            multipath_mode,
+            punt_ethertypes,
+            acl,
+            keep_interfaces_s,
+        })
     }
 
     /// `[control.copp.<class>]`: each class's rate and burst, SONiC's defaults where unset; a
@@ -146,6 +167,17 @@ impl Validator<'_> {
             rates[class.index()] = CoppRate { pps, burst };
         }
         Ok(rates)
+    }
+}
+
+keywords! {
+    /// Whose rate a CoPP policer keeps (`[control.copp] scope`).
+    pub enum CoppScope {
+        /// One policer per port and class: a flood on one port spends only that port's rate.
+        Port => "port",
+        /// One policer per class for the whole switch, as SONiC's trap groups: the kernel
+        /// sees at most the class's rate, whatever the number of ports.
+        Switch => "switch",
     }
 }
 
@@ -278,6 +310,15 @@ mod tests {
         let (field, problem) = error("punt_ethertypes = [\"0x8809\"]\n");
         assert_eq!(field, "control.punt_ethertypes");
         assert!(problem.contains("class lacp"), "{problem}");
+        let scope = |text: &str| {
+            Config::parse(&format!("{MINIMAL}\n[control]\n[control.copp]\n{text}"), "t.toml")
+                .map(|config| config.control.unwrap().copp_scope)
+        };
+        assert_eq!(scope(""), Ok(CoppScope::Port));
+        assert_eq!(scope("scope = \"switch\"\n[control.copp.arp]\npps = 5\n"), Ok(CoppScope::Switch));
+        let err = scope("scope = \"chassis\"").unwrap_err();
+        assert_eq!(err.field, "control.copp.scope");
+        assert!(err.problem.contains("port") && err.problem.contains("switch"), "{}", err.problem);
     }
 
     #[test]

@@ -23,7 +23,7 @@ mod trim;
 
 pub use acl::{AclAction, AclRule, AclStage, AclTable, PROTOCOL_TCP, PROTOCOL_UDP};
 pub use buffer::{BufferConfig, PfcConfig, Threshold, WatchdogAction, WatchdogConfig};
-pub use control::{ControlAcl, ControlConfig, Sources};
+pub use control::{ControlAcl, ControlConfig, CoppScope, Sources};
 pub use copp::{CoppClass, CoppRate};
 pub use ecn::{EcnMeasure, EcnProfile, MarkOn};
 pub use group::{GroupConfig, GroupMode, DEFAULT_FLOWLET_GAP_US};

@@ -79,6 +79,7 @@ pub fn live_changes(running: &Config, new: &Config) -> Result<Vec<&'static str>,
                 ("control.multipath_mode", old.multipath_mode != control.multipath_mode),
                 ("control.punt_ethertypes", old.punt_ethertypes != control.punt_ethertypes),
                 ("control.keep_interfaces_s", old.keep_interfaces_s != control.keep_interfaces_s),
+                ("control.copp.scope", old.copp_scope != control.copp_scope),
             ];
             if let Some((key, _)) = fixed.iter().find(|(_, changed)| *changed) {
                 return refuse(key, RESTART);

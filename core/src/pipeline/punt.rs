@@ -23,6 +23,7 @@
 
 use crate::config::CoppClass;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A token bucket in frames: `rate_pps` tokens per second up to `burst`, one per frame. Time is
 /// the caller's (ps), so replay and live police alike. Tokens are kept as ps of credit (one
@@ -55,6 +56,46 @@ impl Policer {
         } else {
             false
         }
+    }
+}
+
+impl Policer {
+    /// `admit` against a bucket shared by every port and worker (`SwitchPolicers`), with this
+    /// policer's rate and burst: the same token bucket, kept as the time its credit runs out
+    /// (GCRA's theoretical arrival time) in one atomic word, moved on with compare-and-swap.
+    #[inline]
+    pub fn admit_shared(&self, empty_at_ps: &AtomicU64, now: u64) -> bool {
+        // A full bucket holds `depth` of credit: a frame passes while the credit it leaves
+        // runs out no later than that far ahead.
+        let tolerance = self.depth_ps - self.ps_per_token;
+        let mut seen = empty_at_ps.load(Ordering::Relaxed);
+        loop {
+            let from = seen.max(now);
+            if from - now > tolerance {
+                return false;
+            }
+            match empty_at_ps.compare_exchange_weak(seen, from + self.ps_per_token, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(current) => seen = current,
+            }
+        }
+    }
+}
+
+/// One policer per CoPP class for the whole switch (`[control.copp] scope = "switch"`, as
+/// SONiC's trap groups): every port's frames of a class, on every worker, spend one bucket.
+/// Only the buckets' state is here; their rates are each worker's config (`Policer`), so a
+/// reload changes them without touching it.
+#[derive(Debug, Default)]
+pub struct SwitchPolicers {
+    empty_at_ps: [AtomicU64; CoppClass::COUNT],
+}
+
+impl SwitchPolicers {
+    /// `class`'s bucket.
+    pub fn bucket(&self, class: CoppClass) -> &AtomicU64 {
+        &self.empty_at_ps[class.index()]
     }
 }
 
@@ -164,6 +205,49 @@ mod tests {
         assert_eq!(rate(CoppClass::Ip2me).pps, 6000);
         assert_eq!(rate(CoppClass::Glean).pps, 200);
         assert_eq!(rate(CoppClass::Ttl).pps, 600);
+    }
+
+    #[test]
+    fn a_shared_bucket_admits_as_a_port_s_own_does() {
+        // One user: the same answers as `admit`, frame by frame, over bursts, gaps and floods.
+        for (rate, burst) in [(1_000, 10), (600, 600), (1, 1), (6_000, 1)] {
+            let mut own = Policer::new(rate, burst);
+            let params = Policer::new(rate, burst);
+            let shared = SwitchPolicers::default();
+            let mut now = 3 * MS;
+            let mut step = 12_345_678u64;
+            for frame in 0..20_000u64 {
+                // A deterministic walk of gaps from 0 to about 4 ms.
+                step = step.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                now += (step >> 33) % (4 * MS) * u64::from(frame % 7 == 0) + (step >> 40) % 1_000;
+                assert_eq!(
+                    params.admit_shared(shared.bucket(CoppClass::Bgp), now),
+                    own.admit(now),
+                    "rate {rate} burst {burst}, frame {frame} at {now} ps"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn workers_spend_one_shared_bucket_together() {
+        // Four threads, each offering 1,000 frames at one instant to a bucket of 100: exactly
+        // 100 pass in all, then the class's bucket is another's.
+        let shared = std::sync::Arc::new(SwitchPolicers::default());
+        let policer = Policer::new(6_000, 100);
+        let passed: usize = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    let (shared, policer) = (&shared, &policer);
+                    scope.spawn(move || {
+                        (0..1_000).filter(|_| policer.admit_shared(shared.bucket(CoppClass::Arp), MS)).count()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|handle| handle.join().unwrap()).sum()
+        });
+        assert_eq!(passed, 100);
+        assert!(policer.admit_shared(shared.bucket(CoppClass::Bgp), MS), "each class its own bucket");
     }
 
     #[test]

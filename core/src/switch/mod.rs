@@ -156,6 +156,9 @@ pub struct Switch<P: PacketBuf> {
     /// Per ingress port and CoPP class, with `[control]` (else empty: nothing is punted).
     punt_policers: Vec<[Policer; CoppClass::COUNT]>,
     punted: Outbox<P>,
+    /// With `[control.copp] scope = "switch"`: the buckets every port and worker share (the
+    /// rates stay in `punt_policers`).
+    switch_policers: Option<std::sync::Arc<crate::pipeline::punt::SwitchPolicers>>,
     /// The sources each CoPP class takes (`[control.acl]`), with `[control]`.
     control_acl: Option<std::sync::Arc<crate::config::ControlAcl>>,
     /// The class frames from the control plane leave in.
@@ -231,6 +234,11 @@ impl<P: PacketBuf> Switch<P> {
             },
             punted: Outbox::new(if config.control.is_some() { PUNT_OUTBOX } else { 0 }),
             control_acl: config.control.as_ref().map(|control| std::sync::Arc::clone(&control.acl)),
+            switch_policers: config
+                .control
+                .as_ref()
+                .filter(|control| control.copp_scope == crate::config::CoppScope::Switch)
+                .map(|_| std::sync::Arc::default()),
             control_tc: config.control.as_ref().map_or(7, |control| control.control_tc),
             mac: config.mac,
             pausable_queues: config.qos.pausable_queues(),
@@ -657,6 +665,14 @@ impl<P: PacketBuf> Switch<P> {
 
     /// Takes the control plane's newest FIB snapshot, if there is one (once per burst).
     #[inline]
+    /// Makes this switch spend the buckets other workers' switches spend, with `[control.copp]
+    /// scope = "switch"` (a live run with several workers shares one set among them).
+    pub fn share_switch_policers(&mut self, shared: &std::sync::Arc<crate::pipeline::punt::SwitchPolicers>) {
+        if self.switch_policers.is_some() {
+            self.switch_policers = Some(std::sync::Arc::clone(shared));
+        }
+    }
+
     pub fn refresh_fib(&mut self, handle: &FibHandle) {
         if self.classifier.refresh(handle) {
             self.selector.sync(&self.classifier.fib().groups);

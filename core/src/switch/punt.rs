@@ -78,7 +78,12 @@ impl<P: PacketBuf> Switch<P> {
             rx.count_drop(DropReason::Unsupported);
             return Received::Dropped(DropReason::Unsupported);
         };
-        if !policers[class.index()].admit(now) {
+        let policer = &mut policers[class.index()];
+        let admitted = match &self.switch_policers {
+            Some(shared) => policer.admit_shared(shared.bucket(class), now),
+            None => policer.admit(now),
+        };
+        if !admitted {
             rx.count_drop(DropReason::PuntPoliced);
             rx.policed[class.index()] += 1;
             return Received::Dropped(DropReason::PuntPoliced);
@@ -255,6 +260,24 @@ mod tests {
         assert_eq!(switch.receive(0, from("10.0.0.9", bgp), 0), refused);
         switch.reconfigure(super::super::reload::Reconfiguration::prepare(&running, std::sync::Arc::new(open)));
         assert_eq!(switch.receive(0, from("10.0.0.9", bgp), 1), Received::Punted(CoppClass::Bgp));
+    }
+
+    /// `[control.copp] scope = "switch"`: every port's frames of a class spend one bucket.
+    #[test]
+    fn a_switch_wide_policer_is_one_bucket_for_every_port() {
+        let copp =
+            |scope: &str| format!("[control.copp]\nscope = \"{scope}\"\n[control.copp.arp]\npps = 1000\nburst = 3\n");
+        let outcomes = |scope: &str| {
+            let mut switch: Switch<HeapPacket> = Switch::new(&config("", &copp(scope)), 1);
+            let now = 1_000_000_000;
+            let got: Vec<bool> = [0, 1, 0, 1, 1]
+                .iter()
+                .map(|&port| matches!(switch.receive(port, arp(), now), Received::Punted(_)))
+                .collect();
+            (got, switch.stats.ports[1].policed[CoppClass::Arp.index()])
+        };
+        assert_eq!(outcomes("port"), (vec![true; 5], 0), "three each");
+        assert_eq!(outcomes("switch"), (vec![true, true, true, false, false], 2), "three in all");
     }
 
     #[test]

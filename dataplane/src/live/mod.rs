@@ -229,13 +229,16 @@ impl Crew {
         let rings = Links::rings(workers);
         let between_workers = rings.iter().flatten().flatten().cloned().collect();
         let mut forwarders = Vec::new();
+        // `[control.copp] scope = "switch"`: one bucket per class for every worker's ports.
+        let switch_policers = Arc::default();
         for me in 0..workers {
             let seed = crate::rng::stream_seed(options.seed, me as u64);
-            let switch = if workers == 1 {
+            let mut switch = if workers == 1 {
                 Switch::new(config, seed)
             } else {
                 Switch::sharded(config, seed, Arc::clone(&board), me)
             };
+            switch.share_switch_policers(&switch_policers);
             let mut worker = new_worker(switch, me);
             // Each queue's handle goes to the worker that polls it, each port's transmitter to
             // its owner: a queue dealt twice would be refused here, not polled by two lcores.
