@@ -27,7 +27,12 @@ pub(super) struct RawSflow {
     sampling_rate: Option<i64>,
     polling_interval_s: Option<i64>,
     header_bytes: Option<i64>,
+    drop_limit: Option<i64>,
 }
+
+/// Dropped-packet notifications a second by default: enough to see every reason in a storm of
+/// drops, few enough that the collector is never the storm's second victim.
+const DEFAULT_DROP_LIMIT: u32 = 100;
 
 /// Validated `[sflow]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +46,9 @@ pub struct SflowConfig {
     pub polling_interval_s: u32,
     /// Bytes of a sampled frame's start each flow sample carries.
     pub header_bytes: u16,
+    /// Dropped-packet notifications per second, per forwarding worker (sFlow's drop
+    /// extension); 0: none.
+    pub drop_limit: u32,
 }
 
 /// SONiC's default rate for a port: its speed in Mb/s (one sample per 10^6 bits of speed, so
@@ -84,9 +92,18 @@ impl Validator<'_> {
                 })?
             }
         };
+        let drop_limit = match raw.drop_limit {
+            None => DEFAULT_DROP_LIMIT,
+            Some(limit) => u32::try_from(limit).ok().filter(|&limit| limit <= 100_000).ok_or_else(|| {
+                self.error(
+                    "sflow.drop_limit",
+                    format!("{limit} is not between 0 (no notifications) and 100000 a second"),
+                )
+            })?,
+        };
         let rates =
             ports.iter().map(|port| port.sflow_rate.or(sampling_rate).unwrap_or_else(|| default_rate(port))).collect();
-        Ok(SflowConfig { collector, agent, rates, polling_interval_s, header_bytes })
+        Ok(SflowConfig { collector, agent, rates, polling_interval_s, header_bytes, drop_limit })
     }
 }
 
@@ -107,7 +124,7 @@ mod tests {
         let config = parse("[sflow]\ncollector = \"10.9.0.2:6343\"\nagent = \"10.9.0.1\"", "").unwrap();
         let sflow = config.sflow.unwrap();
         assert_eq!(sflow.rates, [100_000, 25_000], "SONiC's default: speed in Mb/s");
-        assert_eq!((sflow.polling_interval_s, sflow.header_bytes), (20, 128));
+        assert_eq!((sflow.polling_interval_s, sflow.header_bytes, sflow.drop_limit), (20, 128, 100));
         assert_eq!(sflow.collector, "10.9.0.2:6343".parse().unwrap());
         let config = parse(
             "[sflow]\ncollector = \"[fd00::2]:6343\"\nagent = \"fd00::1\"\nsampling_rate = 4096\npolling_interval_s = 0\nheader_bytes = 64",
@@ -130,6 +147,7 @@ mod tests {
             (&format!("{base}sampling_rate = 0"), "", "sflow.sampling_rate"),
             (&format!("{base}polling_interval_s = -1"), "", "sflow.polling_interval_s"),
             (&format!("{base}header_bytes = 1000"), "", "sflow.header_bytes"),
+            (&format!("{base}drop_limit = -1"), "", "sflow.drop_limit"),
             (base, "sflow_rate = 0", "port[0].sflow_rate"),
             ("[sflow]\nagent = \"10.9.0.1\"", "", "collector"),
         ];

@@ -1,5 +1,7 @@
 //! sFlow v5 datagrams (sflow.org's "sFlow Version 5", XDR): flow samples with a raw packet
-//! header record, and counter samples with the generic interface counters record. The crates
+//! header record, counter samples with the generic interface counters record, and dropped
+//! packet notifications (sflow.org's drop extension: the `discarded_packet` sample, format 5,
+//! with its reason and the raw header) for dropped frames. The crates
 //! that exist read sFlow; none writes it, so this is the encoder, small and checked against
 //! tshark's dissector and pmacct's collector (tests/dpdk/live).
 //!
@@ -11,6 +13,7 @@
 //! bytes unless one sample alone is longer; each source's sample sequence numbers and the
 //! datagram sequence number count up by one, so a collector sees every loss.
 
+use crate::drops::DropReason;
 use crate::pipeline::sample::{FlowSample, NO_PORT};
 use std::net::IpAddr;
 
@@ -41,6 +44,8 @@ pub struct Encoder {
     /// Per port: flow samples and counter samples sent.
     flow_sequence: Vec<u32>,
     counter_sequence: Vec<u32>,
+    /// Per port: dropped-packet notifications sent.
+    discard_sequence: Vec<u32>,
     samples: Vec<u8>,
     count: u32,
 }
@@ -52,6 +57,7 @@ impl Encoder {
             datagrams: 0,
             flow_sequence: vec![0; ports],
             counter_sequence: vec![0; ports],
+            discard_sequence: vec![0; ports],
             samples: Vec::with_capacity(2 * MAX_DATAGRAM),
             count: 0,
         }
@@ -62,25 +68,44 @@ impl Encoder {
         self.agent = agent;
     }
 
-    /// Adds a flow sample; `drops` is sFlow's count of samples lost before this one.
+    /// Adds a flow sample, or a dropped-packet notification for a sample of a dropped frame;
+    /// `drops` is sFlow's count of samples (notifications) lost before this one.
     pub fn flow(&mut self, sample: &FlowSample, drops: u32) {
         let port = usize::from(sample.ingress);
-        let Some(sequence) = self.flow_sequence.get_mut(port) else { return };
+        let sequences = if sample.discarded.is_some() { &mut self.discard_sequence } else { &mut self.flow_sequence };
+        let Some(sequence) = sequences.get_mut(port) else { return };
         *sequence = sequence.wrapping_add(1);
         let header = &sample.header[..usize::from(sample.header_len)];
         let padded = header.len().div_ceil(4) * 4;
         let record_len = 16 + padded;
-        let body_len = 32 + 8 + record_len;
+        let output = if sample.egress == NO_PORT { 0 } else { if_index(usize::from(sample.egress)) };
         let out = &mut self.samples;
-        put(out, 1); // flow sample, enterprise 0
-        put(out, body_len as u32);
-        put(out, *sequence);
-        put(out, if_index(port));
-        put(out, sample.rate);
-        put(out, sample.pool);
-        put(out, drops);
-        put(out, if_index(port));
-        put(out, if sample.egress == NO_PORT { 0 } else { if_index(usize::from(sample.egress)) });
+        // The flow sample and the notification have bodies of one size: seven words, then the
+        // record count and the record.
+        match sample.discarded {
+            None => {
+                put(out, 1); // flow sample, enterprise 0
+                put(out, (32 + 8 + record_len) as u32);
+                put(out, *sequence);
+                put(out, if_index(port));
+                put(out, sample.rate);
+                put(out, sample.pool);
+                put(out, drops);
+                put(out, if_index(port));
+                put(out, output);
+            }
+            Some(reason) => {
+                put(out, 5); // discarded packet, enterprise 0
+                put(out, (32 + 8 + record_len) as u32);
+                put(out, *sequence);
+                put(out, 0); // source: ifIndex class
+                put(out, if_index(port));
+                put(out, drops);
+                put(out, if_index(port));
+                put(out, output);
+                put(out, drop_code(reason));
+            }
+        }
         put(out, 1); // one record
         put(out, 1); // raw packet header
         put(out, record_len as u32);
@@ -161,6 +186,31 @@ impl Encoder {
     }
 }
 
+/// sFlow's code for a drop reason (the drop extension's `drop_reason`, as hsflowd's
+/// `sflow_drop.h` lists them), the nearest where there is no exact one.
+pub fn drop_code(reason: DropReason) -> u32 {
+    match reason {
+        DropReason::Malformed => 275,        // ip_header_corrupted
+        DropReason::Unsupported => 270,      // non_ip
+        DropReason::NoRoute => 6,            // dst_net_unknown
+        DropReason::NotRouterMac => 305,     // dmac_filter
+        DropReason::Multicast => 281,        // non_routable_packet
+        DropReason::Martian => 285,          // unknown_l3
+        DropReason::Blackhole => 269,        // blackhole_route
+        DropReason::TtlExpired => 257,       // ttl_exceeded
+        DropReason::BufferFull => 259,       // no_buffer_space
+        DropReason::HeadroomOverflow => 259, // no_buffer_space
+        DropReason::PfcWatchdog => 287,      // unknown_buffer
+        DropReason::Wred => 260,             // red
+        DropReason::Oversize => 262,         // pkt_too_big
+        DropReason::PuntPoliced => 261,      // traffic_shaping
+        DropReason::PuntQueueFull => 259,    // no_buffer_space
+        DropReason::ControlAcl => 258,       // acl
+        DropReason::LinkDown => 256,         // unknown
+        DropReason::Acl => 258,              // acl
+    }
+}
+
 /// sFlow's ifIndex of port `port`.
 fn if_index(port: usize) -> u32 {
     port as u32 + 1
@@ -184,13 +234,56 @@ mod tests {
     }
 
     #[test]
+    fn a_dropped_frame_is_a_discarded_packet_sample_with_its_reason() {
+        let mut encoder = Encoder::new("10.9.0.1".parse().unwrap(), 4);
+        let mut header = [0u8; SFLOW_MAX_HEADER_BYTES as usize];
+        header[..5].copy_from_slice(&[2, 0, 0, 0, 0x10]);
+        let dropped = FlowSample {
+            ingress: 2,
+            egress: NO_PORT,
+            frame_len: 60,
+            rate: 0,
+            pool: 0,
+            header_len: 5,
+            header,
+            discarded: Some(DropReason::NoRoute),
+        };
+        encoder.flow(&dropped, 9);
+        encoder.flow(&FlowSample { egress: 1, discarded: Some(DropReason::BufferFull), ..dropped }, 9);
+        let datagram = encoder.finish(1).unwrap();
+        assert_eq!(word(&datagram, 24), 2, "two samples");
+        // Format 5; its length; sequence, source class and index, drops, in, out, reason,
+        // records; then the raw header record as a flow sample's.
+        let discard = &datagram[28..];
+        assert_eq!(word(discard, 0), 5);
+        let len = word(discard, 4) as usize;
+        assert_eq!(len, 32 + 8 + 16 + 8);
+        assert_eq!((8..40).step_by(4).map(|at| word(discard, at)).collect::<Vec<_>>(), [1, 0, 3, 9, 3, 0, 6, 1]);
+        assert_eq!([word(discard, 40), word(discard, 48), word(discard, 52), word(discard, 60)], [1, 1, 64, 5]);
+        let second = &discard[8 + len..];
+        assert_eq!([word(second, 8), word(second, 28), word(second, 32)], [2, 2, 259], "its own sequence; to port 1");
+        // Every reason has a code of the drop extension's list.
+        for reason in DropReason::ALL {
+            assert!(matches!(drop_code(reason), 0..=15 | 256..=372), "{reason:?}");
+        }
+    }
+
+    #[test]
     fn a_flow_sample_and_a_counter_sample_in_one_datagram() {
         let mut encoder = Encoder::new("10.9.0.1".parse().unwrap(), 4);
         assert!(encoder.finish(0).is_none(), "no samples, no datagram");
         let mut header = [0u8; SFLOW_MAX_HEADER_BYTES as usize];
         header[..6].copy_from_slice(&[2, 0, 0, 0, 0x10, 1]);
-        let sample =
-            FlowSample { ingress: 1, egress: 0, frame_len: 1000, rate: 100, pool: 4242, header_len: 6, header };
+        let sample = FlowSample {
+            ingress: 1,
+            egress: 0,
+            frame_len: 1000,
+            rate: 100,
+            pool: 4242,
+            header_len: 6,
+            header,
+            discarded: None,
+        };
         encoder.flow(&sample, 3);
         encoder.counters(&InterfaceCounters {
             port: 2,

@@ -5,10 +5,17 @@
 //! The samples wait in a fixed outbox for the engine to take (live: the exporter thread); one
 //! that finds the outbox full is counted in `dropped`, which sFlow reports.
 //!
+//! Dropped frames become dropped-packet notifications (sFlow's drop extension): each drop the
+//! switch counts is offered with its reason, and taken while a token bucket of `drop_limit` a
+//! second (in the frames' own time) has a token; the rest are counted in `discards_lost`,
+//! which each notification reports.
+//!
 //! Invariant: a port's pool counts every frame `offer` saw on it, sampled or not; a frame is
 //! sampled only at a skip count's end; nothing allocates after `new`.
 
 use crate::config::{Config, SFLOW_MAX_HEADER_BYTES};
+use crate::drops::DropReason;
+use crate::pipeline::punt::Policer;
 use crate::rng::Rng;
 
 /// Samples the outbox holds between two takes: a 100 ms publish period of 10 Mpps at 1 in
@@ -30,6 +37,8 @@ pub struct FlowSample {
     pub pool: u32,
     pub header_len: u16,
     pub header: [u8; SFLOW_MAX_HEADER_BYTES as usize],
+    /// A dropped frame's notification: why (a flow sample otherwise).
+    pub discarded: Option<DropReason>,
 }
 
 struct PortSampler {
@@ -40,6 +49,11 @@ struct PortSampler {
     pool: u32,
 }
 
+/// The token bucket of `drop_limit` notifications a second (a second's worth at once).
+fn discard_limit(sflow: &crate::config::SflowConfig) -> Option<Policer> {
+    (sflow.drop_limit > 0).then(|| Policer::new(u64::from(sflow.drop_limit), u64::from(sflow.drop_limit)))
+}
+
 /// The sampler of one switch (one worker live).
 pub struct Sampler {
     ports: Vec<PortSampler>,
@@ -48,6 +62,10 @@ pub struct Sampler {
     outbox: Vec<FlowSample>,
     /// Samples the outbox had no room for (sFlow's `drops`).
     pub dropped: u32,
+    /// Dropped-packet notifications a second (`drop_limit`); `None`: none.
+    discards: Option<Policer>,
+    /// Drops not notified: over the limit, or no room (a notification's `drops`).
+    pub discards_lost: u32,
 }
 
 impl Sampler {
@@ -56,13 +74,22 @@ impl Sampler {
         let sflow = config.sflow.as_ref()?;
         let mut rng = Rng::new(seed ^ 0x5f10_5a3b);
         let ports = sflow.rates.iter().map(|&rate| PortSampler { rate, skip: draw(&mut rng, rate), pool: 0 }).collect();
-        Some(Self { ports, header_bytes: sflow.header_bytes, rng, outbox: Vec::with_capacity(OUTBOX), dropped: 0 })
+        Some(Self {
+            ports,
+            header_bytes: sflow.header_bytes,
+            rng,
+            outbox: Vec::with_capacity(OUTBOX),
+            dropped: 0,
+            discards: discard_limit(sflow),
+            discards_lost: 0,
+        })
     }
 
     /// Takes a reloaded config's rates and header length; a port whose rate changed starts a
     /// new skip count. (A reload that adds or removes `[sflow]` swaps the whole sampler.)
     pub fn set_rates(&mut self, config: &crate::config::SflowConfig) {
         self.header_bytes = config.header_bytes;
+        self.discards = discard_limit(config);
         for (port, &rate) in self.ports.iter_mut().zip(&config.rates) {
             if port.rate != rate {
                 port.rate = rate;
@@ -99,10 +126,43 @@ impl Sampler {
             pool: sampler.pool,
             header_len: header_len as u16,
             header: [0; SFLOW_MAX_HEADER_BYTES as usize],
+            discarded: None,
         };
         sample.header[..header_len].copy_from_slice(&frame[..header_len]);
         self.outbox.push(sample);
         Some(self.outbox.len() - 1)
+    }
+
+    /// A frame received on `ingress` was dropped for `reason` (before an egress port was
+    /// chosen: `NO_PORT`) at `now` (ps): notified while the limit has room.
+    #[cold]
+    pub fn discard(
+        &mut self,
+        ingress: usize,
+        egress: u16,
+        reason: DropReason,
+        frame: &[u8],
+        frame_len: usize,
+        now: u64,
+    ) {
+        let Some(limit) = &mut self.discards else { return };
+        if !limit.admit(now) || self.outbox.len() == OUTBOX {
+            self.discards_lost = self.discards_lost.wrapping_add(1);
+            return;
+        }
+        let header_len = frame.len().min(usize::from(self.header_bytes));
+        let mut sample = FlowSample {
+            ingress: ingress as u16,
+            egress,
+            frame_len: frame_len as u32,
+            rate: 0,
+            pool: 0,
+            header_len: header_len as u16,
+            header: [0; SFLOW_MAX_HEADER_BYTES as usize],
+            discarded: Some(reason),
+        };
+        sample.header[..header_len].copy_from_slice(&frame[..header_len]);
+        self.outbox.push(sample);
     }
 
     /// The sampled frame `index` (from `take`) was queued for `egress`.
@@ -159,6 +219,41 @@ mod tests {
             .tables("[sflow]\ncollector = \"10.9.0.2:6343\"\nagent = \"10.9.0.1\"\nheader_bytes = 64")
             .config();
         Sampler::new(&config, 7).unwrap()
+    }
+
+    /// Drops are notified while `drop_limit` a second allows, the rest counted as lost; a
+    /// notification carries its reason and the frame's header, not a rate or pool.
+    #[test]
+    fn drops_are_notified_up_to_the_limit_and_the_rest_counted() {
+        let config = Leaf::new("s")
+            .port("p0", 100.0, "")
+            .port("p1", 100.0, "")
+            .tables("[sflow]\ncollector = \"10.9.0.2:6343\"\nagent = \"10.9.0.1\"\ndrop_limit = 3")
+            .config();
+        let mut sampler = Sampler::new(&config, 7).unwrap();
+        let frame: Vec<u8> = (0..200u8).collect();
+        let second = 1_000_000_000_000;
+        for _ in 0..5 {
+            sampler.discard(1, NO_PORT, DropReason::NoRoute, &frame, 200, second);
+        }
+        assert_eq!(sampler.discards_lost, 2, "three a second");
+        sampler.discard(0, 1, DropReason::BufferFull, &frame, 200, second + second / 3);
+        assert_eq!(sampler.discards_lost, 2, "a token a third of a second later");
+        let mut taken = Vec::new();
+        sampler.drain(|sample| {
+            taken.push((sample.ingress, sample.egress, sample.discarded, sample.rate, sample.header_len))
+        });
+        let no_route = (1, NO_PORT, Some(DropReason::NoRoute), 0, 128);
+        assert_eq!(taken, [no_route, no_route, no_route, (0, 1, Some(DropReason::BufferFull), 0, 128)]);
+        assert_eq!(sampler.pool(1), 0, "a drop is not in the sample pool");
+        // A limit of 0: nothing notified, nothing counted as lost.
+        let quiet = Leaf::new("s")
+            .port("p0", 100.0, "")
+            .tables("[sflow]\ncollector = \"10.9.0.2:6343\"\nagent = \"10.9.0.1\"\ndrop_limit = 0")
+            .config();
+        let mut sampler = Sampler::new(&quiet, 7).unwrap();
+        sampler.discard(0, NO_PORT, DropReason::Acl, &frame, 200, second);
+        assert!(!sampler.has_samples() && sampler.discards_lost == 0);
     }
 
     #[test]

@@ -81,7 +81,7 @@ impl<P: PacketBuf> Switch<P> {
         if self.ecn.marks_on(tc, MarkOn::Dequeue) {
             match self.ecn.apply(tc, 0, &mut packet, &mut ip, &mut self.rng) {
                 Ok(ce) => marked |= ce,
-                Err(reason) => return self.refuse(ingress, egress, tc, reason),
+                Err(reason) => return self.refuse(ingress, egress, tc, reason, (&packet, now)),
             }
         }
         self.egress[egress].occupy(now, len);

@@ -31,7 +31,7 @@ use crate::pipeline::classify::{Classifier, Verdict};
 use crate::pipeline::fib::FibHandle;
 use crate::pipeline::fib::Next;
 use crate::pipeline::punt::{Outbox, Policer, Punted};
-use crate::pipeline::sample::Sampler;
+use crate::pipeline::sample::{Sampler, NO_PORT};
 use crate::rng::Rng;
 use crate::tm::buffer::{Entry, Popped, SharedBuffer};
 use crate::tm::ecn::{self, EcnMarker};
@@ -348,6 +348,7 @@ impl<P: PacketBuf> Switch<P> {
                 rx.rx_packets += 1;
                 rx.rx_bytes += len as u64;
                 rx.count_drop(reason);
+                self.notify_drop(ingress, NO_PORT, reason, (&packet, now));
                 if let Some(sampler) = &mut self.sampler {
                     if sampler.offer(ingress) {
                         sampler.take(ingress, packet.data(), len);
@@ -376,7 +377,10 @@ impl<P: PacketBuf> Switch<P> {
         if let Some(table) = self.acls.bound(ingress, AclStage::Ingress) {
             match self.filter(table, ingress, &mut packet, ip, tc) {
                 Some(filtered) => tc = filtered,
-                None => return Self::acl_dropped(),
+                None => {
+                    self.notify_drop(ingress, NO_PORT, DropReason::Acl, (&packet, now));
+                    return Self::acl_dropped();
+                }
             }
         }
         let (egress, next_hop, member) = match target {
@@ -408,6 +412,7 @@ impl<P: PacketBuf> Switch<P> {
                             _ => DropReason::NoRoute,
                         };
                         self.stats.ports[ingress].count_drop(reason);
+                        self.notify_drop(ingress, NO_PORT, reason, (&packet, now));
                         return Received::Dropped(reason);
                     }
                 }
@@ -421,7 +426,10 @@ impl<P: PacketBuf> Switch<P> {
         if let Some(table) = self.acls.bound(egress, AclStage::Egress) {
             match self.filter(table, ingress, &mut packet, ip, tc) {
                 Some(filtered) => tc = filtered,
-                None => return Self::acl_dropped(),
+                None => {
+                    self.notify_drop(ingress, egress as u16, DropReason::Acl, (&packet, now));
+                    return Self::acl_dropped();
+                }
             }
         }
         self.classifier.rewrite_macs(packet.data_mut(), next_hop);
@@ -459,6 +467,7 @@ impl<P: PacketBuf> Switch<P> {
     fn too_big(&mut self, ingress: usize, mut packet: P, ip: IpHeader, now: u64) -> Received {
         if self.punt_policers.is_empty() {
             self.stats.ports[ingress].count_drop(DropReason::Oversize);
+            self.notify_drop(ingress, NO_PORT, DropReason::Oversize, (&packet, now));
             return Received::Dropped(DropReason::Oversize);
         }
         Classifier::restore_ttl(packet.data_mut(), ip);
@@ -543,17 +552,17 @@ impl<P: PacketBuf> Switch<P> {
         cut: &mut impl CutThrough<P>,
     ) -> Received {
         if !self.egress[egress].usable {
-            return self.refuse(ingress, egress, tc, DropReason::LinkDown);
+            return self.refuse(ingress, egress, tc, DropReason::LinkDown, (&packet, now));
         }
         let marked = match self.mark_at_enqueue(egress, tc, &mut packet, &mut ip) {
             Ok(marked) => marked,
-            Err(reason) => return self.refuse(ingress, egress, tc, reason),
+            Err(reason) => return self.refuse(ingress, egress, tc, reason, (&packet, now)),
         };
         let charge = plan::charge(len);
         let lossless = self.buffer.lossless(tc);
         if lossless {
             if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
-                return self.refuse(ingress, egress, tc, DropReason::PfcWatchdog);
+                return self.refuse(ingress, egress, tc, DropReason::PfcWatchdog, (&packet, now));
             }
             let pg = self.buffer.pg(tc);
             match self.buffer.admit_lossless(ingress, pg, charge) {
@@ -565,7 +574,7 @@ impl<P: PacketBuf> Switch<P> {
                     return self.link(egress, tc, len, entry);
                 }
                 Ok(group) => self.group_charged(ingress, pg, group),
-                Err(reason) => return self.refuse(ingress, egress, tc, reason),
+                Err(reason) => return self.refuse(ingress, egress, tc, reason, (&packet, now)),
             }
         } else if let Err(reason) = self.buffer.admit_lossy(egress, tc, charge) {
             return self.refused_lossy(ingress, egress, tc, (packet, ip, marked, arrival_ps), reason);
@@ -591,16 +600,16 @@ impl<P: PacketBuf> Switch<P> {
         reason: DropReason,
     ) -> Received {
         let Some(trim) = self.trim.as_ref().filter(|trim| trim.trims(tc) && self.egress[egress].trims) else {
-            return self.refuse(ingress, egress, tc, reason);
+            return self.refuse(ingress, egress, tc, reason, (&packet, arrival_ps));
         };
         let (size, dscp, queue) = (usize::from(trim.size), trim.dscp[tc], usize::from(trim.queue[tc]));
         let Some(len) = crate::tm::trim::trim(&mut packet, ip, size, dscp) else {
-            return self.refuse(ingress, egress, tc, reason);
+            return self.refuse(ingress, egress, tc, reason, (&packet, arrival_ps));
         };
         self.stats.ports[egress].queues[tc].trimmed += 1;
         if self.buffer.admit_lossy(egress, queue, plan::charge(len)).is_err() {
             self.stats.ports[egress].queues[tc].trim_dropped += 1;
-            return self.refuse(ingress, egress, tc, reason);
+            return self.refuse(ingress, egress, tc, reason, (&packet, arrival_ps));
         }
         let entry = Entry { packet, ingress, charger: self.buffer.me(), marked, trimmed: true, ip, arrival_ps };
         self.link(egress, queue, len, entry)
@@ -656,11 +665,22 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     /// Counts a frame refused on its way into `egress`'s queue `tc` (on its ingress port's
-    /// drops and the queue's).
-    fn refuse(&mut self, ingress: usize, egress: usize, tc: usize, reason: DropReason) -> Received {
+    /// drops and the queue's), and notifies it (`notify_drop`).
+    fn refuse(&mut self, ingress: usize, egress: usize, tc: usize, reason: DropReason, frame: (&P, u64)) -> Received {
         self.stats.ports[ingress].count_drop(reason);
         self.stats.ports[egress].queues[tc].dropped += 1;
+        self.notify_drop(ingress, egress as u16, reason, frame);
         Received::Dropped(reason)
+    }
+
+    /// A frame dropped for `reason` on its way in from `ingress` (to `egress`, `NO_PORT`
+    /// before one is chosen) at the time given: a dropped-packet notification for sFlow, while
+    /// its limit allows (`Sampler::discard`).
+    #[inline]
+    pub(super) fn notify_drop(&mut self, ingress: usize, egress: u16, reason: DropReason, (packet, now): (&P, u64)) {
+        if let Some(sampler) = &mut self.sampler {
+            sampler.discard(ingress, egress, reason, packet.data(), packet.len(), now);
+        }
     }
 
     /// Takes the control plane's newest FIB snapshot, if there is one (once per burst).
@@ -779,7 +799,7 @@ impl<P: PacketBuf> Switch<P> {
                 match self.ecn.apply(tc, depth, &mut packet, &mut ip, &mut self.rng) {
                     Ok(ce) => marked |= ce,
                     Err(reason) => {
-                        self.refuse(ingress, egress, tc, reason);
+                        self.refuse(ingress, egress, tc, reason, (&packet, now));
                         continue;
                     }
                 }
@@ -980,6 +1000,33 @@ mod tests {
         fn send(&mut self, port: usize, packet: HeapPacket, _: u64) {
             self.sent.push((port, packet.bytes));
         }
+    }
+
+    /// With `[sflow]`, a dropped frame is a dropped-packet notification with its reason,
+    /// ports and header; a forwarded one stays a flow sample.
+    #[test]
+    fn drops_become_sflow_notifications_beside_the_flow_samples() {
+        let sflow = "[sflow]\ncollector = \"10.9.0.2:6343\"\nagent = \"10.9.0.1\"\nsampling_rate = 1\n";
+        let mut switch: Switch<HeapPacket> = Switch::new(&config("", sflow), 1);
+        let mut unrouted = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.77.0.1".parse().unwrap(), 7);
+        unrouted.ttl = 9;
+        let unrouted = unrouted.build();
+        assert_eq!(switch.receive(0, HeapPacket::new(unrouted.clone()), 0), Received::Dropped(DropReason::NoRoute));
+        assert_eq!(switch.receive(0, frame(0, 200), 1), Received::Queued { egress: 1, tc: 0 });
+        let mut taken = Vec::new();
+        switch.sampler_mut().unwrap().drain(|sample| {
+            taken.push((sample.discarded, sample.ingress, sample.egress, sample.header[..14].to_vec()))
+        });
+        // The dropped frame is also a flow sample (1 in 1): sFlow samples what a port receives.
+        let forwarded = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7).build();
+        assert_eq!(
+            taken,
+            [
+                (Some(DropReason::NoRoute), 0, NO_PORT, unrouted[..14].to_vec()),
+                (None, 0, NO_PORT, unrouted[..14].to_vec()),
+                (None, 0, 1, forwarded[..14].to_vec()),
+            ]
+        );
     }
 
     pub(super) fn frame(dscp: u8, len: usize) -> HeapPacket {

@@ -48,7 +48,7 @@ impl<P: PacketBuf> Switch<P> {
             let worker = seat.board.owner(egress);
             return match seat.outgoing[worker].push(transfer) {
                 Ok(()) => Received::Transferred { egress, tc },
-                Err(_) => self.refuse(egress, egress, tc, DropReason::BufferFull),
+                Err(transfer) => self.refuse(egress, egress, tc, DropReason::BufferFull, (&transfer.packet, now)),
             };
         }
         self.enqueue(egress, egress, tc, packet, ip, now, &mut QueueAll)
@@ -69,6 +69,7 @@ impl<P: PacketBuf> Switch<P> {
                 let rx = &mut self.stats.ports[ingress];
                 rx.count_drop(DropReason::ControlAcl);
                 rx.refused[class.index()] += 1;
+                self.notify_drop(ingress, NO_PORT, DropReason::ControlAcl, (&packet, now));
                 return Received::Dropped(DropReason::ControlAcl);
             }
         }
@@ -86,6 +87,7 @@ impl<P: PacketBuf> Switch<P> {
         if !admitted {
             rx.count_drop(DropReason::PuntPoliced);
             rx.policed[class.index()] += 1;
+            self.notify_drop(ingress, NO_PORT, DropReason::PuntPoliced, (&packet, now));
             return Received::Dropped(DropReason::PuntPoliced);
         }
         match self.punted.push(Punted { port: ingress, class, packet }) {
@@ -93,16 +95,18 @@ impl<P: PacketBuf> Switch<P> {
                 rx.punted[class.index()] += 1;
                 Received::Punted(class)
             }
-            Err(_) => {
+            Err(refused) => {
                 rx.count_drop(DropReason::PuntQueueFull);
+                self.notify_drop(ingress, NO_PORT, DropReason::PuntQueueFull, (&refused.packet, now));
                 Received::Dropped(DropReason::PuntQueueFull)
             }
         }
     }
 
     /// Whether `packet`'s IP source is one `sources` takes: a peer of the control plane's
-    /// (`Fib::is_control_peer`), or in one of the prefixes. A frame without an IP source is not. Parsed again here, for the
-    /// few frames of a limited class only: the packet path keeps no source address.
+    /// (`Fib::is_control_peer`), or in one of the prefixes. A frame without an IP source is
+    /// not. Parsed again here, for the few frames of a limited class only: the packet path
+    /// keeps no source address.
     fn source_taken(&self, ingress: usize, packet: &P, sources: &crate::config::Sources) -> bool {
         let Some(source) = ip_source(packet.data(), packet.len() - packet.data().len()) else { return false };
         (sources.neighbors && self.classifier.fib().is_control_peer(ingress as u16, source))

@@ -73,7 +73,7 @@ impl<P: PacketBuf> Switch<P> {
         if lossless {
             match self.buffer.admit_lossless(ingress, pg, charge) {
                 Ok(group) => self.group_charged(ingress, pg, group),
-                Err(reason) => return self.refuse(ingress, egress, tc, reason),
+                Err(reason) => return self.refuse(ingress, egress, tc, reason, (&packet, now)),
             }
         }
         let transfer = Transfer {
@@ -90,13 +90,13 @@ impl<P: PacketBuf> Switch<P> {
         };
         let seat = self.shard.as_mut().expect("only a sharded switch hands off");
         let worker = seat.board.owner(egress);
-        if seat.outgoing[worker].push(transfer).is_err() {
+        if let Err(transfer) = seat.outgoing[worker].push(transfer) {
             // The engine takes the batches after each rx burst, so this is its bug; still
             // counted, never lost.
             if lossless {
                 self.buffer.release_group(ingress, pg, charge);
             }
-            return self.refuse(ingress, egress, tc, DropReason::BufferFull);
+            return self.refuse(ingress, egress, tc, DropReason::BufferFull, (&transfer.packet, transfer.arrival_ps));
         }
         Received::Transferred { egress, tc }
     }
@@ -264,7 +264,7 @@ impl<P: PacketBuf> Switch<P> {
             );
         };
         self.buffer.give_back(charger, ingress, self.buffer.pg(tc), plan::charge(len));
-        self.refuse(ingress, egress, tc, refused)
+        self.refuse(ingress, egress, tc, refused, (&packet, arrival_ps))
     }
 }
 

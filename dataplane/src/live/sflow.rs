@@ -27,6 +27,8 @@ pub(super) struct SampleQueues {
     queues: Vec<ArrayQueue<FlowSample>>,
     /// Samples lost: the switches' outboxes were full, or a queue was (sFlow's `drops`).
     lost: AtomicU32,
+    /// Dropped-packet notifications not sent: over `drop_limit`, or no room (their `drops`).
+    discards_lost: AtomicU32,
     /// Datagrams sent, and sends that failed.
     pub sent: AtomicU64,
     pub failed: AtomicU64,
@@ -37,6 +39,7 @@ impl SampleQueues {
         Self {
             queues: (0..workers).map(|_| ArrayQueue::new(2 * OUTBOX)).collect(),
             lost: AtomicU32::new(0),
+            discards_lost: AtomicU32::new(0),
             sent: AtomicU64::new(0),
             failed: AtomicU64::new(0),
         }
@@ -46,18 +49,25 @@ impl SampleQueues {
     #[inline]
     pub fn hand_over(&self, slot: usize, switch: &mut crate::switch::Switch<crate::dpdk::Mbuf>) {
         let Some(sampler) = switch.sampler_mut() else { return };
-        if !sampler.has_samples() && sampler.dropped == 0 {
+        if !sampler.has_samples() && sampler.dropped == 0 && sampler.discards_lost == 0 {
             return;
         }
         let mut lost = std::mem::take(&mut sampler.dropped);
+        let mut discards_lost = std::mem::take(&mut sampler.discards_lost);
         let queue = &self.queues[slot];
         sampler.drain(|sample| {
             if queue.push(*sample).is_err() {
-                lost = lost.wrapping_add(1);
+                match sample.discarded {
+                    None => lost = lost.wrapping_add(1),
+                    Some(_) => discards_lost = discards_lost.wrapping_add(1),
+                }
             }
         });
         if lost > 0 {
             self.lost.fetch_add(lost, Ordering::Relaxed);
+        }
+        if discards_lost > 0 {
+            self.discards_lost.fetch_add(discards_lost, Ordering::Relaxed);
         }
     }
 
@@ -120,7 +130,8 @@ fn export(shared: &Shared) {
         };
         for queue in &queues.queues {
             while let Some(sample) = queue.pop() {
-                encoder.flow(&sample, queues.lost.load(Ordering::Relaxed));
+                let lost = if sample.discarded.is_some() { &queues.discards_lost } else { &queues.lost };
+                encoder.flow(&sample, lost.load(Ordering::Relaxed));
                 if encoder.full() {
                     send(encoder.finish(uptime_ms).expect("samples"));
                 }

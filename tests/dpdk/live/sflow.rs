@@ -42,11 +42,35 @@ fn datagrams_pcap(path: &std::path::Path, datagrams: &[Vec<u8>], port: u16) {
     }
 }
 
+/// The dropped-packet notifications (format 5 samples) of `datagrams`: (drops lost before it,
+/// input ifIndex, output ifIndex, reason) each. tshark's dissector does not read them yet.
+fn discards(datagrams: &[Vec<u8>]) -> Vec<(u32, u32, u32, u32)> {
+    let word = |bytes: &[u8], at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+    let mut found = Vec::new();
+    for datagram in datagrams {
+        let address_len = if word(datagram, 4) == 1 { 4 } else { 16 };
+        let samples = word(datagram, 8 + address_len + 12);
+        let mut at = 8 + address_len + 16;
+        for _ in 0..samples {
+            let (tag, len) = (word(datagram, at), word(datagram, at + 4) as usize);
+            let body = &datagram[at + 8..at + 8 + len];
+            if tag == 5 {
+                found.push((word(body, 12), word(body, 16), word(body, 20), word(body, 24)));
+            }
+            at += 8 + len;
+        }
+    }
+    found
+}
+
 /// 20,000 frames from four sources (5,000 each) through a live switch sampling 1 in 50 on
 /// the port they enter: sfacctd's renormalized estimate of each source is within five
 /// standard deviations of 5,000 (the samples of a source are binomial, 100 expected, so a
 /// deviation of about 10 samples, 500 frames), tshark reads each flow sample's rate, pool
-/// and ports, and the counter samples carry the ports' frame counts.
+/// and ports, and the counter samples carry the ports' frame counts. An ACL drops one
+/// source's 5,000 frames: they are still sampled as received, and become dropped-packet
+/// notifications with reason `acl` (258) up to `drop_limit`, 100 a second (a full bucket of
+/// 100 at the start, the drops lasting a fraction of a second), the rest counted as lost.
 #[test]
 fn sflow_samples_reach_real_collectors_within_statistical_bounds() {
     const RATE: u64 = 50;
@@ -90,7 +114,8 @@ fn sflow_samples_reach_real_collectors_within_statistical_bounds() {
     let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
     let config = dir.join("leaf.toml");
     let sflow = format!(
-        "[sflow]\ncollector = \"127.0.0.1:{relay_port}\"\nagent = \"10.9.0.1\"\nsampling_rate = {RATE}\npolling_interval_s = 1\n"
+        "[sflow]\ncollector = \"127.0.0.1:{relay_port}\"\nagent = \"10.9.0.1\"\nsampling_rate = {RATE}\npolling_interval_s = 1\n\
+         [[acl]]\nname = \"drop-one\"\nports = [\"host0\"]\n[[acl.rule]]\npriority = 1\nsrc = \"10.0.0.4/32\"\naction = \"drop\"\n"
     );
     std::fs::write(&config, four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal) + &sflow)
         .unwrap();
@@ -100,6 +125,12 @@ fn sflow_samples_reach_real_collectors_within_statistical_bounds() {
     let datagrams = relaying.join().unwrap();
     let received = stats["ports"]["host0"]["rx_packets"].as_u64().unwrap();
     assert_eq!(received, 20_000);
+    assert_eq!(stats["ports"]["host0"]["drops"]["acl"], 5_000);
+    let notified = discards(&datagrams);
+    assert!((100..=150).contains(&notified.len()), "{} notifications of 5,000 drops", notified.len());
+    assert!(notified.iter().all(|&(_, input, output, reason)| (input, output, reason) == (1, 0, 258)), "{notified:?}");
+    let lost = notified.iter().map(|&(lost, ..)| lost).max().unwrap();
+    assert!(lost > 0 && lost <= 5_000 - notified.len() as u32, "lost before the last notification: {lost}");
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"]);
 
     // tshark: every flow sample's rate and input port; the last counter samples' frames.
@@ -145,7 +176,11 @@ fn sflow_samples_reach_real_collectors_within_statistical_bounds() {
         let fields: Vec<&str> = line.split(',').collect();
         estimates.push((fields[0].to_string(), fields[1].parse::<u64>().unwrap()));
     }
-    eprintln!("sflow: {samples} flow samples in {} datagrams; sfacctd's estimates {estimates:?}", datagrams.len());
+    eprintln!(
+        "sflow: {samples} flow samples and {} drop notifications in {} datagrams; sfacctd's estimates {estimates:?}",
+        notified.len(),
+        datagrams.len()
+    );
     assert_eq!(estimates.len(), 4, "{printed}");
     for (source, frames) in &estimates {
         assert!((2_500..=7_500).contains(frames), "{source}: {frames} estimated of 5,000: {printed}");
