@@ -357,3 +357,59 @@ fn tcp_with_ecn_through_a_shaped_port_backs_off_and_marks_not_drops() {
     assert_eq!(drops, 0, "nothing dropped: {}", stats["ports"]);
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
 }
+
+/// sFlow to a collector reached through the switch's own ports (`[sflow] namespace =
+/// "control"`): pmacct's sfacctd in host1's namespace receives the samples of host0's pings
+/// (1 in 1) and counts them from host0's address; the datagrams left through host1's port as
+/// frames the kernel sent (`injected`).
+#[test]
+fn sflow_reaches_a_collector_behind_a_port_of_the_switch() {
+    let _alone = alone();
+    let mut lab = Lab::new("rwv");
+    lab.host(0);
+    lab.host(1);
+    let sflow = "[sflow]\ncollector = \"10.0.1.2:16343\"\nagent = \"10.0.0.1\"\nsampling_rate = 1\n\
+                 polling_interval_s = 1\nnamespace = \"control\"\n";
+    lab.start(&(lab.config(2, "") + sflow), &["host0", "host1"]);
+    let csv = lab.dir.join("sources.csv");
+    let collector_config = lab.dir.join("sfacctd.conf");
+    std::fs::write(
+        &collector_config,
+        format!(
+            "daemonize: false\nsfacctd_ip: 10.0.1.2\nsfacctd_port: 16343\nplugins: print[sources]\n\
+             aggregate[sources]: src_host\nprint_output[sources]: csv\nprint_output_file[sources]: {}\n\
+             print_refresh_time[sources]: 1\npidfile: {}\nlogfile: {}\n",
+            csv.display(),
+            lab.dir.join("sfacctd.pid").display(),
+            lab.dir.join("sfacctd.log").display()
+        ),
+    )
+    .unwrap();
+    struct Collector(std::process::Child);
+    impl Drop for Collector {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _collector = Collector(
+        Command::new("ip")
+            .args(["netns", "exec", &lab.netns("h1"), "sfacctd", "-f"])
+            .arg(&collector_config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sfacctd (Debian's pmacct)"),
+    );
+    let pings = ping(&lab, 0, &["-c", "20", "-i", "0.05", "-W", "2", "10.0.1.2"]);
+    assert!(pings.status.success(), "{}", String::from_utf8_lossy(&pings.stdout));
+    let mut printed = String::new();
+    wait_for("sfacctd to count host0's samples", Duration::from_secs(30), || {
+        printed = std::fs::read_to_string(&csv).unwrap_or_default();
+        printed.lines().any(|line| line.starts_with("10.0.0.2,") && line.split(',').nth(1).is_some_and(|n| n != "0"))
+    });
+    let stats = lab.stop();
+    let injected = stats["ports"]["host1"]["injected"].as_u64().unwrap();
+    assert!(injected > 0, "the datagrams left through host1 as the kernel's frames: {}", stats["ports"]["host1"]);
+    assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
+}

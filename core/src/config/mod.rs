@@ -250,7 +250,7 @@ impl Validator<'_> {
         }
         let neighbors = self.neighbors(raw.neighbor, &ports)?;
         let acls = self.acls(raw.acl, &ports, &qos)?;
-        let sflow = raw.sflow.map(|sflow| self.sflow(sflow, &ports)).transpose()?;
+        let sflow = raw.sflow.map(|sflow| self.sflow(sflow, &ports, control.is_some())).transpose()?;
         let routes = self.routes(raw.route, &ports, &groups, &neighbors, control.is_some())?;
         if control.is_none() {
             if let Some(index) = ports.iter().position(|port| !port.addresses.is_empty()) {

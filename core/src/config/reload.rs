@@ -70,6 +70,11 @@ pub fn live_changes(running: &Config, new: &Config) -> Result<Vec<&'static str>,
     if let Some((key, _)) = not_yet.iter().find(|(_, changed)| *changed) {
         return refuse(key, NOT_LIVE_YET);
     }
+    if let (Some(old), Some(sflow)) = (&running.sflow, &new.sflow) {
+        if old.through_ports != sflow.through_ports {
+            return refuse("sflow.namespace", RESTART);
+        }
+    }
     match (&running.control, &new.control) {
         (None, None) => {}
         (Some(old), Some(control)) => {

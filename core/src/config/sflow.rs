@@ -28,6 +28,7 @@ pub(super) struct RawSflow {
     polling_interval_s: Option<i64>,
     header_bytes: Option<i64>,
     drop_limit: Option<i64>,
+    namespace: Option<String>,
 }
 
 /// Dropped-packet notifications a second by default: enough to see every reason in a storm of
@@ -49,6 +50,9 @@ pub struct SflowConfig {
     /// Dropped-packet notifications per second, per forwarding worker (sFlow's drop
     /// extension); 0: none.
     pub drop_limit: u32,
+    /// Whether the datagrams leave from `[control]`'s namespace, through the switch's own
+    /// ports, rather than from the namespace raceway runs in (a management network).
+    pub through_ports: bool,
 }
 
 /// SONiC's default rate for a port: its speed in Mb/s (one sample per 10^6 bits of speed, so
@@ -58,7 +62,7 @@ fn default_rate(port: &PortConfig) -> u32 {
 }
 
 impl Validator<'_> {
-    pub(super) fn sflow(&self, raw: RawSflow, ports: &[PortConfig]) -> Result<SflowConfig, InputError> {
+    pub(super) fn sflow(&self, raw: RawSflow, ports: &[PortConfig], control: bool) -> Result<SflowConfig, InputError> {
         let collector = raw.collector.parse::<SocketAddr>().map_err(|_| {
             self.error("sflow.collector", format!("'{}' is not ADDRESS:PORT (IPv6 as [ADDRESS]:PORT)", raw.collector))
         })?;
@@ -101,9 +105,22 @@ impl Validator<'_> {
                 )
             })?,
         };
+        let through_ports = match raw.namespace.as_deref() {
+            None | Some("host") => false,
+            Some("control") if control => true,
+            Some("control") => {
+                return Err(self.error("sflow.namespace", "\"control\" needs a [control] section (its namespace)"))
+            }
+            Some(other) => {
+                return Err(self.error(
+                    "sflow.namespace",
+                    format!("'{other}' is not \"host\" (raceway's own) or \"control\" (through the switch's ports)"),
+                ))
+            }
+        };
         let rates =
             ports.iter().map(|port| port.sflow_rate.or(sampling_rate).unwrap_or_else(|| default_rate(port))).collect();
-        Ok(SflowConfig { collector, agent, rates, polling_interval_s, header_bytes, drop_limit })
+        Ok(SflowConfig { collector, agent, rates, polling_interval_s, header_bytes, drop_limit, through_ports })
     }
 }
 
@@ -148,6 +165,8 @@ mod tests {
             (&format!("{base}polling_interval_s = -1"), "", "sflow.polling_interval_s"),
             (&format!("{base}header_bytes = 1000"), "", "sflow.header_bytes"),
             (&format!("{base}drop_limit = -1"), "", "sflow.drop_limit"),
+            (&format!("{base}namespace = \"control\""), "", "sflow.namespace"),
+            (&format!("{base}namespace = \"mgmt\""), "", "sflow.namespace"),
             (base, "sflow_rate = 0", "port[0].sflow_rate"),
             ("[sflow]\nagent = \"10.9.0.1\"", "", "collector"),
         ];

@@ -34,7 +34,16 @@ fn interface_request(name: &str) -> io::Result<libc::ifreq> {
 /// names them). Only this thread changes namespace; sockets and TAPs it opens afterwards live
 /// in the namespace.
 pub fn enter_netns(name: &str) -> io::Result<()> {
-    let file = File::open(format!("/run/netns/{name}"))?;
+    enter_netns_of(&File::open(format!("/run/netns/{name}"))?)
+}
+
+/// The calling thread's network namespace, to come back to (`enter_netns_of`).
+pub fn current_netns() -> io::Result<File> {
+    File::open("/proc/thread-self/ns/net")
+}
+
+/// Moves the calling thread into the network namespace `file` refers to.
+pub fn enter_netns_of(file: &File) -> io::Result<()> {
     // SAFETY: setns takes a namespace file descriptor that stays open for the call (owned by
     // `file`) and a namespace type constant; it touches no memory of ours.
     let result = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };

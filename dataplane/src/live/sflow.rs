@@ -84,6 +84,13 @@ pub(super) fn spawn(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHan
 
 fn export(shared: &Shared) {
     let queues = &shared.samples;
+    // `namespace = "control"`: the socket lives in the control plane's namespace, so the
+    // datagrams follow its routes out of the switch's own ports (to the kernel's interfaces,
+    // read by the control thread and injected, as any frame the kernel sends).
+    let home = crate::linux::current_netns();
+    let mut in_control = false;
+    // Said once, not every round.
+    let mut stuck = false;
     let started = Instant::now();
     let mut encoder: Option<Encoder> = None;
     let mut socket: Option<(std::net::SocketAddr, UdpSocket)> = None;
@@ -100,6 +107,27 @@ fn export(shared: &Shared) {
             encoder = None;
             continue;
         };
+        if sflow.through_ports != in_control {
+            let entered = match (&config.control, &home) {
+                (Some(control), _) if sflow.through_ports => crate::linux::enter_netns(&control.netns),
+                (_, Ok(home)) => crate::linux::enter_netns_of(home),
+                (_, Err(err)) => Err(std::io::Error::new(err.kind(), err.to_string())),
+            };
+            match entered {
+                Ok(()) => {
+                    in_control = sflow.through_ports;
+                    // A socket opened in the other namespace sends from there.
+                    socket = None;
+                }
+                Err(err) => {
+                    if !stuck {
+                        tracing::warn!("sflow: cannot change namespace: {err}; nothing is exported");
+                        stuck = true;
+                    }
+                    continue;
+                }
+            }
+        }
         let encoder = encoder.get_or_insert_with(|| Encoder::new(sflow.agent, config.ports.len()));
         encoder.set_agent(sflow.agent);
         if socket.as_ref().is_none_or(|(collector, _)| *collector != sflow.collector) {
