@@ -413,3 +413,51 @@ fn sflow_reaches_a_collector_behind_a_port_of_the_switch() {
     assert!(injected > 0, "the datagrams left through host1 as the kernel's frames: {}", stats["ports"]["host1"]);
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
 }
+
+/// `raceway reload` changes a port's addresses and MTU live, through its host interface: an
+/// address added answers at once and goes again with the next reload; a smaller MTU on
+/// host1 makes the kernel answer a DF packet too long for it with fragmentation needed,
+/// naming the new MTU, as `ip link set` would.
+#[test]
+fn a_reload_changes_a_ports_addresses_and_mtu_live() {
+    let _alone = alone();
+    let mut lab = Lab::new("rwl");
+    lab.host(0);
+    lab.host(1);
+    let config = lab.config(2, "");
+    lab.start(&config, &["host0", "host1"]);
+    let big = || ping(&lab, 0, &["-c", "1", "-W", "2", "-s", "1400", "-M", "do", "10.0.1.2"]);
+    let before = big();
+    assert!(
+        before.status.success(),
+        "1,428 bytes fit host1's MTU of 1,500: {}",
+        String::from_utf8_lossy(&before.stdout)
+    );
+    let path = lab.dir.join("leaf.toml");
+    let reload = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        let output = raceway().args(["reload", "-c"]).arg(&path).output().unwrap();
+        assert!(output.status.success(), "reload: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let edited = config
+        .replacen("addresses = [\"10.0.0.1/24\"", "addresses = [\"10.0.0.77/24\", \"10.0.0.1/24\"", 1)
+        .replacen("name = \"host1\"", "name = \"host1\"\nmtu = 1280", 1);
+    assert_ne!(edited, config);
+    let said = reload(&edited);
+    assert!(said.contains("port addresses") && said.contains("port mtu"), "{said}");
+    wait_for("the new address to answer", Duration::from_secs(10), || {
+        ping(&lab, 0, &["-c", "1", "-W", "1", "10.0.0.77"]).status.success()
+    });
+    let control = lab.control();
+    assert!(ok("ip", &["-n", &control, "link", "show", "host1"]).contains("mtu 1280"));
+    let after = big();
+    let text = String::from_utf8_lossy(&after.stdout).into_owned() + &String::from_utf8_lossy(&after.stderr);
+    assert!(!after.status.success() && text.contains("mtu = 1280"), "fragmentation needed, MTU 1280: {text}");
+    // Back as it was: the address goes.
+    let said = reload(&config);
+    assert!(said.contains("port addresses"), "{said}");
+    assert!(!ok("ip", &["-n", &control, "address", "show", "dev", "host0"]).contains("10.0.0.77"));
+    let stats = lab.stop();
+    assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
+}

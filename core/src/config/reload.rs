@@ -4,13 +4,15 @@
 //! new config with the running one. The parts the workers apply between bursts
 //! (`Switch::reconfigure`) are the QoS maps, the scheduler, the buffer pools and PFC
 //! thresholds, the PFC watchdog, the ECN profiles, trimming, the CoPP rates, the ACL
-//! tables and sFlow. A change anywhere else is refused, naming its key:
+//! tables and sFlow. A port's addresses and MTU apply live too, through its host interface
+//! and its state (the engine does it: `port addresses`, `port mtu`). A change anywhere else is
+//! refused, naming its key:
 //! - the ports, lcores, EAL and buffer size shape what the process opened and allocated;
 //! - which traffic classes are lossless, the priority groups and the pause-to-queue map say
 //!   how the frames already queued were charged, and are read again when they leave;
-//! - routes, groups, neighbours, port addresses and MTUs are not applied live yet (the control
-//!   plane's FIB writer and the host interfaces would have to follow), so they still need a
-//!   restart, and the refusal says so.
+//! - routes, groups, neighbours and a port's `peer_mac` are not applied live yet (the control
+//!   plane's FIB writer would have to follow), so they still need a restart, and the refusal
+//!   says so.
 //!
 //! Invariant: `live_changes` accepts a config only when every difference from the running
 //! one is in a part `Switch::reconfigure` applies; then the two configs differ in nothing a
@@ -32,7 +34,7 @@ impl std::fmt::Display for Refused {
 }
 
 /// What a restart-only key's refusal says.
-const RESTART: &str = "changed; this needs a restart (raceway reload applies QoS, ECN, PFC thresholds, the watchdog, trimming, CoPP rates, ACLs and sFlow)";
+const RESTART: &str = "changed; this needs a restart (raceway reload applies QoS, ECN, PFC thresholds, the watchdog, trimming, CoPP rates and sources, ACLs, sFlow, and ports' addresses and MTUs)";
 /// What a key that will be live one day says.
 const NOT_LIVE_YET: &str = "changed; it is not applied live yet, so this needs a restart";
 
@@ -126,6 +128,8 @@ pub fn live_changes(running: &Config, new: &Config) -> Result<Vec<&'static str>,
         ("qos.trim", old.trim != qos.trim || running.ports.iter().zip(&new.ports).any(|(a, b)| a.trim != b.trim)),
         ("control.copp", running.control.as_ref().map(|c| c.copp) != new.control.as_ref().map(|c| c.copp)),
         ("control.acl", running.control.as_ref().map(|c| &c.acl) != new.control.as_ref().map(|c| &c.acl)),
+        ("port addresses", running.ports.iter().zip(&new.ports).any(|(a, b)| a.addresses != b.addresses)),
+        ("port mtu", running.ports.iter().zip(&new.ports).any(|(a, b)| a.mtu != b.mtu)),
         ("acl", running.acls != new.acls),
         ("sflow", running.sflow != new.sflow),
     ];
@@ -133,7 +137,7 @@ pub fn live_changes(running: &Config, new: &Config) -> Result<Vec<&'static str>,
 }
 
 /// A port's first field that differs and cannot change live, and whether it is one that
-/// will be live one day (addresses, MTU).
+/// will be live one day (`peer_mac`).
 fn port_change(old: &PortConfig, port: &PortConfig) -> Option<(&'static str, bool)> {
     let fields = [
         ("device", old.device != port.device, false),
@@ -141,8 +145,6 @@ fn port_change(old: &PortConfig, port: &PortConfig) -> Option<(&'static str, boo
         ("cable_m", old.cable_m != port.cable_m, false),
         ("peer_mac", old.peer_mac != port.peer_mac, true),
         ("enabled", old.enabled != port.enabled, false),
-        ("addresses", old.addresses != port.addresses, true),
-        ("mtu", old.mtu != port.mtu, true),
         ("pause", old.honour_pause != port.honour_pause, false),
         ("pfc_tx_queue", old.pfc_tx_queue != port.pfc_tx_queue, false),
         ("rx_queues", old.rx_queues != port.rx_queues, false),
@@ -203,6 +205,7 @@ peer_mac = "02:00:00:00:10:01"
                 "[[acl]]\nname = \"a\"\nports = [\"p0\"]\n[[acl.rule]]\npriority = 1\naction = \"drop\"\n[[port]]\nname = \"p0\"",
                 "acl",
             ),
+            ("name = \"p0\"", "name = \"p0\"\nmtu = 1500", "port mtu"),
         ];
         for (from, to, section) in cases {
             assert_eq!(live_changes(&running, &edited(from, to)), Ok(vec![section]), "{to}");

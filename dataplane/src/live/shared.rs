@@ -191,8 +191,45 @@ impl Shared {
             std::thread::sleep(Duration::from_millis(1));
         }
         self.remap_cleared_acls(&running, &new);
+        let ports = self.apply_port_changes(&running, &new);
         *self.running.lock().expect("running config lock") = new;
-        Reloaded::Applied(changed)
+        match ports {
+            Ok(()) => Reloaded::Applied(changed),
+            Err(err) => Reloaded::Unconfirmed(format!("{}: {err}", path.display())),
+        }
+    }
+
+    /// A reload's port MTUs and addresses: each MTU into the port's state (the workers check
+    /// it between bursts) and, with `[control]`, onto its host interface, so that the kernel's
+    /// ICMP errors give it; each address added to or removed from the host interface, which
+    /// the FIB follows as it follows `ip address` (an address needs `[control]`).
+    fn apply_port_changes(&self, running: &Config, new: &Config) -> Result<(), String> {
+        for (index, (old, port)) in running.ports.iter().zip(&new.ports).enumerate() {
+            if old.mtu != port.mtu {
+                let set = self.port_states.set_mtu(index, port.mtu);
+                if set != port.mtu {
+                    tracing::warn!(
+                        "reload: port '{}': MTU {} is more than it takes; it sends at most {set}",
+                        port.name,
+                        port.mtu
+                    );
+                }
+                if let Some(control) = &new.control {
+                    let mtu = set.to_string();
+                    crate::control::ip(&["-n", &control.netns, "link", "set", "dev", &port.name, "mtu", &mtu])?;
+                }
+            }
+            let Some(control) = new.control.as_ref().filter(|_| old.addresses != port.addresses) else { continue };
+            for gone in old.addresses.iter().filter(|address| !port.addresses.contains(address)) {
+                let gone = gone.to_string();
+                crate::control::ip(&["-n", &control.netns, "address", "del", &gone, "dev", &port.name])?;
+            }
+            for added in port.addresses.iter().filter(|address| !old.addresses.contains(address)) {
+                let added = added.to_string();
+                crate::control::ip(&["-n", &control.netns, "address", "replace", &added, "dev", &port.name])?;
+            }
+        }
+        Ok(())
     }
 
     /// On a worker, between bursts: `Some` when a reload was published since `seen` (one
