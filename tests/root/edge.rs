@@ -414,10 +414,11 @@ fn sflow_reaches_a_collector_behind_a_port_of_the_switch() {
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
 }
 
-/// `raceway reload` changes a port's addresses and MTU live, through its host interface: an
-/// address added answers at once and goes again with the next reload; a smaller MTU on
-/// host1 makes the kernel answer a DF packet too long for it with fragmentation needed,
-/// naming the new MTU, as `ip link set` would.
+/// `raceway reload` changes a port's addresses and MTU live, through its host interface, and
+/// the static routes through the control plane's FIB writer: an address added answers at once
+/// and goes again with the next reload; a smaller MTU on host1 makes the kernel answer a DF
+/// packet too long for it with fragmentation needed, naming the new MTU, as `ip link set`
+/// would; a route added is in the FIB `show route` reads, and gone after.
 #[test]
 fn a_reload_changes_a_ports_addresses_and_mtu_live() {
     let _alone = alone();
@@ -442,10 +443,17 @@ fn a_reload_changes_a_ports_addresses_and_mtu_live() {
     };
     let edited = config
         .replacen("addresses = [\"10.0.0.1/24\"", "addresses = [\"10.0.0.77/24\", \"10.0.0.1/24\"", 1)
-        .replacen("name = \"host1\"", "name = \"host1\"\nmtu = 1280", 1);
+        .replacen("name = \"host1\"", "name = \"host1\"\nmtu = 1280", 1)
+        + "[[route]]\nprefix = \"10.88.0.0/16\"\nblackhole = true\n";
     assert_ne!(edited, config);
     let said = reload(&edited);
-    assert!(said.contains("port addresses") && said.contains("port mtu"), "{said}");
+    assert!(said.contains("port addresses") && said.contains("port mtu") && said.contains("routes"), "{said}");
+    // The static route, through the control plane's FIB writer.
+    let route = || {
+        let output = raceway().args(["show", "-c"]).arg(&path).args(["route", "10.88.0.1"]).output().unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    wait_for("the FIB to hold the reloaded route", Duration::from_secs(10), || route().contains("10.88.0.0/16"));
     wait_for("the new address to answer", Duration::from_secs(10), || {
         ping(&lab, 0, &["-c", "1", "-W", "1", "10.0.0.77"]).status.success()
     });
@@ -454,10 +462,11 @@ fn a_reload_changes_a_ports_addresses_and_mtu_live() {
     let after = big();
     let text = String::from_utf8_lossy(&after.stdout).into_owned() + &String::from_utf8_lossy(&after.stderr);
     assert!(!after.status.success() && text.contains("mtu = 1280"), "fragmentation needed, MTU 1280: {text}");
-    // Back as it was: the address goes.
+    // Back as it was: the address and the route go.
     let said = reload(&config);
-    assert!(said.contains("port addresses"), "{said}");
+    assert!(said.contains("port addresses") && said.contains("routes"), "{said}");
     assert!(!ok("ip", &["-n", &control, "address", "show", "dev", "host0"]).contains("10.0.0.77"));
+    wait_for("the FIB to drop the route", Duration::from_secs(10), || !route().contains("10.88.0.0/16"));
     let stats = lab.stop();
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
 }

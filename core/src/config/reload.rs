@@ -5,14 +5,14 @@
 //! (`Switch::reconfigure`) are the QoS maps, the scheduler, the buffer pools and PFC
 //! thresholds, the PFC watchdog, the ECN profiles, trimming, the CoPP rates, the ACL
 //! tables and sFlow. A port's addresses and MTU apply live too, through its host interface
-//! and its state (the engine does it: `port addresses`, `port mtu`). A change anywhere else is
+//! and its state, and the static routes and neighbours through the FIB's writer (the engine
+//! does these: `port addresses`, `port mtu`, `routes`, `neighbors`). A change anywhere else is
 //! refused, naming its key:
 //! - the ports, lcores, EAL and buffer size shape what the process opened and allocated;
 //! - which traffic classes are lossless, the priority groups and the pause-to-queue map say
 //!   how the frames already queued were charged, and are read again when they leave;
-//! - routes, groups, neighbours and a port's `peer_mac` are not applied live yet (the control
-//!   plane's FIB writer would have to follow), so they still need a restart, and the refusal
-//!   says so.
+//! - groups and a port's `peer_mac` are not applied live yet (the groups' counters and
+//!   selectors are laid out by them), so they still need a restart, and the refusal says so.
 //!
 //! Invariant: `live_changes` accepts a config only when every difference from the running
 //! one is in a part `Switch::reconfigure` applies; then the two configs differ in nothing a
@@ -64,13 +64,8 @@ pub fn live_changes(running: &Config, new: &Config) -> Result<Vec<&'static str>,
             return refuse(&key, if live_one_day { NOT_LIVE_YET } else { RESTART });
         }
     }
-    let not_yet: [(&str, bool); 3] = [
-        ("route", running.routes != new.routes),
-        ("group", running.groups != new.groups),
-        ("neighbor", running.neighbors != new.neighbors),
-    ];
-    if let Some((key, _)) = not_yet.iter().find(|(_, changed)| *changed) {
-        return refuse(key, NOT_LIVE_YET);
+    if running.groups != new.groups {
+        return refuse("group", NOT_LIVE_YET);
     }
     if let (Some(old), Some(sflow)) = (&running.sflow, &new.sflow) {
         if old.through_ports != sflow.through_ports {
@@ -128,6 +123,8 @@ pub fn live_changes(running: &Config, new: &Config) -> Result<Vec<&'static str>,
         ("qos.trim", old.trim != qos.trim || running.ports.iter().zip(&new.ports).any(|(a, b)| a.trim != b.trim)),
         ("control.copp", running.control.as_ref().map(|c| c.copp) != new.control.as_ref().map(|c| c.copp)),
         ("control.acl", running.control.as_ref().map(|c| &c.acl) != new.control.as_ref().map(|c| &c.acl)),
+        ("routes", running.routes != new.routes),
+        ("neighbors", running.neighbors != new.neighbors),
         ("port addresses", running.ports.iter().zip(&new.ports).any(|(a, b)| a.addresses != b.addresses)),
         ("port mtu", running.ports.iter().zip(&new.ports).any(|(a, b)| a.mtu != b.mtu)),
         ("acl", running.acls != new.acls),
@@ -235,7 +232,12 @@ peer_mac = "02:00:00:00:10:01"
             "[[port]]\nname = \"p0\"",
             "[[route]]\nprefix = \"10.9.0.0/16\"\nport = \"p0\"\n[[port]]\nname = \"p0\"",
         );
-        let refused = live_changes(&running, &routed).unwrap_err();
-        assert_eq!((refused.key.as_str(), refused.problem.as_str()), ("route", NOT_LIVE_YET));
+        assert_eq!(live_changes(&running, &routed), Ok(vec!["routes"]), "a static route is live");
+        let grouped = edited(
+            "[[port]]\nname = \"p0\"",
+            "[[group]]\nname = \"g\"\nports = [\"p0\", \"p1\"]\n[[port]]\nname = \"p0\"",
+        );
+        let refused = live_changes(&running, &grouped).unwrap_err();
+        assert_eq!((refused.key.as_str(), refused.problem.as_str()), ("group", NOT_LIVE_YET));
     }
 }

@@ -288,6 +288,13 @@ impl Classifier {
         true
     }
 
+    /// Forwards by `fib` from the next frame on (a reload without a control plane); returns
+    /// the tables it replaced, for the caller to free off the packet path.
+    pub fn replace_fib(&mut self, fib: Arc<Fib>) -> Arc<Fib> {
+        self.resolved.forget();
+        std::mem::replace(&mut self.fib, fib)
+    }
+
     /// The forwarding tables this classifier reads.
     #[inline]
     pub fn fib(&self) -> &Fib {

@@ -38,6 +38,10 @@ pub struct Reconfiguration {
     sampler: Option<Option<Sampler>>,
     /// The new `[control.acl]`; once applied, the one it replaced (freed off the worker).
     control_acl: Option<std::sync::Arc<crate::config::ControlAcl>>,
+    /// Without `[control]`, when the static routes or neighbours changed: the FIB built from
+    /// the new config; once applied, the one it replaced. (With `[control]` the control
+    /// plane's writer takes the change and publishes it as any other.)
+    fib: Option<std::sync::Arc<crate::pipeline::fib::Fib>>,
 }
 
 impl Reconfiguration {
@@ -53,6 +57,15 @@ impl Reconfiguration {
             sampler: (running.sflow.is_some() != new.sflow.is_some())
                 .then(|| Sampler::new(&new, new.sflow.as_ref().map_or(0, |sflow| u64::from(sflow.collector.port())))),
             control_acl: new.control.as_ref().map(|control| std::sync::Arc::clone(&control.acl)),
+            fib: (new.control.is_none() && (running.routes != new.routes || running.neighbors != new.neighbors)).then(
+                || {
+                    std::sync::Arc::new(crate::pipeline::fib::Fib::new(
+                        &new,
+                        &crate::pipeline::fib::Learned::default(),
+                        1,
+                    ))
+                },
+            ),
             config: new,
         }
     }
@@ -82,6 +95,10 @@ impl<P: PacketBuf> Switch<P> {
         self.watchdog.restoration_ps = u64::from(qos.watchdog.restoration_ms) * 1_000_000_000;
         self.watchdog.action = qos.watchdog.action;
         std::mem::swap(&mut self.control_acl, &mut next.control_acl);
+        if let Some(fib) = next.fib.take() {
+            next.fib = Some(self.classifier.replace_fib(fib));
+            self.selector.sync(&self.classifier.fib().groups);
+        }
         if let Some(control) = &config.control {
             for policers in &mut self.punt_policers {
                 for (policer, rate) in policers.iter_mut().zip(&control.copp) {
@@ -134,6 +151,28 @@ mod tests {
     fn frame(dscp: u8) -> HeapPacket {
         let spec = FrameSpec { dscp, ..FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 1) };
         HeapPacket::new(spec.build())
+    }
+
+    /// Without a control plane, a reload's static routes take effect from the next frame: a
+    /// destination with no route is forwarded once a route to it is added, and the FIB the
+    /// worker read before is handed back.
+    #[test]
+    fn a_reload_adds_a_static_route_from_the_next_frame() {
+        let maps = "10 = 1, default = 0 }\nlossless = [3]";
+        let running = leaf(maps, "");
+        let mut switch: Switch<HeapPacket> = Switch::new(&running, 1);
+        let to = |destination: &str| {
+            HeapPacket::new(FrameSpec::rocev2("10.0.0.1".parse().unwrap(), destination.parse().unwrap(), 1).build())
+        };
+        assert_eq!(switch.receive(0, to("10.77.0.1"), 0), Received::Dropped(crate::drops::DropReason::NoRoute));
+        let new = Arc::new(leaf(maps, "[[route]]\nprefix = \"10.77.0.0/16\"\nport = \"p1\""));
+        assert_eq!(crate::config::reload::live_changes(&running, &new), Ok(vec!["routes"]));
+        let replaced = switch.reconfigure(Reconfiguration::prepare(&running, Arc::clone(&new)));
+        assert_eq!(switch.receive(0, to("10.77.0.1"), 1), Received::Queued { egress: 1, tc: 3 });
+        assert_eq!(switch.receive(0, to("10.0.1.2"), 2), Received::Queued { egress: 1, tc: 3 }, "the rest as before");
+        assert!(replaced.fib.is_some_and(|old| old
+            .lookup(crate::pipeline::fib::ip_destination("10.77.0.1".parse().unwrap()))
+            .is_none()));
     }
 
     #[test]

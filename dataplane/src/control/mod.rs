@@ -108,6 +108,9 @@ pub struct ControlLink {
     wake: EventFd,
     /// From reading a frame off its TAP to a worker injecting it.
     pub inject_latency: SharedHistogram,
+    /// Reloads whose static routes or neighbours the FIB thread has yet to apply: (running,
+    /// new) configs, oldest first.
+    fib_reloads: Mutex<Vec<(Arc<Config>, Arc<Config>)>>,
 }
 
 impl ControlLink {
@@ -120,6 +123,7 @@ impl ControlLink {
             sleeping: AtomicBool::new(false),
             wake: EventFd::new()?,
             inject_latency: SharedHistogram::default(),
+            fib_reloads: Mutex::new(Vec::new()),
         })
     }
 
@@ -153,6 +157,12 @@ impl ControlLink {
     /// the port's host interface.
     pub fn link_changed(&self) {
         self.wake.notify();
+    }
+
+    /// A reload changed the config's static routes or neighbours: the FIB thread applies them
+    /// at its next turn (within `HOUSEKEEPING`) and publishes them as any change.
+    pub fn reconfigure_fib(&self, running: Arc<Config>, new: Arc<Config>) {
+        self.fib_reloads.lock().expect("FIB reloads").push((running, new));
     }
 
     /// A worker takes an injected frame: counts how long it waited.
@@ -575,6 +585,10 @@ impl FibThread {
             }
             if let Err(err) = self.sync.resolve_next_hops(Instant::now()) {
                 tracing::warn!("control: asking the kernel to resolve next hops: {err}");
+            }
+            let reloads = std::mem::take(&mut *self.link.fib_reloads.lock().expect("FIB reloads"));
+            for (running, new) in reloads {
+                self.writer.reconfigure(&running, &new);
             }
             if Instant::now() >= next_peers {
                 next_peers = Instant::now() + PEERS_EVERY;

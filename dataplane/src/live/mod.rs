@@ -147,6 +147,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
         options.config_path.clone(),
         layout.workers,
         resources.control.as_ref().map(|plane| Arc::clone(&plane.stats)),
+        resources.control.as_ref().map(|plane| Arc::clone(&plane.link)),
         Arc::clone(&resources.port_states),
     ));
     let control_link = resources.control.as_ref().map(|plane| Arc::clone(&plane.link));

@@ -65,6 +65,9 @@ pub(super) struct Shared {
     counters_cleared: Mutex<Option<SwitchStats>>,
     /// The workers' sFlow samples on their way to the exporter (`live::sflow`).
     pub samples: super::sflow::SampleQueues,
+    /// With `[control]`: where a reload's static routes and neighbours go (the FIB thread's
+    /// writer applies them).
+    control_link: Option<Arc<crate::control::ControlLink>>,
 }
 
 /// What a reload did.
@@ -87,9 +90,11 @@ impl Shared {
         config_path: Option<std::path::PathBuf>,
         slots: usize,
         control: Option<Arc<Mutex<ControlStats>>>,
+        control_link: Option<Arc<crate::control::ControlLink>>,
         port_states: Arc<PortStates>,
     ) -> Self {
         Self {
+            control_link,
             stop: AtomicBool::new(false),
             stats: (0..slots).map(|_| CacheAligned(Mutex::new(SwitchStats::new(config)))).collect(),
             quiet: AtomicUsize::new(0),
@@ -191,6 +196,11 @@ impl Shared {
             std::thread::sleep(Duration::from_millis(1));
         }
         self.remap_cleared_acls(&running, &new);
+        if let Some(link) = &self.control_link {
+            if running.routes != new.routes || running.neighbors != new.neighbors {
+                link.reconfigure_fib(Arc::clone(&running), Arc::clone(&new));
+            }
+        }
         let ports = self.apply_port_changes(&running, &new);
         *self.running.lock().expect("running config lock") = new;
         match ports {

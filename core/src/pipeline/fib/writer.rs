@@ -90,6 +90,8 @@ pub struct FibWriter {
     dead: HashMap<u32, bool>,
     learned_neighbors: HashMap<(u16, IpAddr), MacAddress>,
     static_neighbors: HashMap<(u16, IpAddr), MacAddress>,
+    /// The kernel's BGP peers last set (`set_kernel_peers`), kept for a reload's neighbours.
+    kernel_peers: Vec<(Option<u16>, IpAddr)>,
     group_ids: HashMap<GroupKey, u32>,
     group_users: Vec<u32>,
     free_groups: Vec<u32>,
@@ -102,6 +104,16 @@ pub struct FibWriter {
     mirror: bool,
     /// Whether IPv4's local table comes before its main table (`set_ipv4_local_first`).
     ipv4_local_first: bool,
+}
+
+/// What a config route leads to.
+fn config_via(target: &RouteTarget) -> Via {
+    match target {
+        RouteTarget::Port(port) => Via::Peer(*port as u16),
+        RouteTarget::Group(group) => Via::ConfigGroup(*group as u32),
+        RouteTarget::Via(next_hops) => Via::Gateways(next_hops.clone().into_boxed_slice()),
+        RouteTarget::Blackhole => Via::Blackhole,
+    }
 }
 
 impl FibWriter {
@@ -168,6 +180,7 @@ impl FibWriter {
             dead: HashMap::new(),
             learned_neighbors: HashMap::new(),
             static_neighbors: HashMap::new(),
+            kernel_peers: Vec::new(),
             group_ids,
             group_users: vec![PINNED; config.groups.len()],
             free_groups: Vec::new(),
@@ -196,13 +209,7 @@ impl FibWriter {
             }
         }
         for route in &config.routes {
-            let via = match &route.target {
-                RouteTarget::Port(port) => Via::Peer(*port as u16),
-                RouteTarget::Group(group) => Via::ConfigGroup(*group as u32),
-                RouteTarget::Via(next_hops) => Via::Gateways(next_hops.clone().into_boxed_slice()),
-                RouteTarget::Blackhole => Via::Blackhole,
-            };
-            writer.set_route(Source::Config, route.prefix.address, route.prefix.len, Some(via));
+            writer.set_route(Source::Config, route.prefix.address, route.prefix.len, Some(config_via(&route.target)));
         }
         writer
     }
@@ -238,7 +245,9 @@ impl FibWriter {
 
     /// The kernel's BGP peers, each on its port (a link-local peer) or any; with the config's
     /// neighbours, the control plane's peers a snapshot holds (`Fib::is_control_peer`).
-    pub fn set_kernel_peers(&mut self, mut peers: Vec<(Option<u16>, IpAddr)>) {
+    pub fn set_kernel_peers(&mut self, kernel: Vec<(Option<u16>, IpAddr)>) {
+        let mut peers = kernel.clone();
+        self.kernel_peers = kernel;
         let configured = self.static_neighbors.keys().map(|&(port, ip)| (Some(port), ip));
         peers.extend(configured);
         peers.sort_unstable();
@@ -247,6 +256,31 @@ impl FibWriter {
             self.fib.control_peers = Arc::new(peers);
             self.changed = true;
         }
+    }
+
+    /// A reload's static routes and neighbours (`[[route]]`, `[[neighbor]]`; the ports and
+    /// groups are the running ones, which `config::reload::live_changes` checks): a route or
+    /// neighbour gone is removed, one new or changed is set, as the kernel's changes are.
+    pub fn reconfigure(&mut self, old: &Config, new: &Config) {
+        for route in old.routes.iter().filter(|route| !new.routes.iter().any(|kept| kept.prefix == route.prefix)) {
+            self.set_route(Source::Config, route.prefix.address, route.prefix.len, None);
+        }
+        for route in new.routes.iter().filter(|route| !old.routes.contains(route)) {
+            self.set_route(Source::Config, route.prefix.address, route.prefix.len, Some(config_via(&route.target)));
+        }
+        let key = |neighbor: &crate::config::Neighbor| (neighbor.port as u16, neighbor.ip);
+        for neighbor in old.neighbors.iter().filter(|neighbor| !new.neighbors.contains(neighbor)) {
+            self.static_neighbors.remove(&key(neighbor));
+            self.update_neighbor(key(neighbor));
+        }
+        let ports = self.ports;
+        for neighbor in new.neighbors.iter().filter(|neighbor| neighbor.port < ports) {
+            if self.static_neighbors.insert(key(neighbor), neighbor.mac) != Some(neighbor.mac) {
+                self.update_neighbor(key(neighbor));
+            }
+        }
+        let kernel = std::mem::take(&mut self.kernel_peers);
+        self.set_kernel_peers(kernel);
     }
 
     /// Prefixes in the route table.
@@ -1040,6 +1074,39 @@ mod tests {
             Some(Via::Kernel(Box::new([KernelHop::on_port(None, 2)]))),
         );
         assert_eq!(writer.free_ids.len(), freed - 1, "a freed index is reused");
+    }
+
+    /// A reload's routes and neighbours, applied to a running writer, give the tables a
+    /// writer built from the new config gives: a route gone, one added, a neighbour learned
+    /// (a route over it resolves), one moved to a new MAC.
+    #[test]
+    fn a_reload_of_static_routes_and_neighbours_gives_the_tables_built_at_once() {
+        let old = Config::parse(&CONFIG, "t.toml").unwrap();
+        let edited = CONFIG
+            .replace("[[route]]\nprefix = \"192.0.2.0/24\"\nvia = \"10.255.0.2\"\n", "")
+            .replace("mac = \"02:00:00:00:20:01\"", "mac = \"02:00:00:00:20:99\"")
+            + "[[route]]\nprefix = \"10.99.0.0/16\"\nport = \"up0\"\n\
+               [[neighbor]]\nip = \"10.255.0.9\"\nmac = \"02:00:00:00:21:09\"\nport = \"up1\"\n";
+        let new = Config::parse(&edited, "t.toml").unwrap();
+        assert_ne!(old.routes, new.routes);
+        let mut writer = FibWriter::new(&old);
+        writer.set_kernel_peers(vec![(None, ip("10.250.0.1"))]);
+        assert_eq!(writer.snapshot(1).lookup(v4("203.0.113.5")), Some(Target::Glean), "10.255.0.9 not known yet");
+        writer.reconfigure(&old, &new);
+        let reloaded = writer.snapshot(2);
+        let built = FibWriter::new(&new).snapshot(2);
+        for address in ["192.0.2.7", "203.0.113.5", "10.99.1.1", "10.9.0.1", "198.51.100.1", "8.8.8.8", "10.0.0.5"] {
+            assert_eq!(reloaded.lookup(v4(address)), built.lookup(v4(address)), "{address}");
+        }
+        assert_eq!(
+            reloaded.lookup(v4("203.0.113.5")),
+            Some(Target::Adjacency(Adjacency { port: 2, mac: mac(0x09, 0x21) })),
+            "the new neighbour resolves the route over it"
+        );
+        assert!(matches!(reloaded.lookup(v4("192.0.2.7")), Some(Target::Group(_))), "gone: the default route");
+        assert_eq!(reloaded.neighbor(1, v4("10.255.0.0")).map(|a| a.mac), Some(mac(0x99, 0x20)), "moved");
+        assert!(reloaded.is_control_peer(2, ip("10.255.0.9")), "a new neighbour is a peer");
+        assert!(reloaded.control_peers.iter().any(|&(_, peer)| peer == ip("10.250.0.1")), "the kernel's peers stay");
     }
 
     #[test]
