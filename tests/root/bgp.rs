@@ -612,7 +612,7 @@ fn floods_from_the_bgp_peer_leave_its_sessions_up_and_show_in_their_classes() {
 #[test]
 fn spoofed_bgp_and_bfd_from_a_host_port_are_refused_and_the_sessions_stay_up() {
     let _alone = alone();
-    let (mut lab, leaf, spine_dir) = bgp_bfd_lab("rwa", "");
+    let (mut lab, leaf, spine_dir) = bgp_bfd_lab("rwx", "");
     let host = lab.netns("h0");
     let before = (sessions(&leaf, "10.255.0.1"), sessions(&spine_dir, "10.255.0.0"));
     // As fast as hping3 sends, at the lowest priority: it stands for another machine.

@@ -292,7 +292,7 @@ fn a_flood_at_the_switch_is_policed_and_forwarding_goes_on() {
 #[test]
 fn tcp_with_ecn_through_a_shaped_port_backs_off_and_marks_not_drops() {
     let _alone = alone();
-    let mut lab = Lab::new("rwd");
+    let mut lab = Lab::new("rwe");
     lab.host(0);
     lab.host(1);
     for host in ["h0", "h1"] {
@@ -422,7 +422,7 @@ fn sflow_reaches_a_collector_behind_a_port_of_the_switch() {
 #[test]
 fn a_reload_changes_a_ports_addresses_and_mtu_live() {
     let _alone = alone();
-    let mut lab = Lab::new("rwl");
+    let mut lab = Lab::new("rwr");
     lab.host(0);
     lab.host(1);
     let config = lab.config(2, "");

@@ -27,7 +27,7 @@ fn the_fib_answers_as_the_kernel_does_for_random_routes_and_deltas() {
     };
     eprintln!("FIB differential test: seed {seed} (RACEWAY_FIB_SEED={seed} repeats this run)");
     let mut random = Random(seed);
-    let mut lab = Lab::new("rwf");
+    let mut lab = Lab::new("rwg");
     let ports: Vec<String> = (0..4).map(|index| format!("host{index}")).collect();
     for index in 0..ports.len() {
         lab.host(index);
