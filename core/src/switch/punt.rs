@@ -223,10 +223,12 @@ mod tests {
     #[test]
     fn the_control_acl_takes_each_class_from_its_sources_only() {
         let neighbor = "[[neighbor]]\nip = \"10.0.0.0\"\nmac = \"02:00:00:00:10:00\"\nport = \"p0\"\n";
-        let extra =
-            format!("{neighbor}[control.acl]\nip2me = [\"10.0.5.0/24\"]\n[control.copp.bgp]\npps = 1000\nburst = 1\n");
-        let mut switch: Switch<HeapPacket> =
-            Switch::new(&config_with_p0("", "addresses = [\"10.0.0.1/31\"]", &extra), 1);
+        let v6_neighbor = "[[neighbor]]\nip = \"fd00::5\"\nmac = \"02:00:00:00:10:05\"\nport = \"p0\"\n";
+        let extra = format!(
+            "{neighbor}{v6_neighbor}[control.acl]\nip2me = [\"10.0.5.0/24\"]\n[control.copp.bgp]\npps = 1000\nburst = 1\n"
+        );
+        let addresses = "addresses = [\"10.0.0.1/31\", \"fd00::1/64\"]";
+        let mut switch: Switch<HeapPacket> = Switch::new(&config_with_p0("", addresses, &extra), 1);
         let from = |source: &str, transport| {
             let mut spec = FrameSpec::rocev2(source.parse().unwrap(), "10.0.0.1".parse().unwrap(), 7);
             spec.transport = transport;
@@ -246,13 +248,21 @@ mod tests {
         assert_eq!(switch.receive(0, from("10.0.0.9", bfd), 0), refused);
         assert_eq!(switch.receive(0, from("10.0.0.0", bfd), 0), Received::Punted(CoppClass::Bfd));
         assert_eq!(switch.receive(0, from("10.0.5.7", ping), 0), Received::Punted(CoppClass::Ip2me), "in the list");
+        // IPv6 alike: fd00::5 is a neighbour on p0, fd00::9 is not.
+        let from_v6 = |source: &str, transport| {
+            let mut spec = FrameSpec::rocev2(source.parse().unwrap(), "fd00::1".parse().unwrap(), 7);
+            spec.transport = transport;
+            HeapPacket::new(spec.build())
+        };
+        assert_eq!(switch.receive(0, from_v6("fd00::5", bfd), 0), Received::Punted(CoppClass::Bfd));
+        assert_eq!(switch.receive(0, from_v6("fd00::9", bfd), 0), refused);
         assert_eq!(switch.receive(0, from("10.0.0.0", ping), 0), refused, "ip2me takes its list only");
         // ARP is never limited.
         assert_eq!(switch.receive(0, arp(), 0), Received::Punted(CoppClass::Arp));
         let stats = &switch.stats.ports[0];
-        assert_eq!(stats.drops_for(DropReason::ControlAcl), 5);
+        assert_eq!(stats.drops_for(DropReason::ControlAcl), 6);
         let refused_in = |class: CoppClass| stats.refused[class.index()];
-        assert_eq!((refused_in(CoppClass::Bgp), refused_in(CoppClass::Bfd), refused_in(CoppClass::Ip2me)), (3, 1, 1));
+        assert_eq!((refused_in(CoppClass::Bgp), refused_in(CoppClass::Bfd), refused_in(CoppClass::Ip2me)), (3, 2, 1));
         assert_eq!(stats.policed, [0; CoppClass::COUNT], "refused before the policers");
         assert_eq!(switch.stats.ports[1].refused[CoppClass::Bgp.index()], 1);
         // "any" lifts the limit, by a reload too.
