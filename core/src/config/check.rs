@@ -282,7 +282,31 @@ pub fn report(config: &Config) -> String {
                     format!("{} {}/{}", class.name(), rate.pps, rate.burst)
                 })
                 .collect();
-            say!(out, "  CoPP per port, frames/s / burst, highest priority first: {}", classes.join(", "));
+            say!(
+                out,
+                "  CoPP per {}, frames/s / burst, highest priority first: {}",
+                control.copp_scope.name(),
+                classes.join(", ")
+            );
+            let limited: Vec<String> = CoppClass::ALL
+                .iter()
+                .filter_map(|&class| {
+                    let sources = control.acl.limits(class)?;
+                    let mut taken: Vec<String> = sources.prefixes.iter().map(ToString::to_string).collect();
+                    if sources.neighbors {
+                        taken.insert(0, "neighbors".into());
+                    }
+                    Some(format!("{} from {}", class.name(), taken.join(" ")))
+                })
+                .collect();
+            say!(out, "  sources (control.acl): {}; the other classes from any", limited.join(", "));
+            match control.keep_interfaces_s {
+                0 => say!(out, "  host interfaces go with the switch"),
+                seconds => say!(
+                    out,
+                    "  host interfaces kept {seconds} s after the switch stops, for a restart (raceway clean lets them go)"
+                ),
+            }
             if config.qos.strict_mask & (1 << control.control_tc) == 0 {
                 say!(out,
                     "warning: control.control_tc {} is not strict (qos.scheduler.strict): data can delay BGP keepalives and ARP replies",
@@ -377,11 +401,13 @@ pub fn report(config: &Config) -> String {
             config.ports.iter().zip(&sflow.rates).map(|(port, rate)| format!("{} 1 in {rate}", port.name)).collect();
         say!(
             out,
-            "sflow: collector {} agent {} counters every {} s, {} header bytes; sampling {}",
+            "sflow: collector {} agent {}{} counters every {} s, {} header bytes; drop notifications {}/s per worker; sampling {}",
             sflow.collector,
             sflow.agent,
+            if sflow.through_ports { " (sent through the switch's ports)" } else { "" },
             sflow.polling_interval_s,
             sflow.header_bytes,
+            sflow.drop_limit,
             rates.join(", ")
         );
     }
@@ -406,6 +432,36 @@ mod tests {
             .tables("[[route]]\nprefix = \"0.0.0.0/0\"\nvia = [\"10.255.0.1\", \"10.255.0.3\"]")
             .tables("[control]")
             .config()
+    }
+
+    /// The control plane's policing scope, sources and keep time, and sFlow's drop limit and
+    /// path, are in the report (`raceway show running-config` prints it).
+    #[test]
+    fn the_control_planes_scope_sources_and_keep_time_are_reported() {
+        let defaults = report(&leaf("3"));
+        for expect in [
+            "  CoPP per port, frames/s / burst",
+            "  sources (control.acl): bgp from neighbors, bfd from neighbors; the other classes from any",
+            "  host interfaces kept 30 s after the switch stops",
+        ] {
+            assert!(defaults.contains(expect), "{expect}\n{defaults}");
+        }
+        let text = crate::testing::Leaf::new("leaf")
+            .port_to("host0", 100.0, "", "addresses = [\"10.0.0.1/24\"]")
+            .tables("[control]\nkeep_interfaces_s = 0\n[control.copp]\nscope = \"switch\"\n[control.acl]\nbgp = \"any\"\nip2me = \"10.9.0.0/16\"")
+            .tables("[sflow]\ncollector = \"10.0.0.2:6343\"\nagent = \"10.0.0.1\"\ndrop_limit = 7\nnamespace = \"control\"")
+            .toml();
+        let config = Config::parse(&text, "t.toml").unwrap();
+        let set = report(&config);
+        for expect in [
+            "  CoPP per switch, frames/s / burst",
+            "  sources (control.acl): bfd from neighbors, ip2me from 10.9.0.0/16; the other classes from any",
+            "  host interfaces go with the switch",
+            "agent 10.0.0.1 (sent through the switch's ports)",
+            "drop notifications 7/s per worker",
+        ] {
+            assert!(set.contains(expect), "{expect}\n{set}");
+        }
     }
 
     #[test]
