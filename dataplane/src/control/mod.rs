@@ -16,7 +16,9 @@
 //!   delta, and publishes a snapshot when the socket is drained or 1 ms after the first change
 //!   not yet published (`PUBLISH_WITHIN`), whichever is first; it frees the snapshots the
 //!   workers let go of. It also reads the TAPs' own state: `ip link set PORT down/up` and
-//!   `mtu N` shut, open or re-size the port (`link::PortStates`).
+//!   `mtu N` shut, open or re-size the port (`link::PortStates`); the kernel's BGP peers every
+//!   `PEERS_EVERY` (`kernel::peers`, for `[control.acl]`); and a reload's static routes and
+//!   neighbours (`ControlLink::reconfigure_fib`).
 //!
 //! Neither waits for the other: they share only the FIB handle and their counters, each
 //! writing its own fields. The control thread runs in the real-time FIFO class (priority 1;
@@ -27,8 +29,9 @@
 //! write (punt) and to the worker's inject are histograms in the control stats, and so is the
 //! time from reading a netlink message to publishing the snapshot that holds it.
 //!
-//! The namespace (`[control] netns`) is created if missing and then removed at exit; one that
-//! existed stays. The TAPs vanish when the switch exits. Forwarding is on in the namespace, so
+//! The namespace (`[control] netns`) and the TAPs are the keeper's (`keep`): created if
+//! missing, they outlive the switch for `keep_interfaces_s`, so that a restart takes them over
+//! as they were, and then go (a namespace that existed before stays). Forwarding is on in the namespace, so
 //! the kernel answers for frames the data plane cannot (glean: it resolves the neighbour and
 //! forwards the first packets itself; TTL expiry: it sends time-exceeded; no route: destination
 //! unreachable; over the egress port's MTU: fragmentation needed or Packet Too Big with the
