@@ -619,6 +619,26 @@ mod tests {
         MacAddress([0x02, 0, 0, 0, port, last])
     }
 
+    /// A peer behind the FIB's routes is taken only on a port its route leaves by (strict
+    /// reverse path): a port route's, a connected subnet's, any member of a group's; anywhere
+    /// while its next hop is unresolved (the port is not known yet); a configured neighbour
+    /// only on its own port.
+    #[test]
+    fn a_control_peer_is_taken_where_the_fib_routes_it_back() {
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
+        let mut writer = FibWriter::new(&config);
+        let peers = ["10.9.1.1", "10.0.0.7", "8.8.8.8", "203.0.113.5"];
+        writer.set_kernel_peers(peers.iter().map(|peer| (None, ip(peer))).collect());
+        let fib = writer.snapshot(1);
+        let taken = |peer: &str| (0..3u16).filter(|&port| fib.is_control_peer(port, ip(peer))).collect::<Vec<_>>();
+        assert_eq!(taken("10.9.1.1"), [2], "a route to up1");
+        assert_eq!(taken("10.0.0.7"), [0], "host0's subnet");
+        assert_eq!(taken("8.8.8.8"), [1, 2], "the default route's group over up0 and up1");
+        assert_eq!(taken("203.0.113.5"), [0, 1, 2], "its next hop unresolved");
+        assert_eq!(taken("10.255.0.0"), [1], "a configured neighbour on its port");
+        assert_eq!(taken("10.9.9.9"), Vec::<u16>::new(), "no peer");
+    }
+
     #[test]
     fn masked_clears_exactly_the_bits_past_the_length() {
         let cases = [

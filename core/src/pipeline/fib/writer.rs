@@ -1085,6 +1085,7 @@ mod tests {
         let edited = CONFIG
             .replace("[[route]]\nprefix = \"192.0.2.0/24\"\nvia = \"10.255.0.2\"\n", "")
             .replace("mac = \"02:00:00:00:20:01\"", "mac = \"02:00:00:00:20:99\"")
+            .replace("[[neighbor]]\nip = \"10.255.0.2\"\nmac = \"02:00:00:00:21:01\"\nport = \"up1\"\n", "")
             + "[[route]]\nprefix = \"10.99.0.0/16\"\nport = \"up0\"\n\
                [[neighbor]]\nip = \"10.255.0.9\"\nmac = \"02:00:00:00:21:09\"\nport = \"up1\"\n";
         let new = Config::parse(&edited, "t.toml").unwrap();
@@ -1103,9 +1104,10 @@ mod tests {
             Some(Target::Adjacency(Adjacency { port: 2, mac: mac(0x09, 0x21) })),
             "the new neighbour resolves the route over it"
         );
-        assert!(matches!(reloaded.lookup(v4("192.0.2.7")), Some(Target::Group(_))), "gone: the default route");
+        assert_eq!(reloaded.lookup(v4("192.0.2.7")), reloaded.lookup(v4("8.8.8.8")), "gone: the default route");
         assert_eq!(reloaded.neighbor(1, v4("10.255.0.0")).map(|a| a.mac), Some(mac(0x99, 0x20)), "moved");
         assert!(reloaded.is_control_peer(2, ip("10.255.0.9")), "a new neighbour is a peer");
+        assert!(!reloaded.is_control_peer(2, ip("10.255.0.2")), "a neighbour gone is no peer");
         assert!(reloaded.control_peers.iter().any(|&(_, peer)| peer == ip("10.250.0.1")), "the kernel's peers stay");
     }
 
