@@ -44,6 +44,7 @@ fn main() {
         .allowlist_function("rte_eal_init")
         .allowlist_function("rte_eal_cleanup")
         .allowlist_function("rte_eal_get_runtime_dir")
+        .allowlist_function("rte_dev_probe")
         .allowlist_function("rte_eal_remote_launch")
         .allowlist_function("rte_eal_wait_lcore")
         .allowlist_function("rte_get_next_lcore")

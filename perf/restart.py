@@ -12,6 +12,8 @@ parser.add_argument("--rounds", type=int, default=3)
 parser.add_argument("--bfd-ms", type=int, default=300)
 parser.add_argument("--bfd-multiplier", type=int, default=3)
 parser.add_argument("--signal", default="TERM", choices=["TERM", "KILL"])
+parser.add_argument("--take-over", action="store_true",
+                    help="make-before-break: `raceway run --take-over` while the old switch runs")
 args = parser.parse_args()
 
 tag = f"rr{os.getpid() % 100000}"
@@ -78,8 +80,9 @@ def wait(what, limit, ready):
         time.sleep(0.02)
 
 
-def start(log):
-    return subprocess.Popen([args.raceway, "run", "-c", config_path, "--stats-json", f"{work}/stats.json"],
+def start(log, take_over=False):
+    return subprocess.Popen([args.raceway, "run", "-c", config_path, "--stats-json", f"{work}/stats.json"]
+                            + (["--take-over"] if take_over else []),
                             stdout=subprocess.DEVNULL, stderr=open(log, "w"))
 
 
@@ -182,7 +185,8 @@ netns = "{ctl}"
     print(f"{args.routes} routes into the leaf's kernel: {time.time() - began:.1f} s (ip -batch)")
     kernel_routes = len(sh("ip", "-n", ctl, "route", "show", "table", "main").splitlines())
     print(f"the kernel's main table: {kernel_routes} routes; BFD {args.bfd_ms} ms x {args.bfd_multiplier}, "
-          f"BGP timers 3 9; SIG{args.signal} then a new process, {args.rounds} rounds")
+          f"BGP timers 3 9; " + ("a take-over (make-before-break)" if args.take_over else
+                                   f"SIG{args.signal} then a new process") + f", {args.rounds} rounds")
     before = (sessions(leaf_dir, "10.255.0.1"), sessions(spine_dir, "10.255.0.0"))
     ping_log = f"{work}/ping.log"
     pinger = subprocess.Popen(["ip", "netns", "exec", host, "ping", "-D", "-n", "-i", "0.002", "-W", "1",
@@ -192,10 +196,40 @@ netns = "{ctl}"
         subprocess.Popen(["ip", "netns", "exec", spine, "tcpdump", "-n", "-tt", "-i", "eth0", "-w", f"{work}/bfd.pcap",
                           "udp", "port", "3784"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
-    print("| round | stop (signal to exit) | exec to worker | exec to first frame forwarded | exec to full FIB "
-          "| routes in it | pings: last before, first after | BGP drops | BFD downs |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    if args.take_over:
+        print("| round | exec to hand-over | old switch's stop (asked to ports closed) | then to new worker "
+              "| exec to full FIB | routes in it | longest gap in pings | BGP drops | BFD downs |")
+        print("|---|---|---|---|---|---|---|---|---|")
+    else:
+        print("| round | stop (signal to exit) | exec to worker | exec to first frame forwarded | exec to full FIB "
+              "| routes in it | pings: last before, first after | BGP drops | BFD downs |")
+        print("|---|---|---|---|---|---|---|---|---|")
+    ms = lambda seconds: f"{seconds * 1e3:.0f} ms"
     for round_ in range(1, args.rounds + 1):
+        if args.take_over:
+            log = f"{work}/raceway-{round_}.log"
+            executed = time.time()
+            old, switch = switch, start(log, take_over=True)
+            old.wait()
+            wait("the new FIB whole", 120, lambda: logged(log, "tables read whole") is not None)
+            wait("a ping through the new switch", 30, lambda: any(t > executed for t in replies(ping_log)))
+            settle = time.time() + 3 * args.bfd_ms * args.bfd_multiplier / 1000 + 1
+            wait("a detection time", 30, lambda: time.time() > settle)
+            stopped, line = logged(log, "closed its ports")
+            stop_ms = int(re.search(r"ports (\d+) ms after", line).group(1))
+            asked = stopped - stop_ms / 1000
+            worker = logged(log, "forwarding worker")[0]
+            whole, line = logged(log, "tables read whole")
+            routes = re.search(r"(\d+) routes", line).group(1)
+            times = [t for t in replies(ping_log) if t > executed - 1]
+            gap = max(b - a for a, b in zip(times, times[1:]))
+            now = (sessions(leaf_dir, "10.255.0.1"), sessions(spine_dir, "10.255.0.0"))
+            bgp_drops = sum(n[1] - b[1] for n, b in zip(now, before))
+            bfd_downs = sum(n[3] - b[3] for n, b in zip(now, before))
+            print(f"| {round_} | {ms(asked - executed)} | {stop_ms} ms | {ms(worker - stopped)} "
+                  f"| {ms(whole - executed)} | {routes} | {ms(gap)} | {bgp_drops} | {bfd_downs} |")
+            sys.stdout.flush()
+            continue
         signalled = time.time()
         switch.send_signal(getattr(signal, f"SIG{args.signal}"))
         switch.wait()
@@ -216,7 +250,6 @@ netns = "{ctl}"
         now = (sessions(leaf_dir, "10.255.0.1"), sessions(spine_dir, "10.255.0.0"))
         bgp_drops = sum(n[1] - b[1] for n, b in zip(now, before))
         bfd_downs = sum(n[3] - b[3] for n, b in zip(now, before))
-        ms = lambda seconds: f"{seconds * 1e3:.0f} ms"
         print(f"| {round_} | {ms(exited - signalled)} | {ms(worker - executed)} | {ms(first_after - executed)} "
               f"| {ms(whole - executed)} | {routes} | {ms(first_after - last_before)} apart | {bgp_drops} "
               f"| {bfd_downs} |")

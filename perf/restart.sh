@@ -8,10 +8,14 @@
 # gap in the replies, and the BGP drops and BFD downs on both sides. The keeper holds the
 # namespace and the host interfaces between the two processes (`[control] keep_interfaces_s`).
 # Needs root and FRR.
+# TAKE_OVER=1: each round starts `raceway run --take-over` while the old switch runs
+# (make-before-break) and prints the time to the hand-over, the old switch's stop, the time
+# from its exit to the new worker, and the longest gap in the replies.
 #   perf/restart.sh [ROUTES] [ROUNDS]          (default 1000000 3; SIGNAL=KILL for a crash)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=perf/lib.sh
 . perf/lib.sh
 raceway_binary
-python3 perf/restart.py --raceway "$RACEWAY" --routes "${1:-1000000}" --rounds "${2:-3}" --signal "${SIGNAL:-TERM}"
+python3 perf/restart.py --raceway "$RACEWAY" --routes "${1:-1000000}" --rounds "${2:-3}" --signal "${SIGNAL:-TERM}" \
+	${TAKE_OVER:+--take-over}

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use raceway::blast;
 use raceway::config::{Config, GroupMode};
 use raceway::engine::{fabric, replay};
-use raceway::live::{self, LiveOptions};
+use raceway::live::{self, LiveOptions, MetricsListener};
 use raceway::observe::capture::CaptureRequest;
 use raceway::traffic::gen;
 use std::path::{Path, PathBuf};
@@ -96,6 +96,11 @@ struct RunArgs {
     /// and start with new ones (their addresses, routes and neighbours gone).
     #[arg(long)]
     clean: bool,
+    /// Start beside the switch already running this config, and take its ports (and with
+    /// [control], its host interfaces) over once ready: forwarding stops for the hand-over
+    /// alone, not for the start (make-before-break). Without one running, a plain start.
+    #[arg(long, conflicts_with = "clean")]
+    take_over: bool,
     /// With [control]: write the FIB the workers forward by (routes, what each resolves
     /// to, neighbours) here on SIGUSR1 and at exit, replacing the file whole.
     #[arg(long, value_name = "FILE")]
@@ -578,6 +583,7 @@ fn run_switch(args: RunArgs) -> Result<(), Failure> {
         duration,
         stats_json,
         clean,
+        take_over,
         fib_dump,
         stats_interval,
         seed,
@@ -607,9 +613,14 @@ fn run_switch(args: RunArgs) -> Result<(), Failure> {
     let metrics = match metrics {
         Some(text) => {
             let address = raceway::observe::metrics::parse_address(&text).map_err(Failure)?;
-            let listener = std::net::TcpListener::bind(address)
-                .map_err(|err| Failure(format!("--metrics {address}: cannot listen: {err}")))?;
-            Some(std::sync::Arc::new(listener))
+            // A take-over's address is the running switch's until it hands over.
+            if take_over {
+                Some(MetricsListener::AfterTakeOver(address))
+            } else {
+                let listener = std::net::TcpListener::bind(address)
+                    .map_err(|err| Failure(format!("--metrics {address}: cannot listen: {err}")))?;
+                Some(MetricsListener::Bound(std::sync::Arc::new(listener)))
+            }
         }
         None => None,
     };
@@ -619,6 +630,7 @@ fn run_switch(args: RunArgs) -> Result<(), Failure> {
         extra_eal: eal,
         seed,
         metrics,
+        take_over,
         capture,
         fib_dump,
         config_path: Some(std::fs::canonicalize(&config_path).unwrap_or_else(|_| config_path.clone())),
@@ -681,7 +693,7 @@ fn show_switch(args: ShowArgs) -> Result<(), Failure> {
         ShowWhat::Clear { what: ClearWhat::Counters } => View::ClearCounters,
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    match show::run(&show::socket_path(&prefix), view, period, json, &mut out) {
+    match show::run(&show::running_socket(&prefix), view, period, json, &mut out) {
         // A reader that stopped early (`| head`) wanted no more.
         Err(said) if said == show::READER_GONE => Ok(()),
         result => result.map_err(Failure),
@@ -692,7 +704,7 @@ fn show_switch(args: ShowArgs) -> Result<(), Failure> {
 fn reload_switch(args: ReloadArgs) -> Result<(), Failure> {
     let config = Config::load(&args.config)?;
     let prefix = args.prefix.unwrap_or_else(|| raceway::show::file_prefix(&config));
-    let socket = raceway::show::socket_path(&prefix);
+    let socket = raceway::show::running_socket(&prefix);
     let said = raceway::show::reload(&socket).map_err(Failure)?;
     println!("{said}");
     Ok(())

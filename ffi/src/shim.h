@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 #include <rte_eal.h>
+#include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
 #include <rte_launch.h>

@@ -96,3 +96,63 @@ fn a_restart_or_a_crash_keeps_the_host_interfaces_and_every_bgp_and_bfd_session(
     let namespaces = ok("ip", &["netns", "list"]);
     assert!(!namespaces.lines().any(|line| line.split(' ').next() == Some(control.as_str())), "{namespaces}");
 }
+
+/// A make-before-break restart: `raceway run --take-over` starts beside the running leaf (BGP
+/// and BFD to a spine), which forwards until the new one has its EAL and pools, then hands
+/// over: it closes its ports and leaves the host interfaces, even with `keep_interfaces_s = 0`,
+/// and the new one opens them. Twice, so the file prefix goes to its second slot and back;
+/// `raceway show` finds the switch on either. The same interfaces, no session down, and the
+/// switch before exits cleanly with every mbuf back. The namespace's sysctls, now written
+/// from the control thread inside it, are in force there.
+#[test]
+fn a_take_over_starts_beside_the_running_switch_and_keeps_every_session() {
+    let _alone = alone();
+    let (mut lab, leaf, spine) = bgp_bfd_lab_with("rwt", "keep_interfaces_s = 0", BFD_RESTART);
+    let control = lab.control();
+    let config = std::fs::read_to_string(lab.dir.join("leaf.toml")).unwrap();
+    let config_path = lab.dir.join("leaf.toml");
+    let before = (sessions(&leaf, "10.255.0.1"), sessions(&spine, "10.255.0.0"));
+    let indexes = (interface(&control, "host0").0, interface(&control, "up0").0);
+    let prefix = format!("{}sw", lab.prefix);
+    let telemetry = |slot: &str| std::path::Path::new("/var/run/dpdk").join(slot).join("dpdk_telemetry.v2");
+    for (round, slot) in [format!("{prefix}-2"), prefix.clone()].iter().enumerate() {
+        let mut old = lab.switch.take().unwrap();
+        let old_log = lab.dir.join(format!("raceway-before-{round}.log"));
+        std::fs::rename(lab.dir.join("raceway.log"), &old_log).unwrap();
+        let asked = Instant::now();
+        lab.start_with(&config, &["host0", "up0"], &[std::ffi::OsStr::new("--take-over")]);
+        let status = old.wait().unwrap();
+        let said = std::fs::read_to_string(&old_log).unwrap();
+        assert!(status.success(), "the switch before: {status}\n{said}");
+        assert!(said.contains("take-over: a new switch takes over"), "{said}");
+        assert!(said.contains("mbufs back in pool: ") && !said.contains("not back in the pool"), "{said}");
+        let reached = Instant::now();
+        while !ping(&lab, 0, &["-c", "1", "-W", "1", "10.200.0.1"]).status.success() {
+            let log = std::fs::read_to_string(lab.dir.join("raceway.log")).unwrap();
+            assert!(reached.elapsed() < Duration::from_secs(30), "host0 cannot reach the spine: {log}");
+        }
+        eprintln!("take-over {round}: forwarding again {} ms after the start", asked.elapsed().as_millis());
+        let log = std::fs::read_to_string(lab.dir.join("raceway.log")).unwrap();
+        assert!(log.contains(&format!("take-over: pid {} closed its ports", old.id())), "{log}");
+        assert!(
+            log.contains(&format!("on file prefix {slot}")) && log.contains("took over the host interfaces"),
+            "{log}"
+        );
+        assert!(telemetry(slot).exists(), "the new switch's telemetry on {slot}");
+        let shown = ok(env!("CARGO_BIN_EXE_raceway"), &["show", "-c", config_path.to_str().unwrap(), "interfaces"]);
+        assert!(shown.contains("host0") && shown.contains("up0"), "{shown}");
+        assert_eq!((interface(&control, "host0").0, interface(&control, "up0").0), indexes, "same interfaces");
+    }
+    let settled = Instant::now();
+    wait_for("3 s to pass", Duration::from_secs(10), || settled.elapsed() >= Duration::from_secs(3));
+    let after = (sessions(&leaf, "10.255.0.1"), sessions(&spine, "10.255.0.0"));
+    assert_eq!(after, before, "no BGP or BFD session went down (leaf, spine)");
+    assert!(after.0.up && after.1.up);
+    for (key, value) in [("net.ipv4.ip_forward", "1"), ("net.ipv4.conf.all.send_redirects", "0")] {
+        let read = ok("ip", &["netns", "exec", &control, "sysctl", "-n", key]);
+        assert_eq!(read.trim(), value, "{key} in {control}");
+    }
+    lab.stop_frr();
+    let stats = lab.stop();
+    assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
+}

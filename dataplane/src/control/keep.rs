@@ -15,7 +15,9 @@
 //!
 //! Protocol, one line each way: the client sends `attach <pid> <keep-ms>` or `release`; to an
 //! attach the keeper answers `kept <port,port,...>`, or `busy <pid>` while another switch is
-//! attached (to a release too). A release ends with the keeper's exit: the client reads to the
+//! attached (to a release too). An attached switch that hands over to another
+//! (`raceway run --take-over`) says `hand-over` before it goes: the keeper then waits for the
+//! next attach at least `FIRST_ATTACH_WITHIN`, even with a keep time of zero. A release ends with the keeper's exit: the client reads to the
 //! end of the stream, which comes once the interfaces and the namespace are gone.
 //!
 //! Invariant: at most one switch is attached to a keeper, and a keeper holds the interfaces of
@@ -81,6 +83,14 @@ impl Kept {
             Answer::Kept(names) if names == ports => Ok(Self { stream, took_over: false }),
             Answer::Kept(names) => Err(format!("control: the new keeper of {netns} holds {}", names.join(", "))),
             Answer::Busy(pid) => Err(busy(netns, &pid)),
+        }
+    }
+
+    /// A switch taking over follows this one: the keeper waits for it to attach whatever the
+    /// keep time (at most `FIRST_ATTACH_WITHIN` beyond it).
+    pub fn hand_over(&mut self) {
+        if let Err(err) = self.stream.write_all(b"hand-over\n") {
+            tracing::warn!("control: cannot tell the keeper a switch takes over: {err}");
         }
     }
 
@@ -251,10 +261,15 @@ fn serve(listener: &UnixListener, ports: &[String]) -> Option<UnixStream> {
         };
         let Ok(ready) = linux::which_readable(&fds, timeout) else { return None };
         if ready.get(1) == Some(&true) {
-            let (stream, _) = attached.take().expect("polled");
+            let (stream, pid) = attached.take().expect("polled");
             match read_line(&stream).as_deref() {
                 // The switch releases on its way out, with `keep_interfaces_s = 0`.
                 Some("release") => return Some(stream),
+                // A switch taking over follows: whatever the keep time, wait for it to attach.
+                Some("hand-over") => {
+                    keep_for = keep_for.max(FIRST_ATTACH_WITHIN);
+                    attached = Some((stream, pid));
+                }
                 // Anything else, or the end: the switch is gone.
                 _ => {
                     alone_since = Some(Instant::now());
@@ -363,5 +378,19 @@ mod tests {
         assert_eq!(say(&mut attached, "attach 11 0"), "kept host0");
         drop(attached);
         assert!(serving.join().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_switch_handing_over_leaves_the_interfaces_to_the_next_whatever_its_keep_time() {
+        let (_dir, path, serving) = keeper(&["host0", "up0"]);
+        let mut first = client(&path);
+        assert_eq!(say(&mut first, "attach 11 0"), "kept host0,up0");
+        first.write_all(b"hand-over\n").unwrap();
+        drop(first);
+        // Without the hand-over, a keep time of zero would have ended the keeper here.
+        let mut next = client(&path);
+        assert_eq!(say(&mut next, "attach 12 0"), "kept host0,up0", "the switch taking over finds them");
+        drop(next);
+        assert!(serving.join().unwrap().is_none(), "its own keep time of zero applies again");
     }
 }

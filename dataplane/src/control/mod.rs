@@ -198,6 +198,9 @@ pub struct ControlPlane {
     pub link: Arc<ControlLink>,
     pub stats: Arc<Mutex<ControlStats>>,
     stop: Arc<AtomicBool>,
+    /// Wakes the FIB thread from its wait on the kernel when stopping: a stop (a take-over's
+    /// among them) need not wait out the wait.
+    stopping: Arc<EventFd>,
     threads: Vec<JoinHandle<()>>,
     /// The keeper holding the namespace and the host interfaces beyond this process.
     kept: Option<keep::Kept>,
@@ -235,6 +238,7 @@ impl ControlPlane {
             tracing::info!("control: took over the host interfaces kept in {} (a restart)", control.netns);
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::new(EventFd::new().map_err(|err| format!("control: cannot create an eventfd: {err}"))?);
         let stats = Arc::new(Mutex::new(ControlStats {
             punt_tap_errors: vec![0; config.ports.len()],
             inject_dropped: vec![0; config.ports.len()],
@@ -244,6 +248,7 @@ impl ControlPlane {
             link: Arc::clone(&link),
             stats: Arc::clone(&stats),
             stop: Arc::clone(&stop),
+            stopping: Arc::clone(&stopping),
             threads: Vec::new(),
             kept: Some(kept),
             release_at_stop: !took_over || keep_for.is_zero(),
@@ -324,6 +329,7 @@ impl ControlPlane {
                             peers,
                             link,
                             stop,
+                            stopping,
                             stats,
                             states,
                             names,
@@ -359,11 +365,21 @@ impl ControlPlane {
         }
     }
 
+    /// A switch taking over follows: stopping leaves the interfaces with the keeper, whatever
+    /// the keep time, for it to attach to.
+    pub fn leave_to_successor(&mut self) {
+        self.release_at_stop = false;
+        if let Some(kept) = self.kept.as_mut() {
+            kept.hand_over();
+        }
+    }
+
     /// Stops both threads (after the workers: the control thread frees what they punted
     /// last), empties both rings, and lets the keeper go (now, or after its keep time).
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         self.link.wake.notify();
+        self.stopping.notify();
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
@@ -397,16 +413,13 @@ fn open_interfaces(
     linux::enter_netns(&control.netns)
         .map_err(|err| format!("control.netns: cannot enter '{}': {err}", control.netns))?;
     let netns = control.netns.as_str();
+    // Written under /proc/sys from this thread, which is in the namespace now: the kernel
+    // resolves a net sysctl in the namespace of the thread that opens it (no process per
+    // setting, which a take-over would wait for).
     let sysctl = |setting: &str| -> Result<(), String> {
-        let output = Command::new("ip")
-            .args(["netns", "exec", netns, "sysctl", "-q", "-w", setting])
-            .output()
-            .map_err(|err| format!("cannot run sysctl: {err}"))?;
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(format!("sysctl {setting} in {netns}: {}", String::from_utf8_lossy(&output.stderr).trim()))
-        }
+        let (key, value) = setting.split_once('=').expect("key=value");
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        std::fs::write(&path, value).map_err(|err| format!("sysctl {setting} in {netns}: {err}"))
     };
     for setting in [
         "net.ipv4.ip_forward=1",
@@ -559,6 +572,7 @@ struct FibThread {
     peers: Option<kernel::peers::BgpPeers>,
     link: Arc<ControlLink>,
     stop: Arc<AtomicBool>,
+    stopping: Arc<EventFd>,
     stats: Arc<Mutex<ControlStats>>,
     states: Arc<PortStates>,
     /// The host interfaces' names, by port.
@@ -642,7 +656,10 @@ impl FibThread {
                 }
             }
             if !changed {
-                let _ = linux::wait_readable(&[self.sync.raw_fd()], HOUSEKEEPING.as_millis() as i32);
+                let _ = linux::wait_readable(
+                    &[self.sync.raw_fd(), self.stopping.raw_fd()],
+                    HOUSEKEEPING.as_millis() as i32,
+                );
             }
         }
         let mut stats = self.stats.lock().expect("control stats");

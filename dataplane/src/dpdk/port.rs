@@ -120,6 +120,17 @@ impl Port {
         check(rc, || format!("device '{device_name}'")).map(|_| id)
     }
 
+    /// Creates the device `devargs` describes after the EAL's start (hot-plug): a virtual
+    /// device, or a PCI device the EAL was told to leave alone (`-b`). A take-over opens its
+    /// ports this way once the switch before it has closed them.
+    pub fn probe(devargs: &str) -> Result<(), DpdkError> {
+        let c_args = CString::new(devargs)
+            .map_err(|_| DpdkError { context: devargs.into(), problem: "NUL in device arguments".into() })?;
+        // SAFETY: c_args is a valid C string for the call; the EAL copies what it keeps.
+        let rc = unsafe { sys::rte_dev_probe(c_args.as_ptr()) };
+        check(rc, || format!("device '{devargs}': probe")).map(|_| ())
+    }
+
     /// Whether the device sends a frame chained over several mbufs (it offers
     /// `RTE_ETH_TX_OFFLOAD_MULTI_SEGS`): then a frame longer than one mbuf crosses the switch
     /// as the chain it arrived in, with no copy.

@@ -284,6 +284,26 @@ pub fn which_readable(fds: &[i32], timeout_ms: i32) -> io::Result<Vec<bool>> {
     Ok(polled.iter().map(|entry| entry.revents != 0).collect())
 }
 
+/// An exclusive lock (flock) on `path`, created if missing: held while the returned file is
+/// open, and let go by the kernel however the process ends. `wait`: block until it is free;
+/// otherwise `None` when another holds it.
+pub fn lock_file(path: &std::path::Path, wait: bool) -> io::Result<Option<File>> {
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
+    let operation = if wait { libc::LOCK_EX } else { libc::LOCK_EX | libc::LOCK_NB };
+    loop {
+        // SAFETY: flock takes a descriptor this function owns and a constant.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(Some(file));
+        }
+        let err = io::Error::last_os_error();
+        match err.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Ok(None),
+            _ => return Err(err),
+        }
+    }
+}
+
 /// Closes every descriptor above standard error: those a process was started with beyond the
 /// three standard ones are its parent's, not its own.
 pub fn close_inherited_descriptors() {

@@ -49,6 +49,7 @@ mod sflow;
 mod shard_ring;
 mod shared;
 mod supervise;
+pub mod take_over;
 mod worker;
 
 pub use setup::{eal_arguments, jumbo_pool_size, mempool_size};
@@ -66,6 +67,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use supervise::{FibDump, Supervisor};
+use take_over::TakeOver;
 use worker::Worker;
 
 #[derive(Debug, Clone)]
@@ -76,14 +78,26 @@ pub struct LiveOptions {
     pub extra_eal: Vec<String>,
     /// Seed of the workers' random choices (each worker mixes in its index).
     pub seed: u64,
-    /// Serve Prometheus metrics on this (already bound) socket while running.
-    pub metrics: Option<Arc<std::net::TcpListener>>,
+    /// Serve Prometheus metrics while running.
+    pub metrics: Option<MetricsListener>,
+    /// `--take-over`: start beside the switch running this config and take its ports over
+    /// once ready (`take_over`).
+    pub take_over: bool,
     /// Ports to capture into pcapng files.
     pub capture: Vec<crate::observe::capture::CaptureRequest>,
     /// Where the FIB is written on SIGUSR1 and at exit (with `[control]`).
     pub fib_dump: Option<PathBuf>,
     /// The config file, which a reload (`raceway reload`, SIGHUP) reads again.
     pub config_path: Option<PathBuf>,
+}
+
+/// Where the metrics server listens.
+#[derive(Debug, Clone)]
+pub enum MetricsListener {
+    /// A socket bound before the EAL's start, so that a busy address fails first.
+    Bound(Arc<std::net::TcpListener>),
+    /// An address bound once the switch taken over has let it go.
+    AfterTakeOver(std::net::SocketAddr),
 }
 
 /// What a live run reports beyond the switch counters.
@@ -131,17 +145,38 @@ const DRAIN_FOR: Duration = Duration::from_secs(1);
 pub fn run(config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkError> {
     let args =
         eal_arguments(config, &options.extra_eal).map_err(|problem| DpdkError { context: "config".into(), problem })?;
+    let take_over = if options.take_over { TakeOver::find(config)? } else { None };
+    let args = match &take_over {
+        Some(running) => {
+            tracing::info!(
+                "take-over: pid {} runs this config's switch; starting beside it on file prefix {}",
+                running.pid,
+                running.prefix
+            );
+            take_over::arguments(&args, config, &running.prefix)
+        }
+        None if options.take_over => {
+            tracing::info!("take-over: no switch runs this config; starting as usual");
+            args
+        }
+        None => args,
+    };
     tracing::info!("EAL arguments: {}", args.join(" "));
     dpdk::install_stop_signals();
     // rte_eal_cleanup runs when the last handle goes: this one, the pool's or a port's.
-    run_with_eal(&Eal::init(&args)?, config, options)
+    run_with_eal(&Eal::init(&args)?, config, options, take_over)
 }
 
 /// Opens the resources, starts the workers, supervises them from the main lcore until the
 /// stop, and closes everything in teardown order.
-fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkError> {
+fn run_with_eal(
+    eal: &Eal,
+    config: &Config,
+    options: &LiveOptions,
+    take_over: Option<TakeOver>,
+) -> Result<LiveReport, DpdkError> {
     let layout = Layout::of(config, &eal.worker_lcores());
-    let mut resources = Resources::open(eal, config, &layout)?;
+    let mut resources = Resources::open(eal, config, &layout, take_over)?;
     let shared = Arc::new(Shared::new(
         config,
         options.config_path.clone(),
@@ -152,8 +187,16 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     ));
     let control_link = resources.control.as_ref().map(|plane| Arc::clone(&plane.link));
     supervise::register_telemetry(&shared, control_link.as_ref());
-    if let Some(listener) = &options.metrics {
-        resources.metrics = Some(MetricsServer::start(listener, &shared)?);
+    match &options.metrics {
+        Some(MetricsListener::Bound(listener)) => resources.metrics = Some(MetricsServer::start(listener, &shared)?),
+        Some(MetricsListener::AfterTakeOver(address)) => {
+            let listener = std::net::TcpListener::bind(address).map_err(|err| DpdkError {
+                context: format!("--metrics {address}"),
+                problem: format!("cannot listen: {err}"),
+            })?;
+            resources.metrics = Some(MetricsServer::start(&Arc::new(listener), &shared)?);
+        }
+        None => {}
     }
     resources.start_capture(&options.capture, eal.tsc_hz())?;
     let fib_dump = FibDump::new(options.fib_dump.as_ref(), control_link.as_ref(), config);
@@ -187,6 +230,11 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions) -> Result<Liv
     let mut final_stats = shared.snapshot();
     let unsent = *shared.unsent.lock().expect("unsent lock");
     drop(supervisor);
+    if shared.handing_over.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Some(plane) = resources.control.as_mut() {
+            plane.leave_to_successor();
+        }
+    }
     let closed = resources.close(&mut final_stats, started, || {
         if let Some(dump) = &fib_dump {
             dump.write();

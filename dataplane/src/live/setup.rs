@@ -11,6 +11,7 @@
 use super::ingress::LongFrames;
 use super::shard_ring::{frames_per_loop, SHARD_RING};
 use super::shared::Shared;
+use super::take_over::{self, PortsLock, TakeOver};
 use crate::config::Config;
 use crate::config::{device_name, is_pci_address};
 use crate::control::{self, ControlLink, ControlPlane};
@@ -166,6 +167,8 @@ pub(super) struct Resources {
     pub link_watch: LinkWatch,
     /// Close before the pools are counted, returning what their drivers hold.
     pub ports: Vec<Arc<Port>>,
+    /// Held while the ports (and host interfaces) are open, for a switch taking over.
+    ports_lock: PortsLock,
     /// Each port's link, administrative state and MTU, as the link watcher and the control
     /// plane follow them.
     pub port_states: Arc<PortStates>,
@@ -189,9 +192,23 @@ pub(super) struct Closed {
 impl Resources {
     /// Opens the pools, the ports, the control plane and the link watcher; the metrics
     /// server and the capture start later, once the workers' counters exist.
-    pub fn open(eal: &Eal, config: &Config, layout: &Layout) -> Result<Self, DpdkError> {
-        let carry_chains = every_device_sends_chains(config)?;
+    /// With `take_over`, the switch running before is asked to hand over once the pools are
+    /// open, and the ports are probed once it has exited.
+    pub fn open(eal: &Eal, config: &Config, layout: &Layout, take_over: Option<TakeOver>) -> Result<Self, DpdkError> {
+        // Until the ports exist (a take-over's wait), whether they send chains is not known:
+        // the jumbo pool is made in case.
+        let carry_chains = if take_over.is_some() { false } else { every_device_sends_chains(config)? };
         let (pool, jumbo) = open_pools(eal, config, layout, carry_chains)?;
+        let (carry_chains, ports_lock) = match take_over {
+            Some(running) => {
+                let lock = running.complete(config)?;
+                let probing = Instant::now();
+                take_over::probe_ports(config)?;
+                take_over::log_probed(probing, config.ports.len());
+                (every_device_sends_chains(config)?, lock)
+            }
+            None => (carry_chains, PortsLock::take(config)),
+        };
         let ports = open_ports(config, &pool)?;
         // A port's MTU goes up to switch.mtu (what the buffer, headroom and jumbo mbufs are
         // sized for) or the device's maximum, whichever is lower.
@@ -213,7 +230,18 @@ impl Resources {
         // interface's carrier from the truth: one taken over in a restart does not flap.
         let link_watch = start_link_watch(config, &ports, &port_states, control_link.as_ref())?;
         let control = start_control(config, &port_states, &pool, jumbo.as_ref(), control_link)?;
-        Ok(Self { metrics: None, capture: None, control, link_watch, ports, port_states, jumbo, pool, carry_chains })
+        Ok(Self {
+            metrics: None,
+            capture: None,
+            control,
+            link_watch,
+            ports,
+            ports_lock,
+            port_states,
+            jumbo,
+            pool,
+            carry_chains,
+        })
     }
 
     /// `--capture`: starts the writer for the requested ports.
@@ -256,7 +284,18 @@ impl Resources {
         started: Instant,
         dump_fib: impl FnOnce(),
     ) -> Result<Closed, DpdkError> {
-        let Self { metrics, capture, mut control, link_watch, ports, port_states, jumbo, pool, carry_chains: _ } = self;
+        let Self {
+            metrics,
+            capture,
+            mut control,
+            link_watch,
+            ports,
+            ports_lock,
+            port_states,
+            jumbo,
+            pool,
+            carry_chains: _,
+        } = self;
         drop(metrics);
         let capture = capture
             .map(Capture::finish)
@@ -282,22 +321,25 @@ impl Resources {
             );
         }
         dump_fib();
-        if let Some(plane) = control.as_mut() {
-            plane.stop();
-            stats.control = Some(plane.stats.lock().expect("control stats").clone());
-        }
-        drop(control);
         drop(link_watch);
         // Ports close (flushing capture files, returning driver-held mbufs) before we count.
         // Every queue handle and the link watcher's clones are gone by now, so each `Port` drops
         // here; one still held would close later, and the count below would say so.
-        // Each in a thread of its own: closing a kernel socket (net_af_packet's) waits out an
-        // RCU grace period, tens of milliseconds, and a restart waits for the sum.
+        // Each in a thread of its own, and beside the control plane's stop: closing a kernel
+        // socket (net_af_packet's) waits out an RCU grace period, tens of milliseconds, and a
+        // restart waits for the sum.
         std::thread::scope(|scope| {
             for port in ports {
                 scope.spawn(move || drop(port));
             }
+            if let Some(plane) = control.as_mut() {
+                plane.stop();
+                stats.control = Some(plane.stats.lock().expect("control stats").clone());
+            }
+            drop(control);
         });
+        // A switch taking over opens the ports from here on.
+        drop(ports_lock);
         drop(port_states);
         // Both pools: what is missing from either at exit leaked.
         let pools = std::iter::once(&pool).chain(jumbo.as_ref());

@@ -29,6 +29,9 @@ pub(super) struct CacheAligned<T>(pub T);
 
 pub(super) struct Shared {
     pub stop: AtomicBool,
+    /// A new switch asked this one to hand over (`raceway run --take-over`): it stops, and
+    /// leaves the host interfaces to the new one whatever its keep time.
+    pub handing_over: AtomicBool,
     /// Counters each worker publishes.
     pub stats: Vec<CacheAligned<Mutex<SwitchStats>>>,
     /// Run-to-completion workers that, stopping, have handed over every batch: when all
@@ -96,6 +99,7 @@ impl Shared {
         Self {
             control_link,
             stop: AtomicBool::new(false),
+            handing_over: AtomicBool::new(false),
             stats: (0..slots).map(|_| CacheAligned(Mutex::new(SwitchStats::new(config)))).collect(),
             quiet: AtomicUsize::new(0),
             unsent: Mutex::new(0),

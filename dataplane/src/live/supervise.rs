@@ -84,6 +84,11 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
             "config": crate::config::check::report(config),
         })),
         "reload" => Some(reload_answer(shared.reload(RELOAD_WITHIN))),
+        "hand-over" => {
+            tracing::info!("take-over: a new switch takes over; stopping, the host interfaces left to it");
+            shared.handing_over.store(true, std::sync::atomic::Ordering::Relaxed);
+            Some(serde_json::json!({ "handing_over": true, "pid": std::process::id() }))
+        }
         "clear-counters" => {
             shared.clear_counters();
             Some(serde_json::json!({ "cleared": true }))
@@ -161,7 +166,9 @@ impl<'a> Supervisor<'a> {
     /// One look: asks the workers to stop when it is time (and says so), else prints and
     /// dumps what is due.
     pub fn tick(&mut self) -> bool {
-        let finished = dpdk::stop_requested() || self.deadline.is_some_and(|deadline| Instant::now() >= deadline);
+        let finished = dpdk::stop_requested()
+            || self.shared.handing_over.load(std::sync::atomic::Ordering::Relaxed)
+            || self.deadline.is_some_and(|deadline| Instant::now() >= deadline);
         if finished {
             self.shared.stop.store(true, std::sync::atomic::Ordering::Relaxed);
             return true;

@@ -60,6 +60,11 @@ pub enum View {
 /// Where the switch's telemetry socket is: DPDK's runtime directory for the EAL file prefix
 /// (/var/run/dpdk/PREFIX as root, else $XDG_RUNTIME_DIR or /tmp, then /dpdk/PREFIX).
 pub fn socket_path(prefix: &str) -> std::path::PathBuf {
+    runtime_base().join(prefix).join("dpdk_telemetry.v2")
+}
+
+/// DPDK's runtime base directory: /var/run/dpdk as root, else $XDG_RUNTIME_DIR/dpdk or /tmp/dpdk.
+pub fn runtime_base() -> std::path::PathBuf {
     // The effective uid, from /proc (std has no geteuid).
     let root = std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -73,7 +78,7 @@ pub fn socket_path(prefix: &str) -> std::path::PathBuf {
     } else {
         std::env::var_os("XDG_RUNTIME_DIR").map_or_else(|| std::path::PathBuf::from("/tmp"), std::path::PathBuf::from)
     };
-    base.join("dpdk").join(prefix).join("dpdk_telemetry.v2")
+    base.join("dpdk")
 }
 
 /// The EAL file prefix of a config's `[dpdk] eal` arguments (DPDK's default, "rte", if none).
@@ -91,11 +96,32 @@ pub fn file_prefix(config: &Config) -> String {
     "rte".to_string()
 }
 
+/// The two file prefixes a switch with `prefix` runs on: its own, and the one a take-over
+/// (`raceway run --take-over`) starts on while the switch before still runs on the first.
+/// Switches taking over from each other alternate between them.
+pub fn prefix_slots(prefix: &str) -> [String; 2] {
+    [prefix.to_string(), format!("{prefix}-2")]
+}
+
+/// The telemetry socket of the switch running with `prefix`: the first slot's, unless only the
+/// second slot's answers (a switch that took over from another).
+pub fn running_socket(prefix: &str) -> std::path::PathBuf {
+    let [first, second] = prefix_slots(prefix).map(|slot| socket_path(&slot));
+    if crate::linux::SeqPacket::connect(&first, Duration::from_secs(1)).is_err()
+        && crate::linux::SeqPacket::connect(&second, Duration::from_secs(1)).is_ok()
+    {
+        return second;
+    }
+    first
+}
+
 /// A connection to a running switch.
 pub struct Client {
     socket: crate::linux::SeqPacket,
     buffer: Vec<u8>,
     token: String,
+    /// The switch's process, from DPDK's greeting.
+    pid: Option<u32>,
 }
 
 impl Client {
@@ -104,12 +130,23 @@ impl Client {
         let socket = crate::linux::SeqPacket::connect(path, Duration::from_secs(10)).map_err(|err| {
             format!("{}: {err} (is a raceway with this config's EAL file prefix running?)", path.display())
         })?;
-        let mut client = Self { socket, buffer: vec![0; 64 << 10], token: String::new() };
-        // DPDK greets with its version and output limit.
-        client.receive()?;
+        let mut client = Self { socket, buffer: vec![0; 64 << 10], token: String::new(), pid: None };
+        // DPDK greets with its version, its process and its output limit.
+        let greeting = client.receive()?;
+        client.pid = greeting["pid"].as_u64().and_then(|pid| u32::try_from(pid).ok());
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         client.token = format!("{}-{nanos}", std::process::id());
         Ok(client)
+    }
+
+    /// A connection when a switch answers on `path`, at once; `None` otherwise.
+    pub fn try_connect(path: &std::path::Path) -> Option<Self> {
+        Self::connect(path).ok()
+    }
+
+    /// The switch's process, as its greeting said.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
     }
 
     fn receive(&mut self) -> Result<Value, String> {

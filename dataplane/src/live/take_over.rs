@@ -1,0 +1,194 @@
+//! `raceway run --take-over`: a restart that makes before it breaks. The new process starts
+//! its EAL, with its own file prefix, and its pools while the running switch still forwards;
+//! only then does it ask that switch to hand over (`raceway show`'s telemetry socket, view
+//! `hand-over`), wait until it has closed its ports (it holds a lock on a file while they are open,
+//! `PortsLock`), and open them itself. Forwarding stops for the
+//! old switch's stop and the new one's port and control-plane start, not for the EAL's start
+//! (perf/RESULTS.md, "Issue 46: make-before-break").
+//!
+//! The two processes alternate between two file prefixes, the config's and the config's with
+//! `-2` (`show::prefix_slots`), so that their runtime directories, telemetry sockets and, with
+//! hugepages, their memory files never meet; `raceway show` and `reload` ask whichever
+//! answers. Ports are not given to the new EAL at its start: virtual devices are created, and
+//! PCI devices (blocked with `-b` at the start) probed, once the old switch has closed them.
+//!
+//! Invariant: the running switch is asked to hand over only once the new process has its EAL
+//! and pools; until then a failure leaves it forwarding, untouched.
+
+use crate::config::{device_name, is_pci_address, Config};
+use crate::dpdk::{DpdkError, Port};
+use crate::show::{self, Client};
+use std::time::{Duration, Instant};
+
+/// How long the switch before gets to drain its queues and close its ports once it was asked.
+const STOPS_WITHIN: Duration = Duration::from_secs(30);
+
+/// The running switch this process takes over, found and not yet asked.
+pub struct TakeOver {
+    client: Client,
+    /// The running switch's process.
+    pub pid: u32,
+    /// The file prefix this process starts its EAL with: the slot the running one is not in.
+    pub prefix: String,
+}
+
+impl TakeOver {
+    /// The switch running with `config`'s file prefix (in either slot); `None` when none answers.
+    pub fn find(config: &Config) -> Result<Option<Self>, DpdkError> {
+        let slots = show::prefix_slots(&show::file_prefix(config));
+        for (index, slot) in slots.iter().enumerate() {
+            let Some(client) = show::Client::try_connect(&show::socket_path(slot)) else { continue };
+            let pid = client.pid().ok_or_else(|| DpdkError {
+                context: "--take-over".into(),
+                problem: format!("the switch on prefix '{slot}' did not say its pid"),
+            })?;
+            let prefix = slots[1 - index].clone();
+            return Ok(Some(Self { client, pid, prefix }));
+        }
+        Ok(None)
+    }
+
+    /// Asks the running switch to hand over and waits until it has closed its ports and host
+    /// interfaces (it lets go of the ports lock then, and the kernel does if it dies); returns
+    /// the lock, which this process holds from now on.
+    pub fn complete(mut self, config: &Config) -> Result<PortsLock, DpdkError> {
+        let pid = self.pid;
+        let fail = move |problem: String| DpdkError { context: format!("--take-over (pid {pid})"), problem };
+        let asked = Instant::now();
+        let answer = self.client.fetch("hand-over").map_err(fail)?;
+        if answer["handing_over"] != serde_json::Value::Bool(true) {
+            return Err(fail(format!("the running switch refused to hand over: {answer}")));
+        }
+        drop(self.client);
+        // flock has no timeout: it waits on a thread of its own, and this one on the thread.
+        let path = ports_lock_path(config);
+        let (locked, taken) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("raceway-take-over".into())
+            .spawn(move || {
+                let _ = locked.send(crate::linux::lock_file(&path, true));
+            })
+            .map_err(|err| fail(format!("cannot start a thread: {err}")))?;
+        match taken.recv_timeout(STOPS_WITHIN) {
+            Ok(Ok(Some(file))) => {
+                tracing::info!(
+                    "take-over: pid {pid} closed its ports {} ms after it was asked",
+                    asked.elapsed().as_millis()
+                );
+                Ok(PortsLock { _held: Some(file) })
+            }
+            Ok(Ok(None)) => Err(fail("the ports lock was not taken".into())),
+            Ok(Err(err)) => Err(fail(format!("{}: {err}", ports_lock_path(config).display()))),
+            Err(_) => {
+                Err(fail(format!("the switch before did not close its ports within {} s", STOPS_WITHIN.as_secs())))
+            }
+        }
+    }
+}
+
+/// Held while this process has the ports open: a switch taking over waits for it.
+#[derive(Debug)]
+pub struct PortsLock {
+    /// The locked file; closing it lets the lock go.
+    _held: Option<std::fs::File>,
+}
+
+impl PortsLock {
+    /// At a plain start: the lock, when free (a second switch on the same config, which
+    /// could not open the same ports anyway, goes on without it).
+    pub fn take(config: &Config) -> Self {
+        let path = ports_lock_path(config);
+        match crate::linux::lock_file(&path, false) {
+            Ok(Some(file)) => Self { _held: Some(file) },
+            Ok(None) => {
+                tracing::warn!("{}: held by another switch on this config's prefix", path.display());
+                Self { _held: None }
+            }
+            Err(err) => {
+                tracing::warn!("{}: {err}; a take-over would not know when the ports are closed", path.display());
+                Self { _held: None }
+            }
+        }
+    }
+}
+
+/// The lock file both slots of a config's prefix share, in DPDK's runtime base directory.
+fn ports_lock_path(config: &Config) -> std::path::PathBuf {
+    let base = show::runtime_base();
+    let _ = std::fs::create_dir_all(&base);
+    base.join(format!("raceway-{}.ports.lock", show::file_prefix(config)))
+}
+
+/// The EAL arguments of a take-over: `args` (the config's, with its ports) with the file
+/// prefix set to `prefix` and no port device: a PCI port's address is blocked (`-b`) so the
+/// EAL leaves it to the running switch until `probe_ports`.
+pub fn arguments(args: &[String], config: &Config, prefix: &str) -> Vec<String> {
+    let devices: Vec<&str> = config.ports.iter().filter_map(|port| port.device.as_deref()).collect();
+    let mut out = Vec::with_capacity(args.len() + 2);
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        match word.as_str() {
+            "--file-prefix" => {
+                words.next();
+            }
+            "--vdev" | "-a" => match words.next() {
+                Some(device) if devices.contains(&device.as_str()) => {
+                    if is_pci_address(device_name(device)) {
+                        out.extend(["-b".to_string(), device_name(device).to_string()]);
+                    }
+                }
+                Some(device) => out.extend([word.clone(), device.clone()]),
+                None => out.push(word.clone()),
+            },
+            _ if word.starts_with("--file-prefix=") => {}
+            _ => out.push(word.clone()),
+        }
+    }
+    out.extend(["--file-prefix".to_string(), prefix.to_string()]);
+    out
+}
+
+/// Creates every port's device once the switch before has let it go.
+pub fn probe_ports(config: &Config) -> Result<(), DpdkError> {
+    for port in &config.ports {
+        let devargs = port.device.as_deref().unwrap_or_default();
+        Port::probe(devargs)
+            .map_err(|err| DpdkError { context: format!("port '{}'", port.name), problem: err.problem })?;
+    }
+    Ok(())
+}
+
+/// How long a probe of every port took, for the log.
+pub fn log_probed(started: Instant, ports: usize) {
+    tracing::info!("take-over: {ports} port(s) probed in {} ms", started.elapsed().as_millis());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        text.split(' ').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_take_over_starts_the_eal_on_the_other_prefix_without_the_ports() {
+        let config = Config::parse(
+            "[switch]\nname = \"t\"\nmac = \"02:00:00:00:00:01\"\n\
+             [[port]]\nname = \"host0\"\ndevice = \"net_af_packet0,iface=v0\"\nspeed_gbps = 10\npeer_mac = \"02:00:00:00:00:02\"\n\
+             [[port]]\nname = \"up0\"\ndevice = \"0000:3b:00.0,txq=2\"\nspeed_gbps = 10\npeer_mac = \"02:00:00:00:00:03\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        let args = words(
+            "--no-huge --file-prefix leaf1 -l 0-1 --vdev net_af_packet0,iface=v0 -a 0000:3b:00.0,txq=2 --vdev net_null9",
+        );
+        assert_eq!(
+            arguments(&args, &config, "leaf1-2"),
+            words("--no-huge -l 0-1 -b 0000:3b:00.0 --vdev net_null9 --file-prefix leaf1-2"),
+            "the ports' devices go, a PCI one blocked; another device and the rest stay"
+        );
+        let args = words("--file-prefix=leaf1 -l 0-1");
+        assert_eq!(arguments(&args, &config, "leaf1"), words("-l 0-1 --file-prefix leaf1"));
+    }
+}
