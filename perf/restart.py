@@ -22,6 +22,8 @@ ctl, host, spine = f"{tag}ctl", f"{tag}h0", f"{tag}s0"
 config_path = f"{work}/leaf.toml"
 frr_dirs = []
 switch = None
+# Processes started beside the switch (the pinger, tcpdump), killed however the run ends.
+helpers = []
 
 
 def sh(*words, check=True):
@@ -115,6 +117,10 @@ def cleanup():
     if switch and switch.poll() is None:
         switch.kill()
         switch.wait()
+    for helper in helpers:
+        if helper.poll() is None:
+            helper.kill()
+            helper.wait()
     for directory in frr_dirs:
         for daemon in ["bfdd", "bgpd", "zebra"]:
             try:
@@ -191,10 +197,12 @@ netns = "{ctl}"
     ping_log = f"{work}/ping.log"
     pinger = subprocess.Popen(["ip", "netns", "exec", host, "ping", "-D", "-n", "-i", "0.002", "-W", "1",
                                "10.200.0.1"], stdout=open(ping_log, "w"), stderr=subprocess.DEVNULL)
+    helpers.append(pinger)
     wait("the pings to flow", 10, lambda: len(replies(ping_log)) > 10)
     if os.environ.get("CAPTURE_BFD"):
-        subprocess.Popen(["ip", "netns", "exec", spine, "tcpdump", "-n", "-tt", "-i", "eth0", "-w", f"{work}/bfd.pcap",
-                          "udp", "port", "3784"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        helpers.append(subprocess.Popen(["ip", "netns", "exec", spine, "tcpdump", "-n", "-tt", "-i", "eth0", "-w",
+                                         f"{work}/bfd.pcap", "udp", "port", "3784"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(1)
     if args.take_over:
         print("| round | exec to hand-over | old switch's stop (asked to ports closed) | then to new worker "

@@ -740,18 +740,19 @@ impl<P: PacketBuf> Switch<P> {
         self.control_decided
     }
 
-    /// Marks a port's link up or down (live); a disabled port stays unusable.
-    pub fn set_link_up(&mut self, port: usize, up: bool) {
+    /// Marks a port's link up or down (live) at `now`; a disabled port stays unusable.
+    pub fn set_link_up(&mut self, port: usize, up: bool, now: u64) {
         let state = &self.egress[port];
         let (admin_up, mtu) = (state.admin_up, state.mtu as u32);
-        self.set_port_state(port, PortState { carrier: up, admin_up, mtu });
+        self.set_port_state(port, PortState { carrier: up, admin_up, mtu }, now);
     }
 
     /// Applies a port's link, administrative state and MTU (live, `link::PortStates`). When
     /// the port stops being usable, the frames queued on it (if this switch owns it) are
     /// dropped as `link_down` rather than held for a link that may not come back: returns how
-    /// many. From then on frames for it are dropped as they come and groups skip it.
-    pub fn set_port_state(&mut self, port: usize, state: PortState) -> u64 {
+    /// many (each also a dropped-packet notification at `now`, with `[sflow]`). From then on
+    /// frames for it are dropped as they come and groups skip it.
+    pub fn set_port_state(&mut self, port: usize, state: PortState, now: u64) -> u64 {
         let egress = &mut self.egress[port];
         let was_usable = egress.usable;
         egress.carrier = state.carrier;
@@ -762,14 +763,19 @@ impl<P: PacketBuf> Switch<P> {
         if !was_usable || egress.usable || !self.owns(port) {
             return 0;
         }
-        (0..TRAFFIC_CLASSES).map(|tc| self.flush(port, tc, DropReason::LinkDown)).sum()
+        (0..TRAFFIC_CLASSES).map(|tc| self.flush(port, tc, DropReason::LinkDown, Some(now))).sum()
     }
 
     /// Drops every frame of queue `tc` of `port`, each counted under `reason` on the port it
-    /// came in on and in the queue's `dropped`, its cells given back; returns how many.
-    fn flush(&mut self, port: usize, tc: usize, reason: DropReason) -> u64 {
+    /// came in on and in the queue's `dropped`, its cells given back; returns how many. With
+    /// `notify_at`, each is also a dropped-packet notification (sFlow) at that time; none at
+    /// shutdown, when nothing exports them any more.
+    fn flush(&mut self, port: usize, tc: usize, reason: DropReason, notify_at: Option<u64>) -> u64 {
         let mut flushed = 0;
         while let Some(Popped { packet, ingress, .. }) = self.pop(port, tc) {
+            if let Some(now) = notify_at {
+                self.notify_drop(ingress, port as u16, reason, (&packet, now));
+            }
             drop(packet);
             self.stats.ports[ingress].count_drop(reason);
             self.stats.ports[port].queues[tc].dropped += 1;
@@ -889,7 +895,7 @@ impl<P: PacketBuf> Switch<P> {
         let mut drained = 0;
         for port in 0..self.egress.len() {
             for tc in 0..TRAFFIC_CLASSES {
-                drained += self.flush(port, tc, DropReason::BufferFull);
+                drained += self.flush(port, tc, DropReason::BufferFull, None);
             }
         }
         drained
@@ -1027,6 +1033,29 @@ mod tests {
                 (None, 0, 1, forwarded[..14].to_vec()),
             ]
         );
+    }
+
+    /// Frames a port going down drops from its queues are notified too, each with the port it
+    /// came in on and the one it was queued for; what is left at shutdown (`drain`) is not.
+    #[test]
+    fn frames_flushed_by_a_link_going_down_become_notifications_but_not_those_drained_at_exit() {
+        let sflow = "[sflow]\ncollector = \"10.9.0.2:6343\"\nagent = \"10.9.0.1\"\nsampling_rate = 1000000\n";
+        let mut switch: Switch<HeapPacket> = Switch::new(&config("", sflow), 1);
+        for dscp in [0, 26] {
+            assert!(matches!(switch.receive(0, frame(dscp, 100), 0), Received::Queued { egress: 1, .. }));
+        }
+        let up = PortState { carrier: true, admin_up: true, mtu: 1500 };
+        assert_eq!(switch.set_port_state(1, PortState { carrier: false, ..up }, 5), 2);
+        let mut taken = Vec::new();
+        switch.sampler_mut().unwrap().drain(|sample| taken.push((sample.discarded, sample.ingress, sample.egress)));
+        let flushed = (Some(DropReason::LinkDown), 0, 1);
+        assert_eq!(taken, [flushed, flushed]);
+        switch.set_port_state(1, up, 6);
+        assert!(matches!(switch.receive(0, frame(0, 100), 7), Received::Queued { egress: 1, .. }));
+        assert_eq!(switch.drain(), 1);
+        taken.clear();
+        switch.sampler_mut().unwrap().drain(|sample| taken.push((sample.discarded, sample.ingress, sample.egress)));
+        assert!(taken.iter().all(|sample| sample.0.is_none()), "no notification at shutdown: {taken:?}");
     }
 
     pub(super) fn frame(dscp: u8, len: usize) -> HeapPacket {
@@ -1343,7 +1372,7 @@ mod tests {
         assert_eq!(paused.view(1, WatchdogAction::Drop).drain_cost(1, 3), u64::MAX);
         // A port whose link is down is not usable.
         assert!(paused.view(0, WatchdogAction::Drop).usable(1));
-        paused.set_link_up(1, false);
+        paused.set_link_up(1, false, 0);
         assert!(!paused.view(0, WatchdogAction::Drop).usable(1));
     }
 
@@ -1388,17 +1417,17 @@ mod tests {
                     [[group]]\nname = \"up\"\nports = [\"u1\", \"u2\", \"u3\"]\nmode = \"spray\"\n";
         let mut switch: Switch<HeapPacket> = Switch::new(&Config::parse(text, "g.toml").unwrap(), 0);
         assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 1, tc: 0 });
-        switch.set_link_up(1, false);
+        switch.set_link_up(1, false, 0);
         assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 2, tc: 0 });
-        switch.set_link_up(2, false);
+        switch.set_link_up(2, false, 0);
         assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Dropped(DropReason::LinkDown));
         // The one that found no member, and the one queued on each member when it went down.
         assert_eq!(switch.stats.ports[0].drops_for(DropReason::LinkDown), 3);
         assert_eq!(switch.stats.groups[0], [1, 1, 0]);
-        switch.set_link_up(2, true);
+        switch.set_link_up(2, true, 0);
         assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 2, tc: 0 });
         // A member disabled in the config stays out when its link comes up.
-        switch.set_link_up(3, true);
+        switch.set_link_up(3, true, 0);
         for _ in 0..4 {
             assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 2, tc: 0 });
         }
@@ -1427,7 +1456,7 @@ mod tests {
         assert_eq!(plain.stats.ports[0].drops_for(DropReason::Oversize), 1);
         assert_eq!(plain.stats.ports[0].rx_packets, 2, "counted as received once each");
         // The port's MTU changes live (from its host interface).
-        plain.set_port_state(1, PortState { carrier: true, admin_up: true, mtu: 1500 });
+        plain.set_port_state(1, PortState { carrier: true, admin_up: true, mtu: 1500 }, 0);
         assert_eq!(plain.receive(0, HeapPacket::new(packet(1500, 64)), 0), Received::Queued { egress: 1, tc: 3 });
         assert!(conserved(&plain));
 
@@ -1452,23 +1481,23 @@ mod tests {
             assert!(matches!(switch.receive(0, frame(dscp, 100), 0), Received::Queued { egress: 1, .. }));
         }
         let up = PortState { carrier: true, admin_up: true, mtu: 1500 };
-        assert_eq!(switch.set_port_state(1, PortState { carrier: false, ..up }), 3, "flushed, not held");
+        assert_eq!(switch.set_port_state(1, PortState { carrier: false, ..up }, 0), 3, "flushed, not held");
         assert_eq!(switch.queued_packets(), 0);
         assert_eq!(switch.shared_used(), 0, "their cells are back");
         assert_eq!(switch.stats.ports[0].drops_for(DropReason::LinkDown), 3);
         assert_eq!((switch.stats.ports[1].queues[0].dropped, switch.stats.ports[1].queues[3].dropped), (1, 2));
         assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Dropped(DropReason::LinkDown));
-        assert_eq!(switch.set_port_state(1, PortState { carrier: false, ..up }), 0, "already down");
-        assert_eq!(switch.set_port_state(1, up), 0);
+        assert_eq!(switch.set_port_state(1, PortState { carrier: false, ..up }, 0), 0, "already down");
+        assert_eq!(switch.set_port_state(1, up, 0), 0);
         assert_eq!(switch.receive(0, frame(0, 100), 0), Received::Queued { egress: 1, tc: 0 });
         // Shut down by the operator: nothing leaves through it, and what it receives is
         // counted and dropped.
-        assert_eq!(switch.set_port_state(1, PortState { admin_up: false, ..up }), 1);
+        assert_eq!(switch.set_port_state(1, PortState { admin_up: false, ..up }, 0), 1);
         let back = FrameSpec::rocev2("10.0.1.2".parse().unwrap(), "10.0.0.2".parse().unwrap(), 7).build();
         assert_eq!(switch.receive(1, HeapPacket::new(back.clone()), 0), Received::Dropped(DropReason::LinkDown));
         assert_eq!(switch.stats.ports[1].drops_for(DropReason::LinkDown), 1);
         assert_eq!(switch.stats.ports[1].rx_packets, 1);
-        switch.set_port_state(1, up);
+        switch.set_port_state(1, up, 0);
         assert_eq!(switch.receive(1, HeapPacket::new(back), 0), Received::Queued { egress: 0, tc: 3 });
         assert!(conserved(&switch));
     }

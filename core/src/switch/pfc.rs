@@ -69,7 +69,7 @@ impl<P: PacketBuf> Switch<P> {
                 if step.flush {
                     // The stormed egress queue only: the port's ingress group (what its peer
                     // sends us) keeps its PFC, since that traffic drains to other, healthy ports.
-                    self.flush(port, queue, DropReason::PfcWatchdog);
+                    self.flush(port, queue, DropReason::PfcWatchdog, Some(now));
                 }
                 next = next.min(step.next);
                 let paused_until = self.pfc[port].paused_until(queue);

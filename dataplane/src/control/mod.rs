@@ -201,6 +201,11 @@ pub struct ControlPlane {
     /// Wakes the FIB thread from its wait on the kernel when stopping: a stop (a take-over's
     /// among them) need not wait out the wait.
     stopping: Arc<EventFd>,
+    /// The ports' states, once the ports are open (`attach`): the FIB thread applies the host
+    /// interfaces' changes to them, holding those that come before.
+    states: Arc<std::sync::OnceLock<Arc<PortStates>>>,
+    /// Set by the FIB thread once it has read the kernel's tables whole.
+    read_whole: Arc<(Mutex<bool>, std::sync::Condvar)>,
     threads: Vec<JoinHandle<()>>,
     /// The keeper holding the namespace and the host interfaces beyond this process.
     kept: Option<keep::Kept>,
@@ -229,14 +234,31 @@ impl ControlPlane {
         pools: Pools,
         link: Arc<ControlLink>,
     ) -> Result<Self, String> {
-        let control = config.control.clone().expect("start needs [control]");
+        let kept = Self::keep(config)?;
+        let mut plane = Self::prepare(config, link)?;
+        plane.attach(config, kept, states, pools)?;
+        Ok(plane)
+    }
+
+    /// Attaches to the keeper of the config's namespace, which creates it and the host
+    /// interfaces when it holds none (or other ports').
+    fn keep(config: &Config) -> Result<keep::Kept, String> {
+        let control = config.control.as_ref().expect("start needs [control]");
         let names: Vec<String> = config.ports.iter().map(|port| port.name.clone()).collect();
         let keep_for = Duration::from_secs(u64::from(control.keep_interfaces_s));
         let kept = keep::Kept::attach(&control.netns, &names, keep_for)?;
-        let took_over = kept.took_over;
-        if took_over {
+        if kept.took_over {
             tracing::info!("control: took over the host interfaces kept in {} (a restart)", control.netns);
         }
+        Ok(kept)
+    }
+
+    /// Starts the FIB thread alone, on host interfaces that exist already: it reads the
+    /// kernel's tables whole while the switch a take-over replaces still forwards. `attach`
+    /// does the rest once that switch has let the interfaces go. Fails when an interface is
+    /// missing (the switch before had other ports).
+    pub fn prepare(config: &Config, link: Arc<ControlLink>) -> Result<Self, String> {
+        let control = config.control.clone().expect("start needs [control]");
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::new(EventFd::new().map_err(|err| format!("control: cannot create an eventfd: {err}"))?);
         let stats = Arc::new(Mutex::new(ControlStats {
@@ -244,81 +266,42 @@ impl ControlPlane {
             inject_dropped: vec![0; config.ports.len()],
             ..ControlStats::default()
         }));
+        let states = Arc::new(std::sync::OnceLock::new());
+        let read_whole = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
         let mut plane = Self {
             link: Arc::clone(&link),
             stats: Arc::clone(&stats),
             stop: Arc::clone(&stop),
             stopping: Arc::clone(&stopping),
+            states: Arc::clone(&states),
+            read_whole: Arc::clone(&read_whole),
             threads: Vec::new(),
-            kept: Some(kept),
-            release_at_stop: !took_over || keep_for.is_zero(),
-        };
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<u32>, String>>();
-        let spawned = {
-            let (config, link, stop, stats) =
-                (config.clone(), Arc::clone(&link), Arc::clone(&stop), Arc::clone(&stats));
-            let control = control.clone();
-            let states = Arc::clone(&states);
-            std::thread::Builder::new().name("raceway-control".into()).spawn(move || {
-                if let Err(err) = linux::set_thread_realtime(CONTROL_RT_PRIORITY) {
-                    tracing::info!("control: no real-time class for the control thread ({err}); nice {CONTROL_NICE}");
-                    if let Err(err) = linux::set_thread_nice(CONTROL_NICE) {
-                        tracing::warn!("control: cannot raise the control thread's priority: {err}");
-                    }
-                }
-                let opened = open_interfaces(&config, &control, &states, took_over).and_then(|taps| {
-                    let mut interfaces = Vec::with_capacity(taps.len());
-                    for tap in &taps {
-                        interfaces.push(
-                            linux::interface_index(&tap.name)
-                                .map_err(|err| format!("control: index of '{}': {err}", tap.name))?,
-                        );
-                    }
-                    Ok((taps, interfaces))
-                });
-                let taps = match opened {
-                    Ok((taps, interfaces)) => {
-                        let _ = ready_tx.send(Ok(interfaces));
-                        taps
-                    }
-                    Err(err) => {
-                        let _ = ready_tx.send(Err(err));
-                        return;
-                    }
-                };
-                ControlThread { taps, states, pools, link, stop, stats, config }.run();
-            })
-        };
-        match spawned {
-            Ok(thread) => plane.threads.push(thread),
-            Err(err) => return Err(format!("cannot start the control thread: {err}")),
-        }
-        let interfaces = match ready_rx.recv() {
-            Ok(Ok(interfaces)) => interfaces,
-            Ok(Err(err)) => {
-                plane.stop();
-                return Err(err);
-            }
-            Err(_) => {
-                plane.stop();
-                return Err("the control thread ended before its interfaces were up".into());
-            }
+            kept: None,
+            release_at_stop: true,
         };
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
         let spawned = {
-            let (config, link, stop, stats) =
-                (config.clone(), Arc::clone(&link), Arc::clone(&stop), Arc::clone(&stats));
+            let (config, stats) = (config.clone(), Arc::clone(&stats));
             std::thread::Builder::new().name("raceway-fib".into()).spawn(move || {
+                let names: Vec<String> = config.ports.iter().map(|port| port.name.clone()).collect();
                 let opened = linux::enter_netns(&control.netns)
                     .map_err(|err| format!("control.netns: cannot enter '{}': {err}", control.netns))
                     .and_then(|()| {
+                        names
+                            .iter()
+                            .map(|name| {
+                                linux::interface_index(name)
+                                    .map_err(|err| format!("control: index of '{name}' in {}: {err}", control.netns))
+                            })
+                            .collect::<Result<Vec<u32>, String>>()
+                    })
+                    .and_then(|interfaces| {
                         kernel::Sync::open(interfaces)
                             .map_err(|err| format!("control: cannot open a netlink socket in {}: {err}", control.netns))
                     });
                 match opened {
                     Ok(sync) => {
                         let _ = ready_tx.send(Ok(()));
-                        let names = config.ports.iter().map(|port| port.name.clone()).collect();
                         // Without it (an old kernel), `[control.acl]`'s `neighbors` are the config's.
                         let peers = kernel::peers::BgpPeers::open()
                             .map_err(|err| tracing::warn!("control: cannot read the kernel's BGP peers: {err}"))
@@ -332,6 +315,8 @@ impl ControlPlane {
                             stopping,
                             stats,
                             states,
+                            pending_links: Vec::new(),
+                            read_whole,
                             names,
                         }
                         .run();
@@ -344,16 +329,10 @@ impl ControlPlane {
         };
         match spawned {
             Ok(thread) => plane.threads.push(thread),
-            Err(err) => {
-                plane.stop();
-                return Err(format!("cannot start the FIB thread: {err}"));
-            }
+            Err(err) => return Err(format!("cannot start the FIB thread: {err}")),
         }
         match ready_rx.recv() {
-            Ok(Ok(())) => {
-                plane.release_at_stop = keep_for.is_zero();
-                Ok(plane)
-            }
+            Ok(Ok(())) => Ok(plane),
             Ok(Err(err)) => {
                 plane.stop();
                 Err(err)
@@ -361,6 +340,87 @@ impl ControlPlane {
             Err(_) => {
                 plane.stop();
                 Err("the FIB thread ended before its netlink socket was open".into())
+            }
+        }
+    }
+
+    /// After `prepare`: takes the interfaces over from the keeper and starts the control thread
+    /// on them (`attach`).
+    pub fn take_interfaces(&mut self, config: &Config, states: Arc<PortStates>, pools: Pools) -> Result<(), String> {
+        let kept = Self::keep(config)?;
+        self.attach(config, kept, states, pools)
+    }
+
+    /// Waits until the FIB thread has read the kernel's tables whole, at most `within`; true
+    /// when it has.
+    pub fn wait_until_read_whole(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        let (lock, read) = &*self.read_whole;
+        let mut done = lock.lock().expect("read-whole lock");
+        while !*done {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            done = read.wait_timeout(done, left).expect("read-whole lock").0;
+        }
+        true
+    }
+
+    /// Holds the keeper's interfaces (`kept`) and starts the control thread on them, and gives
+    /// the FIB thread the ports' states. Returns once the TAPs are up, or with what failed.
+    fn attach(
+        &mut self,
+        config: &Config,
+        kept: keep::Kept,
+        states: Arc<PortStates>,
+        pools: Pools,
+    ) -> Result<(), String> {
+        let control = config.control.clone().expect("start needs [control]");
+        let keep_for = Duration::from_secs(u64::from(control.keep_interfaces_s));
+        let took_over = kept.took_over;
+        self.kept = Some(kept);
+        // Interfaces this start made go again if it fails.
+        self.release_at_stop = !took_over || keep_for.is_zero();
+        let _ = self.states.set(Arc::clone(&states));
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+        let spawned = {
+            let (config, link, stop, stats) =
+                (config.clone(), Arc::clone(&self.link), Arc::clone(&self.stop), Arc::clone(&self.stats));
+            std::thread::Builder::new().name("raceway-control".into()).spawn(move || {
+                if let Err(err) = linux::set_thread_realtime(CONTROL_RT_PRIORITY) {
+                    tracing::info!("control: no real-time class for the control thread ({err}); nice {CONTROL_NICE}");
+                    if let Err(err) = linux::set_thread_nice(CONTROL_NICE) {
+                        tracing::warn!("control: cannot raise the control thread's priority: {err}");
+                    }
+                }
+                match open_interfaces(&config, &control, &states, took_over) {
+                    Ok(taps) => {
+                        let _ = ready_tx.send(Ok(()));
+                        ControlThread { taps, states, pools, link, stop, stats, config }.run();
+                    }
+                    Err(err) => {
+                        let _ = ready_tx.send(Err(err));
+                    }
+                }
+            })
+        };
+        match spawned {
+            Ok(thread) => self.threads.push(thread),
+            Err(err) => return Err(format!("cannot start the control thread: {err}")),
+        }
+        match ready_rx.recv() {
+            Ok(Ok(())) => {
+                self.release_at_stop = keep_for.is_zero();
+                Ok(())
+            }
+            Ok(Err(err)) => {
+                self.stop();
+                Err(err)
+            }
+            Err(_) => {
+                self.stop();
+                Err("the control thread ended before its interfaces were up".into())
             }
         }
     }
@@ -574,7 +634,11 @@ struct FibThread {
     stop: Arc<AtomicBool>,
     stopping: Arc<EventFd>,
     stats: Arc<Mutex<ControlStats>>,
-    states: Arc<PortStates>,
+    states: Arc<std::sync::OnceLock<Arc<PortStates>>>,
+    /// Changes to the host interfaces read before the ports' states were given.
+    pending_links: Vec<kernel::LinkChange>,
+    /// Said once the kernel's tables are read whole.
+    read_whole: Arc<(Mutex<bool>, std::sync::Condvar)>,
     /// The host interfaces' names, by port.
     names: Vec<String>,
 }
@@ -597,8 +661,11 @@ impl FibThread {
                 Ok(_) => {}
                 Err(err) => tracing::warn!("control: netlink: {err}"),
             }
-            for change in self.sync.take_link_changes() {
-                self.apply_link(change);
+            self.pending_links.extend(self.sync.take_link_changes());
+            if let Some(states) = self.states.get() {
+                for change in std::mem::take(&mut self.pending_links) {
+                    apply_link(states, &self.names, change);
+                }
             }
             if let Err(err) = self.sync.resolve_next_hops(Instant::now()) {
                 tracing::warn!("control: asking the kernel to resolve next hops: {err}");
@@ -626,6 +693,9 @@ impl FibThread {
             // The last dump's end may change nothing: the snapshot published before holds it all.
             if let Some(since) = reading.filter(|_| self.sync.synced()) {
                 reading = None;
+                let (lock, read) = &*self.read_whole;
+                *lock.lock().expect("read-whole lock") = true;
+                read.notify_all();
                 tracing::info!(
                     "control: the kernel's tables read whole: {} routes and {} neighbours in the FIB, {:.1} ms",
                     self.writer.routes(),
@@ -686,30 +756,30 @@ impl FibThread {
             Err(err) => tracing::warn!("control: reading the kernel's BGP peers: {err}"),
         }
     }
+}
 
-    /// The operator changed a port's host interface: `ip link set PORT down/up` shuts the port
-    /// or opens it (as SONiC's `config interface shutdown/startup`), `mtu N` sets the largest
-    /// packet it sends (`config interface mtu`). An MTU the port cannot take is clamped, and
-    /// the interface set back to it, so that the kernel's ICMP errors give the MTU that holds.
-    fn apply_link(&self, change: kernel::LinkChange) {
-        let name = &self.names[change.port];
-        if self.states.set_admin_up(change.port, change.up) {
-            tracing::info!("control: port '{name}' {}", if change.up { "up (startup)" } else { "shut down" });
+/// The operator changed a port's host interface: `ip link set PORT down/up` shuts the port or
+/// opens it (as SONiC's `config interface shutdown/startup`), `mtu N` sets the largest packet
+/// it sends (`config interface mtu`). An MTU the port cannot take is clamped, and the
+/// interface set back to it, so that the kernel's ICMP errors give the MTU that holds.
+fn apply_link(states: &PortStates, names: &[String], change: kernel::LinkChange) {
+    let name = &names[change.port];
+    if states.set_admin_up(change.port, change.up) {
+        tracing::info!("control: port '{name}' {}", if change.up { "up (startup)" } else { "shut down" });
+    }
+    let Some(mtu) = change.mtu else { return };
+    let before = states.get(change.port).mtu;
+    let set = states.set_mtu(change.port, mtu);
+    if set != mtu {
+        tracing::warn!(
+            "control: port '{name}': MTU {mtu} is outside what it takes ({}-{}); it stays at {set}",
+            crate::link::MIN_MTU,
+            states.max_mtu(change.port)
+        );
+        if let Err(err) = linux::set_interface_mtu(name, set) {
+            tracing::warn!("control: cannot set the MTU of '{name}' back to {set}: {err}");
         }
-        let Some(mtu) = change.mtu else { return };
-        let before = self.states.get(change.port).mtu;
-        let set = self.states.set_mtu(change.port, mtu);
-        if set != mtu {
-            tracing::warn!(
-                "control: port '{name}': MTU {mtu} is outside what it takes ({}-{}); it stays at {set}",
-                crate::link::MIN_MTU,
-                self.states.max_mtu(change.port)
-            );
-            if let Err(err) = linux::set_interface_mtu(name, set) {
-                tracing::warn!("control: cannot set the MTU of '{name}' back to {set}: {err}");
-            }
-        } else if set != before {
-            tracing::info!("control: port '{name}' MTU {set}");
-        }
+    } else if set != before {
+        tracing::info!("control: port '{name}' MTU {set}");
     }
 }

@@ -181,6 +181,10 @@ pub(super) struct Resources {
     pub carry_chains: bool,
 }
 
+/// How long a take-over waits for its FIB thread's first whole read before it asks for the
+/// hand-over anyway (a million routes take about a second).
+const READ_WHOLE_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// What closing the resources reports.
 pub(super) struct Closed {
     pub capture: Option<CaptureSummary>,
@@ -199,6 +203,27 @@ impl Resources {
         // the jumbo pool is made in case.
         let carry_chains = if take_over.is_some() { false } else { every_device_sends_chains(config)? };
         let (pool, jumbo) = open_pools(eal, config, layout, carry_chains)?;
+        let control_link = control_link(config)?;
+        // A take-over reads the kernel's tables whole while the switch before still forwards,
+        // so that it forwards by the whole FIB from its first frame.
+        let mut early_control = match (&take_over, &control_link) {
+            (Some(_), Some(link)) => match ControlPlane::prepare(config, Arc::clone(link)) {
+                Ok(plane) => Some(plane),
+                Err(err) => {
+                    tracing::info!("take-over: the kernel's tables are read after the hand-over ({err})");
+                    None
+                }
+            },
+            _ => None,
+        };
+        if let Some(plane) = &early_control {
+            if !plane.wait_until_read_whole(READ_WHOLE_WITHIN) {
+                tracing::warn!(
+                    "take-over: the kernel's tables not read whole in {} s; handing over anyway",
+                    READ_WHOLE_WITHIN.as_secs()
+                );
+            }
+        }
         let (carry_chains, ports_lock) = match take_over {
             Some(running) => {
                 let lock = running.complete(config)?;
@@ -225,11 +250,21 @@ impl Resources {
                 );
             }
         }
-        let control_link = control_link(config)?;
         // The links are read before the control plane starts, so that it sets each host
         // interface's carrier from the truth: one taken over in a restart does not flap.
         let link_watch = start_link_watch(config, &ports, &port_states, control_link.as_ref())?;
-        let control = start_control(config, &port_states, &pool, jumbo.as_ref(), control_link)?;
+        let control = match early_control.take() {
+            Some(mut plane) => {
+                let pools = control::Pools { small: Arc::clone(&pool), jumbo: jumbo.clone() };
+                plane
+                    .take_interfaces(config, Arc::clone(&port_states), pools)
+                    .map_err(|problem| DpdkError { context: "control".into(), problem })?;
+                let netns = config.control.as_ref().map_or("", |control| control.netns.as_str());
+                tracing::info!("control: a host interface per port in network namespace {netns} (ip -n {netns} link)");
+                Some(plane)
+            }
+            None => start_control(config, &port_states, &pool, jumbo.as_ref(), control_link)?,
+        };
         Ok(Self {
             metrics: None,
             capture: None,

@@ -200,7 +200,7 @@ impl Worker {
         // down drops what it queued, groups skip it, and frames for it are dropped.
         let switch = &mut self.switch;
         self.followed.follow(&shared.port_states, |port, state| {
-            switch.set_port_state(port, state);
+            switch.set_port_state(port, state, now);
         });
         // One atomic load unless a reload was published: then its prepared state moves in.
         if let Some(reconfiguration) = shared.take_reconfiguration(self.slot, &mut self.reloads_seen) {
