@@ -192,6 +192,9 @@ pub fn run_keeper(netns: &str, ports: &[String]) -> Result<(), String> {
     // Descriptors the switch left open (its DPDK ports' sockets among them) are not the keeper's.
     linux::close_inherited_descriptors();
     linux::new_session().map_err(|err| format!("cannot start a session: {err}"))?;
+    // What a service manager sends the whole unit for the switch (a reload, a take-over, a
+    // FIB dump) must not end the keeper.
+    linux::ignore_signals(&[libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2]);
     let created = !std::path::Path::new(&format!("/run/netns/{netns}")).exists();
     if created {
         ip(&["netns", "add", netns])?;

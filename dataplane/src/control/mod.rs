@@ -235,9 +235,18 @@ impl ControlPlane {
         link: Arc<ControlLink>,
     ) -> Result<Self, String> {
         let kept = Self::keep(config)?;
-        let mut plane = Self::prepare(config, link)?;
+        let mut plane = Self::idle(config, link)?;
+        // The TAPs first: the FIB thread's first read of a large table holds the kernel's
+        // routing lock in turns, which the control thread's `ip` commands would wait for.
         plane.attach(config, kept, states, pools)?;
+        plane.start_fib_thread(config)?;
+        plane.started(config);
         Ok(plane)
+    }
+
+    /// Everything runs: from now on a stop keeps the interfaces for the keep time.
+    fn started(&mut self, config: &Config) {
+        self.release_at_stop = config.control.as_ref().is_none_or(|control| control.keep_interfaces_s == 0);
     }
 
     /// Attaches to the keeper of the config's namespace, which creates it and the host
@@ -258,7 +267,13 @@ impl ControlPlane {
     /// does the rest once that switch has let the interfaces go. Fails when an interface is
     /// missing (the switch before had other ports).
     pub fn prepare(config: &Config, link: Arc<ControlLink>) -> Result<Self, String> {
-        let control = config.control.clone().expect("start needs [control]");
+        let mut plane = Self::idle(config, link)?;
+        plane.start_fib_thread(config)?;
+        Ok(plane)
+    }
+
+    /// A control plane with no thread yet.
+    fn idle(config: &Config, link: Arc<ControlLink>) -> Result<Self, String> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::new(EventFd::new().map_err(|err| format!("control: cannot create an eventfd: {err}"))?);
         let stats = Arc::new(Mutex::new(ControlStats {
@@ -268,20 +283,28 @@ impl ControlPlane {
         }));
         let states = Arc::new(std::sync::OnceLock::new());
         let read_whole = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
-        let mut plane = Self {
-            link: Arc::clone(&link),
-            stats: Arc::clone(&stats),
-            stop: Arc::clone(&stop),
-            stopping: Arc::clone(&stopping),
-            states: Arc::clone(&states),
-            read_whole: Arc::clone(&read_whole),
+        Ok(Self {
+            link,
+            stats,
+            stop,
+            stopping,
+            states,
+            read_whole,
             threads: Vec::new(),
             kept: None,
             release_at_stop: true,
-        };
+        })
+    }
+
+    /// Starts the FIB thread on the host interfaces, which must exist; returns once its netlink
+    /// socket is open, or with what failed.
+    fn start_fib_thread(&mut self, config: &Config) -> Result<(), String> {
+        let control = config.control.clone().expect("start needs [control]");
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
         let spawned = {
-            let (config, stats) = (config.clone(), Arc::clone(&stats));
+            let (config, stats, link) = (config.clone(), Arc::clone(&self.stats), Arc::clone(&self.link));
+            let (stop, stopping) = (Arc::clone(&self.stop), Arc::clone(&self.stopping));
+            let (states, read_whole) = (Arc::clone(&self.states), Arc::clone(&self.read_whole));
             std::thread::Builder::new().name("raceway-fib".into()).spawn(move || {
                 let names: Vec<String> = config.ports.iter().map(|port| port.name.clone()).collect();
                 let opened = linux::enter_netns(&control.netns)
@@ -328,17 +351,20 @@ impl ControlPlane {
             })
         };
         match spawned {
-            Ok(thread) => plane.threads.push(thread),
-            Err(err) => return Err(format!("cannot start the FIB thread: {err}")),
+            Ok(thread) => self.threads.push(thread),
+            Err(err) => {
+                self.stop();
+                return Err(format!("cannot start the FIB thread: {err}"));
+            }
         }
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(plane),
+            Ok(Ok(())) => Ok(()),
             Ok(Err(err)) => {
-                plane.stop();
+                self.stop();
                 Err(err)
             }
             Err(_) => {
-                plane.stop();
+                self.stop();
                 Err("the FIB thread ended before its netlink socket was open".into())
             }
         }
@@ -348,7 +374,9 @@ impl ControlPlane {
     /// on them (`attach`).
     pub fn take_interfaces(&mut self, config: &Config, states: Arc<PortStates>, pools: Pools) -> Result<(), String> {
         let kept = Self::keep(config)?;
-        self.attach(config, kept, states, pools)
+        self.attach(config, kept, states, pools)?;
+        self.started(config);
+        Ok(())
     }
 
     /// Waits until the FIB thread has read the kernel's tables whole, at most `within`; true
@@ -410,10 +438,7 @@ impl ControlPlane {
             Err(err) => return Err(format!("cannot start the control thread: {err}")),
         }
         match ready_rx.recv() {
-            Ok(Ok(())) => {
-                self.release_at_stop = keep_for.is_zero();
-                Ok(())
-            }
+            Ok(Ok(())) => Ok(()),
             Ok(Err(err)) => {
                 self.stop();
                 Err(err)

@@ -284,6 +284,30 @@ pub fn which_readable(fds: &[i32], timeout_ms: i32) -> io::Result<Vec<bool>> {
     Ok(polled.iter().map(|entry| entry.revents != 0).collect())
 }
 
+/// Makes `signals` do nothing to this process (their default would end it).
+pub fn ignore_signals(signals: &[i32]) {
+    for &signal in signals {
+        // SAFETY: SIG_IGN installs no handler; signal takes two integers.
+        unsafe { libc::signal(signal, libc::SIG_IGN) };
+    }
+}
+
+/// Tells the service manager `state` (systemd's sd_notify: `READY=1`, `MAINPID=N`) when it
+/// gave this process a socket for it (`$NOTIFY_SOCKET`, a path or an abstract name after
+/// `@`); true when sent, false when there is none.
+pub fn notify_service_manager(state: &str) -> io::Result<bool> {
+    use std::os::linux::net::SocketAddrExt;
+    let Some(socket) = std::env::var_os("NOTIFY_SOCKET") else { return Ok(false) };
+    let socket = socket.to_string_lossy().into_owned();
+    let address = match socket.strip_prefix('@') {
+        Some(name) => std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?,
+        None => std::os::unix::net::SocketAddr::from_pathname(&socket)?,
+    };
+    let sender = std::os::unix::net::UnixDatagram::unbound()?;
+    sender.send_to_addr(state.as_bytes(), &address)?;
+    Ok(true)
+}
+
 /// An exclusive lock (flock) on `path`, created if missing: held while the returned file is
 /// open, and let go by the kernel however the process ends. `wait`: block until it is free;
 /// otherwise `None` when another holds it.

@@ -67,7 +67,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use supervise::{FibDump, Supervisor};
-use take_over::TakeOver;
+use take_over::{PortsFrom, PortsLock, TakeOver};
 use worker::Worker;
 
 #[derive(Debug, Clone)]
@@ -145,7 +145,7 @@ const DRAIN_FOR: Duration = Duration::from_secs(1);
 pub fn run(config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkError> {
     let args =
         eal_arguments(config, &options.extra_eal).map_err(|problem| DpdkError { context: "config".into(), problem })?;
-    let take_over = if options.take_over { TakeOver::find(config)? } else { None };
+    let take_over = if options.take_over { TakeOver::find(&args)? } else { None };
     let args = match &take_over {
         Some(running) => {
             tracing::info!(
@@ -163,20 +163,20 @@ pub fn run(config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkErr
     };
     tracing::info!("EAL arguments: {}", args.join(" "));
     dpdk::install_stop_signals();
+    let ports = match take_over {
+        Some(running) => PortsFrom::TakeOver(running),
+        None => PortsFrom::Start(PortsLock::take(&crate::show::prefix_of(&args))),
+    };
     // rte_eal_cleanup runs when the last handle goes: this one, the pool's or a port's.
-    run_with_eal(&Eal::init(&args)?, config, options, take_over)
+    run_with_eal(&Eal::init(&args)?, config, options, ports)
 }
 
 /// Opens the resources, starts the workers, supervises them from the main lcore until the
 /// stop, and closes everything in teardown order.
-fn run_with_eal(
-    eal: &Eal,
-    config: &Config,
-    options: &LiveOptions,
-    take_over: Option<TakeOver>,
-) -> Result<LiveReport, DpdkError> {
+fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions, ports: PortsFrom) -> Result<LiveReport, DpdkError> {
     let layout = Layout::of(config, &eal.worker_lcores());
-    let mut resources = Resources::open(eal, config, &layout, take_over)?;
+    let takes_over = matches!(ports, PortsFrom::TakeOver(_));
+    let mut resources = Resources::open(eal, config, &layout, ports)?;
     let shared = Arc::new(Shared::new(
         config,
         options.config_path.clone(),
@@ -210,6 +210,11 @@ fn run_with_eal(
         context: "sflow".into(),
         problem: format!("cannot start the exporter thread: {err}"),
     })?;
+    // Under systemd (Type=notify): started; a switch that took over is the unit's process now.
+    let ready = if takes_over { format!("MAINPID={}\nREADY=1", std::process::id()) } else { "READY=1".into() };
+    if let Err(err) = crate::linux::notify_service_manager(&ready) {
+        tracing::warn!("cannot tell the service manager the switch is ready: {err}");
+    }
     let between_workers = crew.run(eal, config, &layout, &shared, &mut supervisor)?;
     let _ = exporter.join();
     // What the workers could not hand over in time (shutdown): dropped and counted.

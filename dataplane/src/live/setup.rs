@@ -11,7 +11,7 @@
 use super::ingress::LongFrames;
 use super::shard_ring::{frames_per_loop, SHARD_RING};
 use super::shared::Shared;
-use super::take_over::{self, PortsLock, TakeOver};
+use super::take_over::{self, PortsFrom, PortsLock};
 use crate::config::Config;
 use crate::config::{device_name, is_pci_address};
 use crate::control::{self, ControlLink, ControlPlane};
@@ -198,41 +198,26 @@ impl Resources {
     /// server and the capture start later, once the workers' counters exist.
     /// With `take_over`, the switch running before is asked to hand over once the pools are
     /// open, and the ports are probed once it has exited.
-    pub fn open(eal: &Eal, config: &Config, layout: &Layout, take_over: Option<TakeOver>) -> Result<Self, DpdkError> {
+    pub fn open(eal: &Eal, config: &Config, layout: &Layout, ports_from: PortsFrom) -> Result<Self, DpdkError> {
+        let taking_over = matches!(ports_from, PortsFrom::TakeOver(_));
         // Until the ports exist (a take-over's wait), whether they send chains is not known:
         // the jumbo pool is made in case.
-        let carry_chains = if take_over.is_some() { false } else { every_device_sends_chains(config)? };
+        let carry_chains = !taking_over && every_device_sends_chains(config)?;
         let (pool, jumbo) = open_pools(eal, config, layout, carry_chains)?;
         let control_link = control_link(config)?;
-        // A take-over reads the kernel's tables whole while the switch before still forwards,
-        // so that it forwards by the whole FIB from its first frame.
-        let mut early_control = match (&take_over, &control_link) {
-            (Some(_), Some(link)) => match ControlPlane::prepare(config, Arc::clone(link)) {
-                Ok(plane) => Some(plane),
-                Err(err) => {
-                    tracing::info!("take-over: the kernel's tables are read after the hand-over ({err})");
-                    None
-                }
-            },
-            _ => None,
-        };
-        if let Some(plane) = &early_control {
-            if !plane.wait_until_read_whole(READ_WHOLE_WITHIN) {
-                tracing::warn!(
-                    "take-over: the kernel's tables not read whole in {} s; handing over anyway",
-                    READ_WHOLE_WITHIN.as_secs()
-                );
-            }
-        }
-        let (carry_chains, ports_lock) = match take_over {
-            Some(running) => {
-                let lock = running.complete(config)?;
+        let mut early_control = None;
+        let (carry_chains, ports_lock) = match ports_from {
+            PortsFrom::Start(lock) => (carry_chains, lock),
+            PortsFrom::TakeOver(running) => {
+                // The kernel's tables are read whole while the switch before still forwards,
+                // so that this one forwards by the whole FIB from its first frame.
+                early_control = control_link.as_ref().and_then(|link| read_tables_early(config, link));
+                let lock = running.complete()?;
                 let probing = Instant::now();
                 take_over::probe_ports(config)?;
                 take_over::log_probed(probing, config.ports.len());
                 (every_device_sends_chains(config)?, lock)
             }
-            None => (carry_chains, PortsLock::take(config)),
         };
         let ports = open_ports(config, &pool)?;
         // A port's MTU goes up to switch.mtu (what the buffer, headroom and jumbo mbufs are
@@ -465,6 +450,22 @@ fn open_pools(
     })?;
     tracing::info!("jumbo mbuf pool: {size} mbufs of {data_room} bytes");
     Ok((pool, Some(Arc::new(jumbo))))
+}
+
+/// A take-over's control plane before the hand-over: its FIB thread, once it has read the
+/// kernel's tables whole (or `READ_WHOLE_WITHIN` passed). `None` when the kept interfaces are
+/// not this config's: then everything starts after the hand-over.
+fn read_tables_early(config: &Config, link: &Arc<ControlLink>) -> Option<ControlPlane> {
+    let plane = ControlPlane::prepare(config, Arc::clone(link))
+        .map_err(|err| tracing::info!("take-over: the kernel's tables are read after the hand-over ({err})"))
+        .ok()?;
+    if !plane.wait_until_read_whole(READ_WHOLE_WITHIN) {
+        tracing::warn!(
+            "take-over: the kernel's tables not read whole in {} s; handing over anyway",
+            READ_WHOLE_WITHIN.as_secs()
+        );
+    }
+    Some(plane)
 }
 
 /// Finds and starts each configured port's device.

@@ -119,6 +119,59 @@ fn sflow_state(config: &Config, shared: &Shared) -> serde_json::Value {
     })
 }
 
+/// SIGUSR2: starts this switch's successor, `raceway run --take-over` with this process's own
+/// arguments, from the binary at the path this one was started by (a new one, after an
+/// upgrade). It takes the ports over once started (`live::take_over`), so forwarding stops for
+/// the hand-over alone; under systemd it is in the unit and tells it its pid (`MAINPID=`). This
+/// switch goes on until asked to hand over; if the successor fails first, it says so and
+/// nothing changes.
+fn start_successor(signal: &str) {
+    let mut args = std::env::args_os();
+    let Some(binary) = args.next() else { return };
+    let mut successor = std::process::Command::new(&binary);
+    successor.args(successor_arguments(args.collect()));
+    successor.stdin(std::process::Stdio::null());
+    match successor.spawn() {
+        Ok(mut child) => {
+            let pid = child.id();
+            tracing::info!("{signal}: started pid {pid} to take over ({} run --take-over)", binary.to_string_lossy());
+            // Reaped here, so that one that fails is said and leaves no zombie.
+            let reaping =
+                std::thread::Builder::new().name("raceway-successor".into()).spawn(move || match child.wait() {
+                    Ok(status) if !status.success() => {
+                        tracing::warn!("the successor (pid {pid}) ended: {status}; this switch goes on")
+                    }
+                    _ => {}
+                });
+            if let Err(err) = reaping {
+                tracing::warn!("cannot watch the successor: {err}");
+            }
+        }
+        Err(err) => tracing::warn!("{signal}: cannot start a successor ({}): {err}", binary.to_string_lossy()),
+    }
+}
+
+/// A successor's arguments: this process's (binary aside) with `--take-over` right after
+/// `run` (before any `--` and the EAL's arguments), and without `--clean`.
+fn successor_arguments(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::with_capacity(args.len() + 1);
+    let mut past_run = false;
+    let mut eal = false;
+    for arg in args {
+        if !eal && (arg == "--take-over" || arg == "--clean") {
+            continue;
+        }
+        eal |= past_run && arg == "--";
+        let is_run = !past_run && arg == "run";
+        out.push(arg);
+        if is_run {
+            past_run = true;
+            out.push("--take-over".into());
+        }
+    }
+    out
+}
+
 /// How long a reload waits for every worker to take the new config: they do at their next
 /// loop, so only a stopping switch takes this long.
 const RELOAD_WITHIN: Duration = Duration::from_secs(5);
@@ -178,7 +231,7 @@ impl<'a> Supervisor<'a> {
         if let Some(signal) = dpdk::take_noted_signal().filter(|&signal| {
             let reloads = signal == "SIGHUP";
             if !reloads {
-                tracing::info!("{signal}: noted; the switch goes on");
+                start_successor(signal);
             }
             reloads
         }) {
@@ -280,5 +333,28 @@ impl FibDump {
             ),
             Err(err) => tracing::warn!("--fib-dump {}: cannot write: {err}", self.path.display()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<std::ffi::OsString> {
+        text.split(' ').map(Into::into).collect()
+    }
+
+    #[test]
+    fn a_successor_runs_with_the_same_arguments_and_takes_over() {
+        assert_eq!(
+            successor_arguments(words("--log-level info run -c leaf.toml --clean --metrics 9464 -- --no-huge --clean")),
+            words("--log-level info run --take-over -c leaf.toml --metrics 9464 -- --no-huge --clean"),
+            "after run, not among the EAL's arguments; --clean dropped, an EAL word kept"
+        );
+        assert_eq!(
+            successor_arguments(words("run --take-over -c leaf.toml")),
+            words("run --take-over -c leaf.toml"),
+            "a switch that took over passes it on once"
+        );
     }
 }

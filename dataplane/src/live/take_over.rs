@@ -30,12 +30,15 @@ pub struct TakeOver {
     pub pid: u32,
     /// The file prefix this process starts its EAL with: the slot the running one is not in.
     pub prefix: String,
+    /// The ports lock of the prefix's slots.
+    lock: std::path::PathBuf,
 }
 
 impl TakeOver {
-    /// The switch running with `config`'s file prefix (in either slot); `None` when none answers.
-    pub fn find(config: &Config) -> Result<Option<Self>, DpdkError> {
-        let slots = show::prefix_slots(&show::file_prefix(config));
+    /// The switch running with the file prefix of EAL arguments `args` (in either slot);
+    /// `None` when none answers.
+    pub fn find(args: &[String]) -> Result<Option<Self>, DpdkError> {
+        let slots = show::prefix_slots(&show::prefix_of(args));
         for (index, slot) in slots.iter().enumerate() {
             let Some(client) = show::Client::try_connect(&show::socket_path(slot)) else { continue };
             let pid = client.pid().ok_or_else(|| DpdkError {
@@ -43,7 +46,7 @@ impl TakeOver {
                 problem: format!("the switch on prefix '{slot}' did not say its pid"),
             })?;
             let prefix = slots[1 - index].clone();
-            return Ok(Some(Self { client, pid, prefix }));
+            return Ok(Some(Self { client, pid, prefix, lock: ports_lock_path(&slots[0]) }));
         }
         Ok(None)
     }
@@ -51,7 +54,7 @@ impl TakeOver {
     /// Asks the running switch to hand over and waits until it has closed its ports and host
     /// interfaces (it lets go of the ports lock then, and the kernel does if it dies); returns
     /// the lock, which this process holds from now on.
-    pub fn complete(mut self, config: &Config) -> Result<PortsLock, DpdkError> {
+    pub fn complete(mut self) -> Result<PortsLock, DpdkError> {
         let pid = self.pid;
         let fail = move |problem: String| DpdkError { context: format!("--take-over (pid {pid})"), problem };
         let asked = Instant::now();
@@ -61,7 +64,7 @@ impl TakeOver {
         }
         drop(self.client);
         // flock has no timeout: it waits on a thread of its own, and this one on the thread.
-        let path = ports_lock_path(config);
+        let path = self.lock.clone();
         let (locked, taken) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("raceway-take-over".into())
@@ -78,12 +81,20 @@ impl TakeOver {
                 Ok(PortsLock { _held: Some(file) })
             }
             Ok(Ok(None)) => Err(fail("the ports lock was not taken".into())),
-            Ok(Err(err)) => Err(fail(format!("{}: {err}", ports_lock_path(config).display()))),
+            Ok(Err(err)) => Err(fail(format!("{}: {err}", self.lock.display()))),
             Err(_) => {
                 Err(fail(format!("the switch before did not close its ports within {} s", STOPS_WITHIN.as_secs())))
             }
         }
     }
+}
+
+/// How a run comes by its ports.
+pub enum PortsFrom {
+    /// The EAL created them at its start; the ports lock is held (when it was free).
+    Start(PortsLock),
+    /// A running switch hands them over (`TakeOver::complete`).
+    TakeOver(TakeOver),
 }
 
 /// Held while this process has the ports open: a switch taking over waits for it.
@@ -94,10 +105,10 @@ pub struct PortsLock {
 }
 
 impl PortsLock {
-    /// At a plain start: the lock, when free (a second switch on the same config, which
-    /// could not open the same ports anyway, goes on without it).
-    pub fn take(config: &Config) -> Self {
-        let path = ports_lock_path(config);
+    /// At a plain start with EAL prefix `prefix`: the lock, when free (a second switch on the
+    /// same prefix, which could not open the same ports anyway, goes on without it).
+    pub fn take(prefix: &str) -> Self {
+        let path = ports_lock_path(prefix);
         match crate::linux::lock_file(&path, false) {
             Ok(Some(file)) => Self { _held: Some(file) },
             Ok(None) => {
@@ -112,11 +123,12 @@ impl PortsLock {
     }
 }
 
-/// The lock file both slots of a config's prefix share, in DPDK's runtime base directory.
-fn ports_lock_path(config: &Config) -> std::path::PathBuf {
+/// The lock file both slots of `prefix` (the first slot's name) share, in DPDK's runtime
+/// base directory.
+fn ports_lock_path(prefix: &str) -> std::path::PathBuf {
     let base = show::runtime_base();
     let _ = std::fs::create_dir_all(&base);
-    base.join(format!("raceway-{}.ports.lock", show::file_prefix(config)))
+    base.join(format!("raceway-{prefix}.ports.lock"))
 }
 
 /// The EAL arguments of a take-over: `args` (the config's, with its ports) with the file

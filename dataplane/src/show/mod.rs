@@ -83,17 +83,21 @@ pub fn runtime_base() -> std::path::PathBuf {
 
 /// The EAL file prefix of a config's `[dpdk] eal` arguments (DPDK's default, "rte", if none).
 pub fn file_prefix(config: &Config) -> String {
-    let mut args = config.eal.iter();
+    prefix_of(&config.eal)
+}
+
+/// The file prefix EAL arguments `args` set (the last one given; DPDK's default, "rte", if none).
+pub fn prefix_of(args: &[String]) -> String {
+    let mut found: Option<&str> = None;
+    let mut args = args.iter();
     while let Some(arg) = args.next() {
         if arg == "--file-prefix" {
-            if let Some(prefix) = args.next() {
-                return prefix.clone();
-            }
+            found = args.next().map(String::as_str).or(found);
         } else if let Some(prefix) = arg.strip_prefix("--file-prefix=") {
-            return prefix.to_string();
+            found = Some(prefix);
         }
     }
-    "rte".to_string()
+    found.unwrap_or("rte").to_string()
 }
 
 /// The two file prefixes a switch with `prefix` runs on: its own, and the one a take-over
@@ -335,6 +339,8 @@ mod tests {
         assert_eq!(file_prefix(&config), "leaf1");
         config.eal = vec!["--file-prefix=leaf2".into()];
         assert_eq!(file_prefix(&config), "leaf2");
+        let args = |text: &str| text.split(' ').map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(prefix_of(&args("--file-prefix leaf1 -l 0-1 --file-prefix=leaf3")), "leaf3", "the last, as the EAL");
         assert!(socket_path("leaf2").ends_with("dpdk/leaf2/dpdk_telemetry.v2"));
     }
 }

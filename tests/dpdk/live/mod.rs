@@ -1,13 +1,15 @@
 //! The live switch on real DPDK ports: the same trace gives the same frames per port as
 //! replay, counters agree, and every mbuf is back in the pool at exit. By device: net_pcap
 //! runs against replay, signals, PFC, ECN and a port's link (`pcap`); Prometheus and DPDK
-//! telemetry against the stats JSON (`telemetry`); sFlow to real collectors (`sflow`); net_memif with `raceway blast` hosts:
+//! telemetry against the stats JSON (`telemetry`); sFlow to real collectors (`sflow`); SIGUSR2's
+//! make-before-break restart under a service manager (`take_over`); net_memif with `raceway blast` hosts:
 //! accounting, vanishing peers, a leaf-spine, lossless incasts (`memif`). The helpers that
 //! start, signal and read a switch are here.
 
 mod memif;
 mod pcap;
 mod sflow;
+mod take_over;
 mod telemetry;
 
 use crate::bin::*;
