@@ -5,7 +5,7 @@
 use crate::bin::*;
 use crate::lab::*;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Hosts with only an address and a default gateway reach the gateway and each other, in
 /// IPv4 and IPv6; they learn the switch's MAC and the switch learns theirs; `ping -t 1` gets
@@ -418,9 +418,12 @@ fn sflow_reaches_a_collector_behind_a_port_of_the_switch() {
 /// the static routes through the control plane's FIB writer: an address added answers at once
 /// and goes again with the next reload; a smaller MTU on host1 makes the kernel answer a DF
 /// packet too long for it with fragmentation needed, naming the new MTU, as `ip link set`
-/// would; a route added is in the FIB `show route` reads, and gone after.
+/// would; a route added is in the FIB `show route` reads, and gone after. A group and the
+/// ports' peer MACs added, then a peer MAC moved, each rebuild the control plane's FIB from a
+/// fresh dump: `show route` gives the group's members and the new MAC, and the kernel's routes
+/// still forward.
 #[test]
-fn a_reload_changes_a_ports_addresses_and_mtu_live() {
+fn a_reload_changes_addresses_mtu_routes_groups_and_peer_macs_live() {
     let _alone = alone();
     let mut lab = Lab::new("rwr");
     lab.host(0);
@@ -462,9 +465,45 @@ fn a_reload_changes_a_ports_addresses_and_mtu_live() {
     let after = big();
     let text = String::from_utf8_lossy(&after.stdout).into_owned() + &String::from_utf8_lossy(&after.stderr);
     assert!(!after.status.success() && text.contains("mtu = 1280"), "fragmentation needed, MTU 1280: {text}");
-    // Back as it was: the address and the route go.
+    // Groups and peers' MACs: the control plane's writer is built again and filled by a fresh
+    // dump of the kernel's tables, published whole; forwarding by the kernel's routes goes on.
+    let with_peers = |host1_mac: &str| {
+        edited.replacen("name = \"host0\"", "name = \"host0\"\npeer_mac = \"02:00:00:00:10:00\"", 1).replacen(
+            "name = \"host1\"",
+            &format!("name = \"host1\"\npeer_mac = \"{host1_mac}\""),
+            1,
+        ) + "[[group]]\nname = \"g\"\nports = [\"host0\", \"host1\"]\n\
+               [[route]]\nprefix = \"10.90.0.0/16\"\ngroup = \"g\"\n\
+               [[route]]\nprefix = \"10.89.0.0/16\"\nport = \"host1\"\n"
+    };
+    let said = reload(&with_peers("02:00:00:00:11:00"));
+    assert!(said.contains("groups") && said.contains("port peer_mac"), "{said}");
+    let shown = |address: &str| {
+        let output = raceway().args(["show", "-c"]).arg(&path).args(["route", address]).output().unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    wait_for("the FIB to hold the group", Duration::from_secs(30), || {
+        let group = shown("10.90.0.1");
+        group.contains("02:00:00:00:10:00") && group.contains("02:00:00:00:11:00")
+    });
+    let said = reload(&with_peers("02:00:00:00:11:09"));
+    assert!(said.contains("port peer_mac") && !said.contains("groups"), "{said}");
+    let moved = Instant::now();
+    while !(shown("10.89.0.1").contains("02:00:00:00:11:09") && shown("10.90.0.1").contains("02:00:00:00:11:09")) {
+        let log = std::fs::read_to_string(lab.dir.join("raceway.log")).unwrap();
+        assert!(
+            moved.elapsed() < Duration::from_secs(30),
+            "the FIB never held host1's new peer MAC: {}\n{}\n{log}",
+            shown("10.89.0.1"),
+            shown("10.90.0.1")
+        );
+    }
+    let log = std::fs::read_to_string(lab.dir.join("raceway.log")).unwrap();
+    assert_eq!(log.matches("control: the FIB laid out for the reloaded groups").count(), 2, "{log}");
+    assert!(ping(&lab, 0, &["-c", "1", "-W", "2", "10.0.1.2"]).status.success(), "the kernel's routes read again");
+    // Back as it was: the address, the routes and the group go.
     let said = reload(&config);
-    assert!(said.contains("port addresses") && said.contains("routes"), "{said}");
+    assert!(said.contains("port addresses") && said.contains("routes") && said.contains("groups"), "{said}");
     assert!(!ok("ip", &["-n", &control, "address", "show", "dev", "host0"]).contains("10.0.0.77"));
     wait_for("the FIB to drop the route", Duration::from_secs(10), || !route().contains("10.88.0.0/16"));
     let stats = lab.stop();

@@ -121,6 +121,18 @@ pub struct Config {
 }
 
 impl Config {
+    /// An identity of the groups' layout (each group's name and members, in order): what the
+    /// per-member group counters and a FIB's first groups are laid out by. A reload that
+    /// changes it re-lays the counters, and a FIB carries the one it was built from.
+    pub fn group_layout(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for group in &self.groups {
+            (&group.name, &group.members).hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+
     pub fn port_index(&self, name: &str) -> Option<usize> {
         self.ports.iter().position(|port| port.name == name)
     }

@@ -5,14 +5,12 @@
 //! (`Switch::reconfigure`) are the QoS maps, the scheduler, the buffer pools and PFC
 //! thresholds, the PFC watchdog, the ECN profiles, trimming, the CoPP rates, the ACL
 //! tables and sFlow. A port's addresses and MTU apply live too, through its host interface
-//! and its state, and the static routes and neighbours through the FIB's writer (the engine
-//! does these: `port addresses`, `port mtu`, `routes`, `neighbors`). A change anywhere else is
-//! refused, naming its key:
+//! and its state, and the static routes, neighbours, groups and ports' `peer_mac` through the
+//! FIB (the engine does these: `port addresses`, `port mtu`, `routes`, `neighbors`, `groups`,
+//! `port peer_mac`). A change anywhere else is refused, naming its key:
 //! - the ports, lcores, EAL and buffer size shape what the process opened and allocated;
 //! - which traffic classes are lossless, the priority groups and the pause-to-queue map say
-//!   how the frames already queued were charged, and are read again when they leave;
-//! - groups and a port's `peer_mac` are not applied live yet (the groups' counters and
-//!   selectors are laid out by them), so they still need a restart, and the refusal says so.
+//!   how the frames already queued were charged, and are read again when they leave.
 //!
 //! Invariant: `live_changes` accepts a config only when every difference from the running
 //! one is in a part `Switch::reconfigure` applies; then the two configs differ in nothing a
@@ -34,9 +32,7 @@ impl std::fmt::Display for Refused {
 }
 
 /// What a restart-only key's refusal says.
-const RESTART: &str = "changed; this needs a restart (raceway reload applies QoS, ECN, PFC thresholds, the watchdog, trimming, CoPP rates and sources, ACLs, sFlow, and ports' addresses and MTUs)";
-/// What a key that will be live one day says.
-const NOT_LIVE_YET: &str = "changed; it is not applied live yet, so this needs a restart";
+const RESTART: &str = "changed; this needs a restart (raceway reload applies QoS, ECN, PFC thresholds, the watchdog, trimming, CoPP rates and sources, ACLs, sFlow, routes, neighbours, groups, and ports' addresses, MTUs and peer MACs)";
 
 /// The sections that differ between `running` and `new`, all of which apply live (empty when
 /// nothing changed); or the first key that cannot change without a restart.
@@ -59,13 +55,9 @@ pub fn live_changes(running: &Config, new: &Config) -> Result<Vec<&'static str>,
         return refuse("port", "ports were added, removed, renamed or reordered; this needs a restart");
     }
     for (old, port) in running.ports.iter().zip(&new.ports) {
-        if let Some((field, live_one_day)) = port_change(old, port) {
-            let key = format!("port.{}.{field}", port.name);
-            return refuse(&key, if live_one_day { NOT_LIVE_YET } else { RESTART });
+        if let Some(field) = port_change(old, port) {
+            return refuse(&format!("port.{}.{field}", port.name), RESTART);
         }
-    }
-    if running.groups != new.groups {
-        return refuse("group", NOT_LIVE_YET);
     }
     if let (Some(old), Some(sflow)) = (&running.sflow, &new.sflow) {
         if old.through_ports != sflow.through_ports {
@@ -125,6 +117,8 @@ pub fn live_changes(running: &Config, new: &Config) -> Result<Vec<&'static str>,
         ("control.acl", running.control.as_ref().map(|c| &c.acl) != new.control.as_ref().map(|c| &c.acl)),
         ("routes", running.routes != new.routes),
         ("neighbors", running.neighbors != new.neighbors),
+        ("groups", running.groups != new.groups),
+        ("port peer_mac", running.ports.iter().zip(&new.ports).any(|(a, b)| a.peer_mac != b.peer_mac)),
         ("port addresses", running.ports.iter().zip(&new.ports).any(|(a, b)| a.addresses != b.addresses)),
         ("port mtu", running.ports.iter().zip(&new.ports).any(|(a, b)| a.mtu != b.mtu)),
         ("acl", running.acls != new.acls),
@@ -133,21 +127,31 @@ pub fn live_changes(running: &Config, new: &Config) -> Result<Vec<&'static str>,
     Ok(live.iter().filter(|(_, changed)| *changed).map(|(section, _)| *section).collect())
 }
 
-/// A port's first field that differs and cannot change live, and whether it is one that
-/// will be live one day (`peer_mac`).
-fn port_change(old: &PortConfig, port: &PortConfig) -> Option<(&'static str, bool)> {
+/// Whether the FIB `new` builds differs from `running`'s: its static routes, neighbours,
+/// groups or peers' MACs.
+pub fn fib_changed(running: &Config, new: &Config) -> bool {
+    running.routes != new.routes || running.neighbors != new.neighbors || fib_layout_changed(running, new)
+}
+
+/// Whether what a FIB is laid out by changed: the groups (they lead its group table) or a
+/// peer's MAC (in the groups' members and the ports' routes).
+pub fn fib_layout_changed(running: &Config, new: &Config) -> bool {
+    running.groups != new.groups || running.ports.iter().zip(&new.ports).any(|(a, b)| a.peer_mac != b.peer_mac)
+}
+
+/// A port's first field that differs and cannot change live.
+fn port_change(old: &PortConfig, port: &PortConfig) -> Option<&'static str> {
     let fields = [
-        ("device", old.device != port.device, false),
-        ("speed_gbps", old.speed_mbps != port.speed_mbps, false),
-        ("cable_m", old.cable_m != port.cable_m, false),
-        ("peer_mac", old.peer_mac != port.peer_mac, true),
-        ("enabled", old.enabled != port.enabled, false),
-        ("pause", old.honour_pause != port.honour_pause, false),
-        ("pfc_tx_queue", old.pfc_tx_queue != port.pfc_tx_queue, false),
-        ("rx_queues", old.rx_queues != port.rx_queues, false),
-        ("peer_response_quanta", old.peer_response_quanta != port.peer_response_quanta, false),
+        ("device", old.device != port.device),
+        ("speed_gbps", old.speed_mbps != port.speed_mbps),
+        ("cable_m", old.cable_m != port.cable_m),
+        ("enabled", old.enabled != port.enabled),
+        ("pause", old.honour_pause != port.honour_pause),
+        ("pfc_tx_queue", old.pfc_tx_queue != port.pfc_tx_queue),
+        ("rx_queues", old.rx_queues != port.rx_queues),
+        ("peer_response_quanta", old.peer_response_quanta != port.peer_response_quanta),
     ];
-    fields.iter().find(|(_, changed, _)| *changed).map(|&(field, _, live_one_day)| (field, live_one_day))
+    fields.iter().find(|(_, changed)| *changed).map(|&(field, _)| field)
 }
 
 #[cfg(test)]
@@ -237,7 +241,8 @@ peer_mac = "02:00:00:00:10:01"
             "[[port]]\nname = \"p0\"",
             "[[group]]\nname = \"g\"\nports = [\"p0\", \"p1\"]\n[[port]]\nname = \"p0\"",
         );
-        let refused = live_changes(&running, &grouped).unwrap_err();
-        assert_eq!((refused.key.as_str(), refused.problem.as_str()), ("group", NOT_LIVE_YET));
+        assert_eq!(live_changes(&running, &grouped), Ok(vec!["groups"]), "a group is live");
+        let moved = edited("peer_mac = \"02:00:00:00:10:01\"", "peer_mac = \"02:00:00:00:10:09\"");
+        assert_eq!(live_changes(&running, &moved), Ok(vec!["port peer_mac"]), "a peer's MAC is live");
     }
 }

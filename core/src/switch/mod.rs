@@ -179,6 +179,11 @@ pub struct Switch<P: PacketBuf> {
     /// the groups of the snapshot last taken (`groups_counted`).
     next_hop_slots: Vec<Option<u32>>,
     groups_counted: std::sync::Arc<Vec<crate::pipeline::fib::Group>>,
+    /// The group layout `stats.groups` is laid out by (`Config::group_layout`), and whether the
+    /// FIB in use has the same: between a reload that changes the groups and the control
+    /// plane's FIB that has them, members' frames are not counted rather than miscounted.
+    group_layout: u64,
+    counts_members: bool,
     /// Decisions after which a PFC frame waited on their port (`control_decided`).
     control_decided: u64,
     pub stats: SwitchStats,
@@ -248,6 +253,8 @@ impl<P: PacketBuf> Switch<P> {
             shard,
             next_hop_slots: Vec::new(),
             groups_counted,
+            group_layout: config.group_layout(),
+            counts_members: true,
             control_decided: 0,
             stats: SwitchStats::new(config),
         };
@@ -478,7 +485,7 @@ impl<P: PacketBuf> Switch<P> {
     /// groups of next hops come and go with routes).
     #[inline]
     fn count_member(&mut self, member: Option<(usize, u16)>) {
-        if let Some((group, slot)) = member {
+        if let Some((group, slot)) = member.filter(|_| self.counts_members) {
             if let Some(counts) = self.stats.groups.get_mut(group) {
                 counts[usize::from(slot)] += 1;
             } else if let Some(&Some(entry)) = self.next_hop_slots.get(group) {
@@ -695,11 +702,17 @@ impl<P: PacketBuf> Switch<P> {
 
     pub fn refresh_fib(&mut self, handle: &FibHandle) {
         if self.classifier.refresh(handle) {
-            self.selector.sync(&self.classifier.fib().groups);
-            if !std::sync::Arc::ptr_eq(&self.groups_counted, &self.classifier.fib().groups) {
-                self.count_next_hop_groups();
-            }
+            self.groups_changed();
         }
+    }
+
+    /// After the FIB in use changed: the selector and the counters follow its groups.
+    pub(super) fn groups_changed(&mut self) {
+        self.selector.sync(&self.classifier.fib().groups);
+        if !std::sync::Arc::ptr_eq(&self.groups_counted, &self.classifier.fib().groups) {
+            self.count_next_hop_groups();
+        }
+        self.counts_members = self.classifier.fib().group_layout == self.group_layout;
     }
 
     /// Unlinks the head of a queue, giving back its cells; a lossless group that falls to

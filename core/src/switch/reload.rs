@@ -2,14 +2,15 @@
 //! path, whatever of a new config needs memory (the ACL matchers and their counters, the
 //! buffer plan); `Switch::reconfigure`, which a worker calls between bursts, then only moves
 //! those in and overwrites fixed-size state (the QoS maps, the schedulers, the ECN profiles,
-//! the watchdog, trimming, the CoPP rates, sFlow's rates).
+//! the watchdog, trimming, the CoPP rates, sFlow's rates, the groups' member counters).
 //!
 //! What stays: every queued frame, its charge and its class; PFC state (a pause sent or
 //! received stands until its XON or its timer); the counters, but those of an ACL table
 //! whose rules changed, which start again at zero as SONiC's do when a rule is replaced.
 //! A scheduler starts a fresh DWRR round and a policer a full bucket.
 //!
-//! Invariant: `reconfigure` allocates nothing, and is given only a config that
+//! Invariant: `reconfigure` allocates nothing (but the selector's state for groups that
+//! changed, as a FIB with new groups from the control plane does), and is given only a config that
 //! `config::reload::live_changes` accepted against the running one, so the buffer's
 //! accounting of queued frames (which classes are lossless, which group each is charged to)
 //! is the same before and after.
@@ -38,10 +39,15 @@ pub struct Reconfiguration {
     sampler: Option<Option<Sampler>>,
     /// The new `[control.acl]`; once applied, the one it replaced (freed off the worker).
     control_acl: Option<std::sync::Arc<crate::config::ControlAcl>>,
-    /// Without `[control]`, when the static routes or neighbours changed: the FIB built from
-    /// the new config; once applied, the one it replaced. (With `[control]` the control
-    /// plane's writer takes the change and publishes it as any other.)
+    /// Without `[control]`, when the static routes, neighbours, groups or peer MACs changed:
+    /// the FIB built from the new config; once applied, the one it replaced. (With `[control]`
+    /// the control plane's writer takes the change and publishes it as any other.)
     fib: Option<std::sync::Arc<crate::pipeline::fib::Fib>>,
+    /// When the groups changed: their member counters laid out anew, with, per new group, the
+    /// running group of the same name and members whose counts it keeps; once applied, the
+    /// counters replaced.
+    groups_fresh: Option<Vec<Vec<u64>>>,
+    groups_kept: Vec<Option<usize>>,
 }
 
 impl Reconfiguration {
@@ -57,15 +63,18 @@ impl Reconfiguration {
             sampler: (running.sflow.is_some() != new.sflow.is_some())
                 .then(|| Sampler::new(&new, new.sflow.as_ref().map_or(0, |sflow| u64::from(sflow.collector.port())))),
             control_acl: new.control.as_ref().map(|control| std::sync::Arc::clone(&control.acl)),
-            fib: (new.control.is_none() && (running.routes != new.routes || running.neighbors != new.neighbors)).then(
-                || {
-                    std::sync::Arc::new(crate::pipeline::fib::Fib::new(
-                        &new,
-                        &crate::pipeline::fib::Learned::default(),
-                        1,
-                    ))
-                },
-            ),
+            fib: (new.control.is_none() && crate::config::reload::fib_changed(running, &new)).then(|| {
+                std::sync::Arc::new(crate::pipeline::fib::Fib::new(&new, &crate::pipeline::fib::Learned::default(), 1))
+            }),
+            groups_fresh: (running.groups != new.groups)
+                .then(|| new.groups.iter().map(|group| vec![0; group.members.len()]).collect()),
+            groups_kept: new
+                .groups
+                .iter()
+                .map(|group| {
+                    running.groups.iter().position(|old| (&old.name, &old.members) == (&group.name, &group.members))
+                })
+                .collect(),
             config: new,
         }
     }
@@ -95,9 +104,22 @@ impl<P: PacketBuf> Switch<P> {
         self.watchdog.restoration_ps = u64::from(qos.watchdog.restoration_ms) * 1_000_000_000;
         self.watchdog.action = qos.watchdog.action;
         std::mem::swap(&mut self.control_acl, &mut next.control_acl);
+        let groups_changed = next.groups_fresh.is_some() || next.fib.is_some();
+        if let Some(mut fresh) = next.groups_fresh.take() {
+            for (counts, kept) in fresh.iter_mut().zip(&next.groups_kept) {
+                if let Some(old) = kept.and_then(|old| self.stats.groups.get_mut(old)) {
+                    std::mem::swap(counts, old);
+                }
+            }
+            std::mem::swap(&mut self.stats.groups, &mut fresh);
+            next.groups_fresh = Some(fresh);
+            self.group_layout = config.group_layout();
+        }
         if let Some(fib) = next.fib.take() {
             next.fib = Some(self.classifier.replace_fib(fib));
-            self.selector.sync(&self.classifier.fib().groups);
+        }
+        if groups_changed {
+            self.groups_changed();
         }
         if let Some(control) = &config.control {
             for policers in &mut self.punt_policers {
@@ -173,6 +195,65 @@ mod tests {
         assert!(replaced.fib.is_some_and(|old| old
             .lookup(crate::pipeline::fib::ip_destination("10.77.0.1".parse().unwrap()))
             .is_none()));
+    }
+
+    /// Without a control plane, a reload's groups and peers' MACs take effect from the next
+    /// frame: a group gains a member, a port's peer MAC moves. The group whose name and
+    /// members stay keeps its member counters; the changed one starts again at zero.
+    #[test]
+    fn a_reload_changes_groups_and_peer_macs_from_the_next_frame() {
+        let leaf = |up: &[&str], u0_mac: &str| {
+            Leaf::new("t")
+                .port("p0", 100.0, "")
+                .port_to("u0", 100.0, u0_mac, "")
+                .port_to("u1", 100.0, "02:00:00:00:21:00", "")
+                .port_to("u2", 100.0, "02:00:00:00:22:00", "")
+                .group("steady", &["u2"], "ecmp")
+                .group("up", up, "spray")
+                .group_route("10.1.0.0/16", "steady")
+                .group_route("10.2.0.0/16", "up")
+                .config()
+        };
+        let running = leaf(&["u0"], "02:00:00:00:20:00");
+        let mut switch: Switch<HeapPacket> = Switch::new(&running, 1);
+        let to = |destination: &str| {
+            HeapPacket::new(FrameSpec::rocev2("10.0.0.1".parse().unwrap(), destination.parse().unwrap(), 1).build())
+        };
+        let sent = |switch: &mut Switch<HeapPacket>, egress: usize| {
+            let mut sent = Vec::new();
+            while let Some(packet) = switch.transmit(egress, u64::MAX / 2) {
+                sent.push(packet.data()[..6].to_vec());
+            }
+            sent
+        };
+        for time in 0..2 {
+            assert!(matches!(switch.receive(0, to("10.1.0.1"), time), Received::Queued { egress: 3, .. }));
+            assert!(matches!(switch.receive(0, to("10.2.0.1"), time), Received::Queued { egress: 1, .. }));
+        }
+        assert_eq!(sent(&mut switch, 1), vec![vec![0x02, 0, 0, 0, 0x20, 0]; 2]);
+        assert_eq!(switch.stats.groups, [vec![2], vec![2]]);
+        let new = Arc::new(leaf(&["u0", "u1"], "02:00:00:00:20:09"));
+        assert_eq!(crate::config::reload::live_changes(&running, &new), Ok(vec!["groups", "port peer_mac"]));
+        let replaced = switch.reconfigure(Reconfiguration::prepare(&running, Arc::clone(&new)));
+        assert_eq!(
+            replaced.groups_fresh,
+            Some(vec![vec![0], vec![2]]),
+            "handed back: up's old counters; steady's moved into the new ones"
+        );
+        // Spraying over both members now, to u0's new MAC.
+        let mut egresses = Vec::new();
+        for time in 2..6 {
+            if let Received::Queued { egress, .. } = switch.receive(0, to("10.2.0.1"), time) {
+                egresses.push(egress);
+            }
+        }
+        egresses.sort_unstable();
+        egresses.dedup();
+        assert_eq!(egresses, [1, 2], "sprayed over u0 and u1");
+        assert!(sent(&mut switch, 1).iter().all(|mac| mac[..] == [0x02, 0, 0, 0, 0x20, 9]));
+        assert!(matches!(switch.receive(0, to("10.1.0.1"), 6), Received::Queued { egress: 3, .. }));
+        assert_eq!(switch.stats.groups[0], [3], "steady kept its count");
+        assert_eq!(switch.stats.groups[1].iter().sum::<u64>(), 4, "up started again: {:?}", switch.stats.groups);
     }
 
     #[test]

@@ -679,6 +679,9 @@ impl FibThread {
         // it took: after a restart, the time to the full FIB).
         let mut reading = Some(Instant::now());
         let mut next_peers = Instant::now();
+        // Since a reload asked for a new writer, until it holds the kernel's tables whole: the
+        // snapshot published before stays in force meanwhile.
+        let mut rebuilding: Option<Instant> = None;
         while !self.stop.load(Ordering::Relaxed) {
             let started = Instant::now();
             let within = if reading.is_some() { PUBLISH_WITHIN_FIRST_READ } else { PUBLISH_WITHIN };
@@ -697,13 +700,36 @@ impl FibThread {
             }
             let reloads = std::mem::take(&mut *self.link.fib_reloads.lock().expect("FIB reloads"));
             for (running, new) in reloads {
-                self.writer.reconfigure(&running, &new);
+                if crate::config::reload::fib_layout_changed(&running, &new) {
+                    // The groups lead the FIB's group table, and the kernel's routes may share
+                    // their entries: a new writer is filled by a fresh dump, published whole.
+                    let peers = self.writer.kernel_peers().to_vec();
+                    self.writer = FibWriter::mirroring(&new);
+                    self.writer.set_kernel_peers(peers);
+                    if let Err(err) = self.sync.rebuild(&self.writer) {
+                        tracing::warn!("control: netlink: {err}");
+                    }
+                    rebuilding.get_or_insert_with(Instant::now);
+                } else {
+                    self.writer.reconfigure(&running, &new);
+                }
             }
             if Instant::now() >= next_peers {
                 next_peers = Instant::now() + PEERS_EVERY;
                 self.read_peers();
             }
-            let changed = self.writer.take_changed();
+            let mut changed = self.writer.take_changed();
+            if let Some(since) = rebuilding {
+                changed = self.sync.synced();
+                if changed {
+                    rebuilding = None;
+                    tracing::info!(
+                        "control: the FIB laid out for the reloaded groups: {} routes read again, {:.1} ms",
+                        self.writer.routes(),
+                        since.elapsed().as_secs_f64() * 1e3
+                    );
+                }
+            }
             if changed {
                 generation += 1;
                 self.link.fib.publish(self.writer.snapshot(generation));

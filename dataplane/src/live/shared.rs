@@ -201,7 +201,7 @@ impl Shared {
         }
         self.remap_cleared_acls(&running, &new);
         if let Some(link) = &self.control_link {
-            if running.routes != new.routes || running.neighbors != new.neighbors {
+            if crate::config::reload::fib_changed(&running, &new) {
                 link.reconfigure_fib(Arc::clone(&running), Arc::clone(&new));
             }
         }

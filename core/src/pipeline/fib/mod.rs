@@ -285,6 +285,9 @@ pub struct Fib {
     control_peers: Arc<Vec<(Option<u16>, IpAddr)>>,
     /// Counts up from 1 with each snapshot published by one writer.
     pub generation: u64,
+    /// Which config's groups lead `groups` (`Config::group_layout`): the switch counts their
+    /// members' frames only into counters laid out for the same.
+    pub group_layout: u64,
 }
 
 /// The FIB's answer for one destination (`Fib::explain`).

@@ -165,6 +165,7 @@ impl FibWriter {
                 objects: Arc::new(std::collections::HashMap::new()),
                 control_peers: Arc::new(Vec::new()),
                 generation: 0,
+                group_layout: config.group_layout(),
             },
             ports: config.ports.len(),
             peer_macs: config.ports.iter().map(|port| port.peer_mac).collect(),
@@ -241,6 +242,11 @@ impl FibWriter {
     pub fn snapshot(&mut self, generation: u64) -> Fib {
         self.fib.generation = generation;
         self.fib.clone()
+    }
+
+    /// The kernel's BGP peers last set.
+    pub fn kernel_peers(&self) -> &[(Option<u16>, IpAddr)] {
+        &self.kernel_peers
     }
 
     /// The kernel's BGP peers, each on its port (a link-local peer) or any; with the config's

@@ -246,6 +246,11 @@ impl KernelTables {
         Self { interfaces, ..Self::default() }
     }
 
+    /// Tables for the same ports, holding nothing yet.
+    pub fn fresh(&self) -> Self {
+        Self::new(self.interfaces.clone())
+    }
+
     pub fn port_of(&self, interface: u32) -> Option<usize> {
         self.interfaces.iter().position(|&index| index == interface)
     }

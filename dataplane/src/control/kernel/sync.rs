@@ -115,6 +115,19 @@ impl Sync {
         self.dump_again(writer)
     }
 
+    /// Forgets what the kernel said and dumps every table again into `writer`, a new one
+    /// (a reload changed what the FIB is laid out by: the groups, the peers' MACs); `synced`
+    /// says when it holds everything again. A dump under way ends first.
+    pub fn rebuild(&mut self, writer: &FibWriter) -> io::Result<()> {
+        self.tables = self.tables.fresh();
+        self.stale = None;
+        if self.dumping || self.next_dump < DUMPS.len() {
+            self.resync_after = true;
+            return Ok(());
+        }
+        self.dump_again(writer)
+    }
+
     /// Dumps every table again (messages were not lost: the kernel changed what only a dump
     /// shows); what the dumps do not report is removed once they end.
     fn dump_again(&mut self, writer: &FibWriter) -> io::Result<()> {
