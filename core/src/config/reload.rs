@@ -213,6 +213,30 @@ peer_mac = "02:00:00:00:10:01"
         }
     }
 
+    /// Which reloads give a new FIB, and which of those a new layout (the control plane's
+    /// writer built again from a fresh dump).
+    #[test]
+    fn routes_neighbours_groups_and_peer_macs_change_the_fib_and_groups_and_macs_its_layout() {
+        let running = config(BASE);
+        let route = "[[route]]\nprefix = \"10.9.0.0/16\"\nport = \"p0\"\n[[port]]\nname = \"p0\"";
+        let neighbor =
+            "[[neighbor]]\nport = \"p0\"\nip = \"10.0.0.9\"\nmac = \"02:00:00:00:10:09\"\n[[port]]\nname = \"p0\"";
+        let group = "[[group]]\nname = \"g\"\nports = [\"p0\", \"p1\"]\n[[port]]\nname = \"p0\"";
+        let cases = [
+            (("pmax = 0.1", "pmax = 0.2"), (false, false)),
+            (("[[port]]\nname = \"p0\"", route), (true, false)),
+            (("[[port]]\nname = \"p0\"", neighbor), (true, false)),
+            (("[[port]]\nname = \"p0\"", group), (true, true)),
+            (("peer_mac = \"02:00:00:00:10:00\"", "peer_mac = \"02:00:00:00:10:07\""), (true, true)),
+            (("peer_mac = \"02:00:00:00:10:01\"", "peer_mac = \"02:00:00:00:10:07\""), (true, true)),
+        ];
+        for ((from, to), expected) in cases {
+            let new = edited(from, to);
+            assert_ne!(new, running, "{to}");
+            assert_eq!((fib_changed(&running, &new), fib_layout_changed(&running, &new)), expected, "{to}");
+        }
+    }
+
     #[test]
     fn a_change_that_needs_a_restart_names_its_key() {
         let running = config(BASE);

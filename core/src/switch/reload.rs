@@ -256,6 +256,40 @@ mod tests {
         assert_eq!(switch.stats.groups[1].iter().sum::<u64>(), 4, "up started again: {:?}", switch.stats.groups);
     }
 
+    /// With a control plane, the FIB with a reload's groups comes later, from its writer: until
+    /// then members' frames are not counted (the counters are laid out for the new groups, the
+    /// FIB in use for the old), and from then on they are, into the new layout.
+    #[test]
+    fn with_a_control_plane_members_count_again_once_the_fib_has_the_new_groups() {
+        let leaf = |up: &[&str]| {
+            Leaf::new("t")
+                .port("p0", 100.0, "")
+                .port_to("u0", 100.0, "02:00:00:00:20:00", "")
+                .port_to("u1", 100.0, "02:00:00:00:21:00", "")
+                .group("up", up, "ecmp")
+                .group_route("10.2.0.0/16", "up")
+                .tables("[control]")
+                .config()
+        };
+        let running = leaf(&["u0"]);
+        let mut switch: Switch<HeapPacket> = Switch::new(&running, 1);
+        let to =
+            || HeapPacket::new(FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.2.0.1".parse().unwrap(), 1).build());
+        assert!(matches!(switch.receive(0, to(), 0), Received::Queued { .. }));
+        assert_eq!(switch.stats.groups, [vec![1]]);
+        let new = Arc::new(leaf(&["u0", "u1"]));
+        assert_ne!(running.group_layout(), new.group_layout(), "a member more is another layout");
+        assert_eq!(running.group_layout(), leaf(&["u0"]).group_layout(), "the same groups, the same layout");
+        switch.reconfigure(Reconfiguration::prepare(&running, Arc::clone(&new)));
+        assert!(matches!(switch.receive(0, to(), 1), Received::Queued { .. }));
+        assert_eq!(switch.stats.groups, [vec![0, 0]], "not counted against a member of the old FIB's group");
+        let fib = crate::pipeline::fib::Fib::new(&new, &crate::pipeline::fib::Learned::default(), 2);
+        switch.classifier.replace_fib(Arc::new(fib));
+        switch.groups_changed();
+        assert!(matches!(switch.receive(0, to(), 2), Received::Queued { .. }));
+        assert_eq!(switch.stats.groups[0].iter().sum::<u64>(), 1, "counted again");
+    }
+
     #[test]
     fn a_reload_moves_new_frames_to_the_new_class_and_keeps_what_is_queued() {
         let running = leaf("10 = 1, default = 0 }\nlossless = [3]", "");
