@@ -18,7 +18,10 @@
 //!   workers let go of. It also reads the TAPs' own state: `ip link set PORT down/up` and
 //!   `mtu N` shut, open or re-size the port (`link::PortStates`); the kernel's BGP peers every
 //!   `PEERS_EVERY` (`kernel::peers`, for `[control.acl]`); and a reload's static routes and
-//!   neighbours (`ControlLink::reconfigure_fib`).
+//!   neighbours (`ControlLink::reconfigure_fib`). A reload that changes the groups or a peer's
+//!   MAC gets a new writer, filled by a fresh dump and published once whole. A take-over
+//!   starts this thread first (`prepare`), so that the kernel's tables are read whole before
+//!   the switch it replaces hands over; a plain start opens the TAPs first (`start`).
 //!
 //! Neither waits for the other: they share only the FIB handle and their counters, each
 //! writing its own fields. The control thread runs in the real-time FIFO class (priority 1;

@@ -14,7 +14,8 @@
 //! forwarded less than one run-to-completion core; perf/RESULTS.md.)
 //!
 //! The main lcore starts ports, sums the workers' counters and prints them, watches for
-//! SIGINT/SIGTERM or the end of `--duration`, and tears down.
+//! SIGINT/SIGTERM, a take-over's request to hand over (`take_over`) or the end of
+//! `--duration`, and tears down.
 //!
 //! Each egress port is shaped to its configured speed: a frame may leave when the port's
 //! virtual link is free, allowing a lookahead window of one tx burst of maximum standard frames
