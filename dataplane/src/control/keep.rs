@@ -249,6 +249,8 @@ fn serve(listener: &UnixListener, ports: &[String]) -> Option<UnixStream> {
     let mut attached: Option<(UnixStream, String)> = None;
     let mut keep_for = FIRST_ATTACH_WITHIN;
     let mut alone_since = Some(Instant::now());
+    // The attached switch said a switch takes over from it.
+    let mut handing_over = false;
     loop {
         let mut fds = vec![listener.as_raw_fd()];
         fds.extend(attached.as_ref().map(|(stream, _)| stream.as_raw_fd()));
@@ -271,6 +273,7 @@ fn serve(listener: &UnixListener, ports: &[String]) -> Option<UnixStream> {
                 // A switch taking over follows: whatever the keep time, wait for it to attach.
                 Some("hand-over") => {
                     keep_for = keep_for.max(FIRST_ATTACH_WITHIN);
+                    handing_over = true;
                     attached = Some((stream, pid));
                 }
                 // Anything else, or the end: the switch is gone.
@@ -286,6 +289,15 @@ fn serve(listener: &UnixListener, ports: &[String]) -> Option<UnixStream> {
             let Ok((mut stream, _)) = listener.accept() else { continue };
             let _ = stream.set_read_timeout(Some(ANSWER_WITHIN));
             let line = read_line(&stream).unwrap_or_default();
+            if handing_over && line.starts_with("attach ") {
+                // The switch taking over: the one handing over is on its way out (its end may
+                // not have been read yet); it gets `ANSWER_WITHIN` to go.
+                if let Some((old, _)) = attached.take() {
+                    let _ = old.set_read_timeout(Some(ANSWER_WITHIN));
+                    while read_line(&old).is_some() {}
+                }
+                handing_over = false;
+            }
             let mut words = line.split(' ');
             match (words.next(), &attached) {
                 (Some("attach" | "release"), Some((_, pid))) => {
@@ -389,10 +401,15 @@ mod tests {
         let mut first = client(&path);
         assert_eq!(say(&mut first, "attach 11 0"), "kept host0,up0");
         first.write_all(b"hand-over\n").unwrap();
+        // The switch taking over may ask before the keeper has read the first one's end: the
+        // keeper waits for it rather than answer busy.
+        let mut next = client(&path);
+        next.write_all(b"attach 12 0\n").unwrap();
         drop(first);
         // Without the hand-over, a keep time of zero would have ended the keeper here.
-        let mut next = client(&path);
-        assert_eq!(say(&mut next, "attach 12 0"), "kept host0,up0", "the switch taking over finds them");
+        let mut answer = String::new();
+        BufReader::new(&next).read_line(&mut answer).unwrap();
+        assert_eq!(answer.trim_end(), "kept host0,up0", "the switch taking over finds them");
         drop(next);
         assert!(serving.join().unwrap().is_none(), "its own keep time of zero applies again");
     }

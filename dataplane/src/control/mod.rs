@@ -353,24 +353,31 @@ impl ControlPlane {
                 }
             })
         };
-        match spawned {
-            Ok(thread) => self.threads.push(thread),
-            Err(err) => {
-                self.stop();
-                return Err(format!("cannot start the FIB thread: {err}"));
+        self.await_thread(spawned, &ready_rx, "FIB", "its netlink socket was open")
+    }
+
+    /// Keeps a thread just spawned and waits for its first word: ready, or what failed, which
+    /// stops everything started so far.
+    fn await_thread(
+        &mut self,
+        spawned: io::Result<JoinHandle<()>>,
+        ready: &mpsc::Receiver<Result<(), String>>,
+        thread: &str,
+        before: &str,
+    ) -> Result<(), String> {
+        let failed = match (spawned, ready) {
+            (Err(err), _) => format!("cannot start the {thread} thread: {err}"),
+            (Ok(handle), ready) => {
+                self.threads.push(handle);
+                match ready.recv() {
+                    Ok(Ok(())) => return Ok(()),
+                    Ok(Err(err)) => err,
+                    Err(_) => format!("the {thread} thread ended before {before}"),
+                }
             }
-        }
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(err)) => {
-                self.stop();
-                Err(err)
-            }
-            Err(_) => {
-                self.stop();
-                Err("the FIB thread ended before its netlink socket was open".into())
-            }
-        }
+        };
+        self.stop();
+        Err(failed)
     }
 
     /// After `prepare`: takes the interfaces over from the keeper and starts the control thread
@@ -436,21 +443,7 @@ impl ControlPlane {
                 }
             })
         };
-        match spawned {
-            Ok(thread) => self.threads.push(thread),
-            Err(err) => return Err(format!("cannot start the control thread: {err}")),
-        }
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(err)) => {
-                self.stop();
-                Err(err)
-            }
-            Err(_) => {
-                self.stop();
-                Err("the control thread ended before its interfaces were up".into())
-            }
-        }
+        self.await_thread(spawned, &ready_rx, "control", "its interfaces were up")
     }
 
     /// A switch taking over follows: stopping leaves the interfaces with the keeper, whatever
