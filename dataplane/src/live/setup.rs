@@ -213,9 +213,7 @@ impl Resources {
                 // so that this one forwards by the whole FIB from its first frame.
                 early_control = control_link.as_ref().and_then(|link| read_tables_early(config, link));
                 let lock = running.complete()?;
-                let probing = Instant::now();
                 take_over::probe_ports(config)?;
-                take_over::log_probed(probing, config.ports.len());
                 (every_device_sends_chains(config)?, lock)
             }
         };
@@ -238,18 +236,7 @@ impl Resources {
         // The links are read before the control plane starts, so that it sets each host
         // interface's carrier from the truth: one taken over in a restart does not flap.
         let link_watch = start_link_watch(config, &ports, &port_states, control_link.as_ref())?;
-        let control = match early_control.take() {
-            Some(mut plane) => {
-                let pools = control::Pools { small: Arc::clone(&pool), jumbo: jumbo.clone() };
-                plane
-                    .take_interfaces(config, Arc::clone(&port_states), pools)
-                    .map_err(|problem| DpdkError { context: "control".into(), problem })?;
-                let netns = config.control.as_ref().map_or("", |control| control.netns.as_str());
-                tracing::info!("control: a host interface per port in network namespace {netns} (ip -n {netns} link)");
-                Some(plane)
-            }
-            None => start_control(config, &port_states, &pool, jumbo.as_ref(), control_link)?,
-        };
+        let control = start_control(config, &port_states, &pool, jumbo.as_ref(), control_link, early_control)?;
         Ok(Self {
             metrics: None,
             capture: None,
@@ -520,18 +507,24 @@ fn control_link(config: &Config) -> Result<Option<Arc<ControlLink>>, DpdkError> 
     Ok(Some(Arc::new(link)))
 }
 
-/// `[control]`: the host interfaces in their namespace, and the control and FIB threads.
+/// `[control]`: the host interfaces in their namespace, and the control and FIB threads (a
+/// take-over's FIB thread, `prepared`, already runs).
 fn start_control(
     config: &Config,
     port_states: &Arc<PortStates>,
     pool: &Arc<Mempool>,
     jumbo: Option<&Arc<Mempool>>,
     link: Option<Arc<ControlLink>>,
+    prepared: Option<ControlPlane>,
 ) -> Result<Option<ControlPlane>, DpdkError> {
     let (Some(control_config), Some(link)) = (&config.control, link) else { return Ok(None) };
     let pools = control::Pools { small: Arc::clone(pool), jumbo: jumbo.cloned() };
-    let plane = ControlPlane::start(config, Arc::clone(port_states), pools, link)
-        .map_err(|problem| DpdkError { context: "control".into(), problem })?;
+    let started = match prepared {
+        // A take-over's, its FIB thread running since before the hand-over.
+        Some(mut plane) => plane.take_interfaces(config, Arc::clone(port_states), pools).map(|()| plane),
+        None => ControlPlane::start(config, Arc::clone(port_states), pools, link),
+    };
+    let plane = started.map_err(|problem| DpdkError { context: "control".into(), problem })?;
     tracing::info!(
         "control: a host interface per port in network namespace {} (ip -n {} link)",
         control_config.netns,

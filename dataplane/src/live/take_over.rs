@@ -160,19 +160,17 @@ pub fn arguments(args: &[String], config: &Config, prefix: &str) -> Vec<String> 
     out
 }
 
-/// Creates every port's device once the switch before has let it go.
+/// Creates every port's device once the switch before has let it go, and logs how long it
+/// took (the larger part of a take-over's gap).
 pub fn probe_ports(config: &Config) -> Result<(), DpdkError> {
+    let probing = Instant::now();
     for port in &config.ports {
         let devargs = port.device.as_deref().unwrap_or_default();
         Port::probe(devargs)
             .map_err(|err| DpdkError { context: format!("port '{}'", port.name), problem: err.problem })?;
     }
+    tracing::info!("take-over: {} port(s) probed in {} ms", config.ports.len(), probing.elapsed().as_millis());
     Ok(())
-}
-
-/// How long a probe of every port took, for the log.
-pub fn log_probed(started: Instant, ports: usize) {
-    tracing::info!("take-over: {ports} port(s) probed in {} ms", started.elapsed().as_millis());
 }
 
 #[cfg(test)]
