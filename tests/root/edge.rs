@@ -234,16 +234,29 @@ fn a_port_follows_its_links_carrier_and_the_operators_shutdown() {
 /// A flood of pings and ARP requests at the switch's own address is policed per port and
 /// class; forwarding between the hosts goes on untouched, and the counters show what each
 /// class's policer dropped.
+///
+/// How much of the flood reaches the switch is the kernel's doing: the ARP requests and
+/// host0's ping replies share host0's veth backlog and the packet socket's ring, and beside a
+/// busy neighbour (`make test-stressed`) the kernel drops from 60% to 85% of the flood there,
+/// before raceway sees it. So the test holds raceway to what it received: the policers
+/// passed no more than their rate over the flood's time and dropped the rest (at least four
+/// times what they passed), every ping request that crossed the quiet link was forwarded
+/// into the flooded port, and raceway dropped nothing it should have forwarded. Host1's
+/// pings must mostly come back (a reply can be lost in host0's backlog, before the switch).
 #[test]
 fn a_flood_at_the_switch_is_policed_and_forwarding_goes_on() {
     let _alone = alone();
     let mut lab = Lab::new("rwb");
     lab.host(0);
     lab.host(1);
-    let copp = "[control.copp.arp]\npps = 200\nburst = 50\n[control.copp.ip2me]\npps = 200\nburst = 50";
-    lab.start(&lab.config(2, copp), &["host0", "host1"]);
+    let (pps, burst) = (200, 50);
+    let copp = format!(
+        "[control.copp.arp]\npps = {pps}\nburst = {burst}\n[control.copp.ip2me]\npps = {pps}\nburst = {burst}"
+    );
+    lab.start(&lab.config(2, &copp), &["host0", "host1"]);
     // Resolve both ways first, then flood the gateway while host1 pings host0 across.
     assert!(ping(&lab, 1, &["-c", "1", "-W", "2", "10.0.0.2"]).status.success());
+    let flood_started = Instant::now();
     let ns0 = lab.netns("h0");
     let mut flood = Command::new("ip")
         .args(["netns", "exec", &ns0, "ping", "-f", "-c", "20000", "-W", "1", "10.0.0.1"])
@@ -263,10 +276,13 @@ fn a_flood_at_the_switch_is_policed_and_forwarding_goes_on() {
     let _ = flood.kill();
     let _ = flood.wait();
     assert!(arps.wait().unwrap().success(), "the ARP flood ran");
-    let text = String::from_utf8_lossy(&across.stdout);
-    assert!(across.status.success() && text.contains(" 0% packet loss"), "forwarding during the flood: {text}");
     let stats = lab.stop();
-    let host0 = &stats["ports"]["host0"];
+    // Everything the policers could have let through, from the flood's start to the switch's
+    // stop, plus the buckets' bursts; the first ping's ARP and ICMP came before it.
+    let flood_seconds = flood_started.elapsed().as_secs_f64();
+    let text = String::from_utf8_lossy(&across.stdout);
+    let replies = text.lines().filter(|line| line.contains("bytes from 10.0.0.2")).count();
+    let (host0, host1) = (&stats["ports"]["host0"], &stats["ports"]["host1"]);
     let policed = host0["drops"]["punt_policed"].as_u64().unwrap();
     let class = |counter: &str, class: &str| host0[counter][class].as_u64().unwrap();
     assert!(class("policed", "ip2me") > 0 && class("policed", "arp") > 0, "each flood was policed: {host0}");
@@ -274,9 +290,21 @@ fn a_flood_at_the_switch_is_policed_and_forwarding_goes_on() {
     let (ip2me, arp) = (class("punted", "ip2me"), class("punted", "arp"));
     assert!(ip2me > 0, "some pings still reached the kernel: {host0}");
     assert!(arp > 0, "{host0}");
-    // 200 frames/s and a burst of 50 per class over the few seconds of the test: the policers
-    // passed a few hundred of the ~20,000 ARP requests and of the pings.
-    assert!(arp + ip2me < 3_000 && policed > 10_000, "policed {policed}, passed {}: {host0}", arp + ip2me);
+    let most_passed = (pps as f64 * flood_seconds) as u64 + burst + 5;
+    assert!(arp <= most_passed && ip2me <= most_passed, "a policer passed more than its rate over {flood_seconds:.1} s: {host0}");
+    assert!(policed > 4 * (arp + ip2me), "policed {policed}, passed {}: {host0}", arp + ip2me);
+    for (port, counters) in [("host0", host0), ("host1", host1)] {
+        let dropped: Vec<_> = counters["drops"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(reason, count)| *reason != "punt_policed" && count.as_u64() != Some(0))
+            .collect();
+        assert!(dropped.is_empty(), "{port} dropped frames it should have forwarded: {dropped:?}");
+    }
+    let forwarded_to_host0 = host0["queues"][0]["tx_packets"].as_u64().unwrap();
+    assert!(forwarded_to_host0 >= 20, "every request from host1 was forwarded into the flooded port: {host0}");
+    assert!(replies >= 15, "forwarding during the flood: {text}");
     assert_eq!(stats["mbufs"]["pool"], stats["mbufs"]["available_at_exit"]);
 }
 
