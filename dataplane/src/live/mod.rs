@@ -236,12 +236,13 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions, ports: PortsF
     let mut final_stats = shared.snapshot();
     let unsent = *shared.unsent.lock().expect("unsent lock");
     drop(supervisor);
-    if shared.handing_over.load(std::sync::atomic::Ordering::Relaxed) {
+    let handing_over = shared.handing_over.load(std::sync::atomic::Ordering::Relaxed);
+    if handing_over {
         if let Some(plane) = resources.control.as_mut() {
             plane.leave_to_successor();
         }
     }
-    let closed = resources.close(&mut final_stats, started, || {
+    let closed = resources.close(&mut final_stats, started, handing_over, || {
         if let Some(dump) = &fib_dump {
             dump.write();
         }

@@ -284,11 +284,13 @@ impl Resources {
 
     /// After the workers stopped: closes everything in teardown order and counts the mbufs
     /// back in the pools. `stats` gets the control plane's final counters; `dump_fib` runs
-    /// while the control plane still publishes the FIB.
+    /// while the control plane still publishes the FIB; `handing_over` says a successor waits
+    /// for the ports.
     pub fn close(
         self,
         stats: &mut SwitchStats,
         started: Instant,
+        handing_over: bool,
         dump_fib: impl FnOnce(),
     ) -> Result<Closed, DpdkError> {
         let Self {
@@ -346,7 +348,7 @@ impl Resources {
             drop(control);
         });
         // A switch taking over opens the ports from here on.
-        drop(ports_lock);
+        ports_lock.let_go(handing_over);
         drop(port_states);
         // Both pools: what is missing from either at exit leaked.
         let pools = std::iter::once(&pool).chain(jumbo.as_ref());

@@ -65,6 +65,7 @@ impl TakeOver {
         drop(self.client);
         // flock has no timeout: it waits on a thread of its own, and this one on the thread.
         let path = self.lock.clone();
+        let path_taken = self.lock.clone();
         let (locked, taken) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("raceway-take-over".into())
@@ -78,7 +79,7 @@ impl TakeOver {
                     "take-over: pid {pid} closed its ports {} ms after it was asked",
                     asked.elapsed().as_millis()
                 );
-                Ok(PortsLock { _held: Some(file) })
+                Ok(PortsLock { held: Some((file, path_taken)) })
             }
             Ok(Ok(None)) => Err(fail("the ports lock was not taken".into())),
             Ok(Err(err)) => Err(fail(format!("{}: {err}", self.lock.display()))),
@@ -100,8 +101,8 @@ pub enum PortsFrom {
 /// Held while this process has the ports open: a switch taking over waits for it.
 #[derive(Debug)]
 pub struct PortsLock {
-    /// The locked file; closing it lets the lock go.
-    _held: Option<std::fs::File>,
+    /// The locked file and its path; closing it lets the lock go.
+    held: Option<(std::fs::File, std::path::PathBuf)>,
 }
 
 impl PortsLock {
@@ -110,15 +111,28 @@ impl PortsLock {
     pub fn take(prefix: &str) -> Self {
         let path = ports_lock_path(prefix);
         match crate::linux::lock_file(&path, false) {
-            Ok(Some(file)) => Self { _held: Some(file) },
+            Ok(Some(file)) => Self { held: Some((file, path)) },
             Ok(None) => {
                 tracing::warn!("{}: held by another switch on this config's prefix", path.display());
-                Self { _held: None }
+                Self { held: None }
             }
             Err(err) => {
                 tracing::warn!("{}: {err}; a take-over would not know when the ports are closed", path.display());
-                Self { _held: None }
+                Self { held: None }
             }
+        }
+    }
+
+    /// Lets go of the lock once the ports are closed. With no successor waiting on it, the
+    /// file goes too, removed while still locked: a switch starting later creates it anew, and
+    /// none is waiting on the old one (a successor waits only after its hand-over was
+    /// answered, and the answers stopped before the ports closed).
+    pub fn let_go(self, successor_waits: bool) {
+        if let Some((file, path)) = self.held {
+            if !successor_waits {
+                let _ = std::fs::remove_file(&path);
+            }
+            drop(file);
         }
     }
 }

@@ -312,6 +312,9 @@ fn sighup_reloads_and_sigterm_stops_cleanly_with_stats_written() {
     assert!(status.success(), "exit {status:?}: {stderr}");
     // The EAL's runtime directory went with the process (the EAL itself leaves it).
     assert!(!runtime_dir.exists(), "{} left behind", runtime_dir.display());
+    // And so did the ports lock a switch taking over would have waited on.
+    let ports_lock = runtime_dir.with_file_name(format!("raceway-{prefix}.ports.lock"));
+    assert!(!ports_lock.exists(), "{} left behind", ports_lock.display());
     let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
     assert_eq!(stats["mbufs"]["available_at_exit"], stats["mbufs"]["pool"], "mbufs leaked: {stderr}");
     let rx = stats["ports"]["host0"]["rx_packets"].as_u64().unwrap();
