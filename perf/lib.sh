@@ -128,12 +128,12 @@ bench_acl() {
 # each) one on each, the out port on the second, so the first's frames all cross to it.
 # CONTROL "-control" adds an idle [control]; "-acl" binds bench_acl's 100 rules, none of which
 # the trace matches, to the in port. Writes its config, stats and log under $OUT.
-# DURATION is the calling script's.
-#   raceway_mpps SIZE CORES [CONTROL] [BINARY]
+# DURATION is the calling script's. TRACE replaces $OUT/flows-SIZE.pcap.
+#   raceway_mpps SIZE CORES [CONTROL] [BINARY] [TRACE]
 raceway_mpps() {
-  local size=$1 cores=$2 control=${3:-} binary=${4:-$RACEWAY}
+  local size=$1 cores=$2 control=${3:-} binary=${4:-$RACEWAY} trace=${5:-$OUT/flows-$1.pcap}
   local config="$OUT/raceway-$1-$2$control.toml" stats="$OUT/raceway-$1-$2$control.json"
-  local lcores="0-1" rx="rx_pcap=$OUT/flows-$size.pcap" extra=""
+  local lcores="0-1" rx="rx_pcap=$trace" extra=""
   if [ "$cores" = 2 ]; then lcores="0@0,1@1,2@0" rx="$rx,$rx" extra="rx_queues = 2"; fi
   cat >"$config" <<TOML
 [switch]

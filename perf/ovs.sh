@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Open vSwitch with DPDK (Debian's openvswitch-switch-dpdk) forwarding a trace on the vdevs
+# raceway's benchmarks use: net_pcap replaying TRACE forever (infinite_rx=1) into net_null
+# (no-rx=1), one PMD core (CPU 1; the main thread on CPU 0). Run by hand, with its own
+# database, sockets, logs and EAL file prefix under a directory of its own, and
+# `--no-huge --legacy-mem`. Prints "Mpps cycles-per-frame": the rate from the out port's
+# tx_packets over the measured seconds, the cycles from OVS's own counters
+# (`dpif-netdev/pmd-stats-show`, processing cycles per packet). The first 2 s are warm-up.
+#
+# FLOW is one of:
+#   p2p  every frame from the in port to the out port (`in_port=1,actions=output:2`);
+#   l3   a router's work: the destination prefix matched, both MACs set, the TTL decremented
+#        (with the IPv4 checksum), out of the out port. With a trace of many flows (`raceway
+#        gen flows --flows 10000`), OVS's exact-match cache misses and its megaflow
+#        classifier works.
+#
+#   perf/ovs.sh FLOW TRACE DURATION_S WORKDIR
+#
+# Installs openvswitch-switch-dpdk if missing (as make deps does other tools), and never
+# starts its system service: the daemons here are the script's own and stopped at exit.
+set -euo pipefail
+flow=${1:?flow: p2p or l3} trace=${2:?trace} duration=${3:?duration in s} work=${4:?work dir}
+VSWITCHD=/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk
+if [ ! -x "$VSWITCHD" ]; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    openvswitch-switch-dpdk >/dev/null
+fi
+case "$flow" in
+  p2p) rule="in_port=1,actions=output:2" ;;
+  l3) rule="ip,nw_dst=10.0.1.0/24,actions=mod_dl_src:02:00:00:00:00:01,mod_dl_dst:02:00:00:00:01:00,dec_ttl,output:2" ;;
+  *) echo "error: perf/ovs.sh: flow '$flow': expected p2p or l3" >&2; exit 2 ;;
+esac
+[ "$duration" -gt 2 ] || { echo "error: perf/ovs.sh: duration '$duration': more than the 2 s of warm-up" >&2; exit 2; }
+dir=$(mktemp -d "$work/ovs.XXXXXX")
+dir=$(cd "$dir" && pwd)
+prefix="ovs-$$"
+export OVS_RUNDIR=$dir OVS_LOGDIR=$dir OVS_DBDIR=$dir
+vsctl() { ovs-vsctl --db="unix:$dir/db.sock" "$@"; }
+appctl() { ovs-appctl -t "$dir/vswitchd.ctl" "$@"; }
+stop() {
+  local daemon pid
+  for daemon in vswitchd ovsdb; do
+    pid=$(cat "$dir/$daemon.pid" 2>/dev/null) || continue
+    kill "$pid" 2>/dev/null || continue
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  done
+  # ovs-vswitchd's EAL leaves its runtime directory behind, as testpmd does.
+  local base=/var/run/dpdk
+  [ "$(id -u)" = 0 ] || base=${XDG_RUNTIME_DIR:-/tmp}/dpdk
+  rm -rf "${base:?}/$prefix"
+}
+trap stop EXIT
+ovsdb-tool create "$dir/conf.db" /usr/share/openvswitch/vswitch.ovsschema
+ovsdb-server --remote="punix:$dir/db.sock" --pidfile="$dir/ovsdb.pid" --unixctl="$dir/ovsdb.ctl" \
+  --log-file="$dir/ovsdb.log" --detach --no-chdir "$dir/conf.db" 2>>"$dir/stderr.log"
+vsctl --no-wait init
+vsctl --no-wait set Open_vSwitch . other_config:dpdk-init=true other_config:dpdk-lcore-mask=0x1 \
+  other_config:pmd-cpu-mask=0x2 \
+  "other_config:dpdk-extra=--no-huge --legacy-mem -m 1024 --no-pci --no-shconf --file-prefix $prefix"
+"$VSWITCHD" "unix:$dir/db.sock" --pidfile="$dir/vswitchd.pid" --unixctl="$dir/vswitchd.ctl" \
+  --log-file="$dir/vswitchd.log" --detach --no-chdir 2>>"$dir/stderr.log"
+vsctl add-br br0 -- set bridge br0 datapath_type=netdev
+vsctl add-port br0 in -- set Interface in type=dpdk ofport_request=1 \
+  "options:dpdk-devargs=net_pcap_ovs$$,rx_pcap=$trace,infinite_rx=1"
+vsctl add-port br0 out -- set Interface out type=dpdk ofport_request=2 \
+  "options:dpdk-devargs=net_null_ovs$$,no-rx=1"
+ovs-ofctl del-flows "unix:$dir/br0.mgmt"
+ovs-ofctl add-flow "unix:$dir/br0.mgmt" "$rule"
+sleep 2
+sent() { vsctl get Interface out statistics:tx_packets; }
+appctl dpif-netdev/pmd-stats-clear >/dev/null
+before=$(sent) started=$(date +%s.%N)
+sleep $((duration - 2))
+after=$(sent) ended=$(date +%s.%N)
+appctl dpif-netdev/pmd-stats-show >"$dir/pmd-stats.txt"
+python3 - "$before" "$after" "$started" "$ended" "$dir/pmd-stats.txt" <<'PY'
+import re, sys
+before, after, started, ended = (float(value) for value in sys.argv[1:5])
+text = open(sys.argv[5]).read()
+# The PMD core's block comes first; the main thread forwards nothing.
+cycles = re.search(r"avg processing cycles per packet: ([0-9.]+)", text)
+print("%.2f %s" % ((after - before) / (ended - started) / 1e6, "%.0f" % float(cycles.group(1)) if cycles else "n/a"))
+PY
