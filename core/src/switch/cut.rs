@@ -6,9 +6,19 @@
 //! queued and sent at once. A lossless frame whose charge crosses its group's XOFF point is
 //! queued instead, so that the pause goes out before it. Replay does not cut through.
 //!
+//! The common frame takes the idle path (`passes_idle`, `cut_through_idle`): when its class's
+//! ECN profile does nothing at depth 0 and its admission, made and given back at once, would
+//! change nothing but the peaks (a lossy pool with room; a lossless group below XOFF with no
+//! headroom in use and no XOFF outstanding; no PFC storm dropping the class), the charge is
+//! judged, not made. What it skips could not act: an ECN decision at an empty queue, the
+//! pool's charge and its give-back, the XOFF and XON decisions. Everything else (the peaks,
+//! the scheduler's round, the link time, the counters) moves as on the whole path;
+//! `the_idle_path_ends_where_the_whole_path_does` holds the two to the same end.
+//!
 //! Invariant: a frame cuts through only where it could not have waited behind anything (an
 //! empty port, no PFC frame pending, its class not paused), and a lossless frame crossing
-//! XOFF never does.
+//! XOFF never does; the idle path leaves the buffer, PFC and the generator exactly as the
+//! whole path would.
 
 use super::*;
 
@@ -76,8 +86,7 @@ impl<P: PacketBuf> Switch<P> {
             self.buffer.release_lossy(egress, tc, charge);
         }
         // The scheduler's round moves as if it had picked this frame.
-        let eligible = self.pfc[egress].eligible(now, self.watchdog.action);
-        self.egress[egress].scheduler.select(eligible, 1 << tc, |_| wire_bytes(len) as usize);
+        self.egress[egress].scheduler.charge_alone(tc, wire_bytes(len) as u32);
         if self.ecn.marks_on(tc, MarkOn::Dequeue) {
             match self.ecn.apply(tc, 0, &mut packet, &mut ip, &mut self.rng) {
                 Ok(ce) => marked |= ce,
@@ -91,6 +100,68 @@ impl<P: PacketBuf> Switch<P> {
         stats.queues[tc].tx_packets += 1;
         stats.queues[tc].tx_bytes += len as u64;
         stats.queues[tc].ecn_marked += u64::from(marked);
+        cut.send(egress, packet, arrival_ps);
+        Received::Queued { egress, tc }
+    }
+
+    /// Whether a frame of `len` bytes in class `tc` that may cut through `egress` (its queue
+    /// empty, `ecn.idle_at_empty`) takes the idle path: its admission, made and given back at
+    /// once, would change nothing but the peaks. `Some(Some(charge))`: a lossless frame's
+    /// group charge, for the group's peaks; `Some(None)`: a lossy frame the pool takes;
+    /// `None`: the whole path (a lossy frame refused, a lossless frame that would reach XOFF
+    /// or whose group is in headroom or has an XOFF outstanding, a class the PFC watchdog
+    /// drops).
+    #[inline(always)]
+    pub(super) fn passes_idle(
+        &self,
+        ingress: usize,
+        egress: usize,
+        tc: usize,
+        len: usize,
+    ) -> Option<Option<crate::tm::buffer::GroupCharge>> {
+        let charge = plan::charge(len);
+        if !self.buffer.lossless(tc) {
+            return self.buffer.lossy_passes(egress, tc, charge).then_some(None);
+        }
+        let pg = self.buffer.pg(tc);
+        if self.pfc[egress].storm_drops(tc, self.watchdog.action) || self.pfc[ingress].xoff_outstanding(pg) {
+            return None;
+        }
+        self.buffer.lossless_passes(ingress, pg, charge).map(Some)
+    }
+
+    /// The common frame's way, the idle path (module notes): a frame to an idle port whose
+    /// admission `passes_idle` judged, in a class whose ECN profile does nothing at depth 0.
+    /// It does what `enqueue_at` then `cut_through` would, less what would be undone at once
+    /// or could not act: no ECN decision (none at depth 0), no charge to the pool and back
+    /// (the group's peaks are kept), no PFC decision (no XOFF below the point, no XON without
+    /// one outstanding). The scheduler's round, the link time and every counter move as on
+    /// the whole path.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) fn cut_through_idle(
+        &mut self,
+        ingress: usize,
+        egress: usize,
+        tc: usize,
+        (packet, len): (P, usize),
+        group: Option<crate::tm::buffer::GroupCharge>,
+        arrival_ps: u64,
+        now: u64,
+        cut: &mut impl CutThrough<P>,
+    ) -> Received {
+        if let Some(group) = group {
+            let pg = self.buffer.pg(tc);
+            self.stats.ports[ingress].priority_groups[pg].peak(group.occupancy, group.headroom);
+        }
+        self.stats.ports[egress].queues[tc].peak(len as u64, plan::charge(len));
+        self.egress[egress].scheduler.charge_alone(tc, wire_bytes(len) as u32);
+        self.egress[egress].occupy(now, len);
+        let stats = &mut self.stats.ports[egress];
+        stats.tx_packets += 1;
+        stats.tx_bytes += len as u64;
+        stats.queues[tc].tx_packets += 1;
+        stats.queues[tc].tx_bytes += len as u64;
         cut.send(egress, packet, arrival_ps);
         Received::Queued { egress, tc }
     }
@@ -151,6 +222,209 @@ mod tests {
             cutting.egress[1].scheduler.select(0xff, 0b1001, |_| 100),
             queueing.egress[1].scheduler.select(0xff, 0b1001, |_| 100)
         );
+    }
+
+    /// The idle path against the whole one: p0's lossless group fills with frames for p2,
+    /// whose peer pauses them, while frames for idle p1 cut through (lossless and lossy, ECN
+    /// on both classes from kmin above 0, so the profile does nothing at depth 0). The group
+    /// goes from empty through its pool to XOFF and into headroom, and back when p2 drains:
+    /// the cutting switch takes the idle path where its admission changes nothing, the whole
+    /// path elsewhere, and ends where a switch that queues every frame ends.
+    #[test]
+    fn the_idle_path_ends_where_the_whole_path_does() {
+        let config = crate::testing::Leaf::new("t")
+            .qos(
+                "dscp_to_tc = { 26 = 3, default = 0 }\nlossless = [3]\n\
+                 [qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 8192\n\
+                 [qos.ecn.0]\nkmin_bytes = 2000\nkmax_bytes = 4000\npmax = 0.5\n\
+                 [qos.ecn.3]\nkmin_bytes = 2000\nkmax_bytes = 4000\npmax = 0.5\n\
+                 [qos.scheduler]\ndwrr = { 0 = 1, 3 = 3 }",
+            )
+            .port("p0", 100.0, "")
+            .port("p1", 100.0, "")
+            .port("p2", 100.0, "")
+            .route("10.0.1.0/24", "p1")
+            .route("10.0.2.0/24", "p2")
+            .config();
+        let mut cutting: Switch<HeapPacket> = Switch::new(&config, 3);
+        let mut queueing: Switch<HeapPacket> = Switch::new(&config, 3);
+        let mut link = Collect { open: true, sent: Vec::new() };
+        let mut sent = Vec::new();
+        let to = |subnet: u8, dscp: u8, len: usize| {
+            let destination = std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, subnet, 2));
+            let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), destination, 7);
+            spec.dscp = dscp;
+            spec.frame_len = len;
+            spec.build()
+        };
+        let mut paused = [0u16; 8];
+        paused[3] = 0xffff;
+        let mut now = 1_000;
+        for (switch, at) in [(&mut cutting, now), (&mut queueing, now)] {
+            switch.receive(2, pfc_frame(0x08, paused), at);
+        }
+        type Pair<'a> = (&'a mut Switch<HeapPacket>, &'a mut Switch<HeapPacket>);
+        let both = |(cutting, queueing): Pair, frame: Vec<u8>, now: u64, link: &mut Collect, sent: &mut Vec<_>| {
+            let cut = cutting.receive_cutting(0, HeapPacket::new(frame.clone()), now, link);
+            let queued = queueing.receive(0, HeapPacket::new(frame), now);
+            assert_eq!(cut, queued);
+            if let Some(packet) = queueing.transmit(1, now) {
+                sent.push((1, packet.bytes));
+            }
+            // A lossless frame past XOFF queues on the cutting switch too (the pause goes
+            // first): its engine sends it from the queue.
+            if let Some(packet) = cutting.transmit(1, now) {
+                link.sent.push((1, packet.bytes));
+            }
+            assert_eq!(cutting.link_free_ps(1), queueing.link_free_ps(1));
+            assert_eq!(cutting.has_control(0), queueing.has_control(0), "the same PFC decisions");
+            cutting.buffer.group_cells(0, 3)
+        };
+        let mut seen_headroom = false;
+        for index in 0..60usize {
+            now = now.max(queueing.link_free_ps(1)) + 1_000;
+            // Two frames for the paused port, then one for the idle one, lossless or lossy.
+            for _ in 0..2 {
+                let (_, headroom) = both((&mut cutting, &mut queueing), to(2, 26, 600), now, &mut link, &mut sent);
+                seen_headroom |= headroom > 0;
+            }
+            let dscp = if index % 3 == 0 { 0 } else { 26 };
+            both((&mut cutting, &mut queueing), to(1, dscp, 64 + (index * 53) % 900), now, &mut link, &mut sent);
+            // p2's peer lets go now and then: its queue drains, and the group with it.
+            if index % 20 == 19 {
+                now += 1_000;
+                for switch in [&mut cutting, &mut queueing] {
+                    switch.receive(2, pfc_frame(0x08, [0; 8]), now);
+                    while switch.transmit(2, now).is_some() {}
+                    while switch.take_control(0, now).is_some() {}
+                    switch.receive(2, pfc_frame(0x08, paused), now);
+                }
+            }
+        }
+        assert!(seen_headroom, "the group reached its headroom");
+        assert!(link.sent.len() >= 40, "{} cut through", link.sent.len());
+        assert_eq!(link.sent, sent, "the same bytes");
+        let mut queued_stats = queueing.stats.clone();
+        queued_stats.latency = cutting.stats.latency.clone();
+        assert_eq!(cutting.stats, queued_stats);
+        assert_eq!(cutting.rng.clone().unit(), queueing.rng.clone().unit(), "as many draws");
+        assert_eq!(cutting.pool_used(), queueing.pool_used());
+        assert_eq!(cutting.buffer.group_cells(0, 3), queueing.buffer.group_cells(0, 3));
+        let scheduler = |switch: &Switch<HeapPacket>| format!("{:?}", switch.egress[1].scheduler);
+        assert_eq!(scheduler(&cutting), scheduler(&queueing));
+    }
+
+    /// Which frames take the idle path: an empty group's and a lossy pool's, never a group in
+    /// headroom, with an XOFF outstanding (its XON may be due at the give-back), or a class
+    /// the PFC watchdog drops in.
+    #[test]
+    fn the_idle_path_is_taken_only_where_admission_would_change_nothing() {
+        let qos = "[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 8192\n\
+                   [qos.pfc_watchdog]\ndetection_ms = 1\nrestoration_ms = 1000\naction = \"drop\"";
+        let config = crate::testing::Leaf::new("t")
+            .qos(&format!("dscp_to_tc = {{ 26 = 3, default = 0 }}\nlossless = [3]\n{qos}"))
+            .port("p0", 100.0, "")
+            .port("p1", 100.0, "")
+            .port("p2", 100.0, "")
+            .route("10.0.1.0/24", "p1")
+            .route("10.0.2.0/24", "p2")
+            .config();
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        let (lossless, lossy) = (3, 0);
+        let charge = plan::charge(600);
+        // Empty: a lossless frame's charge is judged, with the group's peaks from it.
+        let judged = switch.passes_idle(0, 1, lossless, 600).expect("an empty group takes the idle path");
+        assert_eq!(judged.map(|group| (group.occupancy, group.headroom, group.past_xoff)), Some((charge, 0, false)));
+        assert_eq!(switch.passes_idle(0, 1, lossy, 600), Some(None), "the lossy pool takes it");
+        // p2's peer pauses TC3: p0's group fills with frames for p2, past XOFF into headroom.
+        let mut paused = [0u16; 8];
+        paused[3] = 0xffff;
+        switch.receive(2, pfc_frame(0x08, paused), 0);
+        let to_p2 = || {
+            let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.2.2".parse().unwrap(), 7);
+            spec.dscp = 26;
+            spec.frame_len = 600;
+            HeapPacket::new(spec.build())
+        };
+        let small_to_p2 = || {
+            let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.2.2".parse().unwrap(), 7);
+            spec.dscp = 26;
+            spec.frame_len = 60;
+            HeapPacket::new(spec.build())
+        };
+        // Just below XOFF, none outstanding: a frame whose own charge would cross it takes the
+        // whole path, which decides the XOFF.
+        while switch.buffer.group_occupancy(0, 3) + plan::charge(60) <= 10240 {
+            switch.receive(0, small_to_p2(), 10);
+        }
+        assert!(!switch.pfc[0].xoff_outstanding(3) && switch.buffer.group_occupancy(0, 3) + charge > 10240);
+        assert_eq!(switch.passes_idle(0, 1, lossless, 600), None, "its charge would cross XOFF");
+        while switch.buffer.group_cells(0, 3).1 == 0 {
+            switch.receive(0, to_p2(), 10);
+        }
+        assert!(switch.pfc[0].xoff_outstanding(3));
+        assert_eq!(switch.passes_idle(0, 1, lossless, 600), None, "in headroom");
+        assert_eq!(switch.passes_idle(0, 1, lossy, 600), Some(None), "lossy frames are not held by the group");
+        // p2 sends until the group is out of headroom and below XOFF, but above XON: the XOFF
+        // is still outstanding, so the give-back's XON decision must run.
+        switch.receive(2, pfc_frame(0x08, [0; 8]), 20);
+        while switch.buffer.group_occupancy(0, 3) + charge > 10240 || switch.buffer.group_cells(0, 3).1 > 0 {
+            assert!(switch.transmit(2, 20).is_some());
+        }
+        assert!(switch.buffer.group_occupancy(0, 3) > 5120 && switch.pfc[0].xoff_outstanding(3));
+        assert_eq!(switch.passes_idle(0, 1, lossless, 600), None, "an XOFF outstanding");
+        while switch.transmit(2, 20).is_some() {}
+        while switch.take_control(0, 20).is_some() {}
+        assert!(!switch.pfc[0].xoff_outstanding(3));
+        assert!(switch.passes_idle(0, 1, lossless, 600).is_some(), "empty again");
+        // A PFC storm on p1's TC3 (a frame held by pauses past the watchdog's detection):
+        // frames are dropped there, by the whole path.
+        switch.receive(0, frame(26, 100), 30);
+        let mut now = 30;
+        while !switch.pfc[1].storm_drops(3, WatchdogAction::Drop) && now < 3_000_000_000 {
+            switch.receive(1, pfc_frame(0x08, paused), now);
+            switch.advance(now);
+            now += 100_000_000;
+        }
+        while switch.transmit(1, now).is_some() {}
+        assert!(switch.pfc[1].storm_drops(3, WatchdogAction::Drop), "the watchdog saw the storm");
+        assert_eq!(switch.passes_idle(0, 1, lossless, 600), None, "a storm on the class");
+        assert_eq!(switch.passes_idle(0, 1, lossy, 600), Some(None));
+        // A lossless pool that p1's group fills: p0's group is empty and below XOFF, but
+        // its charge would go to headroom.
+        let small_pool = crate::testing::Leaf::new("t")
+            .qos(&format!("dscp_to_tc = {{ 26 = 3, default = 0 }}\nlossless = [3]\n{qos}\n[qos.buffer]\nlossless_pool_bytes = 10496\nlossy_pool_bytes = 7680\nlossy_alpha = 64.0"))
+            .port("p0", 100.0, "")
+            .port("p1", 100.0, "")
+            .port("p2", 100.0, "")
+            .route("10.0.1.0/24", "p1")
+            .route("10.0.2.0/24", "p2")
+            .config();
+        let mut switch: Switch<HeapPacket> = Switch::new(&small_pool, 0);
+        switch.receive(2, pfc_frame(0x08, paused), 0);
+        while switch.buffer.group_cells(1, 3).1 == 0 {
+            switch.receive(1, to_p2(), 10);
+        }
+        assert_eq!(switch.buffer.group_occupancy(0, 3), 0);
+        assert!(!switch.pfc[0].xoff_outstanding(3));
+        assert_eq!(switch.passes_idle(0, 1, lossless, 600), None, "no room in the pool");
+        // A lossy pool full of frames queued for p2: the whole path refuses (or trims) there.
+        let lossy_to_p2 = || {
+            let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.2.2".parse().unwrap(), 7);
+            spec.dscp = 0;
+            spec.frame_len = 600;
+            HeapPacket::new(spec.build())
+        };
+        assert_eq!(switch.passes_idle(0, 1, lossy, 600), Some(None));
+        let mut refused = false;
+        for _ in 0..1_000_000 {
+            if switch.receive(0, lossy_to_p2(), 20) == Received::Dropped(DropReason::BufferFull) {
+                refused = true;
+                break;
+            }
+        }
+        assert!(refused, "the lossy pool filled");
+        assert_eq!(switch.passes_idle(0, 1, lossy, 600), None, "no room in the lossy pool");
     }
 
     #[test]

@@ -561,6 +561,12 @@ impl<P: PacketBuf> Switch<P> {
         if !self.egress[egress].usable {
             return self.refuse(ingress, egress, tc, DropReason::LinkDown, (&packet, now));
         }
+        // The common frame: an idle port, nothing for ECN or PFC to decide (cut.rs).
+        if self.cut_allowed(egress, tc, now, cut) && self.ecn.idle_at_empty(tc) {
+            if let Some(group) = self.passes_idle(ingress, egress, tc, len) {
+                return self.cut_through_idle(ingress, egress, tc, (packet, len), group, arrival_ps, now, cut);
+            }
+        }
         let marked = match self.mark_at_enqueue(egress, tc, &mut packet, &mut ip) {
             Ok(marked) => marked,
             Err(reason) => return self.refuse(ingress, egress, tc, reason, (&packet, now)),

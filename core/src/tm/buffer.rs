@@ -275,6 +275,35 @@ impl<P> SharedBuffer<P> {
         Ok(GroupCharge { occupancy, headroom, past_xoff: in_headroom || occupancy > xoff })
     }
 
+    /// The charge `admit_lossless` would make for a frame that leaves at once (cut through),
+    /// judged without making it, when making it and giving it back would change nothing but
+    /// the group's peaks: the charge fits the pool below XOFF and stays there, and this
+    /// buffer's share of the group holds nothing in headroom (`release_group` gives back
+    /// from headroom first, which would move cells from headroom to the pool). `None` when
+    /// the frame must take the whole path.
+    #[inline(always)]
+    pub fn lossless_passes(&self, ingress: usize, pg: usize, charge: u64) -> Option<GroupCharge> {
+        let group = &self.groups[ingress][pg];
+        let others = &self.others_groups[ingress][pg];
+        let xoff = self.xoff();
+        let shared = group.shared + others.shared + charge;
+        let headroom = others.headroom;
+        let passes = self.has_slot()
+            && group.headroom == 0
+            && shared + headroom <= xoff
+            && self.lossless_used + self.others_used.0 + charge <= self.plan.lossless_pool;
+        passes.then_some(GroupCharge { occupancy: shared + headroom, headroom, past_xoff: false })
+    }
+
+    /// Whether `admit_lossy` would take a frame that leaves at once (cut through), judged
+    /// without charging it: charging and giving back at once changes nothing.
+    #[inline(always)]
+    pub fn lossy_passes(&self, egress: usize, tc: usize, charge: u64) -> bool {
+        let free = self.plan.lossy_pool.saturating_sub(self.lossy_used + self.others_used.1);
+        let queue = &self.ports[egress].fifos[tc];
+        charge <= free && queue.lossy_cells + charge <= self.plan.lossy_limit(free) && self.has_slot()
+    }
+
     /// Whether the arena has a slot for one more frame.
     #[inline]
     pub fn has_slot(&self) -> bool {

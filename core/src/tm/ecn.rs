@@ -64,11 +64,26 @@ pub fn set_ce(frame: &mut [u8], l3_offset: usize, is_ipv6: bool) {
 pub struct EcnMarker {
     profiles: [Option<EcnProfile>; TRAFFIC_CLASSES],
     lossless_mask: u8,
+    /// Bit n set: class n's profile does nothing at depth 0 (`idle_at_empty`).
+    idle_at_empty: u8,
 }
 
 impl EcnMarker {
     pub fn new(profiles: [Option<EcnProfile>; TRAFFIC_CLASSES], lossless_mask: u8) -> Self {
-        Self { profiles, lossless_mask }
+        let idle_at_empty = profiles.iter().enumerate().fold(0, |mask, (tc, profile)| {
+            let idle = profile.as_ref().is_none_or(|profile| profile.kmin_bytes > 0 || profile.kmax_bytes == 0);
+            mask | u8::from(idle) << tc
+        });
+        Self { profiles, lossless_mask, idle_at_empty }
+    }
+
+    /// Whether class `tc`'s profile does nothing at all to a frame at depth 0 (an empty
+    /// queue): no profile, or kmin above 0 (below kmin a profile neither marks nor draws), or
+    /// kmin and kmax both 0. A profile from 0 up draws at depth 0 (with probability 0 to mark),
+    /// and the draw moves the generator.
+    #[inline(always)]
+    pub fn idle_at_empty(&self, tc: usize) -> bool {
+        self.idle_at_empty & (1 << tc) != 0
     }
 
     /// Whether class `tc` marks at `when` (enqueue or dequeue).

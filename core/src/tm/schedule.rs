@@ -91,6 +91,25 @@ impl Scheduler {
         }
     }
 
+    /// `select` for a port whose only frame is one of `len` bytes in class `tc`, which may
+    /// send: the round moves as if `select` had picked it (a frame that cuts through). The
+    /// common case, the class's turn with its deficit covering the frame, is one compare;
+    /// anything else runs `select` itself.
+    #[inline(always)]
+    pub fn charge_alone(&mut self, tc: usize, len: u32) {
+        let bit = 1u8 << tc;
+        if self.strict_mask & bit != 0 {
+            return;
+        }
+        if self.credited && usize::from(self.order[self.cursor]) == tc && len <= self.deficit[tc] {
+            self.deficit[tc] -= len;
+            return;
+        }
+        // The other classes have no frame and the frame's class may send, so the other
+        // classes' eligibility changes nothing.
+        self.select(bit, bit, |_| len as usize);
+    }
+
     fn advance(&mut self) {
         // A compare, not `%`: the order's length is not a constant, so `%` is a division.
         self.cursor += 1;
