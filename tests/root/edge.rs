@@ -250,9 +250,8 @@ fn a_flood_at_the_switch_is_policed_and_forwarding_goes_on() {
     lab.host(0);
     lab.host(1);
     let (pps, burst) = (200, 50);
-    let copp = format!(
-        "[control.copp.arp]\npps = {pps}\nburst = {burst}\n[control.copp.ip2me]\npps = {pps}\nburst = {burst}"
-    );
+    let copp =
+        format!("[control.copp.arp]\npps = {pps}\nburst = {burst}\n[control.copp.ip2me]\npps = {pps}\nburst = {burst}");
     lab.start(&lab.config(2, &copp), &["host0", "host1"]);
     // Resolve both ways first, then flood the gateway while host1 pings host0 across.
     assert!(ping(&lab, 1, &["-c", "1", "-W", "2", "10.0.0.2"]).status.success());
@@ -291,7 +290,10 @@ fn a_flood_at_the_switch_is_policed_and_forwarding_goes_on() {
     assert!(ip2me > 0, "some pings still reached the kernel: {host0}");
     assert!(arp > 0, "{host0}");
     let most_passed = (pps as f64 * flood_seconds) as u64 + burst + 5;
-    assert!(arp <= most_passed && ip2me <= most_passed, "a policer passed more than its rate over {flood_seconds:.1} s: {host0}");
+    assert!(
+        arp <= most_passed && ip2me <= most_passed,
+        "a policer passed more than its rate over {flood_seconds:.1} s: {host0}"
+    );
     assert!(policed > 4 * (arp + ip2me), "policed {policed}, passed {}: {host0}", arp + ip2me);
     for (port, counters) in [("host0", host0), ("host1", host1)] {
         let dropped: Vec<_> = counters["drops"]
