@@ -340,27 +340,22 @@ mod tests {
         let mut paused = [0u16; 8];
         paused[3] = 0xffff;
         switch.receive(2, pfc_frame(0x08, paused), 0);
-        let to_p2 = || {
+        // A RoCEv2 frame for p2 in the given DSCP (26: lossless TC3; 0: lossy TC0).
+        let to_p2 = |dscp: u8, frame_len: usize| {
             let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.2.2".parse().unwrap(), 7);
-            spec.dscp = 26;
-            spec.frame_len = 600;
-            HeapPacket::new(spec.build())
-        };
-        let small_to_p2 = || {
-            let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.2.2".parse().unwrap(), 7);
-            spec.dscp = 26;
-            spec.frame_len = 60;
+            spec.dscp = dscp;
+            spec.frame_len = frame_len;
             HeapPacket::new(spec.build())
         };
         // Just below XOFF, none outstanding: a frame whose own charge would cross it takes the
         // whole path, which decides the XOFF.
         while switch.buffer.group_occupancy(0, 3) + plan::charge(60) <= 10240 {
-            switch.receive(0, small_to_p2(), 10);
+            switch.receive(0, to_p2(26, 60), 10);
         }
         assert!(!switch.pfc[0].xoff_outstanding(3) && switch.buffer.group_occupancy(0, 3) + charge > 10240);
         assert_eq!(switch.passes_idle(0, 1, lossless, 600), None, "its charge would cross XOFF");
         while switch.buffer.group_cells(0, 3).1 == 0 {
-            switch.receive(0, to_p2(), 10);
+            switch.receive(0, to_p2(26, 600), 10);
         }
         assert!(switch.pfc[0].xoff_outstanding(3));
         assert_eq!(switch.passes_idle(0, 1, lossless, 600), None, "in headroom");
@@ -403,22 +398,16 @@ mod tests {
         let mut switch: Switch<HeapPacket> = Switch::new(&small_pool, 0);
         switch.receive(2, pfc_frame(0x08, paused), 0);
         while switch.buffer.group_cells(1, 3).1 == 0 {
-            switch.receive(1, to_p2(), 10);
+            switch.receive(1, to_p2(26, 600), 10);
         }
         assert_eq!(switch.buffer.group_occupancy(0, 3), 0);
         assert!(!switch.pfc[0].xoff_outstanding(3));
         assert_eq!(switch.passes_idle(0, 1, lossless, 600), None, "no room in the pool");
         // A lossy pool full of frames queued for p2: the whole path refuses (or trims) there.
-        let lossy_to_p2 = || {
-            let mut spec = FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.2.2".parse().unwrap(), 7);
-            spec.dscp = 0;
-            spec.frame_len = 600;
-            HeapPacket::new(spec.build())
-        };
         assert_eq!(switch.passes_idle(0, 1, lossy, 600), Some(None));
         let mut refused = false;
         for _ in 0..1_000_000 {
-            if switch.receive(0, lossy_to_p2(), 20) == Received::Dropped(DropReason::BufferFull) {
+            if switch.receive(0, to_p2(0, 600), 20) == Received::Dropped(DropReason::BufferFull) {
                 refused = true;
                 break;
             }
