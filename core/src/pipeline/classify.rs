@@ -38,13 +38,12 @@ use std::sync::Arc;
 /// What to do with one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// Queue towards `next` (an adjacency, or a group whose member the switch picks) in
-    /// traffic class `tc`; `flow_hash` identifies the flow (5-tuple plus RoCEv2 destination QP); `ip`
-    /// says where the IP header is and its ECN bits, for marking.
+    /// Queue towards `next` (an adjacency, or a group whose member the switch picks, by the
+    /// flow's hash: `parse::flow_hash`) in traffic class `tc`; `ip` says where the IP header is
+    /// and its ECN bits, for marking.
     Forward {
         next: Next,
         tc: u8,
-        flow_hash: u32,
         ip: IpHeader,
     },
     /// A PFC frame for the receiving port's egress.
@@ -230,7 +229,7 @@ impl Classifier {
             is_ipv6: matches!(ip.destination, IpAddress::V6(_)),
             ecn: ip.ecn,
         };
-        Verdict::Forward { next, tc, flow_hash: ip.flow_hash, ip: header }
+        Verdict::Forward { next, tc, ip: header }
     }
 
     /// A frame that is not IP, PFC or PAUSE: punted when the control plane takes it.

@@ -40,6 +40,7 @@ use crate::tm::schedule::Scheduler;
 use crate::tm::shard::{ShardBoard, Transfer};
 use crate::units::{wire_bytes, LinkRate, TRAFFIC_CLASSES};
 use crate::wire::ethernet::MacAddress;
+use crate::wire::parse;
 use crate::wire::pfc::Repr;
 use crate::wire::IpHeader;
 
@@ -332,7 +333,7 @@ impl<P: PacketBuf> Switch<P> {
         // Shut down: what still arrives (a device that cannot take its link down) is counted,
         // never forwarded or acted on.
         let verdict = if self.egress[ingress].admin_up { verdict } else { Verdict::Drop(DropReason::LinkDown) };
-        let (target, tc, flow_hash, ip) = match verdict {
+        let (target, tc, ip) = match verdict {
             Verdict::FlowControl(_) | Verdict::LinkPause(_) if !self.owns(ingress) => {
                 // On a queue of a port another worker owns (and transmits on).
                 return self.hand_off_control(ingress, packet, now);
@@ -364,7 +365,7 @@ impl<P: PacketBuf> Switch<P> {
                 return Received::Dropped(reason);
             }
             Verdict::Punt(class) => return self.punt(ingress, packet, class, now),
-            Verdict::Forward { next, tc, flow_hash, ip } => (next, usize::from(tc), flow_hash, ip),
+            Verdict::Forward { next, tc, ip } => (next, usize::from(tc), ip),
         };
         let rx = &mut self.stats.ports[ingress];
         rx.rx_packets += 1;
@@ -402,6 +403,9 @@ impl<P: PacketBuf> Switch<P> {
                     watchdog_action: self.watchdog.action,
                     shard: self.shard.as_ref().map(|seat| (&*seat.board, seat.me)),
                 };
+                // The flow, for ECMP and flowlets: only group routes need it (`parse::flow_hash`).
+                let beyond = len - packet.data().len();
+                let flow_hash = parse::flow_hash(packet.data(), usize::from(ip.l3_offset), ip.is_ipv6, beyond);
                 let chosen =
                     self.selector.select(group, flow_hash, tc, now, &mut self.rng, &view).and_then(|(slot, port)| {
                         // A verdict from an older FIB snapshot than the selector's (an engine

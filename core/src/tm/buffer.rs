@@ -674,6 +674,86 @@ mod tests {
         assert!(buffer.admit_lossy(1, 0, cell).is_err(), "and at the limit again");
     }
 
+    /// The idle path's judgements against the charges they stand for, over states around
+    /// their edges, with other pollers' shares and other workers' pool charges: a lossless
+    /// frame passes exactly when `admit_lossless` would charge it to the pool, below XOFF
+    /// after it, with no headroom in this share, and says the same charge; a lossy frame
+    /// passes exactly when `admit_lossy` takes it.
+    #[test]
+    fn the_idle_judgements_agree_with_the_charges_at_every_edge() {
+        let config = Leaf::new("b")
+            .switch("buffer_bytes = 1048576")
+            .qos(
+                "dscp_to_tc = { 26 = 3, default = 0 }\nlossless = [3]\n\
+                 [qos.pfc]\nxoff_bytes = 90000\nxon_bytes = 10000\nheadroom_bytes = 65536\n\
+                 [qos.buffer]\nlossy_alpha = 0.5",
+            )
+            .port("p0", 100.0, "")
+            .port("p1", 100.0, "")
+            .config();
+        let cell = CELL_BYTES;
+        let fresh = || SharedBuffer::<HeapPacket>::sharded(&config, 1, 2, |port| port == 0, 0);
+        let (xoff, pool, lossy_pool) = (fresh().xoff(), fresh().plan().lossless_pool, fresh().plan().lossy_pool);
+        let (mut passed, mut refused) = (0, 0);
+        for others_shared in [0, xoff / 2, xoff - 3 * cell, xoff - cell] {
+            for others_headroom in [0, cell, 2 * cell] {
+                for others_pool in [0, pool - 4 * cell, pool - cell] {
+                    for own in [(0, 0), (cell, 0), (0, cell)] {
+                        for charge in [cell, 2 * cell, 3 * cell] {
+                            let mut buffer = fresh();
+                            buffer.set_others_share(0, 3, (others_shared, others_headroom));
+                            buffer.set_others_used((others_pool, 0));
+                            buffer.groups[0][3] = GroupCells { shared: own.0, headroom: own.1 };
+                            buffer.lossless_used = own.0;
+                            let judged = buffer.lossless_passes(0, 3, charge);
+                            let before = buffer.groups[0][3];
+                            let charged = buffer.admit_lossless(0, 3, charge);
+                            let would = match charged {
+                                Ok(group)
+                                    if !group.past_xoff
+                                        && before.headroom == 0
+                                        && group.headroom == others_headroom =>
+                                {
+                                    Some(group)
+                                }
+                                _ => None,
+                            };
+                            let state = (others_shared, others_headroom, others_pool, own, charge);
+                            assert_eq!(judged, would, "{state:?}: {charged:?}");
+                            if judged.is_some() {
+                                passed += 1;
+                            } else {
+                                refused += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(passed > 20 && refused > 20, "{passed} passed, {refused} refused: both sides of every edge");
+        let (mut passed, mut refused) = (0, 0);
+        for others_lossy in [0, lossy_pool / 2, lossy_pool - 8 * cell, lossy_pool - cell] {
+            for queued in [0, 2, 40] {
+                for charge in [cell, 2 * cell, 4 * cell] {
+                    let mut buffer = fresh();
+                    buffer.set_others_used((0, others_lossy));
+                    for _ in 0..queued {
+                        let _ = buffer.admit_lossy(1, 0, cell);
+                    }
+                    let judged = buffer.lossy_passes(1, 0, charge);
+                    let state = (others_lossy, queued, charge);
+                    assert_eq!(judged, buffer.admit_lossy(1, 0, charge).is_ok(), "{state:?}");
+                    if judged {
+                        passed += 1;
+                    } else {
+                        refused += 1;
+                    }
+                }
+            }
+        }
+        assert!(passed > 5 && refused > 5, "{passed} passed, {refused} refused");
+    }
+
     #[test]
     fn a_full_arena_refuses_every_frame_and_takes_them_again_once_one_leaves() {
         let config = config();

@@ -138,6 +138,19 @@ mod tests {
     }
 
     #[test]
+    fn a_class_is_idle_at_empty_without_a_profile_or_below_its_kmin() {
+        let mut profiles: [Option<EcnProfile>; TRAFFIC_CLASSES] = Default::default();
+        profiles[1] = Some(profile(1000, 2000, 0.5));
+        profiles[3] = Some(profile(0, 2000, 0.5));
+        profiles[5] = Some(profile(0, 0, 1.0));
+        profiles[7] = Some(profile(0, 2000, 0.5));
+        let marker = EcnMarker::new(profiles, 0);
+        let idle: Vec<bool> = (0..TRAFFIC_CLASSES).map(|tc| marker.idle_at_empty(tc)).collect();
+        // Classes 3 and 7 draw at depth 0; the others never act on an empty queue.
+        assert_eq!(idle, [true, true, true, false, true, true, true, false]);
+    }
+
+    #[test]
     fn below_kmin_never_above_kmax_always() {
         let mut rng = Rng::new(1);
         let p = profile(1000, 2000, 1.0);

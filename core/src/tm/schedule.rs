@@ -146,6 +146,21 @@ mod tests {
         bytes
     }
 
+    /// A frame alone on its port, in classes taking turns and at sizes that cross the
+    /// deficits: `charge_alone` leaves the round where `select` of that one frame does.
+    #[test]
+    fn a_frame_alone_moves_the_round_as_select_does() {
+        let mut alone = scheduler("[qos.scheduler]\nstrict = [6]\ndwrr = { 0 = 10, 3 = 30 }");
+        let mut selecting = alone.clone();
+        let frames = [(0, 60), (3, 1500), (3, 9000), (0, 9000), (3, 60), (6, 1500), (0, 60), (0, 60), (3, 4000)];
+        for (step, &(tc, len)) in frames.iter().cycle().take(200).enumerate() {
+            alone.charge_alone(tc, len);
+            let bit = 1u8 << tc;
+            assert_eq!(selecting.select(bit, bit, |_| len as usize), Some(tc));
+            assert_eq!(format!("{alone:?}"), format!("{selecting:?}"), "step {step}: class {tc}, {len} bytes");
+        }
+    }
+
     #[test]
     fn strict_priority_wins_and_higher_strict_first() {
         let mut s = scheduler("[qos.scheduler]\nstrict = [6, 7]\ndwrr = { 0 = 50, 3 = 50 }");

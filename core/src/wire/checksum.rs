@@ -18,6 +18,32 @@ pub fn ones_complement_sum(data: &[u8]) -> u16 {
     fold(sum)
 }
 
+/// Whether `data`, a header with its checksum field, sums to all ones: a header that checks
+/// (RFC 1071). Sums 32-bit words in the machine's byte order into 64 bits and folds once at
+/// the end: the one's complement sum is the same in either byte order up to a swap of its
+/// two bytes (RFC 1071 §2(B)), which leaves all ones as it is, and word width does not change
+/// it (the carries wrap around either way). An IPv4 header's five words take five adds, not
+/// the ten byte swaps and adds of `ones_complement_sum`.
+#[inline(always)]
+pub fn sums_to_all_ones(data: &[u8]) -> bool {
+    let mut sum: u64 = 0;
+    let mut words = data.chunks_exact(4);
+    for word in &mut words {
+        sum += u64::from(u32::from_ne_bytes([word[0], word[1], word[2], word[3]]));
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        // In the machine's order, as the words above: the odd bytes' partner is zero.
+        let mut last = [0u8; 4];
+        last[..rest.len()].copy_from_slice(rest);
+        sum += u64::from(u32::from_ne_bytes(last));
+    }
+    // Twice: the first fold may carry into bit 32 (at most 60 bytes of header sum below 2^36).
+    let sum = (sum & 0xffff_ffff) + (sum >> 32);
+    let sum = (sum & 0xffff_ffff) + (sum >> 32);
+    fold(sum as u32) == 0xffff
+}
+
 /// The checksum field value for `data` (with its own checksum field zeroed).
 #[inline]
 pub fn internet_checksum(data: &[u8]) -> u16 {
@@ -71,6 +97,35 @@ mod tests {
             let expected = internet_checksum(&header);
             let new_word = u16::from_be_bytes([ttl - 1, 0x11]);
             assert_eq!(incremental_update(before, old_word, new_word), expected, "ttl {ttl}");
+        }
+    }
+
+    #[test]
+    fn a_header_sums_to_all_ones_in_either_byte_order() {
+        assert!(sums_to_all_ones(&HEADER));
+        let mut corrupted = HEADER;
+        corrupted[11] ^= 1;
+        assert!(!sums_to_all_ones(&corrupted));
+        assert!(!sums_to_all_ones(&[0; 20]), "all zeros is one's complement's other zero");
+        assert!(sums_to_all_ones(&[0xff; 20]));
+        assert!(sums_to_all_ones(&[0xff, 0xff]), "a remainder of two");
+        assert!(!sums_to_all_ones(&[0xff, 0xff, 0xff]), "an odd byte pads as ones_complement_sum's does");
+    }
+
+    proptest::proptest! {
+        /// Every length and content, including sums that carry past 32 bits (60 bytes of
+        /// 0xff) and the odd byte: the same answer as the byte-swapping sum.
+        #[test]
+        fn all_ones_agrees_with_the_sum(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), fix in proptest::prelude::any::<bool>()) {
+            let mut data = data;
+            if fix && data.len() >= 2 {
+                // Make it check: the last word takes the sum's complement.
+                let end = data.len() & !1;
+                data[end - 2..end].copy_from_slice(&[0, 0]);
+                let sum = internet_checksum(&data);
+                data[end - 2..end].copy_from_slice(&sum.to_be_bytes());
+            }
+            proptest::prop_assert_eq!(sums_to_all_ones(&data), ones_complement_sum(&data) == 0xffff);
         }
     }
 

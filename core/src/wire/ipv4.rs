@@ -153,7 +153,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// True when the header (options included) sums to 0xffff.
     #[inline]
     pub fn verify_checksum(&self) -> bool {
-        checksum::ones_complement_sum(&self.buffer.as_ref()[..self.header_len()]) == 0xffff
+        checksum::sums_to_all_ones(&self.buffer.as_ref()[..self.header_len()])
     }
 
     /// The datagram's payload, up to the total length (Ethernet padding excluded).
@@ -168,7 +168,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Decrements the TTL by one and patches the checksum incrementally (RFC 1624).
     /// The caller has checked that the TTL is above 1.
-    #[inline]
+    #[inline(always)]
     pub fn decrement_ttl(&mut self) {
         self.set_ttl(self.buffer.as_ref()[field::TTL] - 1);
     }
@@ -180,8 +180,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.set_ttl(self.buffer.as_ref()[field::TTL].wrapping_add(1));
     }
 
-    /// Sets the TTL and patches the checksum incrementally (RFC 1624).
-    #[inline]
+    /// Sets the TTL and patches the checksum incrementally (RFC 1624). Always inlined: left to
+    /// the compiler, it stayed a call on the forwarding path (`decrement_ttl`).
+    #[inline(always)]
     fn set_ttl(&mut self, ttl: u8) {
         let data = self.buffer.as_mut();
         let old = read_u16(data, field::TTL_PROTOCOL);

@@ -36,8 +36,6 @@ pub struct IpPacket {
     pub ttl: u8,
     /// L4 protocol (IPv6: after the extension headers walked).
     pub protocol: u8,
-    /// Hash of addresses, protocol, ports and (RoCEv2) the destination QP: stable per flow.
-    pub flow_hash: u32,
     pub roce: Option<Roce>,
 }
 
@@ -133,24 +131,29 @@ fn parse_ipv4(frame: &[u8], l3_offset: usize, beyond: usize) -> Result<IpPacket>
     if !packet.verify_checksum() {
         return Err(WireError::BadChecksum);
     }
-    let protocol = packet.protocol();
-    // What of the packet lies past `frame` (0 unless the frame is chained).
-    let l4_beyond = (l3_offset + usize::from(packet.total_len())).saturating_sub(frame.len());
-    let ports = if packet.is_fragment() { L4::default() } else { parse_l4(protocol, packet.payload(), l4_beyond)? };
-    let source = u32::from(packet.source());
-    let destination = u32::from(packet.destination());
-    let flow_hash = flow_hash(&[source, destination, u32::from(protocol), ports.ports, ports.dest_qp]);
+    let ports = ipv4_l4(&packet, frame.len(), l3_offset)?;
     Ok(IpPacket {
         l3_offset,
-        destination: IpAddress::V4(destination),
-        source_scope: scope::source(IpAddress::V4(source)),
+        destination: IpAddress::V4(u32::from(packet.destination())),
+        source_scope: scope::source(IpAddress::V4(u32::from(packet.source()))),
         dscp: packet.dscp(),
         ecn: packet.ecn(),
         ttl: packet.ttl(),
-        protocol,
-        flow_hash,
+        protocol: packet.protocol(),
         roce: ports.roce,
     })
+}
+
+/// The L4 header of an IPv4 packet that lies at `l3_offset` of a frame whose first
+/// `frame_len` bytes are at hand: checked whole, nothing for a fragment.
+#[inline(always)]
+fn ipv4_l4(packet: &ipv4::Packet<&[u8]>, frame_len: usize, l3_offset: usize) -> Result<L4> {
+    if packet.is_fragment() {
+        return Ok(L4::default());
+    }
+    // What of the packet lies past the bytes at hand (0 unless the frame is chained).
+    let l4_beyond = (l3_offset + usize::from(packet.total_len())).saturating_sub(frame_len);
+    parse_l4(packet.protocol(), packet.payload(), l4_beyond)
 }
 
 // Inlined like `parse_ipv4`: as a call, its result came back through memory and the IPv4
@@ -160,33 +163,58 @@ fn parse_ipv4(frame: &[u8], l3_offset: usize, beyond: usize) -> Result<IpPacket>
 #[inline(always)]
 fn parse_ipv6(frame: &[u8], l3_offset: usize, beyond: usize) -> Result<IpPacket> {
     let packet = ipv6::Packet::new_checked_beyond(&frame[l3_offset..], beyond)?;
-    let (protocol, l4) = walk_extensions(packet.next_header(), packet.payload())?;
-    let l4_beyond = (l3_offset + ipv6::HEADER_LEN + usize::from(packet.payload_len())).saturating_sub(frame.len());
-    let ports = match l4 {
-        Some(bytes) => parse_l4(protocol, bytes, l4_beyond)?,
-        None => L4::default(),
-    };
-    let source = u128::from(packet.source());
-    let destination = u128::from(packet.destination());
-    let flow_hash = flow_hash(&[
-        fold128(source),
-        fold128(destination),
-        u32::from(protocol),
-        ports.ports,
-        ports.dest_qp,
-        packet.flow_label(),
-    ]);
+    let (protocol, ports) = ipv6_l4(&packet, frame.len(), l3_offset)?;
     Ok(IpPacket {
         l3_offset,
-        destination: IpAddress::V6(destination),
-        source_scope: scope::source(IpAddress::V6(source)),
+        destination: IpAddress::V6(u128::from(packet.destination())),
+        source_scope: scope::source(IpAddress::V6(u128::from(packet.source()))),
         dscp: packet.dscp(),
         ecn: packet.ecn(),
         ttl: packet.hop_limit(),
         protocol,
-        flow_hash,
         roce: ports.roce,
     })
+}
+
+/// The L4 protocol of an IPv6 packet (after the extension headers walked) and its L4 header,
+/// checked whole; nothing when a fragment or an unknown chain hides it.
+#[inline(always)]
+fn ipv6_l4(packet: &ipv6::Packet<&[u8]>, frame_len: usize, l3_offset: usize) -> Result<(u8, L4)> {
+    let (protocol, l4) = walk_extensions(packet.next_header(), packet.payload())?;
+    let l4_beyond = (l3_offset + ipv6::HEADER_LEN + usize::from(packet.payload_len())).saturating_sub(frame_len);
+    let ports = match l4 {
+        Some(bytes) => parse_l4(protocol, bytes, l4_beyond)?,
+        None => L4::default(),
+    };
+    Ok((protocol, ports))
+}
+
+/// The flow of an IP packet `parse` accepted, at `l3_offset` of `frame` (of which `beyond`
+/// more bytes follow elsewhere, as for `parse_beyond`): a hash of its addresses, protocol,
+/// ports and (RoCEv2) destination QP, and IPv6's flow label, stable per flow. Only group
+/// routes need it (ECMP, flowlets), so the switch computes it when it picks a group's member,
+/// not the parse for every frame. 0 for bytes `parse` would not accept.
+pub fn flow_hash(frame: &[u8], l3_offset: usize, is_ipv6: bool, beyond: usize) -> u32 {
+    let Some(l3) = frame.get(l3_offset..) else { return 0 };
+    let words = if is_ipv6 {
+        let Ok(packet) = ipv6::Packet::new_checked_beyond(l3, beyond) else { return 0 };
+        let Ok((protocol, ports)) = ipv6_l4(&packet, frame.len(), l3_offset) else { return 0 };
+        [
+            fold128(u128::from(packet.source())),
+            fold128(u128::from(packet.destination())),
+            u32::from(protocol),
+            ports.ports,
+            ports.dest_qp,
+            packet.flow_label(),
+        ]
+    } else {
+        let Ok(packet) = ipv4::Packet::new_checked_beyond(l3, beyond) else { return 0 };
+        let Ok(ports) = ipv4_l4(&packet, frame.len(), l3_offset) else { return 0 };
+        let (source, destination) = (u32::from(packet.source()), u32::from(packet.destination()));
+        // No flow label: its word is 0, which pairs with the QP as an odd word out would.
+        [source, destination, u32::from(packet.protocol()), ports.ports, ports.dest_qp, 0]
+    };
+    hash_words(&words)
 }
 
 /// The L4 protocol and (source, destination) ports of an IP packet `parse` accepted, read
@@ -327,12 +355,10 @@ fn fold128(value: u128) -> u32 {
 /// run. Not keyed: ECMP needs spread, not resistance to chosen collisions. Words are folded
 /// two at a time into 64-bit multiplies and finished with a xor-shift-multiply (the
 /// SplitMix64 finaliser), so every input bit reaches the top 32 bits that are returned.
-/// Computed for every frame: carrying the unhashed key in the parse result instead, to hash
-/// only for group routes, measured slower (a bigger parse result to copy: perf/RESULTS.md,
-/// "Whole pipeline on in-memory bursts", tuning log). Murmur3's per-word mix, used before,
-/// showed as a larger share of a live frame's cycles in `perf` profiles.
+/// Murmur3's per-word mix, used before, showed as a larger share of a live frame's cycles in
+/// `perf` profiles.
 #[inline(always)]
-fn flow_hash(words: &[u32]) -> u32 {
+fn hash_words(words: &[u32]) -> u32 {
     const K: u64 = crate::rng::GOLDEN_GAMMA;
     let mut hash: u64 = K;
     for pair in words.chunks(2) {
@@ -389,8 +415,7 @@ pub(crate) mod tests {
         let Payload::Ip(ip) = parsed.payload else { panic!("not IP") };
         assert_eq!(ip.l3_offset, 18);
         // The tag does not change the flow.
-        let Payload::Ip(untagged) = parse(&rocev2_frame(false)).unwrap().payload else { panic!() };
-        assert_eq!(ip.flow_hash, untagged.flow_hash);
+        assert_eq!(hash_of(&rocev2_frame(true)), hash_of(&rocev2_frame(false)));
     }
 
     #[test]
@@ -482,8 +507,7 @@ pub(crate) mod tests {
         // Another TCP source port is another flow.
         let mut other = frame.clone();
         other[14 + 40 + 8 + 1] = 0x3a;
-        let Payload::Ip(other) = parse(&other).unwrap().payload else { panic!("not IP") };
-        assert_ne!(ip.flow_hash, other.flow_hash);
+        assert_ne!(hash_of(&frame), hash_of(&other));
         // A hop-by-hop header that claims more bytes than there are is malformed.
         frame[14 + 40 + 1] = 9;
         assert!(parse(&frame).is_err());
@@ -534,21 +558,43 @@ pub(crate) mod tests {
         assert_eq!(parse(&frame).err(), Some(WireError::Truncated));
     }
 
+    /// The flow hash of an IP frame `parse` accepts, whole in `frame`.
+    fn hash_of(frame: &[u8]) -> u32 {
+        let Payload::Ip(ip) = parse(frame).unwrap().payload else { panic!("not IP") };
+        flow_hash(frame, ip.l3_offset, matches!(ip.destination, IpAddress::V6(_)), 0)
+    }
+
     #[test]
     fn flows_hash_apart() {
         let mut a = rocev2_frame(false);
-        let Payload::Ip(first) = parse(&a).unwrap().payload else { panic!() };
+        let first = hash_of(&a);
         a[14 + 20 + 8 + 7] = 0x12; // another destination QP, same 5-tuple
-        let Payload::Ip(second) = parse(&a).unwrap().payload else { panic!() };
-        assert_ne!(first.flow_hash, second.flow_hash);
+        assert_ne!(first, hash_of(&a));
         // Plain UDP (not to 4791): the ports alone tell flows apart.
         let mut udp = rocev2_frame(false);
         udp[14 + 20 + 2..14 + 20 + 4].copy_from_slice(&[0x12, 0x34]);
-        let Payload::Ip(first) = parse(&udp).unwrap().payload else { panic!() };
+        let first = hash_of(&udp);
         udp[14 + 20 + 1] = 0x01; // another source port
-        let Payload::Ip(second) = parse(&udp).unwrap().payload else { panic!() };
-        assert_eq!((first.roce, second.roce), (None, None));
-        assert_ne!(first.flow_hash, second.flow_hash);
+        assert_ne!(first, hash_of(&udp));
+        let Payload::Ip(ip) = parse(&udp).unwrap().payload else { panic!() };
+        assert_eq!(ip.roce, None);
+    }
+
+    /// The hash is of the flow's words, as replays and fabrics of earlier versions hashed
+    /// them: 10.0.0.1 -> 10.0.1.2, UDP, ports 49152 -> 4791, QP 0x11 (IPv4 has no sixth
+    /// word); a later IPv4 fragment hashes on addresses and protocol alone.
+    #[test]
+    fn the_flow_hash_is_of_the_flows_words() {
+        let words = [0x0a00_0001, 0x0a00_0102, 17, 49152 << 16 | 4791, 0x11];
+        assert_eq!(hash_of(&rocev2_frame(false)), hash_words(&words));
+        assert_eq!(hash_of(&rocev2_frame(false)), 0x22cd_7281);
+        let mut later = rocev2_frame(false);
+        later[14 + 6..14 + 8].copy_from_slice(&0x0001u16.to_be_bytes());
+        crate::wire::ipv4::Packet::new_unchecked(&mut later[14..]).fill_checksum();
+        assert_eq!(hash_of(&later), hash_words(&[0x0a00_0001, 0x0a00_0102, 17, 0, 0]));
+        // Bytes parse would not take hash to 0.
+        assert_eq!(flow_hash(&rocev2_frame(false)[..30], 14, false, 0), 0);
+        assert_eq!(flow_hash(&rocev2_frame(false), 14, true, 0), 0);
     }
 
     /// A RoCE frame of 9,000 bytes parses from its first 2,048 bytes (a chained mbuf's first
@@ -576,6 +622,9 @@ pub(crate) mod tests {
             assert_eq!(parse_beyond(head, frame.len() - head.len()).unwrap(), whole);
             let Payload::Ip(ip) = whole.payload else { panic!("not IP") };
             assert_eq!(transport_ports(head, &ip, frame.len() - head.len()), transport_ports(&frame, &ip, 0));
+            let is_ipv6 = matches!(ip.destination, IpAddress::V6(_));
+            let whole_hash = flow_hash(&frame, ip.l3_offset, is_ipv6, 0);
+            assert_eq!(flow_hash(head, ip.l3_offset, is_ipv6, frame.len() - head.len()), whole_hash);
             // Shorter than its headers say: truncated, in one buffer or in a chain.
             assert_eq!(parse(&frame[..8999]), Err(WireError::Truncated));
             assert_eq!(parse_beyond(head, frame.len() - head.len() - 1), Err(WireError::Truncated));
