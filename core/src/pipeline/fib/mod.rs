@@ -50,13 +50,7 @@ use std::sync::Arc;
 pub use writer::{weighted_slots, FibWriter, WEIGHT_SLOTS};
 
 /// Where a frame leaves: a port and the MAC of the neighbour it goes to.
-///
-/// Eight bytes aligned as one word, so that the route cache's answer and the verdict carry it
-/// in one load and one store: with the alignment of its `u16`, it was copied in pieces and
-/// read back across them, and the reads waited for the stores (a store-forwarding stall on
-/// every forwarded frame; perf/RESULTS.md, "Issue 47 (second stop)").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[repr(C, align(8))]
 pub struct Adjacency {
     pub port: u16,
     pub mac: MacAddress,
