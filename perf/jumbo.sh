@@ -32,13 +32,15 @@ raceway_binary
 EAL=(--no-huge -m 1024 --no-pci --no-shconf --log-level '*:error')
 
 # The generator, in the background for at most DURATION + 6 s: SIZE-byte UDP frames from
-# 10.0.0.1 to 10.0.1.2 into the memif link at SOCKET (it connects once the forwarder listens).
+# 10.0.0.1 to 10.0.1.2, to raceway's MAC (raceway drops frames to another station's as
+# `not_router_mac`; testpmd io forwards whatever comes), into the memif link at SOCKET (it
+# connects once the forwarder listens).
 # `stop_generator` ends it, so the next run starts alone.
 start_generator() {
   local size=$1 socket=$2 log=$3
   timeout -s INT $((DURATION + 6)) dpdk-testpmd -l 0,1 --main-lcore 0 "${EAL[@]}" --file-prefix "gen-$$-$RANDOM" \
     --vdev "net_memif0,role=client,socket=$socket" -- --mbuf-size=10240 --total-num-mbufs=16384 --forward-mode=txonly \
-    --txpkts="$size" --tx-ip=10.0.0.1,10.0.1.2 --stats-period=1 </dev/null >"$log" 2>&1 &
+    --txpkts="$size" --tx-ip=10.0.0.1,10.0.1.2 --eth-peer=0,02:00:00:00:00:01 --stats-period=1 </dev/null >"$log" 2>&1 &
   GENERATOR=$!
 }
 
