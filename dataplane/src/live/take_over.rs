@@ -127,11 +127,22 @@ impl PortsLock {
     /// file goes too, removed while still locked: a switch starting later creates it anew, and
     /// none is waiting on the old one (a successor waits only after its hand-over was
     /// answered, and the answers stopped before the ports closed).
-    pub fn let_go(self, successor_waits: bool) {
-        if let Some((file, path)) = self.held {
+    pub fn let_go(mut self, successor_waits: bool) {
+        if let Some((file, path)) = self.held.take() {
             if !successor_waits {
                 let _ = std::fs::remove_file(&path);
             }
+            drop(file);
+        }
+    }
+}
+
+impl Drop for PortsLock {
+    /// A run that ends without `let_go` (a port that failed to start, an error before the
+    /// ports closed) hands over to no one: the file goes with the lock, as `let_go(false)`.
+    fn drop(&mut self) {
+        if let Some((file, path)) = self.held.take() {
+            let _ = std::fs::remove_file(&path);
             drop(file);
         }
     }

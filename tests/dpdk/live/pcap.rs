@@ -584,4 +584,9 @@ fn a_port_that_fails_to_start_is_a_clear_error() {
     std::fs::write(&config, text).unwrap();
     let error = the_error(&format!("{prefix}-pfcq"));
     assert!(error.contains("port 'host0'") && error.contains("set pfc_tx_queue = false"), "{error}");
+    // A run that failed to start leaves no take-over lock behind.
+    for prefix in [prefix.clone(), format!("{prefix}-pfcq")] {
+        let lock = dpdk_runtime_dir(&prefix).with_file_name(format!("raceway-{prefix}.ports.lock"));
+        assert!(!lock.exists(), "{} left behind", lock.display());
+    }
 }
