@@ -72,6 +72,10 @@ impl Resolved {
 /// Slots in a cache: a power of two. 256 slots of 32 bytes are 8 KiB, a sixth of a 48 KiB L1.
 pub const SLOTS: usize = 256;
 
+// Two slots to a cache line, whatever changes in what a destination resolves to (an
+// adjacency's alignment grew its slot once: perf/RESULTS.md, issue 47).
+const _: () = assert!(std::mem::size_of::<Slot>() == 32);
+
 /// One slot: a destination and what it resolves to. `family` 0 is an empty slot, 4 or 6 the
 /// destination's address family (an IPv4 and an IPv6 address with equal bits differ).
 #[derive(Debug, Clone, Copy)]
@@ -114,12 +118,21 @@ impl ResolveCache {
     pub fn resolve(&mut self, fib: &Fib, destination: IpAddress, port_enabled: &[bool]) -> Resolved {
         let (index, family, address) = key(destination);
         let slot = &mut self.slots[index];
-        if slot.family == family && slot.address == address {
-            return slot.resolved;
+        if slot.family != family || slot.address != address {
+            Self::fill(slot, fib, destination, port_enabled);
         }
-        let resolved = Resolved::lookup(fib, destination, port_enabled);
-        *slot = Slot { address, family, resolved };
-        resolved
+        // Read from the slot on a hit and a miss alike: the two paths then share no value the
+        // compiler would join through a stack copy, which it stored in other pieces than the
+        // classifier loads (a load across two stores, that the CPU cannot forward).
+        slot.resolved
+    }
+
+    /// A miss: `destination` resolved in `fib` into its slot.
+    #[cold]
+    #[inline(never)]
+    fn fill(slot: &mut Slot, fib: &Fib, destination: IpAddress, port_enabled: &[bool]) {
+        let (_, family, address) = key(destination);
+        *slot = Slot { address, family, resolved: Resolved::lookup(fib, destination, port_enabled) };
     }
 
     /// Empties every slot: the snapshot they were resolved in is gone.

@@ -50,7 +50,15 @@ use std::sync::Arc;
 pub use writer::{weighted_slots, FibWriter, WEIGHT_SLOTS};
 
 /// Where a frame leaves: a port and the MAC of the neighbour it goes to.
+///
+/// Aligned to 4 bytes, as `Next` already is (its group index): the adjacency then starts at a
+/// word of `Next` and of the verdict that carries it, so that the copies the compiler makes
+/// of a verdict load whole the words it stored. At 2 bytes, a verdict was stored as 8 + 2
+/// bytes and read back as 2 + 4 + 4, a load across two stores that the CPU cannot forward
+/// (perf/RESULTS.md, issue 47's third stop). `Next` and the route cache's slots keep their
+/// sizes (12 and 32 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(align(4))]
 pub struct Adjacency {
     pub port: u16,
     pub mac: MacAddress,
