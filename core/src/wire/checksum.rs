@@ -19,11 +19,16 @@ pub fn ones_complement_sum(data: &[u8]) -> u16 {
 }
 
 /// Whether `data`, a header with its checksum field, sums to all ones: a header that checks
-/// (RFC 1071). Sums 32-bit words in the machine's byte order into 64 bits and folds once at
-/// the end: the one's complement sum is the same in either byte order up to a swap of its
-/// two bytes (RFC 1071 §2(B)), which leaves all ones as it is, and word width does not change
-/// it (the carries wrap around either way). An IPv4 header's five words take five adds, not
-/// the ten byte swaps and adds of `ones_complement_sum`.
+/// (RFC 1071). Sums 32-bit words in the machine's byte order into 64 bits: the one's
+/// complement sum is the same in either byte order up to a swap of its two bytes (RFC 1071
+/// §2(B)), which leaves all ones as it is, and word width does not change it (the carries wrap
+/// around either way). An IPv4 header's five words take five adds, not the ten byte swaps and
+/// adds of `ones_complement_sum`.
+///
+/// Nor does it fold: one's complement addition is addition modulo 0xffff (2^16 and 2^32 are
+/// 1 there), with a nonzero multiple of 0xffff folding to 0xffff and only zero to 0. So the
+/// header checks when its plain sum is a nonzero multiple of 0xffff: a multiply by the
+/// divisor's reciprocal, where the folds were a chain of dependent adds and a loop.
 #[inline(always)]
 pub fn sums_to_all_ones(data: &[u8]) -> bool {
     let word = |bytes: &[u8]| u64::from(u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]));
@@ -45,10 +50,7 @@ pub fn sums_to_all_ones(data: &[u8]) -> bool {
             sum += word(&last);
         }
     }
-    // Twice: the first fold may carry into bit 32 (at most 60 bytes of header sum below 2^36).
-    let sum = (sum & 0xffff_ffff) + (sum >> 32);
-    let sum = (sum & 0xffff_ffff) + (sum >> 32);
-    fold(sum as u32) == 0xffff
+    sum != 0 && sum % 0xffff == 0
 }
 
 /// The checksum field value for `data` (with its own checksum field zeroed).

@@ -166,11 +166,19 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Decrements the TTL by one and patches the checksum incrementally (RFC 1624).
-    /// The caller has checked that the TTL is above 1.
+    /// Decrements the TTL by one and patches the checksum incrementally. The caller has
+    /// checked that the TTL is above 1.
+    ///
+    /// The TTL is the high byte of its 16-bit word, so the word falls by 0x0100 and the
+    /// checksum rises by 0x0100 in one's complement: one add and its end-around carry, with
+    /// 0xffff becoming 0 as RFC 1624's eqn. 3 makes it (Linux's `ip_decrease_ttl`). The test
+    /// `decrementing_the_ttl_patches_as_rfc_1624_for_every_checksum` holds it to eqn. 3.
     #[inline(always)]
     pub fn decrement_ttl(&mut self) {
-        self.set_ttl(self.buffer.as_ref()[field::TTL] - 1);
+        let data = self.buffer.as_mut();
+        data[field::TTL] -= 1;
+        let sum = u32::from(read_u16(data, field::CHECKSUM)) + 0x0100;
+        write_u16(data, field::CHECKSUM, (sum + u32::from(sum >= 0xffff)) as u16);
     }
 
     /// Undoes `decrement_ttl` (a frame sent to the control plane after its route was taken
@@ -180,9 +188,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.set_ttl(self.buffer.as_ref()[field::TTL].wrapping_add(1));
     }
 
-    /// Sets the TTL and patches the checksum incrementally (RFC 1624). Always inlined: left to
-    /// the compiler, it stayed a call on the forwarding path (`decrement_ttl`).
-    #[inline(always)]
+    /// Sets the TTL and patches the checksum incrementally (RFC 1624).
+    #[inline]
     fn set_ttl(&mut self, ttl: u8) {
         let data = self.buffer.as_mut();
         let old = read_u16(data, field::TTL_PROTOCOL);
@@ -281,6 +288,28 @@ mod tests {
         assert_eq!(packet.checksum(), incremental);
         packet.restore_ttl();
         assert_eq!((packet.ttl(), packet.checksum()), (64, original), "restored as it came");
+    }
+
+    /// Every checksum a header may carry (valid or not: the decrement only patches it), at
+    /// the TTLs' edges and in between: the one-add form gives what RFC 1624's eqn. 3 gives,
+    /// 0 where a fold would leave 0xffff included (a checksum of 0xfeff).
+    #[test]
+    fn decrementing_the_ttl_patches_as_rfc_1624_for_every_checksum() {
+        for ttl in [2u8, 3, 64, 128, 255] {
+            for checksum in 0..=u16::MAX {
+                let mut bytes = real_datagram();
+                bytes[8] = ttl;
+                bytes[10..12].copy_from_slice(&checksum.to_be_bytes());
+                let mut packet = Packet::new_unchecked(&mut bytes[..]);
+                packet.decrement_ttl();
+                let expected = checksum::incremental_update(
+                    checksum,
+                    u16::from_be_bytes([ttl, protocol::UDP]),
+                    u16::from_be_bytes([ttl - 1, protocol::UDP]),
+                );
+                assert_eq!((packet.ttl(), packet.checksum()), (ttl - 1, expected), "TTL {ttl}, checksum {checksum:#06x}");
+            }
+        }
     }
 
     #[test]
