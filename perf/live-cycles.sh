@@ -8,6 +8,7 @@
 # see what a part costs).
 #
 #   perf/live-cycles.sh /tmp/raceway-before target/release/raceway [/tmp/raceway-other ...]
+#   FLOWS=10000 perf/live-cycles.sh ...   # the throughput table's other row (64 flows by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=perf/lib.sh
@@ -15,9 +16,10 @@ cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: $0 RACEWAY..." >&2; exit 2; }
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
+FLOWS=${FLOWS:-64}
 OUT=$(mktemp -d -t raceway-live-cycles.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
-"$1" gen flows --out "$OUT/flows-60.pcap" --flows 64 --packets 10000 --size 60 >/dev/null
+"$1" gen flows --out "$OUT/flows-60.pcap" --flows "$FLOWS" --packets 10000 --size 60 >/dev/null
 declare -A runs
 for _ in $(seq "$ROUNDS"); do
   for binary in "$@"; do
@@ -25,7 +27,7 @@ for _ in $(seq "$ROUNDS"); do
     runs[$binary]="${runs[$binary]:-} $(json_get "$OUT/raceway-60-1.json" cores.0.cycles_per_packet)"
   done
 done
-echo "64 B, 1 core, $DURATION s runs, $ROUNDS rounds, $(date -u +%Y-%m-%d)"
+echo "64 B, $FLOWS flows, 1 core, $DURATION s runs, $ROUNDS rounds, $(date -u +%Y-%m-%d)"
 echo
 echo "| binary | cycles per frame, each run | median |"
 echo "|---|---|---|"

@@ -3,10 +3,13 @@
 //! cache so that a flow's frames after its first cost one compare instead of hash probes.
 //!
 //! Each worker owns its classifier, so the cache is private (no sharing, no atomics). It is
-//! direct-mapped: a destination has one slot, a miss resolves through the snapshot and
-//! overwrites that slot. A leaf carries few destinations at a time (the GPUs behind it and the
-//! uplinks' groups), so the common case is a hit; traffic to many destinations costs a probe
-//! and a slot write more than the lookup itself.
+//! two-way set-associative: a destination has a set of two slots, one cache line; a miss
+//! resolves through the snapshot into the set's first slot, and what was there moves to the
+//! second (so of three destinations taking turns in one set, each misses, as with LRU). A leaf
+//! carries few destinations at a time (the GPUs behind it and the uplinks' groups), so the
+//! common case is a hit; traffic to many destinations costs a probe and a slot write more than
+//! the lookup itself. With one slot per destination, two destinations of one slot evicted each
+//! other on every frame: 24 of the benchmark's 200 did (perf/RESULTS.md, issue 47).
 //!
 //! Invariant: every filled slot holds exactly what the classifier's current snapshot resolves
 //! for its destination. A new snapshot empties the cache (`forget`), so a frame never follows
@@ -14,7 +17,7 @@
 //!
 //! The route lookup it saves was a call into hashbrown's probe through the snapshot's tables,
 //! a large share of a 64-byte frame's samples (perf/RESULTS.md, "Figures once in code
-//! comments"); a hit is a multiply, one slot load and a compare.
+//! comments"); a hit is a multiply, one cache line's load and a compare or two.
 
 use crate::pipeline::fib::Next;
 use crate::pipeline::fib::{Fib, KernelReason, Target};
@@ -71,10 +74,13 @@ impl Resolved {
 
 /// Slots in a cache: a power of two. 256 slots of 32 bytes are 8 KiB, a sixth of a 48 KiB L1.
 pub const SLOTS: usize = 256;
+/// Slots in a set, the slots a destination may take.
+const WAYS: usize = 2;
+const SETS: usize = SLOTS / WAYS;
 
-// Two slots to a cache line, whatever changes in what a destination resolves to (an
+// A set is one cache line, whatever changes in what a destination resolves to (an
 // adjacency's alignment grew its slot once: perf/RESULTS.md, issue 47).
-const _: () = assert!(std::mem::size_of::<Slot>() == 32);
+const _: () = assert!(std::mem::size_of::<Slot>() * WAYS == 64 && std::mem::size_of::<Set>() == 64);
 
 /// One slot: a destination and what it resolves to. `family` 0 is an empty slot, 4 or 6 the
 /// destination's address family (an IPv4 and an IPv6 address with equal bits differ).
@@ -85,65 +91,84 @@ struct Slot {
     resolved: Resolved,
 }
 
+impl Slot {
+    #[inline(always)]
+    fn holds(&self, family: u8, address: u128) -> bool {
+        self.family == family && self.address == address
+    }
+}
+
 const EMPTY: Slot = Slot { address: 0, family: 0, resolved: Resolved::NoRoute };
+
+/// The slots a destination may take, in one cache line: the most recently filled first.
+#[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
+struct Set([Slot; WAYS]);
 
 /// The per-classifier cache of resolved destinations.
 pub struct ResolveCache {
-    slots: Box<[Slot; SLOTS]>,
+    sets: Box<[Set; SETS]>,
 }
 
 impl Default for ResolveCache {
     fn default() -> Self {
-        Self { slots: Box::new([EMPTY; SLOTS]) }
+        Self { sets: Box::new([Set([EMPTY; WAYS]); SETS]) }
     }
 }
 
-/// A destination's slot index and its (family, address) key.
+/// A destination's set index and its (family, address) key.
 #[inline(always)]
 fn key(destination: IpAddress) -> (usize, u8, u128) {
     // Fibonacci hashing: the multiply carries every address bit into the top bits, which pick
-    // the slot (hosts of one subnet differ only in their low bits).
+    // the set (hosts of one subnet differ only in their low bits).
     let (family, address) = match destination {
         IpAddress::V4(address) => (4, u128::from(address)),
         IpAddress::V6(address) => (6, address),
     };
     let folded = (address as u64) ^ ((address >> 64) as u64);
-    let index = (folded.wrapping_mul(crate::rng::GOLDEN_GAMMA) >> (64 - SLOTS.trailing_zeros())) as usize;
+    let index = (folded.wrapping_mul(crate::rng::GOLDEN_GAMMA) >> (64 - SETS.trailing_zeros())) as usize;
     (index, family, address)
 }
 
 impl ResolveCache {
-    /// What `destination` resolves to in `fib`, from the cache when its slot holds it.
+    /// What `destination` resolves to in `fib`, from the cache when its set holds it.
     #[inline(always)]
     pub fn resolve(&mut self, fib: &Fib, destination: IpAddress, port_enabled: &[bool]) -> Resolved {
         let (index, family, address) = key(destination);
-        let slot = &mut self.slots[index];
-        if slot.family != family || slot.address != address {
-            Self::fill(slot, fib, destination, port_enabled);
-        }
-        // Read from the slot on a hit and a miss alike: the two paths then share no value the
+        let set = &mut self.sets[index];
+        let way = if set.0[0].holds(family, address) {
+            0
+        } else if set.0[1].holds(family, address) {
+            1
+        } else {
+            Self::fill(set, fib, destination, port_enabled);
+            0
+        };
+        // Read from the slot on a hit and a miss alike: the paths then share no value the
         // compiler would join through a stack copy, which it stored in other pieces than the
         // classifier loads (a load across two stores, that the CPU cannot forward).
-        slot.resolved
+        set.0[way].resolved
     }
 
-    /// A miss: `destination` resolved in `fib` into its slot.
+    /// A miss: `destination` resolved in `fib` into its set's first slot, the first's moved to
+    /// the second.
     #[cold]
     #[inline(never)]
-    fn fill(slot: &mut Slot, fib: &Fib, destination: IpAddress, port_enabled: &[bool]) {
+    fn fill(set: &mut Set, fib: &Fib, destination: IpAddress, port_enabled: &[bool]) {
         let (_, family, address) = key(destination);
-        *slot = Slot { address, family, resolved: Resolved::lookup(fib, destination, port_enabled) };
+        set.0[1] = set.0[0];
+        set.0[0] = Slot { address, family, resolved: Resolved::lookup(fib, destination, port_enabled) };
     }
 
     /// Empties every slot: the snapshot they were resolved in is gone.
     pub fn forget(&mut self) {
-        self.slots.fill(EMPTY);
+        self.sets.fill(Set([EMPTY; WAYS]));
     }
 
     /// Filled slots (for tests).
     #[cfg(test)]
     fn filled(&self) -> usize {
-        self.slots.iter().filter(|slot| slot.family != 0).count()
+        self.sets.iter().flat_map(|set| &set.0).filter(|slot| slot.family != 0).count()
     }
 }
 
@@ -214,6 +239,42 @@ mod tests {
             cache.resolve(&fib, IpAddress::V6(0x2001_0db8 << 96 | rack << 64 | 1), &enabled);
         }
         assert!(cache.filled() > 32, "{} slots for 64 prefixes", cache.filled());
+    }
+
+    /// Two destinations of one set both stay (with one slot each, they evicted each other on
+    /// every frame); a third evicts the one filled first. Hits are told from misses by asking
+    /// with a newer snapshot without `forget`: a hit answers from the older one.
+    #[test]
+    fn a_set_keeps_two_destinations_and_a_third_evicts_the_older() {
+        let config = config();
+        let enabled: Vec<bool> = config.ports.iter().map(|port| port.enabled).collect();
+        let before = Fib::new(&config, &Learned::default(), 1);
+        // Three hosts of p0's connected subnet that share a set.
+        let hosts: Vec<u32> = (2..255u32).map(|host| 0x0a00_0000 | host).collect();
+        let set_of = |host: u32| key(IpAddress::V4(host)).0;
+        let [a, b, c] = hosts
+            .iter()
+            .find_map(|&a| {
+                let same: Vec<u32> = hosts.iter().copied().filter(|&other| set_of(other) == set_of(a)).collect();
+                (same.len() >= 3).then(|| [same[0], same[1], same[2]])
+            })
+            .expect("three hosts of 253 in one of 128 sets");
+        let neighbors = [a, b, c]
+            .map(|host| Neighbor { ip: std::net::Ipv4Addr::from(host).into(), mac: mac(host as u8), port: 0 });
+        let after = Fib::new(&config, &Learned { neighbors: neighbors.to_vec(), ..Learned::default() }, 2);
+        let fresh = |host: u32| Resolved::Next(Next::Adjacency(Adjacency { port: 0, mac: mac(host as u8) }));
+
+        let mut cache = ResolveCache::default();
+        for host in [a, b] {
+            assert_eq!(cache.resolve(&before, IpAddress::V4(host), &enabled), Resolved::GleanOn(0));
+        }
+        for host in [a, b] {
+            assert_eq!(cache.resolve(&after, IpAddress::V4(host), &enabled), Resolved::GleanOn(0), "{host:#x} kept");
+        }
+        assert_eq!(cache.resolve(&after, IpAddress::V4(c), &enabled), fresh(c), "a miss");
+        assert_eq!(cache.resolve(&after, IpAddress::V4(b), &enabled), Resolved::GleanOn(0), "b stays");
+        assert_eq!(cache.resolve(&after, IpAddress::V4(a), &enabled), fresh(a), "a, filled first, was evicted");
+        assert_eq!(cache.filled(), 2);
     }
 
     #[test]
