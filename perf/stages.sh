@@ -10,6 +10,10 @@
 #   perf/stages.sh                  # 64 flows, 8 s sampled
 #   FLOWS=10000 SECONDS_SAMPLED=4 perf/stages.sh
 #   RACEWAY=/tmp/raceway-before perf/stages.sh
+#   perf/congested.sh && CONFIG=target/congested/congested.toml perf/stages.sh
+#
+# CONFIG runs that config instead of the benchmark's (its worker on CPU 1, its transmitting
+# port named `out`): perf/congested.sh writes one whose queue stays full.
 #
 # Needs root (perf on a CPU) and `perf` (Debian's linux-perf). This machine's VM has no
 # hardware counters, so the samples are of the CPU clock, not of cycles or cache misses.
@@ -25,7 +29,15 @@ mkdir -p "$OUT"
 raceway_binary
 "$RACEWAY" gen flows --out "$OUT/flows-60.pcap" --flows "$FLOWS" --packets 10000 --size 60 >/dev/null
 DURATION=$((SECONDS_SAMPLED + 6))
-raceway_mpps 60 1 >"$OUT/mpps.txt" &
+if [ -n "${CONFIG:-}" ]; then
+  {
+    "$RACEWAY" --log-level warn run -c "$CONFIG" --duration "$DURATION" --stats-json "$OUT/raceway-60-1.json" \
+      -- --file-prefix "st-$$" >"$OUT/config.log" 2>&1
+    python3 perf/perflib.py mpps "$OUT/raceway-60-1.json" out >"$OUT/mpps.txt"
+  } &
+else
+  raceway_mpps 60 1 >"$OUT/mpps.txt" &
+fi
 run=$!
 # Past the start (EAL, pools, ports) and into forwarding; the samples end before the stop.
 sleep 3
