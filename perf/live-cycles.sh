@@ -3,9 +3,10 @@
 # round in the order given: the throughput table's one-core row (`raceway_mpps` in
 # perf/lib.sh: 64-byte frames replayed on a net_pcap port, routed to net_null, the benchmark
 # QoS). Prints each run's busy cycles per frame from the run's own counters (the stats JSON's
-# `cores`), then each binary's median. Unlike perf/live-ab.sh's rates, the cycles need no
-# frame counted as sent, so they also compare builds that leave parts of the path out (to
-# see what a part costs).
+# `cores`), then each binary's median and least (a busy host only adds cycles, so on a shared
+# machine the least of several rounds is the steadier comparison). Unlike perf/live-ab.sh's
+# rates, the cycles need no frame counted as sent, so they also compare builds that leave
+# parts of the path out (to see what a part costs).
 #
 #   perf/live-cycles.sh /tmp/raceway-before target/release/raceway [/tmp/raceway-other ...]
 #   FLOWS=10000 perf/live-cycles.sh ...   # the throughput table's other row (64 flows by default)
@@ -29,9 +30,9 @@ for _ in $(seq "$ROUNDS"); do
 done
 echo "64 B, $FLOWS flows, 1 core, $DURATION s runs, $ROUNDS rounds, $(date -u +%Y-%m-%d)"
 echo
-echo "| binary | cycles per frame, each run | median |"
-echo "|---|---|---|"
+echo "| binary | cycles per frame, each run | median | least |"
+echo "|---|---|---|---|"
 for binary in "$@"; do
   # shellcheck disable=SC2086 # the runs are words
-  echo "| $binary |${runs[$binary]} | $(median ${runs[$binary]}) |"
+  echo "| $binary |${runs[$binary]} | $(median ${runs[$binary]}) | $(python3 perf/perflib.py least ${runs[$binary]}) |"
 done

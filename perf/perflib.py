@@ -62,6 +62,8 @@ def main(words):
         print(ratio(*arguments))
     elif verb == "median":
         print("n/a" if "n/a" in arguments else "%.2f" % median(arguments))
+    elif verb == "least":
+        print("n/a" if "n/a" in arguments else "%.1f" % min(float(value) for value in arguments))
     elif verb == "get":
         print(get(load(arguments[0]), arguments[1]))
     elif verb == "less":
