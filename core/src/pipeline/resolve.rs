@@ -259,8 +259,8 @@ mod tests {
                 (same.len() >= 3).then(|| [same[0], same[1], same[2]])
             })
             .expect("three hosts of 253 in one of 128 sets");
-        let neighbors = [a, b, c]
-            .map(|host| Neighbor { ip: std::net::Ipv4Addr::from(host).into(), mac: mac(host as u8), port: 0 });
+        let neighbors =
+            [a, b, c].map(|host| Neighbor { ip: std::net::Ipv4Addr::from(host).into(), mac: mac(host as u8), port: 0 });
         let after = Fib::new(&config, &Learned { neighbors: neighbors.to_vec(), ..Learned::default() }, 2);
         let fresh = |host: u32| Resolved::Next(Next::Adjacency(Adjacency { port: 0, mac: mac(host as u8) }));
 

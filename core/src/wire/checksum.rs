@@ -50,7 +50,7 @@ pub fn sums_to_all_ones(data: &[u8]) -> bool {
             sum += word(&last);
         }
     }
-    sum != 0 && sum % 0xffff == 0
+    sum != 0 && sum.is_multiple_of(0xffff)
 }
 
 /// The checksum field value for `data` (with its own checksum field zeroed).

@@ -307,7 +307,11 @@ mod tests {
                     u16::from_be_bytes([ttl, protocol::UDP]),
                     u16::from_be_bytes([ttl - 1, protocol::UDP]),
                 );
-                assert_eq!((packet.ttl(), packet.checksum()), (ttl - 1, expected), "TTL {ttl}, checksum {checksum:#06x}");
+                assert_eq!(
+                    (packet.ttl(), packet.checksum()),
+                    (ttl - 1, expected),
+                    "TTL {ttl}, checksum {checksum:#06x}"
+                );
             }
         }
     }
