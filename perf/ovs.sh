@@ -37,6 +37,12 @@ esac
 dir=$(mktemp -d "$work/ovs.XXXXXX")
 dir=$(cd "$dir" && pwd)
 prefix="ovs-$$"
+# The userspace datapath makes persistent TAP devices for the bridge and for itself
+# (`ovs-netdev`), which outlive the daemons: the bridge gets a name of this run's, and both
+# are deleted at exit (`ovs-netdev` only when it was not there before).
+bridge="rwovs$$"
+netdev_before=0
+ip link show ovs-netdev >/dev/null 2>&1 && netdev_before=1
 export OVS_RUNDIR=$dir OVS_LOGDIR=$dir OVS_DBDIR=$dir
 vsctl() { ovs-vsctl --db="unix:$dir/db.sock" "$@"; }
 appctl() { ovs-appctl -t "$dir/vswitchd.ctl" "$@"; }
@@ -51,6 +57,8 @@ stop() {
   local base=/var/run/dpdk
   [ "$(id -u)" = 0 ] || base=${XDG_RUNTIME_DIR:-/tmp}/dpdk
   rm -rf "${base:?}/$prefix"
+  ip link delete "$bridge" 2>/dev/null || true
+  [ "$netdev_before" = 1 ] || ip link delete ovs-netdev 2>/dev/null || true
 }
 trap stop EXIT
 ovsdb-tool create "$dir/conf.db" /usr/share/openvswitch/vswitch.ovsschema
@@ -62,13 +70,13 @@ vsctl --no-wait set Open_vSwitch . other_config:dpdk-init=true other_config:dpdk
   "other_config:dpdk-extra=--no-huge --legacy-mem -m 1024 --no-pci --no-shconf --file-prefix $prefix"
 "$VSWITCHD" "unix:$dir/db.sock" --pidfile="$dir/vswitchd.pid" --unixctl="$dir/vswitchd.ctl" \
   --log-file="$dir/vswitchd.log" --detach --no-chdir 2>>"$dir/stderr.log"
-vsctl add-br br0 -- set bridge br0 datapath_type=netdev
-vsctl add-port br0 in -- set Interface in type=dpdk ofport_request=1 \
+vsctl add-br "$bridge" -- set bridge "$bridge" datapath_type=netdev
+vsctl add-port "$bridge" in -- set Interface in type=dpdk ofport_request=1 \
   "options:dpdk-devargs=net_pcap_ovs$$,rx_pcap=$trace,infinite_rx=1"
-vsctl add-port br0 out -- set Interface out type=dpdk ofport_request=2 \
+vsctl add-port "$bridge" out -- set Interface out type=dpdk ofport_request=2 \
   "options:dpdk-devargs=net_null_ovs$$,no-rx=1"
-ovs-ofctl del-flows "unix:$dir/br0.mgmt"
-ovs-ofctl add-flow "unix:$dir/br0.mgmt" "$rule"
+ovs-ofctl del-flows "unix:$dir/$bridge.mgmt"
+ovs-ofctl add-flow "unix:$dir/$bridge.mgmt" "$rule"
 sleep 2
 appctl dpif-netdev/pmd-stats-clear >/dev/null
 started=$(date +%s.%N)
