@@ -63,6 +63,28 @@ fn discards(datagrams: &[Vec<u8>]) -> Vec<(u32, u32, u32, u32)> {
     found
 }
 
+/// Whether a UDP socket is bound to 127.0.0.1:`port` (/proc/net/udp lists the address as
+/// hex, "0100007F:PPPP"), and the bytes queued on it unread.
+fn udp_socket_queue(port: u16) -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap();
+    let local = format!("0100007F:{port:04X}");
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // sl, local_address, rem_address, st, tx_queue:rx_queue, ...
+        (fields.get(1) == Some(&local.as_str()))
+            .then(|| u64::from_str_radix(fields[4].split_once(':').unwrap().1, 16).unwrap())
+    })
+}
+
+/// Waits (up to 60 s, a bound on hangs) until `ready` holds.
+fn wait_until(what: &str, ready: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// 20,000 frames from four sources (5,000 each) through a live switch sampling 1 in 50 on
 /// the port they enter: sfacctd's renormalized estimate of each source is within five
 /// standard deviations of 5,000 (the samples of a source are binomial, 100 expected, so a
@@ -91,7 +113,8 @@ fn sflow_samples_reach_real_collectors_within_statistical_bounds() {
         format!(
             "daemonize: false\nsfacctd_ip: 127.0.0.1\nsfacctd_port: {sfacctd_port}\nsfacctd_renormalize: true\n\
              plugins: print[sources]\naggregate[sources]: src_host\nprint_output[sources]: csv\n\
-             print_output_file[sources]: {}\nprint_refresh_time[sources]: 1\npidfile: {}\nlogfile: {}\n",
+             print_output_file[sources]: {}\nprint_refresh_time[sources]: 1\n\
+             print_output_file_append[sources]: true\npidfile: {}\nlogfile: {}\n",
             csv.display(),
             dir.join("sfacctd.pid").display(),
             dir.join("sfacctd.log").display()
@@ -105,6 +128,8 @@ fn sflow_samples_reach_real_collectors_within_statistical_bounds() {
             .spawn()
             .expect("sfacctd (Debian's pmacct)"),
     );
+    // A datagram sent before sfacctd binds is refused and lost.
+    wait_until("sfacctd never bound its port", || udp_socket_queue(sfacctd_port).is_some());
     let relay_socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let relay_port = relay_socket.local_addr().unwrap().port();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -166,15 +191,23 @@ fn sflow_samples_reach_real_collectors_within_statistical_bounds() {
     assert!(inputs.iter().all(|&input| input == 1), "host0 is ifIndex 1: {inputs:?}");
     assert!(in_packets.contains(&20_000), "a counter sample with host0's 20,000 frames: {in_packets:?}");
 
-    // sfacctd: each source's frames, estimated from its samples.
+    // sfacctd: each source's frames, estimated from its samples. It has read every datagram
+    // when its socket's queue is empty; it prints what it holds as it exits.
+    wait_until("sfacctd never read its socket", || udp_socket_queue(sfacctd_port) == Some(0));
     signal(sfacctd.0.id(), "INT");
     sfacctd.wait_for_exit();
     let printed = std::fs::read_to_string(&csv)
         .unwrap_or_else(|err| panic!("{}: {err}; log: {}", csv.display(), read(&dir.join("sfacctd.log"))));
-    let mut estimates = Vec::new();
+    // Each refresh (every second) appends what arrived since the one before: a source's
+    // estimate is the sum of its lines.
+    let mut estimates: Vec<(String, u64)> = Vec::new();
     for line in printed.lines().skip(1) {
         let fields: Vec<&str> = line.split(',').collect();
-        estimates.push((fields[0].to_string(), fields[1].parse::<u64>().unwrap()));
+        let frames = fields[1].parse::<u64>().unwrap();
+        match estimates.iter_mut().find(|(source, _)| source == fields[0]) {
+            Some((_, sum)) => *sum += frames,
+            None => estimates.push((fields[0].to_string(), frames)),
+        }
     }
     eprintln!(
         "sflow: {samples} flow samples and {} drop notifications in {} datagrams; sfacctd's estimates {estimates:?}",
