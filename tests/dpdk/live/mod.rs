@@ -119,10 +119,18 @@ fn start_switch_by(
 /// switch took 21 s from the EAL's start to its worker (CI: four DPDK processes creating their
 /// pools at once on two CPUs).
 fn wait_for_log(log: &std::path::Path, text: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
-    while !std::fs::read_to_string(log).unwrap_or_default().contains(text) {
-        assert!(std::time::Instant::now() < deadline, "raceway never logged '{text}'");
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    wait_until(&format!("raceway never logged '{text}'"), std::time::Duration::from_secs(90), || {
+        read(log).contains(text)
+    });
+}
+
+/// Waits until `ready` holds, for up to `within`: a bound on hangs, never reached by a working
+/// run; `what` says what never happened.
+fn wait_until(what: &str, within: std::time::Duration, ready: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + within;
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

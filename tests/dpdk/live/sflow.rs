@@ -76,15 +76,6 @@ fn udp_socket_queue(port: u16) -> Option<u64> {
     })
 }
 
-/// Waits (up to 60 s, a bound on hangs) until `ready` holds.
-fn wait_until(what: &str, ready: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !ready() {
-        assert!(std::time::Instant::now() < deadline, "{what}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
 /// 20,000 frames from four sources (5,000 each) through a live switch sampling 1 in 50 on
 /// the port they enter: sfacctd's renormalized estimate of each source is within five
 /// standard deviations of 5,000 (the samples of a source are binomial, 100 expected, so a
@@ -129,7 +120,9 @@ fn sflow_samples_reach_real_collectors_within_statistical_bounds() {
             .expect("sfacctd (Debian's pmacct)"),
     );
     // A datagram sent before sfacctd binds is refused and lost.
-    wait_until("sfacctd never bound its port", || udp_socket_queue(sfacctd_port).is_some());
+    wait_until("sfacctd never bound its port", std::time::Duration::from_secs(60), || {
+        udp_socket_queue(sfacctd_port).is_some()
+    });
     let relay_socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let relay_port = relay_socket.local_addr().unwrap().port();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -193,7 +186,9 @@ fn sflow_samples_reach_real_collectors_within_statistical_bounds() {
 
     // sfacctd: each source's frames, estimated from its samples. It has read every datagram
     // when its socket's queue is empty; it prints what it holds as it exits.
-    wait_until("sfacctd never read its socket", || udp_socket_queue(sfacctd_port) == Some(0));
+    wait_until("sfacctd never read its socket", std::time::Duration::from_secs(60), || {
+        udp_socket_queue(sfacctd_port) == Some(0)
+    });
     signal(sfacctd.0.id(), "INT");
     sfacctd.wait_for_exit();
     let printed = std::fs::read_to_string(&csv)
