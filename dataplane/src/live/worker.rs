@@ -188,10 +188,10 @@ impl Worker {
 
     /// The start of a loop, either model: the FIB the control plane published, the ports'
     /// states, and the credits, pools and gauges to and from the other workers (nothing with
-    /// one). Returns the loop's receive time.
+    /// one). Returns the loop's receive time: the TSC the last loop ended at.
     #[inline(always)]
     pub fn begin_loop(&mut self, shared: &Shared) -> u64 {
-        let now = self.clock.now_ps();
+        let now = self.clock.ps_at(self.ticker.next_loop_tsc());
         if let Some(link) = &self.control {
             // One atomic load unless the control plane published a new FIB.
             self.switch.refresh_fib(&link.fib);
@@ -246,6 +246,7 @@ impl Worker {
             self.switch.refresh_gauges(now);
             self.ticker.publish(shared, &mut self.switch.stats);
             watch();
+            self.ticker.resume();
         }
     }
 
