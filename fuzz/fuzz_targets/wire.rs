@@ -1,10 +1,9 @@
 //! Any bytes through the frame parser and the classifier (without and with a control plane,
-//! which punts): never a panic, and a frame the classifier does not forward is left byte for
-//! byte as it came.
+//! which punts): never a panic. (The classifier borrows the frame immutably: it never writes.)
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use raceway_core::pipeline::classify::{Classifier, Verdict};
+use raceway_core::pipeline::classify::Classifier;
 use raceway_core::config::Config;
 use std::cell::RefCell;
 
@@ -31,14 +30,7 @@ fuzz_target!(|data: &[u8]| {
     CLASSIFIERS.with_borrow_mut(|classifiers| {
         for classifier in classifiers.iter_mut() {
             let _ = classifier.priority(data);
-            let mut frame = data.to_vec();
-            match classifier.classify(&mut frame) {
-                Verdict::Forward { .. } => {
-                    // Only TTL/hop limit (and the IPv4 checksum) may change.
-                    assert_eq!(frame.len(), data.len());
-                }
-                _ => assert_eq!(frame, data, "a frame not forwarded was changed"),
-            }
+            let _ = classifier.classify(data);
         }
     });
 });

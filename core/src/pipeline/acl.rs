@@ -104,6 +104,14 @@ impl AclKey {
         Some(Self(key))
     }
 
+    /// The key of the same frame with its DSCP set to `dscp`: what a later table matches
+    /// after an earlier one's `set`, before the rewrite writes it (`pipeline::rewrite`).
+    #[inline]
+    pub fn with_dscp(mut self, dscp: u8) -> Self {
+        self.0[META] = (self.0[META] & !(0x3f << DSCP_SHIFT)) | u64::from(dscp & 0x3f) << DSCP_SHIFT;
+        self
+    }
+
     fn masked(&self, mask: &[u64; WORDS]) -> [u64; WORDS] {
         std::array::from_fn(|word| self.0[word] & mask[word])
     }
@@ -116,17 +124,6 @@ fn l4_bits(source: u16, destination: u16, tcp_flags: u8) -> u64 {
         | u64::from(source) << SRC_PORT_SHIFT
         | u64::from(destination) << DST_PORT_SHIFT
         | u64::from(tcp_flags) << TCP_FLAGS_SHIFT
-}
-
-/// Sets the DSCP of the IP packet `ip` locates (ECN kept; IPv4's checksum patched).
-#[inline]
-pub fn remark(frame: &mut [u8], ip: IpHeader, dscp: u8) {
-    let l3 = &mut frame[usize::from(ip.l3_offset)..];
-    if ip.is_ipv6 {
-        ipv6::Packet::new_unchecked(l3).set_dscp(dscp);
-    } else {
-        ipv4::Packet::new_unchecked(l3).set_dscp(dscp);
-    }
 }
 
 /// The rule a frame matched: its index in the table's rules (best first) and its action.
@@ -409,13 +406,12 @@ mod tests {
     }
 
     #[test]
-    fn remarking_keeps_ecn_and_a_valid_ipv4_checksum() {
-        let mut frame = udp("10.0.0.1", "10.0.0.2", 26, 1, 2);
-        frame[15] |= 0b10;
-        let Payload::Ip(ip) = parse(&frame).unwrap().payload else { panic!() };
-        remark(&mut frame, IpHeader { l3_offset: 14, is_ipv6: false, ecn: ip.ecn }, 46);
-        let Payload::Ip(after) = parse(&frame).unwrap().payload else { panic!("checksum must still verify") };
-        assert_eq!((after.dscp, after.ecn), (46, 0b10));
+    fn a_key_with_another_dscp_is_the_key_of_the_remarked_frame() {
+        let frame = udp("10.0.0.1", "10.0.0.2", 26, 1, 2);
+        let remarked = udp("10.0.0.1", "10.0.0.2", 46, 1, 2);
+        assert_eq!(key_of(&frame).with_dscp(46), key_of(&remarked));
+        assert_eq!(key_of(&frame).with_dscp(26), key_of(&frame));
+        assert_ne!(key_of(&frame).with_dscp(0), key_of(&frame));
     }
 
     #[test]

@@ -1,8 +1,7 @@
 //! The classify stage: from a parsed frame to a decision (forward to a route target in a
-//! traffic class, consume a PFC frame, punt to the control plane, or drop with a reason), and
-//! the routing rewrites of a
-//! forwarded frame: TTL/hop limit with the IPv4 checksum (RFC 1624 incremental) here, the MACs
-//! in `rewrite_macs` once the switch has chosen the egress port (a group's member).
+//! traffic class, consume a PFC frame, punt to the control plane, or drop with a reason). It
+//! only reads the frame: a forwarded frame's headers are written by `pipeline::rewrite` once
+//! the switch has made its own decisions (ACLs, a group's member, the egress port's MTU).
 //!
 //! First the front door, as an ASIC's: a frame to another station's unicast MAC is dropped
 //! (`not_router_mac`); martian addresses (`wire::scope`) are dropped; link-scope destinations go
@@ -20,8 +19,8 @@
 //! `multicast`, `ttl_expired`, `no_route`). The egress port's MTU is the switch's to check, once it has
 //! chosen the port (`Switch::receive`).
 //!
-//! Invariant: a frame is rewritten only when the verdict is `Forward`, so a dropped or punted
-//! frame leaves the stage byte-for-byte as it came in; every other outcome carries its reason.
+//! Invariant: the frame is borrowed immutably, so every frame leaves the stage byte for byte as
+//! it came in; every outcome but `Forward` carries its reason.
 
 use crate::config::CoppClass;
 use crate::config::{Config, Trust};
@@ -32,7 +31,7 @@ use crate::wire::ethernet::{self, MacAddress};
 use crate::wire::parse::{self, Payload};
 use crate::wire::scope::{self, DestinationScope, SourceScope};
 use crate::wire::IpAddress;
-use crate::wire::{ipv4, ipv6, pfc, IpHeader};
+use crate::wire::{ipv4, pfc, IpHeader};
 use std::sync::Arc;
 
 /// What to do with one frame.
@@ -106,17 +105,17 @@ impl Classifier {
         self.dscp_to_priority = qos.dscp_to_priority;
     }
 
-    /// Classifies `frame` and, when it is forwarded, decrements its TTL / hop limit.
+    /// Classifies `frame`.
     #[inline(always)]
-    pub fn classify(&mut self, frame: &mut [u8]) -> Verdict {
+    pub fn classify(&mut self, frame: &[u8]) -> Verdict {
         self.classify_beyond(frame, 0)
     }
 
     /// `classify` for a frame of which `frame` holds the first bytes and `beyond` more follow
     /// elsewhere (a chained mbuf's first segment: `parse::parse_beyond`). Only headers are
-    /// read or rewritten, and they are all in `frame`.
+    /// read, and they are all in `frame`.
     #[inline(always)]
-    pub fn classify_beyond(&mut self, frame: &mut [u8], beyond: usize) -> Verdict {
+    pub fn classify_beyond(&mut self, frame: &[u8], beyond: usize) -> Verdict {
         let parsed = match parse::parse_beyond(frame, beyond) {
             Ok(parsed) => parsed,
             Err(_) => return Verdict::Drop(DropReason::Malformed),
@@ -219,11 +218,6 @@ impl Classifier {
             Trust::Dscp => self.dscp_to_tc[usize::from(ip.dscp)],
             Trust::Pcp => self.pcp_to_tc[usize::from(parsed.pcp.unwrap_or(0))],
         };
-        let l3 = &mut frame[ip.l3_offset..];
-        match ip.destination {
-            IpAddress::V4(_) => ipv4::Packet::new_unchecked(l3).decrement_ttl(),
-            IpAddress::V6(_) => ipv6::Packet::new_unchecked(l3).decrement_hop_limit(),
-        }
         let header = IpHeader {
             l3_offset: ip.l3_offset as u16,
             is_ipv6: matches!(ip.destination, IpAddress::V6(_)),
@@ -252,27 +246,6 @@ impl Classifier {
         if let Some(slot) = self.port_up.get_mut(port) {
             *slot = up;
         }
-    }
-
-    /// Undoes the TTL / hop limit decrement of a frame classified `Forward` that goes to the
-    /// control plane after all (over its egress port's MTU), before its MACs were rewritten:
-    /// the kernel sees it as it came in, and answers as it would have.
-    pub fn restore_ttl(frame: &mut [u8], ip: IpHeader) {
-        let l3 = &mut frame[usize::from(ip.l3_offset)..];
-        if ip.is_ipv6 {
-            ipv6::Packet::new_unchecked(l3).restore_hop_limit();
-        } else {
-            ipv4::Packet::new_unchecked(l3).restore_ttl();
-        }
-    }
-
-    /// Sets the MACs of a routed frame: its next hop's as destination, the switch's as
-    /// source.
-    #[inline]
-    pub fn rewrite_macs(&self, frame: &mut [u8], next_hop: MacAddress) {
-        let mut ethernet = ethernet::Frame::new_unchecked(frame);
-        ethernet.set_destination(next_hop);
-        ethernet.set_source(self.switch_mac);
     }
 
     /// Takes the handle's snapshot if it is newer (one atomic load when it is not); true when
@@ -363,7 +336,6 @@ mod tests {
     use super::*;
     use crate::pipeline::fib::Adjacency;
     use crate::traffic::frames::Transport;
-    use crate::wire::checksum::ones_complement_sum;
 
     /// p0, p1 (10.0.1.0/24) and p2 at 100G; group g over p1 and p2 for 10.0.2.0/24; DSCP 26
     /// in TC3, 48 in TC6, PCP 3 in TC4.
@@ -384,51 +356,41 @@ mod tests {
     }
 
     #[test]
-    fn forward_rewrites_ttl_macs_and_checksum() {
+    fn forward_names_the_next_hop_class_and_header_and_writes_nothing() {
         let mut classifier = classifier(&CONFIG);
-        let mut frame = crate::wire::parse::tests::rocev2_frame(false);
-        let original = frame.clone();
-        let verdict = classifier.classify(&mut frame);
+        let frame = crate::wire::parse::tests::rocev2_frame(false);
+        let verdict = classifier.classify(&frame);
         let ip = IpHeader { l3_offset: 14, is_ipv6: false, ecn: 0b10 };
         let Verdict::Forward { next, tc, ip: header, .. } = verdict else { panic!("{verdict:?}") };
         let peer = MacAddress([0x02, 0, 0, 0, 0x11, 0x00]);
         assert_eq!((next, tc, header), (Next::Adjacency(Adjacency { port: 1, mac: peer }), 3, ip));
-        classifier.rewrite_macs(&mut frame, peer);
-        assert_eq!(&frame[0..6], &[0x02, 0, 0, 0, 0x11, 0x00]);
-        assert_eq!(&frame[6..12], &[0x02, 0, 0, 0, 0, 0x01]);
-        assert_eq!(frame[14 + 8], 63);
-        assert_eq!(ones_complement_sum(&frame[14..34]), 0xffff);
-        // Everything past the IP header is untouched (the RoCE ICRC stays valid).
-        assert_eq!(&frame[34..], &original[34..]);
     }
 
     #[test]
     fn pcp_trust_uses_the_vlan_tag() {
         let mut classifier = classifier(&CONFIG.replace("[qos]", "[qos]\ntrust = \"pcp\""));
-        let mut tagged = crate::wire::parse::tests::rocev2_frame(true);
-        assert!(matches!(classifier.classify(&mut tagged), Verdict::Forward { tc: 4, .. }));
-        let mut untagged = crate::wire::parse::tests::rocev2_frame(false);
-        assert!(matches!(classifier.classify(&mut untagged), Verdict::Forward { tc: 1, .. }));
+        let tagged = crate::wire::parse::tests::rocev2_frame(true);
+        assert!(matches!(classifier.classify(&tagged), Verdict::Forward { tc: 4, .. }));
+        let untagged = crate::wire::parse::tests::rocev2_frame(false);
+        assert!(matches!(classifier.classify(&untagged), Verdict::Forward { tc: 1, .. }));
     }
 
     #[test]
-    fn drops_leave_the_frame_untouched() {
+    fn drops_carry_their_reasons() {
         let mut classifier = classifier(&CONFIG);
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         frame[14 + 8] = 1; // TTL 1
         crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
-        let before = frame.clone();
-        assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::TtlExpired));
-        assert_eq!(frame, before);
+        assert_eq!(classifier.classify(&frame), Verdict::Drop(DropReason::TtlExpired));
 
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         frame[14 + 18] = 9; // 10.0.9.2: no route
         crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
-        assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::NoRoute));
+        assert_eq!(classifier.classify(&frame), Verdict::Drop(DropReason::NoRoute));
 
         let mut truncated = crate::wire::parse::tests::rocev2_frame(false);
         truncated.truncate(30);
-        assert_eq!(classifier.classify(&mut truncated), Verdict::Drop(DropReason::Malformed));
+        assert_eq!(classifier.classify(&truncated), Verdict::Drop(DropReason::Malformed));
     }
 
     #[test]
@@ -437,8 +399,8 @@ mod tests {
         let mut frame = crate::wire::parse::tests::rocev2_frame(false);
         frame[14 + 18] = 2; // 10.0.2.2: the group
         crate::wire::ipv4::Packet::new_unchecked(&mut frame[14..]).fill_checksum();
-        let first = classifier.classify(&mut frame.clone());
-        assert_eq!(first, classifier.classify(&mut frame.clone()), "one flow, one hash");
+        let first = classifier.classify(&frame);
+        assert_eq!(first, classifier.classify(&frame), "one flow, one hash");
         assert!(matches!(first, Verdict::Forward { next: Next::Group(0), .. }), "{first:?}");
     }
 
@@ -446,8 +408,8 @@ mod tests {
     fn a_route_to_a_disabled_port_is_no_route() {
         let text = CONFIG.replace("name = \"p1\"\n", "name = \"p1\"\nenabled = false\n");
         let mut classifier = classifier(&text);
-        let mut frame = crate::wire::parse::tests::rocev2_frame(false);
-        assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::NoRoute));
+        let frame = crate::wire::parse::tests::rocev2_frame(false);
+        assert_eq!(classifier.classify(&frame), Verdict::Drop(DropReason::NoRoute));
     }
 
     const CONTROL: &str = "[control]\npunt_ethertypes = [\"0x88b7\"]\n";
@@ -490,13 +452,8 @@ mod tests {
         frame
     }
 
-    fn verdict(classifier: &mut Classifier, mut frame: Vec<u8>) -> Verdict {
-        let before = frame.clone();
-        let verdict = classifier.classify(&mut frame);
-        if !matches!(verdict, Verdict::Forward { .. }) {
-            assert_eq!(frame, before, "only forwarded frames are rewritten");
-        }
-        verdict
+    fn verdict(classifier: &mut Classifier, frame: Vec<u8>) -> Verdict {
+        classifier.classify(&frame)
     }
 
     #[test]
@@ -635,15 +592,15 @@ mod tests {
              [[neighbor]]\nip = \"10.255.0.1\"\nmac = \"02:00:00:00:12:01\"\nport = \"p2\"",
         );
         let mut classifier = classifier(&text);
-        let mut frame = crate::wire::parse::tests::rocev2_frame(false);
-        let Verdict::Forward { next, .. } = classifier.classify(&mut frame) else { panic!() };
+        let frame = crate::wire::parse::tests::rocev2_frame(false);
+        let Verdict::Forward { next, .. } = classifier.classify(&frame) else { panic!() };
         let mac = MacAddress([0x02, 0, 0, 0, 0x12, 0x01]);
         assert_eq!(next, Next::Adjacency(Adjacency { port: 2, mac }));
         // A neighbour on a disabled port is no route.
         let mut classifier =
             super::tests::classifier(&text.replace("name = \"p2\"\n", "name = \"p2\"\nenabled = false\n"));
-        let mut frame = crate::wire::parse::tests::rocev2_frame(false);
-        assert_eq!(classifier.classify(&mut frame), Verdict::Drop(DropReason::NoRoute));
+        let frame = crate::wire::parse::tests::rocev2_frame(false);
+        assert_eq!(classifier.classify(&frame), Verdict::Drop(DropReason::NoRoute));
     }
 
     /// `frame` sent to `mac` instead of the switch's.

@@ -2,8 +2,8 @@
 //! frame meets its ingress port's table once it is counted as received, and its egress port's
 //! table once the port is chosen and its MTU checked, before it is queued or handed to
 //! another worker. A match counts on its rule; `drop` then counts the frame under the drop
-//! reason `acl` on its ingress port; `set` remarks the DSCP and/or moves the frame to another
-//! class.
+//! reason `acl` on its ingress port; `set` decides a new DSCP (the rewrite writes it, and a
+//! later table already matches it) and/or moves the frame to another class.
 //!
 //! Invariant: a port with no table costs one load and a branch per frame; a frame is
 //! counted on at most one rule per stage, and each dropped frame under `acl` once.
@@ -12,7 +12,7 @@ use super::{Received, Switch};
 use crate::config::{AclAction, AclStage, Config};
 use crate::drops::DropReason;
 use crate::packet::PacketBuf;
-use crate::pipeline::acl::{self, AclKey, AclMatcher};
+use crate::pipeline::acl::{AclKey, AclMatcher};
 use crate::wire::IpHeader;
 
 /// The matchers of a config's tables, and per port the table it is bound to at each stage.
@@ -49,22 +49,27 @@ impl AclTables {
 }
 
 impl<P: PacketBuf> Switch<P> {
-    /// Runs `table` over a routed frame: `Some(tc)` to go on (in `tc`, which a `set` may
-    /// change), `None` when a rule dropped it (counted).
+    /// Runs `table` over a routed frame whose DSCP is `dscp` when an earlier table set one:
+    /// `Some(tc)` to go on (in `tc`, which a `set` may change, as it may `dscp`), `None` when
+    /// a rule dropped it (counted).
     #[inline]
     pub(super) fn filter(
         &mut self,
         table: u16,
         ingress: usize,
-        packet: &mut P,
+        packet: &P,
         ip: IpHeader,
         tc: usize,
+        dscp: &mut Option<u8>,
     ) -> Option<usize> {
         let len = packet.len();
         let beyond = len - packet.data().len();
         let table = usize::from(table);
-        let found =
-            AclKey::read(packet.data(), ip, beyond).and_then(|key| self.acls.matchers[table].lookup_cached(&key));
+        let key = AclKey::read(packet.data(), ip, beyond).map(|key| match *dscp {
+            Some(set) => key.with_dscp(set),
+            None => key,
+        });
+        let found = key.and_then(|key| self.acls.matchers[table].lookup_cached(&key));
         // No rule matched: permitted.
         let Some(found) = found else { return Some(tc) };
         let counts = &mut self.stats.acl[table][usize::from(found.rule)];
@@ -76,9 +81,9 @@ impl<P: PacketBuf> Switch<P> {
                 self.stats.ports[ingress].count_drop(DropReason::Acl);
                 None
             }
-            AclAction::Set { dscp, tc: new_tc } => {
-                if let Some(dscp) = dscp {
-                    acl::remark(packet.data_mut(), ip, dscp);
+            AclAction::Set { dscp: set, tc: new_tc } => {
+                if set.is_some() {
+                    *dscp = set;
                 }
                 Some(new_tc.map_or(tc, usize::from))
             }

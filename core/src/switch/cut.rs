@@ -21,6 +21,7 @@
 //! whole path would.
 
 use super::*;
+use crate::tm::frame::Frame;
 
 /// Where a frame may leave at once (`Switch::receive_cutting`): the engine's transmitter.
 pub trait CutThrough<P> {
@@ -57,50 +58,27 @@ impl<P: PacketBuf> Switch<P> {
             && self.pfc[egress].eligible(now, self.watchdog.action) & (1 << tc) != 0
     }
 
-    /// The frame just admitted to `egress`'s empty queue `tc` leaves at once: what `link`
-    /// then `transmit` would do, without the arena. A lossless frame's cells go back to the
-    /// share of its group that `charger` (a worker) charged: this worker's, or as credits.
-    #[allow(clippy::too_many_arguments)]
+    /// The frame just admitted to its port's empty queue leaves at once: what `link` then
+    /// `transmit` would do, without the arena. A lossless frame's cells go back to the share
+    /// of its group that its charger (a worker) charged: this worker's, or as credits.
     #[inline(always)]
-    pub(super) fn cut_through(
-        &mut self,
-        ingress: usize,
-        charger: u8,
-        egress: usize,
-        tc: usize,
-        (mut packet, len): (P, usize),
-        mut ip: IpHeader,
-        mut marked: bool,
-        arrival_ps: u64,
-        now: u64,
-        cut: &mut impl CutThrough<P>,
-    ) -> Received {
+    pub(super) fn cut_through(&mut self, mut frame: Frame<P>, now: u64, cut: &mut impl CutThrough<P>) -> Received {
+        let (egress, tc, len) = (frame.egress(), frame.tc(), frame.size());
         let charge = plan::charge(len);
         self.stats.ports[egress].queues[tc].peak(len as u64, charge);
         // The cells go back as the frame leaves.
-        if self.buffer.lossless(tc) {
-            let pg = self.buffer.pg(tc);
-            self.buffer.give_back(charger, ingress, pg, charge);
-            self.group_released(ingress, pg);
+        if frame.charged() {
+            self.give_back(&mut frame);
         } else {
             self.buffer.release_lossy(egress, tc, charge);
         }
         // The scheduler's round moves as if it had picked this frame.
         self.egress[egress].scheduler.charge_alone(tc, wire_bytes(len) as u32);
-        if self.ecn.marks_on(tc, MarkOn::Dequeue) {
-            match self.ecn.apply(tc, 0, &mut packet, &mut ip, &mut self.rng) {
-                Ok(ce) => marked |= ce,
-                Err(reason) => return self.refuse(ingress, egress, tc, reason, (&packet, now)),
-            }
+        if let Err(reason) = self.mark_at_dequeue(&mut frame, true) {
+            return self.refuse(frame, reason, now);
         }
-        self.egress[egress].occupy(now, len);
-        let stats = &mut self.stats.ports[egress];
-        stats.tx_packets += 1;
-        stats.tx_bytes += len as u64;
-        stats.queues[tc].tx_packets += 1;
-        stats.queues[tc].tx_bytes += len as u64;
-        stats.queues[tc].ecn_marked += u64::from(marked);
-        cut.send(egress, packet, arrival_ps);
+        self.count_tx(&frame, now);
+        cut.send(egress, frame.packet, frame.arrival_ps);
         Received::Queued { egress, tc }
     }
 
@@ -132,37 +110,28 @@ impl<P: PacketBuf> Switch<P> {
 
     /// The common frame's way, the idle path (module notes): a frame to an idle port whose
     /// admission `passes_idle` judged, in a class whose ECN profile does nothing at depth 0.
-    /// It does what `enqueue_at` then `cut_through` would, less what would be undone at once
+    /// It does what `enqueue` then `cut_through` would, less what would be undone at once
     /// or could not act: no ECN decision (none at depth 0), no charge to the pool and back
     /// (the group's peaks are kept), no PFC decision (no XOFF below the point, no XON without
     /// one outstanding). The scheduler's round, the link time and every counter move as on
     /// the whole path.
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn cut_through_idle(
         &mut self,
-        ingress: usize,
-        egress: usize,
-        tc: usize,
-        (packet, len): (P, usize),
+        frame: Frame<P>,
         group: Option<crate::tm::buffer::GroupCharge>,
-        arrival_ps: u64,
         now: u64,
         cut: &mut impl CutThrough<P>,
     ) -> Received {
+        let (egress, tc, len) = (frame.egress(), frame.tc(), frame.size());
         if let Some(group) = group {
             let pg = self.buffer.pg(tc);
-            self.stats.ports[ingress].priority_groups[pg].peak(group.occupancy, group.headroom);
+            self.stats.ports[frame.ingress()].priority_groups[pg].peak(group.occupancy, group.headroom);
         }
         self.stats.ports[egress].queues[tc].peak(len as u64, plan::charge(len));
         self.egress[egress].scheduler.charge_alone(tc, wire_bytes(len) as u32);
-        self.egress[egress].occupy(now, len);
-        let stats = &mut self.stats.ports[egress];
-        stats.tx_packets += 1;
-        stats.tx_bytes += len as u64;
-        stats.queues[tc].tx_packets += 1;
-        stats.queues[tc].tx_bytes += len as u64;
-        cut.send(egress, packet, arrival_ps);
+        self.count_tx(&frame, now);
+        cut.send(egress, frame.packet, frame.arrival_ps);
         Received::Queued { egress, tc }
     }
 }

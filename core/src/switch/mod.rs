@@ -1,23 +1,22 @@
 //! The switch: classify → queue → schedule, for any `PacketBuf`, composed of the pipeline
-//! (`pipeline::classify`, `pipeline::balance`, `pipeline::punt`) and traffic management
-//! (`tm::buffer` for the shared buffer and its pools, `tm::pfc` for PFC both ways and the
-//! watchdog, `tm::ecn`, `tm::schedule`). Every engine drives it with the current time: the
-//! replay and fabric engines in virtual time, the DPDK workers in TSC time. It never
-//! allocates after `new`.
+//! (`pipeline::classify`, `pipeline::balance`, `pipeline::punt`, `pipeline::rewrite`) and
+//! traffic management (`tm::buffer` for the shared buffer and its pools, `tm::pfc` for PFC
+//! both ways and the watchdog, `tm::ecn`, `tm::schedule`). Every engine drives it with the
+//! current time: the replay and fabric engines in virtual time, the DPDK workers in TSC time.
+//! It never allocates after `new`.
 //!
-//! One frame's way: `receive` → classify (verdict) → balance (a group's member) → `enqueue`
-//! (ECN at enqueue, pool admission, PFC's XOFF decision) → ... → `transmit` (the scheduler
-//! among the classes PFC does not pause, ECN at dequeue, cells back, XON decision). A port
-//! sends its PFC frame (`take_control`) before any data.
-//!
-//! Five concerns have files of their own, each an `impl Switch` block with its tests: PFC
-//! frames in and out and the timers (`pfc.rs`), punting to the control plane and injecting
-//! from it (`punt.rs`), sharding over workers (`shard.rs`), cut-through (`cut.rs`), the
-//! ACL tables (`acl.rs`) and a live reload (`reload.rs`).
+//! One frame's way, a file each: `forward.rs` (`receive` → classify → the switch's own
+//! decisions → one rewrite → the frame's record), `queue.rs` (`enqueue`: ECN at enqueue, pool
+//! admission, PFC's XOFF decision; ... `transmit`: the scheduler among the classes PFC does
+//! not pause, ECN at dequeue, cells back, XON decision). A port sends its PFC frame
+//! (`take_control`) before any data. Beside them, each an `impl Switch` block with its
+//! tests: PFC frames in and out and the timers (`pfc.rs`), punting to the control plane and
+//! injecting from it (`punt.rs`), sharding over workers (`shard.rs`), cut-through (`cut.rs`),
+//! the ACL tables (`acl.rs`) and a live reload (`reload.rs`).
 //!
 //! Invariant: every frame handed to `receive` is queued, cut through, transferred, consumed
-//! (PFC), punted or dropped and counted; every queued frame leaves through `transmit`, a watchdog flush or
-//! `drain`, counted.
+//! (PFC), punted or dropped and counted; every queued frame leaves through `transmit`, a
+//! watchdog flush or `drain`, counted.
 
 use crate::config::plan;
 use crate::config::CoppClass;
@@ -33,11 +32,11 @@ use crate::pipeline::fib::Next;
 use crate::pipeline::punt::{Outbox, Policer, Punted};
 use crate::pipeline::sample::{Sampler, NO_PORT};
 use crate::rng::Rng;
-use crate::tm::buffer::{Entry, Popped, SharedBuffer};
+use crate::tm::buffer::SharedBuffer;
 use crate::tm::ecn::{self, EcnMarker};
 use crate::tm::pfc::{PfcMap, PfcPort, Watchdog};
 use crate::tm::schedule::Scheduler;
-use crate::tm::shard::{ShardBoard, Transfer};
+use crate::tm::shard::ShardBoard;
 use crate::units::{wire_bytes, LinkRate, TRAFFIC_CLASSES};
 use crate::wire::ethernet::MacAddress;
 use crate::wire::parse;
@@ -47,6 +46,8 @@ use crate::wire::IpHeader;
 pub use crate::tm::pfc::NEVER;
 use acl::AclTables;
 pub use cut::{CutThrough, QueueAll};
+#[cfg(test)]
+use forward::Ports;
 pub use punt::PUNT_OUTBOX;
 pub use reload::Reconfiguration;
 pub use shard::discard_transfers;
@@ -54,8 +55,10 @@ use shard::Seat;
 
 mod acl;
 mod cut;
+mod forward;
 mod pfc;
 mod punt;
+mod queue;
 mod reload;
 mod shard;
 
@@ -105,39 +108,6 @@ impl EgressPort {
     #[inline]
     fn occupy(&mut self, now: u64, len: usize) {
         self.link_free_ps = self.link_free_ps.max(now) + self.rate.wire_time_ps(len);
-    }
-}
-
-/// The group selector's view of the ports.
-struct Ports<'a, P> {
-    egress: &'a [EgressPort],
-    pfc: &'a [PfcPort],
-    buffer: &'a SharedBuffer<P>,
-    now: u64,
-    watchdog_action: WatchdogAction,
-    /// Sharded: the board with the other workers' ports, and this worker's index.
-    shard: Option<(&'a ShardBoard, usize)>,
-}
-
-impl<P> PortView for Ports<'_, P> {
-    fn usable(&self, port: usize) -> bool {
-        self.egress[port].usable
-    }
-
-    fn drain_cost(&self, port: usize, tc: usize) -> u64 {
-        if let Some((board, me)) = self.shard {
-            if board.owner(port) != me {
-                return board.drain_cost(port, tc, self.now, self.egress[port].rate.speed_mbps());
-            }
-        }
-        if self.pfc[port].paused(tc, self.now, self.watchdog_action) {
-            return u64::MAX;
-        }
-        // What is still to leave the link, then the queued frame bytes at the port's speed
-        // (bytes x 8e6 / Mb/s ps): a busy link with an empty queue costs more than an idle one.
-        let egress = &self.egress[port];
-        egress.link_free_ps.saturating_sub(self.now)
-            + self.buffer.queue_bytes(port, tc) * 8_000_000 / egress.rate.speed_mbps()
     }
 }
 
@@ -280,479 +250,12 @@ impl<P: PacketBuf> Switch<P> {
         self.classifier.priority(frame)
     }
 
-    /// Takes one frame received on `ingress` at `now` (ps).
-    #[inline]
-    pub fn receive(&mut self, ingress: usize, packet: P, now: u64) -> Received {
-        self.receive_cutting(ingress, packet, now, &mut QueueAll)
-    }
-
-    /// `receive`, letting the frame cut through to `cut` when its port is idle (see the
-    /// module notes); `Received::Queued` either way.
-    #[inline]
-    pub fn receive_cutting(
-        &mut self,
-        ingress: usize,
-        mut packet: P,
-        now: u64,
-        cut: &mut impl CutThrough<P>,
-    ) -> Received {
-        let len = packet.len();
-        let head = packet.data_mut();
-        // A chained frame (live, longer than one mbuf) is classified from its first segment.
-        let beyond = len - head.len();
-        let verdict = self.classifier.classify_beyond(head, beyond);
-        self.receive_verdict(ingress, packet, verdict, now, cut)
-    }
-
-    /// sFlow's sampler (`[sflow]`), for the engine to take the samples.
-    #[inline(always)]
-    pub fn sampler_mut(&mut self) -> Option<&mut Sampler> {
-        self.sampler.as_mut()
-    }
-
-    /// The classifier, for an engine that classifies a frame itself (with its rx prologue)
-    /// and then hands it over with `receive_verdict`.
-    #[inline(always)]
-    pub fn classifier_mut(&mut self) -> &mut Classifier {
-        &mut self.classifier
-    }
-
-    /// Takes a frame with its verdict (from `classifier_mut`): counts it, queues it or lets it
-    /// cut through to `cut`, or applies its PFC frame; `receive_cutting` without the
-    /// classify.
-    #[inline(always)]
-    pub fn receive_verdict(
-        &mut self,
-        ingress: usize,
-        mut packet: P,
-        verdict: Verdict,
-        now: u64,
-        cut: &mut impl CutThrough<P>,
-    ) -> Received {
-        let len = packet.len();
-        // Shut down: what still arrives (a device that cannot take its link down) is counted,
-        // never forwarded or acted on.
-        let verdict = if self.egress[ingress].admin_up { verdict } else { Verdict::Drop(DropReason::LinkDown) };
-        let (target, tc, ip) = match verdict {
-            Verdict::FlowControl(_) | Verdict::LinkPause(_) if !self.owns(ingress) => {
-                // On a queue of a port another worker owns (and transmits on).
-                return self.hand_off_control(ingress, packet, now);
-            }
-            Verdict::FlowControl(repr) => {
-                self.pause_received(ingress, &repr, now);
-                return Received::FlowControl;
-            }
-            Verdict::LinkPause(quanta) => {
-                // MAC control, not data: counted apart, never in rx or drops.
-                self.stats.ports[ingress].rx_pause += 1;
-                if self.egress[ingress].honour_pause {
-                    let until = self.pfc[ingress].receive_link_pause(quanta, now);
-                    self.deadline = self.deadline.min(until);
-                }
-                return Received::FlowControl;
-            }
-            Verdict::Drop(reason) => {
-                let rx = &mut self.stats.ports[ingress];
-                rx.rx_packets += 1;
-                rx.rx_bytes += len as u64;
-                rx.count_drop(reason);
-                self.notify_drop(ingress, NO_PORT, reason, (&packet, now));
-                if let Some(sampler) = &mut self.sampler {
-                    if sampler.offer(ingress) {
-                        sampler.take(ingress, packet.data(), len);
-                    }
-                }
-                return Received::Dropped(reason);
-            }
-            Verdict::Punt(class) => return self.punt(ingress, packet, class, now),
-            Verdict::Forward { next, tc, ip } => (next, usize::from(tc), ip),
-        };
-        let rx = &mut self.stats.ports[ingress];
-        rx.rx_packets += 1;
-        rx.rx_bytes += len as u64;
-        // sFlow: one branch per frame without it, a countdown with it.
-        let sampled = match &mut self.sampler {
-            Some(sampler) => {
-                if sampler.offer(ingress) {
-                    Self::sample(sampler, ingress, &packet, ip, len)
-                } else {
-                    None
-                }
-            }
-            None => None,
-        };
-        let mut tc = tc;
-        if let Some(table) = self.acls.bound(ingress, AclStage::Ingress) {
-            match self.filter(table, ingress, &mut packet, ip, tc) {
-                Some(filtered) => tc = filtered,
-                None => {
-                    self.notify_drop(ingress, NO_PORT, DropReason::Acl, (&packet, now));
-                    return Self::acl_dropped();
-                }
-            }
-        }
-        let (egress, next_hop, member) = match target {
-            Next::Adjacency(adjacency) => (usize::from(adjacency.port), adjacency.mac, None),
-            Next::Group(group) => {
-                let group = group as usize;
-                let view = Ports {
-                    egress: &self.egress,
-                    pfc: &self.pfc,
-                    buffer: &self.buffer,
-                    now,
-                    watchdog_action: self.watchdog.action,
-                    shard: self.shard.as_ref().map(|seat| (&*seat.board, seat.me)),
-                };
-                // The flow, for ECMP and flowlets: only group routes need it (`parse::flow_hash`).
-                let beyond = len - packet.data().len();
-                let flow_hash = parse::flow_hash(packet.data(), usize::from(ip.l3_offset), ip.is_ipv6, beyond);
-                let chosen =
-                    self.selector.select(group, flow_hash, tc, now, &mut self.rng, &view).and_then(|(slot, port)| {
-                        // A verdict from an older FIB snapshot than the selector's (an engine
-                        // that classifies apart from receiving) may name a group that has
-                        // changed since: no member, no route.
-                        let member = self.classifier.fib().groups.get(group)?.members.get(usize::from(slot))?;
-                        Some((usize::from(port), member.mac, Some((group, slot))))
-                    });
-                match chosen {
-                    Some(chosen) => chosen,
-                    None => {
-                        // Every member down, or a group gone since classification.
-                        let reason = match self.classifier.fib().groups.get(group) {
-                            Some(group) if !group.members.is_empty() => DropReason::LinkDown,
-                            _ => DropReason::NoRoute,
-                        };
-                        self.stats.ports[ingress].count_drop(reason);
-                        self.notify_drop(ingress, NO_PORT, reason, (&packet, now));
-                        return Received::Dropped(reason);
-                    }
-                }
-            }
-        };
-        // The IP packet with any Ethernet padding: padding only follows packets far below
-        // any MTU (frames under 60 bytes), so this never misjudges a legal packet.
-        if len - usize::from(ip.l3_offset) > self.egress[egress].mtu {
-            return self.too_big(ingress, packet, ip, now);
-        }
-        if let Some(table) = self.acls.bound(egress, AclStage::Egress) {
-            match self.filter(table, ingress, &mut packet, ip, tc) {
-                Some(filtered) => tc = filtered,
-                None => {
-                    self.notify_drop(ingress, egress as u16, DropReason::Acl, (&packet, now));
-                    return Self::acl_dropped();
-                }
-            }
-        }
-        self.classifier.rewrite_macs(packet.data_mut(), next_hop);
-        if let (Some(index), Some(sampler)) = (sampled, &mut self.sampler) {
-            sampler.set_egress(index, egress);
-        }
-        if !self.owns(egress) {
-            return self.hand_off(ingress, egress, tc, packet, ip, now, member);
-        }
-        let received = self.enqueue(ingress, egress, tc, packet, ip, now, cut);
-        if let Received::Queued { .. } = received {
-            self.count_member(member);
-        }
-        received
-    }
-
-    /// Samples a routed frame for sFlow, its header as it came in (the classifier has already
-    /// decremented its TTL, which the copy gets back).
-    #[cold]
-    fn sample(sampler: &mut Sampler, ingress: usize, packet: &P, ip: IpHeader, len: usize) -> Option<usize> {
-        let index = sampler.take(ingress, packet.data(), len)?;
-        let header = sampler.header_mut(index)?;
-        let ttl_end = usize::from(ip.l3_offset) + if ip.is_ipv6 { 8 } else { 12 };
-        if header.len() >= ttl_end {
-            Classifier::restore_ttl(header, ip);
-        }
-        Some(index)
-    }
-
-    /// A routed frame over its egress port's MTU (already counted as received): with a
-    /// control plane, back as it came in and punted in class `mtu`, so that the kernel sends
-    /// fragmentation needed or Packet Too Big with the port's MTU (its interface has it), or
-    /// fragments IPv4 without DF; without one, dropped as `oversize`.
-    #[cold]
-    fn too_big(&mut self, ingress: usize, mut packet: P, ip: IpHeader, now: u64) -> Received {
-        if self.punt_policers.is_empty() {
-            self.stats.ports[ingress].count_drop(DropReason::Oversize);
-            self.notify_drop(ingress, NO_PORT, DropReason::Oversize, (&packet, now));
-            return Received::Dropped(DropReason::Oversize);
-        }
-        Classifier::restore_ttl(packet.data_mut(), ip);
-        self.punt_received(ingress, packet, CoppClass::Mtu, now)
-    }
-
-    /// Counts a queued frame on the group member chosen for it (for the config's groups;
-    /// groups of next hops come and go with routes).
-    #[inline]
-    fn count_member(&mut self, member: Option<(usize, u16)>) {
-        if let Some((group, slot)) = member.filter(|_| self.counts_members) {
-            if let Some(counts) = self.stats.groups.get_mut(group) {
-                counts[usize::from(slot)] += 1;
-            } else if let Some(&Some(entry)) = self.next_hop_slots.get(group) {
-                if let Some(count) = self.stats.next_hop_groups[entry as usize].sent.get_mut(usize::from(slot)) {
-                    *count += 1;
-                }
-            }
-        }
-    }
-
-    /// Gives each group of next hops in the FIB snapshot its entry in the counters: the one of
-    /// the same members if the group was met before (its counters go on), else a new one. Runs
-    /// when a snapshot with changed groups is taken (it may allocate then), never per frame.
-    fn count_next_hop_groups(&mut self) {
-        let groups = &self.classifier.fib().groups;
-        self.next_hop_slots.clear();
-        for group in groups.iter() {
-            if group.via.len() != group.members.len() || group.via.is_empty() {
-                self.next_hop_slots.push(None);
-                continue;
-            }
-            let members: Vec<(u16, std::net::IpAddr)> =
-                group.members.iter().zip(&group.via).map(|(member, &ip)| (member.port, ip)).collect();
-            let counted = &mut self.stats.next_hop_groups;
-            let entry = match counted.iter().position(|entry| entry.members == members) {
-                Some(entry) => entry,
-                None => {
-                    let sent = vec![0; members.len()];
-                    counted.push(crate::counters::NextHopGroupStats { members, sent });
-                    counted.len() - 1
-                }
-            };
-            self.next_hop_slots.push(Some(entry as u32));
-        }
-        self.groups_counted = std::sync::Arc::clone(groups);
-    }
-
-    /// Admits a frame to `egress`'s queue `tc` (ECN at enqueue, the pools, PFC's XOFF
-    /// decision), charging drops to `ingress`; then queues it, or lets it cut through to `cut`.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn enqueue(
-        &mut self,
-        ingress: usize,
-        egress: usize,
-        tc: usize,
-        packet: P,
-        ip: IpHeader,
-        now: u64,
-        cut: &mut impl CutThrough<P>,
-    ) -> Received {
-        let len = packet.len();
-        self.enqueue_at(ingress, egress, tc, packet, len, ip, now, now, cut)
-    }
-
-    /// `enqueue` of a frame of `len` bytes received at `arrival_ps`, at `now` (a frame from
-    /// another worker comes with its length, so that its mbuf, last written on that worker's
-    /// core, is not read before the tx burst needs it).
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn enqueue_at(
-        &mut self,
-        ingress: usize,
-        egress: usize,
-        tc: usize,
-        mut packet: P,
-        len: usize,
-        mut ip: IpHeader,
-        arrival_ps: u64,
-        now: u64,
-        cut: &mut impl CutThrough<P>,
-    ) -> Received {
-        if !self.egress[egress].usable {
-            return self.refuse(ingress, egress, tc, DropReason::LinkDown, (&packet, now));
-        }
-        // The common frame: an idle port, nothing for ECN or PFC to decide (cut.rs).
-        if self.cut_allowed(egress, tc, now, cut) && self.ecn.idle_at_empty(tc) {
-            if let Some(group) = self.passes_idle(ingress, egress, tc, len) {
-                return self.cut_through_idle(ingress, egress, tc, (packet, len), group, arrival_ps, now, cut);
-            }
-        }
-        let marked = match self.mark_at_enqueue(egress, tc, &mut packet, &mut ip) {
-            Ok(marked) => marked,
-            Err(reason) => return self.refuse(ingress, egress, tc, reason, (&packet, now)),
-        };
-        let charge = plan::charge(len);
-        let lossless = self.buffer.lossless(tc);
-        if lossless {
-            if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
-                return self.refuse(ingress, egress, tc, DropReason::PfcWatchdog, (&packet, now));
-            }
-            let pg = self.buffer.pg(tc);
-            match self.buffer.admit_lossless(ingress, pg, charge) {
-                // Past XOFF the frame queues, so that the pause leaves first.
-                Ok(group) if group.past_xoff => {
-                    self.group_charged(ingress, pg, group);
-                    let charger = self.buffer.me();
-                    let entry = Entry { packet, ingress, charger, marked, trimmed: false, ip, arrival_ps };
-                    return self.link(egress, tc, len, entry);
-                }
-                Ok(group) => self.group_charged(ingress, pg, group),
-                Err(reason) => return self.refuse(ingress, egress, tc, reason, (&packet, now)),
-            }
-        } else if let Err(reason) = self.buffer.admit_lossy(egress, tc, charge) {
-            return self.refused_lossy(ingress, egress, tc, (packet, ip, marked, arrival_ps), reason);
-        }
-        if self.cut_allowed(egress, tc, now, cut) {
-            let charger = self.buffer.me();
-            return self.cut_through(ingress, charger, egress, tc, (packet, len), ip, marked, arrival_ps, now, cut);
-        }
-        let entry = Entry { packet, ingress, charger: self.buffer.me(), marked, trimmed: false, ip, arrival_ps };
-        self.link(egress, tc, len, entry)
-    }
-
-    /// A lossy frame the buffer refused: trimmed where its queue and port trim (`tm::trim`)
-    /// and queued in the trim queue, or dropped (also when the trim queue refuses it).
-    #[cold]
-    #[inline(never)]
-    fn refused_lossy(
-        &mut self,
-        ingress: usize,
-        egress: usize,
-        tc: usize,
-        (mut packet, ip, marked, arrival_ps): (P, IpHeader, bool, u64),
-        reason: DropReason,
-    ) -> Received {
-        let Some(trim) = self.trim.as_ref().filter(|trim| trim.trims(tc) && self.egress[egress].trims) else {
-            return self.refuse(ingress, egress, tc, reason, (&packet, arrival_ps));
-        };
-        let (size, dscp, queue) = (usize::from(trim.size), trim.dscp[tc], usize::from(trim.queue[tc]));
-        let Some(len) = crate::tm::trim::trim(&mut packet, ip, size, dscp) else {
-            return self.refuse(ingress, egress, tc, reason, (&packet, arrival_ps));
-        };
-        self.stats.ports[egress].queues[tc].trimmed += 1;
-        if self.buffer.admit_lossy(egress, queue, plan::charge(len)).is_err() {
-            self.stats.ports[egress].queues[tc].trim_dropped += 1;
-            return self.refuse(ingress, egress, tc, reason, (&packet, arrival_ps));
-        }
-        let entry = Entry { packet, ingress, charger: self.buffer.me(), marked, trimmed: true, ip, arrival_ps };
-        self.link(egress, queue, len, entry)
-    }
-
-    /// ECN where the class marks at enqueue: whether the frame was marked CE against the
-    /// queue's depth, or why it is refused (not ECN-capable above the threshold, lossy).
-    #[inline(always)]
-    fn mark_at_enqueue(
-        &mut self,
-        egress: usize,
-        tc: usize,
-        packet: &mut P,
-        ip: &mut IpHeader,
-    ) -> Result<bool, DropReason> {
-        if !self.ecn.marks_on(tc, MarkOn::Enqueue) {
-            return Ok(false);
-        }
-        let depth = self.ecn_depth(egress, tc);
-        self.ecn.apply(tc, depth, packet, ip, &mut self.rng)
-    }
-
-    /// The depth class `tc`'s ECN profile compares with kmin/kmax: the queue's cells, or its
-    /// frame bytes.
-    #[inline(always)]
-    fn ecn_depth(&self, egress: usize, tc: usize) -> u64 {
-        match self.ecn.measure(tc) {
-            EcnMeasure::Cells => self.buffer.queue_cells(egress, tc),
-            EcnMeasure::FrameBytes => self.buffer.queue_bytes(egress, tc),
-        }
-    }
-
-    /// Links an admitted frame at the tail of its queue and keeps the queue's peak. (The
-    /// watchdog's clock runs from the pause, queue empty or not: `pause_received` armed it.)
-    #[inline(always)]
-    fn link(&mut self, egress: usize, tc: usize, len: usize, entry: Entry<P>) -> Received {
-        let depth = self.buffer.push(egress, tc, len, entry);
-        self.stats.ports[egress].queues[tc].peak(depth, self.buffer.queue_cells(egress, tc));
-        Received::Queued { egress, tc }
-    }
-
-    /// Where a lossless frame's charge put its ingress priority group `pg`: XOFF past the
-    /// point, and the group's peaks.
-    #[inline]
-    fn group_charged(&mut self, ingress: usize, pg: usize, group: crate::tm::buffer::GroupCharge) {
-        // The port's owner sends its PFC frames: another worker polling one of its queues
-        // leaves the decision to the owner's next loop (`sync_shard`).
-        if group.past_xoff && self.owns(ingress) {
-            self.pfc[ingress].decide_xoff(pg);
-            self.note_control(ingress);
-        }
-        self.stats.ports[ingress].priority_groups[pg].peak(group.occupancy, group.headroom);
-    }
-
-    /// Counts a frame refused on its way into `egress`'s queue `tc` (on its ingress port's
-    /// drops and the queue's), and notifies it (`notify_drop`).
-    fn refuse(&mut self, ingress: usize, egress: usize, tc: usize, reason: DropReason, frame: (&P, u64)) -> Received {
-        self.stats.ports[ingress].count_drop(reason);
-        self.stats.ports[egress].queues[tc].dropped += 1;
-        self.notify_drop(ingress, egress as u16, reason, frame);
-        Received::Dropped(reason)
-    }
-
-    /// A frame dropped for `reason` on its way in from `ingress` (to `egress`, `NO_PORT`
-    /// before one is chosen) at the time given: a dropped-packet notification for sFlow, while
-    /// its limit allows (`Sampler::discard`).
-    #[inline]
-    pub(super) fn notify_drop(&mut self, ingress: usize, egress: u16, reason: DropReason, (packet, now): (&P, u64)) {
-        if let Some(sampler) = &mut self.sampler {
-            sampler.discard(ingress, egress, reason, packet.data(), packet.len(), now);
-        }
-    }
-
-    /// Takes the control plane's newest FIB snapshot, if there is one (once per burst).
-    #[inline]
     /// Makes this switch spend the buckets other workers' switches spend, with `[control.copp]
     /// scope = "switch"` (a live run with several workers shares one set among them).
     pub fn share_switch_policers(&mut self, shared: &std::sync::Arc<crate::pipeline::punt::SwitchPolicers>) {
         if self.switch_policers.is_some() {
             self.switch_policers = Some(std::sync::Arc::clone(shared));
         }
-    }
-
-    pub fn refresh_fib(&mut self, handle: &FibHandle) {
-        if self.classifier.refresh(handle) {
-            self.groups_changed();
-        }
-    }
-
-    /// After the FIB in use changed: the selector and the counters follow its groups.
-    pub(super) fn groups_changed(&mut self) {
-        self.selector.sync(&self.classifier.fib().groups);
-        if !std::sync::Arc::ptr_eq(&self.groups_counted, &self.classifier.fib().groups) {
-            self.count_next_hop_groups();
-        }
-        self.counts_members = self.classifier.fib().group_layout == self.group_layout;
-    }
-
-    /// Unlinks the head of a queue, giving back its cells; a lossless group that falls to
-    /// XON withdraws its XOFF.
-    #[inline]
-    fn pop(&mut self, port: usize, tc: usize) -> Option<Popped<P>> {
-        let popped = self.buffer.pop(port, tc)?;
-        if self.buffer.lossless(tc) {
-            self.group_released(popped.ingress, self.buffer.pg(tc));
-        }
-        Some(popped)
-    }
-
-    /// After cells of group (`ingress`, `pg`) were given back: XON if the group has fallen to
-    /// it. Most groups never sent XOFF: that is checked before computing thresholds. Only the
-    /// port's owner decides; a share of another worker's group, or of one this worker shares,
-    /// is decided when the credit or the share reaches the owner (`sync_shard`).
-    #[inline(always)]
-    fn group_released(&mut self, ingress: usize, pg: usize) {
-        if self.pfc[ingress].xoff_outstanding(pg) && self.owns(ingress) {
-            let occupancy = self.buffer.group_occupancy(ingress, pg);
-            self.pfc[ingress].decide_xon(pg, occupancy, self.buffer.xon());
-            self.note_control(ingress);
-        }
-    }
-
-    /// Counts a decision that left a PFC frame waiting on `port`.
-    #[inline(always)]
-    fn note_control(&mut self, port: usize) {
-        self.control_decided += u64::from(self.pfc[port].has_frame());
     }
 
     /// How many decisions (XOFF, XON, an XOFF's refresh) have left a PFC frame waiting on
@@ -787,66 +290,6 @@ impl<P: PacketBuf> Switch<P> {
             return 0;
         }
         (0..TRAFFIC_CLASSES).map(|tc| self.flush(port, tc, DropReason::LinkDown, Some(now))).sum()
-    }
-
-    /// Drops every frame of queue `tc` of `port`, each counted under `reason` on the port it
-    /// came in on and in the queue's `dropped`, its cells given back; returns how many. With
-    /// `notify_at`, each is also a dropped-packet notification (sFlow) at that time; none at
-    /// shutdown, when nothing exports them any more.
-    fn flush(&mut self, port: usize, tc: usize, reason: DropReason, notify_at: Option<u64>) -> u64 {
-        let mut flushed = 0;
-        while let Some(Popped { packet, ingress, .. }) = self.pop(port, tc) {
-            if let Some(now) = notify_at {
-                self.notify_drop(ingress, port as u16, reason, (&packet, now));
-            }
-            drop(packet);
-            self.stats.ports[ingress].count_drop(reason);
-            self.stats.ports[port].queues[tc].dropped += 1;
-            flushed += 1;
-        }
-        flushed
-    }
-
-    /// The next data frame `egress` should send at `now`, chosen by its scheduler among the
-    /// classes not paused.
-    #[inline]
-    pub fn transmit(&mut self, egress: usize, now: u64) -> Option<P> {
-        let eligible = self.pfc[egress].eligible(now, self.watchdog.action);
-        let (tc, packet, len, marked, trimmed) = loop {
-            let tc = {
-                let head_len = self.buffer.head_lens(egress);
-                // DWRR shares link time: each frame costs what it takes on the wire, padding,
-                // preamble and gap included (64-byte frames against 1500-byte ones at equal
-                // weights shared 58.5/41.5 when counted in frame bytes).
-                let head_cost = |tc: usize| wire_bytes(head_len(tc)) as usize;
-                self.egress[egress].scheduler.select(eligible, self.buffer.backlog(egress), head_cost)?
-            };
-            let Popped { mut packet, ingress, mut marked, trimmed, mut ip, arrival_ps, len, .. } =
-                self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
-            if self.ecn.marks_on(tc, MarkOn::Dequeue) {
-                let depth = self.ecn_depth(egress, tc);
-                match self.ecn.apply(tc, depth, &mut packet, &mut ip, &mut self.rng) {
-                    Ok(ce) => marked |= ce,
-                    Err(reason) => {
-                        self.refuse(ingress, egress, tc, reason, (&packet, now));
-                        continue;
-                    }
-                }
-            }
-            self.stats.latency.record(now.saturating_sub(arrival_ps) / 1000);
-            break (tc, packet, len, marked, trimmed);
-        };
-        self.egress[egress].occupy(now, len as usize);
-        let stats = &mut self.stats.ports[egress];
-        stats.tx_packets += 1;
-        stats.tx_bytes += len;
-        stats.queues[tc].tx_packets += 1;
-        stats.queues[tc].tx_bytes += len;
-        stats.queues[tc].ecn_marked += u64::from(marked);
-        if trimmed {
-            stats.queues[tc].trim_tx += 1;
-        }
-        Some(packet)
     }
 
     /// Whether `port` has a PFC frame to send (it goes before any data).
@@ -910,18 +353,6 @@ impl<P: PacketBuf> Switch<P> {
     /// thresholds they move with the free lossless pool).
     pub fn pfc_thresholds(&self) -> (u64, u64) {
         (self.buffer.xoff(), self.buffer.xon())
-    }
-
-    /// Empties every queue at shutdown when ports can no longer send; the frames are counted
-    /// as `buffer_full` drops (on the port they came in on, and the queue) and released.
-    pub fn drain(&mut self) -> u64 {
-        let mut drained = 0;
-        for port in 0..self.egress.len() {
-            for tc in 0..TRAFFIC_CLASSES {
-                drained += self.flush(port, tc, DropReason::BufferFull, None);
-            }
-        }
-        drained
     }
 }
 
@@ -1003,16 +434,10 @@ mod tests {
         let named = switch.stats.group_counts(&config);
         assert_eq!(named[0].0, "via 10.255.0.1 10.255.0.3");
         assert_eq!(named[0].1[egress - 1], (format!("p{egress} 10.255.0.{}", egress * 2 - 1), 1));
-        // A frame classified under generation 2 (an RX worker's) reaches a switch on generation
-        // 3, where that group is gone: no route, no panic.
-        let verdict = Classifier::with_fib(&config, handle.load()).classify(frame(0, 60).data_mut());
+        // Generation 3: the route and its group are gone; the group's counters stay.
         handle.publish(crate::pipeline::fib::Fib::new(&config, &crate::pipeline::fib::Learned::default(), 3));
         switch.refresh_fib(&handle);
-        assert!(matches!(verdict, Verdict::Forward { next: Next::Group(0), .. }));
-        assert_eq!(
-            switch.receive_verdict(0, frame(0, 60), verdict, 0, &mut QueueAll),
-            Received::Dropped(DropReason::NoRoute)
-        );
+        assert_eq!(to(&mut switch), Received::Punted(CoppClass::Unreachable));
         assert_eq!(switch.stats.next_hop_groups[0].sent.iter().sum::<u64>(), 1, "kept when the group went");
     }
 

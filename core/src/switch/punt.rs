@@ -31,27 +31,16 @@ impl<P: PacketBuf> Switch<P> {
             _ => IpHeader { l3_offset: 0, is_ipv6: false, ecn: ecn::NOT_ECT },
         };
         let tc = usize::from(self.control_tc);
+        let len = packet.len();
+        let mut frame = crate::tm::frame::Frame::new(packet, len, egress, egress, tc, ip, now);
+        frame.charger = self.buffer.me();
         if !self.owns(egress) {
-            let seat = self.shard.as_mut().expect("a port not owned is another worker's");
-            let transfer = Transfer {
-                len: packet.len() as u32,
-                packet,
-                ingress: egress as u16,
-                egress: egress as u16,
-                tc: tc as u8,
-                charged: false,
-                ip,
-                arrival_ps: now,
-                member: None,
-                charger: seat.me as u8,
-            };
-            let worker = seat.board.owner(egress);
-            return match seat.outgoing[worker].push(transfer) {
+            return match self.push_outgoing(frame) {
                 Ok(()) => Received::Transferred { egress, tc },
-                Err(transfer) => self.refuse(egress, egress, tc, DropReason::BufferFull, (&transfer.packet, now)),
+                Err(frame) => self.refuse(frame, DropReason::BufferFull, now),
             };
         }
-        self.enqueue(egress, egress, tc, packet, ip, now, &mut QueueAll)
+        self.enqueue(frame, now, &mut QueueAll)
     }
 
     /// Polices a frame for the control plane in its class and puts it in the outbox.

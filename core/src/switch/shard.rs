@@ -8,7 +8,8 @@
 //! once, and its cells come back as credits when the owner sends or drops it (`tm::shard`).
 
 use super::*;
-use crate::tm::shard::{Batch, MAC_CONTROL};
+use crate::tm::frame::Frame;
+use crate::tm::shard::Batch;
 
 /// A worker's place in a sharded run.
 pub(super) struct Seat<P> {
@@ -27,11 +28,9 @@ pub(super) struct Seat<P> {
 /// control frame on its way to its port's owner is not data: freed, never counted as a drop.
 pub fn discard_transfers<P>(stats: &mut SwitchStats, batch: &mut Batch<P>) -> u64 {
     let mut discarded = 0;
-    for transfer in batch.drain().filter(|transfer| transfer.tc != MAC_CONTROL) {
-        let (ingress, egress, tc) =
-            (usize::from(transfer.ingress), usize::from(transfer.egress), usize::from(transfer.tc));
-        stats.ports[ingress].count_drop(DropReason::BufferFull);
-        stats.ports[egress].queues[tc].dropped += 1;
+    for frame in batch.drain().filter(|frame| !frame.is_mac_control()) {
+        stats.ports[frame.ingress()].count_drop(DropReason::BufferFull);
+        stats.ports[frame.egress()].queues[frame.tc()].dropped += 1;
         discarded += 1;
     }
     discarded
@@ -53,78 +52,42 @@ impl<P: PacketBuf> Switch<P> {
 
     /// The ingress half for a port of another worker: a lossless frame is charged to its
     /// group here (XOFF decided here, on the exact count), then the frame waits in the
-    /// batch for the owner.
-    #[allow(clippy::too_many_arguments)]
+    /// batch for the owner, which takes it with `accept`.
     #[inline(never)]
-    pub(super) fn hand_off(
-        &mut self,
-        ingress: usize,
-        egress: usize,
-        tc: usize,
-        packet: P,
-        ip: IpHeader,
-        now: u64,
-        member: Option<(usize, u16)>,
-    ) -> Received {
-        let len = packet.len();
-        let charge = plan::charge(len);
-        let lossless = self.buffer.lossless(tc);
-        let pg = self.buffer.pg(tc);
-        if lossless {
-            match self.buffer.admit_lossless(ingress, pg, charge) {
-                Ok(group) => self.group_charged(ingress, pg, group),
-                Err(reason) => return self.refuse(ingress, egress, tc, reason, (&packet, now)),
-            }
+    pub(super) fn hand_off(&mut self, mut frame: Frame<P>, now: u64) -> Received {
+        if let Err(reason) = self.charge_group(&mut frame) {
+            return self.refuse(frame, reason, now);
         }
-        let transfer = Transfer {
-            packet,
-            ingress: ingress as u16,
-            egress: egress as u16,
-            tc: tc as u8,
-            charged: lossless,
-            ip,
-            arrival_ps: now,
-            member: member.map(|(group, slot)| (group as u16, slot)),
-            charger: self.buffer.me(),
-            len: len as u32,
-        };
-        let seat = self.shard.as_mut().expect("only a sharded switch hands off");
-        let worker = seat.board.owner(egress);
-        if let Err(transfer) = seat.outgoing[worker].push(transfer) {
+        let (egress, tc) = (frame.egress(), frame.tc());
+        match self.push_outgoing(frame) {
+            Ok(()) => Received::Transferred { egress, tc },
             // The engine takes the batches after each rx burst, so this is its bug; still
             // counted, never lost.
-            if lossless {
-                self.buffer.release_group(ingress, pg, charge);
-            }
-            return self.refuse(ingress, egress, tc, DropReason::BufferFull, (&transfer.packet, transfer.arrival_ps));
+            Err(frame) => self.refuse(frame, DropReason::BufferFull, now),
         }
-        Received::Transferred { egress, tc }
     }
 
     /// A PFC or PAUSE frame received on a queue of another worker's port: it crosses to the
     /// port's owner, which applies it (`accept`) as received at `now`.
     #[cold]
     pub(super) fn hand_off_control(&mut self, ingress: usize, packet: P, now: u64) -> Received {
-        let transfer = Transfer {
-            len: packet.len() as u32,
-            packet,
-            ingress: ingress as u16,
-            egress: ingress as u16,
-            tc: MAC_CONTROL,
-            charged: false,
-            ip: IpHeader { l3_offset: 0, is_ipv6: false, ecn: 0 },
-            arrival_ps: now,
-            member: None,
-            charger: self.buffer.me(),
-        };
-        let seat = self.shard.as_mut().expect("only a sharded switch hands off");
-        let worker = seat.board.owner(ingress);
-        if seat.outgoing[worker].push(transfer).is_err() {
+        let len = packet.len();
+        let mut frame = Frame::mac_control(packet, len, ingress, now);
+        frame.charger = self.buffer.me();
+        if self.push_outgoing(frame).is_err() {
             // As in `hand_off`: the engine's bug, counted.
             self.stats.ports[ingress].count_drop(DropReason::BufferFull);
             return Received::Dropped(DropReason::BufferFull);
         }
         Received::FlowControl
+    }
+
+    /// Puts a frame in the batch for the worker owning its egress port; a full batch gives
+    /// it back.
+    pub(super) fn push_outgoing(&mut self, frame: Frame<P>) -> Result<(), Frame<P>> {
+        let seat = self.shard.as_mut().expect("only a sharded switch hands off");
+        let worker = seat.board.owner(frame.egress());
+        seat.outgoing[worker].push(frame)
     }
 
     /// Whether a batch for another worker holds frames (the engine polls no rx until it has
@@ -154,20 +117,18 @@ impl<P: PacketBuf> Switch<P> {
         // The buffers' headers were last written on the receiving worker's core: their loads
         // start together now, before the tx burst frees them (two workers, one hot port, half
         // the frames crossing: 87% of `accept`'s samples waited on the first read).
-        for transfer in batch.iter() {
-            transfer.packet.prefetch_buffer();
+        for frame in batch.iter() {
+            frame.packet.prefetch_buffer();
         }
         let mut accepted = 0;
-        for transfer in batch.drain() {
+        for frame in batch.drain() {
             accepted += 1;
-            if transfer.tc == MAC_CONTROL {
-                let mut packet = transfer.packet;
-                let verdict = self.classifier.classify(packet.data_mut());
-                self.receive_verdict(usize::from(transfer.ingress), packet, verdict, transfer.arrival_ps, cut);
+            if frame.is_mac_control() {
+                self.receive_cutting(frame.ingress(), frame.packet, frame.arrival_ps, cut);
                 continue;
             }
-            let member = transfer.member.map(|(group, slot)| (usize::from(group), slot));
-            if let Received::Queued { .. } = self.enqueue_transferred(transfer, now, cut) {
+            let member = frame.member();
+            if let Received::Queued { .. } = self.enqueue(frame, now, cut) {
                 self.count_member(member);
             }
         }
@@ -223,48 +184,6 @@ impl<P: PacketBuf> Switch<P> {
         let (lossless, lossy) = self.buffer.pool_used();
         board.publish_pools(me, lossless, lossy);
         self.buffer.set_others_used(board.others_pool_used(me));
-    }
-
-    /// `enqueue` for a frame another worker received: a lossless frame's cells were charged
-    /// to its group there, and go back to that worker as credits if it is dropped here.
-    pub(super) fn enqueue_transferred(
-        &mut self,
-        transfer: Transfer<P>,
-        now: u64,
-        cut: &mut impl CutThrough<P>,
-    ) -> Received {
-        let Transfer { mut packet, ingress, egress, tc, charged, mut ip, arrival_ps, charger, len, .. } = transfer;
-        let (ingress, egress, tc, len) = (usize::from(ingress), usize::from(egress), usize::from(tc), len as usize);
-        if !charged {
-            // Lossy, or written by the control plane: the whole admission happens here.
-            return self.enqueue_at(ingress, egress, tc, packet, len, ip, arrival_ps, now, cut);
-        }
-        let refused = 'admit: {
-            if !self.egress[egress].usable {
-                break 'admit DropReason::LinkDown;
-            }
-            let marked = match self.mark_at_enqueue(egress, tc, &mut packet, &mut ip) {
-                Ok(marked) => marked,
-                Err(reason) => break 'admit reason,
-            };
-            if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
-                break 'admit DropReason::PfcWatchdog;
-            }
-            if self.cut_allowed(egress, tc, now, cut) {
-                return self.cut_through(ingress, charger, egress, tc, (packet, len), ip, marked, arrival_ps, now, cut);
-            }
-            if !self.buffer.has_slot() {
-                break 'admit DropReason::HeadroomOverflow;
-            }
-            return self.link(
-                egress,
-                tc,
-                len,
-                Entry { packet, ingress, charger, marked, trimmed: false, ip, arrival_ps },
-            );
-        };
-        self.buffer.give_back(charger, ingress, self.buffer.pg(tc), plan::charge(len));
-        self.refuse(ingress, egress, tc, refused, (&packet, arrival_ps))
     }
 }
 

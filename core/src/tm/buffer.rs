@@ -31,59 +31,10 @@ use crate::config::plan::{self, BufferPlan};
 use crate::config::Config;
 use crate::drops::DropReason;
 use crate::packet::PacketBuf;
+use crate::tm::frame::Frame;
 use crate::units::TRAFFIC_CLASSES;
-use crate::wire::IpHeader;
 
 const NIL: u32 = u32::MAX;
-
-/// A frame to queue, with what the scheduler and the counters need to know of it later.
-pub struct Entry<P> {
-    pub packet: P,
-    pub ingress: usize,
-    /// The worker that charged a lossless frame to its share of the group (0 unsharded).
-    pub charger: u8,
-    /// Marked CE at enqueue; counted in `ecn_marked` only when it leaves, so the counter
-    /// equals the CE frames sent, whatever is dropped or flushed after marking.
-    pub marked: bool,
-    /// Cut by packet trimming (`tm::trim`): counted in `trim_tx` when it leaves.
-    pub trimmed: bool,
-    pub ip: IpHeader,
-    /// When the frame was received (ps), for the latency histogram.
-    pub arrival_ps: u64,
-}
-
-/// `Slot::flags`: the frame was marked CE at enqueue.
-const MARKED: u8 = 1;
-/// `Slot::flags`: the frame was trimmed.
-const TRIMMED: u8 = 2;
-
-struct Slot<P> {
-    packet: Option<P>,
-    next: u32,
-    ingress: u16,
-    charger: u8,
-    /// `MARKED` and `TRIMMED` (one byte, so the slot stays 32 bytes with an mbuf).
-    flags: u8,
-    /// Frame bytes, kept here so the scheduler and release never touch the packet's buffer
-    /// (reading an mbuf's length at dequeue was a tenth of transmit's samples: perf/RESULTS.md,
-    /// "Figures once in code comments"). Its cell charge
-    /// is `plan::charge(len)`; a queued frame's length never changes.
-    len: u32,
-    ip: IpHeader,
-    arrival_ps: u64,
-}
-
-/// A frame unlinked from its queue, with what its slot knew of it.
-pub struct Popped<P> {
-    pub packet: P,
-    pub ingress: usize,
-    pub charger: u8,
-    pub marked: bool,
-    pub trimmed: bool,
-    pub ip: IpHeader,
-    pub arrival_ps: u64,
-    pub len: u64,
-}
 
 #[derive(Debug, Clone, Copy)]
 struct Fifo {
@@ -137,8 +88,13 @@ struct PortQueues {
 pub struct SharedBuffer<P> {
     plan: BufferPlan,
     /// Slots used so far, then reused through `free`; never more than `arena` (reserved at
-    /// construction, so pushing one never reallocates).
-    slots: Vec<Slot<P>>,
+    /// construction, so pushing one never reallocates). A queued frame's record lives in its
+    /// slot whole, as it came (`tm::frame`).
+    slots: Vec<Option<Frame<P>>>,
+    /// Per slot: the next frame of its queue while it holds one, else the next free slot.
+    /// Apart from the records, so that a record stays one cache line and a free slot needs
+    /// no frame.
+    links: Vec<u32>,
     free: u32,
     arena: usize,
     ports: Vec<PortQueues>,
@@ -185,6 +141,7 @@ impl<P> SharedBuffer<P> {
         Self {
             plan,
             slots: Vec::with_capacity(arena),
+            links: Vec::with_capacity(arena),
             free: NIL,
             arena,
             ports: vec![PortQueues::default(); config.ports.len()],
@@ -312,31 +269,22 @@ impl<P> SharedBuffer<P> {
         self.queued_packets < self.arena as u64
     }
 
-    /// Links an admitted frame of `len` bytes at the tail of `egress`'s queue `tc`; returns
-    /// the queue's depth in bytes.
+    /// Links an admitted frame at the tail of its egress port's queue `frame.tc`; returns the
+    /// queue's depth in bytes.
     #[inline(always)]
-    pub fn push(&mut self, egress: usize, tc: usize, len: usize, entry: Entry<P>) -> u64
+    pub fn push(&mut self, frame: Frame<P>) -> u64
     where
         P: PacketBuf,
     {
-        let new = Slot {
-            packet: Some(entry.packet),
-            next: NIL,
-            ingress: entry.ingress as u16,
-            charger: entry.charger,
-            flags: (u8::from(entry.marked) * MARKED) | (u8::from(entry.trimmed) * TRIMMED),
-            len: len as u32,
-            ip: entry.ip,
-            arrival_ps: entry.arrival_ps,
-        };
+        let (egress, tc, len) = (frame.egress(), frame.tc(), frame.size());
         let slot = if self.free != NIL {
             let slot = self.free;
-            let free = &mut self.slots[slot as usize];
-            self.free = free.next;
-            *free = new;
-            // The next frame queued takes the next free slot, whose link it reads first: freed
-            // when its frame left, it is usually cold by then (that read was 6% of the samples
-            // in a simulated 512-host fabric's arrivals).
+            self.free = self.links[slot as usize];
+            self.slots[slot as usize] = Some(frame);
+            self.links[slot as usize] = NIL;
+            // The next frame queued takes the next free slot, whose record it writes: freed
+            // when its frame left, it is usually cold by then (that write's read was 6% of
+            // the samples in a simulated 512-host fabric's arrivals).
             if self.free != NIL {
                 P::prefetch(&self.slots[self.free as usize]);
             }
@@ -344,7 +292,8 @@ impl<P> SharedBuffer<P> {
         } else {
             debug_assert!(self.slots.len() < self.arena, "the arena holds one slot per cell");
             // Within the reserved capacity: no allocation.
-            self.slots.push(new);
+            self.slots.push(Some(frame));
+            self.links.push(NIL);
             (self.slots.len() - 1) as u32
         };
         let port = &mut self.ports[egress];
@@ -353,7 +302,7 @@ impl<P> SharedBuffer<P> {
         if queue.tail == NIL {
             queue.head = slot;
         } else {
-            self.slots[queue.tail as usize].next = slot;
+            self.links[queue.tail as usize] = slot;
         }
         queue.tail = slot;
         queue.len += 1;
@@ -364,9 +313,9 @@ impl<P> SharedBuffer<P> {
     }
 
     /// Unlinks the head of a queue and gives back its cells (a lossless frame's to its group:
-    /// headroom first, then the pool).
+    /// headroom first, then the pool); the frame's record no longer says it is charged.
     #[inline]
-    pub fn pop(&mut self, port: usize, tc: usize) -> Option<Popped<P>>
+    pub fn pop(&mut self, port: usize, tc: usize) -> Option<Frame<P>>
     where
         P: PacketBuf,
     {
@@ -377,25 +326,22 @@ impl<P> SharedBuffer<P> {
         if slot == NIL {
             return None;
         }
-        // The next frame of this queue is usually the next one sent: its slot, written when
+        // The next frame of this queue is usually the next one sent: its record, written when
         // it was queued (thousands of frames ago in a deep queue), starts loading now
         // (congested port, one worker: ~6% fewer cycles per frame).
-        let next = self.slots[slot as usize].next;
+        let next = self.links[slot as usize];
         if next != NIL {
             P::prefetch(&self.slots[next as usize]);
         }
-        let entry = &mut self.slots[slot as usize];
-        let packet = entry.packet.take().expect("a linked slot holds a frame");
-        let (ingress, charger, flags, len, ip) =
-            (usize::from(entry.ingress), entry.charger, entry.flags, u64::from(entry.len), entry.ip);
-        let charge = plan::charge(len as usize);
-        let arrival_ps = entry.arrival_ps;
-        queue.head = entry.next;
+        let mut frame = self.slots[slot as usize].take().expect("a linked slot holds a frame");
+        let len = frame.len as u64;
+        let charge = plan::charge(frame.size());
+        queue.head = next;
         if queue.head == NIL {
             queue.tail = NIL;
             queues.backlog &= !(1 << tc);
         }
-        entry.next = self.free;
+        self.links[slot as usize] = self.free;
         self.free = slot;
         queue.len -= 1;
         queue.bytes -= len;
@@ -405,10 +351,10 @@ impl<P> SharedBuffer<P> {
             queue.lossy_cells -= charge;
             self.lossy_used -= charge;
         } else {
-            self.give_back(charger, ingress, self.pg(tc), charge);
+            self.give_back(frame.charger, frame.ingress(), self.pg(tc), charge);
+            frame.clear_charged();
         }
-        let (marked, trimmed) = (flags & MARKED != 0, flags & TRIMMED != 0);
-        Some(Popped { packet, ingress, charger, marked, trimmed, ip, arrival_ps, len })
+        Some(frame)
     }
 
     /// Gives `cells` back to group (`ingress`, `pg`): its headroom first, then the pool.
@@ -476,7 +422,7 @@ impl<P> SharedBuffer<P> {
     #[inline]
     pub fn head_lens(&self, port: usize) -> impl Fn(usize) -> usize + '_ {
         let (fifos, slots) = (&self.ports[port].fifos, &self.slots);
-        move |tc| slots[fifos[tc].head as usize].len as usize
+        move |tc| slots[fifos[tc].head as usize].as_ref().map_or(0, Frame::size)
     }
 
     /// Bit n set while `port`'s queue n holds frames.
@@ -575,16 +521,10 @@ mod tests {
             .config()
     }
 
-    fn entry(ingress: usize) -> Entry<HeapPacket> {
-        Entry {
-            packet: HeapPacket::new(vec![0; 60]),
-            ingress,
-            charger: 0,
-            marked: false,
-            trimmed: false,
-            ip: IpHeader { l3_offset: 14, is_ipv6: false, ecn: 0 },
-            arrival_ps: 0,
-        }
+    /// A frame of `len` bytes from `ingress` for `egress`'s queue `tc`.
+    fn frame(ingress: usize, egress: usize, tc: usize, len: usize) -> Frame<HeapPacket> {
+        let ip = IpHeader { l3_offset: 14, is_ipv6: false, ecn: 0 };
+        Frame::new(HeapPacket::new(vec![0; len]), len, ingress, egress, tc, ip, 0)
     }
 
     #[test]
@@ -763,7 +703,7 @@ mod tests {
         let slots = SharedBuffer::<HeapPacket>::capacity(&config);
         for _ in 0..slots {
             assert!(buffer.has_slot());
-            buffer.push(1, 3, 60, entry(0));
+            buffer.push(frame(0, 1, 3, 60));
         }
         assert!(!buffer.has_slot());
         assert_eq!(buffer.queued_packets(), slots as u64);
@@ -784,14 +724,14 @@ mod tests {
         let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::sharded(&config, 1, 2, |port| port == 1, 0);
         assert!(buffer.slots.is_empty() && buffer.slots.capacity() >= SharedBuffer::<HeapPacket>::capacity(&config));
         for _ in 0..3 {
-            buffer.push(1, 3, 60, entry(0));
+            buffer.push(frame(0, 1, 3, 60));
         }
         assert_eq!(buffer.slots.len(), 3, "a slot written per frame held");
         assert!(buffer.pop(1, 3).is_some() && buffer.pop(1, 3).is_some());
-        buffer.push(1, 0, 60, entry(0));
-        buffer.push(1, 3, 60, entry(0));
+        buffer.push(frame(0, 1, 0, 60));
+        buffer.push(frame(0, 1, 3, 60));
         assert_eq!(buffer.slots.len(), 3, "freed slots taken first");
-        buffer.push(1, 3, 60, entry(0));
+        buffer.push(frame(0, 1, 3, 60));
         assert_eq!((buffer.slots.len(), buffer.queued_packets()), (4, 4));
         assert_eq!((buffer.queue_len(1, 0), buffer.queue_len(1, 3)), (1, 3));
     }
@@ -803,7 +743,7 @@ mod tests {
         let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::sharded(&config, 1, 2, |port| port == 1, 3);
         for _ in 0..slots + 3 {
             assert!(buffer.has_slot(), "one slot per cell and three more");
-            buffer.push(1, 3, 60, entry(0));
+            buffer.push(frame(0, 1, 3, 60));
         }
         assert!(!buffer.has_slot());
     }
@@ -814,7 +754,7 @@ mod tests {
         let mut buffer: SharedBuffer<HeapPacket> = SharedBuffer::new(&config);
         for len in [60, 257, 512] {
             buffer.admit_lossless(0, 3, plan::charge(len)).unwrap();
-            buffer.push(1, 3, len, Entry { packet: HeapPacket::new(vec![0; len]), ..entry(0) });
+            buffer.push(frame(0, 1, 3, len));
         }
         assert_eq!(buffer.queue_bytes(1, 3), 60 + 257 + 512);
         assert_eq!(buffer.queue_cells(1, 3), (1 + 2 + 2) * CELL_BYTES, "a started cell is a whole cell");

@@ -6,6 +6,7 @@
 
 pub mod buffer;
 pub mod ecn;
+pub mod frame;
 pub mod pfc;
 pub mod schedule;
 pub mod shard;

@@ -40,41 +40,18 @@
 //! each other worker (`Plan::overcommit_frames`); the queue arena and the mbuf pool hold that
 //! many frames more than the buffer, so admission never fails for want of a slot or an mbuf.
 
+use crate::tm::frame::Frame;
 use crate::units::TRAFFIC_CLASSES;
-use crate::wire::IpHeader;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 /// Frames in one hand-off between workers: one rx burst.
 pub const BATCH: usize = 32;
 
-/// A frame on its way from the worker that received it to the worker that owns its egress
-/// port.
-pub struct Transfer<P> {
-    pub packet: P,
-    pub ingress: u16,
-    pub egress: u16,
-    pub tc: u8,
-    /// A lossless frame whose cells the ingress worker charged to its group: the egress
-    /// worker returns them as credits when the frame leaves or is dropped.
-    pub charged: bool,
-    pub ip: IpHeader,
-    pub arrival_ps: u64,
-    /// The group and member slot chosen, counted when the egress worker queues the frame.
-    pub member: Option<(u16, u16)>,
-    /// The worker that received the frame (and charged it, when `charged`).
-    pub charger: u8,
-    /// The frame's length, so that the egress worker need not read it from the buffer.
-    pub len: u32,
-}
-
-/// `Transfer::tc` of a MAC control frame (PFC or PAUSE) received on a queue of another
-/// worker's port: the port's owner applies it (`egress` is the port).
-pub const MAC_CONTROL: u8 = u8::MAX;
-
-/// Up to one burst of transfers for one worker: what crosses a ring in one operation (per
-/// frame, the atomics of a hand-off cost more than the work moved to another core).
+/// Up to one burst of frames for one worker, each with its record (`tm::frame`): what crosses
+/// a ring in one operation (per frame, the atomics of a hand-off cost more than the work
+/// moved to another core).
 pub struct Batch<P> {
-    frames: [Option<Transfer<P>>; BATCH],
+    frames: [Option<Frame<P>>; BATCH],
     len: usize,
 }
 
@@ -93,23 +70,23 @@ impl<P> Batch<P> {
         self.len == BATCH
     }
 
-    /// Adds a transfer; a full batch gives it back.
-    pub fn push(&mut self, transfer: Transfer<P>) -> Result<(), Transfer<P>> {
+    /// Adds a frame; a full batch gives it back.
+    pub fn push(&mut self, frame: Frame<P>) -> Result<(), Frame<P>> {
         if self.is_full() {
-            return Err(transfer);
+            return Err(frame);
         }
-        self.frames[self.len] = Some(transfer);
+        self.frames[self.len] = Some(frame);
         self.len += 1;
         Ok(())
     }
 
-    /// The transfers held, in order.
-    pub fn iter(&self) -> impl Iterator<Item = &Transfer<P>> {
+    /// The frames held, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Frame<P>> {
         self.frames[..self.len].iter().map_while(Option::as_ref)
     }
 
-    /// The transfers in order, emptying the batch.
-    pub fn drain(&mut self) -> impl Iterator<Item = Transfer<P>> + '_ {
+    /// The frames in order, emptying the batch.
+    pub fn drain(&mut self) -> impl Iterator<Item = Frame<P>> + '_ {
         let len = std::mem::take(&mut self.len);
         self.frames[..len].iter_mut().map_while(Option::take)
     }
@@ -424,18 +401,8 @@ mod tests {
     #[test]
     fn a_batch_holds_one_burst_and_drains_in_order() {
         let mut batch = Batch::default();
-        let transfer = |n: u8| Transfer {
-            packet: vec![n],
-            ingress: 0,
-            egress: 1,
-            tc: 0,
-            charged: false,
-            ip: IpHeader { l3_offset: 14, is_ipv6: false, ecn: 0 },
-            arrival_ps: u64::from(n),
-            member: None,
-            charger: 0,
-            len: 1,
-        };
+        let ip = crate::wire::IpHeader { l3_offset: 14, is_ipv6: false, ecn: 0 };
+        let transfer = |n: u8| Frame::new(vec![n], 1, 0, 1, 0, ip, u64::from(n));
         for n in 0..BATCH as u8 {
             assert!(batch.push(transfer(n)).is_ok());
         }

@@ -16,7 +16,6 @@ mod field {
     pub const FLAGS_FRAGMENT: Field = 6..8;
     pub const TTL: usize = 8;
     pub const PROTOCOL: usize = 9;
-    pub const TTL_PROTOCOL: Field = 8..10;
     pub const CHECKSUM: Field = 10..12;
     pub const SOURCE: Field = 12..16;
     pub const DESTINATION: Field = 16..20;
@@ -181,24 +180,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         write_u16(data, field::CHECKSUM, (sum + u32::from(sum >= 0xffff)) as u16);
     }
 
-    /// Undoes `decrement_ttl` (a frame sent to the control plane after its route was taken
-    /// goes as it came in).
-    #[inline]
-    pub fn restore_ttl(&mut self) {
-        self.set_ttl(self.buffer.as_ref()[field::TTL].wrapping_add(1));
-    }
-
-    /// Sets the TTL and patches the checksum incrementally (RFC 1624).
-    #[inline]
-    fn set_ttl(&mut self, ttl: u8) {
-        let data = self.buffer.as_mut();
-        let old = read_u16(data, field::TTL_PROTOCOL);
-        data[field::TTL] = ttl;
-        let new = read_u16(data, field::TTL_PROTOCOL);
-        let sum = checksum::incremental_update(read_u16(data, field::CHECKSUM), old, new);
-        write_u16(data, field::CHECKSUM, sum);
-    }
-
     /// Sets the ECN bits and patches the checksum incrementally (RFC 1624).
     #[inline]
     pub fn set_ecn(&mut self, ecn: u8) {
@@ -279,15 +260,12 @@ mod tests {
     fn ttl_decrement_keeps_the_checksum_valid() {
         let mut bytes = real_datagram();
         let mut packet = Packet::new_checked(&mut bytes[..]).unwrap();
-        let original = packet.checksum();
         packet.decrement_ttl();
         assert_eq!(packet.ttl(), 63);
         assert!(packet.verify_checksum());
         let incremental = packet.checksum();
         packet.fill_checksum();
         assert_eq!(packet.checksum(), incremental);
-        packet.restore_ttl();
-        assert_eq!((packet.ttl(), packet.checksum()), (64, original), "restored as it came");
     }
 
     /// Every checksum a header may carry (valid or not: the decrement only patches it), at

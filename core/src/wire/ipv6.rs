@@ -134,13 +134,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.buffer.as_mut()[field::HOP_LIMIT] -= 1;
     }
 
-    /// Undoes `decrement_hop_limit`.
-    #[inline]
-    pub fn restore_hop_limit(&mut self) {
-        let hop_limit = &mut self.buffer.as_mut()[field::HOP_LIMIT];
-        *hop_limit = hop_limit.wrapping_add(1);
-    }
-
     #[inline]
     pub fn set_ecn(&mut self, ecn: u8) {
         let data = self.buffer.as_mut();

@@ -1,16 +1,14 @@
-//! The rx prologue a worker runs on every received frame: a frame longer than one
-//! mbuf (a chain) kept as it is or copied whole (`LongFrames`), a copy for `--capture`, and
-//! its classification.
+//! The rx prologue a worker runs on every received frame before the switch takes it: a frame
+//! longer than one mbuf (a chain) kept as it is or copied whole (`LongFrames`), and a copy
+//! for `--capture`. The switch's own `receive_cutting` classifies and forwards it.
 //!
-//! Invariant: every frame comes out with a verdict, and a frame the prologue cannot take
-//! comes out as `Verdict::Drop` with its reason, so the one place that counts verdicts (the
-//! switch's `receive_verdict`) counts it too.
+//! Invariant: every frame comes out taken, or with the reason it cannot be, so the switch
+//! counts it either way (`receive_cutting` or `receive_dropped`).
 
 use crate::dpdk::{Mbuf, Mempool};
 use crate::drops::DropReason;
 use crate::observe::capture::Tap;
 use crate::packet::PacketBuf;
-use crate::pipeline::classify::{Classifier, Verdict};
 use std::sync::Arc;
 
 /// What the rx prologue does with a frame longer than one mbuf, which the driver chains.
@@ -46,21 +44,14 @@ impl<'a> Ingress<'a> {
         Self { port, long_frames, tap: tap.filter(|tap| tap.wants(port)), tsc }
     }
 
-    /// The frame with its verdict.
+    /// The frame as the switch takes it (captured on its way in), or why it cannot be.
     #[inline(always)]
-    pub fn classify(&self, mbuf: Mbuf, classifier: &mut Classifier) -> (Mbuf, Verdict) {
-        let mut mbuf = match self.long_frames.take(mbuf) {
-            Ok(mbuf) => mbuf,
-            Err((mbuf, reason)) => return (mbuf, Verdict::Drop(reason)),
-        };
-        let len = PacketBuf::len(&mbuf);
-        let head = PacketBuf::data_mut(&mut mbuf);
+    pub fn take(&self, mbuf: Mbuf) -> Result<Mbuf, (Mbuf, DropReason)> {
+        let mbuf = self.long_frames.take(mbuf)?;
         if let Some(tap) = self.tap {
-            tap.copy_head(self.port, false, self.tsc, head, len);
+            tap.copy_head(self.port, false, self.tsc, PacketBuf::data(&mbuf), PacketBuf::len(&mbuf));
         }
-        let beyond = len - head.len();
-        let verdict = classifier.classify_beyond(head, beyond);
-        (mbuf, verdict)
+        Ok(mbuf)
     }
 }
 

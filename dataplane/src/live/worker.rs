@@ -147,8 +147,10 @@ impl Worker {
                 for mbuf in rx.drain() {
                     received += 1;
                     wire_bytes += crate::units::wire_bytes(PacketBuf::len(&mbuf));
-                    let (mbuf, verdict) = ingress.classify(mbuf, self.switch.classifier_mut());
-                    self.switch.receive_verdict(index, mbuf, verdict, now, &mut cut);
+                    match ingress.take(mbuf) {
+                        Ok(mbuf) => self.switch.receive_cutting(index, mbuf, now, &mut cut),
+                        Err((mbuf, reason)) => self.switch.receive_dropped(index, mbuf, reason, now),
+                    };
                 }
                 *rx_size = rx_burst_size(frames, wire_bytes);
                 cut_through += cut.sent;

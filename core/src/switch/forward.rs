@@ -1,0 +1,326 @@
+//! A frame's way in, up to its queue: `receive` classifies it, then the switch decides what
+//! classification cannot (an administratively shut port, PFC and PAUSE frames, punting,
+//! sFlow's sample, the ingress ACL, a group's member, the egress port's MTU and ACL), writes
+//! the routed frame's headers once (`pipeline::rewrite`), makes its record (`tm::frame`) and
+//! hands it to the queue half (`queue.rs`) or to the worker owning its egress port
+//! (`shard.rs`).
+//!
+//! Invariant: every frame `receive` takes leaves with one `Received`, counted once as
+//! received; a frame punted, dropped or sampled here is the frame as it came in, and only a
+//! frame on its way to a queue is written, once.
+
+use super::*;
+use crate::pipeline::rewrite::Rewrite;
+use crate::tm::frame::Frame;
+
+/// The group selector's view of the ports.
+pub(super) struct Ports<'a, P> {
+    pub(super) egress: &'a [EgressPort],
+    pub(super) pfc: &'a [PfcPort],
+    pub(super) buffer: &'a SharedBuffer<P>,
+    pub(super) now: u64,
+    pub(super) watchdog_action: WatchdogAction,
+    /// Sharded: the board with the other workers' ports, and this worker's index.
+    pub(super) shard: Option<(&'a ShardBoard, usize)>,
+}
+
+impl<P> PortView for Ports<'_, P> {
+    fn usable(&self, port: usize) -> bool {
+        self.egress[port].usable
+    }
+
+    fn drain_cost(&self, port: usize, tc: usize) -> u64 {
+        if let Some((board, me)) = self.shard {
+            if board.owner(port) != me {
+                return board.drain_cost(port, tc, self.now, self.egress[port].rate.speed_mbps());
+            }
+        }
+        if self.pfc[port].paused(tc, self.now, self.watchdog_action) {
+            return u64::MAX;
+        }
+        // What is still to leave the link, then the queued frame bytes at the port's speed
+        // (bytes x 8e6 / Mb/s ps): a busy link with an empty queue costs more than an idle one.
+        let egress = &self.egress[port];
+        egress.link_free_ps.saturating_sub(self.now)
+            + self.buffer.queue_bytes(port, tc) * 8_000_000 / egress.rate.speed_mbps()
+    }
+}
+
+/// Where forwarding sends a routed frame: its egress port, the header changes, and the group
+/// member chosen (counted once the frame is queued).
+struct Chosen {
+    egress: usize,
+    rewrite: Rewrite,
+    member: Option<(usize, u16)>,
+}
+
+impl<P: PacketBuf> Switch<P> {
+    /// Takes one frame received on `ingress` at `now` (ps).
+    #[inline]
+    pub fn receive(&mut self, ingress: usize, packet: P, now: u64) -> Received {
+        self.receive_cutting(ingress, packet, now, &mut QueueAll)
+    }
+
+    /// `receive`, letting the frame cut through to `cut` when its port is idle (`cut.rs`);
+    /// `Received::Queued` either way.
+    #[inline(always)]
+    pub fn receive_cutting(&mut self, ingress: usize, packet: P, now: u64, cut: &mut impl CutThrough<P>) -> Received {
+        let len = packet.len();
+        let head = packet.data();
+        // A chained frame (live, longer than one mbuf) is classified from its first segment.
+        let verdict = self.classifier.classify_beyond(head, len - head.len());
+        self.forward(ingress, packet, verdict, now, cut)
+    }
+
+    /// A frame the engine's rx prologue could not take (a chain too long, or no buffer to
+    /// copy it into): counted as received and dropped for `reason`, as any other.
+    #[cold]
+    pub fn receive_dropped(&mut self, ingress: usize, packet: P, reason: DropReason, now: u64) -> Received {
+        self.forward(ingress, packet, Verdict::Drop(reason), now, &mut QueueAll)
+    }
+
+    /// sFlow's sampler (`[sflow]`), for the engine to take the samples.
+    #[inline(always)]
+    pub fn sampler_mut(&mut self) -> Option<&mut Sampler> {
+        self.sampler.as_mut()
+    }
+
+    /// Acts on a frame's verdict: counts it, applies a PFC or PAUSE frame, punts or drops it,
+    /// or forwards it to its queue.
+    #[inline(always)]
+    fn forward(&mut self, ingress: usize, packet: P, verdict: Verdict, now: u64, cut: &mut impl CutThrough<P>) -> Received {
+        // Shut down: what still arrives (a device that cannot take its link down) is counted,
+        // never forwarded or acted on.
+        let verdict = if self.egress[ingress].admin_up { verdict } else { Verdict::Drop(DropReason::LinkDown) };
+        match verdict {
+            Verdict::Forward { next, tc, ip } => self.route(ingress, packet, (next, usize::from(tc), ip), now, cut),
+            Verdict::FlowControl(_) | Verdict::LinkPause(_) if !self.owns(ingress) => {
+                // On a queue of a port another worker owns (and transmits on).
+                self.hand_off_control(ingress, packet, now)
+            }
+            Verdict::FlowControl(repr) => {
+                self.pause_received(ingress, &repr, now);
+                Received::FlowControl
+            }
+            Verdict::LinkPause(quanta) => {
+                // MAC control, not data: counted apart, never in rx or drops.
+                self.stats.ports[ingress].rx_pause += 1;
+                if self.egress[ingress].honour_pause {
+                    let until = self.pfc[ingress].receive_link_pause(quanta, now);
+                    self.deadline = self.deadline.min(until);
+                }
+                Received::FlowControl
+            }
+            Verdict::Drop(reason) => self.dropped_on_receipt(ingress, packet, reason, now),
+            Verdict::Punt(class) => self.punt(ingress, packet, class, now),
+        }
+    }
+
+    /// A frame dropped as it came in, before it was forwarded: counted as received and under
+    /// `reason`, notified and offered to sFlow's sampler.
+    #[cold]
+    fn dropped_on_receipt(&mut self, ingress: usize, packet: P, reason: DropReason, now: u64) -> Received {
+        let len = packet.len();
+        let rx = &mut self.stats.ports[ingress];
+        rx.rx_packets += 1;
+        rx.rx_bytes += len as u64;
+        rx.count_drop(reason);
+        self.notify_drop(ingress, NO_PORT, reason, (&packet, now));
+        if let Some(sampler) = &mut self.sampler {
+            if sampler.offer(ingress) {
+                sampler.take(ingress, packet.data(), len);
+            }
+        }
+        Received::Dropped(reason)
+    }
+
+    /// A routed frame: counted as received and sampled, through the ingress ACL, to its
+    /// egress port (a group's member), past the port's MTU and ACL, its headers written, into
+    /// its queue or to the worker owning the port.
+    #[inline(always)]
+    fn route(
+        &mut self,
+        ingress: usize,
+        mut packet: P,
+        (next, mut tc, ip): (Next, usize, IpHeader),
+        now: u64,
+        cut: &mut impl CutThrough<P>,
+    ) -> Received {
+        let len = packet.len();
+        let rx = &mut self.stats.ports[ingress];
+        rx.rx_packets += 1;
+        rx.rx_bytes += len as u64;
+        // sFlow: one branch per frame without it, a countdown with it; the sample is the
+        // header as it came in, which nothing has written yet.
+        let sampled = match &mut self.sampler {
+            Some(sampler) => sampler.offer(ingress).then(|| sampler.take(ingress, packet.data(), len)).flatten(),
+            None => None,
+        };
+        let mut dscp = None;
+        if let Some(table) = self.acls.bound(ingress, AclStage::Ingress) {
+            match self.filter(table, ingress, &packet, ip, tc, &mut dscp) {
+                Some(filtered) => tc = filtered,
+                None => {
+                    self.notify_drop(ingress, NO_PORT, DropReason::Acl, (&packet, now));
+                    return Self::acl_dropped();
+                }
+            }
+        }
+        let chosen = match next {
+            Next::Adjacency(adjacency) => Ok(Chosen {
+                egress: usize::from(adjacency.port),
+                rewrite: Rewrite { next_hop: adjacency.mac, dscp },
+                member: None,
+            }),
+            Next::Group(group) => self.choose_member(group as usize, &packet, ip, tc, now, dscp),
+        };
+        let Chosen { egress, mut rewrite, member } = match chosen {
+            Ok(chosen) => chosen,
+            Err(reason) => {
+                self.stats.ports[ingress].count_drop(reason);
+                self.notify_drop(ingress, NO_PORT, reason, (&packet, now));
+                return Received::Dropped(reason);
+            }
+        };
+        // The IP packet with any Ethernet padding: padding only follows packets far below
+        // any MTU (frames under 60 bytes), so this never misjudges a legal packet.
+        if len - usize::from(ip.l3_offset) > self.egress[egress].mtu {
+            return self.too_big(ingress, packet, now);
+        }
+        if let Some(table) = self.acls.bound(egress, AclStage::Egress) {
+            match self.filter(table, ingress, &packet, ip, tc, &mut rewrite.dscp) {
+                Some(filtered) => tc = filtered,
+                None => {
+                    self.notify_drop(ingress, egress as u16, DropReason::Acl, (&packet, now));
+                    return Self::acl_dropped();
+                }
+            }
+        }
+        // Every decision that could punt, drop or sample the frame is made: its one rewrite.
+        rewrite.apply(packet.data_mut(), ip, self.mac);
+        if let (Some(index), Some(sampler)) = (sampled, &mut self.sampler) {
+            sampler.set_egress(index, egress);
+        }
+        let mut frame = Frame::new(packet, len, ingress, egress, tc, ip, now);
+        frame.charger = self.buffer.me();
+        frame.set_member(member);
+        if !self.owns(egress) {
+            return self.hand_off(frame, now);
+        }
+        let received = self.enqueue(frame, now, cut);
+        if let Received::Queued { .. } = received {
+            self.count_member(member);
+        }
+        received
+    }
+
+    /// The member of `group` a frame in class `tc` goes to (by its flow's hash, or the
+    /// group's mode), or why none: every member down, or a group gone since classification.
+    #[inline]
+    fn choose_member(
+        &mut self,
+        group: usize,
+        packet: &P,
+        ip: IpHeader,
+        tc: usize,
+        now: u64,
+        dscp: Option<u8>,
+    ) -> Result<Chosen, DropReason> {
+        let view = Ports {
+            egress: &self.egress,
+            pfc: &self.pfc,
+            buffer: &self.buffer,
+            now,
+            watchdog_action: self.watchdog.action,
+            shard: self.shard.as_ref().map(|seat| (&*seat.board, seat.me)),
+        };
+        // The flow, for ECMP and flowlets: only group routes need it (`parse::flow_hash`).
+        let beyond = packet.len() - packet.data().len();
+        let flow_hash = parse::flow_hash(packet.data(), usize::from(ip.l3_offset), ip.is_ipv6, beyond);
+        let groups = &self.classifier.fib().groups;
+        let chosen = self.selector.select(group, flow_hash, tc, now, &mut self.rng, &view).and_then(|(slot, port)| {
+            // A selector synced to an older snapshot than the classifier's (a reload between
+            // them) may name a member the group no longer has: no member, no route.
+            let member = groups.get(group)?.members.get(usize::from(slot))?;
+            let rewrite = Rewrite { next_hop: member.mac, dscp };
+            Some(Chosen { egress: usize::from(port), rewrite, member: Some((group, slot)) })
+        });
+        chosen.ok_or(match groups.get(group) {
+            Some(group) if !group.members.is_empty() => DropReason::LinkDown,
+            _ => DropReason::NoRoute,
+        })
+    }
+
+    /// A routed frame over its egress port's MTU (already counted as received): with a
+    /// control plane, punted as it came in, in class `mtu`, so that the kernel sends
+    /// fragmentation needed or Packet Too Big with the port's MTU (its interface has it), or
+    /// fragments IPv4 without DF; without one, dropped as `oversize`.
+    #[cold]
+    fn too_big(&mut self, ingress: usize, packet: P, now: u64) -> Received {
+        if self.punt_policers.is_empty() {
+            self.stats.ports[ingress].count_drop(DropReason::Oversize);
+            self.notify_drop(ingress, NO_PORT, DropReason::Oversize, (&packet, now));
+            return Received::Dropped(DropReason::Oversize);
+        }
+        self.punt_received(ingress, packet, CoppClass::Mtu, now)
+    }
+
+    /// Counts a queued frame on the group member chosen for it (for the config's groups;
+    /// groups of next hops come and go with routes).
+    #[inline]
+    pub(super) fn count_member(&mut self, member: Option<(usize, u16)>) {
+        if let Some((group, slot)) = member.filter(|_| self.counts_members) {
+            if let Some(counts) = self.stats.groups.get_mut(group) {
+                counts[usize::from(slot)] += 1;
+            } else if let Some(&Some(entry)) = self.next_hop_slots.get(group) {
+                if let Some(count) = self.stats.next_hop_groups[entry as usize].sent.get_mut(usize::from(slot)) {
+                    *count += 1;
+                }
+            }
+        }
+    }
+
+    /// Gives each group of next hops in the FIB snapshot its entry in the counters: the one of
+    /// the same members if the group was met before (its counters go on), else a new one. Runs
+    /// when a snapshot with changed groups is taken (it may allocate then), never per frame.
+    pub(super) fn count_next_hop_groups(&mut self) {
+        let groups = &self.classifier.fib().groups;
+        self.next_hop_slots.clear();
+        for group in groups.iter() {
+            if group.via.len() != group.members.len() || group.via.is_empty() {
+                self.next_hop_slots.push(None);
+                continue;
+            }
+            let members: Vec<(u16, std::net::IpAddr)> =
+                group.members.iter().zip(&group.via).map(|(member, &ip)| (member.port, ip)).collect();
+            let counted = &mut self.stats.next_hop_groups;
+            let entry = match counted.iter().position(|entry| entry.members == members) {
+                Some(entry) => entry,
+                None => {
+                    let sent = vec![0; members.len()];
+                    counted.push(crate::counters::NextHopGroupStats { members, sent });
+                    counted.len() - 1
+                }
+            };
+            self.next_hop_slots.push(Some(entry as u32));
+        }
+        self.groups_counted = std::sync::Arc::clone(groups);
+    }
+
+    /// Takes the control plane's newest FIB snapshot, if there is one (once per burst).
+    #[inline]
+    pub fn refresh_fib(&mut self, handle: &FibHandle) {
+        if self.classifier.refresh(handle) {
+            self.groups_changed();
+        }
+    }
+
+    /// After the FIB in use changed: the selector and the counters follow its groups.
+    pub(super) fn groups_changed(&mut self) {
+        self.selector.sync(&self.classifier.fib().groups);
+        if !std::sync::Arc::ptr_eq(&self.groups_counted, &self.classifier.fib().groups) {
+            self.count_next_hop_groups();
+        }
+        self.counts_members = self.classifier.fib().group_layout == self.group_layout;
+    }
+}

@@ -1,0 +1,300 @@
+//! A frame's way from its record (`tm::frame`) to the wire: admission (ECN at enqueue, the
+//! PFC watchdog, the pools, PFC's XOFF decision), trimming what the buffer refuses, the
+//! queue, the scheduler among the classes PFC does not pause (ECN at dequeue, cells back, the
+//! XON decision), and the counts of a sent frame. Frames received here and frames another
+//! worker received and charged (`shard.rs`) take the same `enqueue`; transmit and both
+//! cut-through paths (`cut.rs`) count a sent frame with the same `count_tx`.
+//!
+//! Invariant: a frame handed to `enqueue` is queued, cut through or refused and counted;
+//! whoever refuses or sends a charged frame gives its cells back, once (`refuse`, `pop`,
+//! `cut_through`); every queued frame leaves through `transmit`, `flush` or `drain`.
+
+use super::*;
+use crate::tm::frame::Frame;
+
+impl<P: PacketBuf> Switch<P> {
+    /// Admits a frame to its egress port's queue (ECN at enqueue, the pools, PFC's XOFF
+    /// decision), charging drops to its ingress port; then queues it, or lets it cut through
+    /// to `cut`. A frame another worker charged to its group (`Frame::charged`) is admitted
+    /// to the queue only: its group and the pool already hold it.
+    #[inline(always)]
+    pub(super) fn enqueue(&mut self, mut frame: Frame<P>, now: u64, cut: &mut impl CutThrough<P>) -> Received {
+        let (egress, tc) = (frame.egress(), frame.tc());
+        if !self.egress[egress].usable {
+            return self.refuse(frame, DropReason::LinkDown, now);
+        }
+        // The common frame: an idle port, nothing for ECN or PFC to decide (cut.rs).
+        if !frame.charged() && self.cut_allowed(egress, tc, now, cut) && self.ecn.idle_at_empty(tc) {
+            if let Some(group) = self.passes_idle(frame.ingress(), egress, tc, frame.size()) {
+                return self.cut_through_idle(frame, group, now, cut);
+            }
+        }
+        if let Err(reason) = self.mark_at_enqueue(&mut frame) {
+            return self.refuse(frame, reason, now);
+        }
+        if self.buffer.lossless(tc) {
+            if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
+                return self.refuse(frame, DropReason::PfcWatchdog, now);
+            }
+            if !frame.charged() {
+                match self.charge_group(&mut frame) {
+                    // Past XOFF the frame queues, so that the pause leaves first.
+                    Ok(true) => return self.link(frame),
+                    Ok(false) => {}
+                    Err(reason) => return self.refuse(frame, reason, now),
+                }
+            }
+        } else if let Err(reason) = self.buffer.admit_lossy(egress, tc, plan::charge(frame.size())) {
+            return self.refused_lossy(frame, reason);
+        }
+        if self.cut_allowed(egress, tc, now, cut) {
+            return self.cut_through(frame, now, cut);
+        }
+        // Admission here found a slot; a frame charged on another worker's stale view of
+        // the pools may not.
+        if !self.buffer.has_slot() {
+            return self.refuse(frame, DropReason::HeadroomOverflow, now);
+        }
+        self.link(frame)
+    }
+
+    /// The ingress half of admission, on the worker that received the frame: a lossless
+    /// frame is charged to its ingress priority group (XOFF decided past the point, on the
+    /// exact count) and says so; `Ok(true)` when the group is past XOFF. A lossy frame is
+    /// charged at its egress queue, by `enqueue`.
+    #[inline(always)]
+    pub(super) fn charge_group(&mut self, frame: &mut Frame<P>) -> Result<bool, DropReason> {
+        let tc = frame.tc();
+        if !self.buffer.lossless(tc) {
+            return Ok(false);
+        }
+        let (ingress, pg) = (frame.ingress(), self.buffer.pg(tc));
+        let group = self.buffer.admit_lossless(ingress, pg, plan::charge(frame.size()))?;
+        frame.set_charged();
+        self.group_charged(ingress, pg, group);
+        Ok(group.past_xoff)
+    }
+
+    /// A lossy frame the buffer refused: trimmed where its queue and port trim (`tm::trim`)
+    /// and queued in the trim queue, or dropped (also when the trim queue refuses it).
+    #[cold]
+    #[inline(never)]
+    fn refused_lossy(&mut self, mut frame: Frame<P>, reason: DropReason) -> Received {
+        let (egress, tc, at) = (frame.egress(), frame.tc(), frame.arrival_ps);
+        let Some(trim) = self.trim.as_ref().filter(|trim| trim.trims(tc) && self.egress[egress].trims) else {
+            return self.refuse(frame, reason, at);
+        };
+        let (size, dscp, queue) = (usize::from(trim.size), trim.dscp[tc], usize::from(trim.queue[tc]));
+        let Some(len) = crate::tm::trim::trim(&mut frame.packet, frame.ip, size, dscp) else {
+            return self.refuse(frame, reason, at);
+        };
+        self.stats.ports[egress].queues[tc].trimmed += 1;
+        if self.buffer.admit_lossy(egress, queue, plan::charge(len)).is_err() {
+            self.stats.ports[egress].queues[tc].trim_dropped += 1;
+            return self.refuse(frame, reason, at);
+        }
+        frame.set_trimmed(len, queue);
+        self.link(frame)
+    }
+
+    /// ECN where the class marks at enqueue: marks the frame CE against the queue's depth,
+    /// or says why it is refused (not ECN-capable above the threshold, lossy).
+    #[inline(always)]
+    fn mark_at_enqueue(&mut self, frame: &mut Frame<P>) -> Result<(), DropReason> {
+        let tc = frame.tc();
+        if !self.ecn.marks_on(tc, MarkOn::Enqueue) {
+            return Ok(());
+        }
+        let depth = self.ecn_depth(frame.egress(), tc);
+        let ce = self.ecn.apply(tc, depth, &mut frame.packet, &mut frame.ip, &mut self.rng)?;
+        frame.mark(ce);
+        Ok(())
+    }
+
+    /// ECN where the class marks at dequeue: as `mark_at_enqueue`, against the depth the
+    /// frame leaves behind (0 for a frame that cuts through).
+    #[inline(always)]
+    pub(super) fn mark_at_dequeue(&mut self, frame: &mut Frame<P>, cut_through: bool) -> Result<(), DropReason> {
+        let tc = frame.tc();
+        if !self.ecn.marks_on(tc, MarkOn::Dequeue) {
+            return Ok(());
+        }
+        let depth = if cut_through { 0 } else { self.ecn_depth(frame.egress(), tc) };
+        let ce = self.ecn.apply(tc, depth, &mut frame.packet, &mut frame.ip, &mut self.rng)?;
+        frame.mark(ce);
+        Ok(())
+    }
+
+    /// The depth class `tc`'s ECN profile compares with kmin/kmax: the queue's cells, or its
+    /// frame bytes.
+    #[inline(always)]
+    fn ecn_depth(&self, egress: usize, tc: usize) -> u64 {
+        match self.ecn.measure(tc) {
+            EcnMeasure::Cells => self.buffer.queue_cells(egress, tc),
+            EcnMeasure::FrameBytes => self.buffer.queue_bytes(egress, tc),
+        }
+    }
+
+    /// Links an admitted frame at the tail of its queue and keeps the queue's peak. (The
+    /// watchdog's clock runs from the pause, queue empty or not: `pause_received` armed it.)
+    #[inline(always)]
+    fn link(&mut self, frame: Frame<P>) -> Received {
+        let (egress, tc) = (frame.egress(), frame.tc());
+        let depth = self.buffer.push(frame);
+        self.stats.ports[egress].queues[tc].peak(depth, self.buffer.queue_cells(egress, tc));
+        Received::Queued { egress, tc }
+    }
+
+    /// Where a lossless frame's charge put its ingress priority group `pg`: XOFF past the
+    /// point, and the group's peaks.
+    #[inline]
+    fn group_charged(&mut self, ingress: usize, pg: usize, group: crate::tm::buffer::GroupCharge) {
+        // The port's owner sends its PFC frames: another worker polling one of its queues
+        // leaves the decision to the owner's next loop (`sync_shard`).
+        if group.past_xoff && self.owns(ingress) {
+            self.pfc[ingress].decide_xoff(pg);
+            self.note_control(ingress);
+        }
+        self.stats.ports[ingress].priority_groups[pg].peak(group.occupancy, group.headroom);
+    }
+
+    /// Refuses a frame on its way into its queue: a charged frame's cells go back, it is
+    /// counted (`count_refused`) and notified as dropped at `at` (`notify_drop`).
+    pub(super) fn refuse(&mut self, mut frame: Frame<P>, reason: DropReason, at: u64) -> Received {
+        self.give_back(&mut frame);
+        self.count_refused(&frame, reason);
+        self.notify_drop(frame.ingress(), frame.egress, reason, (&frame.packet, at));
+        Received::Dropped(reason)
+    }
+
+    /// Gives a charged frame's cells back to its group (to the share of the worker that
+    /// charged them), deciding XON; the frame is no longer charged.
+    #[inline]
+    pub(super) fn give_back(&mut self, frame: &mut Frame<P>) {
+        if frame.charged() {
+            let (ingress, pg) = (frame.ingress(), self.buffer.pg(frame.tc()));
+            self.buffer.give_back(frame.charger, ingress, pg, plan::charge(frame.size()));
+            frame.clear_charged();
+            self.group_released(ingress, pg);
+        }
+    }
+
+    /// Counts a frame that will not be sent: under `reason` on the port it came in on, and in
+    /// its queue's `dropped`.
+    fn count_refused(&mut self, frame: &Frame<P>, reason: DropReason) {
+        self.stats.ports[frame.ingress()].count_drop(reason);
+        self.stats.ports[frame.egress()].queues[frame.tc()].dropped += 1;
+    }
+
+    /// A frame dropped for `reason` on its way in from `ingress` (to `egress`, `NO_PORT`
+    /// before one is chosen) at the time given: a dropped-packet notification for sFlow, while
+    /// its limit allows (`Sampler::discard`).
+    #[inline]
+    pub(super) fn notify_drop(&mut self, ingress: usize, egress: u16, reason: DropReason, (packet, now): (&P, u64)) {
+        if let Some(sampler) = &mut self.sampler {
+            sampler.discard(ingress, egress, reason, packet.data(), packet.len(), now);
+        }
+    }
+
+    /// Unlinks the head of a queue, giving back its cells; a lossless group that falls to
+    /// XON withdraws its XOFF.
+    #[inline]
+    fn pop(&mut self, port: usize, tc: usize) -> Option<Frame<P>> {
+        let frame = self.buffer.pop(port, tc)?;
+        if self.buffer.lossless(tc) {
+            self.group_released(frame.ingress(), self.buffer.pg(tc));
+        }
+        Some(frame)
+    }
+
+    /// After cells of group (`ingress`, `pg`) were given back: XON if the group has fallen to
+    /// it. Most groups never sent XOFF: that is checked before computing thresholds. Only the
+    /// port's owner decides; a share of another worker's group, or of one this worker shares,
+    /// is decided when the credit or the share reaches the owner (`sync_shard`).
+    #[inline(always)]
+    pub(super) fn group_released(&mut self, ingress: usize, pg: usize) {
+        if self.pfc[ingress].xoff_outstanding(pg) && self.owns(ingress) {
+            let occupancy = self.buffer.group_occupancy(ingress, pg);
+            self.pfc[ingress].decide_xon(pg, occupancy, self.buffer.xon());
+            self.note_control(ingress);
+        }
+    }
+
+    /// Counts a decision that left a PFC frame waiting on `port`.
+    #[inline(always)]
+    pub(super) fn note_control(&mut self, port: usize) {
+        self.control_decided += u64::from(self.pfc[port].has_frame());
+    }
+
+    /// Drops every frame of queue `tc` of `port`, each counted under `reason` on the port it
+    /// came in on and in the queue's `dropped`, its cells given back; returns how many. With
+    /// `notify_at`, each is also a dropped-packet notification (sFlow) at that time; none at
+    /// shutdown, when nothing exports them any more.
+    pub(super) fn flush(&mut self, port: usize, tc: usize, reason: DropReason, notify_at: Option<u64>) -> u64 {
+        let mut flushed = 0;
+        while let Some(frame) = self.pop(port, tc) {
+            match notify_at {
+                Some(now) => {
+                    self.refuse(frame, reason, now);
+                }
+                None => self.count_refused(&frame, reason),
+            }
+            flushed += 1;
+        }
+        flushed
+    }
+
+    /// The next data frame `egress` should send at `now`, chosen by its scheduler among the
+    /// classes not paused.
+    #[inline]
+    pub fn transmit(&mut self, egress: usize, now: u64) -> Option<P> {
+        let eligible = self.pfc[egress].eligible(now, self.watchdog.action);
+        let frame = loop {
+            let tc = {
+                let head_len = self.buffer.head_lens(egress);
+                // DWRR shares link time: each frame costs what it takes on the wire, padding,
+                // preamble and gap included (64-byte frames against 1500-byte ones at equal
+                // weights shared 58.5/41.5 when counted in frame bytes).
+                let head_cost = |tc: usize| wire_bytes(head_len(tc)) as usize;
+                self.egress[egress].scheduler.select(eligible, self.buffer.backlog(egress), head_cost)?
+            };
+            let mut frame = self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
+            if let Err(reason) = self.mark_at_dequeue(&mut frame, false) {
+                self.refuse(frame, reason, now);
+                continue;
+            }
+            self.stats.latency.record(now.saturating_sub(frame.arrival_ps) / 1000);
+            break frame;
+        };
+        self.count_tx(&frame, now);
+        Some(frame.packet)
+    }
+
+    /// Counts a frame leaving its egress port at `now` (from its queue or cut through): its
+    /// time on the link, the port's and the queue's tx counters, its CE mark and its trim.
+    #[inline(always)]
+    pub(super) fn count_tx(&mut self, frame: &Frame<P>, now: u64) {
+        let (egress, len) = (frame.egress(), frame.len as u64);
+        self.egress[egress].occupy(now, frame.size());
+        let stats = &mut self.stats.ports[egress];
+        stats.tx_packets += 1;
+        stats.tx_bytes += len;
+        let queue = &mut stats.queues[frame.tc()];
+        queue.tx_packets += 1;
+        queue.tx_bytes += len;
+        queue.ecn_marked += u64::from(frame.marked());
+        queue.trim_tx += u64::from(frame.trimmed());
+    }
+
+    /// Empties every queue at shutdown when ports can no longer send; the frames are counted
+    /// as `buffer_full` drops (on the port they came in on, and the queue) and released.
+    pub fn drain(&mut self) -> u64 {
+        let mut drained = 0;
+        for port in 0..self.egress.len() {
+            for tc in 0..TRAFFIC_CLASSES {
+                drained += self.flush(port, tc, DropReason::BufferFull, None);
+            }
+        }
+        drained
+    }
+}
