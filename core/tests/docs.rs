@@ -67,3 +67,24 @@ fn every_fabric_keyword_is_in_the_fabric_reference() {
     names_all(FABRIC, "TransportKind", TransportKind::ALL.iter().map(|word| word.name()));
     names_all(FABRIC, "Sampling", Sampling::ALL.iter().map(|word| word.name()));
 }
+
+/// Whether a path docs/ARCHITECTURE.md names exists: under `core/src/` (the page's default),
+/// under `dataplane/src/` (the `raceway` crate's modules) or from the repository's top.
+fn architecture_path_exists(path: &str) -> bool {
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    ["core/src", "dataplane/src", "."].iter().any(|base| top.join(base).join(path).exists())
+}
+
+/// Every path docs/ARCHITECTURE.md names in backticks (a word with a `/`; a bare file name is
+/// read beside the folder the sentence names) exists, so the map cannot point at a room that
+/// moved.
+#[test]
+fn every_path_the_architecture_page_names_exists() {
+    let (page, text) = ARCHITECTURE;
+    let looks_like_path =
+        |word: &str| word.contains('/') && word.chars().all(|c| c.is_ascii_alphanumeric() || "/_.-".contains(c));
+    let named: Vec<&str> = text.split('`').skip(1).step_by(2).filter(|word| looks_like_path(word)).collect();
+    assert!(named.len() > 50, "{page}: only {} paths found; has the page's form changed?", named.len());
+    let missing: Vec<&str> = named.into_iter().filter(|path| !architecture_path_exists(path)).collect();
+    assert!(missing.is_empty(), "{page} names paths that do not exist: {missing:?}");
+}

@@ -86,7 +86,11 @@ mod tests {
 
     #[test]
     fn a_routed_ipv6_frame_gets_its_hop_limit_and_dscp() {
-        let spec = crate::traffic::frames::FrameSpec::rocev2("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap(), 7);
+        let spec = crate::traffic::frames::FrameSpec::rocev2(
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+            7,
+        );
         let mut frame = spec.build();
         let original = frame.clone();
         let ip = IpHeader { l3_offset: 14, is_ipv6: true, ecn: 0 };

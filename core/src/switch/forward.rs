@@ -11,7 +11,7 @@
 
 use super::*;
 use crate::pipeline::rewrite::Rewrite;
-use crate::tm::frame::Frame;
+use crate::tm::frame::{Frame, Member};
 
 /// The group selector's view of the ports.
 pub(super) struct Ports<'a, P> {
@@ -46,14 +46,6 @@ impl<P> PortView for Ports<'_, P> {
     }
 }
 
-/// Where forwarding sends a routed frame: its egress port, the header changes, and the group
-/// member chosen (counted once the frame is queued).
-struct Chosen {
-    egress: usize,
-    rewrite: Rewrite,
-    member: Option<(usize, u16)>,
-}
-
 impl<P: PacketBuf> Switch<P> {
     /// Takes one frame received on `ingress` at `now` (ps).
     #[inline]
@@ -69,14 +61,15 @@ impl<P: PacketBuf> Switch<P> {
         let head = packet.data();
         // A chained frame (live, longer than one mbuf) is classified from its first segment.
         let verdict = self.classifier.classify_beyond(head, len - head.len());
-        self.forward(ingress, packet, verdict, now, cut)
+        self.forward(ingress, (packet, len), verdict, now, cut)
     }
 
     /// A frame the engine's rx prologue could not take (a chain too long, or no buffer to
     /// copy it into): counted as received and dropped for `reason`, as any other.
     #[cold]
     pub fn receive_dropped(&mut self, ingress: usize, packet: P, reason: DropReason, now: u64) -> Received {
-        self.forward(ingress, packet, Verdict::Drop(reason), now, &mut QueueAll)
+        let len = packet.len();
+        self.forward(ingress, (packet, len), Verdict::Drop(reason), now, &mut QueueAll)
     }
 
     /// sFlow's sampler (`[sflow]`), for the engine to take the samples.
@@ -88,12 +81,23 @@ impl<P: PacketBuf> Switch<P> {
     /// Acts on a frame's verdict: counts it, applies a PFC or PAUSE frame, punts or drops it,
     /// or forwards it to its queue.
     #[inline(always)]
-    fn forward(&mut self, ingress: usize, packet: P, verdict: Verdict, now: u64, cut: &mut impl CutThrough<P>) -> Received {
+    fn forward(
+        &mut self,
+        ingress: usize,
+        (packet, len): (P, usize),
+        verdict: Verdict,
+        now: u64,
+        cut: &mut impl CutThrough<P>,
+    ) -> Received {
         // Shut down: what still arrives (a device that cannot take its link down) is counted,
         // never forwarded or acted on.
-        let verdict = if self.egress[ingress].admin_up { verdict } else { Verdict::Drop(DropReason::LinkDown) };
+        if !self.egress[ingress].admin_up {
+            return self.dropped_on_receipt(ingress, packet, DropReason::LinkDown, now);
+        }
         match verdict {
-            Verdict::Forward { next, tc, ip } => self.route(ingress, packet, (next, usize::from(tc), ip), now, cut),
+            Verdict::Forward { next, tc, ip } => {
+                self.route(ingress, (packet, len), (next, usize::from(tc), ip), now, cut)
+            }
             Verdict::FlowControl(_) | Verdict::LinkPause(_) if !self.owns(ingress) => {
                 // On a queue of a port another worker owns (and transmits on).
                 self.hand_off_control(ingress, packet, now)
@@ -141,19 +145,24 @@ impl<P: PacketBuf> Switch<P> {
     fn route(
         &mut self,
         ingress: usize,
-        mut packet: P,
+        (mut packet, len): (P, usize),
         (next, mut tc, ip): (Next, usize, IpHeader),
         now: u64,
         cut: &mut impl CutThrough<P>,
     ) -> Received {
-        let len = packet.len();
         let rx = &mut self.stats.ports[ingress];
         rx.rx_packets += 1;
         rx.rx_bytes += len as u64;
         // sFlow: one branch per frame without it, a countdown with it; the sample is the
         // header as it came in, which nothing has written yet.
         let sampled = match &mut self.sampler {
-            Some(sampler) => sampler.offer(ingress).then(|| sampler.take(ingress, packet.data(), len)).flatten(),
+            Some(sampler) => {
+                if sampler.offer(ingress) {
+                    sampler.take(ingress, packet.data(), len)
+                } else {
+                    None
+                }
+            }
             None => None,
         };
         let mut dscp = None;
@@ -166,21 +175,16 @@ impl<P: PacketBuf> Switch<P> {
                 }
             }
         }
-        let chosen = match next {
-            Next::Adjacency(adjacency) => Ok(Chosen {
-                egress: usize::from(adjacency.port),
-                rewrite: Rewrite { next_hop: adjacency.mac, dscp },
-                member: None,
-            }),
-            Next::Group(group) => self.choose_member(group as usize, &packet, ip, tc, now, dscp),
-        };
-        let Chosen { egress, mut rewrite, member } = match chosen {
-            Ok(chosen) => chosen,
-            Err(reason) => {
-                self.stats.ports[ingress].count_drop(reason);
-                self.notify_drop(ingress, NO_PORT, reason, (&packet, now));
-                return Received::Dropped(reason);
-            }
+        let (egress, next_hop, member) = match next {
+            Next::Adjacency(adjacency) => (usize::from(adjacency.port), adjacency.mac, Member::NONE),
+            Next::Group(group) => match self.choose_member(group as usize, &packet, ip, tc, now) {
+                Ok(chosen) => chosen,
+                Err(reason) => {
+                    self.stats.ports[ingress].count_drop(reason);
+                    self.notify_drop(ingress, NO_PORT, reason, (&packet, now));
+                    return Received::Dropped(reason);
+                }
+            },
         };
         // The IP packet with any Ethernet padding: padding only follows packets far below
         // any MTU (frames under 60 bytes), so this never misjudges a legal packet.
@@ -188,7 +192,7 @@ impl<P: PacketBuf> Switch<P> {
             return self.too_big(ingress, packet, now);
         }
         if let Some(table) = self.acls.bound(egress, AclStage::Egress) {
-            match self.filter(table, ingress, &packet, ip, tc, &mut rewrite.dscp) {
+            match self.filter(table, ingress, &packet, ip, tc, &mut dscp) {
                 Some(filtered) => tc = filtered,
                 None => {
                     self.notify_drop(ingress, egress as u16, DropReason::Acl, (&packet, now));
@@ -197,15 +201,16 @@ impl<P: PacketBuf> Switch<P> {
             }
         }
         // Every decision that could punt, drop or sample the frame is made: its one rewrite.
-        rewrite.apply(packet.data_mut(), ip, self.mac);
+        Rewrite { next_hop, dscp }.apply(packet.data_mut(), ip, self.mac);
         if let (Some(index), Some(sampler)) = (sampled, &mut self.sampler) {
             sampler.set_egress(index, egress);
         }
         let mut frame = Frame::new(packet, len, ingress, egress, tc, ip, now);
-        frame.charger = self.buffer.me();
-        frame.set_member(member);
+        frame.member = member;
         if !self.owns(egress) {
-            return self.hand_off(frame, now);
+            // `relocated`: the hand-off (out of line) gets a record of its own, so that the
+            // enqueue path's stays in registers.
+            return self.hand_off(frame.relocated(), now);
         }
         let received = self.enqueue(frame, now, cut);
         if let Received::Queued { .. } = received {
@@ -215,8 +220,9 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     /// The member of `group` a frame in class `tc` goes to (by its flow's hash, or the
-    /// group's mode), or why none: every member down, or a group gone since classification.
-    #[inline]
+    /// group's mode): its port, its MAC and its slot; or why none: every member down, or
+    /// a group gone since classification.
+    #[inline(always)]
     fn choose_member(
         &mut self,
         group: usize,
@@ -224,8 +230,7 @@ impl<P: PacketBuf> Switch<P> {
         ip: IpHeader,
         tc: usize,
         now: u64,
-        dscp: Option<u8>,
-    ) -> Result<Chosen, DropReason> {
+    ) -> Result<(usize, MacAddress, Member), DropReason> {
         let view = Ports {
             egress: &self.egress,
             pfc: &self.pfc,
@@ -239,13 +244,12 @@ impl<P: PacketBuf> Switch<P> {
         let flow_hash = parse::flow_hash(packet.data(), usize::from(ip.l3_offset), ip.is_ipv6, beyond);
         let groups = &self.classifier.fib().groups;
         let chosen = self.selector.select(group, flow_hash, tc, now, &mut self.rng, &view).and_then(|(slot, port)| {
-            // A selector synced to an older snapshot than the classifier's (a reload between
-            // them) may name a member the group no longer has: no member, no route.
+            // The selector follows the classifier's snapshot (`groups_changed`); should they
+            // differ, a member the group no longer has is no route.
             let member = groups.get(group)?.members.get(usize::from(slot))?;
-            let rewrite = Rewrite { next_hop: member.mac, dscp };
-            Some(Chosen { egress: usize::from(port), rewrite, member: Some((group, slot)) })
+            Some((usize::from(port), member.mac, Member::new(group, slot)))
         });
-        chosen.ok_or(match groups.get(group) {
+        chosen.ok_or_else(|| match groups.get(group) {
             Some(group) if !group.members.is_empty() => DropReason::LinkDown,
             _ => DropReason::NoRoute,
         })
@@ -268,8 +272,8 @@ impl<P: PacketBuf> Switch<P> {
     /// Counts a queued frame on the group member chosen for it (for the config's groups;
     /// groups of next hops come and go with routes).
     #[inline]
-    pub(super) fn count_member(&mut self, member: Option<(usize, u16)>) {
-        if let Some((group, slot)) = member.filter(|_| self.counts_members) {
+    pub(super) fn count_member(&mut self, member: Member) {
+        if let Some((group, slot)) = member.get().filter(|_| self.counts_members) {
             if let Some(counts) = self.stats.groups.get_mut(group) {
                 counts[usize::from(slot)] += 1;
             } else if let Some(&Some(entry)) = self.next_hop_slots.get(group) {

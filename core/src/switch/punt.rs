@@ -32,8 +32,7 @@ impl<P: PacketBuf> Switch<P> {
         };
         let tc = usize::from(self.control_tc);
         let len = packet.len();
-        let mut frame = crate::tm::frame::Frame::new(packet, len, egress, egress, tc, ip, now);
-        frame.charger = self.buffer.me();
+        let frame = crate::tm::frame::Frame::new(packet, len, egress, egress, tc, ip, now);
         if !self.owns(egress) {
             return match self.push_outgoing(frame) {
                 Ok(()) => Received::Transferred { egress, tc },

@@ -45,7 +45,7 @@ impl<P: PacketBuf> Switch<P> {
                 }
             }
         } else if let Err(reason) = self.buffer.admit_lossy(egress, tc, plan::charge(frame.size())) {
-            return self.refused_lossy(frame, reason);
+            return self.refused_lossy(frame.relocated(), reason);
         }
         if self.cut_allowed(egress, tc, now, cut) {
             return self.cut_through(frame, now, cut);
@@ -70,7 +70,7 @@ impl<P: PacketBuf> Switch<P> {
         }
         let (ingress, pg) = (frame.ingress(), self.buffer.pg(tc));
         let group = self.buffer.admit_lossless(ingress, pg, plan::charge(frame.size()))?;
-        frame.set_charged();
+        frame.set_charged(self.buffer.me());
         self.group_charged(ingress, pg, group);
         Ok(group.past_xoff)
     }
@@ -106,8 +106,9 @@ impl<P: PacketBuf> Switch<P> {
             return Ok(());
         }
         let depth = self.ecn_depth(frame.egress(), tc);
-        let ce = self.ecn.apply(tc, depth, &mut frame.packet, &mut frame.ip, &mut self.rng)?;
-        frame.mark(ce);
+        if self.ecn.decide(tc, depth, frame.ip.ecn, &mut self.rng)? {
+            frame.mark_ce();
+        }
         Ok(())
     }
 
@@ -120,8 +121,9 @@ impl<P: PacketBuf> Switch<P> {
             return Ok(());
         }
         let depth = if cut_through { 0 } else { self.ecn_depth(frame.egress(), tc) };
-        let ce = self.ecn.apply(tc, depth, &mut frame.packet, &mut frame.ip, &mut self.rng)?;
-        frame.mark(ce);
+        if self.ecn.decide(tc, depth, frame.ip.ecn, &mut self.rng)? {
+            frame.mark_ce();
+        }
         Ok(())
     }
 
@@ -159,7 +161,9 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     /// Refuses a frame on its way into its queue: a charged frame's cells go back, it is
-    /// counted (`count_refused`) and notified as dropped at `at` (`notify_drop`).
+    /// counted (`count_refused`) and notified as dropped at `at` (`notify_drop`). Inlined, so
+    /// that no record on the way to a queue is taken out of registers for the refusal.
+    #[inline(always)]
     pub(super) fn refuse(&mut self, mut frame: Frame<P>, reason: DropReason, at: u64) -> Received {
         self.give_back(&mut frame);
         self.count_refused(&frame, reason);
@@ -169,7 +173,7 @@ impl<P: PacketBuf> Switch<P> {
 
     /// Gives a charged frame's cells back to its group (to the share of the worker that
     /// charged them), deciding XON; the frame is no longer charged.
-    #[inline]
+    #[inline(always)]
     pub(super) fn give_back(&mut self, frame: &mut Frame<P>) {
         if frame.charged() {
             let (ingress, pg) = (frame.ingress(), self.buffer.pg(frame.tc()));
@@ -181,6 +185,7 @@ impl<P: PacketBuf> Switch<P> {
 
     /// Counts a frame that will not be sent: under `reason` on the port it came in on, and in
     /// its queue's `dropped`.
+    #[inline(always)]
     fn count_refused(&mut self, frame: &Frame<P>, reason: DropReason) {
         self.stats.ports[frame.ingress()].count_drop(reason);
         self.stats.ports[frame.egress()].queues[frame.tc()].dropped += 1;
@@ -282,8 +287,10 @@ impl<P: PacketBuf> Switch<P> {
         let queue = &mut stats.queues[frame.tc()];
         queue.tx_packets += 1;
         queue.tx_bytes += len;
-        queue.ecn_marked += u64::from(frame.marked());
-        queue.trim_tx += u64::from(frame.trimmed());
+        if frame.marked_or_trimmed() {
+            queue.ecn_marked += u64::from(frame.marked());
+            queue.trim_tx += u64::from(frame.trimmed());
+        }
     }
 
     /// Empties every queue at shutdown when ports can no longer send; the frames are counted

@@ -72,8 +72,7 @@ impl<P: PacketBuf> Switch<P> {
     #[cold]
     pub(super) fn hand_off_control(&mut self, ingress: usize, packet: P, now: u64) -> Received {
         let len = packet.len();
-        let mut frame = Frame::mac_control(packet, len, ingress, now);
-        frame.charger = self.buffer.me();
+        let frame = Frame::mac_control(packet, len, ingress, now);
         if self.push_outgoing(frame).is_err() {
             // As in `hand_off`: the engine's bug, counted.
             self.stats.ports[ingress].count_drop(DropReason::BufferFull);
@@ -127,7 +126,7 @@ impl<P: PacketBuf> Switch<P> {
                 self.receive_cutting(frame.ingress(), frame.packet, frame.arrival_ps, cut);
                 continue;
             }
-            let member = frame.member();
+            let member = frame.member;
             if let Received::Queued { .. } = self.enqueue(frame, now, cut) {
                 self.count_member(member);
             }

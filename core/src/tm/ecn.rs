@@ -22,10 +22,8 @@
 
 use crate::config::{EcnMeasure, EcnProfile, MarkOn};
 use crate::drops::DropReason;
-use crate::packet::PacketBuf;
 use crate::rng::Rng;
 use crate::units::TRAFFIC_CLASSES;
-use crate::wire::IpHeader;
 use crate::wire::{ipv4, ipv6};
 
 pub const NOT_ECT: u8 = 0b00;
@@ -98,30 +96,21 @@ impl EcnMarker {
         self.profiles[tc].as_ref().map_or(EcnMeasure::Cells, |profile| profile.measure)
     }
 
-    /// Applies class `tc`'s profile at `depth`: marks an ECT frame CE (true), says to drop a
-    /// lossy non-ECT frame (`wred`), leaves everything else alone (false).
+    /// Decides what class `tc`'s profile does at `depth` to a frame whose ECN bits are `ecn`:
+    /// mark an ECT frame CE (`Ok(true)`: the caller writes it, `set_ce`), drop a lossy
+    /// non-ECT frame (`wred`), or nothing (`Ok(false)`). It reads no frame, so a caller's
+    /// record stays its own.
     #[inline]
-    pub fn apply<P: PacketBuf>(
-        &self,
-        tc: usize,
-        depth: u64,
-        packet: &mut P,
-        ip: &mut IpHeader,
-        rng: &mut Rng,
-    ) -> Result<bool, DropReason> {
+    pub fn decide(&self, tc: usize, depth: u64, ecn: u8, rng: &mut Rng) -> Result<bool, DropReason> {
         let Some(profile) = &self.profiles[tc] else { return Ok(false) };
         if !should_mark(profile, depth, rng) {
             return Ok(false);
         }
-        match ip.ecn {
+        match ecn {
             CE => Ok(false),
             NOT_ECT if self.lossless_mask & (1 << tc) != 0 => Ok(false),
             NOT_ECT => Err(DropReason::Wred),
-            _ => {
-                set_ce(packet.data_mut(), usize::from(ip.l3_offset), ip.is_ipv6);
-                ip.ecn = CE;
-                Ok(true)
-            }
+            _ => Ok(true),
         }
     }
 }

@@ -24,9 +24,31 @@ const CHARGED: u8 = 4;
 /// port's owner (`egress` is that port): not data, never queued.
 const MAC_CONTROL: u8 = 8;
 
-/// No group member: `Frame::member` of a frame routed to an adjacency, or written by the
-/// control plane.
-const NO_MEMBER: u32 = u32::MAX;
+/// The group member a group route chose for a frame, counted once the frame is queued: the
+/// group's index and the member's slot in one word, or none (a frame routed to an adjacency,
+/// or written by the control plane).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member(u32);
+
+impl Member {
+    pub const NONE: Self = Self(u32::MAX);
+
+    /// Slot `slot` of group `group`; a group past the 65,535th is not counted rather than
+    /// counted on another group.
+    #[inline(always)]
+    pub fn new(group: usize, slot: u16) -> Self {
+        match u16::try_from(group) {
+            Ok(group) => Self(u32::from(group) << 16 | u32::from(slot)),
+            Err(_) => Self::NONE,
+        }
+    }
+
+    /// The group and the member's slot in it.
+    #[inline(always)]
+    pub fn get(self) -> Option<(usize, u16)> {
+        (self != Self::NONE).then_some(((self.0 >> 16) as usize, self.0 as u16))
+    }
+}
 
 /// A frame and what traffic management knows of it.
 pub struct Frame<P> {
@@ -35,30 +57,28 @@ pub struct Frame<P> {
     pub arrival_ps: u64,
     /// Frame bytes (see the invariant).
     pub len: u32,
-    /// The group and member slot chosen for it (`member()`), counted once it is queued.
-    member: u32,
+    pub member: Member,
     pub ingress: u16,
     pub egress: u16,
     pub ip: IpHeader,
     /// The traffic class, and the egress queue it waits in (a trimmed frame's is the trim
     /// queue).
     pub tc: u8,
-    /// The worker that received the frame (0 unsharded): the one that charged it, when
-    /// `charged()`.
+    /// The worker that charged the frame to its ingress group (`charged()`; 0 unsharded).
     pub charger: u8,
     flags: u8,
 }
 
 impl<P> Frame<P> {
     /// A data frame of `len` bytes from `ingress` for `egress`'s queue `tc`, received at
-    /// `arrival_ps`, not yet charged (`charger` is worker 0's until the switch sets it).
+    /// `arrival_ps`, not yet charged.
     #[inline(always)]
     pub fn new(packet: P, len: usize, ingress: usize, egress: usize, tc: usize, ip: IpHeader, arrival_ps: u64) -> Self {
         Self {
             packet,
             arrival_ps,
             len: len as u32,
-            member: NO_MEMBER,
+            member: Member::NONE,
             ingress: ingress as u16,
             egress: egress as u16,
             ip,
@@ -75,6 +95,15 @@ impl<P> Frame<P> {
         let mut frame = Self::new(packet, len, port, port, 0, ip, arrival_ps);
         frame.flags = MAC_CONTROL;
         frame
+    }
+
+    /// The same record, rebuilt field by field: what a caller hands to a function it does not
+    /// inline, so that the compiler keeps the caller's own record in registers (a record whose
+    /// place is passed to a call lives in memory on every path).
+    #[inline(always)]
+    pub fn relocated(self) -> Self {
+        let Self { packet, arrival_ps, len, member, ingress, egress, ip, tc, charger, flags } = self;
+        Self { packet, arrival_ps, len, member, ingress, egress, ip, tc, charger, flags }
     }
 
     #[inline(always)]
@@ -97,21 +126,6 @@ impl<P> Frame<P> {
         self.len as usize
     }
 
-    /// The group and the member's slot in it that a group route chose.
-    #[inline(always)]
-    pub fn member(&self) -> Option<(usize, u16)> {
-        (self.member != NO_MEMBER).then_some(((self.member >> 16) as usize, self.member as u16))
-    }
-
-    /// Records the member chosen; a group past the 65,535th is not counted rather than
-    /// counted on another group.
-    #[inline(always)]
-    pub fn set_member(&mut self, member: Option<(usize, u16)>) {
-        self.member = member
-            .and_then(|(group, slot)| Some(u32::from(u16::try_from(group).ok()?) << 16 | u32::from(slot)))
-            .unwrap_or(NO_MEMBER);
-    }
-
     #[inline(always)]
     pub fn marked(&self) -> bool {
         self.flags & MARKED != 0
@@ -120,6 +134,12 @@ impl<P> Frame<P> {
     #[inline(always)]
     pub fn trimmed(&self) -> bool {
         self.flags & TRIMMED != 0
+    }
+
+    /// Either of the two: one test for the common frame, which is neither.
+    #[inline(always)]
+    pub fn marked_or_trimmed(&self) -> bool {
+        self.flags & (MARKED | TRIMMED) != 0
     }
 
     #[inline(always)]
@@ -132,15 +152,22 @@ impl<P> Frame<P> {
         self.flags & MAC_CONTROL != 0
     }
 
-    /// Marked CE (at enqueue or dequeue).
-    #[inline(always)]
-    pub fn mark(&mut self, ce: bool) {
-        self.flags |= u8::from(ce) * MARKED;
+    /// Marks the frame CE (ECN decided it, at enqueue or dequeue): its IP header's ECN bits
+    /// (the IPv4 checksum patched), its record's, and the flag `ecn_marked` counts.
+    #[inline]
+    pub fn mark_ce(&mut self)
+    where
+        P: crate::packet::PacketBuf,
+    {
+        crate::tm::ecn::set_ce(self.packet.data_mut(), usize::from(self.ip.l3_offset), self.ip.is_ipv6);
+        self.ip.ecn = crate::tm::ecn::CE;
+        self.flags |= MARKED;
     }
 
-    /// Charged to its ingress group by `charger`.
+    /// Charged to its ingress group by worker `charger`.
     #[inline(always)]
-    pub fn set_charged(&mut self) {
+    pub fn set_charged(&mut self, charger: u8) {
+        self.charger = charger;
         self.flags |= CHARGED;
     }
 
@@ -170,23 +197,37 @@ mod tests {
     }
 
     #[test]
+    fn marking_ce_writes_the_header_and_the_record() {
+        let mut spec =
+            crate::traffic::frames::FrameSpec::rocev2("10.0.0.1".parse().unwrap(), "10.0.1.2".parse().unwrap(), 7);
+        spec.ecn = 0b10;
+        let bytes = spec.build();
+        let ip = IpHeader { l3_offset: 14, is_ipv6: false, ecn: 0b10 };
+        let mut frame = Frame::new(crate::packet::HeapPacket::new(bytes.clone()), bytes.len(), 0, 1, 3, ip, 0);
+        frame.mark_ce();
+        assert!(frame.marked() && frame.marked_or_trimmed() && !frame.trimmed());
+        assert_eq!(frame.ip.ecn, crate::tm::ecn::CE);
+        let written = &frame.packet.bytes;
+        assert_eq!(written[15] & 3, 0b11);
+        assert_eq!(written[15] >> 2, bytes[15] >> 2, "the DSCP kept");
+        assert_eq!(crate::wire::checksum::ones_complement_sum(&written[14..34]), 0xffff);
+        // Only the TOS byte and the checksum (bytes 24-25) changed.
+        assert_eq!((&written[..15], &written[16..24], &written[26..]), (&bytes[..15], &bytes[16..24], &bytes[26..]));
+    }
+
+    #[test]
     fn the_member_and_the_flags_come_back_as_set() {
         let ip = IpHeader { l3_offset: 14, is_ipv6: false, ecn: 2 };
         let mut frame = Frame::new((), 1000, 1, 2, 3, ip, 5);
-        assert_eq!(frame.member(), None);
-        assert!(!frame.marked() && !frame.trimmed() && !frame.charged() && !frame.is_mac_control());
+        assert_eq!(frame.member, Member::NONE);
         for member in [(0, 0), (7, 3), (65_535, 65_534)] {
-            frame.set_member(Some(member));
-            assert_eq!(frame.member(), Some(member));
+            assert_eq!(Member::new(member.0, member.1).get(), Some(member));
         }
-        frame.set_member(Some((65_536, 1)));
-        assert_eq!(frame.member(), None, "not counted on group 0");
-        frame.set_member(None);
-        assert_eq!(frame.member(), None);
-        frame.mark(false);
-        assert!(!frame.marked());
-        frame.mark(true);
-        frame.set_charged();
+        assert_eq!(Member::new(65_536, 1), Member::NONE, "not counted on group 0");
+        assert_eq!(Member::NONE.get(), None);
+        frame.set_charged(2);
+        assert_eq!(frame.charger, 2);
+        frame.flags |= MARKED;
         assert!(frame.marked() && frame.charged());
         frame.clear_charged();
         assert!(frame.marked() && !frame.charged());
