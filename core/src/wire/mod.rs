@@ -48,7 +48,8 @@ pub enum IpAddress {
 }
 
 /// Where a forwarded frame's IP header is, and its ECN bits on arrival: what the classifier
-/// finds and traffic management marks (ECN) or rewrites (a restored TTL) later.
+/// finds, the rewrite writes behind, and traffic management marks (ECN) or cuts (trimming)
+/// later.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IpHeader {
     pub l3_offset: u16,
