@@ -22,7 +22,7 @@
 
 use super::buffer::{RawBuffer, RawPfc, RawWatchdog};
 use super::ecn::RawEcn;
-use super::trim::{RawTrim, TrimConfig};
+use super::trim::{RawTrim, TrimConfig, TrimMaps};
 use super::{BufferConfig, EcnProfile, PfcConfig, Validator, WatchdogConfig};
 use crate::error::InputError;
 use crate::keyword::keywords;
@@ -166,7 +166,8 @@ impl Validator<'_> {
         };
         self.derive_lossless(&mut qos)?;
         if let Some(trim) = raw.trim {
-            qos.trim = Some(self.trim(trim, &qos)?);
+            let maps = TrimMaps { trust: qos.trust, dscp_to_tc: &qos.dscp_to_tc, lossless_tcs: qos.lossless_tcs };
+            qos.trim = Some(self.trim(trim, &maps)?);
         }
         Ok(qos)
     }

@@ -10,7 +10,6 @@
 //! never refuses them for trimming to catch) and never queues a trimmed frame in a lossless
 //! class; every class's trim DSCP is 0-63 and its trim queue 0-7.
 
-use super::qos::Qos;
 use super::{Trust, Validator};
 use crate::error::InputError;
 use crate::units::TRAFFIC_CLASSES;
@@ -56,9 +55,24 @@ impl TrimConfig {
     }
 }
 
+/// What `[qos.trim]` is validated against: the QoS maps already validated (`config::qos`
+/// hands them over, so that this section needs nothing of that one's).
+pub(super) struct TrimMaps<'a> {
+    pub(super) trust: Trust,
+    pub(super) dscp_to_tc: &'a [u8; 64],
+    /// Bit n set: class n is lossless.
+    pub(super) lossless_tcs: u8,
+}
+
+impl TrimMaps<'_> {
+    fn tc_lossless(&self, tc: usize) -> bool {
+        self.lossless_tcs & (1 << tc) != 0
+    }
+}
+
 impl Validator<'_> {
     /// `[qos.trim]` against the validated QoS maps (lossless classes, DSCP trust).
-    pub(super) fn trim(&self, raw: RawTrim, qos: &Qos) -> Result<TrimConfig, InputError> {
+    pub(super) fn trim(&self, raw: RawTrim, qos: &TrimMaps) -> Result<TrimConfig, InputError> {
         let size = raw.size.unwrap_or(i64::from(DEFAULT_TRIM_BYTES));
         if !TRIM_BYTES.contains(&size) {
             return Err(self.error(

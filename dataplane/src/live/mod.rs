@@ -43,8 +43,12 @@
 //! closed before the pool is freed. All workers read time on one epoch (the TSC at start),
 //! so a frame's arrival stamp means the same on the worker that sends it.
 
+mod clock;
 mod ingress;
 pub mod link_watch;
+mod published;
+mod reload;
+mod sample_ring;
 mod setup;
 mod sflow;
 mod shard_ring;
@@ -61,9 +65,10 @@ use crate::counters::SwitchStats;
 use crate::dpdk::{self, DpdkError, Eal, Mbuf};
 use crate::switch::{self, Switch};
 use crate::tm::shard::ShardBoard;
+use clock::Clock;
 use setup::{Layout, MetricsServer, Resources};
 use shard_ring::{frames_per_loop, Links, ShardRing};
-use shared::{Clock, Shared};
+use shared::Shared;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -220,7 +225,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions, ports: PortsF
     let _ = exporter.join();
     // What the workers could not hand over in time (shutdown): dropped and counted.
     {
-        let mut stats = shared.stats[0].0.lock().expect("stats lock");
+        let mut stats = shared.counters.stats[0].0.lock().expect("stats lock");
         let left: u64 = between_workers
             .iter()
             .map(|ring| {
@@ -233,8 +238,8 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions, ports: PortsF
             tracing::warn!("{left} frames still between workers at shutdown; counted as buffer_full");
         }
     }
-    let mut final_stats = shared.snapshot();
-    let unsent = *shared.unsent.lock().expect("unsent lock");
+    let mut final_stats = shared.counters.snapshot();
+    let unsent = *shared.counters.unsent.lock().expect("unsent lock");
     drop(supervisor);
     let handing_over = shared.handing_over.load(std::sync::atomic::Ordering::Relaxed);
     if handing_over {

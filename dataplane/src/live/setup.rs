@@ -136,7 +136,7 @@ impl MetricsServer {
         }
         let serve = move || {
             crate::observe::metrics::serve(&listener, &stopped, || {
-                crate::observe::metrics::render(&shared.snapshot(), &shared.running())
+                crate::observe::metrics::render(&shared.counters.snapshot(), &shared.config.running())
             })
         };
         let thread = std::thread::Builder::new().name("raceway-metrics".into()).spawn(serve).map_err(|err| {

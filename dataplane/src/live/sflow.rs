@@ -1,5 +1,6 @@
 //! sFlow export, live: each worker hands its switch's flow samples (`pipeline::sample`) to a
-//! lock-free queue of its own once per loop when there are any; the exporter thread takes
+//! lock-free queue of its own once per loop when there are any (`live::sample_ring`); the
+//! exporter thread takes
 //! them, adds every port's counters each `polling_interval_s`, and sends the datagrams
 //! (`observe::sflow`) to the collector over a UDP socket of the kernel, in the namespace
 //! raceway runs in (the management network). It reads the config in force, so a reload
@@ -11,71 +12,13 @@
 
 use super::shared::Shared;
 use crate::observe::sflow::{Encoder, InterfaceCounters};
-use crate::pipeline::sample::{FlowSample, OUTBOX};
-use crossbeam_queue::ArrayQueue;
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often the exporter takes the workers' samples.
 const ROUND: Duration = Duration::from_millis(20);
-
-/// What the workers and the exporter share.
-pub(super) struct SampleQueues {
-    /// Per worker (stats slot).
-    queues: Vec<ArrayQueue<FlowSample>>,
-    /// Samples lost: the switches' outboxes were full, or a queue was (sFlow's `drops`).
-    lost: AtomicU32,
-    /// Dropped-packet notifications not sent: over `drop_limit`, or no room (their `drops`).
-    discards_lost: AtomicU32,
-    /// Datagrams sent, and sends that failed.
-    pub sent: AtomicU64,
-    pub failed: AtomicU64,
-}
-
-impl SampleQueues {
-    pub fn new(workers: usize) -> Self {
-        Self {
-            queues: (0..workers).map(|_| ArrayQueue::new(2 * OUTBOX)).collect(),
-            lost: AtomicU32::new(0),
-            discards_lost: AtomicU32::new(0),
-            sent: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
-        }
-    }
-
-    /// On worker `slot`, between bursts: moves its switch's samples to its queue.
-    #[inline]
-    pub fn hand_over(&self, slot: usize, switch: &mut crate::switch::Switch<crate::dpdk::Mbuf>) {
-        let Some(sampler) = switch.sampler_mut() else { return };
-        if !sampler.has_samples() && sampler.dropped == 0 && sampler.discards_lost == 0 {
-            return;
-        }
-        let mut lost = std::mem::take(&mut sampler.dropped);
-        let mut discards_lost = std::mem::take(&mut sampler.discards_lost);
-        let queue = &self.queues[slot];
-        sampler.drain(|sample| {
-            if queue.push(*sample).is_err() {
-                match sample.discarded {
-                    None => lost = lost.wrapping_add(1),
-                    Some(_) => discards_lost = discards_lost.wrapping_add(1),
-                }
-            }
-        });
-        if lost > 0 {
-            self.lost.fetch_add(lost, Ordering::Relaxed);
-        }
-        if discards_lost > 0 {
-            self.discards_lost.fetch_add(discards_lost, Ordering::Relaxed);
-        }
-    }
-
-    /// Samples lost so far.
-    pub fn lost(&self) -> u32 {
-        self.lost.load(Ordering::Relaxed)
-    }
-}
 
 /// The exporter thread: runs until the switch stops.
 pub(super) fn spawn(shared: Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
@@ -98,12 +41,10 @@ fn export(shared: &Shared) {
     let mut failing = false;
     while !shared.stop.load(Ordering::Relaxed) {
         std::thread::sleep(ROUND);
-        let config = shared.running();
+        let config = shared.config.running();
         let Some(sflow) = &config.sflow else {
             // Off (or turned off by a reload): what the workers sampled before goes.
-            for queue in &queues.queues {
-                while queue.pop().is_some() {}
-            }
+            queues.discard_all();
             encoder = None;
             continue;
         };
@@ -156,18 +97,15 @@ fn export(shared: &Shared) {
                 }
             }
         };
-        for queue in &queues.queues {
-            while let Some(sample) = queue.pop() {
-                let lost = if sample.discarded.is_some() { &queues.discards_lost } else { &queues.lost };
-                encoder.flow(&sample, lost.load(Ordering::Relaxed));
-                if encoder.full() {
-                    send(encoder.finish(uptime_ms).expect("samples"));
-                }
+        queues.take(|sample, lost| {
+            encoder.flow(sample, lost);
+            if encoder.full() {
+                send(encoder.finish(uptime_ms).expect("samples"));
             }
-        }
+        });
         if sflow.polling_interval_s > 0 && Instant::now() >= next_poll {
             next_poll = Instant::now() + Duration::from_secs(u64::from(sflow.polling_interval_s));
-            let stats = shared.snapshot();
+            let stats = shared.counters.snapshot();
             for (port, (counts, port_config)) in stats.ports.iter().zip(&config.ports).enumerate() {
                 let state = shared.port_states.get(port);
                 let out_discards = counts.queues.iter().map(|queue| queue.dropped).sum();

@@ -7,7 +7,8 @@
 //! Every view reads the config in force (`Shared::running`), so after a reload `show` and the
 //! metrics name what runs.
 
-use super::shared::{Reloaded, Shared};
+use super::reload::Reloaded;
+use super::shared::Shared;
 use crate::config::Config;
 use crate::control::ControlLink;
 use crate::counters::{SwitchStats, WatermarkClear};
@@ -25,9 +26,9 @@ pub(super) fn register_telemetry(shared: &Arc<Shared>, control: Option<&Arc<Cont
     // before their pool.
     let show_fib = control.map(Arc::downgrade);
     let answer = move |command: &str, params: &str| {
-        let telemetry_config = telemetry_shared.running();
+        let telemetry_config = telemetry_shared.config.running();
         if command != "/raceway/show" {
-            return crate::observe::telemetry::reply(command, &telemetry_shared.snapshot(), &telemetry_config)
+            return crate::observe::telemetry::reply(command, &telemetry_shared.counters.snapshot(), &telemetry_config)
                 .map(dpdk::TelemetryReply::Sections);
         }
         let control = show_fib.as_ref().and_then(std::sync::Weak::upgrade);
@@ -64,8 +65,11 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
                     crate::show::serve::interface_entry(port, shared.port_states.get(index), port.speed_mbps)
                 })
                 .collect();
-            let mut document =
-                crate::show::serve::state_document(config, interfaces, shared.shown_snapshot().to_json(config));
+            let mut document = crate::show::serve::state_document(
+                config,
+                interfaces,
+                shared.counters.shown_snapshot().to_json(config),
+            );
             document["sflow"] = sflow_state(config, shared);
             Some(document)
         }
@@ -80,7 +84,7 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
             Some(crate::show::serve::route_document(&fib, &addresses, &names, control.is_some()))
         }
         "running-config" => Some(serde_json::json!({
-            "file": shared.config_path().map(|path| path.display().to_string()),
+            "file": shared.config.config_path().map(|path| path.display().to_string()),
             "config": crate::config::check::report(config),
         })),
         "reload" => Some(reload_answer(shared.reload(RELOAD_WITHIN))),
@@ -90,7 +94,7 @@ fn show_view(view: &str, shared: &Shared, config: &Config, control: Option<&Cont
             Some(serde_json::json!({ "handing_over": true, "pid": std::process::id() }))
         }
         "clear-counters" => {
-            shared.clear_counters();
+            shared.counters.clear_counters();
             Some(serde_json::json!({ "cleared": true }))
         }
         "clear" | "clear-persistent" => {
@@ -275,11 +279,11 @@ impl RatePrinter {
         if elapsed < interval {
             return;
         }
-        let now = shared.snapshot();
+        let now = shared.counters.snapshot();
         tracing::info!(
             "counters over the last {:.1} s\n{}",
             elapsed.as_secs_f64(),
-            now.rate_table(&self.previous, elapsed.as_secs_f64(), &shared.running())
+            now.rate_table(&self.previous, elapsed.as_secs_f64(), &shared.config.running())
         );
         self.previous = now;
         self.printed_at = Instant::now();

@@ -7,10 +7,11 @@
 //! counted as dropped (`buffer_full`) or, never taken by a tx queue, freed and counted in
 //! `unsent`.
 
+use super::clock::{Clock, Ticker};
 use super::ingress::{Ingress, LongFrames};
 use super::setup::WorkerKit;
 use super::shard_ring::Links;
-use super::shared::{Clock, Shared, Ticker};
+use super::shared::Shared;
 use super::DRAIN_FOR;
 use crate::config::Config;
 use crate::control::ControlLink;
@@ -205,9 +206,9 @@ impl Worker {
             switch.set_port_state(port, state, now);
         });
         // One atomic load unless a reload was published: then its prepared state moves in.
-        if let Some(reconfiguration) = shared.take_reconfiguration(self.slot, &mut self.reloads_seen) {
+        if let Some(reconfiguration) = shared.config.take_reconfiguration(self.slot, &mut self.reloads_seen) {
             let replaced = reconfiguration.map(|reconfiguration| self.switch.reconfigure(reconfiguration));
-            shared.reconfigured(self.slot, self.reloads_seen, replaced);
+            shared.config.reconfigured(self.slot, self.reloads_seen, replaced);
         }
         self.switch.sync_shard(now);
         now
@@ -279,7 +280,7 @@ impl Worker {
             tracing::warn!("{unsent} frames were never accepted by a tx queue; freed");
         }
         self.egress.clear();
-        *shared.unsent.lock().expect("unsent lock") += unsent;
+        *shared.counters.unsent.lock().expect("unsent lock") += unsent;
         self.ticker.publish_final(shared, &self.switch.stats);
     }
 
