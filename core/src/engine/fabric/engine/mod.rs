@@ -69,6 +69,19 @@ pub struct FabricOptions {
 }
 
 impl FabricOptions {
+    /// `--jitter-us` and `--sample-us`, checked, in picoseconds.
+    pub fn times_of_flags(jitter_us: f64, sample_us: Option<f64>) -> Result<(u64, Option<u64>), InputError> {
+        if !(jitter_us.is_finite() && (0.0..=1e9).contains(&jitter_us)) {
+            return Err(InputError::flag("--jitter-us", format!("{jitter_us} is not 0-1e9")));
+        }
+        if let Some(us) = sample_us {
+            if !(us.is_finite() && (0.001..=1e6).contains(&us)) {
+                return Err(InputError::flag("--sample-us", format!("{us} is not 0.001-1e6")));
+            }
+        }
+        Ok(((jitter_us * 1e6) as u64, sample_us.map(|us| (us * 1e6) as u64)))
+    }
+
     /// Checks the options against `fabric`; the error names the flag.
     pub fn validate(&self, fabric: &Fabric) -> Result<(), InputError> {
         if let Collective::Incast { target } = self.collective {
