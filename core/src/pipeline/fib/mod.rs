@@ -35,6 +35,7 @@
 //! next-hop index in the route table is a live next hop of the same snapshot; the writer's
 //! tables after any sequence of changes equal those built at once from the resulting state.
 
+mod next_hops;
 mod writer;
 
 pub use crate::config::Neighbor;

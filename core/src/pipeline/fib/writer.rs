@@ -7,10 +7,11 @@
 //! next one takes over. Neighbours are keyed by (port, address), so next hops that share an
 //! address on different ports (BGP unnumbered peers on fe80::1) each resolve on their own port.
 //!
-//! Invariant: a next hop or group lives while a route source uses it (`users`; the config's
-//! are pinned), and its index is reused only once freed; the tables after any sequence of
-//! changes equal those built at once from the resulting state.
+//! Invariant: a next hop (`next_hops::NextHopTable`) or group lives while a route source uses
+//! it (the config's are pinned), and its index is reused only once freed; the tables after
+//! any sequence of changes equal those built at once from the resulting state.
 
+use super::next_hops::{NextHopTable, PINNED};
 use super::{
     host_len, masked, Adjacency, Fib, Group, KernelHop, KernelHops, KernelReason, Learned, NextHopId, RouteKey,
     RouteRank, Source, Target, Via, CHUNK,
@@ -21,13 +22,6 @@ use crate::wire::ethernet::MacAddress;
 use hashbrown::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
-
-/// A next hop in use: what it leads to, how many route sources use it, what it resolves to.
-struct NextHopEntry {
-    via: Via,
-    users: u32,
-    target: Target,
-}
 
 /// The sources of one prefix: the config's route, the kernel's route in force (its key and
 /// next hop; the kernel's others for the prefix wait in `FibWriter::alternatives`), the subnet
@@ -40,9 +34,6 @@ struct Sources {
     config_local: bool,
     kernel_local: bool,
 }
-
-/// Users that never let go of a next hop or group (the config's, and the fixed ones).
-const PINNED: u32 = u32::MAX;
 
 /// Slots a weighted group spreads over at most: weights are reduced by their greatest common
 /// divisor, and scaled down to this many slots past it (each member keeping one at least), so
@@ -80,11 +71,8 @@ pub struct FibWriter {
     /// Prefixes whose kernel route covers every prefix inside (`covers`: a rule's, an IPv6
     /// AnyIP range of the local table or source route), with its next hop; few.
     local_covers: Vec<(IpAddr, u8, NextHopId)>,
-    entries: Vec<Option<NextHopEntry>>,
-    ids: HashMap<Via, NextHopId>,
-    free_ids: Vec<NextHopId>,
-    /// Next hops whose resolution reads the neighbour of an address (on any port).
-    by_gateway: HashMap<IpAddr, Vec<NextHopId>>,
+    /// The next hops in use, counted by their users (`next_hops`).
+    next_hop_table: NextHopTable,
     /// Interfaces whose next hops the kernel holds dead: in every family (it is down), or in
     /// IPv4 only (`true`: it lost its last IPv4 address).
     dead: HashMap<u32, bool>,
@@ -174,10 +162,7 @@ impl FibWriter {
             prefixes_peak: 0,
             alternatives: HashMap::new(),
             local_covers: Vec::new(),
-            entries: Vec::new(),
-            ids: HashMap::new(),
-            free_ids: Vec::new(),
-            by_gateway: HashMap::new(),
+            next_hop_table: NextHopTable::default(),
             dead: HashMap::new(),
             learned_neighbors: HashMap::new(),
             static_neighbors: HashMap::new(),
@@ -366,18 +351,13 @@ impl FibWriter {
         let in_force = self.prefixes.get(&prefix).and_then(|sources| sources.kernel);
         let waiting = self.alternatives.get(&prefix).into_iter().flatten().copied();
         let (_, id) = in_force.into_iter().chain(waiting).find(|(current, _)| *current == key)?;
-        self.entries[id as usize].as_ref().map(|entry| &entry.via)
+        self.next_hop_table.via(id)
     }
 
     /// Removes every kernel route whose next hop `matches` (of the IPv4 family only, with
     /// `v4_only`): the kernel's deletions it sends no message for. Returns how many went.
     pub fn remove_kernel_routes(&mut self, v4_only: bool, matches: impl Fn(&Via) -> bool) -> usize {
-        let doomed: std::collections::HashSet<NextHopId> = self
-            .entries
-            .iter()
-            .enumerate()
-            .filter_map(|(id, entry)| entry.as_ref().filter(|entry| matches(&entry.via)).map(|_| id as NextHopId))
-            .collect();
+        let doomed: std::collections::HashSet<NextHopId> = self.next_hop_table.matching(matches).into_iter().collect();
         if doomed.is_empty() {
             return 0;
         }
@@ -441,7 +421,7 @@ impl FibWriter {
         };
         // The snapshot holds the objects (`show route` reads them), whatever they resolve to.
         self.changed |= changed;
-        if let Some(&next_hop) = self.ids.get(&Via::Object(id)).filter(|_| changed) {
+        if let Some(next_hop) = self.next_hop_table.id(&Via::Object(id)).filter(|_| changed) {
             self.reresolve(next_hop);
         }
     }
@@ -458,15 +438,7 @@ impl FibWriter {
             return;
         }
         let on_it = |hops: &[KernelHop]| hops.iter().any(|hop| hop.interface == interface);
-        let users: Vec<NextHopId> = self
-            .entries
-            .iter()
-            .enumerate()
-            .filter_map(|(id, entry)| {
-                let uses = matches!(&entry.as_ref()?.via, Via::Kernel(hops) if on_it(hops));
-                uses.then_some(id as NextHopId)
-            })
-            .collect();
+        let users = self.next_hop_table.matching(|via| matches!(via, Via::Kernel(hops) if on_it(hops)));
         for id in users {
             self.reresolve(id);
         }
@@ -568,7 +540,7 @@ impl FibWriter {
     /// go to the kernel.) IPv4's local and main tables are one trie until a rule is added
     /// (`set_ipv4_local_first`): longest prefix first, as here.
     fn covers(&self, key: RouteKey, id: NextHopId, v6: bool) -> bool {
-        let via = self.entries[id as usize].as_ref().map(|entry| &entry.via);
+        let via = self.next_hop_table.via(id);
         matches!(via, Some(Via::ToKernel(KernelReason::Rule)))
             || ((v6 || self.ipv4_local_first) && key.rank == RouteRank::LocalTable)
             || (v6 && matches!(via, Some(Via::ToKernel(KernelReason::Source))))
@@ -606,57 +578,29 @@ impl FibWriter {
 
     /// The index of the next hop for `via`, one more user of it.
     fn acquire(&mut self, via: Via) -> NextHopId {
-        if let Some(&id) = self.ids.get(&via) {
-            let entry = self.entries[id as usize].as_mut().expect("an indexed next hop is in use");
-            entry.users = entry.users.saturating_add(1);
+        if let Some(id) = self.next_hop_table.use_existing(&via) {
             return id;
         }
-        let id = self.free_ids.pop().unwrap_or(self.entries.len() as NextHopId);
-        for gateway in gateways(&via) {
-            self.by_gateway.entry(gateway).or_default().push(id);
-        }
         let target = self.resolve(&via);
-        self.write_definition(id, Some(Arc::new(via.clone())));
-        self.ids.insert(via.clone(), id);
-        let entry = Some(NextHopEntry { via, users: 1, target });
-        if id as usize == self.entries.len() {
-            self.entries.push(entry);
-        } else {
-            self.entries[id as usize] = entry;
-        }
+        let definition = Arc::new(via.clone());
+        let id = self.next_hop_table.insert(via, target);
+        self.write_definition(id, Some(definition));
         self.write_next_hop(id, target);
         id
     }
 
     fn pin(&mut self, via: Via) -> NextHopId {
         let id = self.acquire(via);
-        self.entries[id as usize].as_mut().expect("just acquired").users = PINNED;
+        self.next_hop_table.pin(id);
         id
     }
 
     /// One user fewer of next hop `id`; the last one frees it (and its group).
     fn release(&mut self, id: NextHopId) {
-        let entry = self.entries[id as usize].as_mut().expect("a released next hop is in use");
-        if entry.users == PINNED {
-            return;
+        if let Some(target) = self.next_hop_table.release(id) {
+            self.release_target(target);
+            self.write_definition(id, None);
         }
-        entry.users -= 1;
-        if entry.users > 0 {
-            return;
-        }
-        let entry = self.entries[id as usize].take().expect("in use");
-        self.ids.remove(&entry.via);
-        for gateway in gateways(&entry.via) {
-            if let Some(users) = self.by_gateway.get_mut(&gateway) {
-                users.retain(|&user| user != id);
-                if users.is_empty() {
-                    self.by_gateway.remove(&gateway);
-                }
-            }
-        }
-        self.release_target(entry.target);
-        self.write_definition(id, None);
-        self.free_ids.push(id);
     }
 
     fn write_definition(&mut self, id: NextHopId, via: Option<Arc<Via>>) {
@@ -678,11 +622,9 @@ impl FibWriter {
 
     /// Resolves next hop `id` again (a neighbour or object it reads changed).
     fn reresolve(&mut self, id: NextHopId) {
-        let Some(entry) = self.entries[id as usize].as_ref() else { return };
-        let via = entry.via.clone();
+        let Some(via) = self.next_hop_table.via(id).cloned() else { return };
         let target = self.resolve(&via);
-        let entry = self.entries[id as usize].as_mut().expect("in use");
-        let old = std::mem::replace(&mut entry.target, target);
+        let old = self.next_hop_table.set_target(id, target);
         self.release_target(old);
         if old != target {
             self.write_next_hop(id, target);
@@ -704,10 +646,10 @@ impl FibWriter {
             return;
         }
         self.changed = true;
-        let mut users = self.by_gateway.get(&ip).cloned().unwrap_or_default();
+        let mut users = self.next_hop_table.reading(ip);
         for (object, hops) in self.fib.objects.iter() {
             if hops.iter().flat_map(|hops| hops.iter()).any(|hop| hop.gateway == Some(ip)) {
-                users.extend(self.ids.get(&Via::Object(*object)));
+                users.extend(self.next_hop_table.id(&Via::Object(*object)));
             }
         }
         for id in users {
@@ -865,15 +807,6 @@ impl FibWriter {
             self.group_ids.remove(&(group.mode, group.members.clone(), group.weights.clone()));
             self.free_groups.push(index);
         }
-    }
-}
-
-/// The addresses whose neighbours `via` reads.
-fn gateways(via: &Via) -> Vec<IpAddr> {
-    match via {
-        Via::Gateways(ips) => ips.to_vec(),
-        Via::Kernel(hops) => hops.iter().filter_map(|hop| hop.gateway).collect(),
-        _ => Vec::new(),
     }
 }
 
@@ -1066,20 +999,17 @@ mod tests {
         assert!(after.routes.shares_all_maps_with(&before.routes), "the routes were not touched");
         assert_eq!(before.lookup(v4("172.16.9.1")), Some(Target::Glean), "the old snapshot is as it was");
         // Removing the routes gives their next hop back; its index is used again.
+        let over_gateway = Via::Kernel(Box::new([KernelHop::on_port(Some(gateway), 1)]));
+        let index = writer.next_hop_table.id(&over_gateway).expect("in use");
         for i in 0..5_000u32 {
             let address = IpAddr::V4(std::net::Ipv4Addr::from(0xac10_0000 + (i << 8)));
             writer.set_route(Source::Kernel, address, 24, None);
         }
         assert_eq!(writer.snapshot(3).lookup(v4("172.16.9.1")), Some(Target::Group(0)), "the default route");
-        let freed = writer.free_ids.len();
-        assert!(freed >= 1 && !writer.ids.contains_key(&Via::Kernel(Box::new([KernelHop::on_port(Some(gateway), 1)]))));
-        writer.set_route(
-            Source::Kernel,
-            ip("172.16.0.0"),
-            16,
-            Some(Via::Kernel(Box::new([KernelHop::on_port(None, 2)]))),
-        );
-        assert_eq!(writer.free_ids.len(), freed - 1, "a freed index is reused");
+        assert_eq!(writer.next_hop_table.id(&over_gateway), None, "freed");
+        let on_port = Via::Kernel(Box::new([KernelHop::on_port(None, 2)]));
+        writer.set_route(Source::Kernel, ip("172.16.0.0"), 16, Some(on_port.clone()));
+        assert_eq!(writer.next_hop_table.id(&on_port), Some(index), "a freed index is reused");
     }
 
     /// A reload's routes and neighbours, applied to a running writer, give the tables a
@@ -1149,7 +1079,7 @@ mod tests {
                 Some(Via::Kernel(Box::new([KernelHop::on_port(Some(gateway), 1)]))),
             );
         }
-        let used = writer.entries.len();
+        let used = writer.next_hop_table.indices();
         assert!(used > 2 * CHUNK, "{used} next hops");
         assert_eq!(writer.snapshot(1).next_hops.len(), used.div_ceil(CHUNK));
     }
