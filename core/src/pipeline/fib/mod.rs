@@ -25,17 +25,20 @@
 //! Generations: `FibWriter` applies each change to its working tables in place where no
 //! snapshot shares them and copies only the map, shard or chunk it touches where one does
 //! (`route::CowMap`); `snapshot` then costs a pointer per prefix length and per next-hop chunk.
-//! The control plane publishes each snapshot through a `FibHandle` (an atomic pointer swap,
-//! then the generation number); a worker compares the generation once per burst and takes the
+//! The control plane publishes each snapshot through a `FibHandle` (`handle.rs`: an atomic
+//! pointer swap, then the generation number); a worker compares the generation once per burst and takes the
 //! new snapshot only when it changed. No lock, no pause of forwarding; what only a replaced
-//! snapshot held is freed by the publisher once its last reader lets it go.
+//! snapshot held is freed by the publisher once its last reader lets it go. What `show route`
+//! and the differential tests read of a snapshot (`explain`, the dumps) is `view.rs`'s.
 //!
 //! Invariant: every adjacency in a snapshot names an existing port, every group has at least
 //! two members, a group index below `config.groups.len()` is that config group, and every
 //! next-hop index in the route table is a live next hop of the same snapshot; the writer's
 //! tables after any sequence of changes equal those built at once from the resulting state.
 
+mod handle;
 mod next_hops;
+mod view;
 mod writer;
 
 pub use crate::config::Neighbor;
@@ -43,11 +46,11 @@ use crate::config::{Config, GroupMode};
 use crate::pipeline::route::{CowMap, RouteTable};
 use crate::wire::ethernet::MacAddress;
 use crate::wire::IpAddress;
-use arc_swap::ArcSwap;
+pub use handle::FibHandle;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+pub use view::{Explained, ExplainedHop};
 pub use writer::{weighted_slots, FibWriter, WEIGHT_SLOTS};
 
 /// Where a frame leaves: a port and the MAC of the neighbour it goes to.
@@ -299,77 +302,11 @@ pub struct Fib {
     pub group_layout: u64,
 }
 
-/// The FIB's answer for one destination (`Fib::explain`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Explained {
-    pub prefix: (IpAddr, u8),
-    pub target: Target,
-    pub hops: Vec<ExplainedHop>,
-}
-
-/// One next hop of a route: its port (none: an interface that is no port), gateway (none:
-/// the destination itself), the MAC frames go to through it (none: not used now), weight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExplainedHop {
-    pub port: Option<u16>,
-    pub gateway: Option<IpAddr>,
-    pub mac: Option<MacAddress>,
-    pub weight: u16,
-}
-
 /// An address as the lookups take it.
 pub fn ip_destination(ip: IpAddr) -> IpAddress {
     match ip {
         IpAddr::V4(ip) => IpAddress::V4(u32::from(ip)),
         IpAddr::V6(ip) => IpAddress::V6(u128::from(ip)),
-    }
-}
-
-/// Where the current snapshot is published: the control plane stores, workers load.
-///
-/// A replaced snapshot is kept here until no worker holds it, and then freed by the control
-/// plane (`reclaim`): a worker letting go of one only decrements a count. (Freeing a large
-/// snapshot on the worker slowed forwarding during route churn: perf/RESULTS.md, "Figures
-/// once in code comments".)
-pub struct FibHandle {
-    current: ArcSwap<Fib>,
-    generation: AtomicU64,
-    /// Replaced snapshots some worker may still read; only the publisher touches it.
-    retired: std::sync::Mutex<Vec<Arc<Fib>>>,
-}
-
-impl FibHandle {
-    pub fn new(fib: Fib) -> Self {
-        let generation = AtomicU64::new(fib.generation);
-        Self { current: ArcSwap::from_pointee(fib), generation, retired: std::sync::Mutex::new(Vec::new()) }
-    }
-
-    /// Makes `fib` the current snapshot; readers pick it up at their next burst.
-    pub fn publish(&self, fib: Fib) {
-        let generation = fib.generation;
-        let old = self.current.swap(Arc::new(fib));
-        // After the pointer: a reader that sees the new number loads the new snapshot.
-        self.generation.store(generation, Ordering::Release);
-        let mut retired = self.retired.lock().expect("retired snapshots");
-        retired.push(old);
-        retired.retain(|fib| Arc::strong_count(fib) > 1);
-    }
-
-    /// Frees replaced snapshots no reader holds any more; returns how many are still held.
-    pub fn reclaim(&self) -> usize {
-        let mut retired = self.retired.lock().expect("retired snapshots");
-        retired.retain(|fib| Arc::strong_count(fib) > 1);
-        retired.len()
-    }
-
-    /// The generation readers should have (one atomic load: the per-burst check).
-    #[inline]
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-
-    pub fn load(&self) -> Arc<Fib> {
-        self.current.load_full()
     }
 }
 
@@ -443,60 +380,6 @@ impl Fib {
         }
     }
 
-    /// The FIB's answer for `destination`, as `ip route get` gives the kernel's: the longest
-    /// prefix matching it, what it resolves to, and the route's next hops (`show route`).
-    pub fn explain(&self, destination: IpAddress) -> Option<Explained> {
-        let (address, len, id) = self.routes.lookup_prefix(destination)?;
-        let index = id as usize;
-        let target = self.next_hop(id);
-        let definition = self.definitions.get(index / CHUNK).and_then(|chunk| chunk[index % CHUNK].clone());
-        // What frames for `destination` go to now; a next hop the route names is used when its
-        // neighbour is among these (else: no neighbour yet, or its interface is dead).
-        let forwarded: Vec<Adjacency> = match target {
-            Target::Adjacency(adjacency) => vec![adjacency],
-            Target::Group(group) => {
-                self.groups.get(group as usize).map_or_else(Vec::new, |group| group.members.clone())
-            }
-            Target::Connected(port) => self.neighbor(port, destination).into_iter().collect(),
-            _ => Vec::new(),
-        };
-        let hop = |gateway: Option<IpAddr>, port: Option<u16>, weight: u16| {
-            let mac = port.and_then(|port| {
-                let resolved = gateway
-                    .map_or_else(|| self.neighbor(port, destination), |ip| self.neighbor(port, ip_destination(ip)));
-                resolved.filter(|adjacency| forwarded.contains(adjacency)).map(|adjacency| adjacency.mac)
-            });
-            ExplainedHop { port, gateway, mac, weight }
-        };
-        let hops: Vec<ExplainedHop> = match definition.as_deref() {
-            Some(Via::Kernel(hops)) => {
-                hops.iter().map(|kernel| hop(kernel.gateway, kernel.port, kernel.weight)).collect()
-            }
-            Some(Via::Object(object)) => match self.objects.get(object) {
-                Some(Some(hops)) => hops.iter().map(|kernel| hop(kernel.gateway, kernel.port, kernel.weight)).collect(),
-                _ => Vec::new(),
-            },
-            Some(Via::Connected(port)) => vec![hop(None, Some(*port), 1)],
-            // A config next hop's neighbour may be on any port: the one it was found on.
-            Some(Via::Gateways(gateways)) => {
-                let neighbors = self.dump_neighbors();
-                gateways
-                    .iter()
-                    .map(|&gateway| {
-                        let port = neighbors.iter().find(|(ip, _)| *ip == gateway).map(|(_, adjacency)| adjacency.port);
-                        hop(Some(gateway), port, 1)
-                    })
-                    .collect()
-            }
-            Some(Via::Peer(_)) | Some(Via::ConfigGroup(_)) => forwarded
-                .iter()
-                .map(|member| ExplainedHop { port: Some(member.port), gateway: None, mac: Some(member.mac), weight: 1 })
-                .collect(),
-            _ => Vec::new(),
-        };
-        Some(Explained { prefix: (address, len), target, hops })
-    }
-
     #[inline]
     pub fn lookup(&self, destination: IpAddress) -> Option<Target> {
         self.routes.lookup(destination).map(|id| self.next_hop(id))
@@ -515,83 +398,6 @@ impl Fib {
 
     pub fn neighbors(&self) -> usize {
         self.neighbors_v4.len() + self.neighbors_v6.len()
-    }
-
-    /// Every route as (prefix, length, target), sorted: what `raceway` forwards by.
-    pub fn dump(&self) -> Vec<(IpAddr, u8, Target)> {
-        let mut routes: Vec<(IpAddr, u8, Target)> =
-            self.routes.routes().map(|(address, len, id)| (address, len, self.next_hop(id))).collect();
-        routes.sort_by_key(|(address, len, _)| (*address, *len));
-        routes
-    }
-
-    /// The whole snapshot as text, one line per route and then per neighbour, sorted, ports by
-    /// name (`raceway run --fib-dump`): what the workers forward by, to compare with the
-    /// kernel's `ip route` and `ip neigh`.
-    ///
-    /// ```text
-    /// # raceway FIB generation 7: 4 routes, 1 neighbours
-    /// 10.0.0.0/24 connected host0
-    /// 10.0.0.1/32 local
-    /// 10.64.0.0/16 via up0 02:00:00:00:20:01
-    /// 10.200.0.0/24 group ecmp up0 02:00:00:00:20:01 up1 02:00:00:00:21:01
-    /// neighbor 10.255.0.1 up0 02:00:00:00:20:01
-    /// ```
-    ///
-    /// Other targets: `glean` (a next hop not resolved yet), `blackhole`, `kernel REASON` (the
-    /// kernel answers: `KernelReason`).
-    pub fn to_text(&self, port_names: &[&str]) -> String {
-        use std::fmt::Write;
-        let port = |index: u16| port_names.get(usize::from(index)).copied().unwrap_or("?");
-        let mut text = String::with_capacity(48 * (self.routes() + self.neighbors() + 1));
-        let _ = writeln!(
-            text,
-            "# raceway FIB generation {}: {} routes, {} neighbours",
-            self.generation,
-            self.routes(),
-            self.neighbors()
-        );
-        for (address, len, target) in self.dump() {
-            self.write_route(&mut text, address, len, target, port_names);
-        }
-        for (ip, adjacency) in self.dump_neighbors() {
-            let _ = writeln!(text, "neighbor {ip} {} {}", port(adjacency.port), adjacency.mac);
-        }
-        text
-    }
-
-    /// One route's line of `to_text`, newline included.
-    pub fn write_route(&self, text: &mut String, address: IpAddr, len: u8, target: Target, port_names: &[&str]) {
-        use std::fmt::Write;
-        let port = |index: u16| port_names.get(usize::from(index)).copied().unwrap_or("?");
-        let _ = write!(text, "{address}/{len} ");
-        let _ = match target {
-            Target::Adjacency(adjacency) => writeln!(text, "via {} {}", port(adjacency.port), adjacency.mac),
-            Target::Group(index) => match self.groups.get(index as usize) {
-                Some(group) => {
-                    let _ = write!(text, "group {}", group.mode.name());
-                    for member in group.members.iter() {
-                        let _ = write!(text, " {} {}", port(member.port), member.mac);
-                    }
-                    writeln!(text)
-                }
-                None => writeln!(text, "group ?"),
-            },
-            Target::Connected(index) => writeln!(text, "connected {}", port(index)),
-            Target::Local => writeln!(text, "local"),
-            Target::Glean => writeln!(text, "glean"),
-            Target::Blackhole => writeln!(text, "blackhole"),
-            Target::Kernel(reason) => writeln!(text, "kernel {}", reason.name()),
-        };
-    }
-
-    /// Every neighbour as (IP, adjacency), sorted.
-    pub fn dump_neighbors(&self) -> Vec<(IpAddr, Adjacency)> {
-        let v4 = self.neighbors_v4.iter().map(|(&(port, ip), &mac)| (IpAddr::V4(ip.into()), Adjacency { port, mac }));
-        let v6 = self.neighbors_v6.iter().map(|(&(port, ip), &mac)| (IpAddr::V6(ip.into()), Adjacency { port, mac }));
-        let mut neighbors: Vec<(IpAddr, Adjacency)> = v4.chain(v6).collect();
-        neighbors.sort_by_key(|(ip, adjacency)| (*ip, adjacency.port));
-        neighbors
     }
 }
 
