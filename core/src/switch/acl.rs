@@ -69,7 +69,7 @@ impl<P: PacketBuf> Switch<P> {
             Some(set) => key.with_dscp(set),
             None => key,
         });
-        let found = key.and_then(|key| self.acls.matchers[table].lookup_cached(&key));
+        let found = key.and_then(|key| self.forwarding.acls.matchers[table].lookup_cached(&key));
         // No rule matched: permitted.
         let Some(found) = found else { return Some(tc) };
         let counts = &mut self.stats.acl[table][usize::from(found.rule)];

@@ -52,10 +52,10 @@ impl<P: PacketBuf> Switch<P> {
     /// port, no PFC frame pending, the class not paused, the transmitter has room.
     #[inline(always)]
     pub(super) fn cut_allowed(&self, egress: usize, tc: usize, now: u64, cut: &impl CutThrough<P>) -> bool {
-        self.buffer.backlog(egress) == 0
-            && !self.pfc[egress].has_frame()
-            && cut.may_send(egress, self.egress[egress].link_free_ps)
-            && self.pfc[egress].eligible(now, self.watchdog.action) & (1 << tc) != 0
+        self.tm.buffer.backlog(egress) == 0
+            && !self.tm.pfc[egress].has_frame()
+            && cut.may_send(egress, self.tm.egress[egress].link_free_ps)
+            && self.tm.pfc[egress].eligible(now, self.tm.watchdog.action) & (1 << tc) != 0
     }
 
     /// The frame just admitted to its port's empty queue leaves at once: what `link` then
@@ -70,10 +70,10 @@ impl<P: PacketBuf> Switch<P> {
         if frame.charged() {
             self.give_back(&mut frame);
         } else {
-            self.buffer.release_lossy(egress, tc, charge);
+            self.tm.buffer.release_lossy(egress, tc, charge);
         }
         // The scheduler's round moves as if it had picked this frame.
-        self.egress[egress].scheduler.charge_alone(tc, wire_bytes(len) as u32);
+        self.tm.egress[egress].scheduler.charge_alone(tc, wire_bytes(len) as u32);
         if let Err(reason) = self.mark_at_dequeue(&mut frame, true) {
             return self.refuse(frame, reason, now);
         }
@@ -98,14 +98,14 @@ impl<P: PacketBuf> Switch<P> {
         len: usize,
     ) -> Option<Option<crate::tm::buffer::GroupCharge>> {
         let charge = plan::charge(len);
-        if !self.buffer.lossless(tc) {
-            return self.buffer.lossy_passes(egress, tc, charge).then_some(None);
+        if !self.tm.buffer.lossless(tc) {
+            return self.tm.buffer.lossy_passes(egress, tc, charge).then_some(None);
         }
-        let pg = self.buffer.pg(tc);
-        if self.pfc[egress].storm_drops(tc, self.watchdog.action) || self.pfc[ingress].xoff_outstanding(pg) {
+        let pg = self.tm.buffer.pg(tc);
+        if self.tm.pfc[egress].storm_drops(tc, self.tm.watchdog.action) || self.tm.pfc[ingress].xoff_outstanding(pg) {
             return None;
         }
-        self.buffer.lossless_passes(ingress, pg, charge).map(Some)
+        self.tm.buffer.lossless_passes(ingress, pg, charge).map(Some)
     }
 
     /// The common frame's way, the idle path (module notes): a frame to an idle port whose
@@ -125,11 +125,11 @@ impl<P: PacketBuf> Switch<P> {
     ) -> Received {
         let (egress, tc, len) = (frame.egress(), frame.tc(), frame.size());
         if let Some(group) = group {
-            let pg = self.buffer.pg(tc);
+            let pg = self.tm.buffer.pg(tc);
             self.stats.ports[frame.ingress()].priority_groups[pg].peak(group.occupancy, group.headroom);
         }
         self.stats.ports[egress].queues[tc].peak(len as u64, plan::charge(len));
-        self.egress[egress].scheduler.charge_alone(tc, wire_bytes(len) as u32);
+        self.tm.egress[egress].scheduler.charge_alone(tc, wire_bytes(len) as u32);
         self.count_tx(&frame, now);
         cut.send(egress, frame.packet, frame.arrival_ps);
         Received::Queued { egress, tc }
@@ -182,14 +182,14 @@ mod tests {
         let (mut a, mut b) = (cutting.rng.clone(), queueing.rng.clone());
         assert_eq!(a.unit(), b.unit(), "as many draws");
         assert_eq!(cutting.pool_used(), (0, 0));
-        assert_eq!(cutting.buffer.group_cells(0, 3), (0, 0));
+        assert_eq!(cutting.tm.buffer.group_cells(0, 3), (0, 0));
         // The scheduler's round moved as if the cut frames had been queued and picked: the
         // same deficits, cursor and credit.
-        let scheduler = |switch: &Switch<HeapPacket>| format!("{:?}", switch.egress[1].scheduler);
+        let scheduler = |switch: &Switch<HeapPacket>| format!("{:?}", switch.tm.egress[1].scheduler);
         assert_eq!(scheduler(&cutting), scheduler(&queueing));
         assert_eq!(
-            cutting.egress[1].scheduler.select(0xff, 0b1001, |_| 100),
-            queueing.egress[1].scheduler.select(0xff, 0b1001, |_| 100)
+            cutting.tm.egress[1].scheduler.select(0xff, 0b1001, |_| 100),
+            queueing.tm.egress[1].scheduler.select(0xff, 0b1001, |_| 100)
         );
     }
 
@@ -247,7 +247,7 @@ mod tests {
             }
             assert_eq!(cutting.link_free_ps(1), queueing.link_free_ps(1));
             assert_eq!(cutting.has_control(0), queueing.has_control(0), "the same PFC decisions");
-            cutting.buffer.group_cells(0, 3)
+            cutting.tm.buffer.group_cells(0, 3)
         };
         let mut seen_headroom = false;
         for index in 0..60usize {
@@ -278,8 +278,8 @@ mod tests {
         assert_eq!(cutting.stats, queued_stats);
         assert_eq!(cutting.rng.clone().unit(), queueing.rng.clone().unit(), "as many draws");
         assert_eq!(cutting.pool_used(), queueing.pool_used());
-        assert_eq!(cutting.buffer.group_cells(0, 3), queueing.buffer.group_cells(0, 3));
-        let scheduler = |switch: &Switch<HeapPacket>| format!("{:?}", switch.egress[1].scheduler);
+        assert_eq!(cutting.tm.buffer.group_cells(0, 3), queueing.tm.buffer.group_cells(0, 3));
+        let scheduler = |switch: &Switch<HeapPacket>| format!("{:?}", switch.tm.egress[1].scheduler);
         assert_eq!(scheduler(&cutting), scheduler(&queueing));
     }
 
@@ -318,40 +318,40 @@ mod tests {
         };
         // Just below XOFF, none outstanding: a frame whose own charge would cross it takes the
         // whole path, which decides the XOFF.
-        while switch.buffer.group_occupancy(0, 3) + plan::charge(60) <= 10240 {
+        while switch.tm.buffer.group_occupancy(0, 3) + plan::charge(60) <= 10240 {
             switch.receive(0, to_p2(26, 60), 10);
         }
-        assert!(!switch.pfc[0].xoff_outstanding(3) && switch.buffer.group_occupancy(0, 3) + charge > 10240);
+        assert!(!switch.tm.pfc[0].xoff_outstanding(3) && switch.tm.buffer.group_occupancy(0, 3) + charge > 10240);
         assert_eq!(switch.passes_idle(0, 1, lossless, 600), None, "its charge would cross XOFF");
-        while switch.buffer.group_cells(0, 3).1 == 0 {
+        while switch.tm.buffer.group_cells(0, 3).1 == 0 {
             switch.receive(0, to_p2(26, 600), 10);
         }
-        assert!(switch.pfc[0].xoff_outstanding(3));
+        assert!(switch.tm.pfc[0].xoff_outstanding(3));
         assert_eq!(switch.passes_idle(0, 1, lossless, 600), None, "in headroom");
         assert_eq!(switch.passes_idle(0, 1, lossy, 600), Some(None), "lossy frames are not held by the group");
         // p2 sends until the group is out of headroom and below XOFF, but above XON: the XOFF
         // is still outstanding, so the give-back's XON decision must run.
         switch.receive(2, pfc_frame(0x08, [0; 8]), 20);
-        while switch.buffer.group_occupancy(0, 3) + charge > 10240 || switch.buffer.group_cells(0, 3).1 > 0 {
+        while switch.tm.buffer.group_occupancy(0, 3) + charge > 10240 || switch.tm.buffer.group_cells(0, 3).1 > 0 {
             assert!(switch.transmit(2, 20).is_some());
         }
-        assert!(switch.buffer.group_occupancy(0, 3) > 5120 && switch.pfc[0].xoff_outstanding(3));
+        assert!(switch.tm.buffer.group_occupancy(0, 3) > 5120 && switch.tm.pfc[0].xoff_outstanding(3));
         assert_eq!(switch.passes_idle(0, 1, lossless, 600), None, "an XOFF outstanding");
         while switch.transmit(2, 20).is_some() {}
         while switch.take_control(0, 20).is_some() {}
-        assert!(!switch.pfc[0].xoff_outstanding(3));
+        assert!(!switch.tm.pfc[0].xoff_outstanding(3));
         assert!(switch.passes_idle(0, 1, lossless, 600).is_some(), "empty again");
         // A PFC storm on p1's TC3 (a frame held by pauses past the watchdog's detection):
         // frames are dropped there, by the whole path.
         switch.receive(0, frame(26, 100), 30);
         let mut now = 30;
-        while !switch.pfc[1].storm_drops(3, WatchdogAction::Drop) && now < 3_000_000_000 {
+        while !switch.tm.pfc[1].storm_drops(3, crate::config::WatchdogAction::Drop) && now < 3_000_000_000 {
             switch.receive(1, pfc_frame(0x08, paused), now);
             switch.advance(now);
             now += 100_000_000;
         }
         while switch.transmit(1, now).is_some() {}
-        assert!(switch.pfc[1].storm_drops(3, WatchdogAction::Drop), "the watchdog saw the storm");
+        assert!(switch.tm.pfc[1].storm_drops(3, crate::config::WatchdogAction::Drop), "the watchdog saw the storm");
         assert_eq!(switch.passes_idle(0, 1, lossless, 600), None, "a storm on the class");
         assert_eq!(switch.passes_idle(0, 1, lossy, 600), Some(None));
         // A lossless pool that p1's group fills: p0's group is empty and below XOFF, but
@@ -366,11 +366,11 @@ mod tests {
             .config();
         let mut switch: Switch<HeapPacket> = Switch::new(&small_pool, 0);
         switch.receive(2, pfc_frame(0x08, paused), 0);
-        while switch.buffer.group_cells(1, 3).1 == 0 {
+        while switch.tm.buffer.group_cells(1, 3).1 == 0 {
             switch.receive(1, to_p2(26, 600), 10);
         }
-        assert_eq!(switch.buffer.group_occupancy(0, 3), 0);
-        assert!(!switch.pfc[0].xoff_outstanding(3));
+        assert_eq!(switch.tm.buffer.group_occupancy(0, 3), 0);
+        assert!(!switch.tm.pfc[0].xoff_outstanding(3));
         assert_eq!(switch.passes_idle(0, 1, lossless, 600), None, "no room in the pool");
         // A lossy pool full of frames queued for p2: the whole path refuses (or trims) there.
         assert_eq!(switch.passes_idle(0, 1, lossy, 600), Some(None));

@@ -13,36 +13,34 @@ use super::*;
 use crate::pipeline::rewrite::Rewrite;
 use crate::tm::frame::{Frame, Member};
 
-/// The group selector's view of the ports.
+/// The group selector's view of the ports: traffic management's state at `now`, and with
+/// sharding the other workers' ports as published.
 pub(super) struct Ports<'a, P> {
-    pub(super) egress: &'a [EgressPort],
-    pub(super) pfc: &'a [PfcPort],
-    pub(super) buffer: &'a SharedBuffer<P>,
+    pub(super) tm: &'a TrafficManager<P>,
     pub(super) now: u64,
-    pub(super) watchdog_action: WatchdogAction,
     /// Sharded: the board with the other workers' ports, and this worker's index.
     pub(super) shard: Option<(&'a ShardBoard, usize)>,
 }
 
 impl<P> PortView for Ports<'_, P> {
     fn usable(&self, port: usize) -> bool {
-        self.egress[port].usable
+        self.tm.egress[port].usable
     }
 
     fn drain_cost(&self, port: usize, tc: usize) -> u64 {
         if let Some((board, me)) = self.shard {
             if board.owner(port) != me {
-                return board.drain_cost(port, tc, self.now, self.egress[port].rate.speed_mbps());
+                return board.drain_cost(port, tc, self.now, self.tm.egress[port].rate.speed_mbps());
             }
         }
-        if self.pfc[port].paused(tc, self.now, self.watchdog_action) {
+        if self.tm.pfc[port].paused(tc, self.now, self.tm.watchdog.action) {
             return u64::MAX;
         }
         // What is still to leave the link, then the queued frame bytes at the port's speed
         // (bytes x 8e6 / Mb/s ps): a busy link with an empty queue costs more than an idle one.
-        let egress = &self.egress[port];
+        let egress = &self.tm.egress[port];
         egress.link_free_ps.saturating_sub(self.now)
-            + self.buffer.queue_bytes(port, tc) * 8_000_000 / egress.rate.speed_mbps()
+            + self.tm.buffer.queue_bytes(port, tc) * 8_000_000 / egress.rate.speed_mbps()
     }
 }
 
@@ -60,7 +58,7 @@ impl<P: PacketBuf> Switch<P> {
         let len = packet.len();
         let head = packet.data();
         // A chained frame (live, longer than one mbuf) is classified from its first segment.
-        let verdict = self.classifier.classify_beyond(head, len - head.len());
+        let verdict = self.forwarding.classifier.classify_beyond(head, len - head.len());
         self.forward(ingress, (packet, len), verdict, now, cut)
     }
 
@@ -75,7 +73,7 @@ impl<P: PacketBuf> Switch<P> {
     /// sFlow's sampler (`[sflow]`), for the engine to take the samples.
     #[inline(always)]
     pub fn sampler_mut(&mut self) -> Option<&mut Sampler> {
-        self.sampler.as_mut()
+        self.forwarding.sampler.as_mut()
     }
 
     /// Acts on a frame's verdict: counts it, applies a PFC or PAUSE frame, punts or drops it,
@@ -91,7 +89,7 @@ impl<P: PacketBuf> Switch<P> {
     ) -> Received {
         // Shut down: what still arrives (a device that cannot take its link down) is counted,
         // never forwarded or acted on.
-        if !self.egress[ingress].admin_up {
+        if !self.tm.egress[ingress].admin_up {
             return self.dropped_on_receipt(ingress, packet, DropReason::LinkDown, now);
         }
         match verdict {
@@ -109,9 +107,9 @@ impl<P: PacketBuf> Switch<P> {
             Verdict::LinkPause(quanta) => {
                 // MAC control, not data: counted apart, never in rx or drops.
                 self.stats.ports[ingress].rx_pause += 1;
-                if self.egress[ingress].honour_pause {
-                    let until = self.pfc[ingress].receive_link_pause(quanta, now);
-                    self.deadline = self.deadline.min(until);
+                if self.tm.egress[ingress].honour_pause {
+                    let until = self.tm.pfc[ingress].receive_link_pause(quanta, now);
+                    self.tm.deadline = self.tm.deadline.min(until);
                 }
                 Received::FlowControl
             }
@@ -130,7 +128,7 @@ impl<P: PacketBuf> Switch<P> {
         rx.rx_bytes += len as u64;
         rx.count_drop(reason);
         self.notify_drop(ingress, NO_PORT, reason, (&packet, now));
-        if let Some(sampler) = &mut self.sampler {
+        if let Some(sampler) = &mut self.forwarding.sampler {
             if sampler.offer(ingress) {
                 sampler.take(ingress, packet.data(), len);
             }
@@ -155,7 +153,7 @@ impl<P: PacketBuf> Switch<P> {
         rx.rx_bytes += len as u64;
         // sFlow: one branch per frame without it, a countdown with it; the sample is the
         // header as it came in, which nothing has written yet.
-        let sampled = match &mut self.sampler {
+        let sampled = match &mut self.forwarding.sampler {
             Some(sampler) => {
                 if sampler.offer(ingress) {
                     sampler.take(ingress, packet.data(), len)
@@ -166,7 +164,7 @@ impl<P: PacketBuf> Switch<P> {
             None => None,
         };
         let mut dscp = None;
-        if let Some(table) = self.acls.bound(ingress, AclStage::Ingress) {
+        if let Some(table) = self.forwarding.acls.bound(ingress, AclStage::Ingress) {
             match self.filter(table, ingress, &packet, ip, tc, &mut dscp) {
                 Some(filtered) => tc = filtered,
                 None => {
@@ -188,10 +186,10 @@ impl<P: PacketBuf> Switch<P> {
         };
         // The IP packet with any Ethernet padding: padding only follows packets far below
         // any MTU (frames under 60 bytes), so this never misjudges a legal packet.
-        if len - usize::from(ip.l3_offset) > self.egress[egress].mtu {
+        if len - usize::from(ip.l3_offset) > self.tm.egress[egress].mtu {
             return self.too_big(ingress, packet, now);
         }
-        if let Some(table) = self.acls.bound(egress, AclStage::Egress) {
+        if let Some(table) = self.forwarding.acls.bound(egress, AclStage::Egress) {
             match self.filter(table, ingress, &packet, ip, tc, &mut dscp) {
                 Some(filtered) => tc = filtered,
                 None => {
@@ -202,7 +200,7 @@ impl<P: PacketBuf> Switch<P> {
         }
         // Every decision that could punt, drop or sample the frame is made: its one rewrite.
         Rewrite { next_hop, dscp }.apply(packet.data_mut(), ip, self.mac);
-        if let (Some(index), Some(sampler)) = (sampled, &mut self.sampler) {
+        if let (Some(index), Some(sampler)) = (sampled, &mut self.forwarding.sampler) {
             sampler.set_egress(index, egress);
         }
         let mut frame = Frame::new(packet, len, ingress, egress, tc, ip, now);
@@ -231,24 +229,19 @@ impl<P: PacketBuf> Switch<P> {
         tc: usize,
         now: u64,
     ) -> Result<(usize, MacAddress, Member), DropReason> {
-        let view = Ports {
-            egress: &self.egress,
-            pfc: &self.pfc,
-            buffer: &self.buffer,
-            now,
-            watchdog_action: self.watchdog.action,
-            shard: self.shard.as_ref().map(|seat| (&*seat.board, seat.me)),
-        };
+        let view = Ports { tm: &self.tm, now, shard: self.shard.as_ref().map(|seat| (&*seat.board, seat.me)) };
         // The flow, for ECMP and flowlets: only group routes need it (`parse::flow_hash`).
         let beyond = packet.len() - packet.data().len();
         let flow_hash = parse::flow_hash(packet.data(), usize::from(ip.l3_offset), ip.is_ipv6, beyond);
-        let groups = &self.classifier.fib().groups;
-        let chosen = self.selector.select(group, flow_hash, tc, now, &mut self.rng, &view).and_then(|(slot, port)| {
-            // The selector follows the classifier's snapshot (`groups_changed`); should they
-            // differ, a member the group no longer has is no route.
-            let member = groups.get(group)?.members.get(usize::from(slot))?;
-            Some((usize::from(port), member.mac, Member::new(group, slot)))
-        });
+        let groups = &self.forwarding.classifier.fib().groups;
+        let chosen = self.forwarding.selector.select(group, flow_hash, tc, now, &mut self.rng, &view).and_then(
+            |(slot, port)| {
+                // The selector follows the classifier's snapshot (`groups_changed`); should they
+                // differ, a member the group no longer has is no route.
+                let member = groups.get(group)?.members.get(usize::from(slot))?;
+                Some((usize::from(port), member.mac, Member::new(group, slot)))
+            },
+        );
         chosen.ok_or_else(|| match groups.get(group) {
             Some(group) if !group.members.is_empty() => DropReason::LinkDown,
             _ => DropReason::NoRoute,
@@ -261,7 +254,7 @@ impl<P: PacketBuf> Switch<P> {
     /// fragments IPv4 without DF; without one, dropped as `oversize`.
     #[cold]
     fn too_big(&mut self, ingress: usize, packet: P, now: u64) -> Received {
-        if self.punt_policers.is_empty() {
+        if self.punting.punt_policers.is_empty() {
             self.stats.ports[ingress].count_drop(DropReason::Oversize);
             self.notify_drop(ingress, NO_PORT, DropReason::Oversize, (&packet, now));
             return Received::Dropped(DropReason::Oversize);
@@ -273,10 +266,10 @@ impl<P: PacketBuf> Switch<P> {
     /// groups of next hops come and go with routes).
     #[inline]
     pub(super) fn count_member(&mut self, member: Member) {
-        if let Some((group, slot)) = member.get().filter(|_| self.counts_members) {
+        if let Some((group, slot)) = member.get().filter(|_| self.forwarding.counts_members) {
             if let Some(counts) = self.stats.groups.get_mut(group) {
                 counts[usize::from(slot)] += 1;
-            } else if let Some(&Some(entry)) = self.next_hop_slots.get(group) {
+            } else if let Some(&Some(entry)) = self.forwarding.next_hop_slots.get(group) {
                 if let Some(count) = self.stats.next_hop_groups[entry as usize].sent.get_mut(usize::from(slot)) {
                     *count += 1;
                 }
@@ -288,11 +281,11 @@ impl<P: PacketBuf> Switch<P> {
     /// the same members if the group was met before (its counters go on), else a new one. Runs
     /// when a snapshot with changed groups is taken (it may allocate then), never per frame.
     pub(super) fn count_next_hop_groups(&mut self) {
-        let groups = &self.classifier.fib().groups;
-        self.next_hop_slots.clear();
+        let groups = &self.forwarding.classifier.fib().groups;
+        self.forwarding.next_hop_slots.clear();
         for group in groups.iter() {
             if group.via.len() != group.members.len() || group.via.is_empty() {
-                self.next_hop_slots.push(None);
+                self.forwarding.next_hop_slots.push(None);
                 continue;
             }
             let members: Vec<(u16, std::net::IpAddr)> =
@@ -306,25 +299,25 @@ impl<P: PacketBuf> Switch<P> {
                     counted.len() - 1
                 }
             };
-            self.next_hop_slots.push(Some(entry as u32));
+            self.forwarding.next_hop_slots.push(Some(entry as u32));
         }
-        self.groups_counted = std::sync::Arc::clone(groups);
+        self.forwarding.groups_counted = std::sync::Arc::clone(groups);
     }
 
     /// Takes the control plane's newest FIB snapshot, if there is one (once per burst).
     #[inline]
     pub fn refresh_fib(&mut self, handle: &FibHandle) {
-        if self.classifier.refresh(handle) {
+        if self.forwarding.classifier.refresh(handle) {
             self.groups_changed();
         }
     }
 
     /// After the FIB in use changed: the selector and the counters follow its groups.
     pub(super) fn groups_changed(&mut self) {
-        self.selector.sync(&self.classifier.fib().groups);
-        if !std::sync::Arc::ptr_eq(&self.groups_counted, &self.classifier.fib().groups) {
+        self.forwarding.selector.sync(&self.forwarding.classifier.fib().groups);
+        if !std::sync::Arc::ptr_eq(&self.forwarding.groups_counted, &self.forwarding.classifier.fib().groups) {
             self.count_next_hop_groups();
         }
-        self.counts_members = self.classifier.fib().group_layout == self.group_layout;
+        self.forwarding.counts_members = self.forwarding.classifier.fib().group_layout == self.forwarding.group_layout;
     }
 }

@@ -20,7 +20,7 @@
 
 use crate::config::plan;
 use crate::config::CoppClass;
-use crate::config::{AclStage, Config, EcnMeasure, MarkOn, WatchdogAction};
+use crate::config::{AclStage, Config, EcnMeasure, MarkOn};
 use crate::counters::SwitchStats;
 use crate::drops::DropReason;
 use crate::link::PortState;
@@ -111,19 +111,66 @@ impl EgressPort {
     }
 }
 
+/// The switch: a part for each stretch of a frame's way, each owning its state, so that
+/// borrows of one part and another separate by construction.
 pub struct Switch<P: PacketBuf> {
+    /// From a received frame to its egress port and class (`forward.rs`).
+    forwarding: Forwarding,
+    /// From a frame's record to the wire: buffer, ports' transmitters, PFC, ECN (`queue.rs`).
+    tm: TrafficManager<P>,
+    /// Frames for the control plane (`punt.rs`).
+    punting: Punting<P>,
+    /// Sharded: this worker's seat; `None` when this switch owns every port.
+    shard: Option<Seat<P>>,
+    /// Every random choice (ECN marking, random spraying) draws from this, seeded per replay
+    /// or per worker.
+    rng: Rng,
+    /// The switch's MAC: the source of routed frames and of the PFC frames it sends.
+    mac: MacAddress,
+    pub stats: SwitchStats,
+}
+
+/// What forwarding decides with: the classifier (and its FIB), the group selector, the ACL
+/// tables, sFlow's sampler, and how group members are counted.
+struct Forwarding {
     classifier: Classifier,
     selector: Selector,
+    /// `[[acl]]` tables and the ports they are bound to.
+    acls: AclTables,
+    /// sFlow's sampling (`[sflow]`), `None` without it.
+    sampler: Option<Sampler>,
+    /// Per FIB group: its entry in `stats.next_hop_groups` (groups of next hops only), for
+    /// the groups of the snapshot last taken (`groups_counted`).
+    next_hop_slots: Vec<Option<u32>>,
+    groups_counted: std::sync::Arc<Vec<crate::pipeline::fib::Group>>,
+    /// The group layout `stats.groups` is laid out by (`Config::group_layout`), and whether the
+    /// FIB in use has the same: between a reload that changes the groups and the control
+    /// plane's FIB that has them, members' frames are not counted rather than miscounted.
+    group_layout: u64,
+    counts_members: bool,
+}
+
+/// Traffic management's state: the shared buffer and its queues, each port's transmitter and
+/// PFC state, the watchdog, ECN and trimming.
+struct TrafficManager<P> {
     buffer: SharedBuffer<P>,
     egress: Vec<EgressPort>,
     pfc: Vec<PfcPort>,
     watchdog: Watchdog,
     ecn: EcnMarker,
-    /// Every random choice (ECN marking, random spraying) draws from this, seeded per replay
-    /// or per worker.
-    rng: Rng,
+    /// Packet trimming (`[qos.trim]`).
+    trim: Option<crate::config::TrimConfig>,
+    /// Bit n set: a lossless priority's pause holds egress queue n (`qos.pfc_to_queue`).
+    pausable_queues: u8,
     /// Earliest time `advance` has work to do.
     deadline: u64,
+    /// Decisions after which a PFC frame waited on their port (`control_decided`).
+    control_decided: u64,
+}
+
+/// Punting's state, with `[control]`: the policers, the outbox, the control ACL, the class
+/// frames from the control plane leave in.
+struct Punting<P> {
     /// Per ingress port and CoPP class, with `[control]` (else empty: nothing is punted).
     punt_policers: Vec<[Policer; CoppClass::COUNT]>,
     punted: Outbox<P>,
@@ -134,30 +181,6 @@ pub struct Switch<P: PacketBuf> {
     control_acl: Option<std::sync::Arc<crate::config::ControlAcl>>,
     /// The class frames from the control plane leave in.
     control_tc: u8,
-    /// The source of the PFC frames the switch sends.
-    mac: MacAddress,
-    /// Bit n set: a lossless priority's pause holds egress queue n (`qos.pfc_to_queue`).
-    pausable_queues: u8,
-    /// Packet trimming (`[qos.trim]`).
-    trim: Option<crate::config::TrimConfig>,
-    /// `[[acl]]` tables and the ports they are bound to.
-    acls: AclTables,
-    /// sFlow's sampling (`[sflow]`), `None` without it.
-    sampler: Option<Sampler>,
-    /// Sharded: this worker's seat; `None` when this switch owns every port.
-    shard: Option<Seat<P>>,
-    /// Per FIB group: its entry in `stats.next_hop_groups` (groups of next hops only), for
-    /// the groups of the snapshot last taken (`groups_counted`).
-    next_hop_slots: Vec<Option<u32>>,
-    groups_counted: std::sync::Arc<Vec<crate::pipeline::fib::Group>>,
-    /// The group layout `stats.groups` is laid out by (`Config::group_layout`), and whether the
-    /// FIB in use has the same: between a reload that changes the groups and the control
-    /// plane's FIB that has them, members' frames are not counted rather than miscounted.
-    group_layout: u64,
-    counts_members: bool,
-    /// Decisions after which a PFC frame waited on their port (`control_decided`).
-    control_decided: u64,
-    pub stats: SwitchStats,
 }
 
 impl<P: PacketBuf> Switch<P> {
@@ -188,9 +211,7 @@ impl<P: PacketBuf> Switch<P> {
         let classifier = Classifier::new(config);
         let selector = Selector::new(&classifier.fib().groups);
         let groups_counted = std::sync::Arc::clone(&classifier.fib().groups);
-        let mut switch = Self {
-            classifier,
-            selector,
+        let tm = TrafficManager {
             ecn: EcnMarker::new(config.qos.ecn.clone(), buffer.plan().lossless_tcs),
             buffer,
             egress,
@@ -200,8 +221,12 @@ impl<P: PacketBuf> Switch<P> {
                 restoration_ps: u64::from(watchdog.restoration_ms) * 1_000_000_000,
                 action: watchdog.action,
             },
-            rng: Rng::new(seed),
+            trim: config.qos.trim.clone(),
+            pausable_queues: config.qos.pausable_queues(),
             deadline: NEVER,
+            control_decided: 0,
+        };
+        let punting = Punting {
             punt_policers: match &config.control {
                 Some(control) => {
                     vec![control.copp.map(|rate| Policer::new(rate.pps, rate.burst)); config.ports.len()]
@@ -216,17 +241,24 @@ impl<P: PacketBuf> Switch<P> {
                 .filter(|control| control.copp_scope == crate::config::CoppScope::Switch)
                 .map(|_| std::sync::Arc::default()),
             control_tc: config.control.as_ref().map_or(7, |control| control.control_tc),
-            mac: config.mac,
-            pausable_queues: config.qos.pausable_queues(),
-            trim: config.qos.trim.clone(),
+        };
+        let forwarding = Forwarding {
+            classifier,
+            selector,
             acls: AclTables::new(config),
             sampler: Sampler::new(config, seed),
-            shard,
             next_hop_slots: Vec::new(),
             groups_counted,
             group_layout: config.group_layout(),
             counts_members: true,
-            control_decided: 0,
+        };
+        let mut switch = Self {
+            forwarding,
+            tm,
+            punting,
+            shard,
+            rng: Rng::new(seed),
+            mac: config.mac,
             stats: SwitchStats::new(config),
         };
         switch.count_next_hop_groups();
@@ -247,14 +279,14 @@ impl<P: PacketBuf> Switch<P> {
     /// The PFC priority a peer's NIC would give `frame` (`Classifier::priority`), or `None`
     /// for MAC control.
     pub fn priority_of(&self, frame: &[u8]) -> Option<u8> {
-        self.classifier.priority(frame)
+        self.forwarding.classifier.priority(frame)
     }
 
     /// Makes this switch spend the buckets other workers' switches spend, with `[control.copp]
     /// scope = "switch"` (a live run with several workers shares one set among them).
     pub fn share_switch_policers(&mut self, shared: &std::sync::Arc<crate::pipeline::punt::SwitchPolicers>) {
-        if self.switch_policers.is_some() {
-            self.switch_policers = Some(std::sync::Arc::clone(shared));
+        if self.punting.switch_policers.is_some() {
+            self.punting.switch_policers = Some(std::sync::Arc::clone(shared));
         }
     }
 
@@ -263,12 +295,12 @@ impl<P: PacketBuf> Switch<P> {
     /// no port gained one, and need not look at each (`has_control`).
     #[inline]
     pub fn control_decided(&self) -> u64 {
-        self.control_decided
+        self.tm.control_decided
     }
 
     /// Marks a port's link up or down (live) at `now`; a disabled port stays unusable.
     pub fn set_link_up(&mut self, port: usize, up: bool, now: u64) {
-        let state = &self.egress[port];
+        let state = &self.tm.egress[port];
         let (admin_up, mtu) = (state.admin_up, state.mtu as u32);
         self.set_port_state(port, PortState { carrier: up, admin_up, mtu }, now);
     }
@@ -279,13 +311,13 @@ impl<P: PacketBuf> Switch<P> {
     /// many (each also a dropped-packet notification at `now`, with `[sflow]`). From then on
     /// frames for it are dropped as they come and groups skip it.
     pub fn set_port_state(&mut self, port: usize, state: PortState, now: u64) -> u64 {
-        let egress = &mut self.egress[port];
+        let egress = &mut self.tm.egress[port];
         let was_usable = egress.usable;
         egress.carrier = state.carrier;
         egress.admin_up = state.admin_up;
         egress.mtu = state.mtu as usize;
         egress.usable = egress.enabled && state.usable();
-        self.classifier.set_port_up(port, state.usable());
+        self.forwarding.classifier.set_port_up(port, state.usable());
         if !was_usable || egress.usable || !self.owns(port) {
             return 0;
         }
@@ -295,35 +327,35 @@ impl<P: PacketBuf> Switch<P> {
     /// Whether `port` has a PFC frame to send (it goes before any data).
     #[inline]
     pub fn has_control(&self, port: usize) -> bool {
-        self.pfc[port].has_frame()
+        self.tm.pfc[port].has_frame()
     }
 
     /// Whether `port` has anything to send, now or once unpaused: queued frames or a PFC frame.
     #[inline]
     pub fn has_backlog(&self, port: usize) -> bool {
-        self.buffer.backlog(port) != 0 || self.pfc[port].has_frame()
+        self.tm.buffer.backlog(port) != 0 || self.tm.pfc[port].has_frame()
     }
 
     /// When `port`'s link will have sent every frame handed to it (see `EgressPort`).
     #[inline]
     pub fn link_free_ps(&self, port: usize) -> u64 {
-        self.egress[port].link_free_ps
+        self.tm.egress[port].link_free_ps
     }
 
     /// Frames queued on all ports.
     pub fn queued_packets(&self) -> u64 {
-        self.buffer.queued_packets()
+        self.tm.buffer.queued_packets()
     }
 
     /// Cell bytes in use in both pools (headroom excluded).
     pub fn shared_used(&self) -> u64 {
-        let (lossless, lossy) = self.buffer.pool_used();
+        let (lossless, lossy) = self.tm.buffer.pool_used();
         lossless + lossy
     }
 
     /// Cell bytes in use in the lossless and the lossy pool.
     pub fn pool_used(&self) -> (u64, u64) {
-        self.buffer.pool_used()
+        self.tm.buffer.pool_used()
     }
 
     /// Brings the counters that are read rather than counted up to `now` (before publishing,
@@ -331,36 +363,36 @@ impl<P: PacketBuf> Switch<P> {
     /// peers' pauses held each owned port (`pfc_rx_pause_ns`), and the flowlet groups'
     /// collisions so far.
     pub fn refresh_gauges(&mut self, now: u64) {
-        self.stats.flowlet_collisions = self.selector.flowlet_collisions();
+        self.stats.flowlet_collisions = self.forwarding.selector.flowlet_collisions();
         for (port, stats) in self.stats.ports.iter_mut().enumerate() {
             for (tc, gauge) in stats.queues.iter_mut().enumerate() {
-                gauge.depth_bytes = self.buffer.queue_bytes(port, tc);
-                gauge.depth_cell_bytes = self.buffer.queue_cells(port, tc);
+                gauge.depth_bytes = self.tm.buffer.queue_bytes(port, tc);
+                gauge.depth_cell_bytes = self.tm.buffer.queue_cells(port, tc);
             }
             let owned = self.shard.as_ref().is_none_or(|seat| seat.board.owner(port) == seat.me);
             if owned {
-                stats.pfc_rx_pause_ns = self.pfc[port].paused_ns(now);
+                stats.pfc_rx_pause_ns = self.tm.pfc[port].paused_ns(now);
             }
         }
     }
 
     /// Frame bytes queued on `port` in class `tc` (what ECN compares with kmin/kmax).
     pub fn queue_bytes(&self, port: usize, tc: usize) -> u64 {
-        self.buffer.queue_bytes(port, tc)
+        self.tm.buffer.queue_bytes(port, tc)
     }
 
     /// The XOFF and XON points of a lossless group right now, in cell bytes (with dynamic
     /// thresholds they move with the free lossless pool).
     pub fn pfc_thresholds(&self) -> (u64, u64) {
-        (self.buffer.xoff(), self.buffer.xon())
+        (self.tm.buffer.xoff(), self.tm.buffer.xon())
     }
 }
 
 #[cfg(test)]
 impl<P: PacketBuf> Switch<P> {
     /// The group selector's view of the ports at `now`.
-    fn view(&self, now: u64, watchdog_action: WatchdogAction) -> Ports<'_, P> {
-        Ports { egress: &self.egress, pfc: &self.pfc, buffer: &self.buffer, now, watchdog_action, shard: None }
+    fn view(&self, now: u64) -> Ports<'_, P> {
+        Ports { tm: &self.tm, now, shard: None }
     }
 }
 
@@ -599,7 +631,7 @@ mod tests {
         for _ in 0..10 {
             switch.transmit(1, 0).unwrap();
         }
-        assert_eq!(switch.buffer.lossy_cells(1, 0), 70 * 1024);
+        assert_eq!(switch.tm.buffer.lossy_cells(1, 0), 70 * 1024);
         let admitted =
             (0..20).filter(|_| matches!(switch.receive(0, frame(0, 1000), 0), Received::Queued { .. })).count();
         assert_eq!(admitted, 10);
@@ -621,7 +653,7 @@ mod tests {
         let mut switch: Switch<HeapPacket> = Switch::new(&trimming(""), 0);
         let received: Vec<Received> = (0..85).map(|_| switch.receive(0, frame(0, 1000), 0)).collect();
         assert_eq!(received[84], Received::Queued { egress: 1, tc: 6 });
-        assert_eq!((switch.buffer.queue_len(1, 0), switch.buffer.queue_len(1, 6)), (80, 5));
+        assert_eq!((switch.tm.buffer.queue_len(1, 0), switch.tm.buffer.queue_len(1, 6)), (80, 5));
         assert_eq!(switch.queue_bytes(1, 6), 5 * 128);
         assert_eq!(switch.pool_used(), (0, 80 * 1024 + 5 * 256), "a trimmed frame holds one cell");
         let queue = switch.stats.ports[1].queues[0];
@@ -648,7 +680,7 @@ mod tests {
         let queue = switch.stats.ports[1].queues[0];
         assert!(queue.trim_dropped > 0, "the pool ran out for trimmed frames too");
         assert_eq!(queue.trimmed, 320);
-        assert_eq!(queue.trimmed, queue.trim_dropped + u64::from(switch.buffer.queue_len(1, 6)));
+        assert_eq!(queue.trimmed, queue.trim_dropped + u64::from(switch.tm.buffer.queue_len(1, 6)));
         assert_eq!(switch.stats.ports[0].drops_for(DropReason::BufferFull), queue.trim_dropped);
         assert_eq!(queue.dropped, queue.trim_dropped);
         assert!(conserved(&switch));
@@ -658,7 +690,7 @@ mod tests {
             switch.receive(0, frame(0, 1000), 0);
         }
         let queue = switch.stats.ports[1].queues[0];
-        assert_eq!((queue.trimmed, queue.dropped, switch.buffer.queue_len(1, 6)), (0, 5, 0));
+        assert_eq!((queue.trimmed, queue.dropped, switch.tm.buffer.queue_len(1, 6)), (0, 5, 0));
     }
 
     #[test]
@@ -735,7 +767,7 @@ mod tests {
         for sent in 1..=8u64 {
             switch.transmit(1, 0).unwrap();
             assert!(!switch.has_control(0));
-            let (shared, headroom) = switch.buffer.group_cells(0, 3);
+            let (shared, headroom) = switch.tm.buffer.group_cells(0, 3);
             assert_eq!(headroom, 4096u64.saturating_sub(sent * 1024), "after {sent}");
             assert_eq!(shared, (14 - sent).min(10) * 1024, "after {sent}");
             assert_eq!(switch.pool_used().0, shared);
@@ -760,7 +792,7 @@ mod tests {
             spec.frame_len = len;
             HeapPacket::new(spec.build())
         };
-        let offered = 2 * switch.buffer.plan().lossy_pool / 1024;
+        let offered = 2 * switch.tm.buffer.plan().lossy_pool / 1024;
         for _ in 0..offered {
             switch.receive(0, ect(1000), 0);
         }
@@ -802,7 +834,7 @@ mod tests {
         for _ in 0..5 {
             switch.receive(0, frame(0, 1000), 0);
         }
-        let view = |switch: &Switch<HeapPacket>, now| switch.view(now, WatchdogAction::Drop).drain_cost(1, 0);
+        let view = |switch: &Switch<HeapPacket>, now| switch.view(now).drain_cost(1, 0);
         // 5,000 frame bytes queued at 100G: 400 ns.
         assert_eq!(view(&switch, 0), 400_000);
         // One leaves: 1,024 wire bytes on the wire (81.92 ns) and 4,000 bytes queued (320 ns).
@@ -813,15 +845,15 @@ mod tests {
         assert_eq!(view(&switch, 100_000), 320_000, "and then gone");
         // A class paused by PFC costs everything.
         let mut paused = Switch::<HeapPacket>::new(&config, 0);
-        assert_eq!(paused.view(0, WatchdogAction::Drop).drain_cost(1, 3), 0);
+        assert_eq!(paused.view(0).drain_cost(1, 3), 0);
         let mut times = [0u16; 8];
         times[3] = 100;
         paused.receive(1, pfc_frame(0x08, times), 0);
-        assert_eq!(paused.view(1, WatchdogAction::Drop).drain_cost(1, 3), u64::MAX);
+        assert_eq!(paused.view(1).drain_cost(1, 3), u64::MAX);
         // A port whose link is down is not usable.
-        assert!(paused.view(0, WatchdogAction::Drop).usable(1));
+        assert!(paused.view(0).usable(1));
         paused.set_link_up(1, false, 0);
-        assert!(!paused.view(0, WatchdogAction::Drop).usable(1));
+        assert!(!paused.view(0).usable(1));
     }
 
     #[test]
@@ -995,7 +1027,7 @@ mod tests {
     fn the_dynamic_xoff_point_is_alpha_times_the_free_lossless_pool() {
         let config = config("", "[qos.pfc]\nalpha = 0.5");
         let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
-        let pool = switch.buffer.plan().lossless_pool;
+        let pool = switch.tm.buffer.plan().lossless_pool;
         assert_eq!(switch.pfc_thresholds(), (pool / 2, pool / 2 - 2 * 9216));
         for _ in 0..10 {
             switch.receive(0, frame(26, 1000), 0);

@@ -14,18 +14,18 @@ impl<P: PacketBuf> Switch<P> {
     /// counts (sent, refreshes armed, link time used); one refused stays pending. Returns the
     /// frame's meaning when taken.
     pub fn send_control(&mut self, port: usize, now: u64, emit: impl FnOnce(&[u8]) -> bool) -> Option<Repr> {
-        if !self.pfc[port].has_frame() {
+        if !self.tm.pfc[port].has_frame() {
             return None;
         }
-        let repr = self.pfc[port].frame();
+        let repr = self.tm.pfc[port].frame();
         let mut frame = [0u8; crate::wire::pfc::FRAME_LEN];
         repr.emit(self.mac, &mut frame);
         if !emit(&frame) {
             return None;
         }
-        let refresh = self.pfc[port].frame_sent(now, &mut self.stats.ports[port]);
-        self.deadline = self.deadline.min(refresh);
-        self.egress[port].occupy(now, crate::wire::pfc::FRAME_LEN);
+        let refresh = self.tm.pfc[port].frame_sent(now, &mut self.stats.ports[port]);
+        self.tm.deadline = self.tm.deadline.min(refresh);
+        self.tm.egress[port].occupy(now, crate::wire::pfc::FRAME_LEN);
         Some(repr)
     }
 
@@ -35,50 +35,51 @@ impl<P: PacketBuf> Switch<P> {
     }
 
     pub(super) fn pause_received(&mut self, port: usize, repr: &Repr, now: u64) {
-        let deadline = self.pfc[port].receive(repr, now, &self.watchdog, &mut self.stats.ports[port]);
-        self.deadline = self.deadline.min(deadline);
+        let deadline = self.tm.pfc[port].receive(repr, now, &self.tm.watchdog, &mut self.stats.ports[port]);
+        self.tm.deadline = self.tm.deadline.min(deadline);
     }
 
     /// Earliest time at which `advance` has work (a pause ends, an XOFF needs refreshing, the
     /// watchdog detects or restores), or `NEVER`.
     pub fn next_deadline(&self) -> u64 {
-        self.deadline
+        self.tm.deadline
     }
 
     /// Runs the timers due at `now`: XOFF refreshes, the watchdog, and the end of pauses (after
     /// which the engine should try to transmit). Cheap when nothing is due.
     #[inline]
     pub fn advance(&mut self, now: u64) {
-        if now < self.deadline {
+        if now < self.tm.deadline {
             return;
         }
         let mut next = NEVER;
-        for port in 0..self.pfc.len() {
+        for port in 0..self.tm.pfc.len() {
             if !self.owns(port) {
                 continue;
             }
-            let (lossless_pgs, pausable) = (self.buffer.plan().lossless_pgs, self.pausable_queues);
+            let (lossless_pgs, pausable) = (self.tm.buffer.plan().lossless_pgs, self.tm.pausable_queues);
             for pg in (0..8).filter(|pg| lossless_pgs & (1 << pg) != 0) {
-                let occupancy = self.buffer.group_occupancy(port, pg);
-                next = next.min(self.pfc[port].refresh(pg, now, occupancy, self.buffer.xon()));
+                let occupancy = self.tm.buffer.group_occupancy(port, pg);
+                next = next.min(self.tm.pfc[port].refresh(pg, now, occupancy, self.tm.buffer.xon()));
                 self.note_control(port);
             }
             for queue in (0..8).filter(|queue| pausable & (1 << queue) != 0) {
-                let queued = self.buffer.queue_len(port, queue);
-                let step = self.pfc[port].watch(port, queue, now, queued, &self.watchdog, &mut self.stats.ports[port]);
+                let queued = self.tm.buffer.queue_len(port, queue);
+                let step =
+                    self.tm.pfc[port].watch(port, queue, now, queued, &self.tm.watchdog, &mut self.stats.ports[port]);
                 if step.flush {
                     // The stormed egress queue only: the port's ingress group (what its peer
                     // sends us) keeps its PFC, since that traffic drains to other, healthy ports.
                     self.flush(port, queue, DropReason::PfcWatchdog, Some(now));
                 }
                 next = next.min(step.next);
-                let paused_until = self.pfc[port].paused_until(queue);
+                let paused_until = self.tm.pfc[port].paused_until(queue);
                 if paused_until > now {
                     next = next.min(paused_until);
                 }
             }
         }
-        self.deadline = next;
+        self.tm.deadline = next;
     }
 }
 
@@ -140,7 +141,7 @@ mod tests {
         }
         switch.take_control(0, 0).unwrap();
         switch.transmit(1, 0).unwrap();
-        assert_eq!(switch.buffer.group_cells(0, 3), (10 * 1024, 0));
+        assert_eq!(switch.tm.buffer.group_cells(0, 3), (10 * 1024, 0));
         switch.advance(switch.next_deadline());
         assert_eq!(switch.take_control(0, 1).map(|r| r.times[3]), Some(0xffff));
     }

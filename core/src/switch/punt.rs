@@ -30,7 +30,7 @@ impl<P: PacketBuf> Switch<P> {
             // Not IP (ARP, ND's link layer is IP; LLDP): never marked.
             _ => IpHeader { l3_offset: 0, is_ipv6: false, ecn: ecn::NOT_ECT },
         };
-        let tc = usize::from(self.control_tc);
+        let tc = usize::from(self.punting.control_tc);
         let len = packet.len();
         let frame = crate::tm::frame::Frame::new(packet, len, egress, egress, tc, ip, now);
         if !self.owns(egress) {
@@ -52,7 +52,7 @@ impl<P: PacketBuf> Switch<P> {
 
     /// `punt` for a frame already counted as received.
     pub(super) fn punt_received(&mut self, ingress: usize, packet: P, class: CoppClass, now: u64) -> Received {
-        if let Some(sources) = self.control_acl.as_deref().and_then(|acl| acl.limits(class)) {
+        if let Some(sources) = self.punting.control_acl.as_deref().and_then(|acl| acl.limits(class)) {
             if !self.source_taken(ingress, &packet, sources) {
                 let rx = &mut self.stats.ports[ingress];
                 rx.count_drop(DropReason::ControlAcl);
@@ -62,13 +62,13 @@ impl<P: PacketBuf> Switch<P> {
             }
         }
         let rx = &mut self.stats.ports[ingress];
-        let Some(policers) = self.punt_policers.get_mut(ingress) else {
+        let Some(policers) = self.punting.punt_policers.get_mut(ingress) else {
             // The classifier punts only with `[control]`, which gives every port its policers.
             rx.count_drop(DropReason::Unsupported);
             return Received::Dropped(DropReason::Unsupported);
         };
         let policer = &mut policers[class.index()];
-        let admitted = match &self.switch_policers {
+        let admitted = match &self.punting.switch_policers {
             Some(shared) => policer.admit_shared(shared.bucket(class), now),
             None => policer.admit(now),
         };
@@ -78,7 +78,7 @@ impl<P: PacketBuf> Switch<P> {
             self.notify_drop(ingress, NO_PORT, DropReason::PuntPoliced, (&packet, now));
             return Received::Dropped(DropReason::PuntPoliced);
         }
-        match self.punted.push(Punted { port: ingress, class, packet }) {
+        match self.punting.punted.push(Punted { port: ingress, class, packet }) {
             Ok(()) => {
                 rx.punted[class.index()] += 1;
                 Received::Punted(class)
@@ -97,7 +97,7 @@ impl<P: PacketBuf> Switch<P> {
     /// keeps no source address.
     fn source_taken(&self, ingress: usize, packet: &P, sources: &crate::config::Sources) -> bool {
         let Some(source) = ip_source(packet.data(), packet.len() - packet.data().len()) else { return false };
-        (sources.neighbors && self.classifier.fib().is_control_peer(ingress as u16, source))
+        (sources.neighbors && self.forwarding.classifier.fib().is_control_peer(ingress as u16, source))
             || sources.prefixes.iter().any(|prefix| prefix.contains(source))
     }
 
@@ -112,7 +112,7 @@ impl<P: PacketBuf> Switch<P> {
     /// The next frame for the control plane, oldest first.
     #[inline]
     pub fn take_punted(&mut self) -> Option<Punted<P>> {
-        self.punted.pop()
+        self.punting.punted.pop()
     }
 }
 

@@ -20,11 +20,11 @@ impl<P: PacketBuf> Switch<P> {
     #[inline(always)]
     pub(super) fn enqueue(&mut self, mut frame: Frame<P>, now: u64, cut: &mut impl CutThrough<P>) -> Received {
         let (egress, tc) = (frame.egress(), frame.tc());
-        if !self.egress[egress].usable {
+        if !self.tm.egress[egress].usable {
             return self.refuse(frame, DropReason::LinkDown, now);
         }
         // The common frame: an idle port, nothing for ECN or PFC to decide (cut.rs).
-        if !frame.charged() && self.cut_allowed(egress, tc, now, cut) && self.ecn.idle_at_empty(tc) {
+        if !frame.charged() && self.cut_allowed(egress, tc, now, cut) && self.tm.ecn.idle_at_empty(tc) {
             if let Some(group) = self.passes_idle(frame.ingress(), egress, tc, frame.size()) {
                 return self.cut_through_idle(frame, group, now, cut);
             }
@@ -32,8 +32,8 @@ impl<P: PacketBuf> Switch<P> {
         if let Err(reason) = self.mark_at_enqueue(&mut frame) {
             return self.refuse(frame, reason, now);
         }
-        if self.buffer.lossless(tc) {
-            if self.pfc[egress].storm_drops(tc, self.watchdog.action) {
+        if self.tm.buffer.lossless(tc) {
+            if self.tm.pfc[egress].storm_drops(tc, self.tm.watchdog.action) {
                 return self.refuse(frame, DropReason::PfcWatchdog, now);
             }
             if !frame.charged() {
@@ -44,7 +44,7 @@ impl<P: PacketBuf> Switch<P> {
                     Err(reason) => return self.refuse(frame, reason, now),
                 }
             }
-        } else if let Err(reason) = self.buffer.admit_lossy(egress, tc, plan::charge(frame.size())) {
+        } else if let Err(reason) = self.tm.buffer.admit_lossy(egress, tc, plan::charge(frame.size())) {
             return self.refused_lossy(frame.relocated(), reason);
         }
         if self.cut_allowed(egress, tc, now, cut) {
@@ -52,7 +52,7 @@ impl<P: PacketBuf> Switch<P> {
         }
         // Admission here found a slot; a frame charged on another worker's stale view of
         // the pools may not.
-        if !self.buffer.has_slot() {
+        if !self.tm.buffer.has_slot() {
             return self.refuse(frame, DropReason::HeadroomOverflow, now);
         }
         self.link(frame)
@@ -65,12 +65,12 @@ impl<P: PacketBuf> Switch<P> {
     #[inline(always)]
     pub(super) fn charge_group(&mut self, frame: &mut Frame<P>) -> Result<bool, DropReason> {
         let tc = frame.tc();
-        if !self.buffer.lossless(tc) {
+        if !self.tm.buffer.lossless(tc) {
             return Ok(false);
         }
-        let (ingress, pg) = (frame.ingress(), self.buffer.pg(tc));
-        let group = self.buffer.admit_lossless(ingress, pg, plan::charge(frame.size()))?;
-        frame.set_charged(self.buffer.me());
+        let (ingress, pg) = (frame.ingress(), self.tm.buffer.pg(tc));
+        let group = self.tm.buffer.admit_lossless(ingress, pg, plan::charge(frame.size()))?;
+        frame.set_charged(self.tm.buffer.me());
         self.group_charged(ingress, pg, group);
         Ok(group.past_xoff)
     }
@@ -81,7 +81,7 @@ impl<P: PacketBuf> Switch<P> {
     #[inline(never)]
     fn refused_lossy(&mut self, mut frame: Frame<P>, reason: DropReason) -> Received {
         let (egress, tc, at) = (frame.egress(), frame.tc(), frame.arrival_ps);
-        let Some(trim) = self.trim.as_ref().filter(|trim| trim.trims(tc) && self.egress[egress].trims) else {
+        let Some(trim) = self.tm.trim.as_ref().filter(|trim| trim.trims(tc) && self.tm.egress[egress].trims) else {
             return self.refuse(frame, reason, at);
         };
         let (size, dscp, queue) = (usize::from(trim.size), trim.dscp[tc], usize::from(trim.queue[tc]));
@@ -89,7 +89,7 @@ impl<P: PacketBuf> Switch<P> {
             return self.refuse(frame, reason, at);
         };
         self.stats.ports[egress].queues[tc].trimmed += 1;
-        if self.buffer.admit_lossy(egress, queue, plan::charge(len)).is_err() {
+        if self.tm.buffer.admit_lossy(egress, queue, plan::charge(len)).is_err() {
             self.stats.ports[egress].queues[tc].trim_dropped += 1;
             return self.refuse(frame, reason, at);
         }
@@ -102,11 +102,11 @@ impl<P: PacketBuf> Switch<P> {
     #[inline(always)]
     fn mark_at_enqueue(&mut self, frame: &mut Frame<P>) -> Result<(), DropReason> {
         let tc = frame.tc();
-        if !self.ecn.marks_on(tc, MarkOn::Enqueue) {
+        if !self.tm.ecn.marks_on(tc, MarkOn::Enqueue) {
             return Ok(());
         }
         let depth = self.ecn_depth(frame.egress(), tc);
-        if self.ecn.decide(tc, depth, frame.ip.ecn, &mut self.rng)? {
+        if self.tm.ecn.decide(tc, depth, frame.ip.ecn, &mut self.rng)? {
             frame.mark_ce();
         }
         Ok(())
@@ -117,11 +117,11 @@ impl<P: PacketBuf> Switch<P> {
     #[inline(always)]
     pub(super) fn mark_at_dequeue(&mut self, frame: &mut Frame<P>, cut_through: bool) -> Result<(), DropReason> {
         let tc = frame.tc();
-        if !self.ecn.marks_on(tc, MarkOn::Dequeue) {
+        if !self.tm.ecn.marks_on(tc, MarkOn::Dequeue) {
             return Ok(());
         }
         let depth = if cut_through { 0 } else { self.ecn_depth(frame.egress(), tc) };
-        if self.ecn.decide(tc, depth, frame.ip.ecn, &mut self.rng)? {
+        if self.tm.ecn.decide(tc, depth, frame.ip.ecn, &mut self.rng)? {
             frame.mark_ce();
         }
         Ok(())
@@ -131,9 +131,9 @@ impl<P: PacketBuf> Switch<P> {
     /// frame bytes.
     #[inline(always)]
     fn ecn_depth(&self, egress: usize, tc: usize) -> u64 {
-        match self.ecn.measure(tc) {
-            EcnMeasure::Cells => self.buffer.queue_cells(egress, tc),
-            EcnMeasure::FrameBytes => self.buffer.queue_bytes(egress, tc),
+        match self.tm.ecn.measure(tc) {
+            EcnMeasure::Cells => self.tm.buffer.queue_cells(egress, tc),
+            EcnMeasure::FrameBytes => self.tm.buffer.queue_bytes(egress, tc),
         }
     }
 
@@ -142,8 +142,8 @@ impl<P: PacketBuf> Switch<P> {
     #[inline(always)]
     fn link(&mut self, frame: Frame<P>) -> Received {
         let (egress, tc) = (frame.egress(), frame.tc());
-        let depth = self.buffer.push(frame);
-        self.stats.ports[egress].queues[tc].peak(depth, self.buffer.queue_cells(egress, tc));
+        let depth = self.tm.buffer.push(frame);
+        self.stats.ports[egress].queues[tc].peak(depth, self.tm.buffer.queue_cells(egress, tc));
         Received::Queued { egress, tc }
     }
 
@@ -154,7 +154,7 @@ impl<P: PacketBuf> Switch<P> {
         // The port's owner sends its PFC frames: another worker polling one of its queues
         // leaves the decision to the owner's next loop (`sync_shard`).
         if group.past_xoff && self.owns(ingress) {
-            self.pfc[ingress].decide_xoff(pg);
+            self.tm.pfc[ingress].decide_xoff(pg);
             self.note_control(ingress);
         }
         self.stats.ports[ingress].priority_groups[pg].peak(group.occupancy, group.headroom);
@@ -176,8 +176,8 @@ impl<P: PacketBuf> Switch<P> {
     #[inline(always)]
     pub(super) fn give_back(&mut self, frame: &mut Frame<P>) {
         if frame.charged() {
-            let (ingress, pg) = (frame.ingress(), self.buffer.pg(frame.tc()));
-            self.buffer.give_back(frame.charger, ingress, pg, plan::charge(frame.size()));
+            let (ingress, pg) = (frame.ingress(), self.tm.buffer.pg(frame.tc()));
+            self.tm.buffer.give_back(frame.charger, ingress, pg, plan::charge(frame.size()));
             frame.clear_charged();
             self.group_released(ingress, pg);
         }
@@ -196,7 +196,7 @@ impl<P: PacketBuf> Switch<P> {
     /// its limit allows (`Sampler::discard`).
     #[inline]
     pub(super) fn notify_drop(&mut self, ingress: usize, egress: u16, reason: DropReason, (packet, now): (&P, u64)) {
-        if let Some(sampler) = &mut self.sampler {
+        if let Some(sampler) = &mut self.forwarding.sampler {
             sampler.discard(ingress, egress, reason, packet.data(), packet.len(), now);
         }
     }
@@ -205,9 +205,9 @@ impl<P: PacketBuf> Switch<P> {
     /// XON withdraws its XOFF.
     #[inline]
     fn pop(&mut self, port: usize, tc: usize) -> Option<Frame<P>> {
-        let frame = self.buffer.pop(port, tc)?;
-        if self.buffer.lossless(tc) {
-            self.group_released(frame.ingress(), self.buffer.pg(tc));
+        let frame = self.tm.buffer.pop(port, tc)?;
+        if self.tm.buffer.lossless(tc) {
+            self.group_released(frame.ingress(), self.tm.buffer.pg(tc));
         }
         Some(frame)
     }
@@ -218,9 +218,9 @@ impl<P: PacketBuf> Switch<P> {
     /// is decided when the credit or the share reaches the owner (`sync_shard`).
     #[inline(always)]
     pub(super) fn group_released(&mut self, ingress: usize, pg: usize) {
-        if self.pfc[ingress].xoff_outstanding(pg) && self.owns(ingress) {
-            let occupancy = self.buffer.group_occupancy(ingress, pg);
-            self.pfc[ingress].decide_xon(pg, occupancy, self.buffer.xon());
+        if self.tm.pfc[ingress].xoff_outstanding(pg) && self.owns(ingress) {
+            let occupancy = self.tm.buffer.group_occupancy(ingress, pg);
+            self.tm.pfc[ingress].decide_xon(pg, occupancy, self.tm.buffer.xon());
             self.note_control(ingress);
         }
     }
@@ -228,7 +228,7 @@ impl<P: PacketBuf> Switch<P> {
     /// Counts a decision that left a PFC frame waiting on `port`.
     #[inline(always)]
     pub(super) fn note_control(&mut self, port: usize) {
-        self.control_decided += u64::from(self.pfc[port].has_frame());
+        self.tm.control_decided += u64::from(self.tm.pfc[port].has_frame());
     }
 
     /// Drops every frame of queue `tc` of `port`, each counted under `reason` on the port it
@@ -253,15 +253,15 @@ impl<P: PacketBuf> Switch<P> {
     /// classes not paused.
     #[inline]
     pub fn transmit(&mut self, egress: usize, now: u64) -> Option<P> {
-        let eligible = self.pfc[egress].eligible(now, self.watchdog.action);
+        let eligible = self.tm.pfc[egress].eligible(now, self.tm.watchdog.action);
         let frame = loop {
             let tc = {
-                let head_len = self.buffer.head_lens(egress);
+                let head_len = self.tm.buffer.head_lens(egress);
                 // DWRR shares link time: each frame costs what it takes on the wire, padding,
                 // preamble and gap included (64-byte frames against 1500-byte ones at equal
                 // weights shared 58.5/41.5 when counted in frame bytes).
                 let head_cost = |tc: usize| wire_bytes(head_len(tc)) as usize;
-                self.egress[egress].scheduler.select(eligible, self.buffer.backlog(egress), head_cost)?
+                self.tm.egress[egress].scheduler.select(eligible, self.tm.buffer.backlog(egress), head_cost)?
             };
             let mut frame = self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
             if let Err(reason) = self.mark_at_dequeue(&mut frame, false) {
@@ -280,7 +280,7 @@ impl<P: PacketBuf> Switch<P> {
     #[inline(always)]
     pub(super) fn count_tx(&mut self, frame: &Frame<P>, now: u64) {
         let (egress, len) = (frame.egress(), frame.len as u64);
-        self.egress[egress].occupy(now, frame.size());
+        self.tm.egress[egress].occupy(now, frame.size());
         let stats = &mut self.stats.ports[egress];
         stats.tx_packets += 1;
         stats.tx_bytes += len;
@@ -297,7 +297,7 @@ impl<P: PacketBuf> Switch<P> {
     /// as `buffer_full` drops (on the port they came in on, and the queue) and released.
     pub fn drain(&mut self) -> u64 {
         let mut drained = 0;
-        for port in 0..self.egress.len() {
+        for port in 0..self.tm.egress.len() {
             for tc in 0..TRAFFIC_CLASSES {
                 drained += self.flush(port, tc, DropReason::BufferFull, None);
             }

@@ -91,19 +91,19 @@ impl<P: PacketBuf> Switch<P> {
     pub fn reconfigure(&mut self, mut next: Reconfiguration) -> Reconfiguration {
         let config = std::sync::Arc::clone(&next.config);
         let qos = &config.qos;
-        self.classifier.set_qos_maps(qos);
-        for egress in &mut self.egress {
+        self.forwarding.classifier.set_qos_maps(qos);
+        for egress in &mut self.tm.egress {
             egress.scheduler = Scheduler::new(qos);
         }
-        for (egress, port) in self.egress.iter_mut().zip(&config.ports) {
+        for (egress, port) in self.tm.egress.iter_mut().zip(&config.ports) {
             egress.trims = port.trim && qos.trim.is_some();
         }
-        self.trim.clone_from(&qos.trim);
-        self.ecn = EcnMarker::new(qos.ecn.clone(), next.plan.lossless_tcs);
-        self.watchdog.detection_ps = u64::from(qos.watchdog.detection_ms) * 1_000_000_000;
-        self.watchdog.restoration_ps = u64::from(qos.watchdog.restoration_ms) * 1_000_000_000;
-        self.watchdog.action = qos.watchdog.action;
-        std::mem::swap(&mut self.control_acl, &mut next.control_acl);
+        self.tm.trim.clone_from(&qos.trim);
+        self.tm.ecn = EcnMarker::new(qos.ecn.clone(), next.plan.lossless_tcs);
+        self.tm.watchdog.detection_ps = u64::from(qos.watchdog.detection_ms) * 1_000_000_000;
+        self.tm.watchdog.restoration_ps = u64::from(qos.watchdog.restoration_ms) * 1_000_000_000;
+        self.tm.watchdog.action = qos.watchdog.action;
+        std::mem::swap(&mut self.punting.control_acl, &mut next.control_acl);
         let groups_changed = next.groups_fresh.is_some() || next.fib.is_some();
         if let Some(mut fresh) = next.groups_fresh.take() {
             for (counts, kept) in fresh.iter_mut().zip(&next.groups_kept) {
@@ -113,36 +113,36 @@ impl<P: PacketBuf> Switch<P> {
             }
             std::mem::swap(&mut self.stats.groups, &mut fresh);
             next.groups_fresh = Some(fresh);
-            self.group_layout = config.group_layout();
+            self.forwarding.group_layout = config.group_layout();
         }
         if let Some(fib) = next.fib.take() {
-            next.fib = Some(self.classifier.replace_fib(fib));
+            next.fib = Some(self.forwarding.classifier.replace_fib(fib));
         }
         if groups_changed {
             self.groups_changed();
         }
         if let Some(control) = &config.control {
-            for policers in &mut self.punt_policers {
+            for policers in &mut self.punting.punt_policers {
                 for (policer, rate) in policers.iter_mut().zip(&control.copp) {
                     *policer = Policer::new(rate.pps, rate.burst);
                 }
             }
         }
-        self.buffer.replan(&mut next.plan);
-        std::mem::swap(&mut self.acls, &mut next.acls);
+        self.tm.buffer.replan(&mut next.plan);
+        std::mem::swap(&mut self.forwarding.acls, &mut next.acls);
         for (fresh, kept) in next.acl_fresh.iter_mut().zip(&next.acl_kept) {
             if let Some(counts) = kept.and_then(|old| self.stats.acl.get_mut(old)) {
                 std::mem::swap(fresh, counts);
             }
         }
         std::mem::swap(&mut self.stats.acl, &mut next.acl_fresh);
-        match (&mut next.sampler, &mut self.sampler, &config.sflow) {
+        match (&mut next.sampler, &mut self.forwarding.sampler, &config.sflow) {
             (Some(swapped), sampler, _) => std::mem::swap(swapped, sampler),
             (None, Some(sampler), Some(sflow)) => sampler.set_rates(sflow),
             _ => {}
         }
         // Timers (the watchdog's, XON's) are looked at again from now.
-        self.deadline = 0;
+        self.tm.deadline = 0;
         next
     }
 }
@@ -284,7 +284,7 @@ mod tests {
         assert!(matches!(switch.receive(0, to(), 1), Received::Queued { .. }));
         assert_eq!(switch.stats.groups, [vec![0, 0]], "not counted against a member of the old FIB's group");
         let fib = crate::pipeline::fib::Fib::new(&new, &crate::pipeline::fib::Learned::default(), 2);
-        switch.classifier.replace_fib(Arc::new(fib));
+        switch.forwarding.classifier.replace_fib(Arc::new(fib));
         switch.groups_changed();
         assert!(matches!(switch.receive(0, to(), 2), Received::Queued { .. }));
         assert_eq!(switch.stats.groups[0].iter().sum::<u64>(), 1, "counted again");
@@ -299,7 +299,11 @@ mod tests {
         assert_eq!(crate::config::reload::live_changes(&running, &new), Ok(vec!["qos maps"]));
         switch.reconfigure(Reconfiguration::prepare(&running, Arc::clone(&new)));
         assert_eq!(switch.receive(0, frame(10), 1), Received::Queued { egress: 1, tc: 2 });
-        assert_eq!((switch.buffer.queue_len(1, 1), switch.buffer.queue_len(1, 2)), (1, 1), "the first frame stayed");
+        assert_eq!(
+            (switch.tm.buffer.queue_len(1, 1), switch.tm.buffer.queue_len(1, 2)),
+            (1, 1),
+            "the first frame stayed"
+        );
     }
 
     #[test]

@@ -142,8 +142,8 @@ impl<P: PacketBuf> Switch<P> {
     pub fn sync_shard(&mut self, now: u64) {
         let Some(seat) = self.shard.as_mut() else { return };
         let (board, me) = (&*seat.board, seat.me);
-        let lossless_pgs = self.buffer.plan().lossless_pgs;
-        for port in 0..self.egress.len() {
+        let lossless_pgs = self.tm.buffer.plan().lossless_pgs;
+        for port in 0..self.tm.egress.len() {
             let owned = board.owner(port) == me;
             let polled = board.polls(me, port);
             let spread = board.spread(port);
@@ -153,36 +153,36 @@ impl<P: PacketBuf> Switch<P> {
                     let credit = total - seat.applied[port][pg];
                     if credit > 0 {
                         seat.applied[port][pg] = total;
-                        self.buffer.release_group(port, pg, credit);
+                        self.tm.buffer.release_group(port, pg, credit);
                     }
                 }
                 for charger in (0..board.workers()).filter(|&worker| worker != me && board.polls(worker, port)) {
-                    board.publish_released(me, charger, port, pg, self.buffer.released(charger, port, pg));
+                    board.publish_released(me, charger, port, pg, self.tm.buffer.released(charger, port, pg));
                 }
                 if spread && polled {
-                    board.publish_share(me, port, pg, self.buffer.group_cells(port, pg));
-                    self.buffer.set_others_share(port, pg, board.others_share(me, port, pg));
+                    board.publish_share(me, port, pg, self.tm.buffer.group_cells(port, pg));
+                    self.tm.buffer.set_others_share(port, pg, board.others_share(me, port, pg));
                 }
                 if owned {
-                    let occupancy = self.buffer.group_occupancy(port, pg);
-                    let past_xoff = || occupancy > self.buffer.xoff() || self.buffer.group_headroom(port, pg) > 0;
+                    let occupancy = self.tm.buffer.group_occupancy(port, pg);
+                    let past_xoff = || occupancy > self.tm.buffer.xoff() || self.tm.buffer.group_headroom(port, pg) > 0;
                     if spread && past_xoff() {
-                        self.pfc[port].decide_xoff(pg);
-                    } else if self.pfc[port].xoff_outstanding(pg) {
-                        self.pfc[port].decide_xon(pg, occupancy, self.buffer.xon());
+                        self.tm.pfc[port].decide_xoff(pg);
+                    } else if self.tm.pfc[port].xoff_outstanding(pg) {
+                        self.tm.pfc[port].decide_xon(pg, occupancy, self.tm.buffer.xon());
                     }
-                    self.control_decided += u64::from(self.pfc[port].has_frame());
+                    self.tm.control_decided += u64::from(self.tm.pfc[port].has_frame());
                 }
             }
             if owned {
-                let queue_bytes = std::array::from_fn(|tc| self.buffer.queue_bytes(port, tc));
-                let paused = !self.pfc[port].eligible(now, self.watchdog.action);
-                board.publish_gauge(port, self.egress[port].link_free_ps, queue_bytes, paused);
+                let queue_bytes = std::array::from_fn(|tc| self.tm.buffer.queue_bytes(port, tc));
+                let paused = !self.tm.pfc[port].eligible(now, self.tm.watchdog.action);
+                board.publish_gauge(port, self.tm.egress[port].link_free_ps, queue_bytes, paused);
             }
         }
-        let (lossless, lossy) = self.buffer.pool_used();
+        let (lossless, lossy) = self.tm.buffer.pool_used();
         board.publish_pools(me, lossless, lossy);
-        self.buffer.set_others_used(board.others_pool_used(me));
+        self.tm.buffer.set_others_used(board.others_pool_used(me));
     }
 }
 
@@ -281,11 +281,11 @@ mod tests {
         let xon = ingress.take_control(0, 300_000_000).unwrap();
         assert_eq!((xon.class_enable, xon.times[3]), (0x08, 0));
         // Headroom gave back first, as a local frame would.
-        assert_eq!(ingress.buffer.group_cells(0, 3), (5 * 1024, 0));
+        assert_eq!(ingress.tm.buffer.group_cells(0, 3), (5 * 1024, 0));
         while egress.transmit(3, 0).is_some() {}
         egress.sync_shard(0);
         ingress.sync_shard(0);
-        assert_eq!(ingress.buffer.group_cells(0, 3), (0, 0));
+        assert_eq!(ingress.tm.buffer.group_cells(0, 3), (0, 0));
         assert_eq!((ingress.pool_used(), egress.pool_used()), ((0, 0), (0, 0)));
         // Every frame counted once across the two workers.
         let mut total = ingress.stats.clone();
@@ -305,12 +305,12 @@ mod tests {
             assert!(matches!(owner.receive(0, to_port(1, 26, 1000), 0), Received::Queued { egress: 1, .. }));
             assert!(matches!(other.receive(0, to_port(3, 26, 1000), 0), Received::Queued { egress: 3, .. }));
         }
-        assert_eq!((owner.buffer.group_cells(0, 3), other.buffer.group_cells(0, 3)), ((5120, 0), (5120, 0)));
+        assert_eq!((owner.tm.buffer.group_cells(0, 3), other.tm.buffer.group_cells(0, 3)), ((5120, 0), (5120, 0)));
         assert!(!owner.has_control(0), "each share alone is half the XOFF point");
         // Worker 1's sixth frame takes the group past XOFF: only the owner may send the XOFF,
         // and it decides at its next loop, once worker 1 has published.
         sync_both(&mut owner, &mut other, 0);
-        assert_eq!(owner.buffer.group_occupancy(0, 3), 10_240);
+        assert_eq!(owner.tm.buffer.group_occupancy(0, 3), 10_240);
         other.receive(0, to_port(3, 26, 1000), 0);
         assert!(!other.has_control(0), "worker 1 never sends p0's PFC frames");
         assert!(!owner.has_control(0));
@@ -318,9 +318,9 @@ mod tests {
         assert_eq!(owner.take_control(0, 1_000).unwrap().times[3], 0xffff, "XOFF from the owner");
         // Past XOFF both workers charge headroom, judged on the whole group: 8 cells of it.
         assert_eq!(owner.receive(0, to_port(1, 26, 1000), 0), Received::Queued { egress: 1, tc: 3 });
-        assert_eq!(other.buffer.group_headroom(0, 3), 1024, "its own frame");
+        assert_eq!(other.tm.buffer.group_headroom(0, 3), 1024, "its own frame");
         sync_both(&mut owner, &mut other, 0);
-        assert_eq!(other.buffer.group_headroom(0, 3), 2048, "and the owner's");
+        assert_eq!(other.tm.buffer.group_headroom(0, 3), 2048, "and the owner's");
         // Worker 1 may take the 6 frames left of the headroom: the next is refused.
         for _ in 0..6 {
             assert_eq!(other.receive(0, to_port(3, 26, 1000), 0), Received::Queued { egress: 3, tc: 3 });
@@ -334,7 +334,7 @@ mod tests {
         sync_both(&mut owner, &mut other, 0);
         let xon = owner.take_control(0, 300_000_000).unwrap();
         assert_eq!((xon.class_enable, xon.times[3]), (0x08, 0));
-        assert_eq!((owner.buffer.group_occupancy(0, 3), other.buffer.group_occupancy(0, 3)), (0, 0));
+        assert_eq!((owner.tm.buffer.group_occupancy(0, 3), other.tm.buffer.group_occupancy(0, 3)), (0, 0));
         let mut total = owner.stats.clone();
         total.add(&other.stats);
         assert_eq!((total.ports[0].rx_packets, total.tx_packets(), total.dropped()), (19, 18, 1));
@@ -357,10 +357,10 @@ mod tests {
         assert_eq!(owner.pool_used().0, 8192, "the pool is full");
         sync_both(&mut owner, &mut other, 0);
         assert_eq!(other.receive(0, to_port(3, 26, 1000), 0), Received::Queued { egress: 3, tc: 3 });
-        assert_eq!(other.buffer.group_cells(0, 3), (0, 1024), "in p0's headroom");
+        assert_eq!(other.tm.buffer.group_cells(0, 3), (0, 1024), "in p0's headroom");
         assert!(!owner.has_control(0));
         sync_both(&mut owner, &mut other, 0);
-        assert!(owner.buffer.group_occupancy(0, 3) < owner.buffer.xoff());
+        assert!(owner.tm.buffer.group_occupancy(0, 3) < owner.tm.buffer.xoff());
         assert_eq!(owner.take_control(0, 1_000).unwrap().times[3], 0xffff, "XOFF for the headroom in use");
         assert!(!owner.has_control(1), "p1's group holds the pool, not yet its headroom");
     }
@@ -370,14 +370,14 @@ mod tests {
         let (mut owner, mut other) = spread_pair("");
         // Worker 1 takes a frame on p0 for p1 (the owner's port): charged to worker 1's share.
         assert_eq!(other.receive(0, to_port(1, 26, 1000), 0), Received::Transferred { egress: 1, tc: 3 });
-        assert_eq!(other.buffer.group_cells(0, 3), (1024, 0));
+        assert_eq!(other.tm.buffer.group_cells(0, 3), (1024, 0));
         carry(&mut other, &mut owner, 0);
-        assert_eq!(owner.buffer.group_cells(0, 3), (0, 0), "not the owner's share");
+        assert_eq!(owner.tm.buffer.group_cells(0, 3), (0, 0), "not the owner's share");
         owner.transmit(1, 0).unwrap();
-        assert_eq!((owner.buffer.released(1, 0, 3), owner.buffer.released(0, 0, 3)), (1024, 0));
+        assert_eq!((owner.tm.buffer.released(1, 0, 3), owner.tm.buffer.released(0, 0, 3)), (1024, 0));
         sync_both(&mut owner, &mut other, 0);
         other.sync_shard(0);
-        assert_eq!(other.buffer.group_cells(0, 3), (0, 0), "worker 1's credit");
+        assert_eq!(other.tm.buffer.group_cells(0, 3), (0, 0), "worker 1's credit");
         assert_eq!((owner.pool_used(), other.pool_used()), ((0, 0), (0, 0)));
     }
 
@@ -422,16 +422,16 @@ mod tests {
         // not own the group: the cells go back as credits, never to worker 1's own counts.
         let (_, mut ingress, mut egress) = sharded_pair("");
         assert_eq!(ingress.receive(0, to_port(3, 26, 1000), 0), Received::Transferred { egress: 3, tc: 3 });
-        assert_eq!(ingress.buffer.group_cells(0, 3), (1024, 0));
+        assert_eq!(ingress.tm.buffer.group_cells(0, 3), (1024, 0));
         let mut link = Collect { open: true, sent: Vec::new() };
         let mut batch = std::mem::take(ingress.outgoing(1).expect("a batch for worker 1"));
         assert_eq!(egress.accept(&mut batch, 0, &mut link), 1);
         assert_eq!(link.sent.len(), 1, "cut through");
-        assert_eq!(egress.buffer.released(0, 0, 3), 1024, "a credit for worker 0");
-        assert_eq!(egress.buffer.group_cells(0, 3), (0, 0));
+        assert_eq!(egress.tm.buffer.released(0, 0, 3), 1024, "a credit for worker 0");
+        assert_eq!(egress.tm.buffer.group_cells(0, 3), (0, 0));
         egress.sync_shard(0);
         ingress.sync_shard(0);
-        assert_eq!(ingress.buffer.group_cells(0, 3), (0, 0), "the credit applied by the owner");
+        assert_eq!(ingress.tm.buffer.group_cells(0, 3), (0, 0), "the credit applied by the owner");
     }
 
     #[test]
@@ -481,6 +481,6 @@ mod tests {
         assert_eq!(egress.stats.ports[3].queues[3].dropped, 2, "flushed, then dropped on arrival");
         egress.sync_shard(now);
         ingress.sync_shard(now);
-        assert_eq!(ingress.buffer.group_cells(0, 3), (0, 0), "both frames' cells came back");
+        assert_eq!(ingress.tm.buffer.group_cells(0, 3), (0, 0), "both frames' cells came back");
     }
 }
