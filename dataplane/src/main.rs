@@ -379,8 +379,8 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
         fabric.transport.kind = kind;
     }
     let collective = fabric::workload::Collective::of(workload, target);
-    let source = fabric::flows::FlowSource { flow_file, cdf, load, duration_us };
-    let flows = fabric::flows::of_workload(&fabric, workload, source, seed)?;
+    let source = fabric::workload::FlowSource { flow_file, cdf, load, duration_us };
+    let flows = fabric::workload::flows_of(&fabric, workload, source, seed)?;
     let (jitter_ps, sample_ps) = fabric::engine::FabricOptions::times_of_flags(jitter_us, sample_us)?;
     let options = fabric::engine::FabricOptions {
         collective,

@@ -19,7 +19,7 @@
 
 use crate::error::InputError;
 use crate::rng::Rng;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One flow: `bytes` from `sender` to `receiver`, starting at `start_ps`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,60 +189,6 @@ pub fn poisson(hosts: usize, speed_mbps: u64, cdf: &SizeCdf, load: f64, duration
     }
     flows.sort_by_key(|flow| (flow.start_ps, flow.sender));
     flows
-}
-
-/// Where `--workload flows` and `poisson` take their flows from (the `fabric` command's
-/// flags, named in its errors).
-#[derive(Debug, Clone, Default)]
-pub struct FlowSource {
-    /// `--flow-file`: the flows of `--workload flows`.
-    pub flow_file: Option<PathBuf>,
-    /// `--cdf`, `--load` and `--duration-us`: the sizes, load factor and span of `poisson`.
-    pub cdf: Option<PathBuf>,
-    pub load: Option<f64>,
-    pub duration_us: Option<f64>,
-}
-
-/// The flows of `--workload flows` (its flow file) or `poisson` (drawn from `--cdf` at
-/// `--load` for `--duration-us`, at the first host's link speed); none for the collectives.
-pub fn of_workload(
-    fabric: &super::Fabric,
-    workload: super::workload::Workload,
-    source: FlowSource,
-    seed: u64,
-) -> Result<Vec<Flow>, InputError> {
-    use super::workload::Workload;
-    let hosts = fabric.hosts.len();
-    match workload {
-        Workload::Flows => {
-            let path = source
-                .flow_file
-                .ok_or_else(|| InputError::flag("--flow-file", "--workload flows reads its flows from it"))?;
-            read_flow_file(&path, hosts)
-        }
-        Workload::Poisson => {
-            let path =
-                source.cdf.ok_or_else(|| InputError::flag("--cdf", "--workload poisson draws its sizes from it"))?;
-            let load =
-                source.load.ok_or_else(|| InputError::flag("--load", "--workload poisson needs the load (0-1]"))?;
-            if !(load > 0.0 && load <= 1.0) {
-                return Err(InputError::flag("--load", format!("{load} is not in (0, 1]")));
-            }
-            let duration_us =
-                source.duration_us.ok_or_else(|| InputError::flag("--duration-us", "--workload poisson needs it"))?;
-            if !(duration_us.is_finite() && duration_us > 0.0 && duration_us <= 1e7) {
-                return Err(InputError::flag("--duration-us", format!("{duration_us} is not in (0, 1e7]")));
-            }
-            let cdf = SizeCdf::load(&path)?;
-            let speed = fabric
-                .links
-                .iter()
-                .find(|link| matches!(link.a, super::Endpoint::Host(_)))
-                .map_or(100_000, |link| link.speed_mbps);
-            Ok(poisson(hosts, speed, &cdf, load, (duration_us * 1e6) as u64, seed))
-        }
-        _ => Ok(Vec::new()),
-    }
 }
 
 #[cfg(test)]
