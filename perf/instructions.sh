@@ -56,3 +56,5 @@ if by_file:
             print("|   %s | | %.1f |" % (name, count / frames))
 PY
 done
+echo
+echo "callgrind's outputs (callgrind_annotate --auto=yes FILE): $OUT/run*.out, in the order given"
