@@ -218,22 +218,38 @@ mod tests {
     #[test]
     fn the_member_and_the_flags_come_back_as_set() {
         let ip = IpHeader { l3_offset: 14, is_ipv6: false, ecn: 2 };
-        let mut frame = Frame::new((), 1000, 1, 2, 3, ip, 5);
+        let fresh = || Frame::new((), 1000, 1, 2, 3, ip, 5);
+        let flags = |frame: &Frame<()>| {
+            (frame.marked(), frame.trimmed(), frame.marked_or_trimmed(), frame.charged(), frame.is_mac_control())
+        };
+        let frame = fresh();
         assert_eq!(frame.member, Member::NONE);
+        assert_eq!(flags(&frame), (false, false, false, false, false), "a new record says nothing");
+        assert_eq!((frame.ingress(), frame.egress(), frame.tc(), frame.size(), frame.arrival_ps), (1, 2, 3, 1000, 5));
         for member in [(0, 0), (7, 3), (65_535, 65_534)] {
             assert_eq!(Member::new(member.0, member.1).get(), Some(member));
         }
         assert_eq!(Member::new(65_536, 1), Member::NONE, "not counted on group 0");
         assert_eq!(Member::NONE.get(), None);
-        frame.set_charged(2);
-        assert_eq!(frame.charger, 2);
-        frame.flags |= MARKED;
-        assert!(frame.marked() && frame.charged());
-        frame.clear_charged();
-        assert!(frame.marked() && !frame.charged());
-        frame.set_trimmed(128, 7);
-        assert_eq!((frame.size(), frame.tc(), frame.trimmed()), (128, 7, true));
-        assert!(Frame::mac_control((), 64, 4, 0).is_mac_control());
-        assert_eq!((frame.ingress(), frame.egress(), frame.arrival_ps), (1, 2, 5));
+        // Each flag alone, then together: each reads back as set, and no other.
+        let mut marked = fresh();
+        marked.flags |= MARKED;
+        assert_eq!(flags(&marked), (true, false, true, false, false));
+        let mut trimmed = fresh();
+        trimmed.set_trimmed(128, 7);
+        assert_eq!(flags(&trimmed), (false, true, true, false, false));
+        assert_eq!((trimmed.size(), trimmed.tc()), (128, 7));
+        let mut charged = fresh();
+        charged.set_charged(2);
+        assert_eq!(flags(&charged), (false, false, false, true, false));
+        assert_eq!(charged.charger, 2);
+        charged.flags |= MARKED;
+        charged.set_trimmed(128, 7);
+        assert_eq!(flags(&charged), (true, true, true, true, false));
+        charged.clear_charged();
+        assert_eq!(flags(&charged), (true, true, true, false, false));
+        let control = Frame::mac_control((), 64, 4, 9);
+        assert_eq!(flags(&control), (false, false, false, false, true));
+        assert_eq!((control.ingress(), control.egress(), control.arrival_ps), (4, 4, 9));
     }
 }
