@@ -26,26 +26,35 @@ pub struct Rewrite {
 
 impl Rewrite {
     /// Writes the routed frame's headers: `ip` says where its IP header is, `source` is the
-    /// switch's MAC. The classifier checked the TTL / hop limit is above 1.
+    /// switch's MAC. The classifier checked the TTL / hop limit is above 1 and that both
+    /// headers are in `frame`.
+    ///
+    /// Each header is taken as one fixed-size chunk, so its length is checked once and every
+    /// field within it is known to be there; a frame too short for one (which classification
+    /// rules out) keeps that header as it came.
     #[inline(always)]
     pub fn apply(self, frame: &mut [u8], ip: IpHeader, source: MacAddress) {
-        let l3 = &mut frame[usize::from(ip.l3_offset)..];
+        let l3 = usize::from(ip.l3_offset);
         if ip.is_ipv6 {
-            let mut packet = ipv6::Packet::new_unchecked(l3);
-            packet.decrement_hop_limit();
-            if let Some(dscp) = self.dscp {
-                packet.set_dscp(dscp);
+            if let Some(header) = frame.get_mut(l3..).and_then(<[u8]>::first_chunk_mut::<{ ipv6::HEADER_LEN }>) {
+                let mut packet = ipv6::Packet::new_unchecked(header);
+                packet.decrement_hop_limit();
+                if let Some(dscp) = self.dscp {
+                    packet.set_dscp(dscp);
+                }
             }
-        } else {
-            let mut packet = ipv4::Packet::new_unchecked(l3);
+        } else if let Some(header) = frame.get_mut(l3..).and_then(<[u8]>::first_chunk_mut::<{ ipv4::MIN_HEADER_LEN }>) {
+            let mut packet = ipv4::Packet::new_unchecked(header);
             packet.decrement_ttl();
             if let Some(dscp) = self.dscp {
                 packet.set_dscp(dscp);
             }
         }
-        let mut ethernet = ethernet::Frame::new_unchecked(frame);
-        ethernet.set_destination(self.next_hop);
-        ethernet.set_source(source);
+        if let Some(header) = frame.first_chunk_mut::<{ ethernet::HEADER_LEN }>() {
+            let mut ethernet = ethernet::Frame::new_unchecked(header);
+            ethernet.set_destination(self.next_hop);
+            ethernet.set_source(source);
+        }
     }
 }
 
@@ -82,6 +91,24 @@ mod tests {
         assert_eq!(frame[15], 46 << 2 | (original[15] & 3));
         assert_eq!(frame[14 + 8], original[14 + 8] - 1);
         assert_eq!(ones_complement_sum(&frame[14..34]), 0xffff, "one checksum for both changes");
+    }
+
+    #[test]
+    fn a_frame_too_short_for_a_header_keeps_that_header_as_it_came() {
+        let frame = crate::wire::parse::tests::rocev2_frame(false);
+        let ip = IpHeader { l3_offset: 14, is_ipv6: false, ecn: 0 };
+        // The IPv4 header cut at its checksum: the MACs are written, the IP bytes are not.
+        let mut short = frame[..14 + 12].to_vec();
+        Rewrite { next_hop: PEER, dscp: Some(46) }.apply(&mut short, ip, SWITCH);
+        assert_eq!((&short[0..6], &short[6..12]), (&PEER.0[..], &SWITCH.0[..]));
+        assert_eq!(&short[12..], &frame[12..14 + 12]);
+        // Shorter than an Ethernet header: nothing at all.
+        let mut stub = frame[..13].to_vec();
+        Rewrite { next_hop: PEER, dscp: None }.apply(&mut stub, ip, SWITCH);
+        assert_eq!(stub, &frame[..13]);
+        let mut stub6 = frame[..13].to_vec();
+        Rewrite { next_hop: PEER, dscp: None }.apply(&mut stub6, IpHeader { is_ipv6: true, ..ip }, SWITCH);
+        assert_eq!(stub6, &frame[..13]);
     }
 
     #[test]

@@ -49,7 +49,8 @@ impl AclTables {
 }
 
 impl<P: PacketBuf> Switch<P> {
-    /// Runs `table` over a routed frame whose DSCP is `dscp` when an earlier table set one:
+    /// Runs `table` over a routed frame (its first segment's bytes, and how many more follow)
+    /// whose DSCP is `dscp` when an earlier table set one:
     /// `Some(tc)` to go on (in `tc`, which a `set` may change, as it may `dscp`), `None` when
     /// a rule dropped it (counted).
     #[inline]
@@ -57,15 +58,14 @@ impl<P: PacketBuf> Switch<P> {
         &mut self,
         table: u16,
         ingress: usize,
-        packet: &P,
+        (bytes, beyond): (&[u8], usize),
         ip: IpHeader,
         tc: usize,
         dscp: &mut Option<u8>,
     ) -> Option<usize> {
-        let len = packet.len();
-        let beyond = len - packet.data().len();
+        let len = bytes.len() + beyond;
         let table = usize::from(table);
-        let key = AclKey::read(packet.data(), ip, beyond).map(|key| match *dscp {
+        let key = AclKey::read(bytes, ip, beyond).map(|key| match *dscp {
             Some(set) => key.with_dscp(set),
             None => key,
         });

@@ -148,6 +148,11 @@ impl<P: PacketBuf> Switch<P> {
         now: u64,
         cut: &mut impl CutThrough<P>,
     ) -> Received {
+        // The frame's first segment, taken once: the decisions below read it and the rewrite
+        // writes it (with an mbuf, finding the bytes is a chain of loads the CPU can start
+        // here, while the decisions run, rather than just before the write).
+        let bytes = packet.data_mut();
+        let beyond = len - bytes.len();
         let rx = &mut self.stats.ports[ingress];
         rx.rx_packets += 1;
         rx.rx_bytes += len as u64;
@@ -156,7 +161,7 @@ impl<P: PacketBuf> Switch<P> {
         let sampled = match &mut self.forwarding.sampler {
             Some(sampler) => {
                 if sampler.offer(ingress) {
-                    sampler.take(ingress, packet.data(), len)
+                    sampler.take(ingress, bytes, len)
                 } else {
                     None
                 }
@@ -165,7 +170,7 @@ impl<P: PacketBuf> Switch<P> {
         };
         let mut dscp = None;
         if let Some(table) = self.forwarding.acls.bound(ingress, AclStage::Ingress) {
-            match self.filter(table, ingress, &packet, ip, tc, &mut dscp) {
+            match self.filter(table, ingress, (bytes, beyond), ip, tc, &mut dscp) {
                 Some(filtered) => tc = filtered,
                 None => {
                     self.notify_drop(ingress, NO_PORT, DropReason::Acl, (&packet, now));
@@ -175,7 +180,7 @@ impl<P: PacketBuf> Switch<P> {
         }
         let (egress, next_hop, member) = match next {
             Next::Adjacency(adjacency) => (usize::from(adjacency.port), adjacency.mac, Member::NONE),
-            Next::Group(group) => match self.choose_member(group as usize, &packet, ip, tc, now) {
+            Next::Group(group) => match self.choose_member(group as usize, (bytes, beyond), ip, tc, now) {
                 Ok(chosen) => chosen,
                 Err(reason) => {
                     self.stats.ports[ingress].count_drop(reason);
@@ -190,7 +195,7 @@ impl<P: PacketBuf> Switch<P> {
             return self.too_big(ingress, packet, now);
         }
         if let Some(table) = self.forwarding.acls.bound(egress, AclStage::Egress) {
-            match self.filter(table, ingress, &packet, ip, tc, &mut dscp) {
+            match self.filter(table, ingress, (bytes, beyond), ip, tc, &mut dscp) {
                 Some(filtered) => tc = filtered,
                 None => {
                     self.notify_drop(ingress, egress as u16, DropReason::Acl, (&packet, now));
@@ -199,7 +204,7 @@ impl<P: PacketBuf> Switch<P> {
             }
         }
         // Every decision that could punt, drop or sample the frame is made: its one rewrite.
-        Rewrite { next_hop, dscp }.apply(packet.data_mut(), ip, self.mac);
+        Rewrite { next_hop, dscp }.apply(bytes, ip, self.mac);
         if let (Some(index), Some(sampler)) = (sampled, &mut self.forwarding.sampler) {
             sampler.set_egress(index, egress);
         }
@@ -224,15 +229,14 @@ impl<P: PacketBuf> Switch<P> {
     fn choose_member(
         &mut self,
         group: usize,
-        packet: &P,
+        (bytes, beyond): (&[u8], usize),
         ip: IpHeader,
         tc: usize,
         now: u64,
     ) -> Result<(usize, MacAddress, Member), DropReason> {
         let view = Ports { tm: &self.tm, now, shard: self.shard.as_ref().map(|seat| (&*seat.board, seat.me)) };
         // The flow, for ECMP and flowlets: only group routes need it (`parse::flow_hash`).
-        let beyond = packet.len() - packet.data().len();
-        let flow_hash = parse::flow_hash(packet.data(), usize::from(ip.l3_offset), ip.is_ipv6, beyond);
+        let flow_hash = parse::flow_hash(bytes, usize::from(ip.l3_offset), ip.is_ipv6, beyond);
         let groups = &self.forwarding.classifier.fib().groups;
         let chosen = self.forwarding.selector.select(group, flow_hash, tc, now, &mut self.rng, &view).and_then(
             |(slot, port)| {
