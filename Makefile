@@ -7,7 +7,7 @@ CARGO ?= cargo
 APT_PACKAGES := build-essential pkg-config libdpdk-dev dpdk dpdk-dev clang libclang-dev libpcap-dev tshark iproute2 iputils-ping iputils-tracepath ethtool iperf3 frr hping3 tcpdump procps python3 prometheus lua5.3 time stress-ng shellcheck pmacct
 RACEWAY := target/release/raceway
 
-.PHONY: all deps build test test-stressed run lab report demo-traces bench fuzz-build fuzz-smoke fuzz mutants fmt clean
+.PHONY: all deps hugepages build test test-stressed run lab report demo-traces bench fuzz-build fuzz-smoke fuzz mutants fmt clean
 
 all: build
 
@@ -27,6 +27,25 @@ deps:
 		$(CARGO) $$tool --version >/dev/null 2>&1 || rustup component add $$([ $$tool = fmt ] && echo rustfmt || echo clippy) || \
 			{ echo "error: cargo $$tool is missing and rustup could not add it"; exit 2; }; \
 	done
+	@$(MAKE) --no-print-directory hugepages
+
+# Hugepages, as production runs on them (docs/DEPLOY.md): 2 GB of 2 MB pages reserved and
+# mounted with DPDK's dpdk-hugepages.py, as root, when none are; perf/ runs on them when they
+# are there (perf/lib.sh, `memory_mode`). Tests run with `--no-huge` either way. Best effort:
+# without root, or where the kernel refuses (a container), it says so and goes on.
+HUGEPAGES ?= 2G
+hugepages:
+	@if awk '$$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/mounts && \
+		[ "$$(awk '/^HugePages_Total:/ { print $$2 }' /proc/meminfo)" -gt 0 ]; then \
+		echo "hugepages: $$(awk '/^HugePages_Total:/ { print $$2 }' /proc/meminfo) pages of 2 MB reserved and mounted"; \
+	elif [ "$$(id -u)" != 0 ]; then \
+		echo "hugepages: none reserved; as root, make hugepages (or dpdk-hugepages.py -p 2M --setup $(HUGEPAGES))"; \
+	elif mkdir -p /dev/hugepages && dpdk-hugepages.py -p 2M --setup $(HUGEPAGES) && \
+		awk '$$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/mounts; then \
+		echo "hugepages: $$(awk '/^HugePages_Total:/ { print $$2 }' /proc/meminfo) pages of 2 MB reserved and mounted"; \
+	else \
+		echo "hugepages: dpdk-hugepages.py could not reserve $(HUGEPAGES); perf/ runs with --no-huge"; \
+	fi
 
 build: deps
 	$(CARGO) build --release -p raceway

@@ -9,6 +9,8 @@
 # received and sent, XOFF frames sent, ECN marks and drops, and per host the pauses it obeyed.
 # host1's frames, in and out, are captured to OUT_DIR/host1.pcapng (PFC frames included).
 set -euo pipefail
+# shellcheck source=config/eal-memory.sh
+. config/eal-memory.sh
 raceway=$1
 out=$2
 seconds=${3:-4}
@@ -46,10 +48,14 @@ CONF
 fi
 
 # The switch runs until the hosts are done (SIGTERM below); its counter table goes to the
-# terminal and to raceway.log, where the script also waits for it to be ready.
+# terminal and to raceway.log, where the script also waits for it to be ready. It runs on
+# hugepages when the machine has them (config/eal-memory.sh); the hosts, playing NICs, on
+# --no-huge, so that the switch's gigabyte fits in the pages `make hugepages` reserves.
+mapfile -t memory < <(eal_memory 1024)
+echo "demo switch memory: $(memory_label)"
 # shellcheck disable=SC2086
 "$raceway" run -c config/demo.toml --stats-interval 1 --stats-json "$out/stats.json" --capture "host1=$out/host1.pcapng" \
-  ${RACEWAY_ARGS:-} \
+  ${RACEWAY_ARGS:-} -- "${memory[@]}" \
   2> >(tee "$out/raceway.log" >&2) &
 switch=$!
 pids+=("$switch")

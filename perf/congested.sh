@@ -27,7 +27,7 @@ run() {
 name = "congested"
 mac = "02:00:00:00:00:01"
 [dpdk]
-eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
+eal = [$(eal_memory_toml 1024), "--no-pci", "--no-shconf", "--log-level", "*:error"]
 lcores = "0-1"
 $(bench_qos 100000 500000)
 [[port]]
@@ -72,3 +72,4 @@ print("congested / empty cycles per frame: %.2f (goal <= 1.5); line rate %.2f Mp
       % (cycles(congested) / cycles(empty), line_mpps, speed))
 print("the out port's rate counts the run from its start (ports coming up included)")
 PY
+echo "memory: $(memory_label)"

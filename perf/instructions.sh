@@ -24,7 +24,7 @@ FLOWS=${FLOWS:-64}
 OUT=${OUT:-$(mktemp -d -t raceway-instructions.XXXXXX)}
 mkdir -p "$OUT"
 "$1" gen flows --out "$OUT/flows-60.pcap" --flows "$FLOWS" --packets 10000 --size 60 >/dev/null
-echo "64 B, $FLOWS flows, 1 core, under callgrind, $(date -u +%Y-%m-%d)"
+echo "64 B, $FLOWS flows, 1 core, under callgrind, $(memory_label), $(date -u +%Y-%m-%d)"
 echo
 echo "| binary | frames sent | worker instructions per frame |"
 echo "|---|---|---|"

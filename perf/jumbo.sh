@@ -29,7 +29,8 @@ OUT=${OUT:-target/jumbo}
 mkdir -p "$OUT"
 command -v dpdk-testpmd >/dev/null || { echo "error: dpdk-testpmd not found: install dpdk-dev (make deps does it)"; exit 2; }
 raceway_binary
-EAL=(--no-huge -m 1024 --no-pci --no-shconf --log-level '*:error')
+mapfile -t memory < <(eal_memory 1024)
+EAL=("${memory[@]}" --no-pci --no-shconf --log-level '*:error')
 
 # The generator, in the background for at most DURATION + 6 s: SIZE-byte UDP frames from
 # 10.0.0.1 to 10.0.1.2, to raceway's MAC (raceway drops frames to another station's as
@@ -87,7 +88,7 @@ raceway_mpps_with() {
 name = "jumbo"
 mac = "02:00:00:00:00:01"
 [dpdk]
-eal = ["--no-huge", "-m", "2048", "--no-pci", "--no-shconf", "--log-level", "*:error"]
+eal = [$(eal_memory_toml 2048), "--no-pci", "--no-shconf", "--log-level", "*:error"]
 lcores = "0@1,1@0"
 mbuf_bytes = $mbuf
 $(bench_qos)
@@ -110,7 +111,7 @@ PY
   awk '$1 == "out" && NF == 9 {print $4}' "$log" | after_warmup
 }
 
-echo "machine: $(nproc) vCPU $(lscpu | sed -n 's/^Model name: *//p' | head -1), DPDK $(pkg-config --modversion libdpdk), $(date -u +%Y-%m-%d)"
+echo "memory: $(memory_label); machine: $(nproc) vCPU $(lscpu | sed -n 's/^Model name: *//p' | head -1), DPDK $(pkg-config --modversion libdpdk), $(date -u +%Y-%m-%d)"
 echo
 echo "| frame | testpmd io, 10 KB mbufs | testpmd io, 2 KB mbufs | raceway, 10 KB mbufs | raceway, 2 KB mbufs | raceway 10 KB / io 10 KB | raceway 2 KB / io 2 KB |"
 echo "|---|---|---|---|---|---|---|"

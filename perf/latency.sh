@@ -32,7 +32,7 @@ run() { # workers lcores
 name = "latency"
 mac = "02:00:00:00:00:01"
 [dpdk]
-eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
+eal = [$(eal_memory_toml 1024), "--no-pci", "--no-shconf", "--log-level", "*:error"]
 lcores = "$lcores"
 $(bench_qos)
 [[port]]
@@ -68,3 +68,4 @@ run 1 "0-1"
 run 2 "0@0,1@1,2@0"
 echo
 echo "frames $((SIZE + 4)) B at $LOAD x $SPEED Gb/s; raceway's latency is from rx poll to tx hand-off"
+echo "memory: $(memory_label)"

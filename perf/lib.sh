@@ -35,6 +35,10 @@ forget_eal_prefix() {
   rm -rf "${base:?}/${1:?}"
 }
 
+# The EAL's memory (hugepages when the machine has them, else --no-huge): config/eal-memory.sh.
+# shellcheck source=config/eal-memory.sh
+. config/eal-memory.sh
+
 # Whether A < B, as numbers (for `if less_than ...`).
 #   less_than A B
 less_than() { python3 perf/perflib.py less "$1" "$2"; }
@@ -93,9 +97,11 @@ blast_through() {
   local pid=$!
   # raceway's memif server needs a moment to listen; blast retries its connection anyway.
   sleep 1.5
+  local memory
+  mapfile -t memory < <(eal_memory 256)
   "$RACEWAY" --log-level error blast --trace "$trace" \
     --device "net_memif0,role=client,socket=$socket" --rate-gbps "$rate" --duration "$duration" -- \
-    -l 0 --no-huge -m 256 --no-pci --no-shconf --file-prefix "$prefix-blast-$$" --log-level '*:error' \
+    -l 0 "${memory[@]}" --no-pci --no-shconf --file-prefix "$prefix-blast-$$" --log-level '*:error' \
     >"$stem-blast.json" 2>"$stem-blast.log"
   wait "$pid"
 }
@@ -140,7 +146,7 @@ raceway_mpps() {
 name = "bench"
 mac = "02:00:00:00:00:01"
 [dpdk]
-eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
+eal = [$(eal_memory_toml 1024), "--no-pci", "--no-shconf", "--log-level", "*:error"]
 lcores = "$lcores"
 $(bench_qos)
 $(bench_ports in "net_pcap0,$rx,infinite_rx=1" "$extra")

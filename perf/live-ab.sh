@@ -27,7 +27,7 @@ for pair in $(seq "$PAIRS"); do
   fi
 done
 old_median=$(median "${old_runs[@]}") new_median=$(median "${new_runs[@]}")
-echo "$SIZE B, $CORES core(s), $DURATION s runs, $PAIRS alternating pairs, $(date -u +%Y-%m-%d)"
+echo "$SIZE B, $CORES core(s), $DURATION s runs, $PAIRS alternating pairs, $(memory_label), $(date -u +%Y-%m-%d)"
 echo
 echo "| binary | runs (Mpps) | median |"
 echo "|---|---|---|"

@@ -28,7 +28,7 @@ for _ in $(seq "$ROUNDS"); do
     runs[$binary]="${runs[$binary]:-} $(json_get "$OUT/raceway-60-1.json" cores.0.cycles_per_packet)"
   done
 done
-echo "64 B, $FLOWS flows, 1 core, $DURATION s runs, $ROUNDS rounds, $(date -u +%Y-%m-%d)"
+echo "64 B, $FLOWS flows, 1 core, $DURATION s runs, $ROUNDS rounds, $(memory_label), $(date -u +%Y-%m-%d)"
 echo
 echo "| binary | cycles per frame, each run | median | least |"
 echo "|---|---|---|---|"

@@ -31,7 +31,7 @@ switch() {
   local name=$1 mac=$2 ports=$3 routes=$4; shift 4
   {
     echo "[switch]"; echo "name = \"$name\""; echo "mac = \"$mac\""; echo "buffer_bytes = 16777216"
-    echo "[dpdk]"; echo 'eal = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "--log-level", "*:warning"]'
+    echo "[dpdk]"; echo "eal = [$(eal_memory_toml 512), \"--no-pci\", \"--no-shconf\", \"--log-level\", \"*:warning\"]"
     echo 'lcores = "0@0,1@1"'
     echo "[qos]"; echo "dscp_to_tc = { 26 = 3, default = 0 }"; echo "lossless = [3]"
     echo "[qos.pfc]"; echo "xoff_bytes = 100000"; echo "xon_bytes = 50000"; echo "headroom_bytes = 4194304"
@@ -79,8 +79,9 @@ start leaf1 $((DURATION + 8)); wait_worker leaf1
 start leaf0 $((DURATION + 5)); wait_worker leaf0
 # --pfc 1: blast is a RoCE NIC on a 1 Gb/s link, honouring leaf0's pauses per priority, so
 # the traffic is lossless end to end (without it, leaf0's host port overflows its headroom).
+mapfile -t memory < <(eal_memory 512)
 "$RACEWAY" blast --trace "$OUT/traffic.pcap" --device "$(memif client h0 l0 0)" --rate-gbps "$RATE_GBPS" \
-  --pfc 1 --duration "$DURATION" -- --no-huge -m 512 --no-pci --no-shconf --file-prefix "lf-$$-blast" --log-level '*:error' \
+  --pfc 1 --duration "$DURATION" -- "${memory[@]}" --no-pci --no-shconf --file-prefix "lf-$$-blast" --log-level '*:error' \
   -l 0 >"$OUT/blast.json" 2>"$OUT/blast.log" || { echo "error: blast failed: see $OUT/blast.log" >&2; exit 2; }
 for pid in "${pids[@]}"; do wait "$pid"; done
 python3 - "$OUT" <<'PY'
@@ -102,3 +103,4 @@ while offset + 16 <= len(data):
     offset += 16 + struct.unpack_from(order + "I", data, offset + 8)[0]
 print(f"arrived at leaf1's host: {count} frames; blast sent {blast['sent']}")
 PY
+echo "memory: $(memory_label)"

@@ -25,7 +25,7 @@ cat >"$OUT/raceway.toml" <<TOML
 name = "memif-leaf"
 mac = "02:00:00:00:00:01"
 [dpdk]
-eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
+eal = [$(eal_memory_toml 1024), "--no-pci", "--no-shconf", "--log-level", "*:error"]
 lcores = "0-1"
 [qos]
 dscp_to_tc = { 26 = 3, default = 0 }
@@ -47,7 +47,8 @@ TOML
   --stats-json "$OUT/raceway.json" -- --file-prefix "rw-memif-$$" >"$OUT/raceway.log" 2>&1 &
 RACEWAY_PID=$!
 sleep 1.5
-timeout -s INT "$DURATION" dpdk-testpmd -l 0,1 --main-lcore 1 --no-huge -m 1024 --no-pci --no-shconf \
+mapfile -t memory < <(eal_memory 512)
+timeout -s INT "$DURATION" dpdk-testpmd -l 0,1 --main-lcore 1 "${memory[@]}" --no-pci --no-shconf \
   --file-prefix "tp-memif-$$" --log-level '*:error' --vdev "net_memif0,role=client,socket=$SOCKET" -- \
   --forward-mode=txonly --txpkts=60 --eth-peer=0,02:00:00:00:00:01 --stats-period=1 </dev/null >"$OUT/testpmd.log" 2>&1 || true
 wait "$RACEWAY_PID"
@@ -63,3 +64,4 @@ print(f"raceway: received {gen['rx_packets']}, forwarded {out['tx_packets']}, dr
       f"latency p50 {stats['latency_ns']['p50']} ns p99 {stats['latency_ns']['p99']} ns, "
       f"mbufs back {stats['mbufs']['available_at_exit']}/{stats['mbufs']['pool']}")
 PY
+echo "memory: $(memory_label)"

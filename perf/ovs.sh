@@ -2,8 +2,9 @@
 # Open vSwitch with DPDK (Debian's openvswitch-switch-dpdk) forwarding a trace on the vdevs
 # raceway's benchmarks use: net_pcap replaying TRACE forever (infinite_rx=1) into net_null
 # (no-rx=1), one PMD core (CPU 1; the main thread on CPU 0). Run by hand, with its own
-# database, sockets, logs and EAL file prefix under a directory of its own, and
-# `--no-huge --legacy-mem`. Prints "Mpps cycles-per-frame", both from OVS's own PMD counters
+# database, sockets, logs and EAL file prefix under a directory of its own, on the memory
+# config/eal-memory.sh chooses (`memory_mode`): 1 GB of hugepages (`dpdk-socket-mem`, returned at exit:
+# `--huge-unlink`), or without them `--no-huge --legacy-mem -m 1024`. Prints "Mpps cycles-per-frame", both from OVS's own PMD counters
 # (`dpif-netdev/pmd-stats-show`, cleared after 2 s of warm-up): the frames the PMD received
 # over the seconds between the clear and the reading, and its processing cycles per packet.
 # (The interfaces' statistics are refreshed only every few seconds, so they cannot time a
@@ -21,6 +22,8 @@
 # Installs openvswitch-switch-dpdk if missing (as make deps does other tools), and never
 # starts its system service: the daemons here are the script's own and stopped at exit.
 set -euo pipefail
+# shellcheck source=config/eal-memory.sh
+. "$(dirname "$0")/../config/eal-memory.sh"
 flow=${1:?flow: p2p or l3} trace=${2:?trace} duration=${3:?duration in s} work=${4:?work dir}
 VSWITCHD=/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk
 if [ ! -x "$VSWITCHD" ]; then
@@ -65,9 +68,11 @@ ovsdb-tool create "$dir/conf.db" /usr/share/openvswitch/vswitch.ovsschema
 ovsdb-server --remote="punix:$dir/db.sock" --pidfile="$dir/ovsdb.pid" --unixctl="$dir/ovsdb.ctl" \
   --log-file="$dir/ovsdb.log" --detach --no-chdir "$dir/conf.db" 2>>"$dir/stderr.log"
 vsctl --no-wait init
+memory=(other_config:dpdk-socket-mem=1024 "other_config:dpdk-extra=--huge-unlink --no-pci --no-shconf --file-prefix $prefix")
+[ "$(memory_mode)" = hugepages ] ||
+  memory=("other_config:dpdk-extra=--no-huge --legacy-mem -m 1024 --no-pci --no-shconf --file-prefix $prefix")
 vsctl --no-wait set Open_vSwitch . other_config:dpdk-init=true other_config:dpdk-lcore-mask=0x1 \
-  other_config:pmd-cpu-mask=0x2 \
-  "other_config:dpdk-extra=--no-huge --legacy-mem -m 1024 --no-pci --no-shconf --file-prefix $prefix"
+  other_config:pmd-cpu-mask=0x2 "${memory[@]}"
 "$VSWITCHD" "unix:$dir/db.sock" --pidfile="$dir/vswitchd.pid" --unixctl="$dir/vswitchd.ctl" \
   --log-file="$dir/vswitchd.log" --detach --no-chdir 2>>"$dir/stderr.log"
 vsctl add-br "$bridge" -- set bridge "$bridge" datapath_type=netdev

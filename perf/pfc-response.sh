@@ -44,7 +44,7 @@ cat > "$work/leaf.toml" <<EOF
 name = "pfc-response"
 mac = "02:00:00:00:00:01"
 [dpdk]
-eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--file-prefix", "raceway-pfc-response", "--log-level", "*:error"]
+eal = [$(eal_memory_toml 1024), "--no-pci", "--no-shconf", "--file-prefix", "raceway-pfc-response", "--log-level", "*:error"]
 lcores = "0-1"
 [qos]
 dscp_to_tc = { 26 = 3, default = 0 }
@@ -68,9 +68,11 @@ $raceway run -c "$work/leaf.toml" --stats-json "$work/stats.json" --capture "out
 switch=$!
 for _ in $(seq 300); do grep -q "worker on lcore" "$work/raceway.log" && break; sleep 0.1; done
 # 60-byte frames at 0.0004 Gb/s: one every 1.68 ms, XOFF and XON taking turns.
+mapfile -t memory < <(eal_memory 256)
 $raceway --log-level error blast --trace "$work/pfc.pcap" --device "net_memif0,role=client,socket=/raceway-pfc-response.sock" \
-  --rate-gbps 0.0004 --duration "$seconds" -- -l 0 --no-huge -m 256 --no-pci --no-shconf --log-level '*:error' \
+  --rate-gbps 0.0004 --duration "$seconds" -- -l 0 "${memory[@]}" --no-pci --no-shconf --log-level '*:error' \
   --file-prefix raceway-pfc-response-peer >/dev/null
 kill -TERM $switch
 wait $switch
 python3 perf/pfc_response.py "$work/out.pcapng" "$speed"
+echo "memory: $(memory_label)"

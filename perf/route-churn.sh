@@ -25,7 +25,7 @@ cat >"$work/leaf.toml" <<EOF2
 name = "churn"
 mac = "02:00:00:00:00:01"
 [dpdk]
-eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--file-prefix", "rw-churn-$$", "--log-level", "*:error"]
+eal = [$(eal_memory_toml 1024), "--no-pci", "--no-shconf", "--file-prefix", "rw-churn-$$", "--log-level", "*:error"]
 lcores = "0-1"
 [[port]]
 name = "in"
@@ -111,3 +111,4 @@ for name, times in (("add", adds), ("delete", deletes)):
 print(f"FIB generations published: {fib['generation']}; last update {fib['last_update_ns'] / 1e3:.0f} us")
 PY
 kill -INT $switch; wait $switch; switch=""
+echo "memory: $(memory_label)"

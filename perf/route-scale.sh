@@ -48,7 +48,7 @@ cat >"$work/leaf.toml" <<TOML
 name = "scale"
 mac = "02:00:00:00:00:01"
 [dpdk]
-eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--file-prefix", "$tag", "--log-level", "*:error"]
+eal = [$(eal_memory_toml 1024), "--no-pci", "--no-shconf", "--file-prefix", "$tag", "--log-level", "*:error"]
 lcores = "0-1"
 [[port]]
 name = "host0"
@@ -79,3 +79,4 @@ print(f"at exit: {control['fib_generation']} FIB generations, read-to-publish p5
       f"inject p99 {control['inject_p99_ns'] / 1e3:.0f} us; netlink resyncs {control['fib_resyncs']}")
 print(f"mbufs: pool {stats['mbufs']['pool']}, back at exit {stats['mbufs']['available_at_exit']}")
 PY
+echo "memory: $(memory_label)"

@@ -37,7 +37,8 @@ OUT=${OUT:-target/scaling}
 mkdir -p "$OUT"
 command -v dpdk-testpmd >/dev/null || { echo "error: dpdk-testpmd not found: install dpdk-dev (make deps does it)"; exit 2; }
 raceway_binary
-EAL=(--no-huge -m 2048 --no-pci --no-shconf --log-level '*:error')
+mapfile -t memory < <(eal_memory 2048)
+EAL=("${memory[@]}" --no-pci --no-shconf --log-level '*:error')
 
 for pair in $(seq 1 "$WORKERS"); do
   "$RACEWAY" gen flows --out "$OUT/flows-$SIZE-$pair.pcap" --flows 64 --packets 10000 --size "$SIZE" \
@@ -79,7 +80,7 @@ config_head() {
 name = "$1"
 mac = "02:00:00:00:00:01"
 [dpdk]
-eal = ["--no-huge", "-m", "2048", "--no-pci", "--no-shconf", "--log-level", "*:error"]
+eal = [$(eal_memory_toml 2048), "--no-pci", "--no-shconf", "--log-level", "*:error"]
 lcores = "$(lcores "$2")"
 $(bench_qos)
 TOML
@@ -197,4 +198,4 @@ if [ "$ONLY" != pairs ]; then
   scaling_table "One hot port, its rx queues over the workers, (k-1)/k of its frames crossing to another worker's out port:" \
     testpmd_hot_mpps raceway_hot_mpps "$REPEAT"
 fi
-echo "frames $((SIZE + 4)) B; machine: $CPUS vCPU $(lscpu | sed -n 's/^Model name: *//p' | head -1), DPDK $(pkg-config --modversion libdpdk), $(date -u +%Y-%m-%d)"
+echo "frames $((SIZE + 4)) B; memory: $(memory_label); machine: $CPUS vCPU $(lscpu | sed -n 's/^Model name: *//p' | head -1), DPDK $(pkg-config --modversion libdpdk), $(date -u +%Y-%m-%d)"

@@ -87,3 +87,5 @@ for (name, _), share in zip(stages + [("other", None)], totals):
     print("| %s | %.1f%% | %.0f |" % (name, share, share / whole * cycles))
 print("| all (busy cycles per frame, %s Mpps) | 100%% | %.0f |" % (sys.argv[3], cycles))
 PY
+echo
+echo "memory: $(memory_label)"

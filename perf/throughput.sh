@@ -47,7 +47,8 @@ OUT=${OUT:-target/throughput}
 mkdir -p "$OUT"
 command -v dpdk-testpmd >/dev/null || { echo "error: dpdk-testpmd not found: install dpdk-dev (make deps does it)"; exit 2; }
 raceway_binary
-EAL=(--no-huge -m 1024 --no-pci --no-shconf --log-level '*:error')
+mapfile -t memory < <(eal_memory 1024)
+EAL=("${memory[@]}" --no-pci --no-shconf --log-level '*:error')
 
 for size in 60 1020; do
   "$RACEWAY" gen flows --out "$OUT/flows-$size.pcap" --flows 64 --packets 10000 --size "$size" >/dev/null
@@ -202,4 +203,4 @@ for flows in ("64", "10000"):
     print("| %s | %s | %s | %s | %s |" % (flows, show(ratio(0), 2), show(ratio(2), 2), show(ratio(4), 2), show(ratio(6), 2)))
 PY
 echo
-echo "machine: $(nproc) vCPU $(lscpu | sed -n 's/^Model name: *//p' | head -1), DPDK $(pkg-config --modversion libdpdk), OVS $(ovs-vsctl --version | sed -n '1s/.* //p'), $(date -u +%Y-%m-%d)"
+echo "memory: $(memory_label); machine: $(nproc) vCPU $(lscpu | sed -n 's/^Model name: *//p' | head -1), DPDK $(pkg-config --modversion libdpdk), OVS $(ovs-vsctl --version | sed -n '1s/.* //p'), $(date -u +%Y-%m-%d)"

@@ -28,7 +28,7 @@ trial() { # size rate -> prints "pass" or "fail" and the numbers
 name = "zero-loss"
 mac = "02:00:00:00:00:01"
 [dpdk]
-eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]
+eal = [$(eal_memory_toml 1024), "--no-pci", "--no-shconf", "--log-level", "*:error"]
 lcores = "0-1"
 [qos]
 dscp_to_tc = { 26 = 3, default = 0 }
@@ -73,3 +73,4 @@ for size in 60 1020; do
   mpps=$(python3 -c "print('%.2f' % ($best * 1e9 / (($size + 24) * 8) / 1e6) if '$best' != 'none' else 'n/a')")
   echo "| $((size + 4)) B | $SHAPER_GBPS | $best | $mpps | $best_line |"
 done
+echo "memory: $(memory_label)"

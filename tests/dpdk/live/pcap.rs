@@ -1,5 +1,5 @@
 //! Live runs on net_pcap: the same frames per port as replay (one and two workers, a port
-//! over two workers, jumbo frames), a config without devices, signals, PFC frames ahead of
+//! over two workers, jumbo frames, on hugepages), a config without devices, signals, PFC frames ahead of
 //! data, ECN on a slow port, a port whose link is down, a port that fails to start.
 
 use super::*;
@@ -50,6 +50,37 @@ fn jumbo_frames_cross_between_workers_as_in_replay() {
     live_matches_replay("live-jumbo-spread", LiveCase { spread: true, jumbo: true, ..LiveCase::default() });
 }
 
+/// On hugepages, as production runs: no `--no-huge`, and no `--no-shconf`, so the EAL shares
+/// its memory and pdump is on (the path every other live test, on `--no-huge`, leaves out).
+/// Runs where the machine has the pages free and mounted (`make hugepages`, which `make deps`
+/// calls as root; no other test takes them); elsewhere it says it was skipped, on stderr.
+#[test]
+fn live_run_on_hugepages_matches_replay_and_leaks_no_mbufs() {
+    let _cpus = cpus_shared();
+    let needed_mb = 512;
+    match free_hugepages_mb() {
+        Some(free) if free >= needed_mb => {
+            live_matches_replay("live-hugepages", LiveCase { hugepages_mb: Some(needed_mb), ..LiveCase::default() });
+        }
+        free => eprintln!(
+            "skipped: {needed_mb} MB of hugepages needed, {} free and mounted (make hugepages, as root)",
+            free.unwrap_or(0)
+        ),
+    }
+}
+
+/// Free 2 MB hugepages in megabytes, if a hugetlbfs is mounted.
+fn free_hugepages_mb() -> Option<u64> {
+    let mounted =
+        std::fs::read_to_string("/proc/mounts").ok()?.lines().any(|line| line.split(' ').nth(2) == Some("hugetlbfs"));
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        meminfo.lines().find_map(|line| line.strip_prefix(name)?.trim().split(' ').next()?.parse().ok())
+    };
+    let (free, size_kb) = (field("HugePages_Free:")?, field("Hugepagesize:")?);
+    mounted.then_some(free * size_kb / 1024)
+}
+
 /// How a live run that must match replay is set up.
 #[derive(Debug, Default, Clone, Copy)]
 struct LiveCase {
@@ -59,10 +90,12 @@ struct LiveCase {
     spread: bool,
     /// host1 sends 9,000-byte frames and a few over the MTU, with `mtu = 9000`.
     jumbo: bool,
+    /// The EAL on this many MB of hugepages, its memory shared (pdump on).
+    hugepages_mb: Option<u64>,
 }
 
 fn live_matches_replay(name: &str, case: LiveCase) {
-    let LiveCase { two_shards, spread, jumbo } = case;
+    let LiveCase { two_shards, spread, jumbo, hugepages_mb } = case;
     let two_shards = two_shards || spread;
     let dir = temp_dir(name);
     let host0 = raceway::traffic::gen::mixed(&raceway::traffic::gen::MixedOptions {
@@ -110,9 +143,13 @@ fn live_matches_replay(name: &str, case: LiveCase) {
     };
     let devices =
         [device(0, "host0", true), device(1, "host1", true), device(2, "up0", false), device(3, "up1", false)];
-    let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
+    let eal = match hugepages_mb {
+        // `--huge-unlink`: the pages go back however the run ends.
+        Some(mb) => format!(r#""-m", "{mb}", "--huge-unlink", "--no-pci", "--log-level", "*:warning""#),
+        None => r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#.to_string(),
+    };
     let extra_switch = if jumbo { "mtu = 9000" } else { "" };
-    let mut config_text = four_port_config(extra_switch, [&devices[0], &devices[1], &devices[2], &devices[3]], eal);
+    let mut config_text = four_port_config(extra_switch, [&devices[0], &devices[1], &devices[2], &devices[3]], &eal);
     if two_shards {
         // Main lcore 0 and the first worker on CPU 0, the second worker on CPU 1.
         config_text = config_text.replace("lcores = \"0-1\"", "lcores = \"0@0,1@0,2@1\"");
@@ -126,9 +163,9 @@ fn live_matches_replay(name: &str, case: LiveCase) {
 
     let stats_path = dir.join("live-stats.json");
     let prefix = format!("raceway-{name}-{}", std::process::id());
-    run_ok(
+    let run = run_ok(
         raceway()
-            .args(["run", "-c"])
+            .args(["--log-level", "info", "run", "-c"])
             .arg(&config)
             .args(["--duration", "2", "--stats-interval", "0.5", "--stats-json"])
             .arg(&stats_path)
@@ -138,6 +175,8 @@ fn live_matches_replay(name: &str, case: LiveCase) {
             .arg(format!("up0={}", dir.join("capture.pcapng").display()))
             .args(["--", "--file-prefix", &prefix]),
     );
+    let log = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(log.contains("pdump enabled"), hugepages_mb.is_some(), "pdump on with shared memory only: {log}");
     let live: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
     assert_eq!(live["mbufs"]["available_at_exit"], live["mbufs"]["pool"], "mbufs leaked");
     assert_eq!(live["mbufs"]["unsent_at_exit"], 0);
