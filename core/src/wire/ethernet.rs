@@ -120,7 +120,13 @@ impl<T: AsRef<[u8]>> Frame<T> {
 
     #[inline]
     pub fn ethertype(&self) -> EtherType {
-        read_u16(self.buffer.as_ref(), field::ETHERTYPE).into()
+        self.ethertype_number().into()
+    }
+
+    /// The EtherType as the number on the wire, for a comparison that needs no name.
+    #[inline]
+    pub fn ethertype_number(&self) -> u16 {
+        read_u16(self.buffer.as_ref(), field::ETHERTYPE)
     }
 
     #[inline]

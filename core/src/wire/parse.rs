@@ -67,12 +67,21 @@ pub fn parse(frame: &[u8]) -> Result<ParsedFrame> {
     parse_beyond(frame, 0)
 }
 
+/// IPv4's EtherType as a number (`EtherType::Ipv4`).
+const IPV4_NUMBER: u16 = 0x0800;
+
 /// Parses a frame of which `frame` holds the first bytes and `beyond` more follow elsewhere
 /// (a chained mbuf's first segment): every header must be in `frame`, and the lengths the
 /// headers declare are checked against the whole frame. With `beyond` 0 it is `parse`.
 #[inline(always)]
 pub fn parse_beyond(frame: &[u8], beyond: usize) -> Result<ParsedFrame> {
     let ethernet = ethernet::Frame::new_checked(frame)?;
+    // Untagged IPv4, nearly every frame: its EtherType compared as it is on the wire, where
+    // the general path below would name it first and then dispatch on the name.
+    if ethernet.ethertype_number() == IPV4_NUMBER {
+        let ip = parse_ipv4(frame, ethernet::HEADER_LEN, beyond)?;
+        return Ok(ParsedFrame { pcp: None, payload: Payload::Ip(ip) });
+    }
     let mut ethertype = ethernet.ethertype();
     let mut offset = ethernet::HEADER_LEN;
     let mut pcp = None;
@@ -395,6 +404,11 @@ pub(crate) mod tests {
         let sum = internet_checksum(&frame[ip_start..ip_start + 20]);
         frame[ip_start + 10..ip_start + 12].copy_from_slice(&sum.to_be_bytes());
         frame
+    }
+
+    #[test]
+    fn the_untagged_ipv4_shortcut_names_the_same_ethertype() {
+        assert_eq!(u16::from(EtherType::Ipv4), IPV4_NUMBER);
     }
 
     #[test]

@@ -49,10 +49,34 @@ const V4_MAPPED_PREFIX: u128 = 0xffff;
 /// An IPv6 multicast address's scope nibble for link-local (RFC 4291 §2.7).
 const MULTICAST_SCOPE_LINK: u128 = 2;
 
+/// The first octets of IPv4 addresses that are routable as a source and as a destination
+/// whatever the other three octets: 1-126, 128-168 and 170-223, a bit each. Nearly every
+/// packet's addresses are in them, so one lookup settles both scopes; the other octets (0,
+/// 127, 169, 224 and above) take the comparisons below.
+const PLAIN_V4_FIRST_OCTETS: [u64; 4] = {
+    let mut bits = [0u64; 4];
+    let mut octet = 1;
+    while octet <= 223 {
+        if octet != 127 && octet != 169 {
+            bits[octet / 64] |= 1 << (octet % 64);
+        }
+        octet += 1;
+    }
+    bits
+};
+
+/// Whether IPv4 `address` is in one of the `PLAIN_V4_FIRST_OCTETS`.
+#[inline(always)]
+fn plain_v4(address: u32) -> bool {
+    let first = (address >> 24) as usize;
+    PLAIN_V4_FIRST_OCTETS[first / 64] >> (first % 64) & 1 != 0
+}
+
 /// The scope of `address` as a source.
 #[inline(always)]
 pub fn source(address: IpAddress) -> SourceScope {
     match address {
+        IpAddress::V4(address) if plain_v4(address) => SourceScope::Routable,
         IpAddress::V4(address) => {
             let first = address >> 24;
             if address == 0 || address >> 16 == 0xa9fe {
@@ -79,6 +103,7 @@ pub fn source(address: IpAddress) -> SourceScope {
 #[inline(always)]
 pub fn destination(address: IpAddress) -> DestinationScope {
     match address {
+        IpAddress::V4(address) if plain_v4(address) => DestinationScope::Routable,
         IpAddress::V4(address) => {
             let first = address >> 24;
             if address == u32::MAX || address >> 8 == 0x00e0_0000 {
@@ -122,6 +147,28 @@ mod tests {
 
     fn v6(text: &str) -> IpAddress {
         IpAddress::V6(u128::from(text.parse::<std::net::Ipv6Addr>().unwrap()))
+    }
+
+    /// The lookup that settles most addresses says what the comparisons say, for every first
+    /// octet, with the other octets at their edges and in between.
+    #[test]
+    fn the_plain_first_octets_are_routable_both_ways_and_no_others_are_taken_for_them() {
+        for first in 0u32..=255 {
+            for rest in [0, 1, 0x00fe_0000, 0x00fe_ffff, 0x0000_00ff, 0x00ff_ffff, 0x0012_3456] {
+                let address = first << 24 | rest;
+                let source_by_comparison = match IpAddress::V4(address) {
+                    IpAddress::V4(a) if a == 0 || a >> 16 == 0xa9fe => SourceScope::OnLink,
+                    IpAddress::V4(a) if a >> 24 == 0 || a >> 24 == 127 || a >> 24 >= 224 => SourceScope::Martian,
+                    _ => SourceScope::Routable,
+                };
+                assert_eq!(source(IpAddress::V4(address)), source_by_comparison, "{address:#010x}");
+                if plain_v4(address) {
+                    assert_eq!(destination(IpAddress::V4(address)), DestinationScope::Routable, "{address:#010x}");
+                }
+            }
+            let plain = (1..=223).contains(&first) && first != 127 && first != 169;
+            assert_eq!(plain_v4(first << 24), plain, "first octet {first}");
+        }
     }
 
     #[test]
