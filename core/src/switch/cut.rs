@@ -55,7 +55,7 @@ impl<P: PacketBuf> Switch<P> {
         self.tm.buffer.backlog(egress) == 0
             && !self.tm.pfc[egress].has_frame()
             && cut.may_send(egress, self.tm.egress[egress].link_free_ps)
-            && self.tm.pfc[egress].eligible(now, self.tm.watchdog.action) & (1 << tc) != 0
+            && !self.tm.pfc[egress].paused(tc, now, self.tm.watchdog.action)
     }
 
     /// The frame just admitted to its port's empty queue leaves at once: what `link` then
