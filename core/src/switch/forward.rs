@@ -94,7 +94,10 @@ impl<P: PacketBuf> Switch<P> {
         }
         match verdict {
             Verdict::Forward { next, tc, ip } => {
-                self.route(ingress, (packet, len), (next, usize::from(tc), ip), now, cut)
+                // Below 8 always (the QoS maps hold no other class); the modulo lets the
+                // per-class arrays skip their bounds checks.
+                let tc = usize::from(tc) % TRAFFIC_CLASSES;
+                self.route(ingress, (packet, len), (next, tc, ip), now, cut)
             }
             Verdict::FlowControl(_) | Verdict::LinkPause(_) if !self.owns(ingress) => {
                 // On a queue of a port another worker owns (and transmits on).

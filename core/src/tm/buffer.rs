@@ -188,7 +188,8 @@ impl<P> SharedBuffer<P> {
     /// The ingress priority group class `tc` is charged to.
     #[inline]
     pub fn pg(&self, tc: usize) -> usize {
-        usize::from(self.plan.tc_to_pg[tc])
+        // Below 8 always (config validation); the modulo lets per-group arrays skip the check.
+        usize::from(self.plan.tc_to_pg[tc % TRAFFIC_CLASSES]) % TRAFFIC_CLASSES
     }
 
     /// Charges a lossy frame to its egress queue in the lossy pool, within the queue's

@@ -10,6 +10,7 @@
 //! sets both together), so the buffer and the scheduler never read the packet's buffer for
 //! it; the record of an mbuf fits in one cache line (a test holds it to 40 bytes).
 
+use crate::units::TRAFFIC_CLASSES;
 use crate::wire::IpHeader;
 
 /// The frame was marked CE at enqueue; counted in `ecn_marked` only when it leaves, so the
@@ -116,9 +117,11 @@ impl<P> Frame<P> {
         usize::from(self.egress)
     }
 
+    /// The class: below `TRAFFIC_CLASSES` always (the config's maps hold no other), which
+    /// the modulo tells the compiler, so the per-class arrays it indexes need no bounds check.
     #[inline(always)]
     pub fn tc(&self) -> usize {
-        usize::from(self.tc)
+        usize::from(self.tc) % TRAFFIC_CLASSES
     }
 
     #[inline(always)]
