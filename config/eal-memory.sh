@@ -32,6 +32,18 @@ memory_mode() {
   echo "$MEMORY_MODE"
 }
 
+# For a script whose processes at once need MB megabytes: on hugepages with fewer free, it
+# says so and runs all of them with `--no-huge` instead (one memory for the whole table).
+#   hugepages_for MB
+hugepages_for() {
+  local free
+  free=$(awk '/^HugePages_Free:/ { free = $2 } /^Hugepagesize:/ { kb = $2 } END { print int(free * kb / 1024) }' /proc/meminfo)
+  if [ "$MEMORY_MODE" = hugepages ] && [ "$free" -lt "$1" ]; then
+    echo "note: $1 MB of hugepages needed at once, $free MB free: running with --no-huge" >&2
+    MEMORY_MODE=no-huge
+  fi
+}
+
 # The EAL's memory words for a process of MB megabytes, one a line (for `mapfile` or $(...)
 # into an array; `-m` preallocates them either way).
 #   eal_memory MB

@@ -29,6 +29,8 @@ OUT=${OUT:-target/jumbo}
 mkdir -p "$OUT"
 command -v dpdk-testpmd >/dev/null || { echo "error: dpdk-testpmd not found: install dpdk-dev (make deps does it)"; exit 2; }
 raceway_binary
+# The generator (1 GB) and a forwarder (raceway: 2 GB of 10 KB mbufs) run at once.
+hugepages_for 3072
 mapfile -t memory < <(eal_memory 1024)
 EAL=("${memory[@]}" --no-pci --no-shconf --log-level '*:error')
 
