@@ -1,9 +1,15 @@
 //! The frame parser: from raw bytes to the few facts the pipeline needs (where the IP header
 //! is, the destination, DSCP/ECN, TTL, PCP, a flow hash for ECMP), or a PFC frame's meaning.
 //!
-//! Invariant: `parse` reads only through the checked views of this module's siblings, so no
-//! input, however hostile, makes it panic; every rejection is a `WireError`, which the pipeline
-//! counts as `malformed`. It never writes.
+//! Nearly every frame a leaf routes is untagged IPv4 without options to a routable address:
+//! `plain_ipv4` takes those from one fixed-size view of their first 42 bytes, and says nothing
+//! of any other frame, which `parse` takes.
+//!
+//! Invariant: `parse` reads only through the checked views of this module's siblings, and
+//! `plain_ipv4` only through a fixed-size array, so no input, however hostile, makes either
+//! panic; every rejection is a `WireError`, which the pipeline counts as `malformed`. Whatever
+//! `plain_ipv4` takes, `parse` takes with the same facts (the test
+//! `the_plain_view_takes_only_what_parse_takes_and_says_the_same`). Neither writes.
 
 use super::ethernet::{self, EtherType};
 use super::scope::{self, SourceScope};
@@ -65,6 +71,75 @@ pub struct ParsedFrame {
 #[inline(always)]
 pub fn parse(frame: &[u8]) -> Result<ParsedFrame> {
     parse_beyond(frame, 0)
+}
+
+/// The facts the classifier needs of a plain IPv4 packet (`plain_ipv4`): those `parse` would
+/// give, the header's offset being `ethernet::HEADER_LEN` and both addresses routable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlainIpv4 {
+    pub destination: u32,
+    pub dscp: u8,
+    pub ecn: u8,
+    pub ttl: u8,
+}
+
+/// The bytes `plain_ipv4` reads at once: Ethernet, IPv4 without options, 8 bytes of L4 (a
+/// UDP header; a TCP header's ports and sequence number).
+const PLAIN_HEAD: usize = ethernet::HEADER_LEN + ipv4::MIN_HEADER_LEN + udp::HEADER_LEN;
+
+/// An untagged IPv4 packet without options, not a fragment, whose source and destination
+/// are both routable (`scope`) and whose every header `parse_beyond` would accept: its
+/// facts, read at fixed offsets of one 42-byte view with none of `parse`'s dispatch. `None`
+/// for any other frame, valid or not, which `parse_beyond` then judges.
+#[inline(always)]
+pub fn plain_ipv4(frame: &[u8], beyond: usize) -> Option<PlainIpv4> {
+    const IP: usize = ethernet::HEADER_LEN;
+    const L4: usize = IP + ipv4::MIN_HEADER_LEN;
+    let head: &[u8; PLAIN_HEAD] = frame.first_chunk()?;
+    let be16 = |at: usize| u16::from_be_bytes([head[at], head[at + 1]]);
+    let be32 = |at: usize| u32::from_be_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+    // Version 4, IHL 5; a whole datagram.
+    if be16(12) != IPV4_NUMBER || head[IP] != 0x45 || be16(IP + 6) & 0x3fff != 0 {
+        return None;
+    }
+    let (source, destination) = (be32(IP + 12), be32(IP + 16));
+    if !scope::plain_v4(source) || !scope::plain_v4(destination) {
+        return None;
+    }
+    // `ipv4::Packet::check_len_beyond`: the declared length covers the header and lies within
+    // the frame (the bytes at hand and `beyond`).
+    let total_len = usize::from(be16(IP + 2));
+    let ip_at_hand = frame.len() - IP;
+    if total_len < ipv4::MIN_HEADER_LEN || ip_at_hand + beyond < total_len {
+        return None;
+    }
+    if !super::checksum::sums_to_all_ones(&head[IP..L4]) {
+        return None;
+    }
+    // `parse_l4` on the payload the IPv4 view gives (up to the declared length).
+    let l4_at_hand = total_len.min(ip_at_hand) - ipv4::MIN_HEADER_LEN;
+    let l4_beyond = (IP + total_len).saturating_sub(frame.len());
+    let l4_fits = match head[IP + 9] {
+        ipv4::protocol::UDP => {
+            let declared = usize::from(be16(L4 + 4));
+            let fits =
+                l4_at_hand >= udp::HEADER_LEN && declared >= udp::HEADER_LEN && declared <= l4_at_hand + l4_beyond;
+            // RoCEv2: a BTH at hand and room declared for it and the ICRC.
+            fits && (be16(L4 + 2) != udp::ROCEV2_PORT
+                || (declared - udp::HEADER_LEN >= bth::HEADER_LEN + bth::ICRC_LEN
+                    && declared.min(l4_at_hand) - udp::HEADER_LEN >= bth::HEADER_LEN))
+        }
+        ipv4::protocol::TCP => {
+            // The data offset is past the 42 bytes: read where the header fits whole.
+            l4_at_hand >= tcp::MIN_HEADER_LEN
+                && frame.get(L4 + 12).is_some_and(|&offset| {
+                    let header_len = usize::from(offset >> 4) * 4;
+                    header_len >= tcp::MIN_HEADER_LEN && header_len <= l4_at_hand
+                })
+        }
+        _ => true,
+    };
+    l4_fits.then_some(PlainIpv4 { destination, dscp: head[IP + 1] >> 2, ecn: head[IP + 1] & 0x03, ttl: head[IP + 8] })
 }
 
 /// IPv4's EtherType as a number (`EtherType::Ipv4`).
@@ -691,6 +766,115 @@ pub(crate) mod tests {
             for split in 0..=frame.len() {
                 let head = parse_beyond(&frame[..split], frame.len() - split);
                 assert!(head == whole || head == Err(WireError::Truncated), "split at {split}: {head:?}");
+            }
+        }
+    }
+
+    /// `frame` with its IPv4 header (at 14, of the length its IHL says) summing to all ones.
+    fn with_checksum(mut frame: Vec<u8>) -> Vec<u8> {
+        let header_len = usize::from(frame.get(14).map_or(0, |ihl| ihl & 0x0f)) * 4;
+        if header_len >= 12 && frame.len() >= 14 + header_len {
+            frame[24..26].copy_from_slice(&[0, 0]);
+            let sum = internet_checksum(&frame[14..14 + header_len]);
+            frame[24..26].copy_from_slice(&sum.to_be_bytes());
+        }
+        frame
+    }
+
+    /// The frames the plain view is for: RoCEv2, UDP, TCP, ICMP; with and without a
+    /// datagram past the bytes at hand.
+    fn plain_frames() -> Vec<(Vec<u8>, usize)> {
+        let roce = rocev2_frame(false);
+        let mut udp = roce.clone();
+        udp[36..38].copy_from_slice(&5000u16.to_be_bytes());
+        let mut tcp = roce[..34].to_vec();
+        tcp[23] = ipv4::protocol::TCP;
+        tcp[16..18].copy_from_slice(&40u16.to_be_bytes());
+        tcp.extend_from_slice(&[0xc0, 0x01, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x10, 0x01, 0x00, 0, 0, 0, 0]);
+        let mut icmp = roce[..34].to_vec();
+        icmp[23] = 1;
+        icmp[16..18].copy_from_slice(&28u16.to_be_bytes());
+        icmp.extend_from_slice(&[8, 0, 0xf7, 0xff, 0, 0, 0, 0]);
+        let mut chained = roce.clone();
+        chained[16..18].copy_from_slice(&1044u16.to_be_bytes());
+        chained[38..40].copy_from_slice(&1024u16.to_be_bytes());
+        [(roce, 0), (udp, 0), (tcp, 0), (icmp, 0), (chained, 1000)]
+            .into_iter()
+            .map(|(frame, beyond)| (with_checksum(frame), beyond))
+            .collect()
+    }
+
+    #[test]
+    fn the_plain_view_takes_the_common_frames_with_the_facts_parse_gives() {
+        for (frame, beyond) in plain_frames() {
+            let plain = plain_ipv4(&frame, beyond).expect("a plain frame");
+            assert_eq!(plain, PlainIpv4 { destination: 0x0a00_0102, dscp: 26, ecn: 0b10, ttl: 64 });
+            assert!(matches!(parse_beyond(&frame, beyond), Ok(ParsedFrame { pcp: None, payload: Payload::Ip(_) })));
+        }
+    }
+
+    #[test]
+    fn the_plain_view_leaves_every_other_frame_to_parse() {
+        let roce = with_checksum(rocev2_frame(false));
+        let changed = |at: usize, value: u8| {
+            let mut frame = roce.clone();
+            frame[at] = value;
+            with_checksum(frame)
+        };
+        let mut bad_checksum = roce.clone();
+        bad_checksum[25] ^= 1;
+        let others = [
+            ("tagged", with_checksum(rocev2_frame(true))),
+            ("options", changed(14, 0x46)),
+            ("version 6", changed(14, 0x65)),
+            ("more fragments", changed(20, 0x20)),
+            ("a later fragment", changed(21, 0x08)),
+            ("a loopback source", changed(26, 127)),
+            ("a link-local destination", changed(30, 169)),
+            ("a multicast destination", changed(30, 224)),
+            ("a bad checksum", bad_checksum),
+            ("short of the ICRC", changed(39, 0x17)),
+            ("a UDP length past the packet", changed(39, 0x19)),
+            ("a total length past the frame", changed(17, 0x2d)),
+            ("42 bytes", roce[..42].to_vec()),
+        ];
+        for (what, frame) in others {
+            assert_eq!(plain_ipv4(&frame, 0), None, "{what}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the plain view takes, `parse_beyond` takes with the same facts: frames
+        /// of every kind above with bytes changed, cut short, or said to go on, most with
+        /// their checksum made good again.
+        #[test]
+        fn the_plain_view_takes_only_what_parse_takes_and_says_the_same(
+            kind in 0usize..5,
+            changes in proptest::collection::vec((0usize..64, proptest::prelude::any::<u8>()), 0..4),
+            cut in proptest::prop_oneof![proptest::strategy::Just(0usize), 0usize..24],
+            beyond in proptest::prop_oneof![proptest::strategy::Just(0usize), 0usize..2000],
+            fix in proptest::prelude::any::<bool>(),
+        ) {
+            let (mut frame, _) = plain_frames().swap_remove(kind);
+            for (at, value) in changes {
+                if let Some(byte) = frame.get_mut(at) {
+                    *byte = value;
+                }
+            }
+            frame.truncate(frame.len().saturating_sub(cut));
+            if fix {
+                frame = with_checksum(frame);
+            }
+            if let Some(plain) = plain_ipv4(&frame, beyond) {
+                let parsed = parse_beyond(&frame, beyond);
+                let Ok(ParsedFrame { pcp: None, payload: Payload::Ip(ip) }) = parsed else {
+                    return Err(proptest::test_runner::TestCaseError::fail(format!("parse said {parsed:?}")));
+                };
+                proptest::prop_assert_eq!(ip.l3_offset, ethernet::HEADER_LEN);
+                proptest::prop_assert_eq!(ip.destination, IpAddress::V4(plain.destination));
+                proptest::prop_assert_eq!(ip.source_scope, SourceScope::Routable);
+                proptest::prop_assert_eq!(scope::destination(ip.destination), scope::DestinationScope::Routable);
+                proptest::prop_assert_eq!((ip.dscp, ip.ecn, ip.ttl), (plain.dscp, plain.ecn, plain.ttl));
             }
         }
     }

@@ -67,7 +67,7 @@ const PLAIN_V4_FIRST_OCTETS: [u64; 4] = {
 
 /// Whether IPv4 `address` is in one of the `PLAIN_V4_FIRST_OCTETS`.
 #[inline(always)]
-fn plain_v4(address: u32) -> bool {
+pub(crate) fn plain_v4(address: u32) -> bool {
     let first = (address >> 24) as usize;
     PLAIN_V4_FIRST_OCTETS[first / 64] >> (first % 64) & 1 != 0
 }
