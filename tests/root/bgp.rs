@@ -645,8 +645,11 @@ fn spoofed_bgp_and_bfd_from_a_host_port_are_refused_and_the_sessions_stay_up() {
         assert_eq!(count(host0, "policed", class), 0, "refused before the policer: {host0}");
         assert!(count(up0, "punted", class) > 0, "the spine's {class} did: {up0}");
         // Only frames of the sessions' first moments, before the kernel's BGP connection to
-        // the spine was read (every 50 ms), if any.
-        assert!(count(up0, "refused", class) < 10, "{up0}");
+        // the spine was read (every 50 ms), if any. BFD starts before BGP connects (`timers
+        // connect 1`: a try a second) and sends 10 a second, so the margin is five seconds of
+        // it: a busy neighbour on CI's two cores once delayed the connection past a second (12
+        // BFD frames refused).
+        assert!(count(up0, "refused", class) < 50, "{up0}");
     }
     let refused: u64 = host0["refused"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
     assert_eq!(host0["drops"]["control_acl"].as_u64().unwrap(), refused, "the drop reason sums the classes");
