@@ -770,8 +770,9 @@ pub(crate) mod tests {
         }
     }
 
-    /// `frame` with its IPv4 header (at 14, of the length its IHL says) summing to all ones.
-    fn with_checksum(mut frame: Vec<u8>) -> Vec<u8> {
+    /// `frame` with its IPv4 header (at 14, of the length its IHL says) summing to all ones,
+    /// where the frame holds that header and it reaches the checksum field.
+    pub(crate) fn with_checksum(mut frame: Vec<u8>) -> Vec<u8> {
         let header_len = usize::from(frame.get(14).map_or(0, |ihl| ihl & 0x0f)) * 4;
         if header_len >= 12 && frame.len() >= 14 + header_len {
             frame[24..26].copy_from_slice(&[0, 0]);
@@ -781,8 +782,8 @@ pub(crate) mod tests {
         frame
     }
 
-    /// The frames the plain view is for: RoCEv2, UDP, TCP, ICMP; with and without a
-    /// datagram past the bytes at hand.
+    /// The frames the plain view is for: RoCEv2, UDP, TCP, ICMP, a bare header; with and
+    /// without a datagram past the bytes at hand.
     fn plain_frames() -> Vec<(Vec<u8>, usize)> {
         let roce = rocev2_frame(false);
         let mut udp = roce.clone();
@@ -795,10 +796,15 @@ pub(crate) mod tests {
         icmp[23] = 1;
         icmp[16..18].copy_from_slice(&28u16.to_be_bytes());
         icmp.extend_from_slice(&[8, 0, 0xf7, 0xff, 0, 0, 0, 0]);
+        // A header and nothing after it, in a frame Ethernet's minimum pads.
+        let mut bare = roce[..34].to_vec();
+        bare[23] = 59;
+        bare[16..18].copy_from_slice(&20u16.to_be_bytes());
+        bare.resize(60, 0);
         let mut chained = roce.clone();
         chained[16..18].copy_from_slice(&1044u16.to_be_bytes());
         chained[38..40].copy_from_slice(&1024u16.to_be_bytes());
-        [(roce, 0), (udp, 0), (tcp, 0), (icmp, 0), (chained, 1000)]
+        [(roce, 0), (udp, 0), (tcp, 0), (icmp, 0), (bare, 0), (chained, 1000)]
             .into_iter()
             .map(|(frame, beyond)| (with_checksum(frame), beyond))
             .collect()
@@ -836,8 +842,24 @@ pub(crate) mod tests {
             ("short of the ICRC", changed(39, 0x17)),
             ("a UDP length past the packet", changed(39, 0x19)),
             ("a total length past the frame", changed(17, 0x2d)),
+            ("a total length short of the header", changed(17, 19)),
             ("42 bytes", roce[..42].to_vec()),
         ];
+        let (tcp, _) = plain_frames().swap_remove(2);
+        let tcp_offset = |offset: u8| {
+            let mut frame = tcp.clone();
+            frame[46] = offset << 4 | (frame[46] & 0x0f);
+            frame
+        };
+        let others = others.into_iter().chain([
+            ("a TCP header shorter than 20 bytes", tcp_offset(4)),
+            ("a TCP header longer than the packet", tcp_offset(6)),
+            ("a TCP header cut short", {
+                let mut frame = tcp[..53].to_vec();
+                frame[16..18].copy_from_slice(&39u16.to_be_bytes());
+                with_checksum(frame)
+            }),
+        ]);
         for (what, frame) in others {
             assert_eq!(plain_ipv4(&frame, 0), None, "{what}");
         }
@@ -849,7 +871,7 @@ pub(crate) mod tests {
         /// their checksum made good again.
         #[test]
         fn the_plain_view_takes_only_what_parse_takes_and_says_the_same(
-            kind in 0usize..5,
+            kind in 0usize..6,
             changes in proptest::collection::vec((0usize..64, proptest::prelude::any::<u8>()), 0..4),
             cut in proptest::prop_oneof![proptest::strategy::Just(0usize), 0usize..24],
             beyond in proptest::prop_oneof![proptest::strategy::Just(0usize), 0usize..2000],
