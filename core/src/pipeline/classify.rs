@@ -130,6 +130,8 @@ impl Classifier {
     #[inline(always)]
     fn plain_routed(&mut self, frame: &[u8], beyond: usize) -> Option<Verdict> {
         let ip = parse::plain_ipv4(frame, beyond)?;
+        // The group bit too: the config does not refuse a group address as the switch's MAC,
+        // and the whole path never routes a frame sent to one.
         if frame.first_chunk::<6>() != Some(&self.switch_mac.0) || frame[0] & 1 != 0 || ip.ttl <= 1 {
             return None;
         }
@@ -746,10 +748,10 @@ mod tests {
     proptest::proptest! {
         /// Whatever the plain path decides, the whole path decides the same: frames to
         /// every kind of destination (a port, a group, with a control plane the switch and a
-        /// connected host with no neighbour, a blackhole, a disabled port, no route, martian and multicast), from
-        /// routable and other sources, at every TTL and DSCP, to the switch's MAC or others,
-        /// with bytes changed (the checksum made good again or not), with and without a
-        /// control plane, trusting DSCP or PCP.
+        /// connected host with no neighbour, a blackhole, a disabled port, no route, martian
+        /// and multicast), from routable and other sources, at every TTL and DSCP, to the
+        /// switch's MAC or others, with bytes changed (the checksum made good again or not),
+        /// with and without a control plane, trusting DSCP or PCP.
         #[test]
         fn the_plain_path_forwards_only_what_the_whole_path_forwards_and_says_the_same(
             destination in proptest::sample::select(vec![
