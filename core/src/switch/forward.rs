@@ -79,7 +79,7 @@ impl<P: PacketBuf> Switch<P> {
     /// Acts on a frame's verdict: counts it, applies a PFC or PAUSE frame, punts or drops it,
     /// or forwards it to its queue.
     #[inline(always)]
-    fn forward(
+    pub(super) fn forward(
         &mut self,
         ingress: usize,
         (packet, len): (P, usize),

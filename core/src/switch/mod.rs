@@ -11,8 +11,9 @@
 //! not pause, ECN at dequeue, cells back, XON decision). A port sends its PFC frame
 //! (`take_control`) before any data. Beside them, each an `impl Switch` block with its
 //! tests: PFC frames in and out and the timers (`pfc.rs`), punting to the control plane and
-//! injecting from it (`punt.rs`), sharding over workers (`shard.rs`), cut-through (`cut.rs`),
-//! the ACL tables (`acl.rs`) and a live reload (`reload.rs`).
+//! injecting from it (`punt.rs`), sharding over workers (`shard.rs`), cut-through (`cut.rs`)
+//! and its runs over a whole rx burst (`burst.rs`), the ACL tables (`acl.rs`) and a live
+//! reload (`reload.rs`).
 //!
 //! Invariant: every frame handed to `receive` is queued, cut through, transferred, consumed
 //! (PFC), punted or dropped and counted; every queued frame leaves through `transmit`, a
@@ -54,6 +55,7 @@ pub use shard::discard_transfers;
 use shard::Seat;
 
 mod acl;
+mod burst;
 mod cut;
 mod forward;
 mod pfc;

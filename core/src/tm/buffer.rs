@@ -77,6 +77,15 @@ pub struct GroupCharge {
     pub past_xoff: bool,
 }
 
+/// The room a run of frames that leave at once has (`SharedBuffer::idle_room`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdleRoom {
+    /// The largest charge that passes.
+    pub most: u64,
+    /// A lossless class: its group before the charge.
+    pub group: Option<GroupCharge>,
+}
+
 /// The per-port queues of an egress port.
 #[derive(Clone, Copy, Default)]
 struct PortQueues {
@@ -260,6 +269,34 @@ impl<P> SharedBuffer<P> {
         let free = self.plan.lossy_pool.saturating_sub(self.lossy_used + self.others_used.1);
         let queue = &self.ports[egress].fifos[tc];
         charge <= free && queue.lossy_cells + charge <= self.plan.lossy_limit(free) && self.has_slot()
+    }
+
+    /// What `lossless_passes` (class `tc` lossless, charged to `ingress`'s group) or
+    /// `lossy_passes` (lossy, at `egress`'s queue) says for every charge at once: the
+    /// largest charge that passes, with a lossless group's occupancy and headroom before the
+    /// charge (its peaks are the occupancy plus the charge). A frame that passes leaves at
+    /// once and changes none of what is judged here, so the answer holds for a run of such
+    /// frames (`Switch::receive_burst`). `None` when no charge passes.
+    #[inline]
+    pub fn idle_room(&self, ingress: usize, egress: usize, tc: usize) -> Option<IdleRoom> {
+        if !self.has_slot() {
+            return None;
+        }
+        if !self.lossless(tc) {
+            let free = self.plan.lossy_pool.saturating_sub(self.lossy_used + self.others_used.1);
+            let below_limit = self.plan.lossy_limit(free).checked_sub(self.ports[egress].fifos[tc].lossy_cells)?;
+            return Some(IdleRoom { most: free.min(below_limit), group: None });
+        }
+        let pg = self.pg(tc);
+        let (group, others) = (&self.groups[ingress][pg], &self.others_groups[ingress][pg]);
+        if group.headroom != 0 {
+            return None;
+        }
+        let occupancy = group.shared + others.shared + others.headroom;
+        let below_xoff = self.xoff().checked_sub(occupancy)?;
+        let pool_free = self.plan.lossless_pool.checked_sub(self.lossless_used + self.others_used.0)?;
+        let group = GroupCharge { occupancy, headroom: others.headroom, past_xoff: false };
+        Some(IdleRoom { most: below_xoff.min(pool_free), group: Some(group) })
     }
 
     /// Whether the arena has a slot for one more frame.
@@ -520,6 +557,48 @@ mod tests {
             .port("p0", 100.0, "")
             .port("p1", 100.0, "")
             .config()
+    }
+
+    /// `idle_room` is the largest charge `lossless_passes` and `lossy_passes` take, with the
+    /// group's occupancy and headroom before it, whatever this buffer and the other workers
+    /// (their group shares and pool charges as published) hold.
+    #[test]
+    fn the_idle_room_is_the_largest_charge_that_passes() {
+        let cell = CELL_BYTES;
+        let mut buffer = SharedBuffer::<HeapPacket>::new(&config());
+        let mut compared = 0;
+        for step in 0..60u64 {
+            // This buffer's charges grow; the others' shares and pool charges vary.
+            let _ = buffer.admit_lossless(0, 3, (step % 7) * 40 * cell);
+            let _ = buffer.admit_lossy(1, 0, (step % 5) * 20 * cell);
+            buffer.set_others_share(0, 3, ((step % 4) * 300 * cell, (step % 3) * 10 * cell));
+            buffer.set_others_used(((step % 6) * 500 * cell, (step % 4) * 400 * cell));
+            for tc in [0, 3] {
+                let room = buffer.idle_room(0, 1, tc);
+                for charge in (0..4000).map(|cells| cells * cell) {
+                    let (passes, group) = if tc == 3 {
+                        let group = buffer.lossless_passes(0, 3, charge);
+                        (group.is_some(), group)
+                    } else {
+                        (buffer.lossy_passes(1, 0, charge), None)
+                    };
+                    assert_eq!(
+                        room.is_some_and(|room| charge <= room.most),
+                        passes,
+                        "step {step}, TC{tc}, {charge} B: {room:?}"
+                    );
+                    if let (Some(group), Some(room)) = (group, room) {
+                        let before = room.group.expect("a lossless room has its group");
+                        assert_eq!(
+                            (before.occupancy + charge, before.headroom, false),
+                            (group.occupancy, group.headroom, group.past_xoff)
+                        );
+                    }
+                    compared += usize::from(passes);
+                }
+            }
+        }
+        assert!(compared > 10_000, "{compared} charges passed");
     }
 
     /// A frame of `len` bytes from `ingress` for `egress`'s queue `tc`.

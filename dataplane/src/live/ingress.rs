@@ -1,9 +1,9 @@
 //! The rx prologue a worker runs on every received frame before the switch takes it: a frame
 //! longer than one mbuf (a chain) kept as it is or copied whole (`LongFrames`), and a copy
-//! for `--capture`. The switch's own `receive_cutting` classifies and forwards it.
+//! for `--capture`. The switch's own `receive_burst` classifies and forwards it.
 //!
 //! Invariant: every frame comes out taken, or with the reason it cannot be, so the switch
-//! counts it either way (`receive_cutting` or `receive_dropped`).
+//! counts it either way (`receive_burst` takes both).
 
 use crate::dpdk::{Mbuf, Mempool};
 use crate::drops::DropReason;

@@ -145,14 +145,12 @@ impl Worker {
                 let ingress = Ingress::new(index, &self.long_frames, self.tap.as_ref(), tsc);
                 let mut cut = CutToTx::new(&mut self.egress, self.tap.as_ref(), now, tsc, &mut earlier);
                 let mut wire_bytes = 0;
-                for mbuf in rx.drain() {
-                    received += 1;
+                let taken = rx.drain().map(|mbuf| {
                     wire_bytes += crate::units::wire_bytes(PacketBuf::len(&mbuf));
-                    match ingress.take(mbuf) {
-                        Ok(mbuf) => self.switch.receive_cutting(index, mbuf, now, &mut cut),
-                        Err((mbuf, reason)) => self.switch.receive_dropped(index, mbuf, reason, now),
-                    };
-                }
+                    ingress.take(mbuf)
+                });
+                self.switch.receive_burst(index, taken, now, &mut cut);
+                received += frames as u64;
                 *rx_size = rx_burst_size(frames, wire_bytes);
                 cut_through += cut.sent;
                 handed = links.hand_over(&mut self.switch);
@@ -344,7 +342,7 @@ fn rx_burst_size(frames: usize, wire_bytes: u64) -> usize {
     (fits as usize).clamp(LEAST, BURST)
 }
 
-/// The tx bursts as the cut-through path fills them (`Switch::receive_cutting`): a frame
+/// The tx bursts as the cut-through path fills them (`Switch::receive_burst`): a frame
 /// may join a port's pending burst when it has room, no PFC frame waits, and the port's link
 /// is free within the shaper's window.
 struct CutToTx<'a> {
