@@ -115,6 +115,8 @@ impl<P: PacketBuf> Switch<P> {
                 self.close(&mut run, ingress);
                 run.cuts = false;
             } else {
+                // Any other frame may change what the run opened on (a group's member may
+                // queue on its port): the next frame opens a run afresh.
                 self.close(&mut run, ingress);
                 run = Run::none();
             }
@@ -129,26 +131,21 @@ impl<P: PacketBuf> Switch<P> {
     fn open(&self, ingress: usize, egress: usize, tc: usize, now: u64) -> Run {
         let run = Run { egress, tc, ..Run::none() };
         let Some(port) = self.tm.egress.get(egress) else { return run };
-        let action = self.tm.watchdog.action;
+        // What `forward`, `route` and `enqueue` check before the idle path, then its own.
         let idle = self.forwarding.sampler.is_none()
             && self.tm.egress[ingress].admin_up
             && self.forwarding.acls.bound(ingress, AclStage::Ingress).is_none()
             && self.forwarding.acls.bound(egress, AclStage::Egress).is_none()
             && self.owns(egress)
             && port.usable
-            && self.tm.buffer.backlog(egress) == 0
-            && !self.tm.pfc[egress].has_frame()
-            && !self.tm.pfc[egress].paused(tc, now, action)
-            && self.tm.ecn.idle_at_empty(tc);
+            && self.port_idle(egress, tc, now)
+            && self.tm.ecn.idle_at_empty(tc)
+            && self.no_pfc_decision(ingress, egress, tc);
         if !idle {
             return run;
         }
-        let pg = self.tm.buffer.pg(tc);
-        let lossless = self.tm.buffer.lossless(tc);
-        if lossless && (self.tm.pfc[egress].storm_drops(tc, action) || self.tm.pfc[ingress].xoff_outstanding(pg)) {
-            return run;
-        }
         let Some(room) = self.tm.buffer.idle_room(ingress, egress, tc) else { return run };
+        let pg = self.tm.buffer.pg(tc);
         Run {
             cuts: true,
             mtu: port.mtu,

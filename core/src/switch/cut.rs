@@ -52,10 +52,28 @@ impl<P: PacketBuf> Switch<P> {
     /// port, no PFC frame pending, the class not paused, the transmitter has room.
     #[inline(always)]
     pub(super) fn cut_allowed(&self, egress: usize, tc: usize, now: u64, cut: &impl CutThrough<P>) -> bool {
+        self.port_idle(egress, tc, now) && cut.may_send(egress, self.tm.egress[egress].link_free_ps)
+    }
+
+    /// Whether nothing holds a frame of class `tc` on `egress` at `now`: nothing queued on the
+    /// port, no PFC frame pending, the class not paused (`cut_allowed` without the
+    /// transmitter; a run over a burst asks it once, `burst.rs`).
+    #[inline(always)]
+    pub(super) fn port_idle(&self, egress: usize, tc: usize, now: u64) -> bool {
         self.tm.buffer.backlog(egress) == 0
             && !self.tm.pfc[egress].has_frame()
-            && cut.may_send(egress, self.tm.egress[egress].link_free_ps)
             && !self.tm.pfc[egress].paused(tc, now, self.tm.watchdog.action)
+    }
+
+    /// Whether PFC has nothing to decide for a frame of class `tc` from `ingress` to `egress`
+    /// that leaves at once: a lossy class, or a lossless one the watchdog does not drop on
+    /// `egress` whose ingress group has no XOFF outstanding (its XON may be due at the
+    /// give-back).
+    #[inline(always)]
+    pub(super) fn no_pfc_decision(&self, ingress: usize, egress: usize, tc: usize) -> bool {
+        !self.tm.buffer.lossless(tc)
+            || !(self.tm.pfc[egress].storm_drops(tc, self.tm.watchdog.action)
+                || self.tm.pfc[ingress].xoff_outstanding(self.tm.buffer.pg(tc)))
     }
 
     /// The frame just admitted to its port's empty queue leaves at once: what `link` then
@@ -98,14 +116,13 @@ impl<P: PacketBuf> Switch<P> {
         len: usize,
     ) -> Option<Option<crate::tm::buffer::GroupCharge>> {
         let charge = plan::charge(len);
+        if !self.no_pfc_decision(ingress, egress, tc) {
+            return None;
+        }
         if !self.tm.buffer.lossless(tc) {
             return self.tm.buffer.lossy_passes(egress, tc, charge).then_some(None);
         }
-        let pg = self.tm.buffer.pg(tc);
-        if self.tm.pfc[egress].storm_drops(tc, self.tm.watchdog.action) || self.tm.pfc[ingress].xoff_outstanding(pg) {
-            return None;
-        }
-        self.tm.buffer.lossless_passes(ingress, pg, charge).map(Some)
+        self.tm.buffer.lossless_passes(ingress, self.tm.buffer.pg(tc), charge).map(Some)
     }
 
     /// The common frame's way, the idle path (module notes): a frame to an idle port whose
