@@ -21,29 +21,8 @@ raceway_binary
 "$RACEWAY" gen flows --out "$OUT/flows-60.pcap" --flows 64 --packets 10000 --size 60 >/dev/null
 
 run() {
-  local name=$1 speed=$2 config="$OUT/$1.toml"
-  cat >"$config" <<TOML
-[switch]
-name = "congested"
-mac = "02:00:00:00:00:01"
-[dpdk]
-eal = [$(eal_memory_toml 1024), "--no-pci", "--no-shconf", "--log-level", "*:error"]
-lcores = "0-1"
-$(bench_qos 100000 500000)
-[[port]]
-name = "in"
-device = "net_pcap0,rx_pcap=$OUT/flows-60.pcap,infinite_rx=1"
-speed_gbps = 400
-peer_mac = "02:00:00:00:10:00"
-[[port]]
-name = "out"
-device = "net_null0,no-rx=1"
-speed_gbps = $speed
-peer_mac = "02:00:00:00:11:00"
-[[route]]
-prefix = "10.0.1.0/24"
-port = "out"
-TOML
+  local name=$1 config="$OUT/$1.toml"
+  congested_config "$OUT/flows-60.pcap" "$2" >"$config"
   "$RACEWAY" --log-level warn run -c "$config" --duration "$DURATION" --stats-json "$OUT/$name.json" \
     -- --file-prefix "cg-$$" >"$OUT/$name.log" 2>&1
 }

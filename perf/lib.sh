@@ -86,6 +86,35 @@ port = "out"
 TOML
 }
 
+# perf/congested.sh's config: TRACE replayed forever on "in" (400 Gb/s) into "out" shaped to
+# SPEED Gb/s, TC 3 lossless with ECN from 100 KB to 500 KB, so that at a SPEED below the
+# offered rate the TC 3 queue fills and stays above kmax.
+#   congested_config TRACE SPEED
+congested_config() {
+  cat <<TOML
+[switch]
+name = "congested"
+mac = "02:00:00:00:00:01"
+[dpdk]
+eal = [$(eal_memory_toml 1024), "--no-pci", "--no-shconf", "--log-level", "*:error"]
+lcores = "0-1"
+$(bench_qos 100000 500000)
+[[port]]
+name = "in"
+device = "net_pcap0,rx_pcap=$1,infinite_rx=1"
+speed_gbps = 400
+peer_mac = "02:00:00:00:10:00"
+[[port]]
+name = "out"
+device = "net_null0,no-rx=1"
+speed_gbps = $2
+peer_mac = "02:00:00:00:11:00"
+[[route]]
+prefix = "10.0.1.0/24"
+port = "out"
+TOML
+}
+
 # Runs raceway with CONFIG for DURATION + 5 s in the background, then `raceway blast` of
 # TRACE at RATE Gb/s for DURATION s into the memif SOCKET it serves, and waits for both.
 # Writes STEM.json and STEM.log for raceway, STEM-blast.json and STEM-blast.log for blast.

@@ -32,7 +32,12 @@ impl LinkRate {
     /// that are not a whole number of picoseconds per byte round up.
     #[inline(always)]
     pub fn wire_time_ps(self, len: usize) -> u64 {
-        let bytes = wire_bytes(len);
+        self.time_of_wire_bytes_ps(wire_bytes(len))
+    }
+
+    /// `wire_time_ps` of a frame whose `wire_bytes` the caller already has.
+    #[inline(always)]
+    pub fn time_of_wire_bytes_ps(self, bytes: u64) -> u64 {
         if self.ps_per_byte != 0 {
             bytes * self.ps_per_byte
         } else {

@@ -8,8 +8,10 @@
 //! (`SharedBuffer::idle_room`). A frame that cuts through that way changes none of these, so
 //! each frame of the run is judged on what is its own: its MTU, its charge against that room,
 //! and the transmitter's room (`CutThrough::may_send`) at the run's link time. Its headers are
-//! written, the scheduler's round and the link time move, and it is sent; the counts and
-//! peaks it adds are summed over the run and written when the run closes. Any other frame,
+//! written, the link time moves, and it is sent; the counts, peaks and wire bytes it adds are
+//! summed over the run and written when the run closes, the wire bytes charged to the
+//! scheduler at once (`Scheduler::charge_alone` of a sum leaves the round where its parts,
+//! one after another, would). Any other frame,
 //! or one that fails its own checks, closes the run and takes `receive_cutting`'s whole way.
 //!
 //! Invariant: a burst leaves the switch exactly as its frames handed to `receive_cutting`
@@ -40,6 +42,9 @@ struct Run {
     link_free_ps: u64,
     frames: u64,
     bytes: u64,
+    /// The frames' bytes on the wire, for the scheduler's round (below `u32::MAX`: a run
+    /// closes before its sum would pass it).
+    wire_bytes: u64,
     longest: usize,
 }
 
@@ -57,6 +62,7 @@ impl Run {
             link_free_ps: 0,
             frames: 0,
             bytes: 0,
+            wire_bytes: 0,
             longest: 0,
         }
     }
@@ -103,8 +109,12 @@ impl<P: PacketBuf> Switch<P> {
                         ip,
                         self.mac,
                     );
-                    self.tm.egress[egress].scheduler.charge_alone(tc, wire_bytes(len) as u32);
-                    run.link_free_ps = run.link_free_ps.max(now) + run.rate.wire_time_ps(len);
+                    let wire = wire_bytes(len);
+                    if run.wire_bytes + wire > u64::from(u32::MAX) {
+                        self.close(&mut run, ingress);
+                    }
+                    run.wire_bytes += wire;
+                    run.link_free_ps = run.link_free_ps.max(now) + run.rate.time_of_wire_bytes_ps(wire);
                     run.frames += 1;
                     run.bytes += len as u64;
                     run.longest = run.longest.max(len);
@@ -165,7 +175,9 @@ impl<P: PacketBuf> Switch<P> {
             return;
         }
         let (egress, tc) = (run.egress, run.tc);
-        self.tm.egress[egress].link_free_ps = run.link_free_ps;
+        let port = &mut self.tm.egress[egress];
+        port.link_free_ps = run.link_free_ps;
+        port.scheduler.charge_alone(tc, run.wire_bytes as u32);
         let longest = plan::charge(run.longest);
         let rx = &mut self.stats.ports[ingress];
         rx.rx_packets += run.frames;
@@ -180,7 +192,7 @@ impl<P: PacketBuf> Switch<P> {
         queue.peak(run.longest as u64, longest);
         queue.tx_packets += run.frames;
         queue.tx_bytes += run.bytes;
-        (run.frames, run.bytes, run.longest) = (0, 0, 0);
+        (run.frames, run.bytes, run.wire_bytes, run.longest) = (0, 0, 0, 0);
     }
 }
 

@@ -149,7 +149,7 @@ impl<P: PacketBuf> Switch<P> {
 
     /// Where a lossless frame's charge put its ingress priority group `pg`: XOFF past the
     /// point, and the group's peaks.
-    #[inline]
+    #[inline(always)]
     fn group_charged(&mut self, ingress: usize, pg: usize, group: crate::tm::buffer::GroupCharge) {
         // The port's owner sends its PFC frames: another worker polling one of its queues
         // leaves the decision to the owner's next loop (`sync_shard`).

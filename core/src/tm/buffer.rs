@@ -318,7 +318,11 @@ impl<P> SharedBuffer<P> {
         let slot = if self.free != NIL {
             let slot = self.free;
             self.free = self.links[slot as usize];
-            self.slots[slot as usize] = Some(frame);
+            // A free slot holds no frame (`pop` took it): nothing to drop, so the write skips
+            // the drop glue an assignment would run on what it overwrites.
+            let empty = self.slots[slot as usize].replace(frame);
+            debug_assert!(empty.is_none(), "a free slot holds no frame");
+            std::mem::forget(empty);
             self.links[slot as usize] = NIL;
             // The next frame queued takes the next free slot, whose record it writes: freed
             // when its frame left, it is usually cold by then (that write's read was 6% of

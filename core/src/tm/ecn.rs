@@ -47,7 +47,7 @@ pub fn should_mark(profile: &EcnProfile, depth: u64, rng: &mut Rng) -> bool {
 }
 
 /// Sets CE in the IP header at `l3_offset` (checked by the parser earlier).
-#[inline]
+#[inline(always)]
 pub fn set_ce(frame: &mut [u8], l3_offset: usize, is_ipv6: bool) {
     let l3 = &mut frame[l3_offset..];
     if is_ipv6 {

@@ -95,6 +95,12 @@ impl Scheduler {
     /// send: the round moves as if `select` had picked it (a frame that cuts through). The
     /// common case, the class's turn with its deficit covering the frame, is one compare;
     /// anything else runs `select` itself.
+    ///
+    /// Frames of one class sent alone one after another may be charged as one frame of
+    /// their summed length: the deficit then ends at the one value the parts' charges can
+    /// leave (the start plus a whole number of quanta minus the sum, at least 0, and below a
+    /// quantum when any quantum was added), the round at the class, credited
+    /// (`a_run_charged_at_once_moves_the_round_as_its_frames_do`).
     #[inline(always)]
     pub fn charge_alone(&mut self, tc: usize, len: u32) {
         let bit = 1u8 << tc;
@@ -158,6 +164,28 @@ mod tests {
             let bit = 1u8 << tc;
             assert_eq!(selecting.select(bit, bit, |_| len as usize), Some(tc));
             assert_eq!(format!("{alone:?}"), format!("{selecting:?}"), "step {step}: class {tc}, {len} bytes");
+        }
+    }
+
+    proptest::proptest! {
+        /// After any history of frames alone in any class, a run of frames in one class
+        /// charged as their sum leaves the scheduler where charging them one by one does.
+        #[test]
+        fn a_run_charged_at_once_moves_the_round_as_its_frames_do(
+            history in proptest::collection::vec((0usize..8, 60u32..9300), 0..12),
+            tc in 0usize..8,
+            run in proptest::collection::vec(60u32..9300, 1..40),
+        ) {
+            let mut one_by_one = scheduler("[qos.scheduler]\nstrict = [6]\ndwrr = { 0 = 1, 3 = 3, 5 = 9 }");
+            for &(tc, len) in &history {
+                one_by_one.charge_alone(tc, len);
+            }
+            let mut at_once = one_by_one.clone();
+            for &len in &run {
+                one_by_one.charge_alone(tc, len);
+            }
+            at_once.charge_alone(tc, run.iter().sum());
+            proptest::prop_assert_eq!(format!("{at_once:?}"), format!("{one_by_one:?}"));
         }
     }
 
