@@ -11,8 +11,12 @@
 //! written, the link time moves, and it is sent; the counts, peaks and wire bytes it adds are
 //! summed over the run and written when the run closes, the wire bytes charged to the
 //! scheduler at once (`Scheduler::charge_alone` of a sum leaves the round where its parts,
-//! one after another, would). Any other frame,
-//! or one that fails its own checks, closes the run and takes `receive_cutting`'s whole way.
+//! one after another, would). A frame of the run that fails its own checks closes the run's
+//! sums, and it and the rest of the run's frames go to the queue half (`enqueue`) directly
+//! when the run opened plain (the ingress port up, no sFlow, no ACL on either port, the
+//! egress port this worker's: what `route` decides before `enqueue` for such a frame, which
+//! no frame changes), their receipt counted when the run closes; else, and for any other
+//! frame, the run closes and the frame takes `receive_cutting`'s whole way.
 //!
 //! Invariant: a burst leaves the switch exactly as its frames handed to `receive_cutting`
 //! one by one would (every counter, peak, link time, scheduler round, byte sent and draw from
@@ -31,6 +35,9 @@ struct Run {
     /// of the run has failed its own checks since (one that did took the whole way and may
     /// have queued, so the rest of the burst's frames for the port go that way too).
     cuts: bool,
+    /// Whether the run opened plain (module notes): a frame that does not cut through goes
+    /// straight to `enqueue`.
+    plain: bool,
     /// The egress port's MTU (IP bytes).
     mtu: usize,
     /// The largest charge a frame of the run may have (`IdleRoom::most`).
@@ -46,6 +53,9 @@ struct Run {
     /// closes before its sum would pass it).
     wire_bytes: u64,
     longest: usize,
+    /// Frames (and their bytes) handed to `enqueue`: received, counted when the run closes.
+    queued: u64,
+    queued_bytes: u64,
 }
 
 impl Run {
@@ -55,6 +65,7 @@ impl Run {
             egress: usize::MAX,
             tc: 0,
             cuts: false,
+            plain: false,
             mtu: 0,
             most: 0,
             group: None,
@@ -64,6 +75,8 @@ impl Run {
             bytes: 0,
             wire_bytes: 0,
             longest: 0,
+            queued: 0,
+            queued_bytes: 0,
         }
     }
 }
@@ -121,9 +134,25 @@ impl<P: PacketBuf> Switch<P> {
                     cut.send(egress, packet, now);
                     continue;
                 }
-                // The whole way for this frame, and for the rest of the run's.
+                // Not through the idle path, for this frame and for the rest of the run's.
+                if run.cuts {
+                    self.close(&mut run, ingress);
+                    run.cuts = false;
+                }
+                if run.plain && len - usize::from(ip.l3_offset) <= run.mtu {
+                    // What `route` does for a plain run's frame within its MTU.
+                    crate::pipeline::rewrite::Rewrite { next_hop: adjacency.mac, dscp: None }.apply(
+                        packet.data_mut(),
+                        ip,
+                        self.mac,
+                    );
+                    run.queued += 1;
+                    run.queued_bytes += len as u64;
+                    let frame = crate::tm::frame::Frame::new(packet, len, ingress, egress, tc, ip, now);
+                    self.enqueue(frame, now, cut);
+                    continue;
+                }
                 self.close(&mut run, ingress);
-                run.cuts = false;
             } else {
                 // Any other frame may change what the run opened on (a group's member may
                 // queue on its port): the next frame opens a run afresh.
@@ -139,14 +168,16 @@ impl<P: PacketBuf> Switch<P> {
     /// if they may, as the idle path does (module notes), else going the whole way.
     #[inline(always)]
     fn open(&self, ingress: usize, egress: usize, tc: usize, now: u64) -> Run {
-        let run = Run { egress, tc, ..Run::none() };
-        let Some(port) = self.tm.egress.get(egress) else { return run };
-        // What `forward`, `route` and `enqueue` check before the idle path, then its own.
-        let idle = self.forwarding.sampler.is_none()
+        let Some(port) = self.tm.egress.get(egress) else { return Run { egress, tc, ..Run::none() } };
+        // What `forward` and `route` check before `enqueue`.
+        let plain = self.forwarding.sampler.is_none()
             && self.tm.egress[ingress].admin_up
             && self.forwarding.acls.bound(ingress, AclStage::Ingress).is_none()
             && self.forwarding.acls.bound(egress, AclStage::Egress).is_none()
-            && self.owns(egress)
+            && self.owns(egress);
+        let run = Run { egress, tc, plain, mtu: port.mtu, ..Run::none() };
+        // Then what `enqueue` checks before the idle path, and the idle path's own.
+        let idle = plain
             && port.usable
             && self.port_idle(egress, tc, now)
             && self.tm.ecn.idle_at_empty(tc)
@@ -158,7 +189,6 @@ impl<P: PacketBuf> Switch<P> {
         let pg = self.tm.buffer.pg(tc);
         Run {
             cuts: true,
-            mtu: port.mtu,
             most: room.most,
             group: room.group.map(|group| (group, pg)),
             rate: port.rate,
@@ -171,6 +201,12 @@ impl<P: PacketBuf> Switch<P> {
     /// frame by frame) and empties its sums.
     #[inline(always)]
     fn close(&mut self, run: &mut Run, ingress: usize) {
+        if run.queued != 0 {
+            let rx = &mut self.stats.ports[ingress];
+            rx.rx_packets += run.queued;
+            rx.rx_bytes += run.queued_bytes;
+            (run.queued, run.queued_bytes) = (0, 0);
+        }
         if run.frames == 0 {
             return;
         }
