@@ -49,8 +49,7 @@ struct Run {
     link_free_ps: u64,
     frames: u64,
     bytes: u64,
-    /// The frames' bytes on the wire, for the scheduler's round (below `u32::MAX`: a run
-    /// closes before its sum would pass it).
+    /// The frames' bytes on the wire, for the scheduler's round.
     wire_bytes: u64,
     longest: usize,
     /// Frames (and their bytes) handed to `enqueue`: received, counted when the run closes.
@@ -123,9 +122,6 @@ impl<P: PacketBuf> Switch<P> {
                         self.mac,
                     );
                     let wire = wire_bytes(len);
-                    if run.wire_bytes + wire > u64::from(u32::MAX) {
-                        self.close(&mut run, ingress);
-                    }
                     run.wire_bytes += wire;
                     run.link_free_ps = run.link_free_ps.max(now) + run.rate.time_of_wire_bytes_ps(wire);
                     run.frames += 1;
@@ -213,7 +209,14 @@ impl<P: PacketBuf> Switch<P> {
         let (egress, tc) = (run.egress, run.tc);
         let port = &mut self.tm.egress[egress];
         port.link_free_ps = run.link_free_ps;
-        port.scheduler.charge_alone(tc, run.wire_bytes as u32);
+        // In parts below `u32::MAX` (one, but for a run of some 65,000 jumbo frames): parts
+        // charged one after another move the round as their sum does, whatever the parts.
+        let mut wire = run.wire_bytes;
+        while wire > 0 {
+            let part = wire.min(u64::from(u32::MAX));
+            port.scheduler.charge_alone(tc, part as u32);
+            wire -= part;
+        }
         let longest = plan::charge(run.longest);
         let rx = &mut self.stats.ports[ingress];
         rx.rx_packets += run.frames;

@@ -169,23 +169,35 @@ mod tests {
 
     proptest::proptest! {
         /// After any history of frames alone in any class, a run of frames in one class
-        /// charged as their sum leaves the scheduler where charging them one by one does.
+        /// charged as their sum, or as the sum in parts, leaves the scheduler where charging
+        /// them one by one does.
         #[test]
         fn a_run_charged_at_once_moves_the_round_as_its_frames_do(
             history in proptest::collection::vec((0usize..8, 60u32..9300), 0..12),
             tc in 0usize..8,
             run in proptest::collection::vec(60u32..9300, 1..40),
+            part in 1u32..20_000,
         ) {
             let mut one_by_one = scheduler("[qos.scheduler]\nstrict = [6]\ndwrr = { 0 = 1, 3 = 3, 5 = 9 }");
             for &(tc, len) in &history {
                 one_by_one.charge_alone(tc, len);
             }
             let mut at_once = one_by_one.clone();
+            let mut in_parts = one_by_one.clone();
             for &len in &run {
                 one_by_one.charge_alone(tc, len);
             }
-            at_once.charge_alone(tc, run.iter().sum());
+            let sum: u32 = run.iter().sum();
+            at_once.charge_alone(tc, sum);
             proptest::prop_assert_eq!(format!("{at_once:?}"), format!("{one_by_one:?}"));
+            // And the sum in equal parts that split frames (`Switch::receive_burst` charges a
+            // run past `u32::MAX` so).
+            let mut left = sum;
+            while left > 0 {
+                in_parts.charge_alone(tc, part.min(left));
+                left -= part.min(left);
+            }
+            proptest::prop_assert_eq!(format!("{in_parts:?}"), format!("{one_by_one:?}"));
         }
     }
 

@@ -144,14 +144,14 @@ impl Worker {
                 let tsc = if self.tap.is_some() { dpdk::rdtsc() } else { 0 };
                 let ingress = Ingress::new(index, &self.long_frames, self.tap.as_ref(), tsc);
                 let mut cut = CutToTx::new(&mut self.egress, self.tap.as_ref(), now, tsc, &mut earlier);
-                let mut wire_bytes = 0;
+                let mut bytes = 0;
                 let taken = rx.drain().map(|mbuf| {
-                    wire_bytes += crate::units::wire_bytes(PacketBuf::len(&mbuf));
+                    bytes += PacketBuf::len(&mbuf) as u64;
                     ingress.take(mbuf)
                 });
                 self.switch.receive_burst(index, taken, now, &mut cut);
                 received += frames as u64;
-                *rx_size = rx_burst_size(frames, wire_bytes);
+                *rx_size = rx_burst_size(frames, bytes);
                 cut_through += cut.sent;
                 handed = links.hand_over(&mut self.switch);
             }
@@ -330,14 +330,16 @@ impl Worker {
 const TX_BURSTS_PER_LOOP: usize = 4;
 
 /// How many frames the next rx burst of a queue takes, from the last one's (`frames` of
-/// `wire_bytes` in all): as many as one shaper window (`LOOKAHEAD_WIRE_BYTES`) holds, up to a
-/// burst. A loop serves each port's tx once, handing over at most a window; were it to admit
+/// `bytes` in all, their wire bytes taken as `bytes` plus each frame's overhead: a runt's
+/// padding is left out, which only ever lets a burst of short frames be a burst): as many as
+/// one shaper window (`LOOKAHEAD_WIRE_BYTES`) holds, up to a burst. A loop serves each port's tx once, handing over at most a window; were it to admit
 /// more per port than that, a port fed faster than the loop serves it would idle between
 /// loops while its queue grew (and dropped). 64 B and 1,024 B frames keep bursts of 32;
 /// 4,160-byte RoCE frames take 11, 9,000-byte frames 5 (perf/jumbo.sh, perf/RESULTS.md).
 #[inline(always)]
-fn rx_burst_size(frames: usize, wire_bytes: u64) -> usize {
+fn rx_burst_size(frames: usize, bytes: u64) -> usize {
     const LEAST: usize = 4;
+    let wire_bytes = bytes + frames as u64 * crate::units::WIRE_OVERHEAD_BYTES;
     let fits = crate::config::plan::LOOKAHEAD_WIRE_BYTES * frames as u64 / wire_bytes.max(1);
     (fits as usize).clamp(LEAST, BURST)
 }
@@ -459,14 +461,16 @@ mod tests {
 
     #[test]
     fn an_rx_burst_takes_what_one_shaper_window_lets_out() {
-        let burst_of = |frame_len: usize| rx_burst_size(32, 32 * crate::units::wire_bytes(frame_len));
+        let burst_of = |frame_len: usize| rx_burst_size(32, 32 * frame_len as u64);
         assert_eq!(burst_of(60), 32);
         assert_eq!(burst_of(1020), 32);
         assert_eq!(burst_of(1518), 32, "the window is a burst of standard frames");
         // 49,344 / 4,184 and / 9,024 wire bytes.
         assert_eq!(burst_of(4160), 11);
         assert_eq!(burst_of(9000), 5);
-        assert_eq!(rx_burst_size(1, 9_262), 5);
+        // A frame's 24 bytes of overhead count: 49,344 / 9,868 wire bytes is 5, / 9,869 less.
+        assert_eq!(rx_burst_size(1, 9_844), 5);
+        assert_eq!(rx_burst_size(1, 9_845), 4);
         assert_eq!(burst_of(16_000), 4, "never fewer than a few");
         assert_eq!(rx_burst_size(0, 0), 4);
     }
