@@ -116,11 +116,7 @@ impl<P: PacketBuf> Switch<P> {
                     && plan::charge(len) <= run.most
                     && cut.may_send(egress, run.link_free_ps)
                 {
-                    crate::pipeline::rewrite::Rewrite { next_hop: adjacency.mac, dscp: None }.apply(
-                        packet.data_mut(),
-                        ip,
-                        self.mac,
-                    );
+                    self.write_routed(&mut packet, adjacency.mac, ip);
                     let wire = wire_bytes(len);
                     run.wire_bytes += wire;
                     run.link_free_ps = run.link_free_ps.max(now) + run.rate.time_of_wire_bytes_ps(wire);
@@ -137,11 +133,7 @@ impl<P: PacketBuf> Switch<P> {
                 }
                 if run.plain && len - usize::from(ip.l3_offset) <= run.mtu {
                     // What `route` does for a plain run's frame within its MTU.
-                    crate::pipeline::rewrite::Rewrite { next_hop: adjacency.mac, dscp: None }.apply(
-                        packet.data_mut(),
-                        ip,
-                        self.mac,
-                    );
+                    self.write_routed(&mut packet, adjacency.mac, ip);
                     run.queued += 1;
                     run.queued_bytes += len as u64;
                     let frame = crate::tm::frame::Frame::new(packet, len, ingress, egress, tc, ip, now);
@@ -158,6 +150,13 @@ impl<P: PacketBuf> Switch<P> {
             self.forward(ingress, (packet, len), verdict, now, cut);
         }
         self.close(&mut run, ingress);
+    }
+
+    /// Writes a routed frame's headers for `next_hop`, as `route` does when no ACL sets a
+    /// DSCP (a run's frames pass no ACL).
+    #[inline(always)]
+    fn write_routed(&self, packet: &mut P, next_hop: MacAddress, ip: IpHeader) {
+        crate::pipeline::rewrite::Rewrite { next_hop, dscp: None }.apply(packet.data_mut(), ip, self.mac);
     }
 
     /// The run of frames from `ingress` to `egress` in class `tc` at `now`: cutting through

@@ -332,9 +332,10 @@ const TX_BURSTS_PER_LOOP: usize = 4;
 /// How many frames the next rx burst of a queue takes, from the last one's (`frames` of
 /// `bytes` in all, their wire bytes taken as `bytes` plus each frame's overhead: a runt's
 /// padding is left out, which only ever lets a burst of short frames be a burst): as many as
-/// one shaper window (`LOOKAHEAD_WIRE_BYTES`) holds, up to a burst. A loop serves each port's tx once, handing over at most a window; were it to admit
-/// more per port than that, a port fed faster than the loop serves it would idle between
-/// loops while its queue grew (and dropped). 64 B and 1,024 B frames keep bursts of 32;
+/// one shaper window (`LOOKAHEAD_WIRE_BYTES`) holds, up to a burst. A loop serves each
+/// port's tx once, handing over at most a window; were it to admit more per port than that,
+/// a port fed faster than the loop serves it would idle between loops while its queue grew
+/// (and dropped). 64 B and 1,024 B frames keep bursts of 32;
 /// 4,160-byte RoCE frames take 11, 9,000-byte frames 5 (perf/jumbo.sh, perf/RESULTS.md).
 #[inline(always)]
 fn rx_burst_size(frames: usize, bytes: u64) -> usize {
