@@ -47,10 +47,11 @@ pub fn serve<P: PacketBuf>(
             None => return served, // data waits behind the PFC frame
         }
     }
-    while queue.has_room() && switch.link_free_ps(port) <= now.saturating_add(lookahead_ps) {
-        let Some(packet) = switch.transmit(port, now) else { break };
-        queue.data(packet);
-        served.data += 1;
+    if queue.has_room() {
+        served.data = switch.transmit_burst(port, now, now.saturating_add(lookahead_ps), |packet| {
+            queue.data(packet);
+            queue.has_room()
+        });
     }
     served
 }

@@ -253,26 +253,72 @@ impl<P: PacketBuf> Switch<P> {
     /// classes not paused.
     #[inline]
     pub fn transmit(&mut self, egress: usize, now: u64) -> Option<P> {
+        let mut sent = None;
+        self.transmit_burst(egress, now, u64::MAX, |packet| {
+            sent = Some(packet);
+            false
+        });
+        sent
+    }
+
+    /// Hands `send` the data frames `egress` sends at `now`, as its scheduler picks them among
+    /// the classes not paused, while its link is free by `until_ps` and `send` says it takes
+    /// another; returns how many it handed. Each frame leaves as `transmit` would send it:
+    /// ECN at dequeue, its cells back, its latency, its link time. What stays the same over
+    /// the call is judged once: which classes PFC pauses (nothing received meanwhile), and,
+    /// while the scheduler picks one class again (`Scheduler::picks_again`), whether that
+    /// class marks at dequeue; its tx counters are added once for such a run of frames.
+    #[inline]
+    pub fn transmit_burst(&mut self, egress: usize, now: u64, until_ps: u64, mut send: impl FnMut(P) -> bool) -> u32 {
         let eligible = self.tm.pfc[egress].eligible(now, self.tm.watchdog.action);
-        let frame = loop {
+        let mut handed = 0;
+        while self.tm.egress[egress].link_free_ps <= until_ps {
             let tc = {
                 let head_len = self.tm.buffer.head_lens(egress);
                 // DWRR shares link time: each frame costs what it takes on the wire, padding,
                 // preamble and gap included (64-byte frames against 1500-byte ones at equal
                 // weights shared 58.5/41.5 when counted in frame bytes).
                 let head_cost = |tc: usize| wire_bytes(head_len(tc)) as usize;
-                self.tm.egress[egress].scheduler.select(eligible, self.tm.buffer.backlog(egress), head_cost)?
+                let Some(tc) =
+                    self.tm.egress[egress].scheduler.select(eligible, self.tm.buffer.backlog(egress), head_cost)
+                else {
+                    break;
+                };
+                tc
             };
-            let mut frame = self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
-            if let Err(reason) = self.mark_at_dequeue(&mut frame, false) {
-                self.refuse(frame, reason, now);
-                continue;
+            let marks = self.tm.ecn.marks_on(tc, MarkOn::Dequeue);
+            let mut run = SentRun::default();
+            let more = loop {
+                let mut frame = self.pop(egress, tc).expect("the scheduler picked a non-empty queue");
+                let marked = if marks { self.mark_at_dequeue(&mut frame, false) } else { Ok(()) };
+                let more = match marked {
+                    Err(reason) => {
+                        self.refuse(frame, reason, now);
+                        true
+                    }
+                    Ok(()) => {
+                        self.stats.latency.record(now.saturating_sub(frame.arrival_ps) / 1000);
+                        self.tm.egress[egress].occupy(now, frame.size());
+                        run.add(&frame);
+                        handed += 1;
+                        send(frame.packet) && self.tm.egress[egress].link_free_ps <= until_ps
+                    }
+                };
+                let backlog = self.tm.buffer.backlog(egress);
+                let head_len = self.tm.buffer.head_lens(egress);
+                let again = |scheduler: &mut Scheduler| {
+                    scheduler.picks_again(tc, backlog, || wire_bytes(head_len(tc)) as usize)
+                };
+                if !more || !again(&mut self.tm.egress[egress].scheduler) {
+                    break more;
+                }
+            };
+            self.count_sent_run(egress, tc, &run);
+            if !more {
+                break;
             }
-            self.stats.latency.record(now.saturating_sub(frame.arrival_ps) / 1000);
-            break frame;
-        };
-        self.count_tx(&frame, now);
-        Some(frame.packet)
+        }
+        handed
     }
 
     /// Counts a frame leaving its egress port at `now` (from its queue or cut through): its
@@ -293,6 +339,21 @@ impl<P: PacketBuf> Switch<P> {
         }
     }
 
+    /// Adds what a run of frames of queue `tc` that left `egress` sums to its tx counters.
+    #[inline(always)]
+    fn count_sent_run(&mut self, egress: usize, tc: usize, run: &SentRun) {
+        let stats = &mut self.stats.ports[egress];
+        stats.tx_packets += run.packets;
+        stats.tx_bytes += run.bytes;
+        let queue = &mut stats.queues[tc];
+        queue.tx_packets += run.packets;
+        queue.tx_bytes += run.bytes;
+        if run.marked_or_trimmed != 0 {
+            queue.ecn_marked += run.marked;
+            queue.trim_tx += run.trimmed;
+        }
+    }
+
     /// Empties every queue at shutdown when ports can no longer send; the frames are counted
     /// as `buffer_full` drops (on the port they came in on, and the queue) and released.
     pub fn drain(&mut self) -> u64 {
@@ -303,5 +364,29 @@ impl<P: PacketBuf> Switch<P> {
             }
         }
         drained
+    }
+}
+
+/// What a run of frames that left one queue one after another adds to its tx counters.
+#[derive(Default)]
+struct SentRun {
+    packets: u64,
+    bytes: u64,
+    marked: u64,
+    trimmed: u64,
+    /// Frames marked or trimmed: one test at the end for the common run, which has none.
+    marked_or_trimmed: u64,
+}
+
+impl SentRun {
+    #[inline(always)]
+    fn add<P>(&mut self, frame: &Frame<P>) {
+        self.packets += 1;
+        self.bytes += u64::from(frame.len);
+        if frame.marked_or_trimmed() {
+            self.marked += u64::from(frame.marked());
+            self.trimmed += u64::from(frame.trimmed());
+            self.marked_or_trimmed += 1;
+        }
     }
 }
