@@ -122,8 +122,9 @@ pub(crate) struct ShowArgs {
     /// The running switch's EAL file prefix (instead of --config).
     #[arg(long)]
     pub(crate) prefix: Option<String>,
-    /// JSON for scripts: each table's rows as objects keyed by column.
-    #[arg(long)]
+    /// JSON for scripts: each table's rows as objects keyed by column (anywhere on the
+    /// `show` command line, like `--quiet`).
+    #[arg(long, global = true)]
     pub(crate) json: bool,
     #[command(subcommand)]
     pub(crate) what: ShowWhat,

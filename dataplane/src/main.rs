@@ -215,7 +215,20 @@ fn show_switch(args: ShowArgs) -> Result<(), Failure> {
     use raceway::show::{self, View};
     let prefix = match (prefix, config) {
         (Some(prefix), _) => prefix,
-        (None, Some(path)) => show::file_prefix(&Config::load(&path)?),
+        (None, Some(path)) => match Config::load(&path) {
+            Ok(config) => show::file_prefix(&config),
+            // The switch runs on the config it last loaded: `show` still finds it from the
+            // file's EAL prefix, and says the file is not what runs.
+            Err(err) => {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let Some(prefix) = show::file_prefix_of_text(&text) else { return Err(err.into()) };
+                tracing::warn!(
+                    "{err}; the running switch's config differs from this file (`show running-config` \
+                     shows it): asking the switch on EAL prefix '{prefix}'"
+                );
+                prefix
+            }
+        },
         (None, None) => return Err(Failure("show: give --config or --prefix".into())),
     };
     let mut period = Duration::from_secs(1);

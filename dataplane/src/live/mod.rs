@@ -167,12 +167,13 @@ pub fn run(config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkErr
         }
         None => args,
     };
-    tracing::info!("EAL arguments: {}", args.join(" "));
-    dpdk::install_stop_signals();
+    // A second plain start on a running switch's prefix is refused here, before its EAL.
     let ports = match take_over {
         Some(running) => PortsFrom::TakeOver(running),
-        None => PortsFrom::Start(PortsLock::take(&crate::show::prefix_of(&args))),
+        None => PortsFrom::Start(PortsLock::take(&crate::show::prefix_of(&args))?),
     };
+    tracing::info!("EAL arguments: {}", args.join(" "));
+    dpdk::install_stop_signals();
     // rte_eal_cleanup runs when the last handle goes: this one, the pool's or a port's.
     run_with_eal(&Eal::init(&args)?, config, options, ports)
 }

@@ -106,19 +106,30 @@ pub struct PortsLock {
 }
 
 impl PortsLock {
-    /// At a plain start with EAL prefix `prefix`: the lock, when free (a second switch on the
-    /// same prefix, which could not open the same ports anyway, goes on without it).
-    pub fn take(prefix: &str) -> Self {
+    /// At a plain start with EAL prefix `prefix`, before the EAL: the lock, or the refusal
+    /// when a switch on the same prefix holds it. A second switch would share the first's
+    /// runtime directory and telemetry socket and open its ports beside it; replacing a
+    /// running switch is `--take-over`'s work. A lock that cannot be taken at all (the runtime
+    /// directory unwritable) leaves the run without one: only a take-over needs it.
+    pub fn take(prefix: &str) -> Result<Self, DpdkError> {
         let path = ports_lock_path(prefix);
         match crate::linux::lock_file(&path, false) {
-            Ok(Some(file)) => Self { held: Some((file, path)) },
+            Ok(Some(file)) => Ok(Self { held: Some((file, path)) }),
             Ok(None) => {
-                tracing::warn!("{}: held by another switch on this config's prefix", path.display());
-                Self { held: None }
+                let slots = show::prefix_slots(prefix);
+                let pid = slots.iter().find_map(|slot| show::Client::try_connect(&show::socket_path(slot))?.pid());
+                let who = pid.map_or_else(String::new, |pid| format!(" (pid {pid})"));
+                Err(DpdkError {
+                    context: path.display().to_string(),
+                    problem: format!(
+                        "held by another switch{who} on EAL prefix '{prefix}': stop it first, or replace it \
+                         with `raceway run --take-over`"
+                    ),
+                })
             }
             Err(err) => {
                 tracing::warn!("{}: {err}; a take-over would not know when the ports are closed", path.display());
-                Self { held: None }
+                Ok(Self { held: None })
             }
         }
     }

@@ -86,6 +86,19 @@ pub fn file_prefix(config: &Config) -> String {
     prefix_of(&config.eal)
 }
 
+/// The EAL file prefix of config text that may not validate: its `[dpdk] eal` strings read
+/// from the TOML alone, so that `show` still finds the switch a broken file was meant for
+/// (an operator's edit that `reload` refused). `None` when the text is not TOML or its
+/// `[dpdk] eal` is not a list of strings.
+pub fn file_prefix_of_text(text: &str) -> Option<String> {
+    let table: toml::Table = text.parse().ok()?;
+    let eal = match table.get("dpdk").and_then(|dpdk| dpdk.get("eal")) {
+        None => Vec::new(),
+        Some(eal) => eal.as_array()?.iter().map(|arg| arg.as_str().map(str::to_string)).collect::<Option<_>>()?,
+    };
+    Some(prefix_of(&eal))
+}
+
 /// The file prefix EAL arguments `args` set (the last one given; DPDK's default, "rte", if none).
 pub fn prefix_of(args: &[String]) -> String {
     let mut found: Option<&str> = None;

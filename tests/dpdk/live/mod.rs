@@ -2,10 +2,12 @@
 //! replay, counters agree, and every mbuf is back in the pool at exit. By device: net_pcap
 //! runs against replay, signals, PFC, ECN and a port's link (`pcap`); Prometheus and DPDK
 //! telemetry against the stats JSON (`telemetry`); sFlow to real collectors (`sflow`); SIGUSR2's
-//! make-before-break restart under a service manager (`take_over`); net_memif with `raceway blast` hosts:
+//! make-before-break restart under a service manager (`take_over`); an operator's mistakes
+//! around a running switch (`faults`); net_memif with `raceway blast` hosts:
 //! accounting, vanishing peers, a leaf-spine, lossless incasts (`memif`). The helpers that
 //! start, signal and read a switch are here.
 
+mod faults;
 mod memif;
 mod pcap;
 mod sflow;

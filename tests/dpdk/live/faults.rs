@@ -1,0 +1,74 @@
+//! An operator's mistakes around a running switch (issue 65's campaign, the part that needs
+//! no namespace): a second plain start of the same config, `show` when the file on disk no
+//! longer validates, and flags where an operator puts them.
+
+use super::*;
+use crate::util::*;
+
+/// One switch runs a config whose `[dpdk] eal` names its file prefix (so `-c FILE` finds it).
+/// A second `raceway run` of the same file is refused before it starts an EAL, naming the
+/// running switch's pid and the take-over; `show ... --json` takes its flag after the
+/// subcommand; and when the file on disk stops validating, `show -c FILE` still asks the
+/// running switch, with one warning that the file differs from what runs.
+#[test]
+fn a_running_switch_survives_a_second_start_and_a_broken_file() {
+    let _cpus = cpus_shared();
+    let dir = temp_dir("live-operator");
+    let prefix = format!("raceway-operator-{}", std::process::id());
+    let devices = with_null_sinks("net_null70,no-rx=1".into(), 71);
+    let eal = format!(
+        r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning", "--file-prefix", "{prefix}""#
+    );
+    let config = dir.join("leaf.toml");
+    let text = four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], &eal);
+    std::fs::write(&config, &text).unwrap();
+    let (stats, log) = (dir.join("stats.json"), dir.join("raceway.log"));
+    let mut running = KillOnDrop(
+        raceway()
+            .args(["run", "-c"])
+            .arg(&config)
+            .arg("--stats-json")
+            .arg(&stats)
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_log(&log, "worker on lcore");
+
+    // A second plain start: refused with one line, before its EAL (no runtime directory of
+    // its own to clean) and without touching the first.
+    let second = raceway().args(["run", "-c"]).arg(&config).args(["--duration", "1"]).output().unwrap();
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{said}");
+    let errors: Vec<&str> = said.lines().filter(|line| line.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{said}");
+    assert!(errors[0].contains("held by another switch"), "{said}");
+    assert!(errors[0].contains(&format!("pid {}", running.0.id())), "{said}");
+    assert!(errors[0].contains("--take-over"), "{said}");
+    assert!(!said.contains("EAL arguments"), "refused before its EAL: {said}");
+
+    // `--json` after the subcommand, as `--quiet` goes anywhere.
+    let route = raceway().args(["show", "-c"]).arg(&config).args(["route", "10.0.1.7", "--json"]).output().unwrap();
+    assert!(route.status.success(), "{}", String::from_utf8_lossy(&route.stderr));
+    let route: serde_json::Value = serde_json::from_slice(&route.stdout).unwrap();
+    assert!(route.to_string().contains("host1"), "{route}");
+
+    // The file broken on disk (a reload of it is refused): `show` still reaches the switch.
+    std::fs::write(&config, text.replace("[switch]\n", "[switch]\nbuffer_bytes = \"lots\"\n")).unwrap();
+    let refused = raceway().args(["reload", "-c"]).arg(&config).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", String::from_utf8_lossy(&refused.stderr));
+    let shown = raceway().args(["show", "-c"]).arg(&config).arg("running-config").output().unwrap();
+    let warned = String::from_utf8_lossy(&shown.stderr);
+    assert!(shown.status.success(), "{warned}");
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("host1"), "{}", String::from_utf8_lossy(&shown.stdout));
+    assert_eq!(warned.lines().count(), 1, "{warned}");
+    assert!(warned.contains("line 2: buffer_bytes") && warned.contains("differs from this file"), "{warned}");
+    // Not TOML at all: nothing to find the switch by, one error line.
+    std::fs::write(&config, "[switch\n").unwrap();
+    let lost = raceway().args(["show", "-c"]).arg(&config).arg("interfaces").output().unwrap();
+    assert_eq!(lost.status.code(), Some(2), "{}", String::from_utf8_lossy(&lost.stderr));
+
+    signal(running.0.id(), "INT");
+    assert!(running.wait_for_exit().success(), "{}", read(&log));
+    assert!(read(&log).contains("mbufs back in pool"), "{}", read(&log));
+}
