@@ -59,7 +59,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    // Colours only on a terminal: logs written to files (a keeper's, a test's) and to the
+    // journal read plain.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(ansi)
+        .init();
     QUIET.store(cli.quiet, std::sync::atomic::Ordering::Relaxed);
     match execute(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
@@ -290,6 +298,13 @@ fn clean_kept(args: CleanArgs) -> Result<(), Failure> {
     };
     if raceway::control::keep::clean(&control.netns).map_err(Failure)? {
         println!("let go of the host interfaces kept in {}", control.netns);
+        if std::path::Path::new(&format!("/run/netns/{}", control.netns)).exists() {
+            println!(
+                "the namespace {} stays: raceway did not create it, or processes run in it ({} says which)",
+                control.netns,
+                raceway::control::keep::log_path(&control.netns).display()
+            );
+        }
     } else {
         println!("nothing kept for {}", control.netns);
     }

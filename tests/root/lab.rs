@@ -274,6 +274,10 @@ impl Drop for Lab {
             let _ = run("ip", &["netns", "del", ns]);
         }
         let _ = run("ip", &["netns", "del", &self.control()]);
+        // A keeper's log, and the socket of one killed by a test.
+        for ending in ["log", "sock"] {
+            let _ = std::fs::remove_file(format!("/run/raceway/keep-{}.{ending}", self.control()));
+        }
     }
 }
 

@@ -7,6 +7,10 @@
 //! the writer; when the writer falls behind and no record is free, the frame is forwarded
 //! uncaptured and counted in `not_captured`, never waited for. Every record goes back to the
 //! pool after it is written, so the pool never grows.
+//!
+//! A capture is an observer: a file that cannot be written (a full disk) stops being written,
+//! with one error line, and is reported in the summary (`CaptureSummary::failed`); the other
+//! files go on, the writer keeps returning records to the pool, and forwarding never notices.
 
 use crossbeam_queue::ArrayQueue;
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
@@ -97,10 +101,15 @@ struct Output {
     writer: PcapNgWriter<BufWriter<File>>,
     interfaces: Vec<(usize, u32)>,
     written: u64,
+    /// Why the file stopped being written, once a write failed.
+    failed: Option<String>,
 }
 
-/// Frames written, per file.
-type FramesPerFile = Vec<(PathBuf, u64)>;
+/// What the writer did: frames written per file, and the files it stopped writing, with why.
+struct Written {
+    frames: Vec<(PathBuf, u64)>,
+    failed: Vec<(PathBuf, String)>,
+}
 
 /// The running capture: the pool, the writer thread and its counters.
 pub struct Capture {
@@ -109,18 +118,25 @@ pub struct Capture {
     filled: Arc<ArrayQueue<Box<Record>>>,
     not_captured: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
-    writer: Option<std::thread::JoinHandle<Result<FramesPerFile, String>>>,
+    writer: Option<std::thread::JoinHandle<Written>>,
 }
 
-/// What a capture did: frames written per file, and frames not captured (no free record).
+/// What a capture did: frames written per file, frames not captured (no free record), and
+/// the files that stopped being written, with why (the frames they would have had are not
+/// counted anywhere else).
 #[derive(Debug, Clone, Default)]
 pub struct CaptureSummary {
     pub written: Vec<(PathBuf, u64)>,
     pub not_captured: u64,
+    pub failed: Vec<(PathBuf, String)>,
 }
 
-fn write_error(path: &Path, err: impl std::fmt::Display) -> String {
-    format!("{}: cannot write the capture: {err}", path.display())
+fn write_error(path: &Path, err: pcap_file::PcapError) -> String {
+    // pcap_file says "Error reading bytes" for any I/O error: the I/O error says what it was.
+    match err {
+        pcap_file::PcapError::IoError(err) => format!("{}: cannot write the capture: {err}", path.display()),
+        other => format!("{}: cannot write the capture: {other}", path.display()),
+    }
 }
 
 impl Capture {
@@ -141,7 +157,13 @@ impl Capture {
                         .map_err(|err| format!("{}: cannot create: {err}", request.file.display()))?;
                     let writer = PcapNgWriter::new(BufWriter::with_capacity(WRITE_BUFFER, file))
                         .map_err(|e| write_error(&request.file, e))?;
-                    outputs.push(Output { path: request.file.clone(), writer, interfaces: Vec::new(), written: 0 });
+                    outputs.push(Output {
+                        path: request.file.clone(),
+                        writer,
+                        interfaces: Vec::new(),
+                        written: 0,
+                        failed: None,
+                    });
                     outputs.len() - 1
                 }
             };
@@ -188,11 +210,12 @@ impl Capture {
     pub fn finish(mut self) -> Result<CaptureSummary, String> {
         self.stop.store(true, Ordering::Release);
         let written = match self.writer.take().map(std::thread::JoinHandle::join) {
-            Some(Ok(result)) => result?,
+            Some(Ok(written)) => written,
             Some(Err(_)) => return Err("--capture: the writer thread panicked".into()),
-            None => Vec::new(),
+            None => Written { frames: Vec::new(), failed: Vec::new() },
         };
-        Ok(CaptureSummary { written, not_captured: self.not_captured.load(Ordering::Relaxed) })
+        let not_captured = self.not_captured.load(Ordering::Relaxed);
+        Ok(CaptureSummary { written: written.frames, not_captured, failed: written.failed })
     }
 }
 
@@ -218,7 +241,7 @@ fn write_records(
     filled: &ArrayQueue<Box<Record>>,
     stop: &AtomicBool,
     clock: Clock,
-) -> Result<FramesPerFile, String> {
+) -> Written {
     loop {
         let Some(record) = filled.pop() else {
             if stop.load(Ordering::Acquire) && filled.is_empty() {
@@ -227,7 +250,7 @@ fn write_records(
             std::thread::sleep(Duration::from_micros(200));
             continue;
         };
-        for output in outputs.iter_mut() {
+        for output in outputs.iter_mut().filter(|output| output.failed.is_none()) {
             let Some(&(_, interface)) = output.interfaces.iter().find(|(port, _)| *port == usize::from(record.port))
             else {
                 continue;
@@ -239,18 +262,35 @@ fn write_records(
                 data: Cow::Borrowed(&record.bytes[..usize::from(record.captured_len)]),
                 options: vec![EnhancedPacketOption::Flags(if record.outbound { OUTBOUND } else { INBOUND })],
             };
-            output.writer.write_pcapng_block(block).map_err(|e| write_error(&output.path, e))?;
-            output.written += 1;
+            match output.writer.write_pcapng_block(block) {
+                Ok(_) => output.written += 1,
+                Err(err) => {
+                    let why = write_error(&output.path, err);
+                    stop_writing(output, why);
+                }
+            }
         }
         let _ = free.push(record);
     }
-    let mut written = Vec::new();
-    for output in outputs {
-        let mut inner = output.writer.into_inner();
-        std::io::Write::flush(&mut inner).map_err(|e| write_error(&output.path, e))?;
-        written.push((output.path, output.written));
+    let mut written = Written { frames: Vec::new(), failed: Vec::new() };
+    for mut output in outputs {
+        if output.failed.is_none() {
+            if let Err(err) = std::io::Write::flush(output.writer.get_mut()) {
+                let why = format!("{}: cannot write the capture: {err}", output.path.display());
+                stop_writing(&mut output, why);
+            }
+        }
+        written.frames.push((output.path.clone(), output.written));
+        written.failed.extend(output.failed.map(|why| (output.path, why)));
     }
-    Ok(written)
+    written
+}
+
+/// A file that cannot be written: said once, and written no more (frames already buffered for
+/// it may be lost with it).
+fn stop_writing(output: &mut Output, why: String) {
+    tracing::error!("{why}; this file is no longer written, forwarding goes on");
+    output.failed = Some(why);
 }
 
 #[cfg(test)]
@@ -314,5 +354,39 @@ mod tests {
             let _ = capture.free.push(record);
         }
         assert_eq!(capture.finish().unwrap().not_captured, 1);
+    }
+
+    /// A file that cannot be written (here /dev/full, a disk always full) stops being
+    /// written and is reported; the other file is written whole and every record returns to
+    /// the pool.
+    #[test]
+    fn a_file_that_cannot_be_written_stops_alone_and_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.pcapng");
+        let full = PathBuf::from("/dev/full");
+        let requests = [
+            CaptureRequest { port: 0, port_name: "host0".into(), file: good.clone() },
+            CaptureRequest { port: 1, port_name: "host1".into(), file: full.clone() },
+        ];
+        let capture = Capture::start(&requests, 1_000_000_000, 0).unwrap();
+        let tap = capture.tap();
+        // More than the write buffer holds, so /dev/full refuses a write before the end.
+        for index in 0..1_000u64 {
+            tap.copy(0, false, index, &[0xaa; 1500]);
+            tap.copy(1, false, index, &[0xbb; 1500]);
+        }
+        let free = Arc::clone(&capture.free);
+        let summary = capture.finish().unwrap();
+        assert_eq!(summary.written[0], (good.clone(), 1_000));
+        assert_eq!(summary.failed.len(), 1, "{summary:?}");
+        assert_eq!(summary.failed[0].0, full);
+        assert!(summary.failed[0].1.contains("No space left on device"), "{summary:?}");
+        assert_eq!(free.len(), RECORDS, "every record back in the pool");
+        let mut reader = PcapNgReader::new(File::open(&good).unwrap()).unwrap();
+        let mut packets = 0;
+        while let Some(block) = reader.next_block() {
+            packets += usize::from(matches!(block.unwrap(), Block::EnhancedPacket(_)));
+        }
+        assert_eq!(packets, 1_000);
     }
 }

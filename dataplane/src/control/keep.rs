@@ -20,6 +20,14 @@
 //! next attach at least `FIRST_ATTACH_WITHIN`, even with a keep time of zero. A release ends with the keeper's exit: the client reads to the
 //! end of the stream, which comes once the interfaces and the namespace are gone.
 //!
+//! A keeper holds its namespace only while `/run/netns/<netns>` names it. An operator's `ip
+//! netns del` (or a namespace made anew under the name) makes it let go within a second, or at
+//! the next attach, which it answers `gone`: the switch then starts afresh rather than take
+//! interfaces in a namespace it can no longer enter. A keeper that lets go of a namespace it
+//! created removes it only when no other process runs in it: FRR's daemons in a namespace
+//! whose switch crashed keep their namespace, and the next switch finds them there. The
+//! keeper says what it does in `/run/raceway/keep-<netns>.log` (its standard error).
+//!
 //! Invariant: at most one switch is attached to a keeper, and a keeper holds the interfaces of
 //! exactly the ports it was started with; a switch whose ports differ releases it and starts a
 //! new one.
@@ -39,10 +47,17 @@ const KEEP_DIR: &str = "/run/raceway";
 const FIRST_ATTACH_WITHIN: Duration = Duration::from_secs(10);
 /// How long either side waits for the other's line.
 const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+/// How often a keeper looks whether its namespace is still named.
+const NAMESPACE_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// The keeper's socket for namespace `netns`.
 pub fn socket_path(netns: &str) -> PathBuf {
     PathBuf::from(format!("{KEEP_DIR}/keep-{netns}.sock"))
+}
+
+/// Where the keeper of `netns` writes what it does (its standard error).
+pub fn log_path(netns: &str) -> PathBuf {
+    PathBuf::from(format!("{KEEP_DIR}/keep-{netns}.log"))
 }
 
 /// A switch's hold on its keeper: the interfaces stay while this lives, and `keep_for` after.
@@ -57,6 +72,8 @@ pub struct Kept {
 enum Answer {
     Kept(Vec<String>),
     Busy(String),
+    /// Its namespace is no longer named: it lets go.
+    Gone,
 }
 
 impl Kept {
@@ -75,6 +92,14 @@ impl Kept {
                     );
                     release_attached(stream);
                 }
+                Answer::Gone => {
+                    tracing::warn!(
+                        "control: the keeper of {netns} held a namespace that is no longer named {netns} \
+                         (deleted, or made anew); it let go, and this switch starts afresh"
+                    );
+                    // Its stream ends once its socket is gone, before the new keeper's.
+                    let _ = io::copy(&mut stream, &mut io::sink());
+                }
             }
         }
         spawn_keeper(netns, ports)?;
@@ -83,7 +108,14 @@ impl Kept {
             Answer::Kept(names) if names == ports => Ok(Self { stream, took_over: false }),
             Answer::Kept(names) => Err(format!("control: the new keeper of {netns} holds {}", names.join(", "))),
             Answer::Busy(pid) => Err(busy(netns, &pid)),
+            Answer::Gone => Err(format!("control: the new keeper of {netns} lost its namespace at once")),
         }
+    }
+
+    /// The connection's descriptor: the keeper sends nothing after its answer, so it turns
+    /// readable only when the keeper ends (`KeeperWatch`).
+    pub fn raw_fd(&self) -> i32 {
+        self.stream.as_raw_fd()
     }
 
     /// A switch taking over follows this one: the keeper waits for it to attach whatever the
@@ -125,6 +157,7 @@ fn ask_attach(stream: &mut UnixStream, netns: &str, keep_for: Duration) -> Resul
     match answer.split_once(' ') {
         Some(("kept", names)) => Ok(Answer::Kept(names.split(',').map(str::to_string).collect())),
         Some(("busy", pid)) => Ok(Answer::Busy(pid.to_string())),
+        None if answer == "gone" => Ok(Answer::Gone),
         _ => Err(format!("control: the keeper of {netns} answered '{answer}'")),
     }
 }
@@ -163,11 +196,18 @@ pub fn clean(netns: &str) -> Result<bool, String> {
 /// line: `ready`, or what went wrong).
 fn spawn_keeper(netns: &str, ports: &[String]) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|err| format!("control: cannot find raceway's binary: {err}"))?;
+    std::fs::create_dir_all(KEEP_DIR).map_err(|err| format!("control: cannot create {KEEP_DIR}: {err}"))?;
+    let log = log_path(netns);
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(|err| format!("control: cannot open the keeper's log {}: {err}", log.display()))?;
     let mut child = Command::new(exe)
         .args(["keep", "--netns", netns, "--ports", &ports.join(",")])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log_file)
         .spawn()
         .map_err(|err| format!("control: cannot start the keeper: {err}"))?;
     let stdout = child.stdout.take().expect("piped");
@@ -211,16 +251,62 @@ pub fn run_keeper(netns: &str, ports: &[String]) -> Result<(), String> {
     };
     println!("ready");
     let _ = io::stdout().flush();
+    tracing::info!("keeper {netns}: holds {} for the switch", ports.join(", "));
     // Whoever asked for the release is answered by this stream's end, once all is gone.
-    let released_by = serve(&listener, ports);
+    let ending = serve(&listener, ports, || namespace_still_named(netns));
+    match &ending {
+        Ending::Released(_) => tracing::info!("keeper {netns}: released; letting go"),
+        Ending::Expired => tracing::info!("keeper {netns}: no switch within the keep time; letting go"),
+        Ending::Gone(_) => tracing::warn!(
+            "keeper {netns}: /run/netns/{netns} no longer names its namespace (deleted, or made anew); letting go"
+        ),
+    }
+    let still_named = namespace_still_named(netns);
     drop(listener);
     let _ = std::fs::remove_file(socket_path(netns));
     drop(taps);
-    if created {
-        let _ = ip(&["netns", "del", netns]);
+    if created && still_named {
+        let others = others_in_namespace();
+        if others.is_empty() {
+            match ip(&["netns", "del", netns]) {
+                Ok(()) => tracing::info!("keeper {netns}: removed the namespace it created"),
+                Err(err) => tracing::warn!("keeper {netns}: {err}"),
+            }
+        } else {
+            tracing::warn!(
+                "keeper {netns}: the namespace stays: {} still run in it (the next switch finds them there; \
+                 `ip netns del {netns}` once they are stopped)",
+                others.join(", ")
+            );
+        }
     }
-    drop(released_by);
+    ending.answer();
     Ok(())
+}
+
+/// Whether `/run/netns/<netns>` still names the namespace the calling thread is in.
+pub fn namespace_still_named(netns: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let named = std::fs::metadata(format!("/run/netns/{netns}"));
+    let ours = std::fs::metadata("/proc/thread-self/ns/net");
+    matches!((named, ours), (Ok(named), Ok(ours)) if (named.dev(), named.ino()) == (ours.dev(), ours.ino()))
+}
+
+/// The other processes in the calling thread's namespace, as "pid N (command)".
+fn others_in_namespace() -> Vec<String> {
+    let Ok(ours) = std::fs::read_link("/proc/thread-self/ns/net") else { return Vec::new() };
+    let me = std::process::id().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|pid| pid.bytes().all(|byte| byte.is_ascii_digit()) && *pid != me)
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/ns/net")).is_ok_and(|theirs| theirs == ours))
+        .map(|pid| {
+            let command = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            format!("pid {pid} ({})", command.trim_end())
+        })
+        .collect()
 }
 
 /// In the namespace: a disabled queue of each port's interface (created when missing), and the
@@ -241,9 +327,31 @@ fn hold(netns: &str, ports: &[String]) -> Result<(Vec<Tap>, UnixListener), Strin
     Ok((taps, listener))
 }
 
-/// Serves attaches and releases until released (returning the stream that asked), or until no
-/// switch has been attached for its keep time.
-fn serve(listener: &UnixListener, ports: &[String]) -> Option<UnixStream> {
+/// How a keeper's service ended.
+enum Ending {
+    /// Released: the stream that asked, answered by its end once all is gone.
+    Released(UnixStream),
+    /// No switch attached for the keep time.
+    Expired,
+    /// The namespace is no longer named: the stream of the attach it answered `gone`, if any.
+    Gone(Option<UnixStream>),
+}
+
+impl Ending {
+    /// Answers whoever asked, by closing its stream: once all is gone, and after the socket
+    /// went, so that a new keeper's socket is never removed by this one.
+    fn answer(self) {
+        match self {
+            Ending::Released(stream) | Ending::Gone(Some(stream)) => drop(stream),
+            Ending::Expired | Ending::Gone(None) => {}
+        }
+    }
+}
+
+/// Serves attaches and releases until released, until no switch has been attached for its
+/// keep time, or until `still_ours` says the namespace is no longer named (asked every
+/// `NAMESPACE_CHECK_EVERY` and at each attach).
+fn serve(listener: &UnixListener, ports: &[String], still_ours: impl Fn() -> bool) -> Ending {
     let kept = format!("kept {}\n", ports.join(","));
     // The attached switch: its connection and pid.
     let mut attached: Option<(UnixStream, String)> = None;
@@ -252,24 +360,28 @@ fn serve(listener: &UnixListener, ports: &[String]) -> Option<UnixStream> {
     // The attached switch said a switch takes over from it.
     let mut handing_over = false;
     loop {
+        if !still_ours() {
+            return Ending::Gone(None);
+        }
         let mut fds = vec![listener.as_raw_fd()];
         fds.extend(attached.as_ref().map(|(stream, _)| stream.as_raw_fd()));
-        let timeout = match alone_since {
+        let left = match alone_since {
             Some(since) => {
                 let left = keep_for.saturating_sub(since.elapsed());
                 if left.is_zero() {
-                    return None;
+                    return Ending::Expired;
                 }
-                left.as_millis().clamp(1, i32::MAX as u128) as i32
+                left
             }
-            None => -1,
+            None => NAMESPACE_CHECK_EVERY,
         };
-        let Ok(ready) = linux::which_readable(&fds, timeout) else { return None };
+        let timeout = left.min(NAMESPACE_CHECK_EVERY).as_millis().clamp(1, i32::MAX as u128) as i32;
+        let Ok(ready) = linux::which_readable(&fds, timeout) else { return Ending::Expired };
         if ready.get(1) == Some(&true) {
             let (stream, pid) = attached.take().expect("polled");
             match read_line(&stream).as_deref() {
                 // The switch releases on its way out, with `keep_interfaces_s = 0`.
-                Some("release") => return Some(stream),
+                Some("release") => return Ending::Released(stream),
                 // A switch taking over follows: whatever the keep time, wait for it to attach.
                 Some("hand-over") => {
                     keep_for = keep_for.max(FIRST_ATTACH_WITHIN);
@@ -280,7 +392,7 @@ fn serve(listener: &UnixListener, ports: &[String]) -> Option<UnixStream> {
                 _ => {
                     alone_since = Some(Instant::now());
                     if keep_for.is_zero() {
-                        return None;
+                        return Ending::Expired;
                     }
                 }
             }
@@ -298,6 +410,10 @@ fn serve(listener: &UnixListener, ports: &[String]) -> Option<UnixStream> {
                 }
                 handing_over = false;
             }
+            if line.starts_with("attach ") && !still_ours() {
+                let _ = stream.write_all(b"gone\n");
+                return Ending::Gone(Some(stream));
+            }
             let mut words = line.split(' ');
             match (words.next(), &attached) {
                 (Some("attach" | "release"), Some((_, pid))) => {
@@ -312,7 +428,7 @@ fn serve(listener: &UnixListener, ports: &[String]) -> Option<UnixStream> {
                         alone_since = None;
                     }
                 }
-                (Some("release"), None) => return Some(stream),
+                (Some("release"), None) => return Ending::Released(stream),
                 _ => {}
             }
         }
@@ -332,14 +448,24 @@ fn read_line(stream: &UnixStream) -> Option<String> {
 mod tests {
     use super::*;
 
-    /// A keeper's `serve` on a socket in a directory of the test's own, on a thread.
-    fn keeper(ports: &[&str]) -> (tempfile::TempDir, PathBuf, std::thread::JoinHandle<Option<UnixStream>>) {
+    /// A keeper's `serve` on a socket in a directory of the test's own, on a thread, its
+    /// namespace named for as many looks as `named_for` says.
+    fn keeper_named_for(
+        ports: &[&str],
+        named_for: usize,
+    ) -> (tempfile::TempDir, PathBuf, std::thread::JoinHandle<Ending>) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("keep.sock");
         let listener = UnixListener::bind(&path).unwrap();
         let ports: Vec<String> = ports.iter().map(|port| port.to_string()).collect();
-        let serving = std::thread::spawn(move || serve(&listener, &ports));
+        let looks = std::sync::atomic::AtomicUsize::new(0);
+        let still_ours = move || looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < named_for;
+        let serving = std::thread::spawn(move || serve(&listener, &ports, still_ours));
         (dir, path, serving)
+    }
+
+    fn keeper(ports: &[&str]) -> (tempfile::TempDir, PathBuf, std::thread::JoinHandle<Ending>) {
+        keeper_named_for(ports, usize::MAX)
     }
 
     fn client(path: &std::path::Path) -> UnixStream {
@@ -365,7 +491,7 @@ mod tests {
         assert_eq!(say(&mut second, "attach 13 50"), "kept host0,up0");
         let left = Instant::now();
         drop(second);
-        assert!(serving.join().unwrap().is_none(), "nobody asked: the keep time ran out");
+        assert!(matches!(serving.join().unwrap(), Ending::Expired), "nobody asked: the keep time ran out");
         assert!(left.elapsed() >= Duration::from_millis(50), "not before the second switch's keep time");
     }
 
@@ -375,7 +501,7 @@ mod tests {
         let mut attached = client(&path);
         assert_eq!(say(&mut attached, "attach 11 60000"), "kept host0");
         attached.write_all(b"release\n").unwrap();
-        let released_by = serving.join().unwrap().expect("the attached switch asked");
+        let Ending::Released(released_by) = serving.join().unwrap() else { panic!("the attached switch asked") };
         drop(released_by);
         let mut rest = Vec::new();
         assert_eq!(io::Read::read_to_end(&mut attached, &mut rest).unwrap(), 0, "the end, nothing said");
@@ -383,7 +509,7 @@ mod tests {
         let (_dir, path, serving) = keeper(&["host0"]);
         let mut cleaner = client(&path);
         cleaner.write_all(b"release\n").unwrap();
-        assert!(serving.join().unwrap().is_some());
+        assert!(matches!(serving.join().unwrap(), Ending::Released(_)));
     }
 
     #[test]
@@ -392,7 +518,7 @@ mod tests {
         let mut attached = client(&path);
         assert_eq!(say(&mut attached, "attach 11 0"), "kept host0");
         drop(attached);
-        assert!(serving.join().unwrap().is_none());
+        assert!(matches!(serving.join().unwrap(), Ending::Expired));
     }
 
     #[test]
@@ -411,6 +537,25 @@ mod tests {
         BufReader::new(&next).read_line(&mut answer).unwrap();
         assert_eq!(answer.trim_end(), "kept host0,up0", "the switch taking over finds them");
         drop(next);
-        assert!(serving.join().unwrap().is_none(), "its own keep time of zero applies again");
+        assert!(matches!(serving.join().unwrap(), Ending::Expired), "its own keep time of zero applies again");
+    }
+
+    /// An operator deletes the namespace: an attach after that is answered `gone` (the
+    /// switch starts afresh), and a keeper with a switch attached lets go within a look.
+    #[test]
+    fn a_keeper_whose_namespace_is_no_longer_named_lets_go() {
+        // Named at the first look only: the attach finds it gone.
+        let (_dir, path, serving) = keeper_named_for(&["host0"], 1);
+        let mut late = client(&path);
+        assert_eq!(say(&mut late, "attach 11 60000"), "gone");
+        let Ending::Gone(Some(answered)) = serving.join().unwrap() else { panic!("the attach was answered") };
+        drop(answered);
+        let mut rest = Vec::new();
+        assert_eq!(io::Read::read_to_end(&mut late, &mut rest).unwrap(), 0, "then the stream's end");
+        // Named for the attach, then not: the attached switch's keeper lets go.
+        let (_dir, path, serving) = keeper_named_for(&["host0"], 3);
+        let mut attached = client(&path);
+        assert_eq!(say(&mut attached, "attach 12 60000"), "kept host0");
+        assert!(matches!(serving.join().unwrap(), Ending::Gone(None)));
     }
 }

@@ -212,8 +212,12 @@ pub struct ControlPlane {
     /// Set by the FIB thread once it has read the kernel's tables whole.
     read_whole: Arc<(Mutex<bool>, std::sync::Condvar)>,
     threads: Vec<JoinHandle<()>>,
-    /// The keeper holding the namespace and the host interfaces beyond this process.
-    kept: Option<keep::Kept>,
+    /// The keeper holding the namespace and the host interfaces beyond this process (shared
+    /// with the thread that watches it, `watch_keeper`, which replaces one that ended).
+    kept: Arc<Mutex<Option<keep::Kept>>>,
+    /// Set before this switch tells its keeper a successor follows: the keeper's closing of
+    /// this switch's connection is then no loss.
+    handing_over: Arc<AtomicBool>,
     /// Whether stopping lets them go at once (`keep_interfaces_s = 0`, or a start that failed
     /// on interfaces it created) rather than after the keep time.
     release_at_stop: bool,
@@ -296,7 +300,8 @@ impl ControlPlane {
             states,
             read_whole,
             threads: Vec::new(),
-            kept: None,
+            kept: Arc::default(),
+            handing_over: Arc::default(),
             release_at_stop: true,
         })
     }
@@ -419,7 +424,7 @@ impl ControlPlane {
         let control = config.control.clone().expect("start needs [control]");
         let keep_for = Duration::from_secs(u64::from(control.keep_interfaces_s));
         let took_over = kept.took_over;
-        self.kept = Some(kept);
+        *self.kept.lock().expect("keeper lock") = Some(kept);
         // Interfaces this start made go again if it fails.
         self.release_at_stop = !took_over || keep_for.is_zero();
         let _ = self.states.set(Arc::clone(&states));
@@ -445,14 +450,41 @@ impl ControlPlane {
                 }
             })
         };
-        self.await_thread(spawned, &ready_rx, "control", "its interfaces were up")
+        self.await_thread(spawned, &ready_rx, "control", "its interfaces were up")?;
+        self.start_keeper_watch(config)
+    }
+
+    /// Starts the thread that watches the keeper (`watch_keeper`).
+    fn start_keeper_watch(&mut self, config: &Config) -> Result<(), String> {
+        let control = config.control.clone().expect("start needs [control]");
+        let names: Vec<String> = config.ports.iter().map(|port| port.name.clone()).collect();
+        let watch = KeeperWatch {
+            kept: Arc::clone(&self.kept),
+            handing_over: Arc::clone(&self.handing_over),
+            stopping: Arc::clone(&self.stopping),
+            keep_for: Duration::from_secs(u64::from(control.keep_interfaces_s)),
+            netns: control.netns,
+            names,
+        };
+        let spawned = std::thread::Builder::new().name("raceway-keeper".into()).spawn(move || watch.run());
+        match spawned {
+            Ok(handle) => {
+                self.threads.push(handle);
+                Ok(())
+            }
+            Err(err) => {
+                self.stop();
+                Err(format!("cannot start the keeper's watch thread: {err}"))
+            }
+        }
     }
 
     /// A switch taking over follows: stopping leaves the interfaces with the keeper, whatever
     /// the keep time, for it to attach to.
     pub fn leave_to_successor(&mut self) {
         self.release_at_stop = false;
-        if let Some(kept) = self.kept.as_mut() {
+        self.handing_over.store(true, Ordering::Relaxed);
+        if let Some(kept) = self.kept.lock().expect("keeper lock").as_mut() {
             kept.hand_over();
         }
     }
@@ -468,9 +500,84 @@ impl ControlPlane {
         }
         while self.link.next_punted().is_some() {}
         while self.link.inject.pop().is_some() {}
-        if let Some(kept) = self.kept.take() {
+        let kept = self.kept.lock().expect("keeper lock").take();
+        if let Some(kept) = kept {
             if self.release_at_stop {
                 kept.release();
+            }
+        }
+    }
+}
+
+/// The thread that watches the keeper while the switch runs. A keeper ends while a switch is
+/// attached only when killed, or when its namespace is no longer named (an operator's `ip
+/// netns del`). Killed: the watch says so and starts a new keeper, which takes another queue
+/// of the interfaces this switch holds, so that they outlive it as before. The namespace gone:
+/// the interfaces go when this switch stops, and the watch says so; the next start makes them
+/// anew.
+/// Attaches a watch tries, 200 ms apart, after its keeper ended.
+const KEEPER_ATTACH_TRIES: usize = 15;
+
+struct KeeperWatch {
+    kept: Arc<Mutex<Option<keep::Kept>>>,
+    handing_over: Arc<AtomicBool>,
+    stopping: Arc<EventFd>,
+    keep_for: Duration,
+    netns: String,
+    names: Vec<String>,
+}
+
+impl KeeperWatch {
+    fn run(self) {
+        let netns = self.netns.as_str();
+        if let Err(err) = linux::enter_netns(netns) {
+            tracing::warn!(
+                "control: the keeper's watch cannot enter {netns}: {err}; a keeper that ends goes unnoticed"
+            );
+            return;
+        }
+        loop {
+            let Some(fd) = self.kept.lock().expect("keeper lock").as_ref().map(keep::Kept::raw_fd) else { return };
+            let Ok(ready) = linux::which_readable(&[fd, self.stopping.raw_fd()], -1) else { return };
+            if ready[1] || self.handing_over.load(Ordering::Relaxed) {
+                return;
+            }
+            if !ready[0] {
+                continue;
+            }
+            let log = keep::log_path(netns);
+            if !keep::namespace_still_named(netns) {
+                tracing::error!(
+                    "control: {netns} was deleted (or made anew) while the switch runs, and its keeper let go \
+                     ({}): the host interfaces go when this switch stops, and the next start makes them anew",
+                    log.display()
+                );
+                return;
+            }
+            tracing::error!(
+                "control: the keeper of {netns} ended while the switch runs (killed? {}); starting a new one",
+                log.display()
+            );
+            // A killed keeper's connection ends before its listening socket closes: an attach
+            // in between is reset. Tries for a few seconds, unless stopping.
+            let mut replaced = keep::Kept::attach(netns, &self.names, self.keep_for);
+            for _ in 0..KEEPER_ATTACH_TRIES {
+                if replaced.is_ok() || linux::which_readable(&[self.stopping.raw_fd()], 200).map_or(true, |r| r[0]) {
+                    break;
+                }
+                replaced = keep::Kept::attach(netns, &self.names, self.keep_for);
+            }
+            let mut kept = self.kept.lock().expect("keeper lock");
+            match replaced {
+                Ok(new) => {
+                    *kept = Some(new);
+                    tracing::info!("control: a new keeper holds the host interfaces in {netns}");
+                }
+                Err(err) => {
+                    *kept = None;
+                    tracing::error!("{err}; the host interfaces will not outlive this switch");
+                    return;
+                }
             }
         }
     }

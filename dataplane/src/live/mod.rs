@@ -136,7 +136,10 @@ impl LiveReport {
                 .iter()
                 .map(|(file, frames)| (file.display().to_string(), serde_json::json!(frames)))
                 .collect();
-            json["capture"] = serde_json::json!({ "files": files, "not_captured": summary.not_captured });
+            let failed: serde_json::Map<String, serde_json::Value> =
+                summary.failed.iter().map(|(file, why)| (file.display().to_string(), serde_json::json!(why))).collect();
+            json["capture"] =
+                serde_json::json!({ "files": files, "not_captured": summary.not_captured, "failed": failed });
         }
         json
     }

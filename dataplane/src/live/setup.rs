@@ -314,6 +314,9 @@ impl Resources {
             for (file, frames) in &summary.written {
                 tracing::info!("capture: {frames} frames written to {}", file.display());
             }
+            for (file, why) in &summary.failed {
+                tracing::warn!("capture: {} stopped being written: {why}", file.display());
+            }
             if summary.not_captured > 0 {
                 tracing::warn!(
                     "capture: {} frames forwarded but not captured (the writer fell behind)",
@@ -526,7 +529,13 @@ fn start_control(
         Some(mut plane) => plane.take_interfaces(config, Arc::clone(port_states), pools).map(|()| plane),
         None => ControlPlane::start(config, Arc::clone(port_states), pools, link),
     };
-    let plane = started.map_err(|problem| DpdkError { context: "control".into(), problem })?;
+    // The control plane's errors name their own context (`control: ...`, `control.netns: ...`).
+    let plane = started.map_err(|said| match said.split_once(": ") {
+        Some((context, problem)) if context.starts_with("control") => {
+            DpdkError { context: context.into(), problem: problem.into() }
+        }
+        _ => DpdkError { context: "control".into(), problem: said },
+    })?;
     tracing::info!(
         "control: a host interface per port in network namespace {} (ip -n {} link)",
         control_config.netns,
