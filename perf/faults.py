@@ -1,0 +1,255 @@
+"""The driver of perf/faults.sh: faults an operator's day brings, injected in a seeded random
+order into a leaf with BGP and BFD to a spine (perf/leaflab.py) while host0 pings the spine
+through the switch every millisecond. For each fault: the longest gap in the replies (the
+data plane's downtime), BGP connections dropped and BFD downs as the spine counts them, the time from
+the fault until forwarding and both sessions are as before, and what the switch said (its
+exit status, or the line it logged). A fault that leaves the lab unrecoverable ends the run
+with one error line."""
+import argparse, os, random, signal, subprocess, sys, time
+
+from leaflab import LeafLab, logged, replies, sh, vtysh, wait
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--raceway", required=True)
+parser.add_argument("--routes", type=int, default=100_000)
+parser.add_argument("--rounds", type=int, default=3)
+parser.add_argument("--seed", type=int, default=None)
+args = parser.parse_args()
+seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+
+tag = f"rf{os.getpid() % 100000}"
+lab = LeafLab(args.raceway, tag)
+work = lab.work
+ping_log = f"{work}/ping.log"
+logs = iter(range(1, 1 << 30))
+
+
+def new_log():
+    return f"{work}/raceway-{next(logs)}.log"
+
+
+current_log = None
+
+
+def start_switch(*extra):
+    """A new switch on the lab's config, as a service manager would start it."""
+    global current_log
+    current_log = new_log()
+    lab.switch = lab.start(current_log, *extra)
+    return current_log
+
+
+def keeper_pids():
+    listed = subprocess.run(["pgrep", "-f", f"raceway keep --netns {lab.ctl} "], capture_output=True, text=True)
+    return [int(pid) for pid in listed.stdout.split()]
+
+
+def reload(config=None):
+    """`raceway reload`: (exit status, what it said)."""
+    done = subprocess.run([args.raceway, "reload", "-c", config or lab.config_path], capture_output=True, text=True)
+    return done.returncode, (done.stdout + done.stderr).strip().splitlines()[-1:]
+
+
+def message(found):
+    """A logged line's message, without its time and level (`logged`'s answer)."""
+    return found[1].split(None, 2)[2] if found else "(not logged)"
+
+
+def said_of(status, lines):
+    text = lines[0] if lines else ""
+    return f"exit {status}: {text}" if text else f"exit {status}"
+
+
+# The faults. Each injects its fault, does what a service manager or an operator does next,
+# and returns what the switch said.
+
+def kill_switch():
+    lab.switch.send_signal(signal.SIGKILL)
+    lab.switch.wait()
+    log = start_switch()
+    wait("the restarted switch's worker", 60, lambda: logged(log, "forwarding worker") is not None)
+    return "restarted: " + message(logged(log, "took over the host interfaces"))
+
+
+def kill_keeper():
+    pids = keeper_pids()
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    wait("a new keeper", 30, lambda: logged(current_log, "a new keeper holds") is not None)
+    return message(logged(current_log, "a new keeper holds"))
+
+
+def kill_frr(daemon):
+    """SIGKILL of one of the leaf's FRR daemons, then what watchfrr does: bgpd alone is
+    restarted; zebra's death restarts every daemon (the others hold state zebra lost: bgpd's
+    BFD registrations went with it)."""
+    def inject():
+        pid = lab.daemon_pid(lab.leaf_dir, daemon)
+        os.kill(pid, signal.SIGKILL)
+        wait(f"{daemon} to die", 10, lambda: not os.path.exists(f"/proc/{pid}"))
+        restarted = [daemon] if daemon != "zebra" else ["zebra", "bgpd", "bfdd"]
+        for other in restarted[1:]:
+            other_pid = lab.daemon_pid(lab.leaf_dir, other)
+            os.kill(other_pid, signal.SIGTERM)
+            wait(f"{other} to stop", 10, lambda: not os.path.exists(f"/proc/{other_pid}"))
+        for name in restarted:
+            lab.start_daemon(lab.ctl, lab.leaf_dir, name)
+        return f"{daemon} SIGKILL; restarted {', '.join(restarted)} (as watchfrr)"
+    inject.__name__ = f"kill_{daemon}"
+    return inject
+
+
+def take_over():
+    old = lab.switch
+    log = start_switch("--take-over")
+    status = old.wait()
+    wait("the new switch's FIB", 120, lambda: logged(log, "tables read whole") is not None)
+    return f"the switch before: exit {status}; " + message(logged(log, "closed its ports"))
+
+
+def two_take_overs():
+    first = take_over()
+    return first + "; then " + take_over()
+
+
+def take_over_during_reload():
+    reloading = subprocess.Popen([args.raceway, "reload", "-c", lab.config_path], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+    said = take_over()
+    out = reloading.communicate()[0].strip().splitlines()[-1:]
+    return f"reload {said_of(reloading.returncode, out)}; take-over: {said}"
+
+
+def reload_broken_then_valid():
+    original = open(lab.config_path).read()
+    with open(lab.config_path, "w") as file:
+        file.write(original.replace("speed_gbps = 1\n", "speed_gbps = \"fast\"\n", 1))
+    broken = reload()
+    with open(lab.config_path, "w") as file:
+        file.write(original)
+    valid = reload()
+    return f"broken: {said_of(*broken)}; valid: {said_of(*valid)}"
+
+
+def reload_while_port_flaps():
+    sh("ip", "link", "set", f"{tag}u0", "down")
+    said = reload()
+    sh("ip", "link", "set", f"{tag}u0", "up")
+    return said_of(*said)
+
+
+def config_removed():
+    moved = f"{lab.config_path}.away"
+    os.rename(lab.config_path, moved)
+    said = reload()
+    os.rename(moved, lab.config_path)
+    return said_of(*said)
+
+
+def config_a_directory():
+    moved = f"{lab.config_path}.away"
+    os.rename(lab.config_path, moved)
+    os.mkdir(lab.config_path)
+    said = reload()
+    os.rmdir(lab.config_path)
+    os.rename(moved, lab.config_path)
+    return said_of(*said)
+
+
+def stale_telemetry_socket():
+    lab.switch.send_signal(signal.SIGTERM)
+    status = lab.switch.wait()
+    path = f"/var/run/dpdk/{tag}/dpdk_telemetry.v2"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as file:
+        file.write("stale\n")
+    log = start_switch()
+    wait("the restarted switch's worker", 60, lambda: logged(log, "forwarding worker") is not None)
+    answered = subprocess.run([args.raceway, "show", "-c", lab.config_path, "interfaces"], capture_output=True)
+    return f"stopped with exit {status}; restarted; show {'answers' if answered.returncode == 0 else 'fails'}"
+
+
+def netns_deleted_while_stopped():
+    lab.switch.send_signal(signal.SIGTERM)
+    lab.switch.wait()
+    sh("ip", "netns", "del", lab.ctl)
+    wait("the keeper to let go", 10, lambda: not keeper_pids())
+    # FRR's leaf daemons are stranded in the old namespace: stopped, and started in the new one
+    # once the switch has made it (the operator's step, docs/FAULTS.md).
+    for daemon in ["bfdd", "bgpd", "zebra"]:
+        pid = lab.daemon_pid(lab.leaf_dir, daemon)
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+    log = start_switch()
+    wait("the host interfaces", 60, lambda: "LOWER_UP" in sh("ip", "-n", lab.ctl, "link", "show", "up0", check=False))
+    for daemon in ["zebra", "bgpd", "bfdd"]:
+        lab.start_daemon(lab.ctl, lab.leaf_dir, daemon)
+    return "keeper let go; new namespace; FRR restarted in it"
+
+
+FAULTS = [kill_switch, kill_keeper, kill_frr("zebra"), kill_frr("bgpd"), take_over, two_take_overs,
+          take_over_during_reload, reload_broken_then_valid, reload_while_port_flaps, config_removed,
+          config_a_directory, stale_telemetry_socket, netns_deleted_while_stopped]
+
+
+def sessions_back(fault):
+    """Waits until BGP is established and BFD up on both sides; else one error line with what
+    each side says."""
+    deadline = time.time() + 120
+    while not all(side[0] and side[2] for side in lab.sessions()):
+        if time.time() > deadline:
+            peers = [vtysh(directory, "show bfd peers json") for directory in (lab.leaf_dir, lab.spine_dir)]
+            sys.exit(f"error: BGP and BFD not back after {fault}: {lab.sessions()}; BFD peers {peers}")
+        time.sleep(0.05)
+
+
+def main():
+    global current_log
+    current_log = new_log()
+    lab.up(current_log, args.routes)
+    pinger = lab.pinger(ping_log, interval="0.001")
+    order = [fault for fault in FAULTS for _ in range(args.rounds)]
+    random.Random(seed).shuffle(order)
+    print(f"{args.routes} routes; BFD 300 ms x 3, BGP timers 3 9; host0 pings the spine every 1 ms; "
+          f"{len(FAULTS)} faults x {args.rounds}, seed {seed} (SEED={seed} replays the order)")
+    print()
+    print("| # | fault | downtime (longest gap in replies) | BGP drops (spine) | BFD downs (spine) | back as before after | said |")
+    print("|---|---|---|---|---|---|---|")
+    rows = {}
+    for index, fault in enumerate(order, 1):
+        before = lab.sessions()
+        began = time.time()
+        said = fault()
+        ended = time.time()
+        wait(f"forwarding after {fault.__name__}", 120, lambda: any(t > ended for t in replies(ping_log)))
+        sessions_back(fault.__name__)
+        recovered = max(time.time(), min(t for t in replies(ping_log) if t > ended))
+        # A detection time after: a session about to fail has failed.
+        settle = time.time() + 1.0
+        wait("a detection time", 10, lambda: time.time() > settle)
+        after = lab.sessions()
+        times = [t for t in replies(ping_log) if began - 1 <= t <= recovered + 0.01]
+        gap = max((b - a for a, b in zip(times, times[1:])), default=0.0)
+        # The spine's counts: its FRR never restarts, while the leaf's counters start again
+        # with a restarted bgpd or bfdd.
+        drops, downs = after[1][1] - before[1][1], after[1][3] - before[1][3]
+        back = recovered - began
+        rows.setdefault(fault.__name__, []).append((gap, drops, downs, back))
+        print(f"| {index} | {fault.__name__} | {gap * 1e3:.0f} ms | {drops} | {downs} | {back * 1e3:.0f} ms | {said} |")
+        sys.stdout.flush()
+    pinger.send_signal(signal.SIGINT)
+    pinger.wait()
+    print()
+    print("| fault | runs | worst downtime | BGP drops (spine) | BFD downs (spine) | worst time back |")
+    print("|---|---|---|---|---|---|")
+    for fault in FAULTS:
+        runs = rows.get(fault.__name__, [])
+        if runs:
+            print(f"| {fault.__name__} | {len(runs)} | {max(r[0] for r in runs) * 1e3:.0f} ms "
+                  f"| {sum(r[1] for r in runs)} | {sum(r[2] for r in runs)} | {max(r[3] for r in runs) * 1e3:.0f} ms |")
+
+
+try:
+    main()
+finally:
+    lab.cleanup()
