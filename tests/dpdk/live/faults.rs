@@ -72,3 +72,29 @@ fn a_running_switch_survives_a_second_start_and_a_broken_file() {
     assert!(running.wait_for_exit().success(), "{}", read(&log));
     assert!(read(&log).contains("mbufs back in pool"), "{}", read(&log));
 }
+
+/// The stats JSON's disk is full at exit (`/dev/full`): the run's summary is logged, every
+/// mbuf is back, and the write's failure is one error line with exit status 2, naming the
+/// file and the disk's error.
+#[test]
+fn a_full_disk_for_the_stats_json_is_one_line_after_the_summary() {
+    let _cpus = cpus_shared();
+    let dir = temp_dir("live-stats-full");
+    let devices = with_null_sinks("net_null80,no-rx=1".into(), 81);
+    let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
+    let config = dir.join("leaf.toml");
+    std::fs::write(&config, four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)).unwrap();
+    let prefix = format!("raceway-stats-full-{}", std::process::id());
+    let output = raceway()
+        .args(["run", "-c"])
+        .arg(&config)
+        .args(["--duration", "1", "--stats-json", "/dev/full", "--", "--file-prefix", &prefix])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    let errors: Vec<&str> = said.lines().filter(|line| line.starts_with("error:")).collect();
+    assert_eq!(errors, ["error: /dev/full: cannot write: No space left on device (os error 28)"], "{said}");
+    assert!(said.contains("mbufs back in pool"), "the summary comes first: {said}");
+    assert!(!said.contains("panicked"), "{said}");
+}
