@@ -1,7 +1,7 @@
-//! Faults an operator's day brings to the keeper (issue 65's campaign, its root-tier part):
-//! the keeper killed while the switch runs, the control namespace deleted while the switch is
-//! stopped, and a keeper whose keep time ends with another process (FRR, here a stand-in) in
-//! the namespace it created.
+//! Faults an operator's day brings (issue 65, docs/FAULTS.md), in the root tier: the keeper
+//! killed while the switch runs, the control namespace deleted while the switch is stopped,
+//! a keeper whose keep time ends with another process (FRR, here a stand-in) in the
+//! namespace it created; and perf/faults.sh's campaign at a small size.
 
 use crate::lab::*;
 use std::time::Duration;
