@@ -5,7 +5,7 @@ data plane's downtime), BGP connections dropped and BFD downs as the spine count
 the fault until forwarding and both sessions are as before, and what the switch said (its
 exit status, or the line it logged). A fault that leaves the lab unrecoverable ends the run
 with one error line."""
-import argparse, os, random, signal, subprocess, sys, time
+import argparse, json, os, random, signal, subprocess, sys, time
 
 from leaflab import LeafLab, logged, replies, sh, vtysh, wait
 
@@ -14,6 +14,7 @@ parser.add_argument("--raceway", required=True)
 parser.add_argument("--routes", type=int, default=100_000)
 parser.add_argument("--rounds", type=int, default=3)
 parser.add_argument("--seed", type=int, default=None)
+parser.add_argument("--only", default=None, help="one fault (its name in the table), for a closer look")
 args = parser.parse_args()
 seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
 
@@ -112,6 +113,40 @@ def two_take_overs():
     return first + "; then " + take_over()
 
 
+def route_of(address):
+    """What the running switch's FIB does with `address` (`show route --json`): its prefix,
+    or None when no route matches."""
+    shown = subprocess.run([args.raceway, "show", "-c", lab.config_path, "route", address, "--json"],
+                           capture_output=True, text=True)
+    try:
+        answer = json.loads(shown.stdout)[0]
+    except (ValueError, IndexError, KeyError):
+        return "unreadable: " + shown.stderr.strip()
+    return answer.get("prefix") if answer.get("action") == "forward" else None
+
+
+def withdrawals_during_take_over():
+    """Up to 10,000 of the kernel's /32 routes withdrawn while a take-over runs, then added back:
+    the new switch's FIB must have neither more nor less than the kernel."""
+    count = min(10_000, args.routes)
+    batch = f"{work}/withdraw.batch"
+    with open(batch, "w") as file:
+        for i in range(count):
+            file.write(f"route del 10.{64 + (i >> 16)}.{(i >> 8) & 255}.{i & 255}/32 via 10.255.0.1 dev up0\n")
+    withdrawing = subprocess.Popen(["ip", "-n", lab.ctl, "-batch", batch], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+    said = take_over()
+    withdrawing.wait()
+    last = f"10.{64 + ((count - 1) >> 16)}.{((count - 1) >> 8) & 255}.{(count - 1) & 255}"
+    wait("the withdrawals in the FIB", 60, lambda: route_of(last) is None)
+    with open(batch, "w") as file:
+        for i in range(count):
+            file.write(f"route add 10.{64 + (i >> 16)}.{(i >> 8) & 255}.{i & 255}/32 via 10.255.0.1 dev up0\n")
+    sh("ip", "-n", lab.ctl, "-batch", batch)
+    wait("the routes back in the FIB", 60, lambda: route_of(last) == f"{last}/32")
+    return f"{count} withdrawn during it, then added back: the FIB followed both; {said}"
+
+
 def take_over_during_reload():
     reloading = subprocess.Popen([args.raceway, "reload", "-c", lab.config_path], stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True)
@@ -189,7 +224,7 @@ def netns_deleted_while_stopped():
 
 FAULTS = [kill_switch, kill_keeper, kill_frr("zebra"), kill_frr("bgpd"), take_over, two_take_overs,
           take_over_during_reload, reload_broken_then_valid, reload_while_port_flaps, config_removed,
-          config_a_directory, stale_telemetry_socket, netns_deleted_while_stopped]
+          config_a_directory, stale_telemetry_socket, netns_deleted_while_stopped, withdrawals_during_take_over]
 
 
 def sessions_back(fault):
@@ -208,10 +243,13 @@ def main():
     current_log = new_log()
     lab.up(current_log, args.routes)
     pinger = lab.pinger(ping_log, interval="0.001")
-    order = [fault for fault in FAULTS for _ in range(args.rounds)]
+    faults = [fault for fault in FAULTS if args.only in (None, fault.__name__)]
+    if not faults:
+        sys.exit(f"error: --only: no fault named '{args.only}'")
+    order = [fault for fault in faults for _ in range(args.rounds)]
     random.Random(seed).shuffle(order)
     print(f"{args.routes} routes; BFD 300 ms x 3, BGP timers 3 9; host0 pings the spine every 1 ms; "
-          f"{len(FAULTS)} faults x {args.rounds}, seed {seed} (SEED={seed} replays the order)")
+          f"{len(faults)} faults x {args.rounds}, seed {seed} (SEED={seed} replays the order)")
     print()
     print("| # | fault | downtime (longest gap in replies) | BGP drops (spine) | BFD downs (spine) | back as before after | said |")
     print("|---|---|---|---|---|---|---|")

@@ -151,4 +151,5 @@ fn the_fault_campaign_recovers_from_every_fault() {
     }
     assert!(said("stale_telemetry_socket").contains("show answers"), "{printed}");
     assert!(said("netns_deleted_while_stopped").contains("keeper let go"), "{printed}");
+    assert!(said("withdrawals_during_take_over").contains("the FIB followed both"), "{printed}");
 }
