@@ -46,7 +46,8 @@ impl Drop for Resident {
 /// The keeper killed while the switch runs: the switch says so and starts a new keeper, so
 /// the host interfaces still outlive it, and the next start takes them over. The namespace
 /// deleted while no switch runs: the keeper lets go and says so, and the next start makes a
-/// fresh one rather than fail to enter the old. A keeper whose keep time ends while another
+/// fresh one rather than fail to enter the old; deleted while the switch runs, the switch says
+/// its interfaces go when it stops. A keeper whose keep time ends while another
 /// process runs in the namespace it created leaves the namespace, and says who is in it.
 #[test]
 fn the_keeper_follows_its_namespace_and_is_replaced_when_killed() {
@@ -91,6 +92,23 @@ fn the_keeper_follows_its_namespace_and_is_replaced_when_killed() {
     wait_for("host0 to reach its gateway again", Duration::from_secs(30), || reaches_gateway(&lab));
     let log = log_of(&lab);
     assert!(!log.contains("cannot enter") && !log.contains("took over"), "a fresh start: {log}");
+    lab.stop();
+
+    // The namespace deleted under a running switch: the switch forwards on and says that the
+    // interfaces go when it stops; the next start makes them anew.
+    lab.start(&config, &["host0"]);
+    wait_for("host0 to reach its gateway", Duration::from_secs(30), || reaches_gateway(&lab));
+    ok("ip", &["netns", "del", &control]);
+    wait_for_log(
+        &lab,
+        &format!("control: {control} was deleted (or made anew) while the switch runs"),
+        Duration::from_secs(20),
+    );
+    assert!(keepers(&control).is_empty(), "the keeper let go");
+    lab.stop();
+    lab.start(&config, &["host0"]);
+    wait_for("host0 to reach its gateway after a fresh start", Duration::from_secs(30), || reaches_gateway(&lab));
+    assert!(!log_of(&lab).contains("took over"), "{}", log_of(&lab));
     lab.stop();
 
     // The keep time ends with a process in the namespace the keeper created: it stays.
