@@ -30,9 +30,7 @@ fn pipeline(c: &mut Criterion) {
         let mut now = 0u64;
         group.bench_function(name, |b| {
             b.iter(|| {
-                for (packet, template) in packets.iter_mut().zip(&templates) {
-                    packet.bytes.copy_from_slice(template);
-                }
+                refill(&mut packets, &templates);
                 for packet in packets.drain(..) {
                     black_box(switch.receive(0, packet, now));
                 }
@@ -49,6 +47,13 @@ fn pipeline(c: &mut Criterion) {
         assert_eq!(packets.len(), 32);
     }
     group.finish();
+}
+
+/// Writes each frame of a burst back to its template (the switch rewrote its headers).
+fn refill(packets: &mut [HeapPacket], templates: &[Vec<u8>]) {
+    for (packet, template) in packets.iter_mut().zip(templates) {
+        packet.bytes.copy_from_slice(template);
+    }
 }
 
 /// A transmitter that takes up to a burst of data frames a turn.
@@ -99,9 +104,7 @@ fn congestion(c: &mut Criterion) {
     let mut cut = TakeAll(Vec::with_capacity(32));
     c.bench_function("pipeline/idle", |b| {
         b.iter(|| {
-            for (packet, template) in packets.iter_mut().zip(&templates) {
-                packet.bytes.copy_from_slice(template);
-            }
+            refill(&mut packets, &templates);
             switch.receive_burst(0, packets.drain(..).map(Ok), now, &mut cut);
             now += 3_000;
             std::mem::swap(&mut packets, &mut cut.0);
@@ -117,9 +120,7 @@ fn congestion(c: &mut Criterion) {
     let mut sent = Burst(Vec::with_capacity(32));
     c.bench_function("pipeline/congested", |b| {
         b.iter(|| {
-            for (packet, template) in packets.iter_mut().zip(&templates) {
-                packet.bytes.copy_from_slice(template);
-            }
+            refill(&mut packets, &templates);
             switch.receive_burst(0, packets.drain(..).map(Ok), now, &mut QueueAll);
             now += 3_000;
             black_box(serve(&mut switch, 1, now, u64::MAX, &mut sent));

@@ -325,18 +325,11 @@ impl<P: PacketBuf> Switch<P> {
     /// time on the link, the port's and the queue's tx counters, its CE mark and its trim.
     #[inline(always)]
     pub(super) fn count_tx(&mut self, frame: &Frame<P>, now: u64) {
-        let (egress, len) = (frame.egress(), frame.len as u64);
+        let egress = frame.egress();
         self.tm.egress[egress].occupy(now, frame.size());
-        let stats = &mut self.stats.ports[egress];
-        stats.tx_packets += 1;
-        stats.tx_bytes += len;
-        let queue = &mut stats.queues[frame.tc()];
-        queue.tx_packets += 1;
-        queue.tx_bytes += len;
-        if frame.marked_or_trimmed() {
-            queue.ecn_marked += u64::from(frame.marked());
-            queue.trim_tx += u64::from(frame.trimmed());
-        }
+        let mut alone = SentRun::default();
+        alone.add(frame);
+        self.count_sent_run(egress, frame.tc(), &alone);
     }
 
     /// Adds what a run of frames of queue `tc` that left `egress` sums to its tx counters.
@@ -348,7 +341,8 @@ impl<P: PacketBuf> Switch<P> {
         let queue = &mut stats.queues[tc];
         queue.tx_packets += run.packets;
         queue.tx_bytes += run.bytes;
-        if run.marked_or_trimmed != 0 {
+        // One test for the common run, with neither.
+        if run.marked | run.trimmed != 0 {
             queue.ecn_marked += run.marked;
             queue.trim_tx += run.trimmed;
         }
@@ -374,8 +368,6 @@ struct SentRun {
     bytes: u64,
     marked: u64,
     trimmed: u64,
-    /// Frames marked or trimmed: one test at the end for the common run, which has none.
-    marked_or_trimmed: u64,
 }
 
 impl SentRun {
@@ -386,7 +378,6 @@ impl SentRun {
         if frame.marked_or_trimmed() {
             self.marked += u64::from(frame.marked());
             self.trimmed += u64::from(frame.trimmed());
-            self.marked_or_trimmed += 1;
         }
     }
 }

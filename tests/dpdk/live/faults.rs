@@ -40,7 +40,7 @@ fn a_running_switch_survives_a_second_start_and_a_broken_file() {
     let second = raceway().args(["run", "-c"]).arg(&config).args(["--duration", "1"]).output().unwrap();
     let said = String::from_utf8_lossy(&second.stderr);
     assert_eq!(second.status.code(), Some(2), "{said}");
-    let errors: Vec<&str> = said.lines().filter(|line| line.starts_with("error:")).collect();
+    let errors: Vec<&str> = error_lines(&said);
     assert_eq!(errors.len(), 1, "{said}");
     assert!(errors[0].contains("held by another switch"), "{said}");
     assert!(errors[0].contains(&format!("pid {}", running.0.id())), "{said}");
@@ -93,7 +93,7 @@ fn a_full_disk_for_the_stats_json_is_one_line_after_the_summary() {
         .unwrap();
     let said = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{said}");
-    let errors: Vec<&str> = said.lines().filter(|line| line.starts_with("error:")).collect();
+    let errors: Vec<&str> = error_lines(&said);
     assert_eq!(errors, ["error: /dev/full: cannot write: No space left on device (os error 28)"], "{said}");
     assert!(said.contains("mbufs back in pool"), "the summary comes first: {said}");
     assert!(!said.contains("panicked"), "{said}");

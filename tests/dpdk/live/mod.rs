@@ -194,6 +194,11 @@ fn wait_until_stopped(pid: u32) {
     }
 }
 
+/// The lines of a command's standard error that are raceway's own errors (`error: ...`).
+fn error_lines(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|line| line.starts_with("error:")).collect()
+}
+
 fn read(path: &std::path::Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }

@@ -604,7 +604,7 @@ fn a_port_that_fails_to_start_is_a_clear_error() {
             .unwrap();
         assert_eq!(output.status.code(), Some(2));
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let ours: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+        let ours: Vec<&str> = error_lines(&stderr);
         assert_eq!(ours.len(), 1, "{stderr}");
         assert!(!stderr.contains("panicked"));
         ours[0].to_string()
