@@ -52,7 +52,7 @@ impl Drop for Resident {
 #[test]
 fn the_keeper_follows_its_namespace_and_is_replaced_when_killed() {
     let _alone = alone();
-    let mut lab = Lab::new("rwf");
+    let mut lab = Lab::new("rwz");
     lab.host(0);
     let control = lab.control();
     let keeper_log = std::path::PathBuf::from(format!("/run/raceway/keep-{control}.log"));
