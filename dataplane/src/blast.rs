@@ -22,17 +22,40 @@
 //! one of the peer's rx queues, as RSS would spread a host's flows over a switch port's.
 //! PFC frames are read from its one rx queue.
 //!
+//! A net_memif client's link that goes down is retrained, as a NIC's is: the port is
+//! restarted every `RETRAIN_EVERY` until it comes back (the driver connects only when the port
+//! starts, so it would never reach a server that restarted). A memif server waits for its
+//! client to come back by itself. (A host that reconnects while a switch's memif server is
+//! being torn down can crash that switch's process in DPDK 22.11, `memif_listener_handler`
+//! spinning on a closed socket; so the live tests that restart a switch put its memif ports
+//! on the client side, the hosts serving.) With `sequence`, RoCEv2 frames carry consecutive PSNs per flow and the
+//! frames received are counted by them (`sequence`). With `progress`, the report is written to
+//! a file every `PROGRESS_EVERY`, for a test that reads the counts while blast runs. SIGINT
+//! and SIGTERM end the run as its duration would.
+//!
 //! Invariant: every frame of the trace handed out is sent, refused and counted, or (with
 //! `pfc`) still waiting at exit and counted as `unsent`; every mbuf is back in the pool at exit.
+
+mod sequence;
 
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mempool, Port, TxQueues};
 use crate::error::InputError;
 use crate::packet::PacketBuf;
 use crate::wire::parse::{parse, Payload};
+use sequence::{SequenceCounter, SequenceReport, Stamper};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Time between the link coming up and the first frame.
 pub const SETTLE: Duration = Duration::from_secs(1);
+/// How often the link is checked, and a link found down twice in a row restarted.
+const RETRAIN_EVERY: Duration = Duration::from_millis(25);
+/// A host with nothing to receive and its next frame due later than twice this sleeps this
+/// long instead of spinning: a NIC costs its host no CPU, and the switch under test shares
+/// the machine's.
+const IDLE_SLEEP: Duration = Duration::from_micros(100);
+/// How often `progress` is written.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone)]
 pub struct BlastOptions {
@@ -44,6 +67,10 @@ pub struct BlastOptions {
     pub pfc_link_gbps: Option<f64>,
     /// Tx queues the bursts take turns on.
     pub tx_queues: u16,
+    /// Stamp RoCEv2 frames with consecutive PSNs per flow, and count received ones by them.
+    pub sequence: bool,
+    /// A file the report is written to while blast runs.
+    pub progress: Option<PathBuf>,
 }
 
 impl BlastOptions {
@@ -93,6 +120,8 @@ impl BlastReport {
             "mpps": self.sent as f64 / seconds / 1e6,
             "gbps_on_wire": (self.sent_bytes + 24 * self.sent) as f64 * 8.0 / seconds / 1e9,
             "honours_pfc": honours_pfc,
+            "link_retrains": self.link_retrains,
+            "sequence": self.sequence,
             "mbufs": { "pool": self.mbufs_in_pool, "available_at_exit": self.mbufs_available_at_exit },
         })
     }
@@ -113,8 +142,69 @@ pub struct BlastReport {
     /// Time each priority spent paused, ns.
     pub paused_ns: [u64; 8],
     pub elapsed: Duration,
+    /// Restarts of a port whose link was down.
+    pub link_retrains: u64,
+    /// With `sequence`: the received RoCEv2 frames counted by PSN.
+    pub sequence: Option<SequenceReport>,
     pub mbufs_in_pool: u32,
     pub mbufs_available_at_exit: u32,
+}
+
+/// Watches the link every `RETRAIN_EVERY` and says when to restart the port: when it was down
+/// at two checks in a row (a link coming up after a start gets one period).
+struct LinkKeeper {
+    every: u64,
+    next_check: u64,
+    down_before: bool,
+}
+
+impl LinkKeeper {
+    fn new(tsc_hz: u64, now: u64) -> Self {
+        let every = ticks(tsc_hz, RETRAIN_EVERY);
+        Self { every, next_check: now + every, down_before: false }
+    }
+
+    fn due(&mut self, port: &Port, now: u64) -> bool {
+        if now < self.next_check {
+            return false;
+        }
+        self.next_check = now + self.every;
+        let down = !port.link_up();
+        let retrain = down && self.down_before;
+        if down != self.down_before {
+            if down {
+                tracing::warn!("link down: retraining every {} ms until it is back", RETRAIN_EVERY.as_millis());
+            } else {
+                tracing::info!("link up again");
+            }
+        }
+        self.down_before = down;
+        retrain
+    }
+}
+
+/// Whether `device` is a net_memif client (`role=client`; DPDK's default role is server).
+fn is_memif_client(device: &str) -> bool {
+    crate::config::device_name(device).starts_with("net_memif") && device.split(',').any(|pair| pair == "role=client")
+}
+
+/// `duration` in TSC ticks.
+fn ticks(tsc_hz: u64, duration: Duration) -> u64 {
+    (duration.as_secs_f64() * tsc_hz as f64) as u64
+}
+
+/// Writes the report so far to `path` (through a file beside it, renamed, so a reader never
+/// sees half of it). A failure is logged once and the run goes on: the file is an observer.
+fn write_progress(path: &std::path::Path, report: &BlastReport, honours_pfc: bool) {
+    static FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let partial = path.with_extension("partial");
+    let written = std::fs::write(&partial, report.to_json(honours_pfc).to_string())
+        .and_then(|()| std::fs::rename(&partial, path));
+    if let Err(error) = written {
+        if !FAILED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            tracing::error!("--progress: cannot write '{}': {error}", path.display());
+        }
+    }
 }
 
 /// The priority a NIC gives `frame`: its VLAN PCP, else DSCP / 8 for IP, else 0.
@@ -244,6 +334,7 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     };
     let mut receiver = port.rx_queue(0).ok_or_else(|| claimed("rx queue 0"))?;
     let mut transmitter = port.transmitter().ok_or_else(|| claimed("the tx queues"))?;
+    dpdk::install_stop_signals();
     // Settle before the trial: the receiver may still be starting its other ports after our
     // link came up, and frames sent then would find its rx ring full.
     std::thread::sleep(SETTLE);
@@ -257,8 +348,10 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     // Ticks per wire byte at the rate, in 32.32 fixed point.
     let ticks_per_byte = ((tsc_hz as f64 * 8.0 / (options.rate_gbps * 1e9)) * 4_294_967_296.0) as u128;
     let start = dpdk::rdtsc();
-    let end = start + (options.duration.as_secs_f64() * tsc_hz as f64) as u64;
+    let end = start + ticks(tsc_hz, options.duration);
     let mut report = BlastReport::default();
+    let mut stamper = options.sequence.then(|| Stamper::new(frames));
+    let mut counter = options.sequence.then(SequenceCounter::default);
     let mut queues = PriorityQueues::new(frames);
     let mut pauses = options.pfc_link_gbps.map(|gbps| Pauses::new(tsc_hz, gbps));
     let mut due_q32: u128 = u128::from(start) << 32;
@@ -267,12 +360,19 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     let mut tx_queue = 0;
     let mut rx = Burst::default();
     let started = Instant::now();
+    let mut link = LinkKeeper::new(tsc_hz, start);
+    let retrains = is_memif_client(&options.device);
+    // Whether a retrain left the port stopped.
+    let mut stopped = false;
+    let progress_every = ticks(tsc_hz, PROGRESS_EVERY);
+    let idle_ticks = 2 * ticks(tsc_hz, IDLE_SLEEP);
+    let mut next_progress = start;
     loop {
         let now = dpdk::rdtsc();
-        if now >= end {
+        if now >= end || dpdk::stop_requested() {
             break;
         }
-        receiver.burst(&mut rx);
+        let got = if stopped { 0 } else { receiver.burst(&mut rx) };
         for mbuf in rx.drain() {
             match parse(mbuf.data()).map(|parsed| parsed.payload) {
                 Ok(Payload::FlowControl(repr)) => {
@@ -283,8 +383,31 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
                         }
                     }
                 }
-                _ => report.received += 1,
+                _ => {
+                    report.received += 1;
+                    if let Some(counter) = counter.as_mut() {
+                        counter.count(mbuf.data());
+                    }
+                }
             }
+        }
+        if retrains && link.due(&port, now) {
+            report.link_retrains += 1;
+            // A start that fails (a memif server not listening) leaves the port stopped, not
+            // to be polled until a later retrain starts it.
+            stopped = match transmitter.restart_port(&mut receiver) {
+                Ok(()) => false,
+                Err(error) => {
+                    tracing::debug!("{error}");
+                    true
+                }
+            };
+        }
+        if let Some(path) = options.progress.as_ref().filter(|_| now >= next_progress) {
+            next_progress = now + progress_every;
+            report.elapsed = started.elapsed();
+            report.sequence = counter.as_ref().map(|counter| counter.report);
+            write_progress(path, &report, pauses.is_some());
         }
         // After a stall of this process or a pause, resume the pace from now instead of
         // sending the backlog back to back: a catch-up burst would overflow the receiver's
@@ -304,11 +427,14 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
             if !mbuf.append(frame) {
                 continue; // longer than an mbuf: skipped (the trace is checked up front)
             }
+            if let Some(stamper) = stamper.as_mut() {
+                stamper.stamp(index, mbuf.data_mut());
+            }
             due_q32 += u128::from(crate::units::wire_bytes(frame.len())) * ticks_per_byte;
             report.sent_bytes += frame.len() as u64;
             burst.push(mbuf);
         }
-        if !burst.is_empty() {
+        if !burst.is_empty() && !stopped {
             let queued = burst.len();
             let sent = transmitter.burst_on(tx_queue, &mut burst);
             report.sent += sent as u64;
@@ -321,6 +447,9 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
                 report.refused += burst.len() as u64;
                 report.sent_bytes -= burst.drain().map(|mbuf| mbuf.len() as u64).sum::<u64>();
             }
+        }
+        if got == 0 && burst.is_empty() && (due_q32 >> 32) as u64 > now + idle_ticks {
+            std::thread::sleep(IDLE_SLEEP);
         }
     }
     report.elapsed = started.elapsed();
@@ -338,17 +467,21 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     // rings, and frames still there would vanish although they were sent. Keep receiving
     // meanwhile, so the peer's frames do not pile up in ours.
     let settle_end = Instant::now() + SETTLE;
-    while Instant::now() < settle_end {
+    while Instant::now() < settle_end && !stopped {
         receiver.burst(&mut rx);
-        report.received += rx
-            .drain()
-            .filter(
-                |mbuf| !matches!(parse(mbuf.data()), Ok(parsed) if matches!(parsed.payload, Payload::FlowControl(_))),
-            )
-            .count() as u64;
+        for mbuf in rx.drain() {
+            if matches!(parse(mbuf.data()), Ok(parsed) if matches!(parsed.payload, Payload::FlowControl(_))) {
+                continue;
+            }
+            report.received += 1;
+            if let Some(counter) = counter.as_mut() {
+                counter.count(mbuf.data());
+            }
+        }
         std::thread::sleep(Duration::from_millis(1));
     }
     drop(rx);
+    report.sequence = counter.map(|counter| counter.report);
     // The handles hold the port; dropping all three closes it before the pool is counted.
     drop((receiver, transmitter, port));
     report.mbufs_in_pool = pool.size();
@@ -366,6 +499,14 @@ mod tests {
         spec.dscp = dscp;
         spec.vlan = vlan_pcp.map(|pcp| (pcp, 100));
         spec.build()
+    }
+
+    #[test]
+    fn only_a_memif_client_retrains() {
+        assert!(is_memif_client("net_memif0,role=client,socket=/a.sock"));
+        assert!(!is_memif_client("net_memif0,role=server,socket=/a.sock"));
+        assert!(!is_memif_client("net_memif0,socket=/a.sock"), "a server by default");
+        assert!(!is_memif_client("net_af_packet0,iface=role=client"));
     }
 
     #[test]

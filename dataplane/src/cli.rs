@@ -194,6 +194,13 @@ pub(crate) struct BlastArgs {
     /// Bursts take turns on this many tx queues (over net_memif, the peer's rx queues).
     #[arg(long, default_value_t = 1)]
     pub(crate) tx_queues: u16,
+    /// Stamp RoCEv2 frames with consecutive PSNs per flow, and count the RoCEv2 frames
+    /// received by their PSNs: in order, lost (a gap), late.
+    #[arg(long)]
+    pub(crate) sequence: bool,
+    /// Write the report to this file every 100 ms while sending (to read counts mid-run).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) progress: Option<PathBuf>,
     /// EAL arguments.
     #[arg(last = true)]
     pub(crate) eal: Vec<String>,

@@ -358,7 +358,7 @@ fn check_config(args: CheckArgs) -> Result<(), Failure> {
 
 /// `raceway blast`: a trace sent on one DPDK device at a paced rate.
 fn blast_trace(args: BlastArgs) -> Result<(), Failure> {
-    let BlastArgs { trace, device, rate_gbps, duration, pfc, tx_queues, eal } = args;
+    let BlastArgs { trace, device, rate_gbps, duration, pfc, tx_queues, sequence, progress, eal } = args;
     let options = blast::BlastOptions {
         device,
         rate_gbps,
@@ -366,6 +366,8 @@ fn blast_trace(args: BlastArgs) -> Result<(), Failure> {
         eal,
         pfc_link_gbps: pfc,
         tx_queues,
+        sequence,
+        progress,
     };
     options.validate()?;
     let frames = blast::load_frames(&trace)?;

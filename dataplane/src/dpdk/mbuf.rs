@@ -308,6 +308,17 @@ impl Burst {
         self.len += 1;
     }
 
+    /// Whether any frame of the burst passes `test` (given its first segment's bytes); the
+    /// burst keeps them all.
+    pub fn any_frame(&self, mut test: impl FnMut(&[u8]) -> bool) -> bool {
+        self.mbufs[..self.len].iter().any(|&ptr| {
+            // SAFETY: the first `len` slots are valid mbufs this burst owns; the view lends
+            // one for the call and is never dropped (`ManuallyDrop`), so the burst still owns it.
+            let view = std::mem::ManuallyDrop::new(Mbuf(unsafe { NonNull::new_unchecked(ptr) }));
+            test(PacketBuf::data(&*view))
+        })
+    }
+
     /// Hands out the mbufs, in order, and empties the burst.
     pub fn drain(&mut self) -> impl Iterator<Item = Mbuf> + '_ {
         let len = std::mem::replace(&mut self.len, 0);

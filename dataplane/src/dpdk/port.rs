@@ -354,6 +354,21 @@ impl Port {
         }
     }
 
+    /// Stops the device once no queue handle is out (the workers are done): a NIC's link
+    /// goes down, a memif peer is disconnected, so that a host stops sending into rings
+    /// nobody reads while the rest of the shutdown runs. Returns whether it stopped; dropping
+    /// the port closes it as ever.
+    pub fn stop_when_idle(&self) -> bool {
+        let idle = !self.tx_claimed.load(Ordering::Acquire)
+            && self.rx_claimed.iter().all(|claim| !claim.load(Ordering::Acquire));
+        if idle {
+            // SAFETY: no handle to a queue is out (checked above), so no burst runs on the
+            // port; stopping a stopped port is a no-op.
+            unsafe { sys::rte_eth_dev_stop(self.id) };
+        }
+        idle
+    }
+
     pub fn link_up(&self) -> bool {
         let mut up = 0;
         let mut speed = 0;
@@ -431,6 +446,33 @@ impl PortTx {
     #[inline]
     pub fn control_burst(&mut self, burst: &mut Burst) -> usize {
         self.burst_on(self.port.tx_queues - 1, burst)
+    }
+
+    /// Stops and starts the port again, as a NIC retrains a link that went down: a net_memif
+    /// client connects to its server anew (the driver tries only when started, so a server
+    /// that restarted, or was not listening yet, is otherwise never reached again). Frames in
+    /// the device's rings are dropped. When the start fails (no server listening: "Operation
+    /// not permitted"), the port is left stopped: it must not be polled until a later restart
+    /// succeeds. Holding this, the port's only transmitter, and `rx`,
+    /// the handle of its only rx queue, proves no burst runs on the port meanwhile; a port
+    /// with more rx queues, or another port's queue, is refused.
+    pub fn restart_port(&mut self, rx: &mut RxQueue) -> Result<(), DpdkError> {
+        let port = &self.port;
+        let fail =
+            |problem: &str| DpdkError { context: format!("port '{}': restart", port.name), problem: problem.into() };
+        if !Arc::ptr_eq(port, &rx.port) || port.rx_queues != 1 {
+            return Err(fail("needs the port's only rx queue and its transmitter"));
+        }
+        // SAFETY: the port is started and no burst runs on it: the caller holds its only
+        // transmitter and its only rx queue, mutably (checked above).
+        let rc = unsafe {
+            sys::rte_eth_dev_stop(port.id);
+            sys::rte_eth_dev_start(port.id)
+        };
+        if rc != 0 {
+            return Err(fail(&strerror(rc)));
+        }
+        Ok(())
     }
 
     /// `burst` on tx queue `queue`; a queue the port did not open is an error of the caller's
