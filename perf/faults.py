@@ -1,9 +1,11 @@
 """The driver of perf/faults.sh: faults an operator's day brings, injected in a seeded random
 order into a leaf with BGP and BFD to a spine (perf/leaflab.py) while host0 pings the spine
-through the switch every millisecond. For each fault: the longest gap in the replies (the
-data plane's downtime), BGP connections dropped and BFD downs as the spine counts them, the time from
-the fault until forwarding and both sessions are as before, and what the switch said (its
-exit status, or the line it logged). A fault that leaves the lab unrecoverable ends the run
+through the switch every millisecond and a lossless RoCE flow runs between the lab's two
+PFC-honouring hosts. For each fault: the longest gap in the replies (the data plane's
+downtime), BGP connections dropped and BFD downs as the spine counts them, lossless frames
+lost (gaps in the PSNs the receiving host saw), the time from the fault until forwarding,
+both sessions and the flow are as before, and what the switch said (its exit status, or the
+line it logged). A fault that leaves the lab unrecoverable ends the run
 with one error line."""
 import argparse, json, os, random, signal, subprocess, sys, time
 
@@ -19,7 +21,7 @@ args = parser.parse_args()
 seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
 
 tag = f"rf{os.getpid() % 100000}"
-lab = LeafLab(args.raceway, tag)
+lab = LeafLab(args.raceway, tag, lossless=True)
 work = lab.work
 ping_log = f"{work}/ping.log"
 logs = iter(range(1, 1 << 30))
@@ -196,6 +198,8 @@ def stale_telemetry_socket():
     status = lab.switch.wait()
     path = f"/var/run/dpdk/{tag}/dpdk_telemetry.v2"
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.exists(path):
+        os.remove(path)  # a socket the switch left (a stale file is what the fault is)
     with open(path, "w") as file:
         file.write("stale\n")
     log = start_switch()
@@ -219,7 +223,8 @@ def netns_deleted_while_stopped():
     wait("the host interfaces", 60, lambda: "LOWER_UP" in sh("ip", "-n", lab.ctl, "link", "show", "up0", check=False))
     for daemon in ["zebra", "bgpd", "bfdd"]:
         lab.start_daemon(lab.ctl, lab.leaf_dir, daemon)
-    return "keeper let go; new namespace; FRR restarted in it"
+    lab.lossless_neighbours()
+    return "keeper let go; new namespace; FRR and the hosts' neighbours put back in it"
 
 
 FAULTS = [kill_switch, kill_keeper, kill_frr("zebra"), kill_frr("bgpd"), take_over, two_take_overs,
@@ -251,40 +256,50 @@ def main():
     print(f"{args.routes} routes; BFD 300 ms x 3, BGP timers 3 9; host0 pings the spine every 1 ms; "
           f"{len(faults)} faults x {args.rounds}, seed {seed} (SEED={seed} replays the order)")
     print()
-    print("| # | fault | downtime (longest gap in replies) | BGP drops (spine) | BFD downs (spine) | back as before after | said |")
-    print("|---|---|---|---|---|---|---|")
+    print("| # | fault | downtime (longest gap in replies) | BGP drops (spine) | BFD downs (spine) | lossless frames lost | back as before after | said |")
+    print("|---|---|---|---|---|---|---|---|")
     rows = {}
     for index, fault in enumerate(order, 1):
         before = lab.sessions()
+        flow_before = lab.lossless_counts()
         began = time.time()
         said = fault()
         ended = time.time()
+        flow_ended = lab.lossless_counts()["received"]
         wait(f"forwarding after {fault.__name__}", 120, lambda: any(t > ended for t in replies(ping_log)))
         sessions_back(fault.__name__)
+        # A namespace made afresh has lost the hosts' neighbours: an operator's script puts
+        # them back, as the lab does (frames lost before count).
+        lab.lossless_neighbours()
+        wait(f"the lossless flow after {fault.__name__}", 60,
+             lambda: lab.lossless_counts()["received"] > flow_ended + 100)
         recovered = max(time.time(), min(t for t in replies(ping_log) if t > ended))
         # A detection time after: a session about to fail has failed.
         settle = time.time() + 1.0
         wait("a detection time", 10, lambda: time.time() > settle)
         after = lab.sessions()
+        flow_after = lab.lossless_counts()
+        lost = flow_after["lost"] - flow_before["lost"]
         times = [t for t in replies(ping_log) if began - 1 <= t <= recovered + 0.01]
         gap = max((b - a for a, b in zip(times, times[1:])), default=0.0)
         # The spine's counts: its FRR never restarts, while the leaf's counters start again
         # with a restarted bgpd or bfdd.
         drops, downs = after[1][1] - before[1][1], after[1][3] - before[1][3]
         back = recovered - began
-        rows.setdefault(fault.__name__, []).append((gap, drops, downs, back))
-        print(f"| {index} | {fault.__name__} | {gap * 1e3:.0f} ms | {drops} | {downs} | {back * 1e3:.0f} ms | {said} |")
+        rows.setdefault(fault.__name__, []).append((gap, drops, downs, back, lost))
+        print(f"| {index} | {fault.__name__} | {gap * 1e3:.0f} ms | {drops} | {downs} | {lost} | {back * 1e3:.0f} ms | {said} |")
         sys.stdout.flush()
     pinger.send_signal(signal.SIGINT)
     pinger.wait()
     print()
-    print("| fault | runs | worst downtime | BGP drops (spine) | BFD downs (spine) | worst time back |")
-    print("|---|---|---|---|---|---|")
+    print("| fault | runs | worst downtime | BGP drops (spine) | BFD downs (spine) | lossless frames lost | worst time back |")
+    print("|---|---|---|---|---|---|---|")
     for fault in FAULTS:
         runs = rows.get(fault.__name__, [])
         if runs:
             print(f"| {fault.__name__} | {len(runs)} | {max(r[0] for r in runs) * 1e3:.0f} ms "
-                  f"| {sum(r[1] for r in runs)} | {sum(r[2] for r in runs)} | {max(r[3] for r in runs) * 1e3:.0f} ms |")
+                  f"| {sum(r[1] for r in runs)} | {sum(r[2] for r in runs)} | {sum(r[4] for r in runs)} "
+                  f"| {max(r[3] for r in runs) * 1e3:.0f} ms |")
 
 
 try:

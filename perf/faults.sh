@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Faults in operation (issue 65, docs/FAULTS.md): a leaf with FRR BGP and BFD (300 ms x 3) to
-# a spine and ROUTES /32 routes in its kernel, host0 pinging the spine through it every 1 ms;
+# a spine and ROUTES /32 routes in its kernel, host0 pinging the spine through it every 1 ms,
+# and a lossless RoCE flow between two PFC-honouring `raceway blast` hosts on memif links;
 # each fault of perf/faults.py's list ROUNDS times, in an order drawn from SEED (a new one each
-# run, printed). Per fault: the longest gap in the replies, BGP drops, BFD downs, the time
-# until forwarding and both sessions are back, and what the switch said; then the worst of
-# each fault. STRESS=1 runs it beside `stress-ng --cpu 2` (a busy neighbour on both CPUs).
+# run, printed). Per fault: the longest gap in the replies, BGP drops, BFD downs, lossless
+# frames lost (by PSN at the receiving host), the time until forwarding, both sessions and the
+# flow are back, and what the switch said; then the worst of each fault. STRESS=1 runs it beside `stress-ng --cpu 2` (a busy neighbour on both CPUs).
 # Needs root, FRR and (for STRESS) stress-ng.
 #   perf/faults.sh [ROUTES] [ROUNDS]     (default 100000 3; SEED=N replays an order)
 set -euo pipefail

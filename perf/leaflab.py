@@ -1,7 +1,8 @@
 """A leaf in network namespaces for the live control-plane benchmarks (perf/restart.sh,
 perf/faults.sh): raceway on net_af_packet ports with `[control]`, host0 (10.0.0.2/24) on port
 host0, and a spine on port up0 running FRR with BGP and BFD to the leaf's own FRR in the
-control namespace; host0 pings the spine's 10.200.0.1 through the switch. Everything it
+control namespace; host0 pings the spine's 10.200.0.1 through the switch (and, with
+`lossless`, a RoCE flow runs between two PFC-honouring hosts on memif links). Everything it
 creates carries a tag unique to the process and goes in `cleanup`, however the run ends."""
 import json, os, re, shutil, signal, subprocess, sys, time
 from datetime import datetime
@@ -63,10 +64,18 @@ def replies(path):
     return times
 
 
-class LeafLab:
-    """The leaf, its host and its spine (module notes); `tag` names everything it creates."""
+LOSSLESS_RATE_GBPS = 0.2
 
-    def __init__(self, raceway, tag, keep_s=None, bfd_ms=300, bfd_multiplier=3):
+
+class LeafLab:
+    """The leaf, its host and its spine (module notes); `tag` names everything it creates.
+    With `lossless`, two more ports, rdma0 and rdma1, over net_memif to two `raceway blast
+    --pfc --sequence` hosts: rdma0's sends RoCEv2 flows in TC3 (lossless) to the hosts
+    behind rdma1 (10.0.2.1-8, their neighbours permanent in the leaf's kernel), whose blast
+    counts the frames lost by PSN (`lossless_counts`), and sends a trickle back (to
+    10.0.3.1-8)."""
+
+    def __init__(self, raceway, tag, keep_s=None, bfd_ms=300, bfd_multiplier=3, lossless=False):
         self.raceway, self.tag = raceway, tag
         self.work = f"/tmp/raceway-{tag}"
         self.ctl, self.host, self.spine = f"{tag}ctl", f"{tag}h0", f"{tag}s0"
@@ -77,6 +86,8 @@ class LeafLab:
         # Processes started beside the switch (a pinger, tcpdump), killed however the run ends.
         self.helpers = []
         self.leaf_dir = self.spine_dir = None
+        self.lossless = lossless
+        self.blasts = []
 
     def attach(self, ns, link):
         sh("ip", "netns", "add", ns)
@@ -130,9 +141,68 @@ name = "up0"
 device = "net_af_packet1,iface={self.tag}u0"
 speed_gbps = 1
 addresses = ["10.255.0.0/31"]
-[control]
+""" + (f"""[qos]
+dscp_to_tc = {{ 26 = 3, default = 0 }}
+lossless = [3]
+[[port]]
+name = "rdma0"
+device = "net_memif0,role=client,socket={self.memif_socket('rdma0')}"
+speed_gbps = 1
+addresses = ["10.0.3.254/24"]
+[[port]]
+name = "rdma1"
+device = "net_memif1,role=client,socket={self.memif_socket('rdma1')}"
+speed_gbps = 1
+addresses = ["10.0.2.254/24"]
+""" if self.lossless else "") + f"""[control]
 netns = "{self.ctl}"
 """ + (f"keep_interfaces_s = {self.keep_s}\n" if self.keep_s is not None else "")
+
+    def memif_socket(self, port):
+        """An abstract socket's name: it goes with the process that listens on it."""
+        return f"/raceway-{self.tag}-{port}.sock"
+
+    def start_lossless_hosts(self):
+        """Starts the rdma hosts (class notes), which serve the memif links the switch's ports
+        connect to: rdma0's sends its trace at LOSSLESS_RATE_GBPS until the lab ends, rdma1's
+        a trickle back; each writes its counts every 100 ms."""
+        traces = {}
+        for port, subnet, rate in [("rdma0", "2", LOSSLESS_RATE_GBPS), ("rdma1", "3", 0.0001)]:
+            traces[port] = f"{self.work}/{port}.pcap"
+            sh(self.raceway, "--quiet", "gen", "flows", "--flows", "8", "--packets", "64", "--size", "1078",
+               "--dscp", "26", "--to-subnet", subnet, "--out", traces[port])
+        for index, port in enumerate(["rdma0", "rdma1"]):
+            rate = LOSSLESS_RATE_GBPS if port == "rdma0" else 0.0001
+            # Both hosts on the first CPU, beside the switch's main lcore: the second is its worker's.
+            self.blasts.append(subprocess.Popen(
+                [self.raceway, "--log-level", "warn", "blast", "--trace", traces[port], "--device",
+                 f"net_memif0,role=server,socket={self.memif_socket(port)}", "--rate-gbps", str(rate), "--pfc", "1",
+                 "--sequence", "--progress", f"{self.work}/{port}.json", "--duration", "1000000",
+                 "--", "-l", "0", "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--log-level", "*:critical",
+                 "--file-prefix", f"{self.tag}-{port}"],
+                stdout=subprocess.DEVNULL, stderr=open(f"{self.work}/{port}.log", "w")))
+        self.helpers.extend(self.blasts)
+
+    def lossless_neighbours(self):
+        """The rdma hosts' addresses, permanent in the leaf's kernel (they answer no ARP)."""
+        for host in range(1, 9):
+            for subnet, port in [("2", "rdma1"), ("3", "rdma0")]:
+                sh("ip", "-n", self.ctl, "neigh", "replace", f"10.0.{subnet}.{host}", "lladdr",
+                   f"02:00:00:00:2{subnet}:{host:02x}", "dev", port, "nud", "permanent")
+
+    def lossless_counts(self):
+        """What rdma1's host counted (its sequence: in_order, lost, late), with what rdma0's
+        sent and still holds (sent, unsent); zeros before the first report."""
+        def report(port):
+            try:
+                return json.load(open(f"{self.work}/{port}.json"))
+            except (OSError, ValueError):
+                return {}
+        sender, receiver = report("rdma0"), report("rdma1")
+        counts = dict(receiver.get("sequence") or {"in_order": 0, "lost": 0, "late": 0})
+        counts["received"] = counts["in_order"] + counts["late"]
+        counts["sent"] = sender.get("sent", 0)
+        return counts
 
     def start(self, log, *extra):
         """Starts `raceway run` on the config, logging to `log`; returns the process."""
@@ -160,6 +230,8 @@ netns = "{self.ctl}"
         sh("ip", "-n", self.spine, "addr", "add", "10.200.0.1/24", "dev", "lo")
         with open(self.config_path, "w") as file:
             file.write(self.config_text())
+        if self.lossless:
+            self.start_lossless_hosts()
         self.switch = self.start(log)
         wait("the host interfaces", 60,
              lambda: "LOWER_UP" in sh("ip", "-n", self.ctl, "link", "show", "up0", check=False))
@@ -172,6 +244,9 @@ netns = "{self.ctl}"
         wait("host0 through the switch", 60, lambda: subprocess.run(
             ["ip", "netns", "exec", self.host, "ping", "-c", "1", "-W", "1", "10.200.0.1"],
             capture_output=True).returncode == 0)
+        if self.lossless:
+            self.lossless_neighbours()
+            wait("the lossless flow to arrive", 60, lambda: self.lossless_counts()["received"] > 1000)
         if routes:
             batch = f"{self.work}/routes.batch"
             with open(batch, "w") as file:

@@ -34,6 +34,34 @@ impl<P: PacketBuf> Switch<P> {
         self.send_control(port, now, |_| true)
     }
 
+    /// The switch is stopping: every port it owns pauses its peer's lossless priorities
+    /// (XOFF, refreshed while the switch runs, never XON), so that a sender honouring PFC
+    /// holds what it has instead of sending it into rx rings nobody will read. The worker
+    /// keeps forwarding until no frame of those priorities arrives (`in_held_priority`).
+    /// Only the ports `sending` names are held (the worker's: those that received lately; a
+    /// quiet port's peer has nothing in its ring, and is left a stop without PFC frames).
+    /// Returns whether any port was held (none when no priority is lossless).
+    pub fn hold_lossless_senders(&mut self, sending: impl Fn(usize) -> bool) -> bool {
+        if self.tm.buffer.plan().lossless_pgs == 0 {
+            return false;
+        }
+        let mut held = false;
+        for port in 0..self.tm.pfc.len() {
+            if self.owns(port) && sending(port) {
+                self.tm.pfc[port].hold();
+                self.note_control(port);
+                held = true;
+            }
+        }
+        held
+    }
+
+    /// Whether `frame`, received on `port`, travels in a priority a hold stops (a lossless
+    /// one, as its sender's NIC queues it: `priority_of`).
+    pub fn in_held_priority(&self, port: usize, frame: &[u8]) -> bool {
+        self.priority_of(frame).is_some_and(|priority| self.tm.pfc[port].is_lossless(priority))
+    }
+
     pub(super) fn pause_received(&mut self, port: usize, repr: &Repr, now: u64) {
         let deadline = self.tm.pfc[port].receive(repr, now, &self.tm.watchdog, &mut self.stats.ports[port]);
         self.tm.deadline = self.tm.deadline.min(deadline);
@@ -113,6 +141,48 @@ mod tests {
         switch.advance(1_000_000_000);
         assert_eq!(switch.stats.ports[1].watchdog_storms[3], 1);
         assert_eq!(switch.next_deadline(), 33_553_920_000);
+    }
+
+    #[test]
+    fn a_stopping_switch_holds_lossless_senders_with_refreshed_xoffs_and_no_xon() {
+        let config = config("", "[qos.pfc]\nxoff_bytes = 10240\nxon_bytes = 5120\nheadroom_bytes = 4096");
+        let mut switch: Switch<HeapPacket> = Switch::new(&config, 0);
+        // Port 0 above XOFF before the hold: its XOFF is already out, and stays the one.
+        for _ in 0..11 {
+            switch.receive(0, frame(26, 1000), 0);
+        }
+        assert_eq!(switch.take_control(0, 0).map(|r| r.times[3]), Some(0xffff));
+        assert!(!switch.hold_lossless_senders(|_| false), "no port sending: nothing held");
+        assert_eq!((1..config.ports.len()).find_map(|port| switch.take_control(port, 1)), None);
+        assert!(switch.hold_lossless_senders(|_| true));
+        assert_eq!(switch.take_control(0, 1), None, "port 0's XOFF is outstanding already");
+        for port in 1..config.ports.len() {
+            let repr = switch.take_control(port, 1).unwrap();
+            assert_eq!((repr.class_enable, repr.times[3]), (1 << 3, 0xffff), "port {port}: XOFF for priority 3 alone");
+        }
+        // Port 0's group empties: no XON while held.
+        while switch.transmit(1, 10_000_000).is_some() {}
+        assert_eq!(switch.queued_packets(), 0);
+        assert_eq!(switch.take_control(0, 10_000_000), None, "no XON while held");
+        // Each refresh is an XOFF, although nothing is queued.
+        for round in 0..3 {
+            let refresh = switch.next_deadline();
+            assert!(refresh > 10_000_000 && refresh < NEVER, "round {round}: a refresh is due");
+            // Port 0's XOFF went 1 ps before the others'.
+            let refresh = refresh + 1;
+            switch.advance(refresh);
+            for port in 0..config.ports.len() {
+                assert_eq!(
+                    switch.take_control(port, refresh).map(|r| r.times[3]),
+                    Some(0xffff),
+                    "round {round}, port {port}"
+                );
+            }
+        }
+        // What the hold stops: RoCEv2 in DSCP 26 (priority 3), not DSCP 0; never PFC itself.
+        assert!(switch.in_held_priority(0, &frame(26, 100).bytes));
+        assert!(!switch.in_held_priority(0, &frame(0, 100).bytes));
+        assert!(!switch.in_held_priority(0, &pfc_frame(0x08, [0xffff; 8]).bytes));
     }
 
     #[test]

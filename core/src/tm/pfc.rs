@@ -143,6 +143,9 @@ pub struct PfcPort {
     /// Time the peer's pauses held each queue, counted up to `counted_to` (`account`).
     paused_ps: [u64; 8],
     counted_to: [u64; 8],
+    /// The switch is stopping (`hold`): every lossless group keeps its XOFF, refreshed, and
+    /// never sends XON.
+    held: bool,
 }
 
 impl PfcPort {
@@ -157,6 +160,7 @@ impl PfcPort {
             pending: 0,
             received: Pauses::default(),
             pause_horizon: 0,
+            held: false,
             storm: [false; 8],
             last_pfc_rx: [0; 8],
             paused_ps: [0; 8],
@@ -229,6 +233,23 @@ impl PfcPort {
         }
     }
 
+    /// The switch is stopping: XOFF for every lossless group without one outstanding, and
+    /// from now on no XON, and a refresh whatever the group holds (`held`).
+    pub fn hold(&mut self) {
+        self.held = true;
+        for pg in 0..8 {
+            if self.map.pg_priorities[pg] != 0 {
+                self.decide_xoff(pg);
+            }
+        }
+    }
+
+    /// Whether `priority` is lossless here (a pause for it is obeyed, a hold stops it).
+    #[inline]
+    pub fn is_lossless(&self, priority: u8) -> bool {
+        self.map.lossless_priorities & (1 << priority) != 0
+    }
+
     /// Whether priority group `pg` has an XOFF outstanding.
     #[inline]
     pub fn xoff_outstanding(&self, pg: usize) -> bool {
@@ -239,7 +260,7 @@ impl PfcPort {
     /// priorities that no other group still holds off.
     #[inline]
     pub fn decide_xon(&mut self, pg: usize, occupancy: u64, xon: u64) {
-        if self.xoff_sent[pg] && occupancy <= xon {
+        if self.xoff_sent[pg] && occupancy <= xon && !self.held {
             self.xoff_sent[pg] = false;
             self.refresh_at[pg] = NEVER;
             let still_off = (0..8)
@@ -350,7 +371,7 @@ impl PfcPort {
         if self.refresh_at[pg] > now {
             return self.refresh_at[pg];
         }
-        if occupancy > xon {
+        if occupancy > xon || self.held {
             self.queue(self.map.pg_priorities[pg], XOFF_QUANTA);
             self.refresh_at[pg] = NEVER; // set again when sent
         } else {

@@ -226,6 +226,7 @@ fn run_with_eal(eal: &Eal, config: &Config, options: &LiveOptions, ports: PortsF
         tracing::warn!("cannot tell the service manager the switch is ready: {err}");
     }
     let between_workers = crew.run(eal, config, &layout, &shared, &mut supervisor)?;
+    resources.stop_ports();
     let _ = exporter.join();
     // What the workers could not hand over in time (shutdown): dropped and counted.
     {

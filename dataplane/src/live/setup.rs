@@ -164,7 +164,8 @@ pub(super) struct Resources {
     /// `[control]`: stops after the workers (its thread frees what they punted last) and
     /// empties its rings before the pools are counted.
     pub control: Option<ControlPlane>,
-    pub link_watch: LinkWatch,
+    /// `None` once `stop_ports` has stopped it.
+    pub link_watch: Option<LinkWatch>,
     /// Close before the pools are counted, returning what their drivers hold.
     pub ports: Vec<Arc<Port>>,
     /// Held while the ports (and host interfaces) are open, for a switch taking over.
@@ -205,13 +206,14 @@ impl Resources {
         let carry_chains = !taking_over && every_device_sends_chains(config)?;
         let (pool, jumbo) = open_pools(eal, config, layout, carry_chains)?;
         let control_link = control_link(config)?;
-        let mut early_control = None;
+        // The kernel's tables are read whole before the ports open: a take-over's while the
+        // switch before still forwards, a restart's on the host interfaces its keeper held, so
+        // that the switch forwards by the whole FIB from its first frame (one forwarded before
+        // them would find no route).
+        let early_control = control_link.as_ref().and_then(|link| read_tables_early(config, link));
         let (carry_chains, ports_lock) = match ports_from {
             PortsFrom::Start(lock) => (carry_chains, lock),
             PortsFrom::TakeOver(running) => {
-                // The kernel's tables are read whole while the switch before still forwards,
-                // so that this one forwards by the whole FIB from its first frame.
-                early_control = control_link.as_ref().and_then(|link| read_tables_early(config, link));
                 let lock = running.complete()?;
                 take_over::probe_ports(config)?;
                 (every_device_sends_chains(config)?, lock)
@@ -235,7 +237,7 @@ impl Resources {
         }
         // The links are read before the control plane starts, so that it sets each host
         // interface's carrier from the truth: one taken over in a restart does not flap.
-        let link_watch = start_link_watch(config, &ports, &port_states, control_link.as_ref())?;
+        let link_watch = Some(start_link_watch(config, &ports, &port_states, control_link.as_ref())?);
         let control = start_control(config, &port_states, &pool, jumbo.as_ref(), control_link, early_control)?;
         Ok(Self {
             metrics: None,
@@ -249,6 +251,18 @@ impl Resources {
             pool,
             carry_chains,
         })
+    }
+
+    /// Once the workers are done (they held the lossless senders and drained): stops the
+    /// link watcher, then every port, before the rest of the shutdown, so that no host resumes
+    /// sending into rings nobody reads once its pause runs out. The watcher goes first: the
+    /// stopped ports' links must not take the kept host interfaces' carriers down with them
+    /// (the routing daemons would drop their sessions over a restart).
+    pub fn stop_ports(&mut self) {
+        self.link_watch = None;
+        for port in &self.ports {
+            port.stop_when_idle();
+        }
     }
 
     /// `--capture`: starts the writer for the requested ports.
@@ -444,16 +458,17 @@ fn open_pools(
     Ok((pool, Some(Arc::new(jumbo))))
 }
 
-/// A take-over's control plane before the hand-over: its FIB thread, once it has read the
-/// kernel's tables whole (or `READ_WHOLE_WITHIN` passed). `None` when the kept interfaces are
-/// not this config's: then everything starts after the hand-over.
+/// The control plane before the ports open (a take-over's before the hand-over, a restart's
+/// on the interfaces its keeper held): its FIB thread, once it has read the kernel's tables
+/// whole (or `READ_WHOLE_WITHIN` passed). `None` when there are no host interfaces of this
+/// config's yet (a first start): then everything starts once the ports are open.
 fn read_tables_early(config: &Config, link: &Arc<ControlLink>) -> Option<ControlPlane> {
     let plane = ControlPlane::prepare(config, Arc::clone(link))
-        .map_err(|err| tracing::info!("take-over: the kernel's tables are read after the hand-over ({err})"))
+        .map_err(|err| tracing::debug!("control: the kernel's tables are read once the ports are open ({err})"))
         .ok()?;
     if !plane.wait_until_read_whole(READ_WHOLE_WITHIN) {
         tracing::warn!(
-            "take-over: the kernel's tables not read whole in {} s; handing over anyway",
+            "control: the kernel's tables not read whole in {} s; opening the ports anyway",
             READ_WHOLE_WITHIN.as_secs()
         );
     }

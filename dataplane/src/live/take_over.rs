@@ -196,22 +196,87 @@ pub fn arguments(args: &[String], config: &Config, prefix: &str) -> Vec<String> 
     out
 }
 
-/// Creates every port's device once the switch before has let it go, and logs how long it
-/// took (the larger part of a take-over's gap).
+/// How long a device the switch before closed may stay busy. net_memif closes a server's
+/// listening socket on the EAL's interrupt thread after the port is closed, so for a moment
+/// its name is still taken; and a probe that fails on it leaves the ethdev half made, so
+/// that it cannot be tried again. So the socket is waited for before the probe.
+const DEVICE_FREE_WITHIN: Duration = Duration::from_secs(2);
+/// How often a busy device's socket is looked for again.
+const LOOK_AGAIN_EVERY: Duration = Duration::from_millis(5);
+
+/// Creates every port's device once the switch before has let it go (waiting, for at most
+/// `DEVICE_FREE_WITHIN`, until a memif server's socket is free), and logs how long it took
+/// (the larger part of a take-over's gap).
 pub fn probe_ports(config: &Config) -> Result<(), DpdkError> {
     let probing = Instant::now();
     for port in &config.ports {
         let devargs = port.device.as_deref().unwrap_or_default();
-        Port::probe(devargs)
-            .map_err(|err| DpdkError { context: format!("port '{}'", port.name), problem: err.problem })?;
+        let fail = |problem: String| DpdkError { context: format!("port '{}'", port.name), problem };
+        if let Some(socket) = memif_server_socket(devargs) {
+            let deadline = Instant::now() + DEVICE_FREE_WITHIN;
+            while unix_socket_bound(&socket) {
+                if Instant::now() >= deadline {
+                    let within = DEVICE_FREE_WITHIN.as_secs();
+                    return Err(fail(format!("its memif socket '{socket}' is still bound after {within} s")));
+                }
+                std::thread::sleep(LOOK_AGAIN_EVERY);
+            }
+        }
+        Port::probe(devargs).map_err(|err| fail(err.problem))?;
     }
     tracing::info!("take-over: {} port(s) probed in {} ms", config.ports.len(), probing.elapsed().as_millis());
     Ok(())
 }
 
+/// The socket a net_memif server device listens on, as `/proc/net/unix` names it (`@` before
+/// an abstract name, DPDK's default); `None` for any other device, and a memif client.
+fn memif_server_socket(devargs: &str) -> Option<String> {
+    if !device_name(devargs).starts_with("net_memif") {
+        return None;
+    }
+    let (mut socket, mut abstract_name, mut server) = ("/run/memif.sock", true, true);
+    for pair in devargs.split(',').skip(1) {
+        match pair.split_once('=') {
+            Some(("socket", value)) => socket = value,
+            Some(("socket-abstract", value)) => abstract_name = value != "no",
+            Some(("role", value)) => server = value != "client",
+            _ => {}
+        }
+    }
+    server.then(|| if abstract_name { format!("@{socket}") } else { socket.to_string() })
+}
+
+/// Whether a unix socket named `name` (`memif_server_socket`'s spelling) is bound in this
+/// network namespace.
+fn unix_socket_bound(name: &str) -> bool {
+    std::fs::read_to_string("/proc/net/unix")
+        .is_ok_and(|table| table.lines().skip(1).any(|line| line.split_whitespace().nth(7) == Some(name)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_memif_servers_socket_is_named_as_proc_names_it() {
+        assert_eq!(memif_server_socket("net_memif0,role=server,socket=/a.sock"), Some("@/a.sock".into()));
+        assert_eq!(memif_server_socket("net_memif3,socket=/a.sock,socket-abstract=no"), Some("/a.sock".into()));
+        assert_eq!(memif_server_socket("net_memif1"), Some("@/run/memif.sock".into()), "DPDK's defaults");
+        assert_eq!(memif_server_socket("net_memif0,role=client,socket=/a.sock"), None);
+        assert_eq!(memif_server_socket("net_af_packet0,iface=eth0"), None);
+    }
+
+    #[test]
+    fn a_bound_unix_socket_is_seen_and_a_closed_one_is_not() {
+        let name = format!("/raceway-test-bound-{}.sock", std::process::id());
+        let path = std::env::temp_dir().join(name.trim_start_matches('/'));
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        assert!(unix_socket_bound(path.to_str().unwrap()));
+        drop(listener);
+        assert!(!unix_socket_bound(path.to_str().unwrap()), "closed");
+        let _ = std::fs::remove_file(&path);
+    }
 
     fn words(text: &str) -> Vec<String> {
         text.split(' ').map(str::to_string).collect()

@@ -1,6 +1,6 @@
 //! A forwarding worker: the switch on one lcore, with the tx bursts and shapers of the ports
 //! it owns, and its run-to-completion loop (its halves `begin_loop` and `end_loop`, and the
-//! shutdown's `drain`).
+//! shutdown's hold on the lossless senders, `StopHold`, then its `drain`).
 //!
 //! Invariant: every frame a worker takes is handed to its switch, which counts it (forwarded,
 //! queued or dropped by reason); at exit every frame the worker still holds is either sent,
@@ -46,6 +46,9 @@ pub(super) struct Worker {
     pub rx: Vec<(usize, RxQueue)>,
     /// How many frames the next rx burst of each of `rx` takes (`rx_burst_size`).
     rx_sizes: Vec<usize>,
+    /// Per port: the loop time of its last rx burst with frames (from this worker's queues),
+    /// for the ports a stop holds (`HOLD_SENDERS_WITHIN_PS`).
+    last_rx_ps: Vec<u64>,
     /// Whether it takes the control plane's frames (one worker does).
     pub injects: bool,
     /// Each port's tx bursts and shaper window (only the owned ports' are used).
@@ -63,6 +66,42 @@ pub(super) struct Worker {
     tap: Option<Tap>,
     /// The rings to and from the control thread, and the FIB it publishes (`[control]`).
     control: Option<std::sync::Arc<ControlLink>>,
+}
+
+/// How long a stopping worker goes on forwarding after the last frame in a lossless
+/// priority arrived: its senders were sent XOFF, and one that honours PFC stops within its
+/// response time; what it sent before is still in the rx rings, and is forwarded rather than
+/// left there when the ports close. A host's response here is its poll loop, which a busy CPU
+/// can stretch to milliseconds.
+const HOLD_QUIET: std::time::Duration = std::time::Duration::from_millis(10);
+/// The longest a stopping worker holds, whatever still arrives (a sender that ignores PFC).
+const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_millis(100);
+/// The ports a stop holds: those on which this worker received in the last 100 ms (ps). A
+/// port whose peer has been quiet longer is left without PFC frames, and the stop without the
+/// hold's wait when none is sending.
+const HOLD_SENDERS_WITHIN_PS: u64 = 100_000_000_000;
+
+/// A stopping worker's hold on its lossless senders (`Switch::hold_lossless_senders`): it
+/// forwards on until `HOLD_QUIET` has passed with no frame in a lossless priority, or
+/// `HOLD_AT_MOST` in all; then it drains. A port polled by another worker than its owner is
+/// held only when its owner polled frames from it lately too.
+struct StopHold {
+    began: Instant,
+    last_heard: Instant,
+}
+
+impl StopHold {
+    fn new(now: Instant) -> Self {
+        Self { began: now, last_heard: now }
+    }
+
+    fn heard(&mut self, now: Instant) {
+        self.last_heard = now;
+    }
+
+    fn over(&self, now: Instant) -> bool {
+        now.duration_since(self.last_heard) >= HOLD_QUIET || now.duration_since(self.began) >= HOLD_AT_MOST
+    }
 }
 
 /// Per-port transmit state on the worker. When the port's virtual link is next free is the
@@ -95,6 +134,7 @@ impl Worker {
             tx: config.ports.iter().map(|_| None).collect(),
             rx: Vec::new(),
             rx_sizes: Vec::new(),
+            last_rx_ps: vec![0; config.ports.len()],
             injects: false,
             egress,
             followed: Follower::new(),
@@ -122,7 +162,20 @@ impl Worker {
         let mut earlier: Vec<u64> = Vec::with_capacity(links.from.len() * BATCH);
         self.ticker.start(&mut self.switch.stats);
         self.rx_sizes = vec![BURST; self.rx.len()];
-        while !shared.stop.load(Ordering::Relaxed) {
+        // Once asked to stop: the hold on the lossless senders (`StopHold`).
+        let mut hold: Option<StopHold> = None;
+        loop {
+            if hold.is_none() && shared.stop.load(Ordering::Relaxed) {
+                let (now, last_rx) = (self.clock.now_ps(), &self.last_rx_ps);
+                if !self.switch.hold_lossless_senders(|port| now.saturating_sub(last_rx[port]) < HOLD_SENDERS_WITHIN_PS)
+                {
+                    break;
+                }
+                hold = Some(StopHold::new(Instant::now()));
+            }
+            if hold.as_ref().is_some_and(|hold| hold.over(Instant::now())) {
+                break;
+            }
             let now = self.begin_loop(shared);
             let mut received = 0;
             // Frames that cut through to a tx burst this loop: their latency is recorded at
@@ -139,6 +192,12 @@ impl Worker {
                 let frames = rx_queue.burst_upto(&mut rx, *rx_size);
                 if frames == 0 {
                     continue;
+                }
+                self.last_rx_ps[index] = now;
+                if let Some(hold) = hold.as_mut() {
+                    if rx.any_frame(|frame| self.switch.in_held_priority(index, frame)) {
+                        hold.heard(Instant::now());
+                    }
                 }
                 // One stamp per burst for the frames captured on their way in and out.
                 let tsc = if self.tap.is_some() { dpdk::rdtsc() } else { 0 };

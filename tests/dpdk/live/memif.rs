@@ -626,3 +626,99 @@ fn lossless_incast_with_pfc_honouring_hosts(name: &str, case: Incast) {
         assert!(packets(1) > packets(0) + 100, "{}", stats["cores"]);
     }
 }
+
+/// A switch stopped and started again under a lossless flow, as perf/faults.sh's hosts see
+/// it: two `raceway blast --pfc --sequence` hosts serve the memif links the switch's ports
+/// connect to (the switch on the client side, which a restart needs: docs/FAULTS.md). On
+/// SIGTERM the switch holds the sending host (XOFF for its lossless priority, counted, and
+/// obeyed by the host), drains and stops; the hosts keep their frames while their links are
+/// down; a new switch connects to the same hosts, and the flow goes on from where it was, its
+/// PSNs in order, none late. The frames lost are printed, not judged: a host descheduled just
+/// as its link goes loses what its ring held, which a busy machine can make happen.
+#[test]
+fn a_switch_stopped_under_a_lossless_flow_holds_its_sender_and_a_new_one_carries_it_on() {
+    let _cpus = cpus_alone();
+    let dir = temp_dir("live-stop-hold");
+    let id = std::process::id();
+    let socket = |port: &str| format!("/raceway-hold-{id}-{port}.sock");
+    let traces = [("s0", "1", "26", "0.2"), ("s1", "0", "0", "0.0001")].map(|(port, subnet, dscp, rate)| {
+        let trace = dir.join(format!("{port}.pcap"));
+        let flows = ["gen", "flows", "--flows", "4", "--packets", "64", "--size", "1078"];
+        run_ok(raceway().args(flows).args(["--to-subnet", subnet, "--dscp", dscp, "--out"]).arg(&trace));
+        (port, trace, rate)
+    });
+    let device = |port: &str, index: u32| format!("device = \"net_memif{index},role=client,socket={}\"", socket(port));
+    let config = dir.join("leaf.toml");
+    let eal = r#"eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:error"]"#;
+    let text = raceway::testing::Leaf::new("stop-hold")
+        .port_to("s0", 1.0, "02:00:00:00:10:00", &device("s0", 70))
+        .port_to("s1", 1.0, "02:00:00:00:11:00", &device("s1", 71))
+        .route("10.0.1.0/24", "s1")
+        .route("10.0.0.0/24", "s0")
+        .tables(&format!("[dpdk]\n{eal}"))
+        .toml();
+    std::fs::write(&config, text).unwrap();
+    let progress = |port: &str| -> serde_json::Value {
+        serde_json::from_str(&read(&dir.join(format!("{port}.json")))).unwrap_or(serde_json::Value::Null)
+    };
+    let in_order = || progress("s1")["sequence"]["in_order"].as_u64().unwrap_or(0);
+    let mut hosts: Vec<KillOnDrop> = traces
+        .iter()
+        .map(|(port, trace, rate)| {
+            KillOnDrop(
+                raceway()
+                    .args(["--log-level", "error", "blast", "--trace"])
+                    .arg(trace)
+                    .arg("--device")
+                    .arg(format!("net_memif0,role=server,socket={}", socket(port)))
+                    .args(["--rate-gbps", rate, "--pfc", "1", "--sequence", "--duration", "120", "--progress"])
+                    .arg(dir.join(format!("{port}.json")))
+                    .args(["--", "-l", "0", "--no-huge", "-m", "256", "--no-pci", "--no-shconf"])
+                    .args(["--log-level", "*:error", "--file-prefix"])
+                    .arg(format!("raceway-hold-{id}-{port}"))
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let prefix = format!("raceway-hold-{id}");
+    for run in 0..2 {
+        let stats_path = dir.join(format!("stats-{run}.json"));
+        let mut switch = start_switch(&config, &stats_path, &dir.join(format!("raceway-{run}.log")), &prefix);
+        let flowing = in_order();
+        wait_until("the lossless flow never went on", std::time::Duration::from_secs(60), || {
+            in_order() > flowing + 2000
+        });
+        assert!(kill(switch.0.id(), "TERM"));
+        assert!(switch.wait_for_exit().success(), "{}", read(&dir.join(format!("raceway-{run}.log"))));
+        let stats: serde_json::Value = serde_json::from_str(&read(&stats_path)).unwrap();
+        let s0 = &stats["ports"]["s0"];
+        assert!(s0["pfc_xoff_tx"][3].as_u64().unwrap() > 0, "run {run}: the stop held no sender: {s0}");
+        assert!(s0["drops"].as_object().unwrap().values().all(|count| count == 0), "run {run}: {s0}");
+    }
+    let reports: Vec<serde_json::Value> = hosts
+        .iter_mut()
+        .map(|host| {
+            assert!(kill(host.0.id(), "TERM"));
+            assert!(host.wait_for_exit().success());
+            let mut out = String::new();
+            std::io::Read::read_to_string(host.0.stdout.as_mut().unwrap(), &mut out).unwrap();
+            serde_json::from_str(&out).unwrap()
+        })
+        .collect();
+    let (sender, receiver) = (&reports[0], &reports[1]);
+    assert!(sender["pfc_rx"][3].as_u64().unwrap() >= 2, "the sender obeyed each stop's hold: {sender}");
+    assert_eq!(receiver["sequence"]["flows"], 4, "{receiver}");
+    assert_eq!(receiver["sequence"]["late"], 0, "{receiver}");
+    assert_eq!(receiver["link_retrains"], 0, "a memif server waits for its client: {receiver}");
+    for report in &reports {
+        assert_eq!(report["mbufs"]["available_at_exit"], report["mbufs"]["pool"], "{report}");
+    }
+    eprintln!("lossless frames lost over two stops: {}", receiver["sequence"]["lost"]);
+}
+
+/// Sends `signal` (TERM, INT, ...) to `pid`; whether `kill` succeeded.
+fn kill(pid: u32, signal: &str) -> bool {
+    std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap().success()
+}
