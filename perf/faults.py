@@ -221,10 +221,11 @@ def netns_deleted_while_stopped():
             os.kill(pid, signal.SIGKILL)
     log = start_switch()
     wait("the host interfaces", 60, lambda: "LOWER_UP" in sh("ip", "-n", lab.ctl, "link", "show", "up0", check=False))
+    lab.lossless_neighbours()
     for daemon in ["zebra", "bgpd", "bfdd"]:
         lab.start_daemon(lab.ctl, lab.leaf_dir, daemon)
-    lab.lossless_neighbours()
-    return "keeper let go; new namespace; FRR and the hosts' neighbours put back in it"
+    lab.load_routes()
+    return "keeper let go; new namespace; FRR, the hosts' neighbours and the routes put back in it"
 
 
 FAULTS = [kill_switch, kill_keeper, kill_frr("zebra"), kill_frr("bgpd"), take_over, two_take_overs,

@@ -253,8 +253,15 @@ netns = "{self.ctl}"
                 for i in range(routes):
                     file.write(f"route add 10.{64 + (i >> 16)}.{(i >> 8) & 255}.{i & 255}/32 via 10.255.0.1 dev up0\n")
             began = time.time()
-            sh("ip", "-n", self.ctl, "-batch", batch)
+            self.load_routes()
             print(f"{routes} routes into the leaf's kernel: {time.time() - began:.1f} s (ip -batch)")
+
+    def load_routes(self):
+        """The lab's routes into the leaf's kernel (`up`'s batch; none when it had none): again
+        after a namespace made afresh, whose tables start empty."""
+        batch = f"{self.work}/routes.batch"
+        if os.path.exists(batch):
+            sh("ip", "-n", self.ctl, "-batch", batch)
 
     def sessions(self):
         """The leaf's and the spine's view of their session (`sessions`)."""
