@@ -46,6 +46,7 @@
 mod clock;
 mod ingress;
 pub mod link_watch;
+mod memif_socket;
 mod published;
 mod reload;
 mod sample_ring;
@@ -173,7 +174,13 @@ pub fn run(config: &Config, options: &LiveOptions) -> Result<LiveReport, DpdkErr
     // A second plain start on a running switch's prefix is refused here, before its EAL.
     let ports = match take_over {
         Some(running) => PortsFrom::TakeOver(running),
-        None => PortsFrom::Start(PortsLock::take(&crate::show::prefix_of(&args))?),
+        None => {
+            let lock = PortsLock::take(&crate::show::prefix_of(&args))?;
+            // No switch of this config runs: a memif socket file left by one that was killed
+            // would keep the port's device from being created.
+            memif_socket::clear_stale_files(config)?;
+            PortsFrom::Start(lock)
+        }
     };
     tracing::info!("EAL arguments: {}", args.join(" "));
     dpdk::install_stop_signals();

@@ -15,6 +15,7 @@
 //! Invariant: the running switch is asked to hand over only once the new process has its EAL
 //! and pools; until then a failure leaves it forwarding, untouched.
 
+use super::memif_socket;
 use crate::config::{device_name, is_pci_address, Config};
 use crate::dpdk::{DpdkError, Port};
 use crate::show::{self, Client};
@@ -212,9 +213,9 @@ pub fn probe_ports(config: &Config) -> Result<(), DpdkError> {
     for port in &config.ports {
         let devargs = port.device.as_deref().unwrap_or_default();
         let fail = |problem: String| DpdkError { context: format!("port '{}'", port.name), problem };
-        if let Some(socket) = memif_server_socket(devargs) {
+        if let Some(socket) = memif_socket::server_socket(devargs) {
             let deadline = Instant::now() + DEVICE_FREE_WITHIN;
-            while unix_socket_bound(&socket) {
+            while memif_socket::bound(&socket) {
                 if Instant::now() >= deadline {
                     let within = DEVICE_FREE_WITHIN.as_secs();
                     return Err(fail(format!("its memif socket '{socket}' is still bound after {within} s")));
@@ -228,55 +229,9 @@ pub fn probe_ports(config: &Config) -> Result<(), DpdkError> {
     Ok(())
 }
 
-/// The socket a net_memif server device listens on, as `/proc/net/unix` names it (`@` before
-/// an abstract name, DPDK's default); `None` for any other device, and a memif client.
-fn memif_server_socket(devargs: &str) -> Option<String> {
-    if !device_name(devargs).starts_with("net_memif") {
-        return None;
-    }
-    let (mut socket, mut abstract_name, mut server) = ("/run/memif.sock", true, true);
-    for pair in devargs.split(',').skip(1) {
-        match pair.split_once('=') {
-            Some(("socket", value)) => socket = value,
-            Some(("socket-abstract", value)) => abstract_name = value != "no",
-            Some(("role", value)) => server = value != "client",
-            _ => {}
-        }
-    }
-    server.then(|| if abstract_name { format!("@{socket}") } else { socket.to_string() })
-}
-
-/// Whether a unix socket named `name` (`memif_server_socket`'s spelling) is bound in this
-/// network namespace.
-fn unix_socket_bound(name: &str) -> bool {
-    std::fs::read_to_string("/proc/net/unix")
-        .is_ok_and(|table| table.lines().skip(1).any(|line| line.split_whitespace().nth(7) == Some(name)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_memif_servers_socket_is_named_as_proc_names_it() {
-        assert_eq!(memif_server_socket("net_memif0,role=server,socket=/a.sock"), Some("@/a.sock".into()));
-        assert_eq!(memif_server_socket("net_memif3,socket=/a.sock,socket-abstract=no"), Some("/a.sock".into()));
-        assert_eq!(memif_server_socket("net_memif1"), Some("@/run/memif.sock".into()), "DPDK's defaults");
-        assert_eq!(memif_server_socket("net_memif0,role=client,socket=/a.sock"), None);
-        assert_eq!(memif_server_socket("net_af_packet0,iface=eth0"), None);
-    }
-
-    #[test]
-    fn a_bound_unix_socket_is_seen_and_a_closed_one_is_not() {
-        let name = format!("/raceway-test-bound-{}.sock", std::process::id());
-        let path = std::env::temp_dir().join(name.trim_start_matches('/'));
-        let _ = std::fs::remove_file(&path);
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        assert!(unix_socket_bound(path.to_str().unwrap()));
-        drop(listener);
-        assert!(!unix_socket_bound(path.to_str().unwrap()), "closed");
-        let _ = std::fs::remove_file(&path);
-    }
 
     fn words(text: &str) -> Vec<String> {
         text.split(' ').map(str::to_string).collect()

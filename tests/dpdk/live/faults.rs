@@ -98,3 +98,43 @@ fn a_full_disk_for_the_stats_json_is_one_line_after_the_summary() {
     assert!(said.contains("mbufs back in pool"), "the summary comes first: {said}");
     assert!(!said.contains("panicked"), "{said}");
 }
+
+/// A switch with a net_memif server port on a socket file (`socket-abstract=no`) killed with
+/// SIGKILL leaves the file behind; DPDK's memif cannot create its socket over it, and the next
+/// start used to fail ("device not found after EAL init"). The next start now removes the
+/// stale socket (nothing listens on it), says so once, and runs; a plain file at that path is
+/// one clear error line, exit status 2, and is left alone.
+#[test]
+fn a_start_after_a_kill_clears_the_stale_memif_socket_file() {
+    let _cpus = cpus_shared();
+    let dir = temp_dir("live-stale-memif");
+    let socket = dir.join("m0.sock");
+    let devices =
+        with_null_sinks(format!("net_memif72,role=server,socket={},socket-abstract=no", socket.display()), 72);
+    let eal = r#""--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--log-level", "*:warning""#;
+    let config = dir.join("leaf.toml");
+    std::fs::write(&config, four_port_config("", [&devices[0], &devices[1], &devices[2], &devices[3]], eal)).unwrap();
+    let prefix = format!("raceway-stale-memif-{}", std::process::id());
+    let stats = dir.join("stats.json");
+    let mut first = start_switch(&config, &stats, &dir.join("first.log"), &prefix);
+    assert!(socket.exists(), "the memif socket file");
+    first.0.kill().unwrap();
+    first.wait_for_exit();
+    assert!(socket.exists(), "a killed switch leaves its socket file");
+
+    let second_log = dir.join("second.log");
+    let mut second = start_switch(&config, &stats, &second_log, &prefix);
+    assert!(read(&second_log).contains("removed the stale memif socket"), "{}", read(&second_log));
+    assert!(kill(second.0.id(), "TERM"));
+    assert!(second.wait_for_exit().success(), "{}", read(&second_log));
+
+    std::fs::write(&socket, "not a socket").unwrap();
+    let refused = raceway().args(["run", "-c"]).arg(&config).args(["--", "--file-prefix", &prefix]).output().unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    let errors = error_lines(&said);
+    assert_eq!(errors.len(), 1, "{said}");
+    assert!(errors[0].contains("port 'host0'") && errors[0].contains("not a socket"), "{said}");
+    assert_eq!(std::fs::read_to_string(&socket).unwrap(), "not a socket", "left alone");
+    let _ = std::fs::remove_dir_all(dpdk_runtime_dir(&prefix));
+}

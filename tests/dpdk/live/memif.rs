@@ -717,8 +717,3 @@ fn a_switch_stopped_under_a_lossless_flow_holds_its_sender_and_a_new_one_carries
     }
     eprintln!("lossless frames lost over two stops: {}", receiver["sequence"]["lost"]);
 }
-
-/// Sends `signal` (TERM, INT, ...) to `pid`; whether `kill` succeeded.
-fn kill(pid: u32, signal: &str) -> bool {
-    std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap().success()
-}

@@ -194,6 +194,11 @@ fn wait_until_stopped(pid: u32) {
     }
 }
 
+/// Sends `signal` (TERM, INT, ...) to `pid`; whether `kill` succeeded.
+fn kill(pid: u32, signal: &str) -> bool {
+    std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap().success()
+}
+
 /// The lines of a command's standard error that are raceway's own errors (`error: ...`).
 fn error_lines(stderr: &str) -> Vec<&str> {
     stderr.lines().filter(|line| line.starts_with("error:")).collect()
