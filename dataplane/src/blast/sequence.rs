@@ -190,6 +190,30 @@ mod tests {
     }
 
     #[test]
+    fn flows_differing_in_one_address_alone_are_counted_apart() {
+        for (one, other, to) in [("10.0.0.1", "10.0.0.2", "10.0.1.1"), ("2001:db8::1", "2001:db8::2", "2001:db8:1::1")]
+        {
+            // By source, then by destination: each pair is two flows, PSN 0 each.
+            for trace in [vec![roce(one, to, 1), roce(other, to, 1)], vec![roce(to, one, 1), roce(to, other, 1)]] {
+                let mut stamper = Stamper::new(&trace);
+                assert_eq!(stamper.next.len(), 2, "{one} and {other}");
+                let mut counter = SequenceCounter::default();
+                for (index, frame) in trace.iter().enumerate() {
+                    let mut copy = frame.clone();
+                    stamper.stamp(index, &mut copy);
+                    assert_eq!(psn_of(&copy), 0, "{one} and {other}: frame {index}");
+                    counter.count(&copy);
+                }
+                assert_eq!(
+                    counter.report,
+                    SequenceReport { flows: 2, in_order: 2, lost: 0, late: 0 },
+                    "{one}, {other}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn gaps_count_as_lost_and_frames_behind_as_late_across_the_wrap() {
         let trace = vec![roce("10.0.0.1", "10.0.1.1", 1)];
         let mut stamper = Stamper::new(&trace);
