@@ -229,6 +229,7 @@ mod tests {
             frames.iter().map(|frame| psn_of(frame)).collect::<Vec<_>>(),
             [PSN_MODULUS - 2, PSN_MODULUS - 1, 0, 1, 2, 3]
         );
+        assert_eq!(stamper.next[0], 4, "the next PSN stays within 24 bits");
         // A flow seen first at PSN 3: the three before it count lost.
         let mut first = trace[0].clone();
         let psn = locate(&first).unwrap().0;
@@ -244,5 +245,48 @@ mod tests {
             counter.count(&frames[index]);
         }
         assert_eq!(counter.report, SequenceReport { flows: 0, in_order: 4, lost: 2, late: 1 });
+    }
+
+    /// `frame` (a RoCEv2 frame of `roce`) with PSN `psn`.
+    fn with_psn(frame: &[u8], psn: u32) -> Vec<u8> {
+        let mut copy = frame.to_vec();
+        let (offset, _) = locate(&copy).unwrap();
+        copy[offset..offset + 3].copy_from_slice(&psn.to_be_bytes()[1..]);
+        copy
+    }
+
+    #[test]
+    fn every_byte_of_the_psn_counts_and_half_the_space_ahead_is_behind() {
+        let frame = roce("10.0.0.1", "10.0.1.1", 1);
+        let mut counter = SequenceCounter::default();
+        // First at 0x010203: that many before it lost, each of its three bytes read.
+        counter.count(&with_psn(&frame, 0x01_02_03));
+        assert_eq!(counter.report, SequenceReport { flows: 1, in_order: 1, lost: 0x01_02_03, late: 0 });
+        // Exactly half the PSN space ahead is behind (late), not a gap of 2^23.
+        let mut counter = SequenceCounter::default();
+        counter.count(&with_psn(&frame, AHEAD_AT_MOST));
+        assert_eq!(counter.report, SequenceReport { flows: 1, in_order: 0, lost: 0, late: 1 });
+        // One short of half is ahead.
+        let mut counter = SequenceCounter::default();
+        counter.count(&with_psn(&frame, AHEAD_AT_MOST - 1));
+        assert_eq!(counter.report.lost, u64::from(AHEAD_AT_MOST - 1));
+    }
+
+    #[test]
+    fn an_ipv6_frame_whose_udp_is_behind_an_extension_header_is_left_alone() {
+        let plain = FrameSpec::rocev2("2001:db8::1".parse().unwrap(), "2001:db8:1::1".parse().unwrap(), 7).build();
+        assert!(locate(&plain).is_some());
+        // A hop-by-hop header (next header UDP, PadN to 8 bytes) between IPv6 and UDP.
+        let mut behind = plain[..14 + 40].to_vec();
+        behind.extend_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]);
+        behind.extend_from_slice(&plain[14 + 40..]);
+        behind[14 + 6] = 0; // next header: hop-by-hop
+        let payload_len = u16::from_be_bytes([behind[14 + 4], behind[14 + 5]]) + 8;
+        behind[14 + 4..14 + 6].copy_from_slice(&payload_len.to_be_bytes());
+        assert!(
+            matches!(parse(&behind), Ok(parsed) if matches!(parsed.payload, Payload::Ip(ip) if ip.roce.is_some())),
+            "the parser walks to the BTH"
+        );
+        assert_eq!(locate(&behind), None, "its PSN is not where a plain frame's is");
     }
 }

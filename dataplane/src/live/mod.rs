@@ -15,7 +15,9 @@
 //!
 //! The main lcore starts ports, sums the workers' counters and prints them, watches for
 //! SIGINT/SIGTERM, a take-over's request to hand over (`take_over`) or the end of
-//! `--duration`, and tears down.
+//! `--duration`, and tears down: each worker first holds its lossless senders with XOFF until
+//! they are quiet (`worker::StopHold`), then drains, and the ports stop before the rest of the
+//! teardown, so that a host honouring PFC loses nothing to a stop.
 //!
 //! Each egress port is shaped to its configured speed: a frame may leave when the port's
 //! virtual link is free, allowing a lookahead window of one tx burst of maximum standard frames
