@@ -125,38 +125,28 @@ class LeafLab:
             return None
 
     def config_text(self):
-        return f"""[switch]
+        ports = [("host0", f"net_af_packet0,iface={self.tag}p0", "10.0.0.1/24"),
+                 ("up0", f"net_af_packet1,iface={self.tag}u0", "10.255.0.0/31")]
+        qos = ""
+        if self.lossless:
+            qos = "[qos]\ndscp_to_tc = { 26 = 3, default = 0 }\nlossless = [3]\n"
+            ports += [("rdma0", f"net_memif0,role=client,socket={self.memif_socket('rdma0')}", "10.0.3.254/24"),
+                      ("rdma1", f"net_memif1,role=client,socket={self.memif_socket('rdma1')}", "10.0.2.254/24")]
+        keep = f"keep_interfaces_s = {self.keep_s}\n" if self.keep_s is not None else ""
+        return (f"""[switch]
 name = "{self.tag}"
 mac = "02:00:00:00:00:01"
 [dpdk]
 eal = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "--file-prefix", "{self.tag}", "--log-level", "*:error"]
 lcores = "0-1"
-[[port]]
-name = "host0"
-device = "net_af_packet0,iface={self.tag}p0"
+""" + qos + "".join(f"""[[port]]
+name = "{name}"
+device = "{device}"
 speed_gbps = 1
-addresses = ["10.0.0.1/24"]
-[[port]]
-name = "up0"
-device = "net_af_packet1,iface={self.tag}u0"
-speed_gbps = 1
-addresses = ["10.255.0.0/31"]
-""" + (f"""[qos]
-dscp_to_tc = {{ 26 = 3, default = 0 }}
-lossless = [3]
-[[port]]
-name = "rdma0"
-device = "net_memif0,role=client,socket={self.memif_socket('rdma0')}"
-speed_gbps = 1
-addresses = ["10.0.3.254/24"]
-[[port]]
-name = "rdma1"
-device = "net_memif1,role=client,socket={self.memif_socket('rdma1')}"
-speed_gbps = 1
-addresses = ["10.0.2.254/24"]
-""" if self.lossless else "") + f"""[control]
+addresses = ["{address}"]
+""" for name, device, address in ports) + f"""[control]
 netns = "{self.ctl}"
-""" + (f"keep_interfaces_s = {self.keep_s}\n" if self.keep_s is not None else "")
+""" + keep)
 
     def memif_socket(self, port):
         """An abstract socket's name: it goes with the process that listens on it."""

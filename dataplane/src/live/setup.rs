@@ -466,7 +466,7 @@ fn open_pools(
 
 /// The control plane before the ports open (a take-over's before the hand-over, a restart's
 /// on the interfaces its keeper held): its FIB thread, once it has read the kernel's tables
-/// whole (or `READ_WHOLE_WITHIN` passed). `None` when there are no host interfaces of this
+/// whole (or `within` passed). `None` when there are no host interfaces of this
 /// config's yet (a first start): then everything starts once the ports are open.
 fn read_tables_early(config: &Config, link: &Arc<ControlLink>, within: Duration) -> Option<ControlPlane> {
     let plane = ControlPlane::prepare(config, Arc::clone(link))
