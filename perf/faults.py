@@ -1,15 +1,17 @@
 """The driver of perf/faults.sh: faults an operator's day brings, injected in a seeded random
-order into a leaf with BGP and BFD to a spine (perf/leaflab.py) while host0 pings the spine
-through the switch every millisecond and a lossless RoCE flow runs between the lab's two
-PFC-honouring hosts. For each fault: the longest gap in the replies (the data plane's
-downtime), BGP connections dropped and BFD downs as the spine counts them, lossless frames
-lost (gaps in the PSNs the receiving host saw), the time from the fault until forwarding,
-both sessions and the flow are as before, and what the switch said (its exit status, or the
-line it logged). A fault that leaves the lab unrecoverable ends the run
-with one error line."""
+order into a leaf with BGP and BFD to two spines (perf/leaflab.py) while host0 pings the
+spines' 10.200.0.1 through the switch every millisecond, sends a paced TCP flow to host1, and
+a lossless RoCE flow runs between the lab's two PFC-honouring hosts. For each fault: the
+longest gap in the replies (the data plane's downtime), BGP connections dropped and BFD downs
+as the spines count them, lossless frames lost (gaps in the PSNs the receiving host saw, less
+those that came late) and late (reordered), the TCP flow's longest stall (its sender's
+intervals with no bytes acknowledged) and its retransmissions, the time from the fault until
+forwarding, every session and both flows are as before, and what the switch said (its exit
+status, or the line it logged). A fault that leaves the lab unrecoverable, or ends the TCP
+connection, ends the run with one error line."""
 import argparse, json, os, random, signal, subprocess, sys, time
 
-from leaflab import LeafLab, logged, replies, sh, vtysh, wait
+from leaflab import TCP_INTERVAL_S, LeafLab, logged, replies, sh, tcp_intervals, vtysh, wait
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--raceway", required=True)
@@ -21,7 +23,7 @@ args = parser.parse_args()
 seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
 
 tag = f"rf{os.getpid() % 100000}"
-lab = LeafLab(args.raceway, tag, lossless=True)
+lab = LeafLab(args.raceway, tag, lossless=True, spines=2, tcp=True)
 work = lab.work
 ping_log = f"{work}/ping.log"
 logs = iter(range(1, 1 << 30))
@@ -221,11 +223,10 @@ def netns_deleted_while_stopped():
             os.kill(pid, signal.SIGKILL)
     log = start_switch()
     wait("the host interfaces", 60, lambda: "LOWER_UP" in sh("ip", "-n", lab.ctl, "link", "show", "up0", check=False))
-    lab.lossless_neighbours()
     for daemon in ["zebra", "bgpd", "bfdd"]:
         lab.start_daemon(lab.ctl, lab.leaf_dir, daemon)
     lab.load_routes()
-    return "keeper let go; new namespace; FRR, the hosts' neighbours and the routes put back in it"
+    return "keeper let go; new namespace; FRR and the routes put back in it"
 
 
 FAULTS = [kill_switch, kill_keeper, kill_frr("zebra"), kill_frr("bgpd"), take_over, two_take_overs,
@@ -234,14 +235,34 @@ FAULTS = [kill_switch, kill_keeper, kill_frr("zebra"), kill_frr("bgpd"), take_ov
 
 
 def sessions_back(fault):
-    """Waits until BGP is established and BFD up on both sides; else one error line with what
-    each side says."""
+    """Waits until BGP is established and BFD up on both sides of every session; else one error
+    line with what each side says."""
     deadline = time.time() + 120
-    while not all(side[0] and side[2] for side in lab.sessions()):
+    while not all(side[0] and side[2] for pair in lab.all_sessions() for side in pair):
         if time.time() > deadline:
-            peers = [vtysh(directory, "show bfd peers json") for directory in (lab.leaf_dir, lab.spine_dir)]
-            sys.exit(f"error: BGP and BFD not back after {fault}: {lab.sessions()}; BFD peers {peers}")
+            peers = [vtysh(directory, "show bfd peers json") for directory in [lab.leaf_dir, *lab.spine_dirs]]
+            sys.exit(f"error: BGP and BFD not back after {fault}: {lab.all_sessions()}; BFD peers {peers}")
         time.sleep(0.05)
+
+
+def spines_count():
+    """(BGP connections dropped, BFD session downs), summed over the spines' own counts: their
+    FRR never restarts, while the leaf's counters start again with a restarted bgpd or bfdd."""
+    views = [pair[1] for pair in lab.all_sessions()]
+    return sum(view[1] for view in views), sum(view[3] for view in views)
+
+
+def tcp_during(began, ended):
+    """The TCP flow's longest stall (s: a run of the receiver's intervals with no bytes) and the
+    sender's retransmissions, over the intervals that end between `began` and `ended` (epoch s)."""
+    def during(log):
+        return [(sent, retransmits) for end, sent, retransmits in tcp_intervals(log)
+                if began <= lab.tcp_began + end <= ended + TCP_INTERVAL_S]
+    stall = longest = 0.0
+    for received, _ in during(lab.tcp_server_log):
+        stall = stall + TCP_INTERVAL_S if received == 0 else 0.0
+        longest = max(longest, stall)
+    return longest, sum(retransmits for _, retransmits in during(lab.tcp_log))
 
 
 def main():
@@ -254,14 +275,15 @@ def main():
         sys.exit(f"error: --only: no fault named '{args.only}'")
     order = [fault for fault in faults for _ in range(args.rounds)]
     random.Random(seed).shuffle(order)
-    print(f"{args.routes} routes; BFD 300 ms x 3, BGP timers 3 9; host0 pings the spine every 1 ms; "
-          f"{len(faults)} faults x {args.rounds}, seed {seed} (SEED={seed} replays the order)")
+    print(f"{args.routes} routes; two spines, BFD 300 ms x 3, BGP timers 3 9; host0 pings the spines every 1 ms "
+          f"and sends TCP to host1; {len(faults)} faults x {args.rounds}, seed {seed} (SEED={seed} replays the order)")
     print()
-    print("| # | fault | downtime (longest gap in replies) | BGP drops (spine) | BFD downs (spine) | lossless frames lost | back as before after | said |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| # | fault | downtime (longest gap in replies) | BGP drops (spines) | BFD downs (spines) | lossless frames lost "
+          "| lossless frames late | TCP stall | TCP retransmits | back as before after | said |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = {}
     for index, fault in enumerate(order, 1):
-        before = lab.sessions()
+        before = spines_count()
         flow_before = lab.lossless_counts()
         began = time.time()
         said = fault()
@@ -269,37 +291,41 @@ def main():
         flow_ended = lab.lossless_counts()["received"]
         wait(f"forwarding after {fault.__name__}", 120, lambda: any(t > ended for t in replies(ping_log)))
         sessions_back(fault.__name__)
-        # A namespace made afresh has lost the hosts' neighbours: an operator's script puts
-        # them back, as the lab does (frames lost before count).
-        lab.lossless_neighbours()
         wait(f"the lossless flow after {fault.__name__}", 60,
              lambda: lab.lossless_counts()["received"] > flow_ended + 100)
+        wait(f"the TCP flow after {fault.__name__}", 120, lambda: any(
+            lab.tcp_began + end > ended and received > 0 for end, received, _ in tcp_intervals(lab.tcp_server_log)))
         recovered = max(time.time(), min(t for t in replies(ping_log) if t > ended))
         # A detection time after: a session about to fail has failed.
         settle = time.time() + 1.0
         wait("a detection time", 10, lambda: time.time() > settle)
-        after = lab.sessions()
+        after = spines_count()
         flow_after = lab.lossless_counts()
-        lost = flow_after["lost"] - flow_before["lost"]
+        late = flow_after["late"] - flow_before["late"]
+        lost = flow_after["lost"] - flow_before["lost"] - late
+        if not lab.tcp_alive():
+            sys.exit(f"error: the TCP flow ended after {fault.__name__}: {open(lab.tcp_log).read()[-400:]}")
+        stall, retransmits = tcp_during(began, recovered)
         times = [t for t in replies(ping_log) if began - 1 <= t <= recovered + 0.01]
         gap = max((b - a for a, b in zip(times, times[1:])), default=0.0)
-        # The spine's counts: its FRR never restarts, while the leaf's counters start again
-        # with a restarted bgpd or bfdd.
-        drops, downs = after[1][1] - before[1][1], after[1][3] - before[1][3]
+        drops, downs = after[0] - before[0], after[1] - before[1]
         back = recovered - began
-        rows.setdefault(fault.__name__, []).append((gap, drops, downs, back, lost))
-        print(f"| {index} | {fault.__name__} | {gap * 1e3:.0f} ms | {drops} | {downs} | {lost} | {back * 1e3:.0f} ms | {said} |")
+        rows.setdefault(fault.__name__, []).append((gap, drops, downs, back, lost, late, stall, retransmits))
+        print(f"| {index} | {fault.__name__} | {gap * 1e3:.0f} ms | {drops} | {downs} | {lost} | {late} "
+              f"| {stall * 1e3:.0f} ms | {retransmits} | {back * 1e3:.0f} ms | {said} |")
         sys.stdout.flush()
     pinger.send_signal(signal.SIGINT)
     pinger.wait()
     print()
-    print("| fault | runs | worst downtime | BGP drops (spine) | BFD downs (spine) | lossless frames lost | worst time back |")
-    print("|---|---|---|---|---|---|---|")
+    print("| fault | runs | worst downtime | BGP drops (spines) | BFD downs (spines) | lossless frames lost "
+          "| lossless frames late | worst TCP stall | TCP retransmits | worst time back |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for fault in FAULTS:
         runs = rows.get(fault.__name__, [])
         if runs:
             print(f"| {fault.__name__} | {len(runs)} | {max(r[0] for r in runs) * 1e3:.0f} ms "
                   f"| {sum(r[1] for r in runs)} | {sum(r[2] for r in runs)} | {sum(r[4] for r in runs)} "
+                  f"| {sum(r[5] for r in runs)} | {max(r[6] for r in runs) * 1e3:.0f} ms | {sum(r[7] for r in runs)} "
                   f"| {max(r[3] for r in runs) * 1e3:.0f} ms |")
 
 

@@ -36,12 +36,14 @@
 //! Invariant: every frame of the trace handed out is sent, refused and counted, or (with
 //! `pfc`) still waiting at exit and counted as `unsent`; every mbuf is back in the pool at exit.
 
+mod arp;
 mod sequence;
 
 use crate::dpdk::{self, Burst, DpdkError, Eal, Mempool, Port, TxQueues};
 use crate::error::InputError;
 use crate::packet::PacketBuf;
 use crate::wire::parse::{parse, Payload};
+pub use arp::ArpAnswerer;
 use sequence::{SequenceCounter, SequenceReport, Stamper};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -73,6 +75,8 @@ pub struct BlastOptions {
     pub sequence: bool,
     /// A file the report is written to while blast runs.
     pub progress: Option<PathBuf>,
+    /// The hosts behind the port that answer ARP (`arp`).
+    pub answer_arp: Option<ArpAnswerer>,
 }
 
 impl BlastOptions {
@@ -123,6 +127,7 @@ impl BlastReport {
             "gbps_on_wire": (self.sent_bytes + 24 * self.sent) as f64 * 8.0 / seconds / 1e9,
             "honours_pfc": honours_pfc,
             "link_retrains": self.link_retrains,
+            "arp_answered": self.arp_answered,
             "sequence": self.sequence,
             "mbufs": { "pool": self.mbufs_in_pool, "available_at_exit": self.mbufs_available_at_exit },
         })
@@ -146,6 +151,9 @@ pub struct BlastReport {
     pub elapsed: Duration,
     /// Restarts of a port whose link was down.
     pub link_retrains: u64,
+    /// ARP requests answered (`answer_arp`); a reply the tx queue did not take is not
+    /// counted, and the asker asks again.
+    pub arp_answered: u64,
     /// With `sequence`: the received RoCEv2 frames counted by PSN.
     pub sequence: Option<SequenceReport>,
     pub mbufs_in_pool: u32,
@@ -361,6 +369,7 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
     // The tx queue whose turn it is: it keeps the turn until it has taken the whole burst.
     let mut tx_queue = 0;
     let mut rx = Burst::default();
+    let mut replies = Burst::default();
     let started = Instant::now();
     let mut link = LinkKeeper::new(tsc_hz, start);
     let retrains = is_memif_client(&options.device);
@@ -390,8 +399,21 @@ fn run_with_eal(eal: &Eal, frames: &[Vec<u8>], options: &BlastOptions) -> Result
                     if let Some(counter) = counter.as_mut() {
                         counter.count(mbuf.data());
                     }
+                    if let Some(reply) = options.answer_arp.as_ref().and_then(|hosts| hosts.reply(mbuf.data())) {
+                        if let Some(mut answer) = pool.alloc() {
+                            if answer.append(&reply) {
+                                replies.push(answer);
+                            }
+                        }
+                    }
                 }
             }
+        }
+        if !replies.is_empty() && !stopped {
+            // Replies go ahead of the paced frames, on the first tx queue; one the queue
+            // does not take is dropped, as a host's would be.
+            report.arp_answered += transmitter.burst_on(0, &mut replies) as u64;
+            replies.drain().for_each(drop);
         }
         if retrains && link.due(&port, now) {
             report.link_retrains += 1;

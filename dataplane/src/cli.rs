@@ -201,6 +201,10 @@ pub(crate) struct BlastArgs {
     /// Write the report to this file every 100 ms while sending (to read counts mid-run).
     #[arg(long, value_name = "FILE")]
     pub(crate) progress: Option<PathBuf>,
+    /// Answer ARP requests for the addresses of this IPv4 prefix, as hosts behind the port
+    /// would: each address with its own MAC, 02:00 and the address's four bytes.
+    #[arg(long, value_name = "PREFIX")]
+    pub(crate) answer_arp: Option<String>,
     /// EAL arguments.
     #[arg(last = true)]
     pub(crate) eal: Vec<String>,

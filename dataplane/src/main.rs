@@ -10,10 +10,10 @@
 
 use clap::Parser;
 use cli::*;
-use raceway::blast;
+use raceway::blast::{self, ArpAnswerer};
 
 mod cli;
-use raceway::config::Config;
+use raceway::config::{Config, Prefix};
 use raceway::engine::{fabric, replay};
 use raceway::live::{self, LiveOptions, MetricsListener};
 use raceway::observe::capture::CaptureRequest;
@@ -358,7 +358,17 @@ fn check_config(args: CheckArgs) -> Result<(), Failure> {
 
 /// `raceway blast`: a trace sent on one DPDK device at a paced rate.
 fn blast_trace(args: BlastArgs) -> Result<(), Failure> {
-    let BlastArgs { trace, device, rate_gbps, duration, pfc, tx_queues, sequence, progress, eal } = args;
+    let BlastArgs { trace, device, rate_gbps, duration, pfc, tx_queues, sequence, progress, answer_arp, eal } = args;
+    let answer_arp = answer_arp
+        .map(|text| {
+            Prefix::parse(&text).ok().and_then(ArpAnswerer::new).ok_or_else(|| {
+                raceway::error::InputError::flag(
+                    "--answer-arp",
+                    format!("'{text}' is not an IPv4 prefix (a.b.c.d/len, no host bits)"),
+                )
+            })
+        })
+        .transpose()?;
     let options = blast::BlastOptions {
         device,
         rate_gbps,
@@ -368,6 +378,7 @@ fn blast_trace(args: BlastArgs) -> Result<(), Failure> {
         tx_queues,
         sequence,
         progress,
+        answer_arp,
     };
     options.validate()?;
     let frames = blast::load_frames(&trace)?;

@@ -140,9 +140,10 @@ fn the_keeper_follows_its_namespace_and_is_replaced_when_killed() {
 
 /// The campaign's core at a small size (perf/faults.sh runs it at 100,000 routes, three
 /// rounds, quiet and under load): every fault once, in a fixed order, on a leaf with 1,000
-/// routes, BGP and BFD to a spine, and a lossless RoCE flow. The driver exits 0 only when
-/// after every fault the switch forwards, both sessions are up again (within 120 s each) and
-/// the flow goes on; the test reads what raceway said for each, and the flow's losses. No timing is judged: under load a restart may outlast BFD's
+/// routes, BGP and BFD to two spines, a TCP flow between two hosts and a lossless RoCE flow
+/// whose hosts answer ARP. The driver exits 0 only when after every fault the switch
+/// forwards, every session is up again (within 120 s each) and both flows go on, the TCP
+/// connection unbroken; the test reads what raceway said for each, and the flow's losses. No timing is judged: under load a restart may outlast BFD's
 /// detection (docs/FAULTS.md), which the campaign reports rather than fails.
 #[test]
 fn the_fault_campaign_recovers_from_every_fault() {
