@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """The driver of perf/faults.sh: faults an operator's day brings, injected in a seeded random
 order into a leaf with BGP and BFD to two spines (perf/leaflab.py) while host0 pings the
 spines' 10.200.0.1 through the switch every millisecond, sends a paced TCP flow to host1, and
