@@ -22,6 +22,7 @@
 pub mod config;
 pub mod counters;
 pub mod cpu;
+pub mod digest;
 pub mod drops;
 pub mod engine;
 pub mod error;

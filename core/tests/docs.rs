@@ -88,3 +88,56 @@ fn every_path_the_architecture_page_names_exists() {
     let missing: Vec<&str> = named.into_iter().filter(|path| !architecture_path_exists(path)).collect();
     assert!(missing.is_empty(), "{page} names paths that do not exist: {missing:?}");
 }
+
+/// The scripts the docs name run as the docs say: every `perf/…` script named in the README
+/// and docs/ exists, and every script in perf/ that is run rather than imported or sourced
+/// (a `#!` line) carries its run bits, so `perf/NAME.sh` does not answer "Permission
+/// denied" on a fresh clone.
+#[test]
+fn every_script_the_docs_name_exists_and_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut named = Vec::new();
+    let mut pages = vec![root.join("README.md")];
+    pages.extend(std::fs::read_dir(root.join("docs")).unwrap().map(|entry| entry.unwrap().path()));
+    for page in pages.iter().filter(|page| page.extension().is_some_and(|ext| ext == "md")) {
+        let text = std::fs::read_to_string(page).unwrap();
+        for (at, _) in text.match_indices("perf/") {
+            let path: String =
+                text[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || "_-./".contains(*c)).collect();
+            let path = path.trim_end_matches('.');
+            if path.ends_with(".sh") || path.ends_with(".py") {
+                named.push((page.display().to_string(), path.to_string()));
+            }
+        }
+    }
+    assert!(named.len() > 10, "the docs name the perf scripts: {named:?}");
+    let missing: Vec<_> = named.iter().filter(|(_, path)| !root.join(path).is_file()).collect();
+    assert!(missing.is_empty(), "named in the docs, not in the tree: {missing:?}");
+    let mut scripts = vec![];
+    let mut walk = vec![root.join("perf")];
+    while let Some(directory) = walk.pop() {
+        for entry in std::fs::read_dir(&directory).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "sh" || ext == "py") {
+                scripts.push(path);
+            }
+        }
+    }
+    let not_runnable: Vec<_> = scripts
+        .iter()
+        .filter(|path| std::fs::read_to_string(path).unwrap().starts_with("#!"))
+        .filter(|path| std::fs::metadata(path).unwrap().permissions().mode() & 0o111 != 0o111)
+        .collect();
+    assert!(not_runnable.is_empty(), "scripts with a #! line but no run bits: {not_runnable:?}");
+    // A script the docs tell the reader to run is runnable: a `#!` line, its run bits.
+    let sourced = ["perf/lib.sh"];
+    let unrunnable_named: Vec<_> = named
+        .iter()
+        .filter(|(_, path)| path.ends_with(".sh") && !sourced.contains(&path.as_str()))
+        .filter(|(_, path)| !std::fs::read_to_string(root.join(path)).unwrap().starts_with("#!"))
+        .collect();
+    assert!(unrunnable_named.is_empty(), "named in the docs without a #! line: {unrunnable_named:?}");
+}

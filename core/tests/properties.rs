@@ -282,6 +282,7 @@ proptest! {
             progress: false,
             threads: 2,
             flows: Vec::new(),
+            origin: Default::default(),
             jitter_ps: 0,
             sample: None,
             qp_rates: false,

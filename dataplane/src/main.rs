@@ -421,7 +421,7 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
     }
     let collective = fabric::workload::Collective::of(workload, target);
     let source = fabric::workload::FlowSource { flow_file, cdf, load, duration_us };
-    let flows = fabric::workload::flows_of(&fabric, workload, source, seed)?;
+    let (flows, origin) = fabric::workload::flows_of(&fabric, workload, source, seed)?;
     let (jitter_ps, sample_ps) = fabric::engine::FabricOptions::times_of_flags(jitter_us, sample_us)?;
     let options = fabric::engine::FabricOptions {
         collective,
@@ -433,6 +433,7 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
         progress: show_progress(),
         threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
         flows,
+        origin,
         jitter_ps,
         sample: sample_ps.map(|ps| (ps, sample)),
         qp_rates,

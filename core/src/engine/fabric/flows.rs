@@ -8,7 +8,9 @@
 //! as HPCC's `traffic_gen.py` writes it. Hosts are numbered as the fabric lists them (leaf
 //! by leaf for a generated leaf-spine); the priority and port are read and ignored (every
 //! flow is RoCE data in the data class, on a queue pair of its own). Lines starting with `#`
-//! and blank lines are skipped.
+//! and blank lines are skipped. As HPCC's simulator reads it, the first line's count is the
+//! workload: the flows after that many are not read (HPCC's own example declares 2, lists
+//! 256 and ends with help text), and the caller says how many lines were left.
 //!
 //! CDF file: one point per line, `<bytes> <percent of flows no larger>`, both increasing, the
 //! last at 100; sizes between points are linear, as HPCC's generator draws them.
@@ -30,16 +32,30 @@ pub struct Flow {
     pub bytes: u64,
 }
 
+/// A flow file as read: its flows, the lines after the declared count that were not read,
+/// and the file's digest (`digest::hex`), which results name it by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowFile {
+    pub flows: Vec<Flow>,
+    pub lines_not_read: usize,
+    pub digest: String,
+}
+
 /// Reads a flow file for a fabric of `hosts` hosts.
-pub fn read_flow_file(path: &Path, hosts: usize) -> Result<Vec<Flow>, InputError> {
+pub fn read_flow_file(path: &Path, hosts: usize) -> Result<FlowFile, InputError> {
     let file = path.display().to_string();
     let text =
         std::fs::read_to_string(path).map_err(|err| InputError::new(&file, "", format!("cannot read: {err}")))?;
-    parse_flows(&text, &file, hosts)
+    parse_flow_file(&text, &file, hosts)
+}
+
+/// Parses flow-file text (`file` names it in errors): the declared flows, sorted by start.
+pub fn parse_flows(text: &str, file: &str, hosts: usize) -> Result<Vec<Flow>, InputError> {
+    parse_flow_file(text, file, hosts).map(|read| read.flows)
 }
 
 /// Parses flow-file text (`file` names it in errors).
-pub fn parse_flows(text: &str, file: &str, hosts: usize) -> Result<Vec<Flow>, InputError> {
+pub fn parse_flow_file(text: &str, file: &str, hosts: usize) -> Result<FlowFile, InputError> {
     let mut lines = meaningful(text);
     let Some((count_line, count_text)) = lines.next() else {
         return Err(InputError::new(file, "", "empty: the first line is the number of flows"));
@@ -48,7 +64,7 @@ pub fn parse_flows(text: &str, file: &str, hosts: usize) -> Result<Vec<Flow>, In
         InputError::new(file, format!("line {count_line}"), format!("'{count_text}' is not a number of flows"))
     })?;
     let mut flows = Vec::with_capacity(count.min(1 << 20));
-    for (number, line) in lines {
+    for (number, line) in lines.by_ref().take(count) {
         let field = format!("line {number}");
         let words: Vec<&str> = line.split_whitespace().collect();
         if words.len() != 6 {
@@ -83,11 +99,15 @@ pub fn parse_flows(text: &str, file: &str, hosts: usize) -> Result<Vec<Flow>, In
         flows.push(Flow { start_ps: (start * 1e12).round() as u64, sender, receiver, bytes });
     }
     if flows.len() != count {
-        return Err(InputError::new(file, "line 1", format!("says {count} flows, the file has {}", flows.len())));
+        return Err(InputError::new(
+            file,
+            format!("line {count_line}"),
+            format!("says {count} flows, the file has {}", flows.len()),
+        ));
     }
     // Stable: flows starting together keep the file's order.
     flows.sort_by_key(|flow| flow.start_ps);
-    Ok(flows)
+    Ok(FlowFile { flows, lines_not_read: lines.count(), digest: crate::digest::hex(text.as_bytes()) })
 }
 
 /// The lines that are not blank or `#` comments, with their 1-based numbers.
@@ -209,6 +229,28 @@ mod tests {
         );
     }
 
+    /// HPCC's own `simulation/mix/flow.txt` in its shape: it declares 2 flows, lists more
+    /// (256 in the original; three here), then ends with help text; its flows start at 2 s.
+    #[test]
+    fn a_flow_file_is_its_declared_flows_and_the_rest_is_not_read() {
+        let text = "2\n2 1 3 100 200000000 2\n3 1 3 100 200000000 2\n4 1 3 100 150000000 2\n\
+                    5 1 3 100 5000000 2\n\nFirst line: # of flows\nsrc0 dst0 3 dst_port0 size0 start_time0\n\
+                    ...\n\nPlease order the flows in ascending start_time!\n";
+        let read = parse_flow_file(text, "flow.txt", 6).unwrap();
+        let at_2s = 2_000_000_000_000;
+        assert_eq!(
+            read.flows,
+            [
+                Flow { start_ps: at_2s, sender: 2, receiver: 1, bytes: 200_000_000 },
+                Flow { start_ps: at_2s, sender: 3, receiver: 1, bytes: 200_000_000 },
+            ]
+        );
+        assert_eq!(read.lines_not_read, 6, "two flows, three lines of help text and '...'");
+        assert_eq!(read.digest, crate::digest::hex(text.as_bytes()));
+        let exact = parse_flow_file("1\n0 1 3 100 64 0\n", "flow.txt", 2).unwrap();
+        assert_eq!(exact.lines_not_read, 0);
+    }
+
     #[test]
     fn a_flow_files_mistakes_name_their_line() {
         let cases = [
@@ -220,6 +262,7 @@ mod tests {
             ("1\n0 1 3 100 0 0\n", "line 2: bytes '0' is not a positive integer"),
             ("1\n0 1 3 100 64 -1\n", "line 2: start '-1' is not 0-1000 seconds"),
             ("2\n0 1 3 100 64 0\n", "line 1: says 2 flows, the file has 1"),
+            ("# HPCC\n2\n0 1 3 100 64 0\n", "line 2: says 2 flows, the file has 1"),
         ];
         for (text, expected) in cases {
             let err = parse_flows(text, "flow.txt", 4).unwrap_err().to_string();

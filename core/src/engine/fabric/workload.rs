@@ -192,21 +192,48 @@ pub struct FlowSource {
     pub duration_us: Option<f64>,
 }
 
+/// Where a listed workload's flows came from, as results.json records it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum FlowOrigin {
+    /// A collective: no listed flows.
+    #[default]
+    None,
+    /// A flow file: its path, digest and the lines after its declared flows, not read.
+    File { path: String, digest: String, lines_not_read: usize },
+    /// Poisson arrivals: the size distribution's path and digest, the load and the span.
+    Poisson { cdf: String, cdf_digest: String, load: f64, duration_us: f64 },
+}
+
 /// The flows of `--workload flows` (its flow file) or `poisson` (drawn from `--cdf` at
-/// `--load` for `--duration-us`, at the first host's link speed); none for the collectives.
+/// `--load` for `--duration-us`, at the first host's link speed), and where they came from;
+/// none for the collectives.
 pub fn flows_of(
     fabric: &super::Fabric,
     workload: Workload,
     source: FlowSource,
     seed: u64,
-) -> Result<Vec<flows::Flow>, InputError> {
+) -> Result<(Vec<flows::Flow>, FlowOrigin), InputError> {
     let hosts = fabric.hosts.len();
     match workload {
         Workload::Flows => {
             let path = source
                 .flow_file
                 .ok_or_else(|| InputError::flag("--flow-file", "--workload flows reads its flows from it"))?;
-            flows::read_flow_file(&path, hosts)
+            let read = flows::read_flow_file(&path, hosts)?;
+            if read.lines_not_read > 0 {
+                tracing::info!(
+                    "{}: read the {} flows its first line declares; the {} lines after them are not read (as HPCC reads it)",
+                    path.display(),
+                    read.flows.len(),
+                    read.lines_not_read
+                );
+            }
+            let origin = FlowOrigin::File {
+                path: path.display().to_string(),
+                digest: read.digest,
+                lines_not_read: read.lines_not_read,
+            };
+            Ok((read.flows, origin))
         }
         Workload::Poisson => {
             let path =
@@ -221,15 +248,20 @@ pub fn flows_of(
             if !(duration_us.is_finite() && duration_us > 0.0 && duration_us <= 1e7) {
                 return Err(InputError::flag("--duration-us", format!("{duration_us} is not in (0, 1e7]")));
             }
-            let cdf = flows::SizeCdf::load(&path)?;
+            let file = path.display().to_string();
+            let text = std::fs::read_to_string(&path)
+                .map_err(|err| InputError::new(&file, "", format!("cannot read: {err}")))?;
+            let cdf = flows::SizeCdf::parse(&text, &file)?;
+            let origin =
+                FlowOrigin::Poisson { cdf: file, cdf_digest: crate::digest::hex(text.as_bytes()), load, duration_us };
             let speed = fabric
                 .links
                 .iter()
                 .find(|link| matches!(link.a, super::Endpoint::Host(_)))
                 .map_or(100_000, |link| link.speed_mbps);
-            Ok(flows::poisson(hosts, speed, &cdf, load, (duration_us * 1e6) as u64, seed))
+            Ok((flows::poisson(hosts, speed, &cdf, load, (duration_us * 1e6) as u64, seed), origin))
         }
-        _ => Ok(Vec::new()),
+        _ => Ok((Vec::new(), FlowOrigin::None)),
     }
 }
 

@@ -18,14 +18,18 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct FabricResults {
     pub fabric: String,
+    /// `--workload`'s name: incast, alltoall, allreduce, flows (a flow file) or poisson.
     pub workload: String,
+    /// Everything the workload was made from (`WorkloadParameters`).
+    pub workload_parameters: WorkloadParameters,
     /// The leaves' uplink group mode.
     pub mode: String,
     pub dcqcn: bool,
     /// How hosts recovered losses (`[fabric] transport`).
     pub transport: String,
     pub hosts: usize,
-    pub message_bytes: u64,
+    /// A collective's message size; null for listed flows, which have their own sizes.
+    pub message_bytes: Option<u64>,
     pub messages: usize,
     pub incomplete_messages: usize,
     /// The horizon passed before every message completed.
@@ -58,14 +62,94 @@ pub struct FabricResults {
     pub slowdown_by_size: Vec<SizeBucket>,
 }
 
-/// The flows of one size range (bytes up to `max_bytes`; none: the rest).
+/// What a run's workload was made from: every key is present, null where it does not apply
+/// to the workload (a collective has no flow file, a flow file no load).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct WorkloadParameters {
+    /// The collectives': message size, messages per sender (per destination for all-to-all,
+    /// iterations for all-reduce), the incast's receiver and the start jitter.
+    pub message_bytes: Option<u64>,
+    pub messages_per_sender: Option<u32>,
+    pub target: Option<usize>,
+    pub jitter_us: Option<f64>,
+    /// Listed flows: how many.
+    pub flows: Option<usize>,
+    /// A flow file: its path, its digest (FNV-1a 64 of its bytes) and the lines after its
+    /// declared flows, not read.
+    pub flow_file: Option<String>,
+    pub flow_file_digest: Option<String>,
+    pub flow_file_lines_not_read: Option<usize>,
+    /// Poisson arrivals: the size distribution file and its digest, each host's load, and
+    /// the span flows start in.
+    pub cdf: Option<String>,
+    pub cdf_digest: Option<String>,
+    pub load: Option<f64>,
+    pub duration_us: Option<f64>,
+    pub seed: u64,
+    pub roce_mtu: usize,
+    /// The run gives up `horizon_ms` after the first start, at `first_start_us`.
+    pub horizon_ms: f64,
+    pub first_start_us: f64,
+}
+
+impl WorkloadParameters {
+    fn of(options: &super::FabricOptions) -> Self {
+        use crate::engine::fabric::workload::{Collective, FlowOrigin};
+        let collective = options.collective != Collective::Listed;
+        let (mut flow_file, mut flow_file_digest, mut flow_file_lines_not_read) = (None, None, None);
+        let (mut cdf, mut cdf_digest, mut load, mut duration_us) = (None, None, None, None);
+        match &options.origin {
+            FlowOrigin::None => {}
+            FlowOrigin::File { path, digest, lines_not_read } => {
+                (flow_file, flow_file_digest, flow_file_lines_not_read) =
+                    (Some(path.clone()), Some(digest.clone()), Some(*lines_not_read));
+            }
+            FlowOrigin::Poisson { cdf: path, cdf_digest: digest, load: l, duration_us: d } => {
+                (cdf, cdf_digest, load, duration_us) = (Some(path.clone()), Some(digest.clone()), Some(*l), Some(*d));
+            }
+        }
+        Self {
+            message_bytes: collective.then_some(options.message_bytes),
+            messages_per_sender: collective.then_some(options.messages),
+            target: match options.collective {
+                Collective::Incast { target } => Some(target),
+                _ => None,
+            },
+            jitter_us: collective.then_some(options.jitter_ps as f64 / 1e6),
+            flows: (!collective).then_some(options.flows.len()),
+            flow_file,
+            flow_file_digest,
+            flow_file_lines_not_read,
+            cdf,
+            cdf_digest,
+            load,
+            duration_us,
+            seed: options.seed,
+            roce_mtu: options.roce_mtu,
+            horizon_ms: options.horizon_ms,
+            first_start_us: options.first_start_ps() as f64 / 1e6,
+        }
+    }
+
+    /// The workload's name as `--workload` spells it.
+    fn workload_name(options: &super::FabricOptions) -> &'static str {
+        use crate::engine::fabric::workload::{FlowOrigin, Workload};
+        match options.origin {
+            FlowOrigin::Poisson { .. } => Workload::Poisson.name(),
+            _ => options.collective.name(),
+        }
+    }
+}
+
+/// The flows of one size range (bytes up to `max_bytes`; none: the rest). The percentiles
+/// are null when none of its flows completed.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SizeBucket {
     pub max_bytes: Option<u64>,
     pub flows: usize,
     pub incomplete: usize,
-    pub p50: f64,
-    pub p99: f64,
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
 }
 
 /// The size buckets' upper bounds: 10 KB, 100 KB, 1 MB, 10 MB, then the rest.
@@ -103,11 +187,12 @@ fn ideal_fct_ps(plan: &Plan<'_>, message: &super::events::MessagePlan) -> u64 {
     serialisation + host_links + 2 * spine_link + 3 * first
 }
 
+/// Percentiles of the messages that completed; null when none did.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Percentiles {
-    pub p50: f64,
-    pub p99: f64,
-    pub max: f64,
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
     /// Messages the percentiles are over (those that completed).
     pub messages: usize,
     /// Messages that never completed, which the percentiles leave out: with any, p99 and max
@@ -119,15 +204,15 @@ impl FabricResults {
     /// The one line `raceway fabric` prints.
     pub fn summary_line(&self) -> String {
         format!(
-            "{} {} mode {} dcqcn {} transport {}: completion {} us, FCT p50 {:.1} us p99 {:.1} us{}, PFC pause {:.1} us, CNPs {}, drops {}, trimmed {}, retransmits {}, incomplete {}",
+            "{} {} mode {} dcqcn {} transport {}: completion {} us, FCT p50 {} us p99 {} us{}, PFC pause {:.1} us, CNPs {}, drops {}, trimmed {}, retransmits {}, incomplete {}",
             self.fabric,
             self.workload,
             self.mode,
             self.dcqcn,
             self.transport,
             self.completion_us.map_or("-".to_string(), |c| format!("{c:.1}")),
-            self.fct_us.p50,
-            self.fct_us.p99,
+            self.fct_us.p50.map_or("-".to_string(), |p| format!("{p:.1}")),
+            self.fct_us.p99.map_or("-".to_string(), |p| format!("{p:.1}")),
             if self.fct_us.left_out > 0 {
                 format!(" (of the {} completed; {} incomplete left out)", self.fct_us.messages, self.fct_us.left_out)
             } else {
@@ -148,13 +233,13 @@ impl FabricResults {
     }
 }
 
-/// Percentile `q` (0-1) of sorted values.
-pub(super) fn percentile(sorted: &[f64], q: f64) -> f64 {
+/// Percentile `q` (0-1) of sorted values (nearest rank); none of none.
+pub(super) fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
     if sorted.is_empty() {
-        return 0.0;
+        return None;
     }
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
+    Some(sorted[rank - 1])
 }
 
 /// The partitions' state after a run, by switch and host number again.
@@ -309,12 +394,14 @@ pub(super) fn results(
     let cnps: u64 = finished.nics.iter().map(|n| n.cnps_sent).sum();
     let result = FabricResults {
         fabric: fabric.name.clone(),
-        workload: options.collective.name().to_string(),
+        workload: WorkloadParameters::workload_name(options).to_string(),
+        workload_parameters: WorkloadParameters::of(options),
         mode: format!("{:?}", fabric.mode()).to_lowercase(),
         dcqcn: fabric.dcqcn.enabled,
         transport: fabric.transport.kind.name().to_string(),
         hosts: fabric.hosts.len(),
-        message_bytes: options.message_bytes,
+        message_bytes: (options.collective != crate::engine::fabric::workload::Collective::Listed)
+            .then_some(options.message_bytes),
         messages: plan.messages.len(),
         incomplete_messages: incomplete,
         timed_out,
@@ -322,7 +409,7 @@ pub(super) fn results(
         fct_us: Percentiles {
             p50: percentile(&fcts, 0.5),
             p99: percentile(&fcts, 0.99),
-            max: fcts.last().copied().unwrap_or(0.0),
+            max: fcts.last().copied(),
             messages: fcts.len(),
             left_out: incomplete,
         },
