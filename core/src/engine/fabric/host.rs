@@ -187,6 +187,8 @@ pub struct Nic {
     pub released: Vec<Option<u64>>,
     /// Frames of each message it sends that it sent again (indexed as `released`).
     pub resent: Vec<u32>,
+    /// When each message it sends was wholly acknowledged (indexed as `released`).
+    pub acked: Vec<Option<u64>>,
     /// Each message it receives.
     pub receiving: Vec<Delivery>,
     /// The queue pairs it receives on.
@@ -315,6 +317,7 @@ impl Nic {
             sending: Vec::new(),
             order: RoundRobin::default(),
             released: Vec::new(),
+            acked: Vec::new(),
             resent: Vec::new(),
             receiving: Vec::new(),
             senders: Vec::new(),

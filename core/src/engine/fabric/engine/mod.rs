@@ -214,6 +214,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         let outbound = nics[spec.sender].released.len();
         nics[spec.sender].released.push(None);
         nics[spec.sender].resent.push(0);
+        nics[spec.sender].acked.push(None);
         let frames = spec.bytes.div_ceil(mtu).max(1);
         let inbound = nics[spec.receiver].receiving.len();
         let (message, qp, from) = (narrow(messages.len()), narrow(spec.qp), narrow(qps[spec.qp].inbound));
@@ -460,6 +461,36 @@ mod tests {
             assert_eq!(bucket.flows, 1);
             // ACKs share no link with the data: only rounding separates FCT from its ideal.
             assert!((1.0..1.001).contains(&bucket.p50.unwrap()), "{text}: slowdown {:?}", bucket.p50);
+        }
+    }
+
+    /// HPCC's definitions beside raceway's one-way ones: the FCT runs to the last ACK at the
+    /// sender, the ideal is the standalone FCT (a base RTT and the bytes at line rate), and
+    /// the slowdown is floored at 1, even for a sprayed flow whose frames travel in parallel.
+    #[test]
+    fn hpcc_fct_runs_to_the_last_ack_and_its_slowdown_is_never_below_one() {
+        use crate::engine::fabric::flows::parse_flows;
+        let fabric = small("");
+        let flows = parse_flows("1\n0 3 3 100 1000000 0\n", "f.txt", 4).unwrap();
+        let result = run(&fabric, &FabricOptions { flows, ..options(Collective::Listed) }, None).unwrap();
+        let (one_way, to_ack) = (result.fct_us.p50.unwrap(), result.fct_to_last_ack_us.p50.unwrap());
+        assert!(to_ack > one_way, "the last ACK comes back after the last frame: {to_ack} vs {one_way}");
+        let bucket = &result.slowdown_hpcc_by_size[2];
+        assert_eq!((bucket.flows, bucket.incomplete), (1, 0));
+        // On an idle fabric the ACK's way back costs less than a full frame per link (the
+        // standalone FCT's base RTT counts one): floored at 1.
+        assert_eq!(bucket.p50, Some(1.0), "{:?}", result.slowdown_hpcc_by_size);
+        // Two-frame flows sprayed over both spines: one way, faster than one path's ideal
+        // (below 1); HPCC's slowdown never is.
+        let text: String = std::iter::once("8\n".to_string())
+            .chain((0..8).map(|i| format!("{} {} 3 100 8192 {}\n", i % 2, 2 + i % 2, i as f64 * 1e-5)))
+            .collect();
+        let flows = parse_flows(&text, "f.txt", 4).unwrap();
+        let sprayed =
+            run(&lossy("spray", "roce-sr", ""), &FabricOptions { flows, ..options(Collective::Listed) }, None).unwrap();
+        assert_eq!(sprayed.incomplete_messages, 0);
+        for bucket in sprayed.slowdown_hpcc_by_size.iter().filter(|bucket| bucket.flows > 0) {
+            assert!(bucket.p50 >= Some(1.0) && bucket.p99 >= Some(1.0), "{:?}", sprayed.slowdown_hpcc_by_size);
         }
     }
 

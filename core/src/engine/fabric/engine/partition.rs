@@ -422,6 +422,9 @@ impl Partition<'_> {
                 let had_data = state.has_data();
                 let reply = transport::unwrap_reply(reply, state.tx.acked);
                 transport::on_reply(plan.fabric.transport.kind, &mut state.tx, reply, state.next_psn, now);
+                for message in state.tx.acked_messages.drain(..) {
+                    nic.acked[plan.messages[message as usize].outbound] = Some(now);
+                }
                 if !had_data && state.has_data() {
                     nic.order.put(tag, state.next_send_ps, now);
                     self.host_transmit(host, now);

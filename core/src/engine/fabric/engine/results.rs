@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-/// What a fabric run measured (`results.json`; docs/STATS.md's fabric section).
+/// What a fabric run measured (`results.json`; docs/FABRIC.md's outputs).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct FabricResults {
     pub fabric: String,
@@ -36,9 +36,12 @@ pub struct FabricResults {
     pub timed_out: bool,
     /// When the last message completed (none when some did not).
     pub completion_us: Option<f64>,
-    /// Flow completion times of the messages that completed; they say how many they cover
-    /// and how many incomplete messages they leave out.
+    /// Flow completion times of the messages that completed, from release to the last frame's
+    /// arrival (one way); they say how many they cover and how many incomplete messages they
+    /// leave out.
     pub fct_us: Percentiles,
+    /// HPCC's flow completion time: from release to the last ACK's arrival at the sender.
+    pub fct_to_last_ack_us: Percentiles,
     /// Peak queue depth per `switch:port`.
     pub max_queue_bytes: BTreeMap<String, u64>,
     /// Time each link direction's transmitter was paused by PFC (any priority), `a -> b`.
@@ -57,9 +60,13 @@ pub struct FabricResults {
     pub events: u64,
     pub drops: u64,
     pub drops_by_reason: BTreeMap<String, u64>,
-    /// FCT slowdown (FCT over the flow's ideal: `ideal_fct_ps`) by flow size, as the HPCC and
-    /// DCQCN papers plot it; each row's incomplete flows are counted, not in its percentiles.
+    /// FCT slowdown (one-way FCT over the flow's one-way ideal: `IdlePath::ideal_ps`) by flow
+    /// size; each row's incomplete flows are counted, not in its percentiles. A sprayed flow's
+    /// frames travel in parallel, so it can fall below 1.
     pub slowdown_by_size: Vec<SizeBucket>,
+    /// HPCC's slowdown, as its papers plot it: FCT to the last ACK over the standalone FCT
+    /// (`IdlePath::standalone_ps`), floored at 1; a flow whose last ACK never came is incomplete.
+    pub slowdown_hpcc_by_size: Vec<SizeBucket>,
 }
 
 /// What a run's workload was made from: every key is present, null where it does not apply
@@ -155,36 +162,62 @@ pub struct SizeBucket {
 /// The size buckets' upper bounds: 10 KB, 100 KB, 1 MB, 10 MB, then the rest.
 const SIZE_BUCKETS: [u64; 4] = [10_000, 100_000, 1_000_000, 10_000_000];
 
-/// A message's ideal flow completion time: its frames back to back at its sender's link
-/// speed, plus the propagation of every link on its path and one store and forward of a
-/// frame per switch, on an idle fabric (HPCC's base). The path is host, leaf, host on one
-/// leaf, and through a spine between leaves (a listed fabric's hosts count as on one leaf).
-fn ideal_fct_ps(plan: &Plan<'_>, message: &super::events::MessagePlan) -> u64 {
-    let (sender, receiver) = (message.spec.sender, message.spec.receiver);
-    let wire = plan.host_wires[sender];
-    let mtu = plan.options.roce_mtu as u64;
-    let frame_ps = |payload: u64| {
-        crate::config::PortConfig::wire_time_for(
-            wire.speed_mbps,
-            payload as usize + crate::traffic::frames::ROCE_OVERHEAD,
-        )
-    };
-    let full = message.spec.bytes / mtu;
-    let last = message.spec.bytes % mtu;
-    let serialisation = full * frame_ps(mtu) + if last > 0 { frame_ps(last) } else { 0 };
-    let first = frame_ps(mtu.min(message.spec.bytes));
-    let hosts = &plan.fabric.hosts;
-    let host_links = wire.propagation_ps + plan.host_wires[receiver].propagation_ps;
-    if hosts[sender].leaf == hosts[receiver].leaf {
-        return serialisation + host_links + first;
+/// What a message's path costs on an idle fabric: its frames back to back at its sender's
+/// link speed, the one-way propagation of every link on the way, its first frame's time (a
+/// full frame's, and the links and switches it crosses: host, leaf, host on one leaf, and
+/// through a spine between leaves (a listed fabric's hosts count as on one leaf).
+struct IdlePath {
+    serialisation_ps: u64,
+    first_frame_ps: u64,
+    full_frame_ps: u64,
+    propagation_ps: u64,
+    links: u64,
+    switches: u64,
+}
+
+impl IdlePath {
+    fn of(plan: &Plan<'_>, message: &super::events::MessagePlan) -> Self {
+        let (sender, receiver) = (message.spec.sender, message.spec.receiver);
+        let wire = plan.host_wires[sender];
+        let mtu = plan.options.roce_mtu as u64;
+        let frame_ps = |payload: u64| {
+            crate::config::PortConfig::wire_time_for(
+                wire.speed_mbps,
+                payload as usize + crate::traffic::frames::ROCE_OVERHEAD,
+            )
+        };
+        let full = message.spec.bytes / mtu;
+        let last = message.spec.bytes % mtu;
+        let serialisation_ps = full * frame_ps(mtu) + if last > 0 { frame_ps(last) } else { 0 };
+        let (first_frame_ps, full_frame_ps) = (frame_ps(mtu.min(message.spec.bytes)), frame_ps(mtu));
+        let hosts = &plan.fabric.hosts;
+        let host_links = wire.propagation_ps + plan.host_wires[receiver].propagation_ps;
+        let path =
+            Self { serialisation_ps, first_frame_ps, full_frame_ps, propagation_ps: host_links, links: 2, switches: 1 };
+        if hosts[sender].leaf == hosts[receiver].leaf {
+            return path;
+        }
+        let spine_link = plan
+            .fabric
+            .links
+            .iter()
+            .find(|link| matches!((link.a, link.b), (Endpoint::Switch { .. }, Endpoint::Switch { .. })))
+            .map_or(0, |link| crate::config::plan::cable_delay_ps(link.cable_m));
+        Self { propagation_ps: host_links + 2 * spine_link, links: 4, switches: 3, ..path }
     }
-    let spine_link = plan
-        .fabric
-        .links
-        .iter()
-        .find(|link| matches!((link.a, link.b), (Endpoint::Switch { .. }, Endpoint::Switch { .. })))
-        .map_or(0, |link| crate::config::plan::cable_delay_ps(link.cable_m));
-    serialisation + host_links + 2 * spine_link + 3 * first
+
+    /// raceway's one-way ideal (HPCC's base): the frames back to back, the propagation, and
+    /// the first frame's store and forward at each switch.
+    fn ideal_ps(&self) -> u64 {
+        self.serialisation_ps + self.propagation_ps + self.switches * self.first_frame_ps
+    }
+
+    /// HPCC's standalone FCT, as its simulator's `qp_finish` computes it: the base RTT (twice
+    /// the one-way propagation, plus a full frame's serialisation on each link of the way)
+    /// and the message's bytes with their headers at the sender's link speed.
+    fn standalone_ps(&self) -> u64 {
+        2 * self.propagation_ps + self.links * self.full_frame_ps + self.serialisation_ps
+    }
 }
 
 /// Percentiles of the messages that completed; null when none did.
@@ -231,6 +264,37 @@ impl FabricResults {
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).expect("results serialise")
     }
+}
+
+impl Percentiles {
+    /// Of `sorted` values, `left_out` messages not among them.
+    fn of(sorted: &[f64], left_out: usize) -> Self {
+        Self {
+            p50: percentile(sorted, 0.5),
+            p99: percentile(sorted, 0.99),
+            max: sorted.last().copied(),
+            messages: sorted.len(),
+            left_out,
+        }
+    }
+}
+
+/// Each size bucket's slowdowns (unsorted) and incomplete flows, as `SizeBucket`s.
+fn by_size(buckets: Vec<(Vec<f64>, usize)>) -> Vec<SizeBucket> {
+    buckets
+        .into_iter()
+        .enumerate()
+        .map(|(index, (mut slowdowns, incomplete))| {
+            slowdowns.sort_by(f64::total_cmp);
+            SizeBucket {
+                max_bytes: SIZE_BUCKETS.get(index).copied(),
+                flows: slowdowns.len() + incomplete,
+                incomplete,
+                p50: percentile(&slowdowns, 0.5),
+                p99: percentile(&slowdowns, 0.99),
+            }
+        })
+        .collect()
 }
 
 /// Percentile `q` (0-1) of sorted values (nearest rank); none of none.
@@ -291,18 +355,21 @@ pub(super) fn results(
     let (fabric, options) = (plan.fabric, plan.options);
     let end = finished.end;
     let mut fcts: Vec<f64> = Vec::new();
+    let mut fcts_to_ack: Vec<f64> = Vec::new();
     let mut incomplete = 0;
     let mut completion: u64 = 0;
     let mut flows_csv =
-        String::from("flow,sender,receiver,bytes,start_us,finish_us,fct_us,ideal_us,slowdown,retransmits,trims\n");
+        String::from("flow,sender,receiver,bytes,start_us,finish_us,fct_us,ideal_us,slowdown,retransmits,trims,last_ack_us,fct_to_last_ack_us,standalone_us,slowdown_hpcc\n");
     let mut buckets: Vec<(Vec<f64>, usize)> = vec![(Vec::new(), 0); SIZE_BUCKETS.len() + 1];
+    let mut hpcc_buckets: Vec<(Vec<f64>, usize)> = vec![(Vec::new(), 0); SIZE_BUCKETS.len() + 1];
     for (index, message) in plan.messages.iter().enumerate() {
         let released = finished.nics[message.spec.sender].released[message.outbound];
         let delivery = &finished.nics[message.spec.receiver].receiving[message.inbound];
         let done = delivery.done_ps();
-        let ideal = ideal_fct_ps(plan, message);
-        let bucket =
-            &mut buckets[SIZE_BUCKETS.iter().position(|&max| message.spec.bytes <= max).unwrap_or(SIZE_BUCKETS.len())];
+        let path = IdlePath::of(plan, message);
+        let (ideal, standalone) = (path.ideal_ps(), path.standalone_ps());
+        let size_bucket = SIZE_BUCKETS.iter().position(|&max| message.spec.bytes <= max).unwrap_or(SIZE_BUCKETS.len());
+        let bucket = &mut buckets[size_bucket];
         let resent = finished.nics[message.spec.sender].resent[message.outbound];
         let (spec, us) = (&message.spec, |ps: u64| ps as f64 / 1e6);
         let start = released.map_or("-".to_string(), |at| format!("{:.3}", us(at)));
@@ -320,33 +387,38 @@ pub(super) fn results(
                 ("incomplete".to_string(), "-".to_string(), "-".to_string())
             }
         };
+        let last_ack = finished.nics[message.spec.sender].acked[message.outbound];
+        let hpcc_bucket = &mut hpcc_buckets[size_bucket];
+        let (acked, fct_to_ack, slowdown_hpcc) = match (released, last_ack, done) {
+            (Some(start), Some(acked), Some(_)) => {
+                fcts_to_ack.push(us(acked - start));
+                let slowdown = ((acked - start) as f64 / standalone.max(1) as f64).max(1.0);
+                hpcc_bucket.0.push(slowdown);
+                (format!("{:.3}", us(acked)), format!("{:.3}", us(acked - start)), format!("{slowdown:.3}"))
+            }
+            _ => {
+                hpcc_bucket.1 += 1;
+                ("incomplete".to_string(), "-".to_string(), "-".to_string())
+            }
+        };
         flows_csv.push_str(&format!(
-            "{index},{},{},{},{start},{finish},{fct},{:.3},{slowdown},{resent},{}\n",
+            "{index},{},{},{},{start},{finish},{fct},{:.3},{slowdown},{resent},{},{acked},{fct_to_ack},{:.3},{slowdown_hpcc}\n",
             spec.sender,
             spec.receiver,
             spec.bytes,
             us(ideal),
-            delivery.trims
+            delivery.trims,
+            us(standalone),
         ));
     }
     let labels = ["up to 10 KB", "10-100 KB", "100 KB-1 MB", "1-10 MB", "over 10 MB"];
     let cdf: Vec<(String, Vec<f64>)> =
         labels.iter().zip(&buckets).map(|(label, (values, _))| (label.to_string(), values.clone())).collect();
-    let slowdown_by_size = buckets
-        .into_iter()
-        .enumerate()
-        .map(|(index, (mut slowdowns, incomplete))| {
-            slowdowns.sort_by(f64::total_cmp);
-            SizeBucket {
-                max_bytes: SIZE_BUCKETS.get(index).copied(),
-                flows: slowdowns.len() + incomplete,
-                incomplete,
-                p50: percentile(&slowdowns, 0.5),
-                p99: percentile(&slowdowns, 0.99),
-            }
-        })
-        .collect();
+    let slowdown_by_size = by_size(buckets);
+    let slowdown_hpcc_by_size = by_size(hpcc_buckets);
     fcts.sort_by(f64::total_cmp);
+    fcts_to_ack.sort_by(f64::total_cmp);
+    let incomplete_to_ack = plan.messages.len() - fcts_to_ack.len();
     let mut drops = BTreeMap::new();
     let mut total_drops = 0u64;
     let mut max_queue = BTreeMap::new();
@@ -406,13 +478,8 @@ pub(super) fn results(
         incomplete_messages: incomplete,
         timed_out,
         completion_us: (incomplete == 0).then_some(completion as f64 / 1e6),
-        fct_us: Percentiles {
-            p50: percentile(&fcts, 0.5),
-            p99: percentile(&fcts, 0.99),
-            max: fcts.last().copied(),
-            messages: fcts.len(),
-            left_out: incomplete,
-        },
+        fct_us: Percentiles::of(&fcts, incomplete),
+        fct_to_last_ack_us: Percentiles::of(&fcts_to_ack, incomplete_to_ack),
         max_queue_bytes: max_queue,
         pfc_pause_us: pauses,
         pfc_pause_total_us: total_pause_ps as f64 / 1e6,
@@ -426,6 +493,7 @@ pub(super) fn results(
         drops: total_drops,
         drops_by_reason: drops,
         slowdown_by_size,
+        slowdown_hpcc_by_size,
     };
     for state in &mut finished.switches {
         state.switch.refresh_gauges(end);

@@ -91,6 +91,9 @@ pub struct TxState {
     pub timer_armed: bool,
     /// Selective repeat: PSNs the receiver said arrived (a NACK names one), never sent again.
     sacked: RxState,
+    /// Messages wholly acknowledged since the engine last took them: their last ACK has come
+    /// (where HPCC's flow completion time ends).
+    pub acked_messages: Vec<u32>,
 }
 
 impl TxState {
@@ -103,7 +106,8 @@ impl TxState {
         self.sacked.forget_below(psn);
         self.progress_ps = now;
         self.backoff = 0;
-        while self.in_flight.front().is_some_and(|message| message.first_psn + message.frames <= psn) {
+        while let Some(message) = self.in_flight.front().filter(|message| message.first_psn + message.frames <= psn) {
+            self.acked_messages.push(message.message);
             self.in_flight.pop_front();
         }
         // Ranges need not be in order (a trimmed frame's NACK names any PSN): each is cut.
