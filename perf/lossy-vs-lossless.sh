@@ -2,8 +2,8 @@
 # The comparison the field argues about, on raceway's own pipeline: the shipped leaf-spine
 # (config/fabric/leaf-spine.toml) with only its size changed, run
 #   - lossless: PFC on the data class, DCQCN, ECMP or adaptive uplinks;
-#   - lossy with drops: no lossless class, DCQCN, ECMP uplinks, go-back-N or selective-repeat
-#     hosts;
+#   - lossy with drops: no lossless class, DCQCN, ECMP uplinks, go-back-N, selective-repeat
+#     or IRN hosts (each with its own timeouts: a RoCE NIC's for the first two);
 #   - lossy with trimming: the same with [qos.trim] (to DSCP 48, the strict TC6), spraying
 #     uplinks and uet-like hosts (a NACK per trimmed frame),
 # under web search flows (Poisson arrivals at 50% and 80% load, config/fabric/cdf/websearch.txt)
@@ -39,7 +39,7 @@ workloads=()
 for load in $LOADS; do workloads+=("websearch-$load"); done
 workloads+=(alltoall)
 for workload in "${workloads[@]}"; do
-  for setup in "lossless ecmp roce-sr" "lossless adaptive roce-sr" "lossy ecmp roce-gbn" "lossy ecmp roce-sr" "trim spray uet-like"; do
+  for setup in "lossless ecmp roce-sr" "lossless adaptive roce-sr" "lossy ecmp roce-gbn" "lossy ecmp roce-sr" "lossy ecmp irn" "trim spray uet-like"; do
     read -r fabric mode transport <<<"$setup"
     dir="$OUT/$workload-$fabric-$mode-$transport"
     case $workload in

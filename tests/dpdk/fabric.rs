@@ -405,5 +405,5 @@ fn the_readmes_fabric_table_is_what_its_script_prints() {
 /// prints with those settings now, row for row.
 #[test]
 fn the_lossy_versus_lossless_table_is_what_its_script_prints() {
-    docs_hold_the_table_of("lossy-vs-lossless.sh", &[("SIZE", "2x2x4"), ("DURATION_US", "100")], 15);
+    docs_hold_the_table_of("lossy-vs-lossless.sh", &[("SIZE", "2x2x4"), ("DURATION_US", "100")], 18);
 }

@@ -34,8 +34,10 @@ pub struct FabricTable {
     pub mode: String,
     /// How hosts recover losses (`engine::fabric::transport`).
     pub transport: Option<String>,
-    /// The hosts' retransmission timeout, microseconds.
+    /// The hosts' retransmission timeout, microseconds (irn's RTO_high).
     pub rto_us: Option<f64>,
+    /// irn's RTO_low, microseconds: the timeout with few frames in flight.
+    pub rto_low_us: Option<f64>,
 }
 
 fn default_speed() -> f64 {

@@ -11,7 +11,7 @@
 //! the sender's state or any table of the whole workload.
 
 use super::dcqcn::RateControl;
-use super::transport::{Reply, RxState, TxState, ACK_EVERY};
+use super::transport::{Reply, RxState, TxState};
 use crate::packet::HeapPacket;
 use crate::traffic::frames::{FrameSpec, Transport};
 use crate::wire::bth::OPCODE_CNP;
@@ -60,6 +60,17 @@ impl QueuePair {
     /// Whether it has a frame to send, new or again.
     pub fn has_data(&self) -> bool {
         self.current.is_some() || !self.queue.is_empty() || !self.tx.resend.is_empty()
+    }
+
+    /// Whether it may send now with at most `window` frames unacknowledged (BDP-FC; frames
+    /// sent again always may).
+    pub fn sendable(&self, window: u32) -> bool {
+        !self.tx.resend.is_empty() || ((self.current.is_some() || !self.queue.is_empty()) && self.open(window))
+    }
+
+    /// Whether a new frame fits in `window`.
+    pub fn open(&self, window: u32) -> bool {
+        self.next_psn - self.tx.acked < window
     }
 }
 
@@ -364,18 +375,20 @@ pub struct DataFrame {
     /// pair's: the frame's tag.
     pub tag: u32,
     pub from: u32,
+    /// The transport asks for an ACK every this many PSNs (`TransportParams::ack_every`).
+    pub ack_every: u32,
 }
 
 impl DataFrame {
-    /// Whether it asks for an ACK: its message's last frame, and every `ACK_EVERY`th PSN.
+    /// Whether it asks for an ACK: its message's last frame, and every `ack_every`th PSN.
     pub fn asks_ack(&self) -> bool {
-        matches!(self.opcode, 0x02 | 0x04) || self.psn % ACK_EVERY == ACK_EVERY - 1
+        matches!(self.opcode, 0x02 | 0x04) || self.psn % self.ack_every == self.ack_every - 1
     }
 }
 
 /// A data frame: `payload` bytes of queue pair `qp` with `psn`, tagged with its message.
 pub fn data_frame(from: &Nic, to: Ipv4Addr, frame: DataFrame) -> HeapPacket {
-    let DataFrame { qp, psn, opcode, payload, tag, from: sender } = frame;
+    let DataFrame { qp, psn, opcode, payload, tag, from: sender, .. } = frame;
     let mut spec = FrameSpec::rocev2(IpAddr::V4(from.address), IpAddr::V4(to), qp as u32 + 1);
     (spec.source_mac, spec.destination_mac) = (from.mac, from.router_mac);
     spec.dscp = DATA_DSCP;
@@ -573,7 +586,15 @@ mod tests {
             MacAddress([2, 0, 0, 0, 0, 1]),
             100_000,
         );
-        let frame = DataFrame { qp: 6, psn: 0x12345, opcode: 0x02, payload: 4096, tag: 77, from: 5 };
+        let frame = DataFrame {
+            qp: 6,
+            psn: 0x12345,
+            opcode: 0x02,
+            payload: 4096,
+            tag: 77,
+            from: 5,
+            ack_every: crate::engine::fabric::transport::ACK_EVERY,
+        };
         let data = data_frame(&nic, Ipv4Addr::new(10, 1, 0, 1), frame);
         use crate::packet::PacketBuf;
         // The headers held, the payload (and ICRC) declared: the frame's whole length.

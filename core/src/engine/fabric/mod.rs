@@ -75,19 +75,19 @@ pub struct Fabric {
     pub transport: TransportParams,
 }
 
-/// `[fabric] transport` and `rto_us`.
+/// `[fabric] transport`, `rto_us` and `rto_low_us`.
 fn transport_of(topology: &FabricTable, file: &str) -> Result<TransportParams, InputError> {
     let mut params = TransportParams::default();
     if let Some(word) = &topology.transport {
         params.kind =
             TransportKind::parse(word).map_err(|problem| InputError::new(file, "fabric.transport", problem))?;
     }
-    if let Some(rto_us) = topology.rto_us {
-        if !(1.0..=1e6).contains(&rto_us) {
-            return Err(InputError::new(file, "fabric.rto_us", format!("{rto_us} is not between 1 and 1000000")));
+    for (field, value) in [("fabric.rto_us", topology.rto_us), ("fabric.rto_low_us", topology.rto_low_us)] {
+        if let Some(us) = value.filter(|us| !(1.0..=1e6).contains(us)) {
+            return Err(InputError::new(file, field, format!("{us} is not between 1 and 1000000")));
         }
-        params.rto_ps = (rto_us * 1e6) as u64;
     }
+    (params.rto_us, params.rto_low_us) = (topology.rto_us, topology.rto_low_us);
     Ok(params)
 }
 

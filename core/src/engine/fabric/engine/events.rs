@@ -133,6 +133,8 @@ pub(super) struct Plan<'a> {
     pub(super) data_priority: usize,
     /// The sampling interval of queue depths and queue pairs' rates.
     pub(super) sample_ps: u64,
+    /// The most frames a queue pair may have unacknowledged (irn's BDP-FC; else no limit).
+    pub(super) window_frames: u32,
 }
 
 impl Plan<'_> {

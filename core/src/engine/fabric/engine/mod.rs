@@ -147,6 +147,32 @@ impl FabricOptions {
     }
 }
 
+/// BDP-FC's window for irn (`transport::irn`): the frames a host link carries in the longest
+/// path's base RTT (twice its one-way propagation, plus a full frame's serialisation on each
+/// of its links: HPCC's and IRN's base RTT), rounded up; no limit for the other transports.
+fn window_frames(fabric: &Fabric, options: &FabricOptions, host_wires: &[events::Wire]) -> u32 {
+    if fabric.transport.kind != crate::engine::fabric::transport::TransportKind::Irn {
+        return u32::MAX;
+    }
+    let fastest = host_wires.iter().map(|wire| wire.speed_mbps).max().unwrap_or(100_000);
+    let frame_ps =
+        crate::config::PortConfig::wire_time_for(fastest, options.roce_mtu + crate::traffic::frames::ROCE_OVERHEAD)
+            .max(1);
+    let host_link = host_wires.iter().map(|wire| wire.propagation_ps).max().unwrap_or(0);
+    let spine_link = fabric
+        .links
+        .iter()
+        .filter(|link| matches!((link.a, link.b), (Endpoint::Switch { .. }, Endpoint::Switch { .. })))
+        .map(|link| crate::config::plan::cable_delay_ps(link.cable_m))
+        .max();
+    let (propagation, links) = match spine_link {
+        Some(spine) => (2 * host_link + 2 * spine, 4),
+        None => (2 * host_link, 2),
+    };
+    let rtt = 2 * propagation + links * frame_ps;
+    u32::try_from(rtt.div_ceil(frame_ps)).unwrap_or(u32::MAX).max(1)
+}
+
 /// Runs `options` on `fabric`; writes per-switch stats and charts under `out` when given.
 /// Returns the results document (also written as `out/results.json`).
 pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Result<FabricResults, InputError> {
@@ -246,7 +272,7 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
     let linked = "Fabric::parse links every port and host";
     let switch_wires =
         switch_wires.into_iter().map(|ports| ports.into_iter().map(|w| w.expect(linked)).collect()).collect();
-    let host_wires = host_wires.into_iter().map(|w| w.expect(linked)).collect();
+    let host_wires: Vec<events::Wire> = host_wires.into_iter().map(|w| w.expect(linked)).collect();
     let total_bytes: u64 = messages.iter().map(|m| m.spec.bytes).sum();
     let line_mbps = host_link.first().map_or(100_000, |&(_, speed)| speed).max(1);
     let span_ps = total_bytes * 8 * 1_000_000 / line_mbps / fabric.hosts.len().max(1) as u64;
@@ -257,8 +283,20 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
         crate::config::Trust::Pcp => 0,
     };
     let sample_ps = options.sample.map_or_else(|| crate::observe::report::default_interval_ps(span_ps), |(ps, _)| ps);
-    let plan =
-        Plan { fabric, options, switch_wires, host_wires, qps, messages, switch_at, host_at, data_priority, sample_ps };
+    let window_frames = window_frames(fabric, options, &host_wires);
+    let plan = Plan {
+        fabric,
+        options,
+        switch_wires,
+        host_wires,
+        qps,
+        messages,
+        switch_at,
+        host_at,
+        data_priority,
+        sample_ps,
+        window_frames,
+    };
 
     let count = fabric.switches.len();
     let mut partitions: Vec<Partition> = (0..count)
@@ -380,11 +418,15 @@ mod tests {
     /// The small leaf-spine run lossy: no lossless class, a 256 KiB buffer, uplinks in
     /// `mode`, hosts on `transport`, and `trim` (a `[qos.trim]` body, or nothing).
     fn lossy(mode: &str, transport: &str, trim: &str) -> Fabric {
+        lossy_buffer(mode, transport, trim, 262_144)
+    }
+
+    fn lossy_buffer(mode: &str, transport: &str, trim: &str, buffer_bytes: u64) -> Fabric {
         let trim = if trim.is_empty() { String::new() } else { format!("[qos.trim]\n{trim}\n") };
         let text = format!(
             "[fabric]\nname = \"lossy\"\nleaves = 2\nspines = 2\nhosts_per_leaf = 2\nmode = \"{mode}\"\n\
              transport = \"{transport}\"\nrto_us = 200\n\
-             [switch]\nbuffer_bytes = 262144\n\
+             [switch]\nbuffer_bytes = {buffer_bytes}\n\
              [qos]\ndscp_to_tc = {{ 26 = 3, 48 = 6, default = 0 }}\n\
              [qos.scheduler]\nstrict = [6, 7]\n\
              [qos.ecn.3]\nkmin_bytes = 20000\nkmax_bytes = 100000\npmax = 0.2\n{trim}"
@@ -392,10 +434,61 @@ mod tests {
         Fabric::parse(&text, "lossy.toml", None).unwrap()
     }
 
+    /// A lossless incast of many flows queues for longer than a millisecond, yet drops nothing:
+    /// with a RoCE NIC's timeout, nothing times out either (with 1 ms, as before, it did).
+    #[test]
+    fn a_lossless_incast_of_many_flows_takes_no_timeout_with_a_roce_nics_timeout() {
+        use crate::engine::fabric::flows::parse_flows;
+        let incast = |rto: &str| {
+            let text = crate::testing::leaf_spine("lossless", rto, 400_000)
+                .replace("4194304", "16777216")
+                .replace("hosts_per_leaf = 2", "hosts_per_leaf = 8");
+            let fabric = Fabric::parse(&text, "lossless.toml", None).unwrap();
+            let listing: String = std::iter::once("256\n".to_string())
+                .chain((0..256).map(|i| format!("{} 0 3 100 262144 0\n", 1 + i % 15)))
+                .collect();
+            let flows = parse_flows(&listing, "f.txt", 16).unwrap();
+            run(&fabric, &FabricOptions { flows, ..options(Collective::Listed) }, None).unwrap()
+        };
+        let before = incast("rto_us = 1000");
+        let now = incast("");
+        assert_eq!((now.drops, now.incomplete_messages), (0, 0));
+        assert_eq!((now.timeouts, now.retransmits), (0, 0), "{now:?}");
+        assert!(before.timeouts > 0, "the test's queueing outlasts 1 ms: {before:?}");
+    }
+
+    /// BDP-FC: an irn sender keeps at most a base RTT's worth of frames unacknowledged, so
+    /// the incast that overflows 256 KiB under roce-sr fits it.
+    #[test]
+    fn irns_window_keeps_an_incast_within_the_buffer_that_roce_sr_overflows() {
+        let collective = Collective::Incast { target: 0 };
+        let sr = run(&lossy("ecmp", "roce-sr", ""), &options(collective), None).unwrap();
+        let irn = run(&lossy("ecmp", "irn", ""), &options(collective), None).unwrap();
+        assert!(sr.drops > 0, "{sr:?}");
+        assert_eq!((irn.drops, irn.incomplete_messages, irn.retransmits), (0, 0, 0), "{irn:?}");
+        let fabric = lossy("ecmp", "irn", "");
+        let plan_window = super::window_frames(
+            &fabric,
+            &options(collective),
+            &[events::Wire {
+                to: Endpoint::Host(0),
+                speed_mbps: 100_000,
+                propagation_ps: crate::config::plan::cable_delay_ps(3.0),
+            }],
+        );
+        let frame = 4096 + crate::traffic::frames::ROCE_OVERHEAD as u64;
+        let deepest = irn.max_queue_bytes.values().max().copied().unwrap_or(0);
+        assert!(deepest <= 3 * u64::from(plan_window) * frame, "three senders' windows of {plan_window}: {deepest}");
+        assert_eq!(super::window_frames(&lossy("ecmp", "roce-sr", ""), &options(collective), &[]), u32::MAX);
+    }
+
     #[test]
     fn a_lossy_incast_completes_every_message_under_each_transport() {
         for transport in TransportKind::ALL {
-            let fabric = lossy("ecmp", transport.name(), "");
+            // irn's BDP-FC keeps three senders' frames within a 256 KiB buffer (below): its
+            // buffer here is eight frames.
+            let buffer = if *transport == TransportKind::Irn { 32_768 } else { 262_144 };
+            let fabric = lossy_buffer("ecmp", transport.name(), "", buffer);
             let result = run(&fabric, &options(Collective::Incast { target: 0 }), None).unwrap();
             assert!(result.drops > 0, "{transport}: the incast overflows the buffer: {result:?}");
             assert_eq!(result.incomplete_messages, 0, "{transport}: {result:?}");

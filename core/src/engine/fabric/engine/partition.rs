@@ -168,10 +168,11 @@ impl Partition<'_> {
         let nic = &mut self.nics[plan.host_at[sender].index];
         nic.released[spec.outbound] = Some(now);
         let qp = &mut nic.sending[slot];
-        if !qp.has_data() {
+        let was_sendable = qp.sendable(plan.window_frames);
+        qp.queue.push_back(message);
+        if !was_sendable && qp.sendable(plan.window_frames) {
             nic.order.put(slot, qp.next_send_ps, now);
         }
-        qp.queue.push_back(message);
         if plan.options.qp_rates && !nic.sampling {
             nic.sampling = true;
             // On the samples' grid: the next multiple of the interval.
@@ -215,7 +216,7 @@ impl Partition<'_> {
                 // A cut since it was put pushed its next frame later: hold it until then.
                 // An ACK may have taken what it had to send again since it was put: it leaves
                 // the turn until it has a frame again.
-                Ok(slot) if !nic.sending[slot].has_data() => {}
+                Ok(slot) if !nic.sending[slot].sendable(plan.window_frames) => {}
                 Ok(slot) if nic.sending[slot].next_send_ps > now => {
                     nic.order.put(slot, nic.sending[slot].next_send_ps, now);
                 }
@@ -236,7 +237,7 @@ impl Partition<'_> {
                 }
                 let nic = &mut self.nics[local];
                 let qp = &nic.sending[slot];
-                if qp.has_data() {
+                if qp.sendable(plan.window_frames) {
                     nic.order.put(slot, qp.next_send_ps, now);
                 }
                 // The queue pair picked next, a frame time from now, starts loading: with
@@ -270,6 +271,8 @@ impl Partition<'_> {
                 (in_flight.message as usize, u64::from(index), psn)
             }
             None if state.current.is_none() && state.queue.is_empty() => return false,
+            // BDP-FC: a window of frames unacknowledged; an ACK opens it again.
+            None if !state.open(plan.window_frames) => return false,
             None => {
                 let sending = match state.current {
                     Some(current) => current,
@@ -298,7 +301,8 @@ impl Partition<'_> {
         let (qp, receiver) = (state.id, state.receiver);
         let to = plan.fabric.hosts[receiver].address;
         let opcode = host::send_opcode(index, frames);
-        let bytes = host::data_frame(nic, to, DataFrame { qp, psn, opcode, payload, tag, from });
+        let ack_every = plan.fabric.transport.ack_every();
+        let bytes = host::data_frame(nic, to, DataFrame { qp, psn, opcode, payload, tag, from, ack_every });
         let wire_bits = crate::units::wire_bytes(bytes.len()) * 8;
         // The rate limiter: the next frame of this queue pair goes when this one would have
         // finished at the queue pair's rate (at line rate, when it finishes on the wire).
@@ -320,7 +324,7 @@ impl Partition<'_> {
         }
         if !nic.tick_armed {
             nic.tick_armed = true;
-            let at = now + plan.fabric.transport.rto_ps / 2;
+            let at = now + plan.fabric.transport.tick_ps();
             self.events.schedule(at, Kind::NicTimer(narrow(host)));
         }
         let nic = &mut self.nics[plan.host_at[host].index];
@@ -337,7 +341,7 @@ impl Partition<'_> {
     /// a thousand queue pairs per host, those were a tenth of a run's events.
     pub(super) fn nic_tick(&mut self, host: usize, now: u64) {
         let plan = self.plan;
-        let rto_ps = plan.fabric.transport.rto_ps;
+        let params = plan.fabric.transport;
         let nic = &mut self.nics[plan.host_at[host].index];
         nic.tick_armed = false;
         let mut outstanding = std::mem::take(&mut nic.outstanding);
@@ -348,9 +352,10 @@ impl Partition<'_> {
                 state.tx.timer_armed = false;
                 return false;
             }
-            if now >= state.tx.progress_ps + state.tx.timeout_ps(rto_ps) {
-                let had_data = state.has_data();
-                transport::on_timeout(&mut state.tx, state.next_psn, now);
+            let in_flight = state.next_psn - state.tx.acked;
+            if now >= state.tx.progress_ps + params.timeout_ps(&state.tx, in_flight) {
+                let had_data = state.sendable(plan.window_frames);
+                transport::on_timeout(params.kind, &mut state.tx, state.next_psn, now);
                 nic.timeouts += 1;
                 if !had_data {
                     nic.order.put(slot, state.next_send_ps, now);
@@ -360,7 +365,7 @@ impl Partition<'_> {
         });
         if !outstanding.is_empty() {
             nic.tick_armed = true;
-            self.events.schedule(now + rto_ps / 2, Kind::NicTimer(narrow(host)));
+            self.events.schedule(now + params.tick_ps(), Kind::NicTimer(narrow(host)));
         }
         self.nics[plan.host_at[host].index].outstanding = outstanding;
         self.host_transmit(host, now);
@@ -419,13 +424,13 @@ impl Partition<'_> {
                 let nic = &mut self.nics[local];
                 // Only the queue pair's sender acts on it.
                 let Some(state) = nic.sending.get_mut(tag).filter(|state| state.id == qp) else { return };
-                let had_data = state.has_data();
+                let had_data = state.sendable(plan.window_frames);
                 let reply = transport::unwrap_reply(reply, state.tx.acked);
                 transport::on_reply(plan.fabric.transport.kind, &mut state.tx, reply, state.next_psn, now);
                 for message in state.tx.acked_messages.drain(..) {
                     nic.acked[plan.messages[message as usize].outbound] = Some(now);
                 }
-                if !had_data && state.has_data() {
+                if !had_data && state.sendable(plan.window_frames) {
                     nic.order.put(tag, state.next_send_ps, now);
                     self.host_transmit(host, now);
                 }
@@ -525,7 +530,11 @@ impl Partition<'_> {
 
     pub(super) fn handle(&mut self, now: u64, kind: Kind) {
         let plan = self.plan;
-        self.last_ps = now;
+        // A NIC's tick ends nothing: the run ends with its last frame or reply, not with a
+        // timer that looked once more after it (a timeout's frames are events of their own).
+        if !matches!(kind, Kind::NicTimer(_)) {
+            self.last_ps = now;
+        }
         self.events_handled += 1;
         self.touched_ports.clear();
         match kind {

@@ -2,8 +2,9 @@
 //! queue pair's sender keeps (`TxState`: what is acknowledged, what to send again, the
 //! retransmission timer) and its receiver keeps (`RxState`: the next PSN expected, what
 //! arrived beyond it), the replies between them (`Reply`: ACK, NAK, NACK), and the rules of
-//! each transport, one file each (`gbn`, `sr`, `uet`), which the engine calls through
-//! `on_data`, `on_reply` and `on_timeout`.
+//! each transport, one file each (`gbn`, `sr`, `irn`, `uet`), which the engine calls through
+//! `on_data`, `on_reply` and `on_timeout`, and each transport's timeouts and window
+//! (`TransportParams`).
 //!
 //! Common to all three: PSNs number a queue pair's frames; a sender asks for an ACK (BTH
 //! AckReq) on every message's last frame and every `ACK_EVERY`th PSN, and the receiver
@@ -11,7 +12,9 @@
 //! unacknowledged that has neither sent nor been acknowledged for its retransmission timeout
 //! (`rto_us`, doubled after each timeout without progress, up to 64 times: IBA's local ACK
 //! timeout, restarted by each request sent; the NIC looks every half timeout) sends
-//! everything unacknowledged again. Congestion
+//! everything unacknowledged again. The timeouts default to what the transport's senders
+//! use: a RoCE NIC's local ACK timeout for roce-gbn and roce-sr (`ROCE_RTO_US`), IRN's
+//! RTO_high and RTO_low for irn (`irn`), 1 ms for uet-like. Congestion
 //! control is DCQCN's for all (`dcqcn.rs`); retransmissions go at the queue pair's rate like
 //! any frame. A receiver counts a frame to its message once, the first time it accepts it.
 //!
@@ -21,6 +24,7 @@
 //! PSN below it has been accepted exactly once.
 
 pub mod gbn;
+pub mod irn;
 pub mod sr;
 pub mod uet;
 
@@ -32,18 +36,24 @@ keywords! {
     pub enum TransportKind {
         /// RoCE's go-back-N: in-order placement only, NAK on a gap, a timeout.
         RoceGbn => "roce-gbn",
-        /// Selective repeat as IRN: out-of-order placement, a NACK per out-of-order frame.
+        /// Selective repeat: out-of-order placement, a NACK per out-of-order frame, each gap
+        /// sent again once.
         RoceSr => "roce-sr",
+        /// IRN as published: roce-sr's receiver, loss recovery by SACK with a recovery
+        /// sequence, RTO_low for a small window and RTO_high otherwise, and BDP-FC.
+        Irn => "irn",
         /// Selective repeat with out-of-order placement, no NACK on reordering, and a NACK
         /// for each trimmed frame: UET's loss signals, not a UET implementation.
         UetLike => "uet-like",
     }
 }
 
-/// The default retransmission timeout: IRN's RTO_low (100 us) is for small windows; this is
-/// its RTO_high's order, long enough that the lossless runs' queueing (hundreds of
-/// microseconds at 1,024 hosts) does not fire it.
-pub const DEFAULT_RTO_US: f64 = 1000.0;
+/// roce-gbn's and roce-sr's retransmission timeout: a RoCE NIC's local ACK timeout, 4.096 us
+/// x 2^14 (IBA's encoding; 14 is what perftest and most verbs applications set). Queueing
+/// in a lossless fabric never outlasts it, so a lossless run takes no spurious timeout.
+pub const ROCE_RTO_US: f64 = 4.096 * 16384.0;
+/// uet-like's: 1 ms (Ultra Ethernet leaves it to the implementation).
+pub const UET_RTO_US: f64 = 1000.0;
 
 /// A sender asks for an ACK every this many PSNs (and on every message's last frame).
 pub const ACK_EVERY: u32 = 64;
@@ -51,16 +61,63 @@ pub const ACK_EVERY: u32 = 64;
 /// The longest a timeout doubles to: 2^6 times `rto_us`.
 const MAX_BACKOFF: u8 = 6;
 
-/// The transport and its timer.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The transport and its timers: each kind's defaults, or the file's `rto_us` (irn's
+/// RTO_high) and `rto_low_us` (irn's RTO_low).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct TransportParams {
     pub kind: TransportKind,
-    pub rto_ps: u64,
+    pub rto_us: Option<f64>,
+    pub rto_low_us: Option<f64>,
 }
 
-impl Default for TransportParams {
+impl Default for TransportKind {
     fn default() -> Self {
-        Self { kind: TransportKind::RoceSr, rto_ps: (DEFAULT_RTO_US * 1e6) as u64 }
+        Self::RoceSr
+    }
+}
+
+impl TransportParams {
+    /// The retransmission timeout (irn's RTO_high), ps.
+    pub fn rto_ps(&self) -> u64 {
+        let default = match self.kind {
+            TransportKind::RoceGbn | TransportKind::RoceSr => ROCE_RTO_US,
+            TransportKind::Irn => irn::RTO_HIGH_US,
+            TransportKind::UetLike => UET_RTO_US,
+        };
+        (self.rto_us.unwrap_or(default) * 1e6) as u64
+    }
+
+    /// irn's RTO_low, ps (the other transports have one timeout).
+    pub fn rto_low_ps(&self) -> u64 {
+        match self.kind {
+            TransportKind::Irn => ((self.rto_low_us.unwrap_or(irn::RTO_LOW_US) * 1e6) as u64).min(self.rto_ps()),
+            _ => self.rto_ps(),
+        }
+    }
+
+    /// How often a NIC looks for timeouts: every half of the shortest.
+    pub fn tick_ps(&self) -> u64 {
+        (self.rto_low_ps() / 2).max(1)
+    }
+
+    /// The timeout of a queue pair with `in_flight` frames unacknowledged: irn's RTO_low up
+    /// to `irn::LOW_WINDOW` of them, else the timeout; doubled by its backoff.
+    pub fn timeout_ps(&self, tx: &TxState, in_flight: u32) -> u64 {
+        let base = if self.kind == TransportKind::Irn && in_flight <= irn::LOW_WINDOW {
+            self.rto_low_ps()
+        } else {
+            self.rto_ps()
+        };
+        base << tx.backoff
+    }
+
+    /// A sender asks for an ACK every this many PSNs (and on a message's last frame): irn on
+    /// every frame, as BDP-FC's window needs to move.
+    pub fn ack_every(&self) -> u32 {
+        match self.kind {
+            TransportKind::Irn => 1,
+            _ => ACK_EVERY,
+        }
     }
 }
 
@@ -94,6 +151,9 @@ pub struct TxState {
     /// Messages wholly acknowledged since the engine last took them: their last ACK has come
     /// (where HPCC's flow completion time ends).
     pub acked_messages: Vec<u32>,
+    /// irn: in loss recovery, until everything below `recovery_end` is acknowledged.
+    pub recovery: bool,
+    pub recovery_end: u32,
 }
 
 impl TxState {
@@ -151,11 +211,6 @@ impl TxState {
     pub fn message_of(&self, psn: u32) -> Option<(InFlight, u32)> {
         let message = *self.in_flight.iter().find(|m| m.first_psn <= psn && psn < m.first_psn + m.frames)?;
         Some((message, psn - message.first_psn))
-    }
-
-    /// The timeout now, with its backoff.
-    pub fn timeout_ps(&self, rto_ps: u64) -> u64 {
-        rto_ps << self.backoff
     }
 }
 
@@ -258,7 +313,7 @@ pub struct Accepted {
 pub fn on_data(kind: TransportKind, rx: &mut RxState, psn: u32, ack_req: bool, trimmed: bool) -> Accepted {
     match kind {
         TransportKind::RoceGbn => gbn::on_data(rx, psn, ack_req, trimmed),
-        TransportKind::RoceSr => sr::on_data(rx, psn, ack_req, trimmed),
+        TransportKind::RoceSr | TransportKind::Irn => sr::on_data(rx, psn, ack_req, trimmed),
         TransportKind::UetLike => uet::on_data(rx, psn, ack_req, trimmed),
     }
 }
@@ -268,18 +323,23 @@ pub fn on_reply(kind: TransportKind, tx: &mut TxState, reply: Reply, next_psn: u
     match kind {
         TransportKind::RoceGbn => gbn::on_reply(tx, reply, next_psn, now),
         TransportKind::RoceSr => sr::on_reply(tx, reply, next_psn, now),
+        TransportKind::Irn => irn::on_reply(tx, reply, next_psn, now),
         TransportKind::UetLike => uet::on_reply(tx, reply, next_psn, now),
     }
 }
 
 /// The retransmission timer fired with frames unacknowledged for the timeout: every
-/// transport sends everything unacknowledged again.
-pub fn on_timeout(tx: &mut TxState, next_psn: u32, now: u64) {
+/// transport sends everything unacknowledged again (the selective ones skip what a NACK
+/// said arrived); irn enters loss recovery.
+pub fn on_timeout(kind: TransportKind, tx: &mut TxState, next_psn: u32, now: u64) {
     tx.resend.clear();
     tx.queue_again(tx.acked, next_psn);
     tx.recovered_to = next_psn;
     tx.progress_ps = now;
     tx.backoff = (tx.backoff + 1).min(MAX_BACKOFF);
+    if kind == TransportKind::Irn {
+        irn::enter_recovery(tx, next_psn);
+    }
 }
 
 /// A 24-bit PSN off the wire (the BTH's) as the 32-bit PSN nearest `near` (the receiver's
@@ -369,8 +429,9 @@ mod tests {
         assert_eq!((tx.next_again(), tx.next_again()), (Some(5), None));
         tx.acknowledge(3, 20);
         assert_eq!(tx.acked, 5, "never back");
-        on_timeout(&mut tx, 8, 30);
+        on_timeout(TransportKind::RoceSr, &mut tx, 8, 30);
         assert_eq!((tx.resend.front(), tx.backoff), (Some(&(5, 8)), 1));
-        assert_eq!(tx.timeout_ps(100), 200);
+        let params = TransportParams { rto_us: Some(100.0), ..TransportParams::default() };
+        assert_eq!(params.timeout_ps(&tx, 8), 200_000_000);
     }
 }
