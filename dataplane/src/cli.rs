@@ -269,7 +269,8 @@ pub(crate) struct FabricArgs {
     #[arg(long, default_value_t = 1000.0)]
     pub(crate) horizon_ms: f64,
     /// Threads to run the fabric's partitions (a switch with its hosts each) on; the
-    /// results are the same for any number. Default: the machine's cores.
+    /// results are the same for any number. Default: one per 32 hosts, at most the
+    /// machine's cores (a small fabric runs fastest on one).
     #[arg(long)]
     pub(crate) threads: Option<usize>,
     /// Write results.json and per-switch stats and charts here.

@@ -431,7 +431,10 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
         seed,
         horizon_ms,
         progress: show_progress(),
-        threads: threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
+        threads: threads.unwrap_or_else(|| {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            fabric::engine::default_threads(fabric.hosts.len(), cores)
+        }),
         flows,
         origin,
         jitter_ps,

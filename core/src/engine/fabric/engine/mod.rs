@@ -147,6 +147,17 @@ impl FabricOptions {
     }
 }
 
+/// Hosts per thread that a fabric run's default gives: below 64 hosts a second thread costs
+/// more in window barriers than it saves, at 64 it is even or ahead, and beyond it pays
+/// (`perf/fabric-threads.sh`, measured with one and two threads: perf/RESULTS.md).
+pub const HOSTS_PER_THREAD: usize = 32;
+
+/// The threads a run of `hosts` hosts takes by default on a machine of `cores`: one per
+/// `HOSTS_PER_THREAD` hosts, at least one, at most `cores`.
+pub fn default_threads(hosts: usize, cores: usize) -> usize {
+    (hosts / HOSTS_PER_THREAD).clamp(1, cores.max(1))
+}
+
 /// BDP-FC's window for irn (`transport::irn`): the frames a host link carries in the longest
 /// path's base RTT (twice its one-way propagation, plus a full frame's serialisation on each
 /// of its links: HPCC's and IRN's base RTT), rounded up; no limit for the other transports.
@@ -432,6 +443,16 @@ mod tests {
              [qos.ecn.3]\nkmin_bytes = 20000\nkmax_bytes = 100000\npmax = 0.2\n{trim}"
         );
         Fabric::parse(&text, "lossy.toml", None).unwrap()
+    }
+
+    #[test]
+    fn small_fabrics_run_on_one_thread_by_default_and_large_ones_on_the_cores() {
+        assert_eq!(default_threads(8, 16), 1);
+        assert_eq!(default_threads(63, 16), 1);
+        assert_eq!(default_threads(64, 16), 2);
+        assert_eq!(default_threads(256, 2), 2);
+        assert_eq!(default_threads(1024, 16), 16);
+        assert_eq!(default_threads(0, 0), 1);
     }
 
     /// A lossless incast of many flows queues for longer than a millisecond, yet drops nothing:

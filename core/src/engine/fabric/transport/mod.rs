@@ -63,16 +63,17 @@ const MAX_BACKOFF: u8 = 6;
 
 /// The transport and its timers: each kind's defaults, or the file's `rto_us` (irn's
 /// RTO_high) and `rto_low_us` (irn's RTO_low).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TransportParams {
     pub kind: TransportKind,
     pub rto_us: Option<f64>,
     pub rto_low_us: Option<f64>,
 }
 
-impl Default for TransportKind {
+impl Default for TransportParams {
+    /// roce-sr with its own timeout.
     fn default() -> Self {
-        Self::RoceSr
+        Self { kind: TransportKind::RoceSr, rto_us: None, rto_low_us: None }
     }
 }
 
