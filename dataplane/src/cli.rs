@@ -235,6 +235,10 @@ pub(crate) struct FabricArgs {
     /// For `--workload flows`: the flow file (the HPCC simulator's flow.txt format).
     #[arg(long)]
     pub(crate) flow_file: Option<PathBuf>,
+    /// For `--workload flows`: the HPCC topology.txt the flow file numbers its hosts by
+    /// (HPCC's node numbers, mapped to the fabric's hosts in order, rack by leaf).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) hpcc_topology: Option<PathBuf>,
     /// For `--workload poisson`: the flow size distribution (config/fabric/cdf/*.txt).
     #[arg(long)]
     pub(crate) cdf: Option<PathBuf>,

@@ -399,6 +399,7 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
         no_dcqcn,
         transport,
         flow_file,
+        hpcc_topology,
         cdf,
         load,
         duration_us,
@@ -420,7 +421,7 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
         fabric.transport.kind = kind;
     }
     let collective = fabric::workload::Collective::of(workload, target);
-    let source = fabric::workload::FlowSource { flow_file, cdf, load, duration_us };
+    let source = fabric::workload::FlowSource { flow_file, hpcc_topology, cdf, load, duration_us };
     let (flows, origin) = fabric::workload::flows_of(&fabric, workload, source, seed)?;
     let (jitter_ps, sample_ps) = fabric::engine::FabricOptions::times_of_flags(jitter_us, sample_us)?;
     let options = fabric::engine::FabricOptions {

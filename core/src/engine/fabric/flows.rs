@@ -12,6 +12,17 @@
 //! workload: the flows after that many are not read (HPCC's own example declares 2, lists
 //! 256 and ends with help text), and the caller says how many lines were left.
 //!
+//! HPCC topology file (`--hpcc-topology`, HPCC's `topology.txt`): `<nodes> <switches>
+//! <links>`, then the switches' node numbers, then one link per line, `<node> <node> <rate>
+//! <delay> <error rate>`. HPCC numbers hosts and switches among one set of nodes, and a flow
+//! file made for a topology names hosts by node. With the topology given, the flow file's
+//! node numbers map to the fabric's hosts in order (the topology's lowest host node is host
+//! 0), and the mapping is refused unless the topology has as many hosts as the fabric and
+//! the hosts under each of its top-of-rack switches are the hosts of one of the fabric's
+//! leaves, in order, with each rack the same size as its leaf. Only the hosts and their
+//! racks are read from it: links beyond the racks, their rates and delays are the fabric
+//! file's.
+//!
 //! CDF file: one point per line, `<bytes> <percent of flows no larger>`, both increasing, the
 //! last at 100; sizes between points are linear, as HPCC's generator draws them.
 //!
@@ -41,12 +52,145 @@ pub struct FlowFile {
     pub digest: String,
 }
 
-/// Reads a flow file for a fabric of `hosts` hosts.
-pub fn read_flow_file(path: &Path, hosts: usize) -> Result<FlowFile, InputError> {
+/// Reads a flow file for a fabric of `hosts` hosts, its host numbers HPCC's nodes when
+/// `nodes` maps them (`HpccTopology::hosts_of`).
+pub fn read_flow_file(path: &Path, hosts: usize, nodes: Option<&NodeHosts>) -> Result<FlowFile, InputError> {
     let file = path.display().to_string();
     let text =
         std::fs::read_to_string(path).map_err(|err| InputError::new(&file, "", format!("cannot read: {err}")))?;
-    parse_flow_file(&text, &file, hosts)
+    parse_flow_file_of(&text, &file, hosts, nodes)
+}
+
+/// HPCC's node numbers of a topology's hosts, each to the fabric's host it is.
+pub type NodeHosts = hashbrown::HashMap<usize, usize>;
+
+/// An HPCC topology's hosts: each host node's number and the switch it hangs off (its rack).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HpccTopology {
+    /// (host node, its top-of-rack switch node), by host node.
+    pub hosts: Vec<(usize, usize)>,
+}
+
+impl HpccTopology {
+    pub fn load(path: &Path) -> Result<Self, InputError> {
+        let file = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).map_err(|err| InputError::new(&file, "", format!("cannot read: {err}")))?;
+        Self::parse(&text, &file)
+    }
+
+    pub fn parse(text: &str, file: &str) -> Result<Self, InputError> {
+        let mut lines = text.lines().enumerate().map(|(i, line)| (i + 1, line.trim())).filter(|(_, l)| !l.is_empty());
+        let numbers = |number: usize, line: &str, what: &str| -> Result<Vec<usize>, InputError> {
+            line.split_whitespace()
+                .map(|word| word.parse::<usize>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| InputError::new(file, format!("line {number}"), format!("{what} are whole numbers")))
+        };
+        let (first, head) = lines
+            .next()
+            .ok_or_else(|| InputError::new(file, "", "empty: the first line is nodes, switches and links"))?;
+        let [nodes, switch_count, links] = numbers(first, head, "nodes, switches and links")?[..] else {
+            return Err(InputError::new(file, format!("line {first}"), "the first line is: nodes switches links"));
+        };
+        let (second, listed) = lines.next().unwrap_or((first + 1, ""));
+        let switches: hashbrown::HashSet<usize> = numbers(second, listed, "the switches' nodes")?.into_iter().collect();
+        if switches.len() != switch_count || switches.iter().any(|&node| node >= nodes) {
+            return Err(InputError::new(
+                file,
+                format!("line {second}"),
+                format!(
+                    "{switch_count} distinct switch nodes below {nodes}, not {}",
+                    listed.split_whitespace().count()
+                ),
+            ));
+        }
+        let mut rack: Vec<Option<usize>> = vec![None; nodes];
+        let mut seen = 0;
+        for (number, line) in lines.take(links) {
+            seen += 1;
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let ends = words.get(..2).map(|ends| (ends[0].parse::<usize>(), ends[1].parse::<usize>()));
+            let (Some((Ok(a), Ok(b))), 5) = (ends, words.len()) else {
+                return Err(InputError::new(
+                    file,
+                    format!("line {number}"),
+                    "a link is: node node rate delay error_rate",
+                ));
+            };
+            if a >= nodes || b >= nodes {
+                return Err(InputError::new(file, format!("line {number}"), format!("a node is below {nodes}")));
+            }
+            for (host, switch) in [(a, b), (b, a)] {
+                if !switches.contains(&host) && switches.contains(&switch) {
+                    if rack[host].is_some_and(|known| known != switch) {
+                        return Err(InputError::new(
+                            file,
+                            format!("line {number}"),
+                            format!("host node {host} hangs off two switches: raceway's hosts have one link"),
+                        ));
+                    }
+                    rack[host] = Some(switch);
+                }
+            }
+        }
+        if seen != links {
+            return Err(InputError::new(file, "line 1", format!("says {links} links, the file has {seen}")));
+        }
+        let hosts: Vec<(usize, usize)> = (0..nodes)
+            .filter(|node| !switches.contains(node))
+            .map(|node| {
+                rack[node]
+                    .map(|switch| (node, switch))
+                    .ok_or_else(|| InputError::new(file, "", format!("host node {node} has no link to a switch")))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { hosts })
+    }
+
+    /// The fabric's host for each of the topology's host nodes, in order, when the racks are
+    /// the fabric's leaves (`leaf_of` gives each fabric host's leaf; module notes).
+    pub fn hosts_of(&self, leaf_of: &[usize], file: &str) -> Result<NodeHosts, InputError> {
+        if self.hosts.len() != leaf_of.len() {
+            return Err(InputError::new(
+                file,
+                "",
+                format!(
+                    "{} hosts, the fabric has {}: a flow file made for it would not fit",
+                    self.hosts.len(),
+                    leaf_of.len()
+                ),
+            ));
+        }
+        // Racks in the order their first host comes, and the fabric's leaves likewise.
+        let runs = |keys: &mut dyn Iterator<Item = usize>| -> Vec<(usize, usize)> {
+            let mut runs: Vec<(usize, usize)> = Vec::new();
+            for key in keys {
+                match runs.last_mut() {
+                    Some((last, count)) if *last == key => *count += 1,
+                    _ => runs.push((key, 1)),
+                }
+            }
+            runs
+        };
+        let racks = runs(&mut self.hosts.iter().map(|&(_, rack)| rack));
+        let leaves = runs(&mut leaf_of.iter().copied());
+        let sizes = |runs: &[(usize, usize)]| runs.iter().map(|&(_, count)| count).collect::<Vec<_>>();
+        let distinct =
+            |runs: &[(usize, usize)]| runs.iter().map(|&(key, _)| key).collect::<hashbrown::HashSet<_>>().len();
+        if sizes(&racks) != sizes(&leaves) || distinct(&racks) != racks.len() || distinct(&leaves) != leaves.len() {
+            return Err(InputError::new(
+                file,
+                "",
+                format!(
+                    "its racks (hosts per top-of-rack switch, in node order: {:?}) are not the fabric's leaves ({:?})",
+                    sizes(&racks),
+                    sizes(&leaves)
+                ),
+            ));
+        }
+        Ok(self.hosts.iter().enumerate().map(|(host, &(node, _))| (node, host)).collect())
+    }
 }
 
 /// Parses flow-file text (`file` names it in errors): the declared flows, sorted by start.
@@ -56,6 +200,16 @@ pub fn parse_flows(text: &str, file: &str, hosts: usize) -> Result<Vec<Flow>, In
 
 /// Parses flow-file text (`file` names it in errors).
 pub fn parse_flow_file(text: &str, file: &str, hosts: usize) -> Result<FlowFile, InputError> {
+    parse_flow_file_of(text, file, hosts, None)
+}
+
+/// Parses flow-file text whose host numbers are HPCC's nodes when `nodes` maps them.
+pub fn parse_flow_file_of(
+    text: &str,
+    file: &str,
+    hosts: usize,
+    nodes: Option<&NodeHosts>,
+) -> Result<FlowFile, InputError> {
     let mut lines = meaningful(text);
     let Some((count_line, count_text)) = lines.next() else {
         return Err(InputError::new(file, "", "empty: the first line is the number of flows"));
@@ -74,13 +228,19 @@ pub fn parse_flow_file(text: &str, file: &str, hosts: usize) -> Result<FlowFile,
                 format!("{} fields; a flow is: source destination priority port bytes start_seconds", words.len()),
             ));
         }
+        let number_line = number;
         let host = |word: &str, what: &str| -> Result<usize, InputError> {
-            word.parse::<usize>().ok().filter(|&h| h < hosts).ok_or_else(|| {
-                InputError::new(
-                    file,
-                    format!("line {number}"),
-                    format!("{what} '{word}' is not a host 0-{}", hosts.saturating_sub(1)),
-                )
+            let number = word.parse::<usize>().ok();
+            let found = match nodes {
+                Some(nodes) => number.and_then(|node| nodes.get(&node).copied()),
+                None => number.filter(|&h| h < hosts),
+            };
+            found.ok_or_else(|| {
+                let problem = match nodes {
+                    Some(_) => format!("{what} '{word}' is not a host node of the HPCC topology"),
+                    None => format!("{what} '{word}' is not a host 0-{}", hosts.saturating_sub(1)),
+                };
+                InputError::new(file, format!("line {number_line}"), problem)
             })
         };
         let (sender, receiver) = (host(words[0], "source")?, host(words[1], "destination")?);
@@ -249,6 +409,66 @@ mod tests {
         assert_eq!(read.digest, crate::digest::hex(text.as_bytes()));
         let exact = parse_flow_file("1\n0 1 3 100 64 0\n", "flow.txt", 2).unwrap();
         assert_eq!(exact.lines_not_read, 0);
+    }
+
+    /// HPCC's `mix/fat.txt` in small: 8 hosts in two racks (ToRs 8 and 9) and two spines,
+    /// in its own format (rates and delays read and left to the fabric file).
+    const HPCC_TOPOLOGY: &str = "12 4 12\n8 9 10 11\n0 8 100Gbps 1000ns 0.000000\n1 8 100Gbps 1000ns 0.000000\n\
+        2 8 100Gbps 1000ns 0.000000\n3 8 100Gbps 1000ns 0.000000\n4 9 100Gbps 1000ns 0.000000\n\
+        5 9 100Gbps 1000ns 0.000000\n6 9 100Gbps 1000ns 0.000000\n7 9 100Gbps 1000ns 0.000000\n\
+        8 10 400Gbps 1000ns 0.000000\n8 11 400Gbps 1000ns 0.000000\n9 10 400Gbps 1000ns 0.000000\n\
+        9 11 400Gbps 1000ns 0.000000\n\n";
+
+    #[test]
+    fn an_hpcc_topology_maps_its_host_nodes_to_the_fabrics_hosts_rack_by_leaf() {
+        let topology = HpccTopology::parse(HPCC_TOPOLOGY, "topology.txt").unwrap();
+        assert_eq!(topology.hosts, (0..8).map(|node| (node, if node < 4 { 8 } else { 9 })).collect::<Vec<_>>());
+        let two_leaves = [0, 0, 0, 0, 1, 1, 1, 1];
+        let nodes = topology.hosts_of(&two_leaves, "topology.txt").unwrap();
+        assert_eq!((nodes[&0], nodes[&5], nodes.len()), (0, 5, 8));
+        // A flow file for it names host nodes; switches are no hosts.
+        let flows = parse_flow_file_of("1\n5 1 3 100 1000 2\n", "flow.txt", 8, Some(&nodes)).unwrap();
+        assert_eq!((flows.flows[0].sender, flows.flows[0].receiver), (5, 1));
+        let err = parse_flow_file_of("1\n8 1 3 100 1000 2\n", "flow.txt", 8, Some(&nodes)).unwrap_err().to_string();
+        assert!(err.contains("line 2: source '8' is not a host node of the HPCC topology"), "{err}");
+        // Switches numbered first: the hosts are nodes 4-11, in order.
+        let renumbered = "12 4 10\n0 1 2 3\n4 0 1 1 0\n5 0 1 1 0\n6 0 1 1 0\n7 0 1 1 0\n8 1 1 1 0\n9 1 1 1 0\n\
+                          10 1 1 1 0\n11 1 1 1 0\n0 2 1 1 0\n1 3 1 1 0\n";
+        let nodes = HpccTopology::parse(renumbered, "t.txt").unwrap().hosts_of(&two_leaves, "t.txt").unwrap();
+        assert_eq!((nodes[&4], nodes[&11]), (0, 7));
+    }
+
+    #[test]
+    fn an_hpcc_topology_that_is_not_the_fabric_is_refused_in_one_line() {
+        let topology = HpccTopology::parse(HPCC_TOPOLOGY, "topology.txt").unwrap();
+        let err = topology.hosts_of(&[0, 0, 1, 1, 1, 1, 1, 1], "topology.txt").unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "racks (hosts per top-of-rack switch, in node order: [4, 4]) are not the fabric's leaves ([2, 6])"
+            ),
+            "{err}"
+        );
+        let err = topology.hosts_of(&[0, 0, 1, 1], "topology.txt").unwrap_err().to_string();
+        assert!(err.contains("8 hosts, the fabric has 4"), "{err}");
+        let interleaved = "6 2 4\n4 5\n0 4 1 1 0\n1 5 1 1 0\n2 4 1 1 0\n3 5 1 1 0\n";
+        let err = HpccTopology::parse(interleaved, "t.txt").unwrap().hosts_of(&[0, 0, 1, 1], "t.txt").unwrap_err();
+        assert!(err.to_string().contains("[1, 1, 1, 1]"), "racks that alternate are not leaves: {err}");
+        for (text, expected) in [
+            ("", "empty"),
+            ("4 1\n3\n", "line 1: the first line is: nodes switches links"),
+            ("4 2 1\n3\n0 3 1 1 0\n", "line 2: 2 distinct switch nodes below 4"),
+            ("4 1 2\n3\n0 3 1 1 0\n", "says 2 links, the file has 1"),
+            ("4 1 1\n3\n0 3 1 1\n", "line 3: a link is: node node rate delay error_rate"),
+            ("4 1 1\n3\n0 9 1 1 0\n", "line 3: a node is below 4"),
+            ("3 1 2\n2\n0 2 1 1 0\n1 2 1 1 0\n", ""),
+            ("3 1 1\n2\n0 2 1 1 0\n", "host node 1 has no link to a switch"),
+            ("4 2 2\n2 3\n0 2 1 1 0\n0 3 1 1 0\n", "host node 0 hangs off two switches"),
+        ] {
+            match HpccTopology::parse(text, "t.txt") {
+                Ok(_) => assert!(expected.is_empty(), "{text:?} should fail: {expected}"),
+                Err(err) => assert!(!expected.is_empty() && err.to_string().contains(expected), "{text:?}: {err}"),
+            }
+        }
     }
 
     #[test]

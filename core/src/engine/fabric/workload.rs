@@ -186,6 +186,8 @@ fn ring_order(hosts: usize, leaf_of: &dyn Fn(usize) -> usize) -> Vec<usize> {
 pub struct FlowSource {
     /// `--flow-file`: the flows of `--workload flows`.
     pub flow_file: Option<PathBuf>,
+    /// `--hpcc-topology`: the HPCC topology the flow file numbers its hosts by.
+    pub hpcc_topology: Option<PathBuf>,
     /// `--cdf`, `--load` and `--duration-us`: the sizes, load factor and span of `poisson`.
     pub cdf: Option<PathBuf>,
     pub load: Option<f64>,
@@ -198,8 +200,9 @@ pub enum FlowOrigin {
     /// A collective: no listed flows.
     #[default]
     None,
-    /// A flow file: its path, digest and the lines after its declared flows, not read.
-    File { path: String, digest: String, lines_not_read: usize },
+    /// A flow file: its path, digest and the lines after its declared flows, not read; and
+    /// the HPCC topology that numbered its hosts, if one did.
+    File { path: String, digest: String, lines_not_read: usize, hpcc_topology: Option<String> },
     /// Poisson arrivals: the size distribution's path and digest, the load and the span.
     Poisson { cdf: String, cdf_digest: String, load: f64, duration_us: f64 },
 }
@@ -219,7 +222,15 @@ pub fn flows_of(
             let path = source
                 .flow_file
                 .ok_or_else(|| InputError::flag("--flow-file", "--workload flows reads its flows from it"))?;
-            let read = flows::read_flow_file(&path, hosts)?;
+            let nodes = match &source.hpcc_topology {
+                Some(topology) => {
+                    let leaf_of: Vec<usize> = fabric.hosts.iter().map(|host| host.leaf).collect();
+                    let file = topology.display().to_string();
+                    Some(flows::HpccTopology::load(topology)?.hosts_of(&leaf_of, &file)?)
+                }
+                None => None,
+            };
+            let read = flows::read_flow_file(&path, hosts, nodes.as_ref())?;
             if read.lines_not_read > 0 {
                 tracing::info!(
                     "{}: read the {} flows its first line declares; the {} lines after them are not read (as HPCC reads it)",
@@ -232,6 +243,7 @@ pub fn flows_of(
                 path: path.display().to_string(),
                 digest: read.digest,
                 lines_not_read: read.lines_not_read,
+                hpcc_topology: source.hpcc_topology.map(|topology| topology.display().to_string()),
             };
             Ok((read.flows, origin))
         }

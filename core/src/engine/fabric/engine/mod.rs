@@ -650,7 +650,8 @@ mod tests {
         assert_eq!((parameters["load"].as_f64(), parameters["duration_us"].as_f64()), (Some(0.3), Some(5.0)));
         assert_eq!(parameters["flows"], 1);
         assert!(parameters["message_bytes"].is_null() && parameters["target"].is_null());
-        let origin = FlowOrigin::File { path: "f.txt".into(), digest: "cd".into(), lines_not_read: 3 };
+        let origin =
+            FlowOrigin::File { path: "f.txt".into(), digest: "cd".into(), lines_not_read: 3, hpcc_topology: None };
         let file = FabricOptions { flows: flows.clone(), origin, ..options(Collective::Listed) };
         let json = run(&fabric, &file, None).unwrap().to_json();
         assert_eq!(json["workload"], "flows");

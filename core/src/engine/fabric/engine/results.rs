@@ -86,6 +86,8 @@ pub struct WorkloadParameters {
     pub flow_file: Option<String>,
     pub flow_file_digest: Option<String>,
     pub flow_file_lines_not_read: Option<usize>,
+    /// The HPCC topology whose node numbers the flow file used (`--hpcc-topology`).
+    pub hpcc_topology: Option<String>,
     /// Poisson arrivals: the size distribution file and its digest, each host's load, and
     /// the span flows start in.
     pub cdf: Option<String>,
@@ -104,12 +106,14 @@ impl WorkloadParameters {
         use crate::engine::fabric::workload::{Collective, FlowOrigin};
         let collective = options.collective != Collective::Listed;
         let (mut flow_file, mut flow_file_digest, mut flow_file_lines_not_read) = (None, None, None);
+        let mut hpcc_topology = None;
         let (mut cdf, mut cdf_digest, mut load, mut duration_us) = (None, None, None, None);
         match &options.origin {
             FlowOrigin::None => {}
-            FlowOrigin::File { path, digest, lines_not_read } => {
+            FlowOrigin::File { path, digest, lines_not_read, hpcc_topology: topology } => {
                 (flow_file, flow_file_digest, flow_file_lines_not_read) =
                     (Some(path.clone()), Some(digest.clone()), Some(*lines_not_read));
+                hpcc_topology.clone_from(topology);
             }
             FlowOrigin::Poisson { cdf: path, cdf_digest: digest, load: l, duration_us: d } => {
                 (cdf, cdf_digest, load, duration_us) = (Some(path.clone()), Some(digest.clone()), Some(*l), Some(*d));
@@ -127,6 +131,7 @@ impl WorkloadParameters {
             flow_file,
             flow_file_digest,
             flow_file_lines_not_read,
+            hpcc_topology,
             cdf,
             cdf_digest,
             load,
