@@ -199,7 +199,14 @@ fn fabric_mistakes_are_one_error_line() {
     let run = |args: &[&str]| {
         raceway().args(["fabric", "-c"]).arg(&config).arg("--out").arg(&out).args(args).output().unwrap()
     };
+    // An HPCC topology of one rack of four hosts, for a fabric of two leaves of two.
+    let (flows, topology) = (dir.join("flow.txt"), dir.join("topology.txt"));
+    std::fs::write(&flows, "1\n1 2 3 100 1000 2\n").unwrap();
+    let links: String = (1..5).map(|host| format!("0 {host} 100Gbps 0.001ms 0\n")).collect();
+    std::fs::write(&topology, format!("5 1 4\n0\n{links}")).unwrap();
+    let (flows, topology) = (flows.to_str().unwrap(), topology.to_str().unwrap());
     for (args, word) in [
+        (vec!["--workload", "flows", "--flow-file", flows, "--hpcc-topology", topology], "racks"),
         (vec!["--workload", "broadcast"], "--workload"),
         (vec!["--workload", "incast", "--target", "4"], "--target"),
         (vec!["--workload", "incast", "--mode", "teleport"], "mode"),
