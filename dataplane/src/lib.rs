@@ -16,7 +16,7 @@
 //! and `raceway_core::config` are one module.
 
 pub use raceway_core::{
-    config, counters, cpu, drops, engine, error, keyword, link, observe, packet, pipeline, rng, switch,
+    config, counters, cpu, digest, drops, engine, error, keyword, link, observe, packet, pipeline, rng, switch,
 };
 pub use raceway_core::{progress, tm, traffic, units, wire};
 

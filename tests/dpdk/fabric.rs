@@ -44,6 +44,31 @@ fn lossless_traffic_loses_nothing_across_the_fabric() {
     }
 }
 
+/// results.json says what ran, from the command line: a Poisson run names `poisson`, its size
+/// distribution (and its digest), load and duration; a flow file run its file, its digest
+/// and the lines after its declared flows that were not read; neither has a message size.
+#[test]
+fn results_name_the_workload_and_its_parameters_from_the_command_line() {
+    let cdf = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/fabric/cdf/websearch.txt");
+    let poisson =
+        fabric("fabric-poisson", &["--workload", "poisson", "--cdf", cdf, "--load", "0.3", "--duration-us", "1000"]);
+    let parameters = &poisson["workload_parameters"];
+    assert_eq!(poisson["workload"], "poisson");
+    assert!(poisson["message_bytes"].is_null() && parameters["message_bytes"].is_null());
+    assert_eq!((parameters["load"].as_f64(), parameters["duration_us"].as_f64()), (Some(0.3), Some(1000.0)));
+    assert!(parameters["cdf"].as_str().unwrap().ends_with("websearch.txt"));
+    let digest = raceway::digest::hex(&std::fs::read(cdf).unwrap());
+    assert_eq!(parameters["cdf_digest"].as_str(), Some(digest.as_str()));
+    let dir = temp_dir("fabric-flow-file");
+    let flows = dir.join("flow.txt");
+    std::fs::write(&flows, "1\n0 3 3 100 100000 2\n1 2 3 100 100000 2\n\nhelp text\n").unwrap();
+    let listed = fabric("fabric-flow-file-run", &["--workload", "flows", "--flow-file", flows.to_str().unwrap()]);
+    let parameters = &listed["workload_parameters"];
+    assert_eq!((listed["workload"].as_str(), parameters["flows"].as_u64()), (Some("flows"), Some(1)));
+    assert_eq!(parameters["flow_file_lines_not_read"], 2, "a flow and the help text");
+    assert_eq!((listed["incomplete_messages"].as_u64(), parameters["first_start_us"].as_f64()), (Some(0), Some(2e6)));
+}
+
 /// A lossy incast with a small buffer loses frames, and a horizon shorter than the hosts need
 /// to send them again leaves messages incomplete. The results count them, and the FCT
 /// percentiles say how many they leave out (a p99 of the survivors alone once read as the
