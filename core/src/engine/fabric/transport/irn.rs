@@ -9,7 +9,12 @@
 //!   is the first PSN not yet sent then (`recovery_end`). In recovery the sender sends lost
 //!   frames before new ones: the one at the cumulative ACK first, then any PSN below one a
 //!   NACK selectively acknowledged that was not itself acknowledged, each once per recovery.
-//!   A cumulative ACK at or beyond the recovery sequence ends it; a later loss starts another.
+//!   A partial ACK, a cumulative ACK that moves but stays short of the recovery sequence,
+//!   says its PSN is lost too: it was sent before the recovery began, and the frames sent
+//!   again since have arrived ahead of it on a path that keeps order. It is sent again at
+//!   once, which recovers a lost tail without waiting for a timeout when an earlier loss
+//!   started the recovery. A cumulative ACK at or beyond the recovery sequence ends it; a
+//!   later loss starts another.
 //! - Timeouts: RTO_low (`RTO_LOW_US`) while at most N (`LOW_WINDOW`) frames are
 //!   unacknowledged, which recovers a lost tail that no later frame will NACK; RTO_high
 //!   (`RTO_HIGH_US`) otherwise. A timeout sends what is unacknowledged again, less what was
@@ -44,6 +49,15 @@ pub fn enter_recovery(tx: &mut TxState, next_psn: u32) {
 
 pub fn on_reply(tx: &mut TxState, reply: Reply, next_psn: u32, now: u64) {
     acknowledged(tx, reply, now);
+    if let Reply::Ack { expected } = reply {
+        // A partial ACK (module notes): the PSN it expects is lost, once per recovery. In
+        // recovery the cumulative ACK stays below `recovered_to` until an ACK moves it, so an
+        // ACK that does not move never passes this.
+        if tx.recovery && expected < tx.recovery_end && expected >= tx.recovered_to {
+            tx.queue_again(expected, expected + 1);
+            tx.recovered_to = expected + 1;
+        }
+    }
     if let Reply::Nack { expected, arrived } = reply {
         tx.sack(arrived);
         if !tx.recovery {
@@ -91,6 +105,28 @@ mod tests {
         on_reply(&mut tx, Reply::Nack { expected: 10, arrived: 12 }, 14, 7);
         assert!(tx.recovery && tx.recovery_end == 14);
         assert_eq!(sent_again(&mut tx), [10, 11]);
+    }
+
+    /// Frames 0-9 sent, 2 and 9 (the tail) lost: the NACKs of 3-8 send 2 again; its arrival
+    /// moves the cumulative ACK to 9, short of the recovery sequence (10), so 9 is lost too
+    /// and goes again at once, not after a timeout.
+    #[test]
+    fn a_partial_ack_sends_a_lost_tail_again_without_a_timeout() {
+        let mut tx = TxState::default();
+        on_reply(&mut tx, Reply::Ack { expected: 2 }, 10, 1);
+        for arrived in 3..9 {
+            on_reply(&mut tx, Reply::Nack { expected: 2, arrived }, 10, 2);
+        }
+        assert_eq!(sent_again(&mut tx), [2]);
+        on_reply(&mut tx, Reply::Ack { expected: 9 }, 10, 3);
+        assert_eq!(sent_again(&mut tx), [9], "the partial ACK's PSN");
+        on_reply(&mut tx, Reply::Ack { expected: 9 }, 10, 4);
+        assert!(sent_again(&mut tx).is_empty(), "an ACK that does not move says nothing new");
+        on_reply(&mut tx, Reply::Ack { expected: 10 }, 10, 5);
+        assert!(!tx.recovery && sent_again(&mut tx).is_empty());
+        // Outside a recovery an ACK sends nothing again.
+        on_reply(&mut tx, Reply::Ack { expected: 12 }, 14, 6);
+        assert!(sent_again(&mut tx).is_empty());
     }
 
     #[test]
