@@ -38,6 +38,13 @@ pub struct FabricTable {
     pub rto_us: Option<f64>,
     /// irn's RTO_low, microseconds: the timeout with few frames in flight.
     pub rto_low_us: Option<f64>,
+    /// A three-tier Clos: `pods` pods of `leaves` leaves and `spines` spines each, and
+    /// `cores` core switches (a multiple of `spines`), at `core_speed_gbps` over
+    /// `core_cable_m` (the spines' unless given).
+    pub pods: Option<u8>,
+    pub cores: Option<u8>,
+    pub core_speed_gbps: Option<f64>,
+    pub core_cable_m: Option<f64>,
 }
 
 fn default_speed() -> f64 {

@@ -57,6 +57,8 @@ pub struct Link {
 pub struct HostSpec {
     pub name: String,
     pub leaf: usize,
+    /// Its leaf's pod in a three-tier fabric (0 in a leaf-spine, or a listed fabric).
+    pub pod: usize,
     pub index: u8,
     pub address: std::net::Ipv4Addr,
     pub mac: crate::wire::ethernet::MacAddress,
@@ -66,13 +68,103 @@ pub struct HostSpec {
 #[derive(Debug, Clone)]
 pub struct Fabric {
     pub name: String,
-    /// Leaves first, then spines (generated), or in the file's order (listed).
+    /// Leaves first, then spines pod by pod, then cores (generated), or in the file's order
+    /// (listed).
     pub switches: Vec<Config>,
     pub hosts: Vec<HostSpec>,
     pub links: Vec<Link>,
     pub dcqcn: DcqcnParams,
     /// How hosts recover losses (`[fabric] transport`, `rto_us`).
     pub transport: TransportParams,
+    /// A generated fabric's cable length per tier above the leaves: leaf to spine, then spine
+    /// to core in a three-tier fabric; none for a listed one.
+    pub uplink_cables_m: Vec<f64>,
+}
+
+/// A generated fabric's shape: `pods` pods of `leaves` leaves and `spines` spines each, and
+/// `cores` core switches in `spines` planes (a pod's spine j connects to every core of plane
+/// j); one pod and no cores is a leaf-spine.
+struct Shape {
+    pods: u8,
+    leaves: u8,
+    spines: u8,
+    cores: u8,
+    core_speed_gbps: f64,
+    core_cable_m: f64,
+}
+
+impl Shape {
+    fn of(topology: &FabricTable, leaves: u8, spines: u8, file: &str) -> Result<Self, InputError> {
+        let pods = topology.pods.unwrap_or(1);
+        let cores = topology.cores.unwrap_or(0);
+        if pods == 0 || pods > 64 {
+            return Err(InputError::new(file, "fabric.pods", format!("{pods} is not 1-64")));
+        }
+        if pods > 1 && cores == 0 {
+            return Err(InputError::new(file, "fabric.cores", "pods need core switches to reach each other"));
+        }
+        if cores > 64 || !cores.is_multiple_of(spines) {
+            return Err(InputError::new(
+                file,
+                "fabric.cores",
+                format!(
+                    "{cores} is not 1-64 and a multiple of spines ({spines}): each spine of a pod has a plane of cores"
+                ),
+            ));
+        }
+        if usize::from(pods) * usize::from(leaves) > 255 {
+            return Err(InputError::new(
+                file,
+                "fabric.pods",
+                format!("{pods} pods of {leaves} leaves are more than 255 leaves (hosts are 10.LEAF.HOST.1)"),
+            ));
+        }
+        let core_speed_gbps = topology.core_speed_gbps.unwrap_or(topology.spine_speed_gbps);
+        let core_cable_m = topology.core_cable_m.unwrap_or(topology.spine_cable_m);
+        if !(core_speed_gbps.is_finite() && core_speed_gbps > 0.0 && core_cable_m.is_finite() && core_cable_m >= 0.0) {
+            return Err(InputError::new(file, "fabric.core_speed_gbps", "core speed and cable must be positive"));
+        }
+        Ok(Self { pods, leaves, spines, cores, core_speed_gbps, core_cable_m })
+    }
+
+    /// Leaves in all: `10.LEAF` numbers them across pods.
+    fn leaves(&self) -> u8 {
+        self.pods * self.leaves
+    }
+
+    fn pod_of(&self, leaf: u8) -> u8 {
+        leaf / self.leaves
+    }
+
+    fn leaves_of(&self, pod: u8) -> impl Iterator<Item = u8> {
+        let first = pod * self.leaves;
+        first..first + self.leaves
+    }
+
+    /// Cores per plane: each spine of a pod connects to this many.
+    fn per_plane(&self) -> u8 {
+        self.cores / self.spines
+    }
+
+    fn spine_name(&self, pod: u8, spine: u8) -> String {
+        if self.cores > 0 {
+            format!("spine{pod}-{spine}")
+        } else {
+            format!("spine{spine}")
+        }
+    }
+
+    fn spine_mac(&self, pod: u8, spine: u8) -> String {
+        mac(0x30, spine, pod)
+    }
+
+    fn name(&self, leaves: u8, spines: u8) -> String {
+        if self.cores > 0 {
+            format!("clos-{}x{leaves}x{spines}x{}", self.pods, self.cores)
+        } else {
+            format!("leaf-spine-{leaves}x{spines}")
+        }
+    }
 }
 
 /// `[fabric] transport`, `rto_us` and `rto_low_us`.
@@ -147,15 +239,17 @@ impl Fabric {
                 ));
             }
         }
+        let shape = Shape::of(&topology, leaves, spines, file)?;
         let mode_name = mode.map_or_else(|| topology.mode.clone(), |mode| mode.name().to_string());
         let mut switches = Vec::new();
         let mut links = Vec::new();
         let mut hosts = Vec::new();
-        for leaf in 0..leaves {
+        for leaf in 0..shape.leaves() {
             for index in 0..hosts_per_leaf {
                 hosts.push(HostSpec {
                     name: format!("leaf{leaf}-h{index}"),
                     leaf: usize::from(leaf),
+                    pod: usize::from(shape.pod_of(leaf)),
                     index,
                     address: std::net::Ipv4Addr::new(10, leaf, index, 1),
                     mac: crate::wire::ethernet::MacAddress([0x02, 0, 0, 0x10, leaf, index]),
@@ -163,7 +257,17 @@ impl Fabric {
             }
         }
         let speed = |gbps: f64| (gbps * 1000.0).round() as u64;
-        for leaf in 0..leaves {
+        let uplinks = |name: &str, prefix: char, count: u8| {
+            let mut group = toml::Table::new();
+            group.insert("name".into(), name.into());
+            group.insert(
+                "ports".into(),
+                toml::Value::Array((0..count).map(|i| format!("{prefix}{i}").into()).collect()),
+            );
+            group.insert("mode".into(), mode_name.clone().into());
+            group
+        };
+        for leaf in 0..shape.leaves() {
             let mut ports = Vec::new();
             let mut routes = Vec::new();
             for index in 0..hosts_per_leaf {
@@ -180,36 +284,77 @@ impl Fabric {
                     &format!("s{spine}"),
                     topology.spine_speed_gbps,
                     topology.spine_cable_m,
-                    &mac(0x30, spine, 0),
+                    &shape.spine_mac(shape.pod_of(leaf), spine),
                 ));
             }
             routes.push(route_table("0.0.0.0/0", None, Some("spines")));
-            let mut group = toml::Table::new();
-            group.insert("name".into(), "spines".into());
-            group.insert("ports".into(), toml::Value::Array((0..spines).map(|s| format!("s{s}").into()).collect()));
-            group.insert("mode".into(), mode_name.clone().into());
+            let groups = vec![uplinks("spines", 's', spines)];
             let config =
-                switch_config(&table, &format!("leaf{leaf}"), &mac(0x20, leaf, 0), ports, routes, vec![group], file)?;
+                switch_config(&table, &format!("leaf{leaf}"), &mac(0x20, leaf, 0), ports, routes, groups, file)?;
             switches.push(config);
         }
-        for spine in 0..spines {
+        for pod in 0..shape.pods {
+            for spine in 0..spines {
+                let mut ports = Vec::new();
+                let mut routes = Vec::new();
+                for (index, leaf) in shape.leaves_of(pod).enumerate() {
+                    ports.push(port_table(
+                        &format!("l{index}"),
+                        topology.spine_speed_gbps,
+                        topology.spine_cable_m,
+                        &mac(0x20, leaf, 0),
+                    ));
+                    routes.push(route_table(&format!("10.{leaf}.0.0/16"), Some(&format!("l{index}")), None));
+                }
+                let mut groups = vec![];
+                if shape.cores > 0 {
+                    for plane_index in 0..shape.per_plane() {
+                        let core = spine * shape.per_plane() + plane_index;
+                        ports.push(port_table(
+                            &format!("c{plane_index}"),
+                            shape.core_speed_gbps,
+                            shape.core_cable_m,
+                            &mac(0x40, core, 0),
+                        ));
+                    }
+                    routes.push(route_table("0.0.0.0/0", None, Some("cores")));
+                    groups.push(uplinks("cores", 'c', shape.per_plane()));
+                }
+                let config = switch_config(
+                    &table,
+                    &shape.spine_name(pod, spine),
+                    &shape.spine_mac(pod, spine),
+                    ports,
+                    routes,
+                    groups,
+                    file,
+                )?;
+                switches.push(config);
+            }
+        }
+        for core in 0..shape.cores {
             let mut ports = Vec::new();
             let mut routes = Vec::new();
-            for leaf in 0..leaves {
+            for pod in 0..shape.pods {
+                let port = format!("p{pod}");
                 ports.push(port_table(
-                    &format!("l{leaf}"),
-                    topology.spine_speed_gbps,
-                    topology.spine_cable_m,
-                    &mac(0x20, leaf, 0),
+                    &port,
+                    shape.core_speed_gbps,
+                    shape.core_cable_m,
+                    &shape.spine_mac(pod, core / shape.per_plane()),
                 ));
-                routes.push(route_table(&format!("10.{leaf}.0.0/16"), Some(&format!("l{leaf}")), None));
+                for leaf in shape.leaves_of(pod) {
+                    routes.push(route_table(&format!("10.{leaf}.0.0/16"), Some(&port), None));
+                }
             }
             let config =
-                switch_config(&table, &format!("spine{spine}"), &mac(0x30, spine, 0), ports, routes, vec![], file)?;
+                switch_config(&table, &format!("core{core}"), &mac(0x40, core, 0), ports, routes, vec![], file)?;
             switches.push(config);
         }
-        let spine_switch = |spine: u8| usize::from(leaves) + usize::from(spine);
-        for leaf in 0..leaves {
+        let total_leaves = usize::from(shape.leaves());
+        let spine_switch =
+            |pod: u8, spine: u8| total_leaves + usize::from(pod) * usize::from(spines) + usize::from(spine);
+        for leaf in 0..shape.leaves() {
             for index in 0..hosts_per_leaf {
                 links.push(Link {
                     a: Endpoint::Host(usize::from(leaf) * usize::from(hosts_per_leaf) + usize::from(index)),
@@ -218,20 +363,42 @@ impl Fabric {
                     cable_m: topology.host_cable_m,
                 });
             }
+            let pod = shape.pod_of(leaf);
             for spine in 0..spines {
                 links.push(Link {
                     a: Endpoint::Switch {
                         switch: usize::from(leaf),
                         port: usize::from(hosts_per_leaf) + usize::from(spine),
                     },
-                    b: Endpoint::Switch { switch: spine_switch(spine), port: usize::from(leaf) },
+                    b: Endpoint::Switch { switch: spine_switch(pod, spine), port: usize::from(leaf - pod * leaves) },
                     speed_mbps: speed(topology.spine_speed_gbps),
                     cable_m: topology.spine_cable_m,
                 });
             }
         }
-        let name = topology.name.unwrap_or_else(|| format!("leaf-spine-{leaves}x{spines}"));
-        Ok(Self { name, switches, hosts, links, dcqcn, transport })
+        let first_core = total_leaves + usize::from(shape.pods) * usize::from(spines);
+        for pod in 0..shape.pods {
+            for spine in 0..spines {
+                for plane_index in 0..shape.per_plane() {
+                    let core = spine * shape.per_plane() + plane_index;
+                    links.push(Link {
+                        a: Endpoint::Switch {
+                            switch: spine_switch(pod, spine),
+                            port: usize::from(leaves) + usize::from(plane_index),
+                        },
+                        b: Endpoint::Switch { switch: first_core + usize::from(core), port: usize::from(pod) },
+                        speed_mbps: speed(shape.core_speed_gbps),
+                        cable_m: shape.core_cable_m,
+                    });
+                }
+            }
+        }
+        let mut uplink_cables_m = vec![topology.spine_cable_m];
+        if shape.cores > 0 {
+            uplink_cables_m.push(shape.core_cable_m);
+        }
+        let name = topology.name.clone().unwrap_or_else(|| shape.name(leaves, spines));
+        Ok(Self { name, switches, hosts, links, dcqcn, transport, uplink_cables_m })
     }
 
     /// The group mode of the fabric's uplinks: the first group's (ECMP if there is none).
@@ -349,6 +516,7 @@ fn explicit(
         hosts.push(HostSpec {
             name: entry.name.clone(),
             leaf: 0,
+            pod: 0,
             index: 0,
             address: entry.address,
             mac: crate::wire::ethernet::MacAddress([0x02, 0, 0, 0x10, (index >> 8) as u8, index as u8]),
@@ -467,7 +635,15 @@ fn explicit(
         }
     }
     let name = topology.name.unwrap_or_else(|| "fabric".to_string());
-    Ok(Fabric { name, switches: configs, hosts, links, dcqcn, transport: TransportParams::default() })
+    Ok(Fabric {
+        name,
+        switches: configs,
+        hosts,
+        links,
+        dcqcn,
+        transport: TransportParams::default(),
+        uplink_cables_m: vec![],
+    })
 }
 
 fn port_table(name: &str, speed_gbps: f64, cable_m: f64, peer_mac: &str) -> toml::Table {
@@ -528,6 +704,58 @@ mod tests {
     /// The 2x2 leaf-spine most fabric tests run.
     pub(crate) fn small() -> String {
         crate::testing::leaf_spine("small", "", 400_000)
+    }
+
+    /// Two pods of two leaves and two spines, four cores in two planes of two.
+    pub(crate) fn clos() -> String {
+        crate::testing::leaf_spine("clos", "pods = 2\ncores = 4\ncore_cable_m = 50", 400_000)
+    }
+
+    #[test]
+    fn a_three_tier_clos_is_generated_in_pods_with_a_plane_of_cores_per_spine() {
+        let fabric = Fabric::parse(&clos(), "clos.toml", None).unwrap();
+        let names: Vec<&str> = fabric.switches.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "leaf0", "leaf1", "leaf2", "leaf3", "spine0-0", "spine0-1", "spine1-0", "spine1-1", "core0", "core1",
+                "core2", "core3"
+            ]
+        );
+        assert_eq!(fabric.hosts.len(), 8);
+        assert_eq!((fabric.hosts[5].leaf, fabric.hosts[5].pod), (2, 1));
+        assert_eq!(fabric.hosts[5].address, std::net::Ipv4Addr::new(10, 2, 1, 1));
+        // 8 host links, 4 leaves x 2 spines, 4 spines x 2 cores of their plane.
+        assert_eq!(fabric.links.len(), 24);
+        let ends: Vec<(String, String)> =
+            fabric.links.iter().map(|l| (fabric.endpoint_name(l.a), fabric.endpoint_name(l.b))).collect();
+        assert!(ends.contains(&("leaf3:s1".into(), "spine1-1:l1".into())), "{ends:?}");
+        assert!(ends.contains(&("spine1-1:c1".into(), "core3:p1".into())), "spine 1 of a pod: plane 1, cores 2 and 3");
+        assert!(!ends.iter().any(|(a, b)| a.starts_with("spine0-0:c") && b.starts_with("core2")), "not across planes");
+        assert_eq!(fabric.uplink_cables_m, [20.0, 50.0]);
+        let core2 = &fabric.switches[10];
+        let routes: Vec<String> = core2.routes.iter().map(|r| format!("{}", r.prefix)).collect();
+        assert_eq!(routes, ["10.0.0.0/16", "10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"]);
+        assert_eq!(fabric.switches[6].groups[0].name, "cores", "a spine's uplinks to its plane");
+        let unnamed = clos().replace("name = \"clos\"\n", "");
+        assert_eq!(Fabric::parse(&unnamed, "clos.toml", None).unwrap().name, "clos-2x2x2x4");
+        // A leaf-spine has one tier above its leaves.
+        assert_eq!(Fabric::parse(&small(), "small.toml", None).unwrap().uplink_cables_m.len(), 1);
+    }
+
+    #[test]
+    fn a_clos_that_cannot_be_built_is_one_line_naming_its_field() {
+        for (extra, expected) in [
+            ("pods = 2", "fabric.cores: pods need core switches"),
+            ("pods = 2\ncores = 3", "fabric.cores: 3 is not 1-64 and a multiple of spines (2)"),
+            ("pods = 0\ncores = 2", "fabric.pods: 0 is not 1-64"),
+            ("pods = 64\ncores = 2", "fabric.pods: 64 pods of 2 leaves are more than 255 leaves"),
+        ] {
+            let text = crate::testing::leaf_spine("bad", extra, 400_000).replace("leaves = 2", "leaves = 4");
+            let err = Fabric::parse(&text, "bad.toml", None).unwrap_err().to_string();
+            let expected = expected.replace("of 2 leaves", "of 4 leaves");
+            assert!(err.contains(&expected), "{extra:?}: {err}");
+        }
     }
 
     #[test]

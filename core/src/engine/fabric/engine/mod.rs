@@ -170,16 +170,22 @@ fn window_frames(fabric: &Fabric, options: &FabricOptions, host_wires: &[events:
         crate::config::PortConfig::wire_time_for(fastest, options.roce_mtu + crate::traffic::frames::ROCE_OVERHEAD)
             .max(1);
     let host_link = host_wires.iter().map(|wire| wire.propagation_ps).max().unwrap_or(0);
-    let spine_link = fabric
-        .links
-        .iter()
-        .filter(|link| matches!((link.a, link.b), (Endpoint::Switch { .. }, Endpoint::Switch { .. })))
-        .map(|link| crate::config::plan::cable_delay_ps(link.cable_m))
-        .max();
-    let (propagation, links) = match spine_link {
-        Some(spine) => (2 * host_link + 2 * spine, 4),
-        None => (2 * host_link, 2),
+    // A generated fabric's tiers above the leaves; a listed one's longest switch-to-switch
+    // link, once.
+    let tiers: Vec<u64> = if fabric.uplink_cables_m.is_empty() {
+        fabric
+            .links
+            .iter()
+            .filter(|link| matches!((link.a, link.b), (Endpoint::Switch { .. }, Endpoint::Switch { .. })))
+            .map(|link| crate::config::plan::cable_delay_ps(link.cable_m))
+            .max()
+            .into_iter()
+            .collect()
+    } else {
+        fabric.uplink_cables_m.iter().map(|&cable| crate::config::plan::cable_delay_ps(cable)).collect()
     };
+    let propagation = 2 * host_link + 2 * tiers.iter().sum::<u64>();
+    let links = 2 + 2 * tiers.len() as u64;
     let rtt = 2 * propagation + links * frame_ps;
     u32::try_from(rtt.div_ceil(frame_ps)).unwrap_or(u32::MAX).max(1)
 }
@@ -443,6 +449,27 @@ mod tests {
              [qos.ecn.3]\nkmin_bytes = 20000\nkmax_bytes = 100000\npmax = 0.2\n{trim}"
         );
         Fabric::parse(&text, "lossy.toml", None).unwrap()
+    }
+
+    /// A three-tier Clos carries every collective across its pods without a drop, the same
+    /// on any thread count, and a lone flow between pods takes its ideal time (five switches,
+    /// six links).
+    #[test]
+    fn a_three_tier_clos_carries_every_collective_across_pods() {
+        use crate::engine::fabric::flows::parse_flows;
+        let fabric = Fabric::parse(&super::super::tests::clos(), "clos.toml", None).unwrap();
+        for collective in [Collective::Incast { target: 0 }, Collective::AllToAll, Collective::AllReduce] {
+            let first = run(&fabric, &options(collective), None).unwrap();
+            assert_eq!((first.incomplete_messages, first.drops), (0, 0), "{collective:?}: {first:?}");
+            assert!(first.max_queue_bytes.keys().any(|port| port.starts_with("core")), "the cores carried frames");
+            assert_eq!(first, run(&fabric, &FabricOptions { threads: 3, ..options(collective) }, None).unwrap());
+        }
+        for (text, tiers) in [("1\n0 7 3 100 1000000 0\n", "pods"), ("1\n0 3 3 100 1000000 0\n", "leaves of a pod")] {
+            let flows = parse_flows(text, "f.txt", 8).unwrap();
+            let result = run(&fabric, &FabricOptions { flows, ..options(Collective::Listed) }, None).unwrap();
+            let slowdown = result.slowdown_by_size[2].p50.unwrap();
+            assert!((1.0..1.001).contains(&slowdown), "between {tiers}: slowdown {slowdown}");
+        }
     }
 
     #[test]

@@ -169,8 +169,9 @@ const SIZE_BUCKETS: [u64; 4] = [10_000, 100_000, 1_000_000, 10_000_000];
 
 /// What a message's path costs on an idle fabric: its frames back to back at its sender's
 /// link speed, the one-way propagation of every link on the way, its first frame's time (a
-/// full frame's, and the links and switches it crosses: host, leaf, host on one leaf, and
-/// through a spine between leaves (a listed fabric's hosts count as on one leaf).
+/// full frame's, and the links and switches it crosses: host, leaf, host on one leaf, through
+/// a spine between leaves of a pod, and through a spine, a core and a spine between pods (a
+/// listed fabric's hosts count as on one leaf).
 struct IdlePath {
     serialisation_ps: u64,
     first_frame_ps: u64,
@@ -197,18 +198,26 @@ impl IdlePath {
         let (first_frame_ps, full_frame_ps) = (frame_ps(mtu.min(message.spec.bytes)), frame_ps(mtu));
         let hosts = &plan.fabric.hosts;
         let host_links = wire.propagation_ps + plan.host_wires[receiver].propagation_ps;
-        let path =
-            Self { serialisation_ps, first_frame_ps, full_frame_ps, propagation_ps: host_links, links: 2, switches: 1 };
-        if hosts[sender].leaf == hosts[receiver].leaf {
-            return path;
+        // Tiers climbed above the leaves: none on one leaf, the spines within a pod, the
+        // cores between pods.
+        let tiers = if hosts[sender].leaf == hosts[receiver].leaf {
+            0
+        } else if hosts[sender].pod == hosts[receiver].pod {
+            1
+        } else {
+            2
+        };
+        let cables = &plan.fabric.uplink_cables_m;
+        let climbed: u64 = cables.iter().take(tiers).map(|&cable| 2 * crate::config::plan::cable_delay_ps(cable)).sum();
+        let tiers = tiers as u64;
+        Self {
+            serialisation_ps,
+            first_frame_ps,
+            full_frame_ps,
+            propagation_ps: host_links + climbed,
+            links: 2 + 2 * tiers,
+            switches: 1 + 2 * tiers,
         }
-        let spine_link = plan
-            .fabric
-            .links
-            .iter()
-            .find(|link| matches!((link.a, link.b), (Endpoint::Switch { .. }, Endpoint::Switch { .. })))
-            .map_or(0, |link| crate::config::plan::cable_delay_ps(link.cable_m));
-        Self { propagation_ps: host_links + 2 * spine_link, links: 4, switches: 3, ..path }
     }
 
     /// raceway's one-way ideal (HPCC's base): the frames back to back, the propagation, and
