@@ -351,6 +351,15 @@ fn replay_traces(args: ReplayArgs) -> Result<(), Failure> {
 /// `raceway check`: the config validated, and what it derives.
 fn check_config(args: CheckArgs) -> Result<(), Failure> {
     let CheckArgs { config: path } = args;
+    // A fabric file (`[fabric]`, for `raceway fabric`): its shape.
+    let is_fabric = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|text| text.parse::<toml::Table>().ok())
+        .is_some_and(|table| table.contains_key("fabric"));
+    if is_fabric {
+        print!("{}", fabric::Fabric::load(&path, None)?.shape_report());
+        return Ok(());
+    }
     let config = Config::load(&path)?;
     print!("{}", raceway::config::check::report(&config));
     Ok(())

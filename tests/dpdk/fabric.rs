@@ -44,6 +44,19 @@ fn lossless_traffic_loses_nothing_across_the_fabric() {
     }
 }
 
+/// `raceway check` on a fabric file prints its shape: tiers, oversubscription, bisection.
+#[test]
+fn check_prints_a_fabric_files_tiers_and_bisection_bandwidth() {
+    let dir = temp_dir("fabric-check");
+    let config = dir.join("fabric.toml");
+    std::fs::write(&config, fabric_file()).unwrap();
+    let output = raceway().args(["check", "-c"]).arg(&config).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(printed.starts_with("fabric test-2x2: 4 hosts, 4 switches in 2 tiers\n"), "{printed}");
+    assert!(printed.contains("bisection bandwidth: 200 Gb/s of 200 Gb/s"), "{printed}");
+}
+
 /// results.json says what ran, from the command line: a Poisson run names `poisson`, its size
 /// distribution (and its digest), load and duration; a flow file run its file, its digest
 /// and the lines after its declared flows that were not read; neither has a message size.

@@ -411,6 +411,78 @@ impl Fabric {
         self.switches.iter().map(|c| c.mtu).min().unwrap_or(0)
     }
 
+    /// What `raceway check` prints of a fabric: its hosts and switches by tier (leaves: the
+    /// switches with hosts; then the switches linked to them; then those linked to those),
+    /// each tier's capacity down and up and their ratio (its oversubscription), and the
+    /// bisection bandwidth: what half the hosts can send to the other half through the
+    /// tightest tier (half of each tier's uplinks), against half the hosts at line rate.
+    pub fn shape_report(&self) -> String {
+        let switch_of = |end: Endpoint| match end {
+            Endpoint::Switch { switch, .. } => Some(switch),
+            Endpoint::Host(_) => None,
+        };
+        let mut tier = vec![0usize; self.switches.len()];
+        let mut host_mbps = 0u64;
+        for link in &self.links {
+            if let (Some(switch), None) | (None, Some(switch)) = (switch_of(link.a), switch_of(link.b)) {
+                tier[switch] = 1;
+                host_mbps += link.speed_mbps;
+            }
+        }
+        for level in 2..=8 {
+            for link in &self.links {
+                if let (Some(a), Some(b)) = (switch_of(link.a), switch_of(link.b)) {
+                    for (low, high) in [(a, b), (b, a)] {
+                        if tier[low] == level - 1 && tier[high] == 0 {
+                            tier[high] = level;
+                        }
+                    }
+                }
+            }
+        }
+        let tiers = tier.iter().copied().max().unwrap_or(0);
+        let names = ["leaves", "spines", "cores"];
+        let gbps = |mbps: u64| mbps as f64 / 1000.0;
+        let mut text = format!(
+            "fabric {}: {} hosts, {} switches in {tiers} tiers\n",
+            self.name,
+            self.hosts.len(),
+            self.switches.len()
+        );
+        let mut tightest = gbps(host_mbps) / 2.0;
+        for level in 1..=tiers {
+            let count = tier.iter().filter(|&&t| t == level).count();
+            let (mut down, mut up, mut down_links, mut up_links) = (0u64, 0u64, 0usize, 0usize);
+            for link in &self.links {
+                let tiers_of = (switch_of(link.a).map_or(0, |s| tier[s]), switch_of(link.b).map_or(0, |s| tier[s]));
+                for (mine, other) in [tiers_of, (tiers_of.1, tiers_of.0)] {
+                    if mine == level && other + 1 == level {
+                        (down, down_links) = (down + link.speed_mbps, down_links + 1);
+                    } else if mine == level && other == level + 1 {
+                        (up, up_links) = (up + link.speed_mbps, up_links + 1);
+                    }
+                }
+            }
+            let name = names.get(level - 1).copied().unwrap_or("switches");
+            text +=
+                &format!("  tier {level} ({name}): {count} switches, {down_links} links down ({:.0} Gb/s)", gbps(down));
+            if up_links > 0 {
+                text += &format!(
+                    ", {up_links} up ({:.0} Gb/s): oversubscription {:.2}:1",
+                    gbps(up),
+                    down as f64 / up as f64
+                );
+                tightest = tightest.min(gbps(up) / 2.0);
+            }
+            text += "\n";
+        }
+        text += &format!(
+            "  bisection bandwidth: {tightest:.0} Gb/s of {:.0} Gb/s (half the hosts at line rate)\n",
+            gbps(host_mbps) / 2.0
+        );
+        text
+    }
+
     /// "leaf0:s1" or "leaf0-h1" for a link end.
     pub fn endpoint_name(&self, end: Endpoint) -> String {
         match end {
@@ -741,6 +813,29 @@ mod tests {
         assert_eq!(Fabric::parse(&unnamed, "clos.toml", None).unwrap().name, "clos-2x2x2x4");
         // A leaf-spine has one tier above its leaves.
         assert_eq!(Fabric::parse(&small(), "small.toml", None).unwrap().uplink_cables_m.len(), 1);
+    }
+
+    #[test]
+    fn check_prints_the_tiers_their_oversubscription_and_the_bisection_bandwidth() {
+        let clos = Fabric::parse(&clos(), "clos.toml", None).unwrap();
+        assert_eq!(
+            clos.shape_report(),
+            "fabric clos: 8 hosts, 12 switches in 3 tiers\n\
+             \x20 tier 1 (leaves): 4 switches, 8 links down (800 Gb/s), 8 up (800 Gb/s): oversubscription 1.00:1\n\
+             \x20 tier 2 (spines): 4 switches, 8 links down (800 Gb/s), 8 up (800 Gb/s): oversubscription 1.00:1\n\
+             \x20 tier 3 (cores): 4 switches, 8 links down (800 Gb/s)\n\
+             \x20 bisection bandwidth: 400 Gb/s of 400 Gb/s (half the hosts at line rate)\n"
+        );
+        // Four hosts a leaf over two uplinks: 2:1, and half the leaves' uplinks are the cut.
+        let text = crate::testing::leaf_spine("over", "", 400_000).replace("hosts_per_leaf = 2", "hosts_per_leaf = 4");
+        let report = Fabric::parse(&text, "over.toml", None).unwrap().shape_report();
+        assert!(
+            report.contains(
+                "tier 1 (leaves): 2 switches, 8 links down (800 Gb/s), 4 up (400 Gb/s): oversubscription 2.00:1"
+            ),
+            "{report}"
+        );
+        assert!(report.contains("bisection bandwidth: 200 Gb/s of 400 Gb/s"), "{report}");
     }
 
     #[test]
