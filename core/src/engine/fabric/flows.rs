@@ -55,10 +55,16 @@ pub struct FlowFile {
 /// Reads a flow file for a fabric of `hosts` hosts, its host numbers HPCC's nodes when
 /// `nodes` maps them (`HpccTopology::hosts_of`).
 pub fn read_flow_file(path: &Path, hosts: usize, nodes: Option<&NodeHosts>) -> Result<FlowFile, InputError> {
+    let (file, text) = read_text(path)?;
+    parse_flow_file_of(&text, &file, hosts, nodes)
+}
+
+/// A workload file's name (for its errors) and text; one error line when it cannot be read.
+pub fn read_text(path: &Path) -> Result<(String, String), InputError> {
     let file = path.display().to_string();
     let text =
         std::fs::read_to_string(path).map_err(|err| InputError::new(&file, "", format!("cannot read: {err}")))?;
-    parse_flow_file_of(&text, &file, hosts, nodes)
+    Ok((file, text))
 }
 
 /// HPCC's node numbers of a topology's hosts, each to the fabric's host it is.
@@ -73,9 +79,7 @@ pub struct HpccTopology {
 
 impl HpccTopology {
     pub fn load(path: &Path) -> Result<Self, InputError> {
-        let file = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).map_err(|err| InputError::new(&file, "", format!("cannot read: {err}")))?;
+        let (file, text) = read_text(path)?;
         Self::parse(&text, &file)
     }
 
@@ -286,9 +290,7 @@ pub struct SizeCdf {
 
 impl SizeCdf {
     pub fn load(path: &Path) -> Result<Self, InputError> {
-        let file = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).map_err(|err| InputError::new(&file, "", format!("cannot read: {err}")))?;
+        let (file, text) = read_text(path)?;
         Self::parse(&text, &file)
     }
 

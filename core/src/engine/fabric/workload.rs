@@ -260,9 +260,7 @@ pub fn flows_of(
             if !(duration_us.is_finite() && duration_us > 0.0 && duration_us <= 1e7) {
                 return Err(InputError::flag("--duration-us", format!("{duration_us} is not in (0, 1e7]")));
             }
-            let file = path.display().to_string();
-            let text = std::fs::read_to_string(&path)
-                .map_err(|err| InputError::new(&file, "", format!("cannot read: {err}")))?;
+            let (file, text) = flows::read_text(&path)?;
             let cdf = flows::SizeCdf::parse(&text, &file)?;
             let origin =
                 FlowOrigin::Poisson { cdf: file, cdf_digest: crate::digest::hex(text.as_bytes()), load, duration_us };
