@@ -455,12 +455,16 @@ mod tests {
         let interleaved = "6 2 4\n4 5\n0 4 1 1 0\n1 5 1 1 0\n2 4 1 1 0\n3 5 1 1 0\n";
         let err = HpccTopology::parse(interleaved, "t.txt").unwrap().hosts_of(&[0, 0, 1, 1], "t.txt").unwrap_err();
         assert!(err.to_string().contains("[1, 1, 1, 1]"), "racks that alternate are not leaves: {err}");
+        // The same sizes, a rack met twice: not one leaf each.
+        let err = HpccTopology::parse(interleaved, "t.txt").unwrap().hosts_of(&[0, 1, 2, 3], "t.txt").unwrap_err();
+        assert!(err.to_string().contains("are not the fabric's leaves"), "a rack in two runs: {err}");
         for (text, expected) in [
             ("", "empty"),
             ("4 1\n3\n", "line 1: the first line is: nodes switches links"),
             ("4 2 1\n3\n0 3 1 1 0\n", "line 2: 2 distinct switch nodes below 4"),
             ("4 1 2\n3\n0 3 1 1 0\n", "says 2 links, the file has 1"),
             ("4 1 1\n3\n0 3 1 1\n", "line 3: a link is: node node rate delay error_rate"),
+            ("4 1 0\n", "line 2: 1 distinct switch nodes below 4"),
             ("4 1 1\n3\n0 9 1 1 0\n", "line 3: a node is below 4"),
             ("3 1 2\n2\n0 2 1 1 0\n1 2 1 1 0\n", ""),
             ("3 1 1\n2\n0 2 1 1 0\n", "host node 1 has no link to a switch"),
@@ -483,6 +487,7 @@ mod tests {
             ("1\n2 2 3 100 64 0\n", "line 2: host 2 sends to itself"),
             ("1\n0 1 3 100 0 0\n", "line 2: bytes '0' is not a positive integer"),
             ("1\n0 1 3 100 64 -1\n", "line 2: start '-1' is not 0-1000 seconds"),
+            ("1\n0 1 3 100 64 1000\n", "line 2: start '1000' is not 0-1000 seconds"),
             ("2\n0 1 3 100 64 0\n", "line 1: says 2 flows, the file has 1"),
             ("# HPCC\n2\n0 1 3 100 64 0\n", "line 2: says 2 flows, the file has 1"),
         ];
