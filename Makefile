@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CARGO ?= cargo
-APT_PACKAGES := build-essential pkg-config libdpdk-dev dpdk dpdk-dev clang libclang-dev libpcap-dev tshark iproute2 iputils-ping iputils-tracepath ethtool iperf3 frr hping3 tcpdump procps python3 prometheus lua5.3 time stress-ng shellcheck pmacct
+APT_PACKAGES := build-essential pkg-config libdpdk-dev dpdk dpdk-dev clang libclang-dev libpcap-dev tshark iproute2 iputils-ping iputils-tracepath ethtool iperf3 frr hping3 tcpdump procps python3 prometheus lua5.3 time stress-ng shellcheck pmacct openmpi-bin libopenmpi-dev
 RACEWAY := target/release/raceway
 
 .PHONY: all deps hugepages build test test-stressed run lab report demo-traces bench fuzz-build fuzz-smoke fuzz mutants fmt clean
@@ -55,18 +55,22 @@ build: deps
 # tiers, each timed (tests/tiers.sh: core with pkg-config blinded, so a DPDK dependency
 # creeping into the core fails as it would on a machine without DPDK; dpdk; root), with 16
 # test threads (tests must not share names, directories or ports); every criterion bench run
-# once in test mode (so benches cannot rot); and the doc tests.
+# once in test mode (so benches cannot rot); and the doc tests. Everything is built with the
+# `mpi` feature (the dpdk tier runs the fabric under mpirun), once; and the default build is
+# checked to have no MPI in its dependency tree.
 TEST_THREADS ?= 16
 SHELL_SCRIPTS := $(wildcard perf/*.sh perf/pktgen/*.sh tests/*.sh config/*.sh examples/*.sh) .ci/run
 PYTHON_SCRIPTS := $(wildcard perf/*.py fuzz/*.py)
 test: deps
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --features raceway/mpi --quiet -- -D warnings
+	@if $(CARGO) tree -p raceway -e normal --prefix none | grep -qE '^mpi'; then \
+		echo "error: the default build depends on MPI (cargo tree -p raceway): keep it behind the mpi feature"; exit 1; fi
 	shellcheck -x $(SHELL_SCRIPTS)
 	PYTHONPYCACHEPREFIX=target/pycache python3 -m py_compile $(PYTHON_SCRIPTS)
 	CARGO=$(CARGO) TEST_THREADS=$(TEST_THREADS) tests/tiers.sh
-	$(CARGO) test --workspace --benches
-	$(CARGO) test --workspace --doc
+	$(CARGO) test --workspace --features raceway/mpi --benches
+	$(CARGO) test --workspace --features raceway/mpi --doc
 
 # The root tier beside a busy neighbour: stress-ng keeps both CPUs busy while the tier runs
 # (tests/root/main.rs says what its timing tests rely on to hold).

@@ -10,7 +10,12 @@ const PRIME: u64 = 0x0000_0100_0000_01b3;
 
 /// FNV-1a of `bytes`.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(OFFSET_BASIS, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(PRIME))
+    fnv1a64_from(OFFSET_BASIS, bytes)
+}
+
+/// FNV-1a of what `hash` was the digest of, followed by `bytes`: a digest taken in pieces.
+pub fn fnv1a64_from(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(PRIME))
 }
 
 /// `fnv1a64` as 16 lowercase hex digits.
@@ -29,5 +34,6 @@ mod tests {
         assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
         assert_eq!(fnv1a64(b"foobar"), 0x85944171f73967e8);
         assert_eq!(hex(b"a"), "af63dc4c8601ec8c");
+        assert_eq!(fnv1a64_from(fnv1a64(b"foo"), b"bar"), fnv1a64(b"foobar"), "in pieces");
     }
 }

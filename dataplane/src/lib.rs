@@ -9,7 +9,8 @@
 //!   fds, real-time scheduling;
 //! - `control`: the Linux kernel as control plane (host interfaces, netlink, the FIB);
 //! - `show`: `raceway show`, the client of a running switch, and the documents it serves;
-//! - `blast`: a DPDK load generator that sends a trace at a paced rate.
+//! - `blast`: a DPDK load generator that sends a trace at a paced rate;
+//! - `ranks`: `raceway fabric` as one rank of an MPI job (MPI itself behind the `mpi` feature).
 //!
 //! `dpdk` and `linux` hold the only `unsafe` outside `dpdk-sys` and `raceway_core::cpu`.
 //! raceway-core's modules are re-exported here under their own names, so `raceway::config`
@@ -28,4 +29,5 @@ pub mod control;
 pub mod dpdk;
 pub mod linux;
 pub mod live;
+pub mod ranks;
 pub mod show;

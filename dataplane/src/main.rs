@@ -441,9 +441,12 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
         seed,
         horizon_ms,
         progress: show_progress(),
+        // A rank's default: its share of the hosts on its share of this machine's cores.
         threads: threads.unwrap_or_else(|| {
             let cores = std::thread::available_parallelism().map_or(1, usize::from);
-            fabric::engine::default_threads(fabric.hosts.len(), cores)
+            let ranks = raceway::ranks::launched_ranks().unwrap_or(1).max(1);
+            let sharing = raceway::ranks::ranks_on_this_machine();
+            fabric::engine::default_threads(fabric.hosts.len() / ranks, (cores / sharing).max(1))
         }),
         flows,
         origin,
@@ -452,9 +455,49 @@ fn run_fabric(args: FabricArgs) -> Result<(), Failure> {
         qp_rates,
     };
     options.validate(&fabric)?;
-    let results = fabric::engine::run(&fabric, &options, Some(&out))?;
-    println!("{}", results.summary_line());
+    match raceway::ranks::launched_ranks() {
+        Some(ranks) if ranks > 1 => run_fabric_ranks(ranks, &fabric, &options, &out),
+        _ => {
+            let results = fabric::engine::run(&fabric, &options, Some(&out))?;
+            println!("{}", results.summary_line());
+            Ok(())
+        }
+    }
+}
+
+/// This process's share of a fabric run an MPI launcher split over `ranks` processes: rank 0
+/// prints the summary; a rank that fails ends every rank (they may be waiting for it).
+#[cfg(feature = "mpi")]
+fn run_fabric_ranks(
+    _ranks: usize,
+    fabric: &fabric::Fabric,
+    options: &fabric::engine::FabricOptions,
+    out: &Path,
+) -> Result<(), Failure> {
+    let mut ranks = raceway::ranks::MpiRanks::init().map_err(Failure)?;
+    match fabric::engine::run_on(fabric, options, Some(out), &mut ranks) {
+        Ok(Some(results)) => println!("{}", results.summary_line()),
+        Ok(None) => {}
+        Err(error) => {
+            eprintln!("error: {error}");
+            ranks.abort(2);
+        }
+    }
     Ok(())
+}
+
+/// Without MPI a rank would run the whole fabric and write over the others' outputs.
+#[cfg(not(feature = "mpi"))]
+fn run_fabric_ranks(
+    ranks: usize,
+    _fabric: &fabric::Fabric,
+    _options: &fabric::engine::FabricOptions,
+    _out: &Path,
+) -> Result<(), Failure> {
+    Err(Failure(format!(
+        "a launcher started {ranks} ranks, but this raceway was built without MPI: \
+         build it with `cargo build --release -p raceway --features mpi`, or run one process"
+    )))
 }
 
 /// `raceway gen`: synthetic traces as pcap.

@@ -114,6 +114,18 @@ pub struct Reserved {
     sequence: u64,
 }
 
+impl Reserved {
+    /// Its place in the order, after its time (what a rank sends another: `ranks`).
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// The place another queue reserved, as `time` and `sequence` say.
+    pub fn at(time: u64, sequence: u64) -> Self {
+        Self { time, sequence }
+    }
+}
+
 impl<K> EventQueue<K> {
     /// A queue whose sequences carry `origin`.
     pub fn with_origin(origin: u32) -> Self {

@@ -25,6 +25,7 @@ pub mod engine;
 pub mod flows;
 pub mod host;
 pub mod parallel;
+pub mod ranks;
 pub mod transport;
 pub mod workload;
 

@@ -26,11 +26,12 @@ mod results;
 
 use events::{narrow, MessagePlan, Place, Plan, QpPlan, Wire};
 use partition::{Partition, SwitchState};
-use results::{results, Finished};
+use results::{results, Finished, Measured};
 pub use results::{FabricResults, Percentiles};
 
 use crate::engine::fabric::host::{self, Nic, QueuePair};
 use crate::engine::fabric::parallel::{self, Windows};
+use crate::engine::fabric::ranks::{self, Alone, Exchange, RankError};
 use crate::engine::fabric::workload::{self, Collective};
 use crate::engine::fabric::{Endpoint, Fabric};
 use crate::engine::sim::{Alarm, EventQueue, LinkTx};
@@ -193,6 +194,42 @@ fn window_frames(fabric: &Fabric, options: &FabricOptions, host_wires: &[events:
 /// Runs `options` on `fabric`; writes per-switch stats and charts under `out` when given.
 /// Returns the results document (also written as `out/results.json`).
 pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Result<FabricResults, InputError> {
+    Ok(run_on(fabric, options, out, &mut Alone)?.expect("rank 0 of one has the results"))
+}
+
+/// What a rank must agree on with every other: the fabric and everything about the workload
+/// that changes a result (not the threads, nor the progress bar).
+fn digest(fabric: &Fabric, options: &FabricOptions) -> u64 {
+    let o = options;
+    let workload = (
+        o.collective,
+        o.message_bytes,
+        o.messages,
+        o.roce_mtu,
+        o.seed,
+        o.horizon_ms.to_bits(),
+        o.jitter_ps,
+        o.qp_rates,
+    );
+    ranks::debug_digest(&(fabric, workload, &o.flows, &o.origin, &o.sample))
+}
+
+/// Runs `options` on `fabric` as one of `exchange`'s ranks: this rank runs its share of the
+/// partitions (`ranks::assign_ranks`) and writes its switches' outputs under `out`; rank 0
+/// gathers what every rank measured, writes the run's outputs and returns its results (the
+/// others `None`). Every rank must be given the same fabric and options (the digest is
+/// checked first); every rank ends with an error if any leaves.
+pub fn run_on(
+    fabric: &Fabric,
+    options: &FabricOptions,
+    out: Option<&Path>,
+    exchange: &mut dyn Exchange,
+) -> Result<Option<FabricResults>, InputError> {
+    let me = exchange.rank();
+    let rank_error = |error: RankError| error.to_input_error(me);
+    if exchange.ranks() > 1 {
+        ranks::agree(exchange, digest(fabric, options)).map_err(rank_error)?;
+    }
     let leaf_of = |host: usize| fabric.hosts[host].leaf;
     let (qp_specs, mut message_specs) = workload::build(
         options.collective,
@@ -361,32 +398,50 @@ pub fn run(fabric: &Fabric, options: &FabricOptions, out: Option<&Path>) -> Resu
     }
     let horizon = options.horizon_ps();
     let windows = Windows { lookahead: plan.lookahead(), horizon, threads: options.threads };
-    // A thread's share: the ports it switches and the hosts it runs.
+    // A rank's and a thread's share: the ports it switches and the hosts it runs.
     let weights: Vec<u64> = partitions
         .iter()
         .map(|p| (p.nics.len() + p.switches.iter().map(|s| s.links.len()).sum::<usize>()) as u64)
         .collect();
+    let owner = ranks::assign_ranks(&weights, exchange.ranks());
+    let local: Vec<(usize, Partition)> = partitions.into_iter().enumerate().filter(|&(p, _)| owner[p] == me).collect();
+    let local_weights: Vec<u64> = local.iter().map(|&(p, _)| weights[p]).collect();
     // The work is the workload's frames, delivered; the horizon only bounds the run.
     let workload_frames = plan.messages.iter().map(|message| message.frames).sum();
-    let mut progress = crate::progress::Progress::new(options.progress, workload_frames, "frames");
+    let mut progress = crate::progress::Progress::new(options.progress && me == 0, workload_frames, "frames");
     let mut shown = 0;
-    let (partitions, finish) = parallel::run(partitions, &weights, windows, &mut |done, start| {
-        progress.tick_by(done - shown, || (done, format!("delivered, {}", crate::progress::simulated(start))));
-        shown = done;
-    });
-    let mut finished = Finished::gather(partitions, fabric.hosts.len());
+    let (partitions, finish) =
+        parallel::run_ranked(local, &owner, &local_weights, windows, exchange, &mut |done, start| {
+            progress.tick_by(done - shown, || (done, format!("delivered, {}", crate::progress::simulated(start))));
+            shown = done;
+        })
+        .map_err(rank_error)?;
+    let mut finished = Finished::gather(partitions);
     // The run ends when the last frame within the horizon is off the wire (its `TxDone`,
-    // scheduled or not).
+    // scheduled or not), on whichever rank.
     let last_done = finished
         .switches
         .iter()
         .flat_map(|s| s.links.iter().filter_map(LinkTx::done_at))
         .filter(|&at| at <= horizon)
         .max();
-    finished.end = finished.end.max(last_done.unwrap_or(0));
-    let delivered = format!("delivered, {}", crate::progress::simulated(finished.end));
-    progress.finish(finished.frames_delivered, delivered);
-    results(finished, &plan, out, finish.timed_out)
+    let local_end = finished.end.max(last_done.unwrap_or(0));
+    let end = ranks::max_of(exchange, local_end).map_err(rank_error)?;
+    let tally = finished.tally(&plan);
+    // Every rank writes its switches' outputs and sends its tally, even when one of them
+    // fails to write: the others would wait for it otherwise.
+    let written = match out {
+        Some(out) => results::write_switches(out, std::mem::take(&mut finished.switches), fabric, end, options.threads),
+        None => Ok(()),
+    };
+    let tallies = ranks::gather(exchange, tally, results::Tally::encode, results::Tally::decode).map_err(rank_error)?;
+    written?;
+    let Some(tallies) = tallies else { return Ok(None) };
+    let measured = Measured::merge(tallies, &plan)
+        .map_err(|problem| rank_error(RankError::Garbled { rank: me, problem: format!("a tally names {problem}") }))?;
+    let delivered = format!("delivered, {}", crate::progress::simulated(end));
+    progress.finish(measured.frames_delivered, delivered);
+    results(measured, &plan, out, finish.timed_out, end).map(Some)
 }
 
 #[cfg(test)]
@@ -470,6 +525,110 @@ mod tests {
             let slowdown = result.slowdown_by_size[2].p50.unwrap();
             assert!((1.0..1.001).contains(&slowdown), "between {tiers}: slowdown {slowdown}");
         }
+    }
+
+    /// Runs `options` on `ranks` loopback ranks (threads standing in for processes), writing
+    /// under `out`: rank 0's results, or the first rank's error (in rank order).
+    fn run_ranks(fabric: &Fabric, options: &[FabricOptions], out: &Path) -> Result<FabricResults, InputError> {
+        let ranks = options.len();
+        let runs: Vec<Result<Option<FabricResults>, InputError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = ranks::Loopback::ranks(ranks)
+                .into_iter()
+                .zip(options)
+                .map(|(mut exchange, options)| scope.spawn(move || run_on(fabric, options, Some(out), &mut exchange)))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut results = None;
+        for run in runs {
+            if let Some(result) = run? {
+                results = Some(result);
+            }
+        }
+        Ok(results.expect("rank 0 returns the results"))
+    }
+
+    /// Every file under `a` and `b`, by path below them, with its bytes.
+    fn files(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+        let mut files = std::collections::BTreeMap::new();
+        let mut pending = vec![dir.to_path_buf()];
+        while let Some(at) = pending.pop() {
+            for entry in std::fs::read_dir(&at).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    pending.push(path);
+                } else {
+                    files.insert(path.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
+                }
+            }
+        }
+        files
+    }
+
+    /// The outputs of one process on one thread, and of 2, 3 and 4 ranks (ranks as threads,
+    /// exchanging the bytes an MPI job would), are the same files, byte for byte: a two-tier
+    /// and a three-tier fabric, each collective.
+    #[test]
+    fn ranks_write_the_same_outputs_as_one_process_on_one_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let fabrics = [
+            ("leaf-spine", small("")),
+            ("clos", Fabric::parse(&super::super::tests::clos(), "clos.toml", None).unwrap()),
+        ];
+        for (name, fabric) in &fabrics {
+            for collective in [Collective::Incast { target: 0 }, Collective::AllToAll, Collective::AllReduce] {
+                let alone = dir.path().join(format!("{name}-{}-alone", collective.name()));
+                let one = run(fabric, &options(collective), Some(&alone)).unwrap();
+                let expected = files(&alone);
+                assert!(expected.len() > 10 && expected.contains_key(Path::new("results.json")), "{expected:?}");
+                for (ranks, threads) in [(2, 1), (3, 2), (4, 1)] {
+                    let out = dir.path().join(format!("{name}-{}-{ranks}", collective.name()));
+                    let ranked = vec![FabricOptions { threads, ..options(collective) }; ranks];
+                    let result = run_ranks(fabric, &ranked, &out).unwrap();
+                    assert_eq!(result, one, "{name} {collective:?} on {ranks} ranks");
+                    let written = files(&out);
+                    assert_eq!(written.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>());
+                    for (path, bytes) in &expected {
+                        assert!(
+                            &written[path] == bytes,
+                            "{name} {collective:?} {ranks} ranks: {} differs",
+                            path.display()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A lossy incast under each transport, sampled queue pairs' rates included, on three
+    /// ranks: what one process computes.
+    #[test]
+    fn a_lossy_incast_on_ranks_is_what_one_process_computes_under_each_transport() {
+        let dir = tempfile::tempdir().unwrap();
+        for transport in TransportKind::ALL {
+            let fabric = lossy_buffer("ecmp", transport.name(), "", 65_536);
+            let sampled = FabricOptions { qp_rates: true, ..options(Collective::Incast { target: 0 }) };
+            let alone = dir.path().join(format!("{transport}-alone"));
+            let one = run(&fabric, &sampled, Some(&alone)).unwrap();
+            assert!(one.drops > 0 && one.incomplete_messages == 0, "{transport}: {one:?}");
+            let out = dir.path().join(format!("{transport}-ranks"));
+            assert_eq!(run_ranks(&fabric, &vec![sampled.clone(); 3], &out).unwrap(), one, "{transport}");
+            assert_eq!(files(&out), files(&alone), "{transport}: the same files");
+        }
+    }
+
+    /// A rank started on another workload is refused by every rank, in one line naming it.
+    #[test]
+    fn a_rank_on_other_options_is_refused_before_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let fabric = small("");
+        let other = FabricOptions { seed: 2, ..options(Collective::AllToAll) };
+        let error = run_ranks(&fabric, &[options(Collective::AllToAll), other], dir.path()).unwrap_err();
+        let line = error.to_string();
+        assert!(line.starts_with("rank 0: rank 1 runs another fabric, workload or options (digest "), "{line}");
+        // Threads and the progress bar are the rank's own business.
+        let own = FabricOptions { threads: 2, progress: false, ..options(Collective::AllToAll) };
+        assert!(run_ranks(&fabric, &[options(Collective::AllToAll), own], dir.path()).is_ok());
     }
 
     #[test]

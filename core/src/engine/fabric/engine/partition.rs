@@ -7,6 +7,7 @@
 use super::events::{narrow, Kind, Plan};
 use crate::engine::fabric::host::{self, DataFrame, Nic};
 use crate::engine::fabric::parallel::{self, Mailbox};
+use crate::engine::fabric::ranks::{Decoder, Encoder};
 use crate::engine::fabric::transport::{self, InFlight};
 use crate::engine::fabric::Endpoint;
 use crate::engine::port_tx;
@@ -619,10 +620,14 @@ impl parallel::Partition for Partition<'_> {
         }
     }
 
-    fn post(&mut self, mailboxes: &[Mailbox<Crossing>]) {
+    fn post(&mut self, mailboxes: &[Mailbox<Crossing>]) -> u64 {
+        let mut earliest = parallel::IDLE;
         for partition in self.mail_for.drain(..) {
-            mailboxes[partition].deliver(&mut self.outbox[partition]);
+            let outbox = &mut self.outbox[partition];
+            earliest = outbox.iter().map(|crossing| crossing.at.time).fold(earliest, u64::min);
+            mailboxes[partition].deliver(outbox);
         }
+        earliest
     }
 
     fn collect(&mut self, mailbox: &Mailbox<Crossing>) {
@@ -637,5 +642,43 @@ impl parallel::Partition for Partition<'_> {
 
     fn work_done(&self) -> u64 {
         self.frames_delivered
+    }
+
+    /// Its place in the order (time, sequence), where it arrives, and the frame: its bytes,
+    /// the payload declared beyond them and its tag.
+    fn encode(crossing: &Crossing, encoder: &mut Encoder) {
+        encoder.u64(crossing.at.time);
+        encoder.u64(crossing.at.sequence());
+        match crossing.to {
+            Endpoint::Switch { switch, port } => {
+                encoder.u8(0);
+                encoder.u32(narrow(switch));
+                encoder.u32(narrow(port));
+            }
+            Endpoint::Host(host) => {
+                encoder.u8(1);
+                encoder.u32(narrow(host));
+            }
+        }
+        encoder.u64(crossing.frame.beyond as u64);
+        encoder.u64(crossing.frame.tag);
+        encoder.bytes(&crossing.frame.bytes);
+    }
+
+    fn decode(decoder: &mut Decoder) -> Result<Crossing, String> {
+        let at = Reserved::at(decoder.u64("a crossing's time")?, decoder.u64("a crossing's sequence")?);
+        let to = match decoder.u8("a crossing's end")? {
+            0 => Endpoint::Switch {
+                switch: decoder.u32("a crossing's switch")? as usize,
+                port: decoder.u32("a crossing's port")? as usize,
+            },
+            1 => Endpoint::Host(decoder.u32("a crossing's host")? as usize),
+            other => return Err(format!("a crossing's end of kind {other}")),
+        };
+        let beyond = usize::try_from(decoder.u64("a crossing's declared payload")?)
+            .map_err(|_| "a crossing's declared payload does not fit".to_string())?;
+        let tag = decoder.u64("a crossing's tag")?;
+        let bytes = decoder.bytes("a crossing's frame")?.to_vec();
+        Ok(Crossing { at, to, frame: HeapPacket { bytes, beyond, tag } })
     }
 }

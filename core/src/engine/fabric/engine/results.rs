@@ -7,6 +7,7 @@
 use super::events::Plan;
 use super::partition::{Partition, SwitchState};
 use crate::engine::fabric::host::Nic;
+use crate::engine::fabric::ranks::{Decoder, Encoder, WIRE_VERSION};
 use crate::engine::fabric::Endpoint;
 use crate::error::InputError;
 use crate::observe::report::Intervals;
@@ -320,7 +321,7 @@ pub(super) fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
     Some(sorted[rank - 1])
 }
 
-/// The partitions' state after a run, by switch and host number again.
+/// A rank's partitions after a run: its switches by number, its hosts' NICs by number.
 pub(super) struct Finished {
     pub(super) switches: Vec<SwitchState>,
     pub(super) nics: Vec<Nic>,
@@ -332,9 +333,7 @@ pub(super) struct Finished {
 }
 
 impl Finished {
-    pub(super) fn gather(partitions: Vec<Partition>, hosts: usize) -> Self {
-        let mut switches: Vec<SwitchState> = Vec::new();
-        let mut nics: Vec<Nic> = Vec::with_capacity(hosts);
+    pub(super) fn gather(partitions: Vec<Partition>) -> Self {
         let mut finished = Finished {
             switches: Vec::new(),
             nics: Vec::new(),
@@ -344,30 +343,383 @@ impl Finished {
             events_handled: 0,
         };
         for partition in partitions {
-            switches.extend(partition.switches);
-            nics.extend(partition.nics);
+            finished.switches.extend(partition.switches);
+            finished.nics.extend(partition.nics);
             finished.paused.extend(partition.paused);
             finished.end = finished.end.max(partition.last_ps);
             finished.frames_delivered += partition.frames_delivered;
             finished.events_handled += partition.events_handled;
         }
-        switches.sort_by_key(|s| s.id);
-        nics.sort_by_key(|n| n.host);
-        finished.switches = switches;
-        finished.nics = nics;
+        finished.switches.sort_by_key(|s| s.id);
+        finished.nics.sort_by_key(|n| n.host);
         finished
+    }
+
+    /// What the results document needs of these partitions (`Tally`), as bytes for rank 0
+    /// or kept.
+    pub(super) fn tally(&mut self, plan: &Plan<'_>) -> Tally {
+        let nic_of = |host: usize| self.nics.binary_search_by_key(&host, |nic| nic.host).ok();
+        let mut sent = Vec::new();
+        let mut received = Vec::new();
+        for (index, message) in plan.messages.iter().enumerate() {
+            if let Some(nic) = nic_of(message.spec.sender) {
+                let nic = &self.nics[nic];
+                let at = message.outbound;
+                sent.push(SentTally {
+                    message: index as u64,
+                    released: nic.released[at],
+                    resent: nic.resent[at],
+                    acked: nic.acked[at],
+                });
+            }
+            if let Some(nic) = nic_of(message.spec.receiver) {
+                let delivery = &self.nics[nic].receiving[message.inbound];
+                received.push(ReceivedTally { message: index as u64, done: delivery.done_ps(), trims: delivery.trims });
+            }
+        }
+        let mut ports = Vec::new();
+        for state in &self.switches {
+            for (port, counters) in state.switch.stats.ports.iter().enumerate() {
+                let drops = crate::drops::DropReason::ALL
+                    .iter()
+                    .enumerate()
+                    .map(|(reason, &r)| (reason as u8, counters.drops_for(r)))
+                    .filter(|&(_, count)| count > 0)
+                    .collect();
+                ports.push(PortTally {
+                    switch: state.id as u64,
+                    port: port as u64,
+                    max_depth: counters.queues.iter().map(|q| q.max_depth_bytes).max().unwrap_or(0),
+                    dropped: counters.dropped(),
+                    drops,
+                    marked: counters.queues.iter().map(|q| q.ecn_marked).sum(),
+                    trimmed: counters.queues.iter().map(|q| q.trimmed).sum(),
+                });
+            }
+        }
+        let mut paused: Vec<(Endpoint, Vec<(u64, u64)>)> = self
+            .paused
+            .iter_mut()
+            .map(|(&at, slots)| (at, slots.iter_mut().flat_map(|slot| slot.finish().iter().copied()).collect()))
+            .collect();
+        paused.sort_by_key(|&(at, _)| at);
+        let nics = &self.nics;
+        Tally {
+            frames_delivered: self.frames_delivered,
+            events_handled: self.events_handled,
+            sent,
+            received,
+            ports,
+            paused,
+            cnps_sent: nics.iter().map(|n| n.cnps_sent).sum(),
+            retransmits: nics.iter().map(|n| n.retransmits).sum(),
+            timeouts: nics.iter().map(|n| n.timeouts).sum(),
+            trims_received: nics.iter().map(|n| n.trims_received).sum(),
+            rates: nics
+                .iter()
+                .flat_map(|nic| {
+                    nic.rates.iter().map(|&(at, qp, receiver, mbps)| Rate {
+                        at,
+                        qp,
+                        sender: nic.host as u64,
+                        receiver,
+                        mbps,
+                    })
+                })
+                .collect(),
+        }
     }
 }
 
-/// Summarises a finished run; writes the per-switch outputs and results.json under `out`.
+/// What a rank's partitions measured that the results document needs: its hosts' messages,
+/// its switches' ports, the pauses its link ends received and its hosts' counters. Rank 0
+/// merges every rank's (`Measured`); one process keeps its own.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Tally {
+    frames_delivered: u64,
+    events_handled: u64,
+    sent: Vec<SentTally>,
+    received: Vec<ReceivedTally>,
+    ports: Vec<PortTally>,
+    /// Each link end's pause intervals, every priority's, in no order.
+    paused: Vec<(Endpoint, Vec<(u64, u64)>)>,
+    cnps_sent: u64,
+    retransmits: u64,
+    timeouts: u64,
+    trims_received: u64,
+    rates: Vec<Rate>,
+}
+
+/// A message its sender's rank measured: when it was released, its frames sent again, when
+/// its last ACK came.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct SentTally {
+    message: u64,
+    released: Option<u64>,
+    resent: u32,
+    acked: Option<u64>,
+}
+
+/// A message its receiver's rank measured: when its last frame arrived, its trimmed frames.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ReceivedTally {
+    message: u64,
+    done: Option<u64>,
+    trims: u32,
+}
+
+/// A switch port's peak queue, drops (in all and by `DropReason` number), marks and trims.
+#[derive(Debug, Clone, PartialEq)]
+struct PortTally {
+    switch: u64,
+    port: u64,
+    max_depth: u64,
+    dropped: u64,
+    drops: Vec<(u8, u64)>,
+    marked: u64,
+    trimmed: u64,
+}
+
+/// A queue pair's DCQCN rate at a sample (`qp_rates.csv`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Rate {
+    at: u64,
+    qp: u32,
+    sender: u64,
+    receiver: u32,
+    mbps: f64,
+}
+
+impl Tally {
+    /// The wire encoding (`ranks`), version first.
+    pub(super) fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let mut e = Encoder::to(&mut bytes);
+        e.u8(WIRE_VERSION);
+        e.u64(self.frames_delivered);
+        e.u64(self.events_handled);
+        e.count(self.sent.len());
+        for sent in &self.sent {
+            e.u64(sent.message);
+            e.option(sent.released);
+            e.u32(sent.resent);
+            e.option(sent.acked);
+        }
+        e.count(self.received.len());
+        for received in &self.received {
+            e.u64(received.message);
+            e.option(received.done);
+            e.u32(received.trims);
+        }
+        e.count(self.ports.len());
+        for port in &self.ports {
+            for value in [port.switch, port.port, port.max_depth, port.dropped, port.marked, port.trimmed] {
+                e.u64(value);
+            }
+            e.count(port.drops.len());
+            for &(reason, count) in &port.drops {
+                e.u8(reason);
+                e.u64(count);
+            }
+        }
+        e.count(self.paused.len());
+        for (at, spans) in &self.paused {
+            let (kind, switch, port) = match *at {
+                Endpoint::Switch { switch, port } => (0, switch, port),
+                Endpoint::Host(host) => (1, host, 0),
+            };
+            e.u8(kind);
+            e.u64(switch as u64);
+            e.u64(port as u64);
+            e.count(spans.len());
+            for &(from, to) in spans {
+                e.u64(from);
+                e.u64(to);
+            }
+        }
+        for value in [self.cnps_sent, self.retransmits, self.timeouts, self.trims_received] {
+            e.u64(value);
+        }
+        e.count(self.rates.len());
+        for rate in &self.rates {
+            e.u64(rate.at);
+            e.u32(rate.qp);
+            e.u64(rate.sender);
+            e.u32(rate.receiver);
+            e.f64(rate.mbps);
+        }
+        bytes
+    }
+
+    pub(super) fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let mut d = Decoder::new(bytes);
+        d.version()?;
+        let (frames_delivered, events_handled) = (d.u64("frames delivered")?, d.u64("events")?);
+        let mut sent = Vec::with_capacity(d.count(28, "messages sent")?);
+        for _ in 0..sent.capacity() {
+            sent.push(SentTally {
+                message: d.u64("a message")?,
+                released: d.option("its release")?,
+                resent: d.u32("its frames resent")?,
+                acked: d.option("its last ACK")?,
+            });
+        }
+        let mut received = Vec::with_capacity(d.count(20, "messages received")?);
+        for _ in 0..received.capacity() {
+            received.push(ReceivedTally {
+                message: d.u64("a message")?,
+                done: d.option("its last frame")?,
+                trims: d.u32("its trims")?,
+            });
+        }
+        let mut ports = Vec::with_capacity(d.count(56, "ports")?);
+        for _ in 0..ports.capacity() {
+            let mut values = [0u64; 6];
+            for value in &mut values {
+                *value = d.u64("a port's counters")?;
+            }
+            let mut drops = Vec::with_capacity(d.count(9, "a port's drop reasons")?);
+            for _ in 0..drops.capacity() {
+                let reason = d.u8("a drop reason")?;
+                if usize::from(reason) >= crate::drops::DropReason::COUNT {
+                    return Err(format!("drop reason {reason}"));
+                }
+                drops.push((reason, d.u64("its drops")?));
+            }
+            let [switch, port, max_depth, dropped, marked, trimmed] = values;
+            ports.push(PortTally { switch, port, max_depth, dropped, drops, marked, trimmed });
+        }
+        let mut paused = Vec::with_capacity(d.count(25, "paused link ends")?);
+        for _ in 0..paused.capacity() {
+            let kind = d.u8("a link end's kind")?;
+            let (number, port) = (d.u64("a link end")? as usize, d.u64("its port")? as usize);
+            let at = match kind {
+                0 => Endpoint::Switch { switch: number, port },
+                1 => Endpoint::Host(number),
+                other => return Err(format!("a link end of kind {other}")),
+            };
+            let mut spans = Vec::with_capacity(d.count(16, "pauses")?);
+            for _ in 0..spans.capacity() {
+                spans.push((d.u64("a pause's start")?, d.u64("its end")?));
+            }
+            paused.push((at, spans));
+        }
+        let counters = [d.u64("CNPs")?, d.u64("retransmits")?, d.u64("timeouts")?, d.u64("trims received")?];
+        let mut rates = Vec::with_capacity(d.count(32, "rates")?);
+        for _ in 0..rates.capacity() {
+            rates.push(Rate {
+                at: d.u64("a rate's time")?,
+                qp: d.u32("its queue pair")?,
+                sender: d.u64("its sender")?,
+                receiver: d.u32("its receiver")?,
+                mbps: d.f64("the rate")?,
+            });
+        }
+        if !d.is_done() {
+            return Err("bytes after the tally".into());
+        }
+        let [cnps_sent, retransmits, timeouts, trims_received] = counters;
+        Ok(Self {
+            frames_delivered,
+            events_handled,
+            sent,
+            received,
+            ports,
+            paused,
+            cnps_sent,
+            retransmits,
+            timeouts,
+            trims_received,
+            rates,
+        })
+    }
+}
+
+/// Every rank's tally, merged by message, switch port and link end: what the results are
+/// computed from, the same however the partitions were spread.
+pub(super) struct Measured {
+    released: Vec<Option<u64>>,
+    resent: Vec<u32>,
+    acked: Vec<Option<u64>>,
+    done: Vec<Option<u64>>,
+    trims: Vec<u32>,
+    /// By (switch, port).
+    ports: Vec<PortTally>,
+    /// By link end.
+    paused: Vec<(Endpoint, Vec<(u64, u64)>)>,
+    pub(super) frames_delivered: u64,
+    events_handled: u64,
+    cnps_sent: u64,
+    retransmits: u64,
+    timeouts: u64,
+    trims_received: u64,
+    rates: Vec<Rate>,
+}
+
+impl Measured {
+    /// `tallies` of a workload of `messages` messages; the problem when they do not fit it
+    /// (a message or port out of range).
+    pub(super) fn merge(tallies: Vec<Tally>, plan: &Plan<'_>) -> Result<Self, String> {
+        let messages = plan.messages.len();
+        let mut measured = Measured {
+            released: vec![None; messages],
+            resent: vec![0; messages],
+            acked: vec![None; messages],
+            done: vec![None; messages],
+            trims: vec![0; messages],
+            ports: Vec::new(),
+            paused: Vec::new(),
+            frames_delivered: 0,
+            events_handled: 0,
+            cnps_sent: 0,
+            retransmits: 0,
+            timeouts: 0,
+            trims_received: 0,
+            rates: Vec::new(),
+        };
+        let in_range = |message: u64| usize::try_from(message).ok().filter(|&m| m < messages);
+        for tally in tallies {
+            for sent in tally.sent {
+                let m = in_range(sent.message).ok_or_else(|| format!("message {}", sent.message))?;
+                (measured.released[m], measured.resent[m], measured.acked[m]) =
+                    (sent.released, sent.resent, sent.acked);
+            }
+            for received in tally.received {
+                let m = in_range(received.message).ok_or_else(|| format!("message {}", received.message))?;
+                (measured.done[m], measured.trims[m]) = (received.done, received.trims);
+            }
+            for port in &tally.ports {
+                let ports = plan.fabric.switches.get(port.switch as usize).map_or(0, |config| config.ports.len());
+                if port.port as usize >= ports {
+                    return Err(format!("switch {} port {}", port.switch, port.port));
+                }
+            }
+            measured.ports.extend(tally.ports);
+            measured.paused.extend(tally.paused);
+            measured.frames_delivered += tally.frames_delivered;
+            measured.events_handled += tally.events_handled;
+            measured.cnps_sent += tally.cnps_sent;
+            measured.retransmits += tally.retransmits;
+            measured.timeouts += tally.timeouts;
+            measured.trims_received += tally.trims_received;
+            measured.rates.extend(tally.rates);
+        }
+        measured.ports.sort_by_key(|port| (port.switch, port.port));
+        measured.paused.sort_by_key(|&(at, _)| at);
+        Ok(measured)
+    }
+}
+
+/// Summarises a finished run from what every rank measured; writes results.json, flows.csv,
+/// the slowdown CDF and the queue pairs' rates under `out` (rank 0's work).
 pub(super) fn results(
-    mut finished: Finished,
+    measured: Measured,
     plan: &Plan<'_>,
     out: Option<&Path>,
     timed_out: bool,
+    end: u64,
 ) -> Result<FabricResults, InputError> {
     let (fabric, options) = (plan.fabric, plan.options);
-    let end = finished.end;
     let mut fcts: Vec<f64> = Vec::new();
     let mut fcts_to_ack: Vec<f64> = Vec::new();
     let mut incomplete = 0;
@@ -377,14 +729,13 @@ pub(super) fn results(
     let mut buckets: Vec<(Vec<f64>, usize)> = vec![(Vec::new(), 0); SIZE_BUCKETS.len() + 1];
     let mut hpcc_buckets: Vec<(Vec<f64>, usize)> = vec![(Vec::new(), 0); SIZE_BUCKETS.len() + 1];
     for (index, message) in plan.messages.iter().enumerate() {
-        let released = finished.nics[message.spec.sender].released[message.outbound];
-        let delivery = &finished.nics[message.spec.receiver].receiving[message.inbound];
-        let done = delivery.done_ps();
+        let released = measured.released[index];
+        let done = measured.done[index];
         let path = IdlePath::of(plan, message);
         let (ideal, standalone) = (path.ideal_ps(), path.standalone_ps());
         let size_bucket = SIZE_BUCKETS.iter().position(|&max| message.spec.bytes <= max).unwrap_or(SIZE_BUCKETS.len());
         let bucket = &mut buckets[size_bucket];
-        let resent = finished.nics[message.spec.sender].resent[message.outbound];
+        let resent = measured.resent[index];
         let (spec, us) = (&message.spec, |ps: u64| ps as f64 / 1e6);
         let start = released.map_or("-".to_string(), |at| format!("{:.3}", us(at)));
         let (finish, fct, slowdown) = match (released, done) {
@@ -401,7 +752,7 @@ pub(super) fn results(
                 ("incomplete".to_string(), "-".to_string(), "-".to_string())
             }
         };
-        let last_ack = finished.nics[message.spec.sender].acked[message.outbound];
+        let last_ack = measured.acked[index];
         let hpcc_bucket = &mut hpcc_buckets[size_bucket];
         let (acked, fct_to_ack, slowdown_hpcc) = match (released, last_ack, done) {
             (Some(start), Some(acked), Some(_)) => {
@@ -421,7 +772,7 @@ pub(super) fn results(
             spec.receiver,
             spec.bytes,
             us(ideal),
-            delivery.trims,
+            measured.trims[index],
             us(standalone),
         ));
     }
@@ -438,34 +789,22 @@ pub(super) fn results(
     let mut max_queue = BTreeMap::new();
     let mut marked = 0u64;
     let mut trimmed = 0u64;
-    for (state, config) in finished.switches.iter().zip(&fabric.switches) {
-        let stats = &state.switch.stats;
-        for (port, counters) in config.ports.iter().zip(&stats.ports) {
-            total_drops += counters.dropped();
-            let depth = counters.queues.iter().map(|q| q.max_depth_bytes).max().unwrap_or(0);
-            max_queue.insert(format!("{}:{}", config.name, port.name), depth);
-            marked += counters.queues.iter().map(|q| q.ecn_marked).sum::<u64>();
-            trimmed += counters.queues.iter().map(|q| q.trimmed).sum::<u64>();
-            for reason in crate::drops::DropReason::ALL {
-                let count = counters.drops_for(reason);
-                if count > 0 {
-                    *drops.entry(reason.name().to_string()).or_insert(0) += count;
-                }
-            }
+    for port in &measured.ports {
+        let config = &fabric.switches[port.switch as usize];
+        total_drops += port.dropped;
+        max_queue.insert(format!("{}:{}", config.name, config.ports[port.port as usize].name), port.max_depth);
+        marked += port.marked;
+        trimmed += port.trimmed;
+        for &(reason, count) in &port.drops {
+            *drops.entry(crate::drops::DropReason::ALL[usize::from(reason)].name().to_string()).or_insert(0) += count;
         }
     }
     // PFC pause time per link direction: the time each transmitter was held (any priority).
     let mut pauses = BTreeMap::new();
     let mut total_pause_ps = 0u64;
-    let mut ends: Vec<Endpoint> = finished.paused.keys().copied().collect();
-    ends.sort();
-    for at in ends {
-        let slots = finished.paused.get_mut(&at).expect("key");
+    for (at, spans) in &measured.paused {
         let mut merged = Intervals::default();
-        let mut spans: Vec<(u64, u64)> = Vec::new();
-        for slot in slots.iter_mut() {
-            spans.extend(slot.finish().iter().map(|&(a, b)| (a, b.min(end.max(a)))));
-        }
+        let mut spans: Vec<(u64, u64)> = spans.iter().map(|&(a, b)| (a, b.min(end.max(a)))).collect();
         spans.sort();
         for (a, b) in spans {
             merged.pause(a, b);
@@ -473,11 +812,11 @@ pub(super) fn results(
         let paused: u64 = merged.finish().iter().map(|(a, b)| b - a).sum();
         if paused > 0 {
             total_pause_ps += paused;
-            let to = plan.wire(at).to;
-            pauses.insert(format!("{} -> {}", fabric.endpoint_name(at), fabric.endpoint_name(to)), paused as f64 / 1e6);
+            let to = plan.wire(*at).to;
+            pauses
+                .insert(format!("{} -> {}", fabric.endpoint_name(*at), fabric.endpoint_name(to)), paused as f64 / 1e6);
         }
     }
-    let cnps: u64 = finished.nics.iter().map(|n| n.cnps_sent).sum();
     let result = FabricResults {
         fabric: fabric.name.clone(),
         workload: WorkloadParameters::workload_name(options).to_string(),
@@ -499,52 +838,26 @@ pub(super) fn results(
         max_queue_bytes: max_queue,
         pfc_pause_us: pauses,
         pfc_pause_total_us: total_pause_ps as f64 / 1e6,
-        cnps_sent: cnps,
+        cnps_sent: measured.cnps_sent,
         ecn_marked: marked,
-        retransmits: finished.nics.iter().map(|n| n.retransmits).sum(),
-        timeouts: finished.nics.iter().map(|n| n.timeouts).sum(),
+        retransmits: measured.retransmits,
+        timeouts: measured.timeouts,
         trimmed,
-        trims_received: finished.nics.iter().map(|n| n.trims_received).sum(),
-        events: finished.events_handled,
+        trims_received: measured.trims_received,
+        events: measured.events_handled,
         drops: total_drops,
         drops_by_reason: drops,
         slowdown_by_size,
         slowdown_hpcc_by_size,
     };
-    for state in &mut finished.switches {
-        state.switch.refresh_gauges(end);
-    }
     if let Some(out) = out {
         std::fs::create_dir_all(out)
             .map_err(|err| InputError::new(out.display(), "", format!("cannot create: {err}")))?;
-        // Each switch's charts and series on the run's threads: drawing them took longer than
-        // simulating a 256-host fabric on two threads (2.8 s of 5).
-        let threads = options.threads.clamp(1, finished.switches.len().max(1));
-        let mut shares: Vec<Vec<(SwitchState, &crate::config::Config)>> = (0..threads).map(|_| Vec::new()).collect();
-        for (index, job) in finished.switches.into_iter().zip(&fabric.switches).enumerate() {
-            shares[index % threads].push(job);
-        }
-        let written: Vec<Result<(), InputError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = shares
-                .into_iter()
-                .map(|share| {
-                    scope.spawn(move || {
-                        share.into_iter().try_for_each(|(state, config)| write_switch(out, config, state, end))
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
-        });
-        written.into_iter().collect::<Result<(), InputError>>()?;
         if options.qp_rates {
-            let mut rates: Vec<(u64, u32, usize, u32, f64)> = finished
-                .nics
-                .iter()
-                .flat_map(|nic| nic.rates.iter().map(|&(at, qp, receiver, mbps)| (at, qp, nic.host, receiver, mbps)))
-                .collect();
-            rates.sort_by_key(|&(at, qp, ..)| (at, qp));
+            let mut rates = measured.rates;
+            rates.sort_by_key(|rate| (rate.at, rate.qp));
             let mut csv = String::from("time_us,qp,sender,receiver,rate_gbps\n");
-            for (at, qp, sender, receiver, mbps) in rates {
+            for Rate { at, qp, sender, receiver, mbps } in rates {
                 csv.push_str(&format!("{:.3},{qp},{sender},{receiver},{:.3}\n", at as f64 / 1e6, mbps / 1000.0));
             }
             let path = out.join("qp_rates.csv");
@@ -564,6 +877,38 @@ pub(super) fn results(
             .map_err(|err| InputError::new(path.display(), "", format!("cannot write: {err}")))?;
     }
     Ok(result)
+}
+
+/// Writes each of `switches`' outputs under `out` (`write_switch`), on `threads` threads:
+/// drawing them took longer than simulating a 256-host fabric on two threads (2.8 s of 5).
+/// Every rank writes its own switches'.
+pub(super) fn write_switches(
+    out: &Path,
+    switches: Vec<SwitchState>,
+    fabric: &crate::engine::fabric::Fabric,
+    end: u64,
+    threads: usize,
+) -> Result<(), InputError> {
+    std::fs::create_dir_all(out).map_err(|err| InputError::new(out.display(), "", format!("cannot create: {err}")))?;
+    let threads = threads.clamp(1, switches.len().max(1));
+    let mut shares: Vec<Vec<(SwitchState, &crate::config::Config)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (index, mut state) in switches.into_iter().enumerate() {
+        state.switch.refresh_gauges(end);
+        let config = &fabric.switches[state.id];
+        shares[index % threads].push((state, config));
+    }
+    let written: Vec<Result<(), InputError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = shares
+            .into_iter()
+            .map(|share| {
+                scope.spawn(move || {
+                    share.into_iter().try_for_each(|(state, config)| write_switch(out, config, state, end))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    });
+    written.into_iter().collect()
 }
 
 /// Writes a switch's report (charts, series) and stats.json under `out/<switch>`.
