@@ -94,42 +94,53 @@ pub fn count(collective: Collective, hosts: usize, messages: u32, listed: &[Flow
     per_round.saturating_mul(messages)
 }
 
+/// One piece of a workload, in the order `for_each` gives them: a queue pair just before
+/// the first message on it, then messages. Queue pairs and messages are numbered from 0 in
+/// that order.
+#[derive(Debug, Clone)]
+pub enum Item {
+    QueuePair(QueuePairSpec),
+    Message(Message),
+}
+
 /// The messages and queue pairs of a workload over `hosts` hosts (`leaf_of` gives a host's
-/// leaf, for the all-reduce ring order).
-pub fn build(
+/// leaf, for the all-reduce ring order), into `sink` one at a time: a rank keeps only its
+/// own, and nobody holds the whole list (an all-to-all of 4,096 hosts has 16.8 million
+/// messages).
+pub fn for_each(
     collective: Collective,
     hosts: usize,
     leaf_of: &dyn Fn(usize) -> usize,
     message_bytes: u64,
     messages: u32,
     listed: &[Flow],
-) -> (Vec<QueuePairSpec>, Vec<Message>) {
-    let mut qps: Vec<QueuePairSpec> = Vec::new();
-    let mut list: Vec<Message> = Vec::new();
-    // Indexed by (sender, receiver): a search of the list was quadratic in the queue pairs
-    // (an all-to-all of 1,024 hosts has 1,047,552).
-    let mut index: hashbrown::HashMap<(usize, usize), usize> = hashbrown::HashMap::new();
-    let mut qp_for = |sender: usize, receiver: usize, qps: &mut Vec<QueuePairSpec>| {
-        *index.entry((sender, receiver)).or_insert_with(|| {
-            qps.push(QueuePairSpec { sender, receiver });
-            qps.len() - 1
-        })
+    sink: &mut dyn FnMut(Item),
+) {
+    let message = |sender, receiver, qp, bytes, after, start_ps| {
+        Item::Message(Message { sender, receiver, qp, bytes, after, start_ps })
     };
+    let queue_pair = |sender, receiver| Item::QueuePair(QueuePairSpec { sender, receiver });
+    // Queue pairs are numbered in the order they first carry a message; each collective
+    // below knows that number without a search.
     match collective {
         Collective::Incast { target } => {
-            for sender in (0..hosts).filter(|&h| h != target) {
-                let qp = qp_for(sender, target, &mut qps);
+            for (qp, sender) in (0..hosts).filter(|&h| h != target).enumerate() {
+                sink(queue_pair(sender, target));
                 for _ in 0..messages {
-                    list.push(Message { sender, receiver: target, qp, bytes: message_bytes, after: None, start_ps: 0 });
+                    sink(message(sender, target, qp, message_bytes, None, 0));
                 }
             }
         }
         Collective::AllToAll => {
-            for _ in 0..messages {
+            let others = hosts.saturating_sub(1);
+            for round in 0..messages {
                 for sender in 0..hosts {
                     for receiver in (0..hosts).filter(|&r| r != sender) {
-                        let qp = qp_for(sender, receiver, &mut qps);
-                        list.push(Message { sender, receiver, qp, bytes: message_bytes, after: None, start_ps: 0 });
+                        if round == 0 {
+                            sink(queue_pair(sender, receiver));
+                        }
+                        let qp = sender * others + receiver - usize::from(receiver > sender);
+                        sink(message(sender, receiver, qp, message_bytes, None, 0));
                     }
                 }
             }
@@ -142,29 +153,48 @@ pub fn build(
             // last[i]: the message ring[i] sent in the previous step (its right neighbour waits
             // for it before its own next step).
             let mut last: Vec<Option<usize>> = vec![None; n];
-            for _ in 0..messages {
-                for _ in 0..steps {
+            let mut made = 0;
+            for iteration in 0..messages {
+                for step in 0..steps {
                     let mut sent = vec![None; n];
                     for (position, &sender) in ring.iter().enumerate() {
                         let receiver = ring[(position + 1) % n];
-                        let qp = qp_for(sender, receiver, &mut qps);
+                        if iteration == 0 && step == 0 {
+                            sink(queue_pair(sender, receiver));
+                        }
                         // Wait for the chunk the left neighbour sent in the previous step.
                         let after = last[(position + n - 1) % n];
-                        list.push(Message { sender, receiver, qp, bytes: chunk, after, start_ps: 0 });
-                        sent[position] = Some(list.len() - 1);
+                        sink(message(sender, receiver, position, chunk, after, 0));
+                        sent[position] = Some(made);
+                        made += 1;
                     }
                     last = sent;
                 }
             }
         }
         Collective::Listed => {
-            for flow in listed {
-                qps.push(QueuePairSpec { sender: flow.sender, receiver: flow.receiver });
-                let (sender, receiver, bytes, qp) = (flow.sender, flow.receiver, flow.bytes, qps.len() - 1);
-                list.push(Message { sender, receiver, qp, bytes, after: None, start_ps: flow.start_ps });
+            for (qp, flow) in listed.iter().enumerate() {
+                sink(queue_pair(flow.sender, flow.receiver));
+                sink(message(flow.sender, flow.receiver, qp, flow.bytes, None, flow.start_ps));
             }
         }
     }
+}
+
+/// The messages and queue pairs of a workload (`for_each`), as two lists.
+pub fn build(
+    collective: Collective,
+    hosts: usize,
+    leaf_of: &dyn Fn(usize) -> usize,
+    message_bytes: u64,
+    messages: u32,
+    listed: &[Flow],
+) -> (Vec<QueuePairSpec>, Vec<Message>) {
+    let (mut qps, mut list) = (Vec::new(), Vec::new());
+    for_each(collective, hosts, leaf_of, message_bytes, messages, listed, &mut |item| match item {
+        Item::QueuePair(qp) => qps.push(qp),
+        Item::Message(message) => list.push(message),
+    });
     (qps, list)
 }
 

@@ -5,7 +5,6 @@
 
 use super::FabricOptions;
 use crate::engine::fabric::parallel::{self};
-use crate::engine::fabric::workload::Message;
 use crate::engine::fabric::{Endpoint, Fabric};
 
 /// An event. Its numbers are 32 bits, so that an entry of the queue is 32 bytes (with
@@ -87,27 +86,48 @@ pub(super) struct Wire {
     pub(super) propagation_ps: u64,
 }
 
-/// A queue pair's places in its ends' NICs' tables.
+/// A queue pair's places in its ends' NICs' tables (every rank holds every queue pair's, 8
+/// bytes each, since a sender tags its frames with the receiver's place).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct QpPlan {
     /// In the sender's `Nic::sending`.
-    pub(super) slot: usize,
+    pub(super) slot: u32,
     /// In the receiver's `Nic::senders`.
-    pub(super) inbound: usize,
+    pub(super) inbound: u32,
 }
 
-/// A message as the workload made it, and its places in its NICs' tables.
+/// A message a rank's hosts send or receive, and its places in its NICs' tables. A rank
+/// numbers its messages in the workload's order (`Plan::messages`), which is the workload's
+/// own numbering (`number`) when one process runs everything.
 #[derive(Debug, Clone)]
 pub(super) struct MessagePlan {
-    pub(super) spec: Message,
+    /// Its number in the workload: results name it by this.
+    pub(super) number: u32,
+    pub(super) sender: u32,
+    pub(super) receiver: u32,
+    /// Its queue pair (`Plan::qps`).
+    pub(super) qp: u32,
+    pub(super) bytes: u64,
     pub(super) frames: u64,
-    /// Messages released when this one has been received: each is sent by this one's
-    /// receiver, so the release happens where the arrival does.
-    pub(super) dependents: Vec<usize>,
-    /// In the sender's `Nic::released`.
-    pub(super) outbound: usize,
+    /// When it is released, if it waits for no message.
+    pub(super) start_ps: u64,
+    /// In the sender's `Nic::released` (and `resent`, `acked`).
+    pub(super) outbound: u32,
     /// In the receiver's `Nic::receiving`.
-    pub(super) inbound: usize,
+    pub(super) inbound: u32,
+    /// The message released when this one has been received (`NO_MESSAGE` when none): it is
+    /// sent by this one's receiver, so the release happens where the arrival does.
+    pub(super) dependent: u32,
+}
+
+/// No message (`MessagePlan::dependent`).
+pub(super) const NO_MESSAGE: u32 = u32::MAX;
+
+impl MessagePlan {
+    /// The message released when this one has been received, by its place in the plan.
+    pub(super) fn dependent(&self) -> Option<usize> {
+        (self.dependent != NO_MESSAGE).then_some(self.dependent as usize)
+    }
 }
 
 /// Where a switch or host runs: its partition and its index among the partition's own.
@@ -126,8 +146,12 @@ pub(super) struct Plan<'a> {
     pub(super) switch_wires: Vec<Vec<Wire>>,
     /// Each host's link.
     pub(super) host_wires: Vec<Wire>,
+    /// Every queue pair's, by number.
     pub(super) qps: Vec<QpPlan>,
+    /// The messages this rank's hosts send or receive (every message, in one process).
     pub(super) messages: Vec<MessagePlan>,
+    /// The workload's messages, all ranks'.
+    pub(super) workload_messages: usize,
     pub(super) switch_at: Vec<Place>,
     pub(super) host_at: Vec<Place>,
     pub(super) data_priority: usize,

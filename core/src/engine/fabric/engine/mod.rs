@@ -23,13 +23,14 @@
 mod events;
 mod partition;
 mod results;
+mod share;
 
-use events::{narrow, MessagePlan, Place, Plan, QpPlan, Wire};
+use events::{narrow, Place, Plan, Wire};
 use partition::{Partition, SwitchState};
 use results::{results, Finished, Measured};
 pub use results::{FabricResults, Percentiles};
 
-use crate::engine::fabric::host::{self, Nic, QueuePair};
+use crate::engine::fabric::host::{self, Nic};
 use crate::engine::fabric::parallel::{self, Windows};
 use crate::engine::fabric::ranks::{self, Alone, Exchange, RankError};
 use crate::engine::fabric::workload::{self, Collective};
@@ -230,25 +231,11 @@ pub fn run_on(
     if exchange.ranks() > 1 {
         ranks::agree(exchange, digest(fabric, options)).map_err(rank_error)?;
     }
-    let leaf_of = |host: usize| fabric.hosts[host].leaf;
-    let (qp_specs, mut message_specs) = workload::build(
-        options.collective,
-        fabric.hosts.len(),
-        &leaf_of,
-        options.message_bytes,
-        options.messages,
-        &options.flows,
-    );
-    if options.jitter_ps > 0 {
-        let mut rng = crate::rng::Rng::new(crate::rng::stream_seed(options.seed, u64::MAX));
-        for message in message_specs.iter_mut().filter(|message| message.after.is_none()) {
-            message.start_ps += rng.below(options.jitter_ps);
-        }
-    }
+    let hosts = fabric.hosts.len();
     // Each host runs with the switch its link goes to, at that link's speed, and answers PFC
     // within the response its switch port gives its peer.
-    let mut host_link = vec![(0, 100_000); fabric.hosts.len()];
-    let mut host_response_ps = vec![0; fabric.hosts.len()];
+    let mut host_link = vec![(0, 100_000); hosts];
+    let mut host_response_ps = vec![0; hosts];
     for link in &fabric.links {
         if let (Endpoint::Host(host), Endpoint::Switch { switch, port })
         | (Endpoint::Switch { switch, port }, Endpoint::Host(host)) = (link.a, link.b)
@@ -257,9 +244,9 @@ pub fn run_on(
             host_response_ps[host] = fabric.switches[switch].ports[port].peer_response_ps();
         }
     }
-    let switch_at: Vec<Place> =
-        (0..fabric.switches.len()).map(|switch| Place { partition: switch, index: 0 }).collect();
-    let mut hosts_of = vec![0; fabric.switches.len()];
+    let count = fabric.switches.len();
+    let switch_at: Vec<Place> = (0..count).map(|switch| Place { partition: switch, index: 0 }).collect();
+    let mut hosts_of = vec![0; count];
     let host_at: Vec<Place> = host_link
         .iter()
         .map(|&(switch, _)| {
@@ -267,50 +254,22 @@ pub fn run_on(
             Place { partition: switch, index: hosts_of[switch] - 1 }
         })
         .collect();
-    let mut nics: Vec<Nic> = fabric
-        .hosts
-        .iter()
-        .enumerate()
-        .map(|(i, h)| {
+    // A rank's and a thread's share: the ports it switches and the hosts it runs.
+    let weights: Vec<u64> = (0..count).map(|p| (hosts_of[p] + fabric.switches[p].ports.len()) as u64).collect();
+    let owner = ranks::assign_ranks(&weights, exchange.ranks());
+    // This rank's hosts' NICs; the others' are other ranks' business.
+    let mut nics: Vec<Option<Nic>> = (0..hosts)
+        .map(|i| {
             let (switch, speed_mbps) = host_link[i];
-            let mut nic = Nic::new(i, h.address, h.mac, fabric.switches[switch].mac, speed_mbps);
-            nic.response_ps = host_response_ps[i];
-            nic
+            (owner[switch] == me).then(|| {
+                let host = &fabric.hosts[i];
+                let mut nic = Nic::new(i, host.address, host.mac, fabric.switches[switch].mac, speed_mbps);
+                nic.response_ps = host_response_ps[i];
+                nic
+            })
         })
         .collect();
-    let mut qps = Vec::with_capacity(qp_specs.len());
-    for (id, spec) in qp_specs.iter().enumerate() {
-        let slot = nics[spec.sender].sending.len();
-        nics[spec.sender].sending.push(QueuePair::new(id, spec.receiver, host_link[spec.sender].1 as f64));
-        let inbound = nics[spec.receiver].senders.len();
-        let address = fabric.hosts[spec.sender].address;
-        nics[spec.receiver].senders.push(host::Sender::new(address, narrow(slot)));
-        qps.push(QpPlan { slot, inbound });
-    }
-    let mtu = options.roce_mtu.max(1) as u64;
-    let mut messages: Vec<MessagePlan> = Vec::with_capacity(message_specs.len());
-    let mut roots: Vec<Vec<usize>> = vec![Vec::new(); fabric.switches.len()];
-    for spec in message_specs {
-        let outbound = nics[spec.sender].released.len();
-        nics[spec.sender].released.push(None);
-        nics[spec.sender].resent.push(0);
-        nics[spec.sender].acked.push(None);
-        let frames = spec.bytes.div_ceil(mtu).max(1);
-        let inbound = nics[spec.receiver].receiving.len();
-        let (message, qp, from) = (narrow(messages.len()), narrow(spec.qp), narrow(qps[spec.qp].inbound));
-        let delivery = host::Delivery::new(message, qp, from, u32::try_from(frames).unwrap_or(u32::MAX));
-        nics[spec.receiver].receiving.push(delivery);
-        match spec.after {
-            Some(parent) => {
-                // Released where the parent arrives: its receiver must send it.
-                assert_eq!(messages[parent].spec.receiver, spec.sender, "a message waits for one its sender receives");
-                let index = messages.len();
-                messages[parent].dependents.push(index);
-            }
-            None => roots[host_at[spec.sender].partition].push(messages.len()),
-        }
-        messages.push(MessagePlan { spec, frames, dependents: Vec::new(), outbound, inbound });
-    }
+    let built = share::build(fabric, options, &mut nics, &host_link, &host_at)?;
     let mut switch_wires: Vec<Vec<Option<Wire>>> = fabric.switches.iter().map(|c| vec![None; c.ports.len()]).collect();
     let mut host_wires: Vec<Option<Wire>> = vec![None; fabric.hosts.len()];
     for link in &fabric.links {
@@ -327,7 +286,7 @@ pub fn run_on(
     let switch_wires =
         switch_wires.into_iter().map(|ports| ports.into_iter().map(|w| w.expect(linked)).collect()).collect();
     let host_wires: Vec<events::Wire> = host_wires.into_iter().map(|w| w.expect(linked)).collect();
-    let total_bytes: u64 = messages.iter().map(|m| m.spec.bytes).sum();
+    let total_bytes = built.total_bytes;
     let line_mbps = host_link.first().map_or(100_000, |&(_, speed)| speed).max(1);
     let span_ps = total_bytes * 8 * 1_000_000 / line_mbps / fabric.hosts.len().max(1) as u64;
     // The PFC priority the hosts' untagged data carries, as their leaf reads it.
@@ -338,13 +297,14 @@ pub fn run_on(
     };
     let sample_ps = options.sample.map_or_else(|| crate::observe::report::default_interval_ps(span_ps), |(ps, _)| ps);
     let window_frames = window_frames(fabric, options, &host_wires);
-    let plan = Plan {
+    let mut plan = Plan {
         fabric,
         options,
         switch_wires,
         host_wires,
-        qps,
-        messages,
+        qps: built.qps,
+        messages: built.messages,
+        workload_messages: built.workload_messages,
         switch_at,
         host_at,
         data_priority,
@@ -352,28 +312,36 @@ pub fn run_on(
         window_frames,
     };
 
-    let count = fabric.switches.len();
-    let mut partitions: Vec<Partition> = (0..count)
-        .map(|id| Partition {
-            plan: &plan,
-            id,
-            switches: Vec::new(),
-            nics: Vec::new(),
-            events: EventQueue::with_origin(u32::try_from(id).expect("fewer switches than 2^24")),
-            frames: Vec::new(),
-            free_frames: Vec::new(),
-            paused: HashMap::new(),
-            outbox: (0..count).map(|_| Vec::new()).collect(),
-            mail_for: Vec::new(),
-            inbox: Vec::new(),
-            last_ps: 0,
-            frames_delivered: 0,
-            touched_ports: Vec::new(),
-            events_handled: 0,
+    let mut partitions: Vec<(usize, Partition)> = (0..count)
+        .filter(|&id| owner[id] == me)
+        .map(|id| {
+            let partition = Partition {
+                plan: &plan,
+                id,
+                switches: Vec::new(),
+                nics: Vec::new(),
+                events: EventQueue::with_origin(u32::try_from(id).expect("fewer switches than 2^24")),
+                frames: Vec::new(),
+                free_frames: Vec::new(),
+                paused: HashMap::new(),
+                outbox: (0..count).map(|_| Vec::new()).collect(),
+                mail_for: Vec::new(),
+                inbox: Vec::new(),
+                last_ps: 0,
+                frames_delivered: 0,
+                touched_ports: Vec::new(),
+                events_handled: 0,
+            };
+            (id, partition)
         })
         .collect();
-    for (id, config) in fabric.switches.iter().enumerate() {
-        partitions[plan.switch_at[id].partition].switches.push(SwitchState {
+    // Where each partition of this rank sits in `partitions`.
+    let mut here = vec![usize::MAX; count];
+    for (index, (id, _)) in partitions.iter().enumerate() {
+        here[*id] = index;
+    }
+    for (id, config) in fabric.switches.iter().enumerate().filter(|&(id, _)| owner[id] == me) {
+        partitions[here[plan.switch_at[id].partition]].1.switches.push(SwitchState {
             id,
             switch: Switch::new(config, crate::rng::stream_seed(options.seed, id as u64)),
             links: vec![LinkTx::default(); config.ports.len()],
@@ -385,12 +353,13 @@ pub fn run_on(
             control_seen: 0,
         });
     }
-    for nic in nics {
-        partitions[plan.host_at[nic.host].partition].nics.push(nic);
+    // In host order, as `host_at` numbers each partition's hosts.
+    for nic in nics.into_iter().flatten() {
+        partitions[here[plan.host_at[nic.host].partition]].1.nics.push(nic);
     }
-    for (partition, roots) in partitions.iter_mut().zip(&roots) {
-        for &message in roots {
-            match plan.messages[message].spec.start_ps {
+    for (id, partition) in &mut partitions {
+        for &message in &built.roots[*id] {
+            match plan.messages[message].start_ps {
                 0 => partition.release(message, 0),
                 at => partition.events.schedule(at, events::Kind::Release(narrow(message))),
             }
@@ -398,20 +367,12 @@ pub fn run_on(
     }
     let horizon = options.horizon_ps();
     let windows = Windows { lookahead: plan.lookahead(), horizon, threads: options.threads };
-    // A rank's and a thread's share: the ports it switches and the hosts it runs.
-    let weights: Vec<u64> = partitions
-        .iter()
-        .map(|p| (p.nics.len() + p.switches.iter().map(|s| s.links.len()).sum::<usize>()) as u64)
-        .collect();
-    let owner = ranks::assign_ranks(&weights, exchange.ranks());
-    let local: Vec<(usize, Partition)> = partitions.into_iter().enumerate().filter(|&(p, _)| owner[p] == me).collect();
-    let local_weights: Vec<u64> = local.iter().map(|&(p, _)| weights[p]).collect();
+    let local_weights: Vec<u64> = partitions.iter().map(|&(p, _)| weights[p]).collect();
     // The work is the workload's frames, delivered; the horizon only bounds the run.
-    let workload_frames = plan.messages.iter().map(|message| message.frames).sum();
-    let mut progress = crate::progress::Progress::new(options.progress && me == 0, workload_frames, "frames");
+    let mut progress = crate::progress::Progress::new(options.progress && me == 0, built.frames, "frames");
     let mut shown = 0;
     let (partitions, finish) =
-        parallel::run_ranked(local, &owner, &local_weights, windows, exchange, &mut |done, start| {
+        parallel::run_ranked(partitions, &owner, &local_weights, windows, exchange, &mut |done, start| {
             progress.tick_by(done - shown, || (done, format!("delivered, {}", crate::progress::simulated(start))));
             shown = done;
         })
@@ -434,6 +395,9 @@ pub fn run_on(
         Some(out) => results::write_switches(out, std::mem::take(&mut finished.switches), fabric, end, options.threads),
         None => Ok(()),
     };
+    // What the run held is no longer needed: rank 0's results go through the workload again.
+    drop(finished);
+    plan.messages = Vec::new();
     let tallies = ranks::gather(exchange, tally, results::Tally::encode, results::Tally::decode).map_err(rank_error)?;
     written?;
     let Some(tallies) = tallies else { return Ok(None) };

@@ -164,10 +164,10 @@ impl Partition<'_> {
     pub(super) fn release(&mut self, message: usize, now: u64) {
         let plan = self.plan;
         let spec = &plan.messages[message];
-        let sender = spec.spec.sender;
-        let slot = plan.qps[spec.spec.qp].slot;
+        let sender = spec.sender as usize;
+        let slot = plan.qps[spec.qp as usize].slot as usize;
         let nic = &mut self.nics[plan.host_at[sender].index];
-        nic.released[spec.outbound] = Some(now);
+        nic.released[spec.outbound as usize] = Some(now);
         let qp = &mut nic.sending[slot];
         let was_sendable = qp.sendable(plan.window_frames);
         qp.queue.push_back(message);
@@ -268,7 +268,7 @@ impl Partition<'_> {
         let (message, index, psn) = match again {
             Some((psn, (in_flight, index))) => {
                 nic.retransmits += 1;
-                nic.resent[plan.messages[in_flight.message as usize].outbound] += 1;
+                nic.resent[plan.messages[in_flight.message as usize].outbound as usize] += 1;
                 (in_flight.message as usize, u64::from(index), psn)
             }
             None if state.current.is_none() && state.queue.is_empty() => return false,
@@ -280,8 +280,8 @@ impl Partition<'_> {
                     None => {
                         let message = state.queue.pop_front().expect("has_data");
                         let spec = &plan.messages[message];
-                        let (tag, from) = (narrow(spec.inbound), narrow(plan.qps[spec.spec.qp].inbound));
-                        host::Sending { message, bytes: spec.spec.bytes, frames: spec.frames, sent: 0, tag, from }
+                        let (tag, from) = (spec.inbound, plan.qps[spec.qp as usize].inbound);
+                        host::Sending { message, bytes: spec.bytes, frames: spec.frames, sent: 0, tag, from }
                     }
                 };
                 let psn = state.next_psn;
@@ -296,8 +296,8 @@ impl Partition<'_> {
             }
         };
         let spec = &plan.messages[message];
-        let (frames, total_bytes) = (spec.frames, spec.spec.bytes);
-        let (tag, from) = (narrow(spec.inbound), narrow(plan.qps[spec.spec.qp].inbound));
+        let (frames, total_bytes) = (spec.frames, spec.bytes);
+        let (tag, from) = (spec.inbound, plan.qps[spec.qp as usize].inbound);
         let payload = if index + 1 == frames { total_bytes - index * mtu } else { mtu } as usize;
         let (qp, receiver) = (state.id, state.receiver);
         let to = plan.fabric.hosts[receiver].address;
@@ -429,7 +429,7 @@ impl Partition<'_> {
                 let reply = transport::unwrap_reply(reply, state.tx.acked);
                 transport::on_reply(plan.fabric.transport.kind, &mut state.tx, reply, state.next_psn, now);
                 for message in state.tx.acked_messages.drain(..) {
-                    nic.acked[plan.messages[message as usize].outbound] = Some(now);
+                    nic.acked[plan.messages[message as usize].outbound as usize] = Some(now);
                 }
                 if !had_data && state.sendable(plan.window_frames) {
                     nic.order.put(tag, state.next_send_ps, now);
@@ -471,8 +471,7 @@ impl Partition<'_> {
                 self.frames_delivered += 1;
                 if delivery.delivered == delivery.frames {
                     delivery.complete(now);
-                    let message = delivery.message as usize;
-                    for &dependent in &plan.messages[message].dependents {
+                    if let Some(dependent) = plan.messages[delivery.message as usize].dependent() {
                         self.release(dependent, now);
                     }
                 }

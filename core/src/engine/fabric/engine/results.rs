@@ -8,11 +8,13 @@ use super::events::Plan;
 use super::partition::{Partition, SwitchState};
 use crate::engine::fabric::host::Nic;
 use crate::engine::fabric::ranks::{Decoder, Encoder, WIRE_VERSION};
+use crate::engine::fabric::workload::{self, Item};
 use crate::engine::fabric::Endpoint;
 use crate::error::InputError;
 use crate::observe::report::Intervals;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
 use std::path::Path;
 
 /// What a fabric run measured (`results.json`; docs/FABRIC.md's outputs).
@@ -183,8 +185,7 @@ struct IdlePath {
 }
 
 impl IdlePath {
-    fn of(plan: &Plan<'_>, message: &super::events::MessagePlan) -> Self {
-        let (sender, receiver) = (message.spec.sender, message.spec.receiver);
+    fn of(plan: &Plan<'_>, sender: usize, receiver: usize, bytes: u64) -> Self {
         let wire = plan.host_wires[sender];
         let mtu = plan.options.roce_mtu as u64;
         let frame_ps = |payload: u64| {
@@ -193,10 +194,10 @@ impl IdlePath {
                 payload as usize + crate::traffic::frames::ROCE_OVERHEAD,
             )
         };
-        let full = message.spec.bytes / mtu;
-        let last = message.spec.bytes % mtu;
+        let full = bytes / mtu;
+        let last = bytes % mtu;
         let serialisation_ps = full * frame_ps(mtu) + if last > 0 { frame_ps(last) } else { 0 };
-        let (first_frame_ps, full_frame_ps) = (frame_ps(mtu.min(message.spec.bytes)), frame_ps(mtu));
+        let (first_frame_ps, full_frame_ps) = (frame_ps(mtu.min(bytes)), frame_ps(mtu));
         let hosts = &plan.fabric.hosts;
         let host_links = wire.propagation_ps + plan.host_wires[receiver].propagation_ps;
         // Tiers climbed above the leaves: none on one leaf, the spines within a pod, the
@@ -361,20 +362,21 @@ impl Finished {
         let nic_of = |host: usize| self.nics.binary_search_by_key(&host, |nic| nic.host).ok();
         let mut sent = Vec::new();
         let mut received = Vec::new();
-        for (index, message) in plan.messages.iter().enumerate() {
-            if let Some(nic) = nic_of(message.spec.sender) {
+        for message in &plan.messages {
+            let index = u64::from(message.number);
+            if let Some(nic) = nic_of(message.sender as usize) {
                 let nic = &self.nics[nic];
-                let at = message.outbound;
+                let at = message.outbound as usize;
                 sent.push(SentTally {
-                    message: index as u64,
+                    message: index,
                     released: nic.released[at],
                     resent: nic.resent[at],
                     acked: nic.acked[at],
                 });
             }
-            if let Some(nic) = nic_of(message.spec.receiver) {
-                let delivery = &self.nics[nic].receiving[message.inbound];
-                received.push(ReceivedTally { message: index as u64, done: delivery.done_ps(), trims: delivery.trims });
+            if let Some(nic) = nic_of(message.receiver as usize) {
+                let delivery = &self.nics[nic].receiving[message.inbound as usize];
+                received.push(ReceivedTally { message: index, done: delivery.done_ps(), trims: delivery.trims });
             }
         }
         let mut ports = Vec::new();
@@ -660,7 +662,7 @@ impl Measured {
     /// `tallies` of a workload of `messages` messages; the problem when they do not fit it
     /// (a message or port out of range).
     pub(super) fn merge(tallies: Vec<Tally>, plan: &Plan<'_>) -> Result<Self, String> {
-        let messages = plan.messages.len();
+        let messages = plan.workload_messages;
         let mut measured = Measured {
             released: vec![None; messages],
             resent: vec![0; messages],
@@ -724,19 +726,44 @@ pub(super) fn results(
     let mut fcts_to_ack: Vec<f64> = Vec::new();
     let mut incomplete = 0;
     let mut completion: u64 = 0;
-    let mut flows_csv =
-        String::from("flow,sender,receiver,bytes,start_us,finish_us,fct_us,ideal_us,slowdown,retransmits,trims,last_ack_us,fct_to_last_ack_us,standalone_us,slowdown_hpcc\n");
+    // flows.csv goes out a row at a time: a 4,096-host all-to-all has 16.8 million.
+    let flows_path = out.map(|out| out.join("flows.csv"));
+    let mut flows_csv: Box<dyn std::io::Write> = match (&flows_path, out) {
+        (Some(path), Some(out)) => {
+            std::fs::create_dir_all(out)
+                .map_err(|err| InputError::new(out.display(), "", format!("cannot create: {err}")))?;
+            let file = std::fs::File::create(path)
+                .map_err(|err| InputError::new(path.display(), "", format!("cannot write: {err}")))?;
+            Box::new(std::io::BufWriter::new(file))
+        }
+        _ => Box::new(std::io::sink()),
+    };
+    let mut unwritten: Option<std::io::Error> = None;
+    let mut row = |text: std::fmt::Arguments| {
+        if unwritten.is_none() {
+            if let Err(err) = flows_csv.write_fmt(text) {
+                unwritten = Some(err);
+            }
+        }
+    };
+    row(format_args!("flow,sender,receiver,bytes,start_us,finish_us,fct_us,ideal_us,slowdown,retransmits,trims,last_ack_us,fct_to_last_ack_us,standalone_us,slowdown_hpcc\n"));
     let mut buckets: Vec<(Vec<f64>, usize)> = vec![(Vec::new(), 0); SIZE_BUCKETS.len() + 1];
     let mut hpcc_buckets: Vec<(Vec<f64>, usize)> = vec![(Vec::new(), 0); SIZE_BUCKETS.len() + 1];
-    for (index, message) in plan.messages.iter().enumerate() {
+    // The workload once more, message by message, as every rank went over it.
+    let leaf_of = |host: usize| fabric.hosts[host].leaf;
+    let mut index = 0;
+    let o = options;
+    let hosts = fabric.hosts.len();
+    workload::for_each(o.collective, hosts, &leaf_of, o.message_bytes, o.messages, &o.flows, &mut |item| {
+        let Item::Message(spec) = item else { return };
         let released = measured.released[index];
         let done = measured.done[index];
-        let path = IdlePath::of(plan, message);
+        let path = IdlePath::of(plan, spec.sender, spec.receiver, spec.bytes);
         let (ideal, standalone) = (path.ideal_ps(), path.standalone_ps());
-        let size_bucket = SIZE_BUCKETS.iter().position(|&max| message.spec.bytes <= max).unwrap_or(SIZE_BUCKETS.len());
+        let size_bucket = SIZE_BUCKETS.iter().position(|&max| spec.bytes <= max).unwrap_or(SIZE_BUCKETS.len());
         let bucket = &mut buckets[size_bucket];
         let resent = measured.resent[index];
-        let (spec, us) = (&message.spec, |ps: u64| ps as f64 / 1e6);
+        let us = |ps: u64| ps as f64 / 1e6;
         let start = released.map_or("-".to_string(), |at| format!("{:.3}", us(at)));
         let (finish, fct, slowdown) = match (released, done) {
             (Some(start), Some(done)) => {
@@ -766,7 +793,7 @@ pub(super) fn results(
                 ("incomplete".to_string(), "-".to_string(), "-".to_string())
             }
         };
-        flows_csv.push_str(&format!(
+        row(format_args!(
             "{index},{},{},{},{start},{finish},{fct},{:.3},{slowdown},{resent},{},{acked},{fct_to_ack},{:.3},{slowdown_hpcc}\n",
             spec.sender,
             spec.receiver,
@@ -775,6 +802,15 @@ pub(super) fn results(
             measured.trims[index],
             us(standalone),
         ));
+        index += 1;
+    });
+    drop(row);
+    if let Some(path) = &flows_path {
+        let flushed = match unwritten.take() {
+            Some(err) => Err(err),
+            None => flows_csv.flush(),
+        };
+        flushed.map_err(|err| InputError::new(path.display(), "", format!("cannot write: {err}")))?;
     }
     let labels = ["up to 10 KB", "10-100 KB", "100 KB-1 MB", "1-10 MB", "over 10 MB"];
     let cdf: Vec<(String, Vec<f64>)> =
@@ -783,7 +819,7 @@ pub(super) fn results(
     let slowdown_hpcc_by_size = by_size(hpcc_buckets);
     fcts.sort_by(f64::total_cmp);
     fcts_to_ack.sort_by(f64::total_cmp);
-    let incomplete_to_ack = plan.messages.len() - fcts_to_ack.len();
+    let incomplete_to_ack = plan.workload_messages - fcts_to_ack.len();
     let mut drops = BTreeMap::new();
     let mut total_drops = 0u64;
     let mut max_queue = BTreeMap::new();
@@ -827,7 +863,7 @@ pub(super) fn results(
         hosts: fabric.hosts.len(),
         message_bytes: (options.collective != crate::engine::fabric::workload::Collective::Listed)
             .then_some(options.message_bytes),
-        messages: plan.messages.len(),
+        messages: plan.workload_messages,
         incomplete_messages: incomplete,
         // Only a run with messages left is cut short: a NIC's last timer tick may lie past the
         // horizon after everything completed.
@@ -868,9 +904,6 @@ pub(super) fn results(
             crate::observe::report::draw_slowdown_cdf(&out.join("fct_slowdown.svg"), &cdf)
                 .map_err(|problem| InputError::new(out.display(), "fct_slowdown.svg", problem))?;
         }
-        let path = out.join("flows.csv");
-        std::fs::write(&path, flows_csv)
-            .map_err(|err| InputError::new(path.display(), "", format!("cannot write: {err}")))?;
         let text = serde_json::to_string_pretty(&result.to_json()).expect("json") + "\n";
         let path = out.join("results.json");
         std::fs::write(&path, text)
