@@ -804,7 +804,6 @@ pub(super) fn results(
         ));
         index += 1;
     });
-    drop(row);
     if let Some(path) = &flows_path {
         let flushed = match unwritten.take() {
             Some(err) => Err(err),
