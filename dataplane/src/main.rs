@@ -475,6 +475,7 @@ fn run_fabric_ranks(
     out: &Path,
 ) -> Result<(), Failure> {
     let mut ranks = raceway::ranks::MpiRanks::init().map_err(Failure)?;
+    let started = std::time::Instant::now();
     match fabric::engine::run_on(fabric, options, Some(out), &mut ranks) {
         Ok(Some(results)) => println!("{}", results.summary_line()),
         Ok(None) => {}
@@ -483,6 +484,19 @@ fn run_fabric_ranks(
             ranks.abort(2);
         }
     }
+    // What each rank cost: perf/fabric-scale.sh reads these lines.
+    use raceway::engine::fabric::ranks::Exchange;
+    let exchanges = ranks.exchanges.max(1);
+    eprintln!(
+        "rank {} of {}: {:.3} s, {} exchanges, {:.3} s in them ({:.1} us each), peak RSS {} MB",
+        ranks.rank(),
+        ranks.ranks(),
+        started.elapsed().as_secs_f64(),
+        ranks.exchanges,
+        ranks.exchange_time.as_secs_f64(),
+        ranks.exchange_time.as_secs_f64() * 1e6 / exchanges as f64,
+        raceway::ranks::peak_rss_mb().map_or("unknown".to_string(), |mb| mb.to_string()),
+    );
     Ok(())
 }
 

@@ -8,6 +8,14 @@
 #[cfg(feature = "mpi")]
 pub use over_mpi::MpiRanks;
 
+/// This process's peak resident memory in MB (`VmHWM`), when Linux says.
+pub fn peak_rss_mb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024)
+}
+
 /// The ranks a launcher started, from the environment it gives each one: Open MPI's
 /// `mpirun`, or a PMI launcher's (MPICH's Hydra); none when run alone.
 pub fn launched_ranks() -> Option<usize> {
@@ -49,6 +57,9 @@ mod over_mpi {
         round_bytes: usize,
         send: Vec<u8>,
         receive: Vec<u8>,
+        /// Exchanges made, and the time spent in them (waiting for the slowest rank included).
+        pub exchanges: u64,
+        pub exchange_time: std::time::Duration,
     }
 
     impl MpiRanks {
@@ -65,7 +76,17 @@ mod over_mpi {
                 .ok()
                 .and_then(|text| text.parse::<usize>().ok())
                 .map_or(most, |bytes| bytes.clamp(1, most));
-            Ok(Self { _universe: universe, world, rank, ranks, round_bytes, send: Vec::new(), receive: Vec::new() })
+            Ok(Self {
+                _universe: universe,
+                world,
+                rank,
+                ranks,
+                round_bytes,
+                send: Vec::new(),
+                receive: Vec::new(),
+                exchanges: 0,
+                exchange_time: std::time::Duration::ZERO,
+            })
         }
 
         /// Ends every rank of the job with `code`: a rank that failed cannot finalise, since
@@ -109,6 +130,7 @@ mod over_mpi {
         /// that all agree on the rounds), then the bytes in `MPI_Alltoallv`s: one, or as many
         /// as it takes to carry the largest in MPI's 32-bit counts and offsets.
         fn all_to_all(&mut self, outgoing: &mut [Vec<u8>], incoming: &mut [Vec<u8>]) -> Result<(), RankError> {
+            let started = std::time::Instant::now();
             let ranks = self.ranks;
             let most = outgoing.iter().map(Vec::len).max().unwrap_or(0) as u64;
             let sizes: Vec<u64> = outgoing.iter().flat_map(|bytes| [bytes.len() as u64, most]).collect();
@@ -146,6 +168,8 @@ mod over_mpi {
             for bytes in outgoing.iter_mut() {
                 bytes.clear();
             }
+            self.exchanges += 1;
+            self.exchange_time += started.elapsed();
             Ok(())
         }
     }

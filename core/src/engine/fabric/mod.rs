@@ -82,6 +82,12 @@ pub struct Fabric {
     pub uplink_cables_m: Vec<f64>,
 }
 
+/// A generated leaf's number as the octet of its hosts' addresses (`10.LEAF.HOST.1`): a
+/// shape has at most 256 leaves.
+fn octet(leaf: u16) -> u8 {
+    u8::try_from(leaf).expect("at most 256 leaves")
+}
+
 /// A generated fabric's shape: `pods` pods of `leaves` leaves and `spines` spines each, and
 /// `cores` core switches in `spines` planes (a pod's spine j connects to every core of plane
 /// j); one pod and no cores is a leaf-spine.
@@ -113,11 +119,11 @@ impl Shape {
                 ),
             ));
         }
-        if usize::from(pods) * usize::from(leaves) > 255 {
+        if usize::from(pods) * usize::from(leaves) > 256 {
             return Err(InputError::new(
                 file,
                 "fabric.pods",
-                format!("{pods} pods of {leaves} leaves are more than 255 leaves (hosts are 10.LEAF.HOST.1)"),
+                format!("{pods} pods of {leaves} leaves are more than 256 leaves (hosts are 10.LEAF.HOST.1)"),
             ));
         }
         let core_speed_gbps = topology.core_speed_gbps.unwrap_or(topology.spine_speed_gbps);
@@ -128,18 +134,18 @@ impl Shape {
         Ok(Self { pods, leaves, spines, cores, core_speed_gbps, core_cable_m })
     }
 
-    /// Leaves in all: `10.LEAF` numbers them across pods.
-    fn leaves(&self) -> u8 {
-        self.pods * self.leaves
+    /// Leaves in all, up to 256: `10.LEAF` numbers them across pods (`octet`).
+    fn leaves(&self) -> u16 {
+        u16::from(self.pods) * u16::from(self.leaves)
     }
 
-    fn pod_of(&self, leaf: u8) -> u8 {
-        leaf / self.leaves
+    fn pod_of(&self, leaf: u16) -> u8 {
+        (leaf / u16::from(self.leaves)) as u8
     }
 
-    fn leaves_of(&self, pod: u8) -> impl Iterator<Item = u8> {
-        let first = pod * self.leaves;
-        first..first + self.leaves
+    fn leaves_of(&self, pod: u8) -> impl Iterator<Item = u16> {
+        let first = u16::from(pod) * u16::from(self.leaves);
+        first..first + u16::from(self.leaves)
     }
 
     /// Cores per plane: each spine of a pod connects to this many.
@@ -252,8 +258,8 @@ impl Fabric {
                     leaf: usize::from(leaf),
                     pod: usize::from(shape.pod_of(leaf)),
                     index,
-                    address: std::net::Ipv4Addr::new(10, leaf, index, 1),
-                    mac: crate::wire::ethernet::MacAddress([0x02, 0, 0, 0x10, leaf, index]),
+                    address: std::net::Ipv4Addr::new(10, octet(leaf), index, 1),
+                    mac: crate::wire::ethernet::MacAddress([0x02, 0, 0, 0x10, octet(leaf), index]),
                 });
             }
         }
@@ -276,7 +282,7 @@ impl Fabric {
                     &format!("h{index}"),
                     topology.host_speed_gbps,
                     topology.host_cable_m,
-                    &mac(0x10, leaf, index),
+                    &mac(0x10, octet(leaf), index),
                 ));
                 routes.push(route_table(&format!("10.{leaf}.{index}.1/32"), Some(&format!("h{index}")), None));
             }
@@ -291,7 +297,7 @@ impl Fabric {
             routes.push(route_table("0.0.0.0/0", None, Some("spines")));
             let groups = vec![uplinks("spines", 's', spines)];
             let config =
-                switch_config(&table, &format!("leaf{leaf}"), &mac(0x20, leaf, 0), ports, routes, groups, file)?;
+                switch_config(&table, &format!("leaf{leaf}"), &mac(0x20, octet(leaf), 0), ports, routes, groups, file)?;
             switches.push(config);
         }
         for pod in 0..shape.pods {
@@ -303,7 +309,7 @@ impl Fabric {
                         &format!("l{index}"),
                         topology.spine_speed_gbps,
                         topology.spine_cable_m,
-                        &mac(0x20, leaf, 0),
+                        &mac(0x20, octet(leaf), 0),
                     ));
                     routes.push(route_table(&format!("10.{leaf}.0.0/16"), Some(&format!("l{index}")), None));
                 }
@@ -371,7 +377,10 @@ impl Fabric {
                         switch: usize::from(leaf),
                         port: usize::from(hosts_per_leaf) + usize::from(spine),
                     },
-                    b: Endpoint::Switch { switch: spine_switch(pod, spine), port: usize::from(leaf - pod * leaves) },
+                    b: Endpoint::Switch {
+                        switch: spine_switch(pod, spine),
+                        port: usize::from(leaf) - usize::from(pod) * usize::from(leaves),
+                    },
                     speed_mbps: speed(topology.spine_speed_gbps),
                     cable_m: topology.spine_cable_m,
                 });
@@ -839,18 +848,32 @@ mod tests {
         assert!(report.contains("bisection bandwidth: 200 Gb/s of 400 Gb/s"), "{report}");
     }
 
+    /// 16 pods of 16 leaves: 256 leaves, the last one's hosts 10.255.h.1, its /16 routed
+    /// by every core.
+    #[test]
+    fn a_clos_of_256_leaves_numbers_the_last_one_255() {
+        let text =
+            crate::testing::leaf_spine("wide", "pods = 16\ncores = 2", 400_000).replace("leaves = 2", "leaves = 16");
+        let fabric = Fabric::parse(&text, "wide.toml", None).unwrap();
+        let last = fabric.hosts.last().unwrap();
+        assert_eq!((last.leaf, last.pod, last.address), (255, 15, std::net::Ipv4Addr::new(10, 255, 1, 1)));
+        assert_eq!(fabric.switches.iter().filter(|c| c.name.starts_with("leaf")).count(), 256);
+        let core = fabric.switches.iter().find(|c| c.name == "core1").unwrap();
+        assert_eq!(core.ports.len(), 16, "a port per pod");
+        assert_eq!(core.routes.len(), 256, "a route per leaf");
+    }
+
     #[test]
     fn a_clos_that_cannot_be_built_is_one_line_naming_its_field() {
         for (extra, expected) in [
             ("pods = 2", "fabric.cores: pods need core switches"),
             ("pods = 2\ncores = 3", "fabric.cores: 3 is not 1-64 and a multiple of spines (2)"),
             ("pods = 0\ncores = 2", "fabric.pods: 0 is not 1-64"),
-            ("pods = 64\ncores = 2", "fabric.pods: 64 pods of 2 leaves are more than 255 leaves"),
+            ("pods = 52\ncores = 2", "fabric.pods: 52 pods of 5 leaves are more than 256 leaves"),
         ] {
-            let text = crate::testing::leaf_spine("bad", extra, 400_000).replace("leaves = 2", "leaves = 4");
+            let text = crate::testing::leaf_spine("bad", extra, 400_000).replace("leaves = 2", "leaves = 5");
             let err = Fabric::parse(&text, "bad.toml", None).unwrap_err().to_string();
-            let expected = expected.replace("of 2 leaves", "of 4 leaves");
-            assert!(err.contains(&expected), "{extra:?}: {err}");
+            assert!(err.contains(expected), "{extra:?}: {err}");
         }
     }
 

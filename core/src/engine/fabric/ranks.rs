@@ -384,11 +384,11 @@ pub fn gather<T>(
     if exchange.rank() != 0 {
         return Ok(None);
     }
-    let items = incoming
-        .iter()
-        .enumerate()
-        .map(|(rank, bytes)| decode(bytes).map_err(|problem| RankError::Garbled { rank, problem }))
-        .collect::<Result<Vec<T>, RankError>>()?;
+    // Each rank's bytes are freed once read: they may be most of what rank 0 holds.
+    let mut items = Vec::with_capacity(ranks);
+    for (rank, bytes) in incoming.into_iter().enumerate() {
+        items.push(decode(&bytes).map_err(|problem| RankError::Garbled { rank, problem })?);
+    }
     Ok(Some(items))
 }
 

@@ -96,13 +96,12 @@ pub(super) struct QpPlan {
     pub(super) inbound: u32,
 }
 
-/// A message a rank's hosts send or receive, and its places in its NICs' tables. A rank
-/// numbers its messages in the workload's order (`Plan::messages`), which is the workload's
-/// own numbering (`number`) when one process runs everything.
+/// A message a rank's hosts send or receive, and its places in its NICs' tables (the same on
+/// every rank, by which results find it). A rank numbers its messages in the workload's
+/// order (`Plan::messages`), which is the workload's own numbering when one process runs
+/// everything.
 #[derive(Debug, Clone)]
 pub(super) struct MessagePlan {
-    /// Its number in the workload: results name it by this.
-    pub(super) number: u32,
     pub(super) sender: u32,
     pub(super) receiver: u32,
     /// Its queue pair (`Plan::qps`).

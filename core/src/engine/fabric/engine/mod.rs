@@ -388,7 +388,7 @@ pub fn run_on(
         .max();
     let local_end = finished.end.max(last_done.unwrap_or(0));
     let end = ranks::max_of(exchange, local_end).map_err(rank_error)?;
-    let tally = finished.tally(&plan);
+    let tally = finished.tally();
     // Every rank writes its switches' outputs and sends its tally, even when one of them
     // fails to write: the others would wait for it otherwise.
     let written = match out {
@@ -405,7 +405,7 @@ pub fn run_on(
         .map_err(|problem| rank_error(RankError::Garbled { rank: me, problem: format!("a tally names {problem}") }))?;
     let delivered = format!("delivered, {}", crate::progress::simulated(end));
     progress.finish(measured.frames_delivered, delivered);
-    results(measured, &plan, out, finish.timed_out, end).map(Some)
+    results(measured, &plan, out, finish, end).map(Some)
 }
 
 #[cfg(test)]

@@ -61,6 +61,9 @@ pub struct FabricResults {
     /// Events the engine handled (frames arriving, transmissions done, switch timers, host
     /// wake-ups): the simulation's work, for events per second.
     pub events: u64,
+    /// Windows the engine ran (`parallel`): its synchronisations between partitions, and
+    /// between ranks an exchange each; the same on any number of threads and ranks.
+    pub windows: u64,
     pub drops: u64,
     pub drops_by_reason: BTreeMap<String, u64>,
     /// FCT slowdown (one-way FCT over the flow's one-way ideal: `IdlePath::ideal_ps`) by flow
@@ -356,30 +359,46 @@ impl Finished {
         finished
     }
 
-    /// What the results document needs of these partitions (`Tally`), as bytes for rank 0
-    /// or kept.
-    pub(super) fn tally(&mut self, plan: &Plan<'_>) -> Tally {
-        let nic_of = |host: usize| self.nics.binary_search_by_key(&host, |nic| nic.host).ok();
-        let mut sent = Vec::new();
-        let mut received = Vec::new();
-        for message in &plan.messages {
-            let index = u64::from(message.number);
-            if let Some(nic) = nic_of(message.sender as usize) {
-                let nic = &self.nics[nic];
-                let at = message.outbound as usize;
-                sent.push(SentTally {
-                    message: index,
-                    released: nic.released[at],
-                    resent: nic.resent[at],
-                    acked: nic.acked[at],
-                });
-            }
-            if let Some(nic) = nic_of(message.receiver as usize) {
-                let delivery = &self.nics[nic].receiving[message.inbound as usize];
-                received.push(ReceivedTally { message: index, done: delivery.done_ps(), trims: delivery.trims });
-            }
+    /// What the results document needs of these partitions (`Tally`): each NIC's message
+    /// tables are taken, and the rest of the NIC freed, one NIC at a time.
+    pub(super) fn tally(&mut self) -> Tally {
+        let mut hosts = Vec::with_capacity(self.nics.len());
+        let mut tally = Tally {
+            frames_delivered: self.frames_delivered,
+            events_handled: self.events_handled,
+            hosts: Vec::new(),
+            ports: Vec::new(),
+            paused: Vec::new(),
+            cnps_sent: 0,
+            retransmits: 0,
+            timeouts: 0,
+            trims_received: 0,
+            rates: Vec::new(),
+        };
+        for mut nic in self.nics.drain(..) {
+            let when = |at: &Option<u64>| at.unwrap_or(NEVER);
+            hosts.push(HostTally {
+                host: nic.host as u64,
+                released: nic.released.iter().map(when).collect(),
+                resent: std::mem::take(&mut nic.resent),
+                acked: nic.acked.iter().map(when).collect(),
+                done: nic.receiving.iter().map(|delivery| delivery.done_ps().unwrap_or(NEVER)).collect(),
+                trims: nic.receiving.iter().map(|delivery| delivery.trims).collect(),
+            });
+            tally.cnps_sent += nic.cnps_sent;
+            tally.retransmits += nic.retransmits;
+            tally.timeouts += nic.timeouts;
+            tally.trims_received += nic.trims_received;
+            let sender = nic.host as u64;
+            tally.rates.extend(nic.rates.iter().map(|&(at, qp, receiver, mbps)| Rate {
+                at,
+                qp,
+                sender,
+                receiver,
+                mbps,
+            }));
         }
-        let mut ports = Vec::new();
+        tally.hosts = hosts;
         for state in &self.switches {
             for (port, counters) in state.switch.stats.ports.iter().enumerate() {
                 let drops = crate::drops::DropReason::ALL
@@ -388,7 +407,7 @@ impl Finished {
                     .map(|(reason, &r)| (reason as u8, counters.drops_for(r)))
                     .filter(|&(_, count)| count > 0)
                     .collect();
-                ports.push(PortTally {
+                tally.ports.push(PortTally {
                     switch: state.id as u64,
                     port: port as u64,
                     max_depth: counters.queues.iter().map(|q| q.max_depth_bytes).max().unwrap_or(0),
@@ -399,49 +418,27 @@ impl Finished {
                 });
             }
         }
-        let mut paused: Vec<(Endpoint, Vec<(u64, u64)>)> = self
+        tally.paused = self
             .paused
             .iter_mut()
             .map(|(&at, slots)| (at, slots.iter_mut().flat_map(|slot| slot.finish().iter().copied()).collect()))
             .collect();
-        paused.sort_by_key(|&(at, _)| at);
-        let nics = &self.nics;
-        Tally {
-            frames_delivered: self.frames_delivered,
-            events_handled: self.events_handled,
-            sent,
-            received,
-            ports,
-            paused,
-            cnps_sent: nics.iter().map(|n| n.cnps_sent).sum(),
-            retransmits: nics.iter().map(|n| n.retransmits).sum(),
-            timeouts: nics.iter().map(|n| n.timeouts).sum(),
-            trims_received: nics.iter().map(|n| n.trims_received).sum(),
-            rates: nics
-                .iter()
-                .flat_map(|nic| {
-                    nic.rates.iter().map(|&(at, qp, receiver, mbps)| Rate {
-                        at,
-                        qp,
-                        sender: nic.host as u64,
-                        receiver,
-                        mbps,
-                    })
-                })
-                .collect(),
-        }
+        tally.paused.sort_by_key(|&(at, _)| at);
+        tally
     }
 }
 
-/// What a rank's partitions measured that the results document needs: its hosts' messages,
-/// its switches' ports, the pauses its link ends received and its hosts' counters. Rank 0
-/// merges every rank's (`Measured`); one process keeps its own.
+/// No time: a message never released, acknowledged or completed.
+const NEVER: u64 = u64::MAX;
+
+/// What a rank's partitions measured that the results document needs: its hosts' message
+/// tables, its switches' ports, the pauses its link ends received and its hosts' counters.
+/// Rank 0 merges every rank's (`Measured`); one process keeps its own.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Tally {
     frames_delivered: u64,
     events_handled: u64,
-    sent: Vec<SentTally>,
-    received: Vec<ReceivedTally>,
+    hosts: Vec<HostTally>,
     ports: Vec<PortTally>,
     /// Each link end's pause intervals, every priority's, in no order.
     paused: Vec<(Endpoint, Vec<(u64, u64)>)>,
@@ -452,22 +449,19 @@ pub(super) struct Tally {
     rates: Vec<Rate>,
 }
 
-/// A message its sender's rank measured: when it was released, its frames sent again, when
-/// its last ACK came.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct SentTally {
-    message: u64,
-    released: Option<u64>,
-    resent: u32,
-    acked: Option<u64>,
-}
-
-/// A message its receiver's rank measured: when its last frame arrived, its trimmed frames.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct ReceivedTally {
-    message: u64,
-    done: Option<u64>,
-    trims: u32,
+/// A host's messages as its NIC measured them, by their places in its tables (a place is
+/// the same on every rank: `share`): those it sent (`Nic::released`), when each was
+/// released, its frames sent again and when its last ACK came; those it received
+/// (`Nic::receiving`), when the last frame arrived and its frames that arrived trimmed.
+/// `NEVER` where it did not happen.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct HostTally {
+    host: u64,
+    released: Vec<u64>,
+    resent: Vec<u32>,
+    acked: Vec<u64>,
+    done: Vec<u64>,
+    trims: Vec<u32>,
 }
 
 /// A switch port's peak queue, drops (in all and by `DropReason` number), marks and trims.
@@ -492,6 +486,29 @@ struct Rate {
     mbps: f64,
 }
 
+/// A list of numbers in the wire encoding: its length, then each.
+fn encode_u64s(e: &mut Encoder, values: &[u64]) {
+    e.count(values.len());
+    for &value in values {
+        e.u64(value);
+    }
+}
+
+fn encode_u32s(e: &mut Encoder, values: &[u32]) {
+    e.count(values.len());
+    for &value in values {
+        e.u32(value);
+    }
+}
+
+fn decode_u64s(d: &mut Decoder, what: &str) -> Result<Vec<u64>, String> {
+    (0..d.count(8, what)?).map(|_| d.u64(what)).collect()
+}
+
+fn decode_u32s(d: &mut Decoder, what: &str) -> Result<Vec<u32>, String> {
+    (0..d.count(4, what)?).map(|_| d.u32(what)).collect()
+}
+
 impl Tally {
     /// The wire encoding (`ranks`), version first.
     pub(super) fn encode(&self) -> Vec<u8> {
@@ -500,18 +517,14 @@ impl Tally {
         e.u8(WIRE_VERSION);
         e.u64(self.frames_delivered);
         e.u64(self.events_handled);
-        e.count(self.sent.len());
-        for sent in &self.sent {
-            e.u64(sent.message);
-            e.option(sent.released);
-            e.u32(sent.resent);
-            e.option(sent.acked);
-        }
-        e.count(self.received.len());
-        for received in &self.received {
-            e.u64(received.message);
-            e.option(received.done);
-            e.u32(received.trims);
+        e.count(self.hosts.len());
+        for host in &self.hosts {
+            e.u64(host.host);
+            encode_u64s(&mut e, &host.released);
+            encode_u32s(&mut e, &host.resent);
+            encode_u64s(&mut e, &host.acked);
+            encode_u64s(&mut e, &host.done);
+            encode_u32s(&mut e, &host.trims);
         }
         e.count(self.ports.len());
         for port in &self.ports {
@@ -557,21 +570,15 @@ impl Tally {
         let mut d = Decoder::new(bytes);
         d.version()?;
         let (frames_delivered, events_handled) = (d.u64("frames delivered")?, d.u64("events")?);
-        let mut sent = Vec::with_capacity(d.count(28, "messages sent")?);
-        for _ in 0..sent.capacity() {
-            sent.push(SentTally {
-                message: d.u64("a message")?,
-                released: d.option("its release")?,
-                resent: d.u32("its frames resent")?,
-                acked: d.option("its last ACK")?,
-            });
-        }
-        let mut received = Vec::with_capacity(d.count(20, "messages received")?);
-        for _ in 0..received.capacity() {
-            received.push(ReceivedTally {
-                message: d.u64("a message")?,
-                done: d.option("its last frame")?,
-                trims: d.u32("its trims")?,
+        let mut hosts = Vec::with_capacity(d.count(48, "hosts")?);
+        for _ in 0..hosts.capacity() {
+            hosts.push(HostTally {
+                host: d.u64("a host")?,
+                released: decode_u64s(&mut d, "releases")?,
+                resent: decode_u32s(&mut d, "frames resent")?,
+                acked: decode_u64s(&mut d, "last ACKs")?,
+                done: decode_u64s(&mut d, "last frames")?,
+                trims: decode_u32s(&mut d, "trims")?,
             });
         }
         let mut ports = Vec::with_capacity(d.count(56, "ports")?);
@@ -624,8 +631,7 @@ impl Tally {
         Ok(Self {
             frames_delivered,
             events_handled,
-            sent,
-            received,
+            hosts,
             ports,
             paused,
             cnps_sent,
@@ -637,14 +643,11 @@ impl Tally {
     }
 }
 
-/// Every rank's tally, merged by message, switch port and link end: what the results are
+/// Every rank's tally, merged by host, switch port and link end: what the results are
 /// computed from, the same however the partitions were spread.
 pub(super) struct Measured {
-    released: Vec<Option<u64>>,
-    resent: Vec<u32>,
-    acked: Vec<Option<u64>>,
-    done: Vec<Option<u64>>,
-    trims: Vec<u32>,
+    /// By host number.
+    hosts: Vec<HostTally>,
     /// By (switch, port).
     ports: Vec<PortTally>,
     /// By link end.
@@ -659,16 +662,12 @@ pub(super) struct Measured {
 }
 
 impl Measured {
-    /// `tallies` of a workload of `messages` messages; the problem when they do not fit it
-    /// (a message or port out of range).
+    /// `tallies` of a run on `plan`'s fabric; the problem when they do not fit it (a host
+    /// or port out of range, a host twice or never).
     pub(super) fn merge(tallies: Vec<Tally>, plan: &Plan<'_>) -> Result<Self, String> {
-        let messages = plan.workload_messages;
+        let hosts = plan.fabric.hosts.len();
         let mut measured = Measured {
-            released: vec![None; messages],
-            resent: vec![0; messages],
-            acked: vec![None; messages],
-            done: vec![None; messages],
-            trims: vec![0; messages],
+            hosts: Vec::new(),
             ports: Vec::new(),
             paused: Vec::new(),
             frames_delivered: 0,
@@ -679,16 +678,14 @@ impl Measured {
             trims_received: 0,
             rates: Vec::new(),
         };
-        let in_range = |message: u64| usize::try_from(message).ok().filter(|&m| m < messages);
+        let mut by_host: Vec<Option<HostTally>> = (0..hosts).map(|_| None).collect();
         for tally in tallies {
-            for sent in tally.sent {
-                let m = in_range(sent.message).ok_or_else(|| format!("message {}", sent.message))?;
-                (measured.released[m], measured.resent[m], measured.acked[m]) =
-                    (sent.released, sent.resent, sent.acked);
-            }
-            for received in tally.received {
-                let m = in_range(received.message).ok_or_else(|| format!("message {}", received.message))?;
-                (measured.done[m], measured.trims[m]) = (received.done, received.trims);
+            for host in tally.hosts {
+                let slot = by_host.get_mut(host.host as usize).ok_or_else(|| format!("host {}", host.host))?;
+                if slot.is_some() {
+                    return Err(format!("host {} twice", host.host));
+                }
+                *slot = Some(host);
             }
             for port in &tally.ports {
                 let ports = plan.fabric.switches.get(port.switch as usize).map_or(0, |config| config.ports.len());
@@ -706,6 +703,11 @@ impl Measured {
             measured.trims_received += tally.trims_received;
             measured.rates.extend(tally.rates);
         }
+        measured.hosts = by_host
+            .into_iter()
+            .enumerate()
+            .map(|(host, tally)| tally.ok_or_else(|| format!("no host {host}")))
+            .collect::<Result<_, _>>()?;
         measured.ports.sort_by_key(|port| (port.switch, port.port));
         measured.paused.sort_by_key(|&(at, _)| at);
         Ok(measured)
@@ -718,9 +720,10 @@ pub(super) fn results(
     measured: Measured,
     plan: &Plan<'_>,
     out: Option<&Path>,
-    timed_out: bool,
+    finish: crate::engine::fabric::parallel::Finish,
     end: u64,
 ) -> Result<FabricResults, InputError> {
+    let timed_out = finish.timed_out;
     let (fabric, options) = (plan.fabric, plan.options);
     let mut fcts: Vec<f64> = Vec::new();
     let mut fcts_to_ack: Vec<f64> = Vec::new();
@@ -754,15 +757,28 @@ pub(super) fn results(
     let mut index = 0;
     let o = options;
     let hosts = fabric.hosts.len();
+    // Where each message sits in its sender's and its receiver's tables, as `share` put it.
+    let (mut sent, mut received) = (vec![0; hosts], vec![0; hosts]);
+    let mut missing = None;
     workload::for_each(o.collective, hosts, &leaf_of, o.message_bytes, o.messages, &o.flows, &mut |item| {
         let Item::Message(spec) = item else { return };
-        let released = measured.released[index];
-        let done = measured.done[index];
+        let (outbound, inbound) = (sent[spec.sender], received[spec.receiver]);
+        sent[spec.sender] += 1;
+        received[spec.receiver] += 1;
+        let (sender, receiver) = (&measured.hosts[spec.sender], &measured.hosts[spec.receiver]);
+        let at = |values: &[u64], place: usize| values.get(place).copied().filter(|&at| at != NEVER);
+        if outbound >= sender.released.len().min(sender.resent.len()).min(sender.acked.len())
+            || inbound >= receiver.done.len().min(receiver.trims.len())
+        {
+            missing.get_or_insert(index);
+        }
+        let released = at(&sender.released, outbound);
+        let done = at(&receiver.done, inbound);
         let path = IdlePath::of(plan, spec.sender, spec.receiver, spec.bytes);
         let (ideal, standalone) = (path.ideal_ps(), path.standalone_ps());
         let size_bucket = SIZE_BUCKETS.iter().position(|&max| spec.bytes <= max).unwrap_or(SIZE_BUCKETS.len());
         let bucket = &mut buckets[size_bucket];
-        let resent = measured.resent[index];
+        let resent = sender.resent.get(outbound).copied().unwrap_or(0);
         let us = |ps: u64| ps as f64 / 1e6;
         let start = released.map_or("-".to_string(), |at| format!("{:.3}", us(at)));
         let (finish, fct, slowdown) = match (released, done) {
@@ -779,7 +795,7 @@ pub(super) fn results(
                 ("incomplete".to_string(), "-".to_string(), "-".to_string())
             }
         };
-        let last_ack = measured.acked[index];
+        let last_ack = at(&sender.acked, outbound);
         let hpcc_bucket = &mut hpcc_buckets[size_bucket];
         let (acked, fct_to_ack, slowdown_hpcc) = match (released, last_ack, done) {
             (Some(start), Some(acked), Some(_)) => {
@@ -799,11 +815,17 @@ pub(super) fn results(
             spec.receiver,
             spec.bytes,
             us(ideal),
-            measured.trims[index],
+            receiver.trims.get(inbound).copied().unwrap_or(0),
             us(standalone),
         ));
         index += 1;
     });
+    if let Some(message) = missing {
+        return Err(InputError::whole_file(
+            "the ranks' tallies",
+            format!("message {message} is not in its hosts' tables: the ranks ran different workloads"),
+        ));
+    }
     if let Some(path) = &flows_path {
         let flushed = match unwritten.take() {
             Some(err) => Err(err),
@@ -880,6 +902,7 @@ pub(super) fn results(
         trimmed,
         trims_received: measured.trims_received,
         events: measured.events_handled,
+        windows: finish.windows,
         drops: total_drops,
         drops_by_reason: drops,
         slowdown_by_size,

@@ -156,7 +156,6 @@ pub(super) fn build(
                 nic.receiving.push(host::Delivery::new(narrow(place), qp, from, frames));
             }
             share.messages.push(MessagePlan {
-                number: narrow(number),
                 sender: narrow(spec.sender),
                 receiver: narrow(spec.receiver),
                 qp: narrow(spec.qp),
