@@ -189,3 +189,71 @@ struct TableSizes {
     sent: usize,
     received: usize,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::fabric::workload::Collective;
+
+    fn nics_of(fabric: &Fabric, here: &dyn Fn(usize) -> bool) -> Vec<Option<Nic>> {
+        let mac = crate::wire::ethernet::MacAddress([2, 0, 0, 0, 0, 1]);
+        (0..fabric.hosts.len())
+            .map(|h| here(h).then(|| Nic::new(h, fabric.hosts[h].address, mac, mac, 100_000)))
+            .collect()
+    }
+
+    /// A rank that runs host 0 of a four-host all-reduce with start jitter: it keeps
+    /// the messages they send or receive, at the places, with the start times, that one
+    /// process gives them, and its NICs' tables are those one process builds for them.
+    #[test]
+    fn a_ranks_share_is_what_one_process_holds_of_its_hosts() {
+        let fabric = Fabric::parse(&crate::engine::fabric::tests::small(), "small.toml", None).unwrap();
+        let options = FabricOptions {
+            collective: Collective::AllReduce,
+            message_bytes: 64 * 1024,
+            messages: 2,
+            roce_mtu: 4096,
+            seed: 3,
+            horizon_ms: 1.0,
+            progress: false,
+            threads: 1,
+            flows: Vec::new(),
+            origin: Default::default(),
+            jitter_ps: 1_000_000,
+            sample: None,
+            qp_rates: false,
+        };
+        let host_link = vec![(0, 100_000); 4];
+        let host_at: Vec<Place> = (0..4).map(|h| Place { partition: h / 2, index: h % 2 }).collect();
+        let mut all = nics_of(&fabric, &|_| true);
+        let whole = build(&fabric, &options, &mut all, &host_link, &host_at).unwrap();
+        let mut ours = nics_of(&fabric, &|h| h == 0);
+        let share = build(&fabric, &options, &mut ours, &host_link, &host_at).unwrap();
+        assert_eq!((whole.workload_messages, share.workload_messages), (whole.messages.len(), whole.messages.len()));
+        assert_eq!((share.total_bytes, share.frames), (whole.total_bytes, whole.frames));
+        assert_eq!(share.qps.len(), whole.qps.len(), "every queue pair's places");
+        let kept: Vec<&MessagePlan> = whole.messages.iter().filter(|m| m.sender == 0 || m.receiver == 0).collect();
+        assert!(kept.len() < whole.messages.len() && !kept.is_empty());
+        assert_eq!(share.messages.len(), kept.len());
+        for (mine, theirs) in share.messages.iter().zip(&kept) {
+            let key = |m: &MessagePlan| (m.sender, m.receiver, m.qp, m.bytes, m.start_ps, m.outbound, m.inbound);
+            assert_eq!(key(mine), key(theirs), "the same places and start");
+            // The message it releases is sent by its receiver: this rank keeps the link
+            // when that receiver is its own, and it leads to the same message.
+            assert_eq!(mine.dependent().is_some(), theirs.dependent().is_some() && mine.receiver == 0);
+            if let (Some(mine), Some(theirs)) = (mine.dependent(), theirs.dependent()) {
+                assert_eq!(key(&share.messages[mine]), key(&whole.messages[theirs]));
+            }
+        }
+        {
+            let (mine, theirs) = (ours[0].as_ref().unwrap(), all[0].as_ref().unwrap());
+            assert_eq!((mine.sending.len(), mine.senders.len()), (theirs.sending.len(), theirs.senders.len()));
+            assert_eq!((mine.released.len(), mine.receiving.len()), (theirs.released.len(), theirs.receiving.len()));
+            assert_eq!(mine.released.capacity(), mine.released.len(), "allocated once, at its size");
+        }
+        assert!(ours[1..].iter().all(Option::is_none));
+        // The jitter drew a different start for the roots, the same on both.
+        let roots: Vec<u64> = share.messages.iter().filter(|m| m.start_ps > 0).map(|m| m.start_ps).collect();
+        assert!(!roots.is_empty());
+    }
+}
