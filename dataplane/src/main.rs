@@ -474,20 +474,26 @@ fn run_fabric_ranks(
     options: &fabric::engine::FabricOptions,
     out: &Path,
 ) -> Result<(), Failure> {
+    use raceway::engine::fabric::ranks::Exchange;
+    use std::io::Write;
+    // Ranks share the launcher's stderr: each line goes out in one write, or lines of
+    // different ranks would interleave.
+    let say = |line: String| {
+        let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+    };
     let mut ranks = raceway::ranks::MpiRanks::init().map_err(Failure)?;
     let started = std::time::Instant::now();
     match fabric::engine::run_on(fabric, options, Some(out), &mut ranks) {
         Ok(Some(results)) => println!("{}", results.summary_line()),
         Ok(None) => {}
         Err(error) => {
-            eprintln!("error: {error}");
+            say(format!("error: {error}"));
             ranks.abort(2);
         }
     }
     // What each rank cost: perf/fabric-scale.sh reads these lines.
-    use raceway::engine::fabric::ranks::Exchange;
     let exchanges = ranks.exchanges.max(1);
-    eprintln!(
+    say(format!(
         "rank {} of {}: {:.3} s, {} exchanges, {:.3} s in them ({:.1} us each), peak RSS {} MB",
         ranks.rank(),
         ranks.ranks(),
@@ -496,7 +502,7 @@ fn run_fabric_ranks(
         ranks.exchange_time.as_secs_f64(),
         ranks.exchange_time.as_secs_f64() * 1e6 / exchanges as f64,
         raceway::ranks::peak_rss_mb().map_or("unknown".to_string(), |mb| mb.to_string()),
-    );
+    ));
     Ok(())
 }
 
