@@ -45,6 +45,12 @@ pub struct FabricTable {
     pub cores: Option<u8>,
     pub core_speed_gbps: Option<f64>,
     pub core_cable_m: Option<f64>,
+    /// A rail-optimised layout: each server has `rails` NICs, and NIC i of every server in a
+    /// group of `rails` leaves is cabled to the group's leaf i (its rail).
+    pub rails: Option<u8>,
+    /// Servers of `server_nics` NICs each, all cabled to one leaf (consecutive ports): the
+    /// layout a rail-optimised one is set against.
+    pub server_nics: Option<u8>,
 }
 
 fn default_speed() -> f64 {

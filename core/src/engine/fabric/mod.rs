@@ -61,6 +61,12 @@ pub struct HostSpec {
     /// Its leaf's pod in a three-tier fabric (0 in a leaf-spine, or a listed fabric).
     pub pod: usize,
     pub index: u8,
+    /// The server it is a NIC of: in a rail-optimised fabric, `rails` hosts (one per rail)
+    /// share one, as `server_nics` hosts do on one leaf; otherwise each host is its own.
+    pub server: usize,
+    /// Which of its server's NICs it is: its rail in a rail-optimised fabric (0 when each
+    /// host is its own server).
+    pub rail: u8,
     pub address: std::net::Ipv4Addr,
     pub mac: crate::wire::ethernet::MacAddress,
 }
@@ -90,9 +96,14 @@ fn octet(leaf: u16) -> u8 {
 
 /// A generated fabric's shape: `pods` pods of `leaves` leaves and `spines` spines each, and
 /// `cores` core switches in `spines` planes (a pod's spine j connects to every core of plane
-/// j); one pod and no cores is a leaf-spine.
+/// j); one pod and no cores is a leaf-spine. With `rails` above 1, each pod's leaves form
+/// groups of `rails` rail leaves, and server k of a group has NIC i on the group's leaf i,
+/// port `hk`: the cabling is a leaf-spine's, the hosts are numbered server by server. With
+/// `server_nics` above 1, a server's NICs sit on consecutive ports of one leaf instead.
 struct Shape {
     pods: u8,
+    rails: u8,
+    server_nics: u8,
     leaves: u8,
     spines: u8,
     cores: u8,
@@ -101,9 +112,19 @@ struct Shape {
 }
 
 impl Shape {
-    fn of(topology: &FabricTable, leaves: u8, spines: u8, file: &str) -> Result<Self, InputError> {
+    fn of(topology: &FabricTable, leaves: u8, spines: u8, hosts_per_leaf: u8, file: &str) -> Result<Self, InputError> {
         let pods = topology.pods.unwrap_or(1);
         let cores = topology.cores.unwrap_or(0);
+        let rails = topology.rails.unwrap_or(1);
+        if rails == 0 || !leaves.is_multiple_of(rails) {
+            return Err(InputError::new(
+                file,
+                "fabric.rails",
+                format!(
+                    "{rails} does not divide leaves ({leaves}): a server's NICs go one to each leaf of a group of rails leaves in its pod"
+                ),
+            ));
+        }
         if pods == 0 || pods > 64 {
             return Err(InputError::new(file, "fabric.pods", format!("{pods} is not 1-64")));
         }
@@ -131,7 +152,17 @@ impl Shape {
         if !(core_speed_gbps.is_finite() && core_speed_gbps > 0.0 && core_cable_m.is_finite() && core_cable_m >= 0.0) {
             return Err(InputError::new(file, "fabric.core_speed_gbps", "core speed and cable must be positive"));
         }
-        Ok(Self { pods, leaves, spines, cores, core_speed_gbps, core_cable_m })
+        let server_nics = topology.server_nics.unwrap_or(1);
+        if server_nics == 0 || !hosts_per_leaf.is_multiple_of(server_nics) || (server_nics > 1 && rails > 1) {
+            return Err(InputError::new(
+                file,
+                "fabric.server_nics",
+                format!(
+                    "{server_nics} does not divide hosts_per_leaf ({hosts_per_leaf}), or rails is given too: a server's NICs share a leaf, or are one per rail"
+                ),
+            ));
+        }
+        Ok(Self { pods, rails, server_nics, leaves, spines, cores, core_speed_gbps, core_cable_m })
     }
 
     /// Leaves in all, up to 256: `10.LEAF` numbers them across pods (`octet`).
@@ -146,6 +177,20 @@ impl Shape {
     fn leaves_of(&self, pod: u8) -> impl Iterator<Item = u16> {
         let first = u16::from(pod) * u16::from(self.leaves);
         first..first + u16::from(self.leaves)
+    }
+
+    /// The host cabled to port `hINDEX` of `leaf`: hosts are numbered server by server, a
+    /// server's NICs by rail (leaf by leaf when there is one rail).
+    fn host_at(&self, leaf: u16, index: u8, hosts_per_leaf: u8) -> HostSpecPlace {
+        if self.rails == 1 {
+            let host = usize::from(leaf) * usize::from(hosts_per_leaf) + usize::from(index);
+            let nics = usize::from(self.server_nics);
+            return HostSpecPlace { host, server: host / nics, rail: (host % nics) as u8 };
+        }
+        let rails = u16::from(self.rails);
+        let (group, rail) = (usize::from(leaf / rails), (leaf % rails) as u8);
+        let server = group * usize::from(hosts_per_leaf) + usize::from(index);
+        HostSpecPlace { host: server * usize::from(self.rails) + usize::from(rail), server, rail }
     }
 
     /// Cores per plane: each spine of a pod connects to this many.
@@ -166,12 +211,26 @@ impl Shape {
     }
 
     fn name(&self, leaves: u8, spines: u8) -> String {
-        if self.cores > 0 {
+        let shape = if self.cores > 0 {
             format!("clos-{}x{leaves}x{spines}x{}", self.pods, self.cores)
         } else {
             format!("leaf-spine-{leaves}x{spines}")
+        };
+        if self.rails > 1 {
+            format!("{shape}-rails{}", self.rails)
+        } else if self.server_nics > 1 {
+            format!("{shape}-nics{}", self.server_nics)
+        } else {
+            shape
         }
     }
+}
+
+/// Where `Shape::host_at` puts a host: its number, server and rail.
+struct HostSpecPlace {
+    host: usize,
+    server: usize,
+    rail: u8,
 }
 
 /// `[fabric] transport`, `rto_us` and `rto_low_us`.
@@ -246,21 +305,34 @@ impl Fabric {
                 ));
             }
         }
-        let shape = Shape::of(&topology, leaves, spines, file)?;
+        let shape = Shape::of(&topology, leaves, spines, hosts_per_leaf, file)?;
         let mode_name = mode.map_or_else(|| topology.mode.clone(), |mode| mode.name().to_string());
         let mut switches = Vec::new();
         let mut links = Vec::new();
         let mut hosts = Vec::new();
-        for leaf in 0..shape.leaves() {
+        // Server by server: each group of rails leaves, slot by slot, rail by rail.
+        for group in 0..shape.leaves() / u16::from(shape.rails) {
             for index in 0..hosts_per_leaf {
-                hosts.push(HostSpec {
-                    name: format!("leaf{leaf}-h{index}"),
-                    leaf: usize::from(leaf),
-                    pod: usize::from(shape.pod_of(leaf)),
-                    index,
-                    address: std::net::Ipv4Addr::new(10, octet(leaf), index, 1),
-                    mac: crate::wire::ethernet::MacAddress([0x02, 0, 0, 0x10, octet(leaf), index]),
-                });
+                for rail in 0..u16::from(shape.rails) {
+                    let leaf = group * u16::from(shape.rails) + rail;
+                    let place = shape.host_at(leaf, index, hosts_per_leaf);
+                    debug_assert_eq!(place.host, hosts.len());
+                    let name = if shape.rails > 1 || shape.server_nics > 1 {
+                        format!("server{}-nic{}", place.server, place.rail)
+                    } else {
+                        format!("leaf{leaf}-h{index}")
+                    };
+                    hosts.push(HostSpec {
+                        name,
+                        leaf: usize::from(leaf),
+                        pod: usize::from(shape.pod_of(leaf)),
+                        index,
+                        server: place.server,
+                        rail: place.rail,
+                        address: std::net::Ipv4Addr::new(10, octet(leaf), index, 1),
+                        mac: crate::wire::ethernet::MacAddress([0x02, 0, 0, 0x10, octet(leaf), index]),
+                    });
+                }
             }
         }
         let speed = |gbps: f64| (gbps * 1000.0).round() as u64;
@@ -364,7 +436,7 @@ impl Fabric {
         for leaf in 0..shape.leaves() {
             for index in 0..hosts_per_leaf {
                 links.push(Link {
-                    a: Endpoint::Host(usize::from(leaf) * usize::from(hosts_per_leaf) + usize::from(index)),
+                    a: Endpoint::Host(shape.host_at(leaf, index, hosts_per_leaf).host),
                     b: Endpoint::Switch { switch: usize::from(leaf), port: usize::from(index) },
                     speed_mbps: speed(topology.host_speed_gbps),
                     cable_m: topology.host_cable_m,
@@ -486,6 +558,18 @@ impl Fabric {
             }
             text += "\n";
         }
+        let nics = self.hosts.iter().map(|host| usize::from(host.rail) + 1).max().unwrap_or(1);
+        if nics > 1 {
+            let servers = self.hosts.iter().map(|host| host.server + 1).max().unwrap_or(0);
+            let on_rails = self.hosts.iter().any(|host| host.server == 0 && host.leaf != self.hosts[0].leaf);
+            text += &if on_rails {
+                format!(
+                    "  rails: {servers} servers of {nics} NICs, NIC i of each on rail leaf i of its group of {nics} leaves\n"
+                )
+            } else {
+                format!("  servers: {servers} servers of {nics} NICs, each server's on one leaf\n")
+            };
+        }
         text += &format!(
             "  bisection bandwidth: {tightest:.0} Gb/s of {:.0} Gb/s (half the hosts at line rate)\n",
             gbps(host_mbps) / 2.0
@@ -553,6 +637,21 @@ fn explicit(
             None => Ok(Vec::new()),
         }
     }
+    let generated_only = [
+        ("fabric.pods", topology.pods.is_some()),
+        ("fabric.cores", topology.cores.is_some()),
+        ("fabric.core_speed_gbps", topology.core_speed_gbps.is_some()),
+        ("fabric.core_cable_m", topology.core_cable_m.is_some()),
+        ("fabric.rails", topology.rails.is_some()),
+        ("fabric.server_nics", topology.server_nics.is_some()),
+    ];
+    if let Some((field, _)) = generated_only.iter().find(|(_, given)| *given) {
+        return Err(InputError::new(
+            file,
+            field.to_string(),
+            "shapes a generated fabric; a listed fabric is shaped by its [[link]]s",
+        ));
+    }
     let switch_entries: Vec<RawSwitchEntry> = entries(&mut table, "switch", file)?;
     let host_entries: Vec<RawHostEntry> = entries(&mut table, "host", file)?;
     let link_entries: Vec<RawLink> = entries(&mut table, "link", file)?;
@@ -600,6 +699,8 @@ fn explicit(
             leaf: 0,
             pod: 0,
             index: 0,
+            server: index,
+            rail: 0,
             address: entry.address,
             mac: crate::wire::ethernet::MacAddress([0x02, 0, 0, 0x10, (index >> 8) as u8, index as u8]),
         });
@@ -863,6 +964,62 @@ mod tests {
         assert_eq!(core.routes.len(), 256, "a route per leaf");
     }
 
+    /// Two pods of two rail leaves: server k of a pod has NIC 0 on the pod's first leaf and
+    /// NIC 1 on its second, both at port hk; the hosts are numbered server by server.
+    #[test]
+    fn a_rail_optimised_fabric_cables_nic_i_of_each_server_to_rail_leaf_i() {
+        let text = clos().replace("name = \"clos\"\n", "").replace("pods = 2", "pods = 2\nrails = 2");
+        let fabric = Fabric::parse(&text, "rails.toml", None).unwrap();
+        assert_eq!(fabric.name, "clos-2x2x2x4-rails2");
+        let hosts: Vec<(&str, usize, usize, u8, usize, u8)> =
+            fabric.hosts.iter().map(|h| (h.name.as_str(), h.leaf, h.pod, h.index, h.server, h.rail)).collect();
+        assert_eq!(
+            hosts,
+            [
+                ("server0-nic0", 0, 0, 0, 0, 0),
+                ("server0-nic1", 1, 0, 0, 0, 1),
+                ("server1-nic0", 0, 0, 1, 1, 0),
+                ("server1-nic1", 1, 0, 1, 1, 1),
+                ("server2-nic0", 2, 1, 0, 2, 0),
+                ("server2-nic1", 3, 1, 0, 2, 1),
+                ("server3-nic0", 2, 1, 1, 3, 0),
+                ("server3-nic1", 3, 1, 1, 3, 1),
+            ]
+        );
+        assert_eq!(fabric.hosts[5].address, std::net::Ipv4Addr::new(10, 3, 0, 1), "addressed by leaf and port");
+        let host_links: Vec<(String, String)> = fabric
+            .links
+            .iter()
+            .filter(|l| matches!(l.a, Endpoint::Host(_)))
+            .map(|l| (fabric.endpoint_name(l.a), fabric.endpoint_name(l.b)))
+            .collect();
+        assert_eq!(host_links.len(), 8);
+        for (host, port) in [("server2-nic1", "leaf3:h0"), ("server1-nic0", "leaf0:h1"), ("server3-nic1", "leaf3:h1")] {
+            assert!(host_links.contains(&(host.into(), port.into())), "{host} on {port}: {host_links:?}");
+        }
+        // The cabling above the leaves is the Clos's.
+        let plain = Fabric::parse(&clos(), "clos.toml", None).unwrap();
+        assert_eq!(fabric.links.len(), plain.links.len());
+        assert_eq!(fabric.switches.len(), plain.switches.len());
+        let report = fabric.shape_report();
+        assert!(
+            report.contains("\n  rails: 4 servers of 2 NICs, NIC i of each on rail leaf i of its group of 2 leaves\n"),
+            "{report}"
+        );
+        assert!(!plain.shape_report().contains("rails"), "no rails line without rails");
+        // The same servers, each on one leaf: numbered leaf by leaf, NICs on consecutive ports.
+        let racked =
+            Fabric::parse(&clos().replace("pods = 2", "pods = 2\nserver_nics = 2"), "racks.toml", None).unwrap();
+        let hosts: Vec<(&str, usize, u8, usize, u8)> =
+            racked.hosts.iter().map(|h| (h.name.as_str(), h.leaf, h.index, h.server, h.rail)).collect();
+        assert_eq!(
+            &hosts[..3],
+            [("server0-nic0", 0, 0, 0, 0), ("server0-nic1", 0, 1, 0, 1), ("server1-nic0", 1, 0, 1, 0)]
+        );
+        assert!(racked.shape_report().contains("\n  servers: 4 servers of 2 NICs, each server's on one leaf\n"));
+        assert_eq!(racked.links.len(), plain.links.len());
+    }
+
     #[test]
     fn a_clos_that_cannot_be_built_is_one_line_naming_its_field() {
         for (extra, expected) in [
@@ -870,6 +1027,10 @@ mod tests {
             ("pods = 2\ncores = 3", "fabric.cores: 3 is not 1-64 and a multiple of spines (2)"),
             ("pods = 0\ncores = 2", "fabric.pods: 0 is not 1-64"),
             ("pods = 52\ncores = 2", "fabric.pods: 52 pods of 5 leaves are more than 256 leaves"),
+            ("rails = 2", "fabric.rails: 2 does not divide leaves (5)"),
+            ("rails = 0", "fabric.rails: 0 does not divide leaves (5)"),
+            ("server_nics = 3", "fabric.server_nics: 3 does not divide hosts_per_leaf (2)"),
+            ("server_nics = 2\nrails = 5", "or rails is given too"),
         ] {
             let text = crate::testing::leaf_spine("bad", extra, 400_000).replace("leaves = 2", "leaves = 5");
             let err = Fabric::parse(&text, "bad.toml", None).unwrap_err().to_string();
@@ -932,6 +1093,9 @@ mod tests {
     fn mistakes_name_the_file_and_field() {
         let err = Fabric::parse(&small().replace("leaves = 2", "leaves = 0"), "f.toml", None).unwrap_err();
         assert_eq!((err.file.as_str(), err.field.as_str()), ("f.toml", "fabric.leaves"), "{err}");
+        let listed = "[fabric]\nrails = 2\n[[switch]]\nname = \"s\"\nconfig = \"s.toml\"\n";
+        let err = Fabric::parse(listed, "f.toml", None).unwrap_err();
+        assert_eq!(err.field, "fabric.rails", "a listed fabric is shaped by its links: {err}");
         let err = Fabric::parse(&small().replace("[switch]", "[switch]\nname = \"x\""), "f.toml", None).unwrap_err();
         assert_eq!(err.field, "switch.name", "{err}");
         let err = Fabric::parse(

@@ -17,7 +17,10 @@ pub enum Collective {
     /// Ring all-reduce of a `message_bytes` buffer, `messages` times in a row: 2 x (N - 1) steps
     /// of message_bytes / N to the next host in the ring, each step after the previous step's
     /// chunk arrived from the previous host. The ring alternates leaves, so every hop crosses
-    /// the spines when there are several leaves.
+    /// the spines when there are several leaves. When servers have several NICs (`rails`, or
+    /// `server_nics`) there is a ring per NIC instead, over NIC r of each server in turn, and
+    /// each reduces 1 / NICs of the buffer (as NCCL's rings leave each server by the NIC of
+    /// their rail); the reduction inside a server, over its own links, is not simulated.
     AllReduce,
     /// The flows of a flow file or of Poisson arrivals (`flows`): each its own queue pair.
     Listed,
@@ -58,6 +61,7 @@ impl Collective {
 }
 
 use super::flows::{self, Flow};
+use super::HostSpec;
 use crate::error::InputError;
 use std::path::PathBuf;
 
@@ -82,13 +86,15 @@ pub struct QueuePairSpec {
 }
 
 /// How many messages `build` makes (saturating), to refuse a workload before building it.
-pub fn count(collective: Collective, hosts: usize, messages: u32, listed: &[Flow]) -> u64 {
-    let (hosts, messages) = (hosts as u64, u64::from(messages));
-    let others = hosts.saturating_sub(1);
+pub fn count(collective: Collective, hosts: &[HostSpec], messages: u32, listed: &[Flow]) -> u64 {
+    let messages = u64::from(messages);
+    let others = (hosts.len() as u64).saturating_sub(1);
     let per_round = match collective {
         Collective::Incast { .. } => others,
-        Collective::AllToAll => hosts.saturating_mul(others),
-        Collective::AllReduce => others.saturating_mul(2).saturating_mul(hosts),
+        Collective::AllToAll => (hosts.len() as u64).saturating_mul(others),
+        Collective::AllReduce => {
+            rings(hosts).1.iter().map(|span| 2 * (span.len() as u64 - 1) * span.len() as u64).sum()
+        }
         Collective::Listed => return listed.len() as u64,
     };
     per_round.saturating_mul(messages)
@@ -103,14 +109,13 @@ pub enum Item {
     Message(Message),
 }
 
-/// The messages and queue pairs of a workload over `hosts` hosts (`leaf_of` gives a host's
-/// leaf, for the all-reduce ring order), into `sink` one at a time: a rank keeps only its
+/// The messages and queue pairs of a workload over the fabric's `hosts` (their leaves and
+/// rails set the all-reduce's rings), into `sink` one at a time: a rank keeps only its
 /// own, and nobody holds the whole list (an all-to-all of 4,096 hosts has 16.8 million
 /// messages).
 pub fn for_each(
     collective: Collective,
-    hosts: usize,
-    leaf_of: &dyn Fn(usize) -> usize,
+    hosts: &[HostSpec],
     message_bytes: u64,
     messages: u32,
     listed: &[Flow],
@@ -124,7 +129,7 @@ pub fn for_each(
     // below knows that number without a search.
     match collective {
         Collective::Incast { target } => {
-            for (qp, sender) in (0..hosts).filter(|&h| h != target).enumerate() {
+            for (qp, sender) in (0..hosts.len()).filter(|&h| h != target).enumerate() {
                 sink(queue_pair(sender, target));
                 for _ in 0..messages {
                     sink(message(sender, target, qp, message_bytes, None, 0));
@@ -132,6 +137,7 @@ pub fn for_each(
             }
         }
         Collective::AllToAll => {
+            let hosts = hosts.len();
             let others = hosts.saturating_sub(1);
             for round in 0..messages {
                 for sender in 0..hosts {
@@ -146,27 +152,32 @@ pub fn for_each(
             }
         }
         Collective::AllReduce => {
-            let ring = ring_order(hosts, leaf_of);
-            let n = ring.len();
-            let chunk = message_bytes.div_ceil(n as u64).max(1);
-            let steps = 2 * (n - 1);
-            // last[i]: the message ring[i] sent in the previous step (its right neighbour waits
-            // for it before its own next step).
-            let mut last: Vec<Option<usize>> = vec![None; n];
+            // Every ring's places, one after another: a place's number is its queue pair's.
+            let (places, spans) = rings(hosts);
+            let steps = spans.iter().map(|span| 2 * (span.len() - 1)).max().unwrap_or(0);
+            let share = spans.len() as u64;
+            // last[p]: the message place p sent in the previous step (the next place in its
+            // ring waits for it before its own next step).
+            let mut last: Vec<Option<usize>> = vec![None; places.len()];
             let mut made = 0;
             for iteration in 0..messages {
                 for step in 0..steps {
-                    let mut sent = vec![None; n];
-                    for (position, &sender) in ring.iter().enumerate() {
-                        let receiver = ring[(position + 1) % n];
-                        if iteration == 0 && step == 0 {
-                            sink(queue_pair(sender, receiver));
+                    let mut sent = vec![None; places.len()];
+                    for span in spans.iter().filter(|span| step < 2 * (span.len() - 1)) {
+                        let n = span.len();
+                        let chunk = message_bytes.div_ceil(share * n as u64).max(1);
+                        for position in 0..n {
+                            let place = span.start + position;
+                            let (sender, receiver) = (places[place], places[span.start + (position + 1) % n]);
+                            if iteration == 0 && step == 0 {
+                                sink(queue_pair(sender, receiver));
+                            }
+                            // Wait for the chunk the left neighbour sent in the previous step.
+                            let after = last[span.start + (position + n - 1) % n];
+                            sink(message(sender, receiver, place, chunk, after, 0));
+                            sent[place] = Some(made);
+                            made += 1;
                         }
-                        // Wait for the chunk the left neighbour sent in the previous step.
-                        let after = last[(position + n - 1) % n];
-                        sink(message(sender, receiver, position, chunk, after, 0));
-                        sent[position] = Some(made);
-                        made += 1;
                     }
                     last = sent;
                 }
@@ -184,30 +195,56 @@ pub fn for_each(
 /// The messages and queue pairs of a workload (`for_each`), as two lists.
 pub fn build(
     collective: Collective,
-    hosts: usize,
-    leaf_of: &dyn Fn(usize) -> usize,
+    hosts: &[HostSpec],
     message_bytes: u64,
     messages: u32,
     listed: &[Flow],
 ) -> (Vec<QueuePairSpec>, Vec<Message>) {
     let (mut qps, mut list) = (Vec::new(), Vec::new());
-    for_each(collective, hosts, leaf_of, message_bytes, messages, listed, &mut |item| match item {
+    for_each(collective, hosts, message_bytes, messages, listed, &mut |item| match item {
         Item::QueuePair(qp) => qps.push(qp),
         Item::Message(message) => list.push(message),
     });
     (qps, list)
 }
 
-/// Hosts ordered so that consecutive ones sit on different leaves where possible: the first
-/// host of every leaf, then the second of every leaf, and so on.
-fn ring_order(hosts: usize, leaf_of: &dyn Fn(usize) -> usize) -> Vec<usize> {
-    let leaves = (0..hosts).map(leaf_of).max().map_or(0, |m| m + 1);
-    let mut by_leaf: Vec<Vec<usize>> = vec![Vec::new(); leaves];
-    for host in 0..hosts {
-        by_leaf[leaf_of(host)].push(host);
+/// The all-reduce's rings as places, one ring after another, and each ring's span of them;
+/// rings of one host (nothing to reduce with) are left out. When servers have several NICs,
+/// a ring per NIC index over the servers in order (on rails, consecutive servers share the
+/// rail's leaf, so most hops stay on it). Otherwise one ring over every host, ordered so that
+/// consecutive ones sit on different leaves where possible: the first host of every leaf,
+/// then the second of every leaf, and so on.
+fn rings(hosts: &[HostSpec]) -> (Vec<usize>, Vec<std::ops::Range<usize>>) {
+    let nics = hosts.iter().map(|host| usize::from(host.rail) + 1).max().unwrap_or(1);
+    let mut places = Vec::with_capacity(hosts.len());
+    let mut spans = Vec::new();
+    if nics > 1 {
+        for rail in 0..nics {
+            let start = places.len();
+            places.extend((0..hosts.len()).filter(|&host| usize::from(hosts[host].rail) == rail));
+            spans.push(start..places.len());
+        }
+    } else {
+        let leaves = hosts.iter().map(|host| host.leaf + 1).max().unwrap_or(0);
+        let mut by_leaf: Vec<Vec<usize>> = vec![Vec::new(); leaves];
+        for (index, host) in hosts.iter().enumerate() {
+            by_leaf[host.leaf].push(index);
+        }
+        let deepest = by_leaf.iter().map(Vec::len).max().unwrap_or(0);
+        places.extend((0..deepest).flat_map(|i| by_leaf.iter().filter_map(move |l| l.get(i).copied())));
+        spans.push(0..places.len());
     }
-    let deepest = by_leaf.iter().map(Vec::len).max().unwrap_or(0);
-    (0..deepest).flat_map(|i| by_leaf.iter().filter_map(move |l| l.get(i).copied())).collect()
+    // A ring of one could only send to itself; keep the places of the others contiguous.
+    if spans.iter().any(|span| span.len() < 2) {
+        let (mut kept, mut kept_spans) = (Vec::new(), Vec::new());
+        for span in spans.into_iter().filter(|span| span.len() >= 2) {
+            let start = kept.len();
+            kept.extend_from_slice(&places[span]);
+            kept_spans.push(start..kept.len());
+        }
+        return (kept, kept_spans);
+    }
+    (places, spans)
 }
 
 /// Where `--workload flows` and `poisson` take their flows from (the `fabric` command's
@@ -324,22 +361,47 @@ mod tests {
         host / 2
     }
 
+    /// `count` hosts, two to a leaf; with `rails`, numbered server by server as a
+    /// rail-optimised fabric numbers them (NIC r of each server on leaf r of its group).
+    fn hosts(count: usize, rails: usize) -> Vec<HostSpec> {
+        (0..count)
+            .map(|host| {
+                let (server, rail) = (host / rails, host % rails);
+                let leaf = if rails > 1 { (server / 2) * rails + rail } else { two_leaves(host) };
+                HostSpec {
+                    name: format!("h{host}"),
+                    leaf,
+                    pod: 0,
+                    index: (server % 2) as u8,
+                    server,
+                    rail: rail as u8,
+                    address: std::net::Ipv4Addr::new(10, leaf as u8, (server % 2) as u8, 1),
+                    mac: crate::wire::ethernet::MacAddress([2, 0, 0, 0x10, leaf as u8, (server % 2) as u8]),
+                }
+            })
+            .collect()
+    }
+
     #[test]
     fn the_count_is_what_build_makes_and_saturates() {
         for collective in [Collective::Incast { target: 0 }, Collective::AllToAll, Collective::AllReduce] {
-            for (hosts, messages) in [(1, 1), (2, 3), (5, 2)] {
-                let built = build(collective, hosts, &two_leaves, 4000, messages, &[]).1.len() as u64;
-                assert_eq!(count(collective, hosts, messages, &[]), built, "{collective:?} {hosts} {messages}");
+            for (count_of, messages) in [(1, 1), (2, 3), (5, 2)] {
+                let built = build(collective, &hosts(count_of, 1), 4000, messages, &[]).1.len() as u64;
+                assert_eq!(
+                    count(collective, &hosts(count_of, 1), messages, &[]),
+                    built,
+                    "{collective:?} {count_of} {messages}"
+                );
             }
         }
-        assert_eq!(count(Collective::AllToAll, usize::MAX, u32::MAX, &[]), u64::MAX);
+        assert_eq!(count(Collective::AllToAll, &hosts(70_000, 1), u32::MAX, &[]), u64::MAX);
         let flows = [
             Flow { start_ps: 5, sender: 1, receiver: 0, bytes: 9 },
             Flow { start_ps: 7, sender: 1, receiver: 0, bytes: 3 },
         ];
-        let (qps, messages) = build(Collective::Listed, 2, &two_leaves, 0, 0, &flows);
+        let (qps, messages) = build(Collective::Listed, &hosts(2, 1), 0, 0, &flows);
         assert_eq!(
-            (qps.len(), messages.len(), count(Collective::Listed, 2, 0, &flows)),
+            (qps.len(), messages.len(), count(Collective::Listed, &hosts(2, 1), 0, &flows)),
             (2, 2, 2),
             "a queue pair per flow"
         );
@@ -348,14 +410,14 @@ mod tests {
 
     #[test]
     fn incast_all_to_all_and_ring_messages() {
-        let (qps, messages) = build(Collective::Incast { target: 0 }, 4, &two_leaves, 1000, 3, &[]);
+        let (qps, messages) = build(Collective::Incast { target: 0 }, &hosts(4, 1), 1000, 3, &[]);
         assert_eq!((qps.len(), messages.len()), (3, 9));
         assert!(messages.iter().all(|m| m.receiver == 0 && m.after.is_none()));
 
-        let (qps, messages) = build(Collective::AllToAll, 4, &two_leaves, 1000, 2, &[]);
+        let (qps, messages) = build(Collective::AllToAll, &hosts(4, 1), 1000, 2, &[]);
         assert_eq!((qps.len(), messages.len()), (12, 24));
 
-        let (qps, messages) = build(Collective::AllReduce, 4, &two_leaves, 4000, 1, &[]);
+        let (qps, messages) = build(Collective::AllReduce, &hosts(4, 1), 4000, 1, &[]);
         // Ring 0, 2, 1, 3: every hop crosses leaves.
         assert_eq!(qps.len(), 4);
         assert!(qps.iter().all(|q| two_leaves(q.sender) != two_leaves(q.receiver)));
@@ -367,5 +429,27 @@ mod tests {
         // Host 2 (ring position 1) waits, in step 1, for what host 0 sent in step 0.
         let step1_from_2 = messages[4..8].iter().find(|m| m.sender == 2).unwrap();
         assert_eq!(messages[step1_from_2.after.unwrap()].sender, 0);
+    }
+
+    /// On rails, a ring per rail over its NICs in server order, each reducing half the
+    /// buffer here (two rails); a server's own NICs never send to each other.
+    #[test]
+    fn a_rail_optimised_all_reduce_runs_a_ring_per_rail() {
+        let fabric = hosts(8, 2);
+        let (qps, messages) = build(Collective::AllReduce, &fabric, 8000, 1, &[]);
+        let pairs: Vec<(usize, usize)> = qps.iter().map(|q| (q.sender, q.receiver)).collect();
+        assert_eq!(pairs, [(0, 2), (2, 4), (4, 6), (6, 0), (1, 3), (3, 5), (5, 7), (7, 1)]);
+        // Two rings of four: 2 x 3 steps x 8 places, chunks of 8000 / (2 x 4).
+        assert_eq!((messages.len() as u64, count(Collective::AllReduce, &fabric, 1, &[])), (48, 48));
+        assert!(messages.iter().all(|m| m.bytes == 1000 && fabric[m.sender].rail == fabric[m.receiver].rail));
+        let same_leaf = pairs.iter().filter(|(a, b)| fabric[*a].leaf == fabric[*b].leaf).count();
+        assert_eq!(same_leaf, 4, "servers 0 and 1 share their rail leaves, as do 2 and 3");
+        assert!(messages[..8].iter().all(|m| m.after.is_none()));
+        // Step 1: host 3 (rail 1, place 5) waits for what host 1 sent in step 0, on its qp.
+        let from_3 = messages[8..16].iter().find(|m| m.sender == 3).unwrap();
+        assert_eq!((from_3.qp, messages[from_3.after.unwrap()].sender), (5, 1));
+        // One server per rail has nobody to reduce with, as one host has not.
+        assert_eq!(count(Collective::AllReduce, &hosts(2, 2), 1, &[]), 0);
+        assert_eq!(count(Collective::AllReduce, &hosts(1, 1), 1, &[]), 0);
     }
 }

@@ -122,7 +122,7 @@ impl FabricOptions {
         if self.collective == Collective::Listed && self.flows.is_empty() {
             return Err(InputError::flag("--workload", "the flows workloads need at least one flow"));
         }
-        let messages = workload::count(self.collective, fabric.hosts.len(), self.messages, &self.flows);
+        let messages = workload::count(self.collective, &fabric.hosts, self.messages, &self.flows);
         if messages > u64::from(u32::MAX) {
             return Err(InputError::flag(
                 "--messages",
@@ -489,6 +489,46 @@ mod tests {
             let slowdown = result.slowdown_by_size[2].p50.unwrap();
             assert!((1.0..1.001).contains(&slowdown), "between {tiers}: slowdown {slowdown}");
         }
+    }
+
+    /// On a rail-optimised leaf-spine of one rail group, the all-reduce's rings (one per
+    /// rail) never leave their rail leaf: the spines send nothing. The same servers with
+    /// their NICs on one leaf each run the same rings across the spines. Ranks write what one
+    /// process does.
+    #[test]
+    fn a_rail_optimised_all_reduce_stays_on_its_rail_leaves() {
+        let dir = tempfile::tempdir().unwrap();
+        let tx_bytes = |out: &Path, switch: &str| -> Vec<u64> {
+            let text = std::fs::read_to_string(out.join(switch).join("series.json")).unwrap();
+            let series: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let ports = series["ports"].as_object().unwrap();
+            ports
+                .values()
+                .map(|port| port["tx_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).sum())
+                .collect()
+        };
+        let rails =
+            Fabric::parse(&crate::testing::leaf_spine("rails", "rails = 2", 400_000), "rails.toml", None).unwrap();
+        let alone = dir.path().join("rails-alone");
+        let one = run(&rails, &options(Collective::AllReduce), Some(&alone)).unwrap();
+        assert_eq!((one.incomplete_messages, one.drops, one.messages), (0, 0, 2 * 2 * 2 * 2), "{one:?}");
+        for spine in ["spine0", "spine1"] {
+            assert!(tx_bytes(&alone, spine).iter().all(|&bytes| bytes == 0), "{spine} sent nothing");
+        }
+        assert!(tx_bytes(&alone, "leaf1").iter().filter(|&&bytes| bytes > 0).count() == 2, "to its two NICs only");
+        let racked_text = crate::testing::leaf_spine("racked", "server_nics = 2", 400_000);
+        let racked = dir.path().join("racked");
+        let across = run(
+            &Fabric::parse(&racked_text, "racked.toml", None).unwrap(),
+            &options(Collective::AllReduce),
+            Some(&racked),
+        )
+        .unwrap();
+        assert_eq!(across.messages, one.messages, "the same rings");
+        assert!(tx_bytes(&racked, "spine0").iter().chain(&tx_bytes(&racked, "spine1")).any(|&bytes| bytes > 0));
+        let ranked = dir.path().join("rails-ranks");
+        assert_eq!(run_ranks(&rails, &vec![options(Collective::AllReduce); 3], &ranked).unwrap(), one);
+        assert_eq!(files(&ranked), files(&alone), "the same files on three ranks");
     }
 
     /// Runs `options` on `ranks` loopback ranks (threads standing in for processes), writing

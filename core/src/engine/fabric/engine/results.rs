@@ -753,14 +753,13 @@ pub(super) fn results(
     let mut buckets: Vec<(Vec<f64>, usize)> = vec![(Vec::new(), 0); SIZE_BUCKETS.len() + 1];
     let mut hpcc_buckets: Vec<(Vec<f64>, usize)> = vec![(Vec::new(), 0); SIZE_BUCKETS.len() + 1];
     // The workload once more, message by message, as every rank went over it.
-    let leaf_of = |host: usize| fabric.hosts[host].leaf;
     let mut index = 0;
     let o = options;
     let hosts = fabric.hosts.len();
     // Where each message sits in its sender's and its receiver's tables, as `share` put it.
     let (mut sent, mut received) = (vec![0; hosts], vec![0; hosts]);
     let mut missing = None;
-    workload::for_each(o.collective, hosts, &leaf_of, o.message_bytes, o.messages, &o.flows, &mut |item| {
+    workload::for_each(o.collective, &fabric.hosts, o.message_bytes, o.messages, &o.flows, &mut |item| {
         let Item::Message(spec) = item else { return };
         let (outbound, inbound) = (sent[spec.sender], received[spec.receiver]);
         sent[spec.sender] += 1;

@@ -42,10 +42,9 @@ pub(super) fn build(
     host_at: &[Place],
 ) -> Result<Share, InputError> {
     let hosts = fabric.hosts.len();
-    let leaf_of = |host: usize| fabric.hosts[host].leaf;
     let over_workload = |sink: &mut dyn FnMut(Item)| {
         let o = options;
-        workload::for_each(o.collective, hosts, &leaf_of, o.message_bytes, o.messages, &o.flows, sink);
+        workload::for_each(o.collective, &fabric.hosts, o.message_bytes, o.messages, &o.flows, sink);
     };
     let ours: Vec<bool> = nics.iter().map(Option::is_some).collect();
     let here = |host: usize| ours[host];
