@@ -56,6 +56,8 @@ impl FibThread {
                     apply_link(states, &self.names, change);
                 }
             }
+            // Each loop comes within HOUSEKEEPING, well inside kernel::EXPIRY_MARGIN.
+            self.sync.tables.expire(Instant::now(), &mut self.writer);
             if let Err(err) = self.sync.resolve_next_hops(Instant::now()) {
                 tracing::warn!("control: asking the kernel to resolve next hops: {err}");
             }

@@ -381,9 +381,28 @@ pub fn watermarks(state: &Value, persistent: bool) -> Vec<Table> {
     vec![queue, queue_cells, shared, headroom]
 }
 
+/// What waits behind a route in force: "1 route of metric 0 (appended), 2 of other keys".
+fn behind(behind: &Value) -> String {
+    let count = |key: &str| behind[key].as_u64().unwrap_or(0);
+    if behind.is_null() {
+        return "-".to_string();
+    }
+    let plural = |n: u64| if n == 1 { "route" } else { "routes" };
+    let mut parts = Vec::new();
+    if count("aliases") > 0 {
+        let aliases = count("aliases");
+        parts.push(format!("{aliases} more {} of metric {}", plural(aliases), count("metric")));
+    }
+    if count("others") > 0 {
+        let others = count("others");
+        parts.push(format!("{others} {} of other metrics or tables", plural(others)));
+    }
+    parts.join(", ")
+}
+
 /// `show route ADDR...`: the answers as a table, one row per address.
 pub fn route_table(answers: &[Value]) -> Table {
-    let mut table = Table::new("", &["Address", "Prefix", "Action", "Reason", "Next hops"]);
+    let mut table = Table::new("", &["Address", "Prefix", "Action", "Reason", "Next hops", "Behind it"]);
     let text = |value: &Value| value.as_str().unwrap_or("-").to_string();
     for answer in answers {
         let hops: Vec<String> = answer["next_hops"]
@@ -402,6 +421,7 @@ pub fn route_table(answers: &[Value]) -> Table {
             text(&answer["action"]),
             text(&answer["reason"]),
             if hops.is_empty() { "-".to_string() } else { hops.join(", ") },
+            behind(&answer["behind"]),
         ]);
     }
     table

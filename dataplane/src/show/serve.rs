@@ -125,8 +125,11 @@ pub fn route_view_addresses(view: &str) -> Option<Vec<std::net::IpAddr>> {
 }
 
 /// The `route:` document: for each address, the FIB's answer (`Fib::explain`) as an object
-/// with `address`, `prefix`, `action` (`forward`, `drop`, `kernel`, `glean`), `reason` and
-/// `next_hops` (each `port`, `ip`, `mac`, `weight`; a null MAC is a next hop not used now).
+/// with `address`, `prefix`, `action` (`forward`, `drop`, `kernel`, `glean`), `reason`,
+/// `next_hops` (each `port`, `ip`, `mac`, `weight`; a null MAC is a next hop not used now) and
+/// `behind`: the kernel's routes for the prefix waiting behind the one in force (`metric`:
+/// its metric; `aliases`: routes of its key, as `append` leaves them; `others`: of other
+/// metrics, tables or kinds), or null when none wait.
 pub fn route_document(
     fib: &crate::pipeline::fib::Fib,
     addresses: &[std::net::IpAddr],
@@ -162,8 +165,11 @@ pub fn route_document(
             })
             .collect();
         let (prefix, len) = explained.prefix;
+        let behind = explained
+            .waiting
+            .map(|waiting| json!({ "metric": waiting.metric, "aliases": waiting.aliases, "others": waiting.others }));
         json!({ "address": address.to_string(), "prefix": format!("{prefix}/{len}"), "action": action,
-            "reason": reason, "next_hops": next_hops })
+            "reason": reason, "next_hops": next_hops, "behind": behind })
     });
     Value::Array(answers.collect())
 }

@@ -51,7 +51,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 pub use view::{Explained, ExplainedHop};
-pub use writer::{weighted_slots, FibWriter, WEIGHT_SLOTS};
+pub use writer::{weighted_slots, AliasAt, FibWriter, WEIGHT_SLOTS};
 
 /// Where a frame leaves: a port and the MAC of the neighbour it goes to.
 ///
@@ -121,6 +121,8 @@ pub enum KernelReason {
     DefaultTable,
     /// An `ip rule` (beyond the kernel's defaults) that selects this prefix.
     Rule,
+    /// An IPv6 route whose time is up, which the kernel skips until it deletes it.
+    Expired,
 }
 
 impl KernelReason {
@@ -130,7 +132,7 @@ impl KernelReason {
         matches!(self, Self::LocalRoute | Self::Broadcast | Self::Anycast)
     }
 
-    pub const ALL: [KernelReason; 11] = [
+    pub const ALL: [KernelReason; 12] = [
         Self::Unreachable,
         Self::Prohibit,
         Self::Throw,
@@ -142,6 +144,7 @@ impl KernelReason {
         Self::Source,
         Self::DefaultTable,
         Self::Rule,
+        Self::Expired,
     ];
 
     /// The name in `show route`, stats and logs.
@@ -158,13 +161,14 @@ impl KernelReason {
             Self::Source => "source",
             Self::DefaultTable => "default_table",
             Self::Rule => "rule",
+            Self::Expired => "expired",
         }
     }
 
     /// Whether raceway mirrors such a route but cannot represent it (the kernel forwards in its
     /// place, slowly but right): logged once and counted apart from the kernel's own answers.
     pub fn unrepresented(self) -> bool {
-        matches!(self, Self::NotAPort | Self::Tos | Self::Source | Self::DefaultTable | Self::Rule)
+        matches!(self, Self::NotAPort | Self::Tos | Self::Source | Self::DefaultTable | Self::Rule | Self::Expired)
     }
 }
 
@@ -292,6 +296,10 @@ pub struct Fib {
     definitions: Vec<Arc<[Option<Arc<Via>>; CHUNK]>>,
     /// The kernel's nexthop objects, for `show route`.
     objects: Arc<HashMap<u32, Option<KernelHops>>>,
+    /// The kernel's routes waiting behind the one in force, for the prefixes that have some
+    /// (by length and address), for `show route`; not read when forwarding.
+    waiting_v4: CowMap<(u16, u32), Waiting>,
+    waiting_v6: CowMap<(u16, u128), Waiting>,
     /// The control plane's peers (`[control.acl]`'s `neighbors`): the config's neighbours on
     /// their ports, and the kernel's BGP peers (on any port; a link-local one on its own).
     control_peers: Arc<Vec<(Option<u16>, IpAddr)>>,
@@ -300,6 +308,15 @@ pub struct Fib {
     /// Which config's groups lead `groups` (`Config::group_layout`): the switch counts their
     /// members' frames only into counters laid out for the same.
     pub group_layout: u64,
+}
+
+/// What waits behind a prefix's kernel route in force: its metric, how many routes of the
+/// same key (the kernel's aliases) and how many of other keys (metrics, tables, kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Waiting {
+    pub metric: u32,
+    pub aliases: u16,
+    pub others: u16,
 }
 
 /// An address as the lookups take it.
@@ -334,6 +351,31 @@ pub fn masked(address: IpAddr, len: u8) -> IpAddr {
 }
 
 impl Fib {
+    /// What waits behind `address`/`len`'s kernel route in force, if anything does.
+    pub fn waiting(&self, address: IpAddr, len: u8) -> Option<Waiting> {
+        match address {
+            IpAddr::V4(v4) => self.waiting_v4.get(&(u16::from(len), u32::from(v4))).copied(),
+            IpAddr::V6(v6) => self.waiting_v6.get(&(u16::from(len), u128::from(v6))).copied(),
+        }
+    }
+
+    fn set_waiting(&mut self, address: IpAddr, len: u8, waiting: Option<Waiting>) {
+        match (address, waiting) {
+            (IpAddr::V4(v4), Some(waiting)) => {
+                self.waiting_v4.insert((u16::from(len), u32::from(v4)), waiting);
+            }
+            (IpAddr::V4(v4), None) => {
+                self.waiting_v4.remove(&(u16::from(len), u32::from(v4)));
+            }
+            (IpAddr::V6(v6), Some(waiting)) => {
+                self.waiting_v6.insert((u16::from(len), u128::from(v6)), waiting);
+            }
+            (IpAddr::V6(v6), None) => {
+                self.waiting_v6.remove(&(u16::from(len), u128::from(v6)));
+            }
+        }
+    }
+
     /// The snapshot of `config` plus what the kernel knows, built at once.
     pub fn new(config: &Config, learned: &Learned, generation: u64) -> Self {
         let mut writer = FibWriter::new(config);

@@ -12,6 +12,8 @@ pub struct Explained {
     pub prefix: (IpAddr, u8),
     pub target: Target,
     pub hops: Vec<ExplainedHop>,
+    /// The kernel's routes for the prefix waiting behind the one in force, if any.
+    pub waiting: Option<Waiting>,
 }
 
 /// One next hop of a route: its port (none: an interface that is no port), gateway (none:
@@ -76,7 +78,8 @@ impl Fib {
                 .collect(),
             _ => Vec::new(),
         };
-        Some(Explained { prefix: (address, len), target, hops })
+        let waiting = self.waiting(address, len);
+        Some(Explained { prefix: (address, len), target, hops, waiting })
     }
 
     /// Every route as (prefix, length, target), sorted: what `raceway` forwards by.

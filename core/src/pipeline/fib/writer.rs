@@ -3,8 +3,10 @@
 //! snapshot (see the module notes of `fib`).
 //!
 //! The kernel's routes are kept as the kernel keys them: a prefix may hold several (other
-//! metrics, tables or kinds, `RouteKey`), the first in order is in force, and when it goes the
-//! next one takes over. Neighbours are keyed by (port, address), so next hops that share an
+//! metrics, tables or kinds, `RouteKey`), and one key several (the kernel's aliases: IPv4's
+//! `append` and `prepend`, IPv6's routes it does not merge), each told apart by a tag and
+//! kept in the kernel's order (`AliasAt`); the first in order is in force, and when it goes
+//! the next one takes over. Neighbours are keyed by (port, address), so next hops that share an
 //! address on different ports (BGP unnumbered peers on fe80::1) each resolve on their own port.
 //!
 //! Invariant: a next hop (`next_hops::NextHopTable`) or group lives while a route source uses
@@ -16,7 +18,7 @@ use super::next_hops::{NextHopTable, PINNED};
 mod resolution;
 use super::{
     host_len, masked, Adjacency, Fib, Group, KernelHop, KernelHops, KernelReason, Learned, NextHopId, RouteKey,
-    RouteRank, Source, Target, Via, CHUNK,
+    RouteRank, Source, Target, Via, Waiting, CHUNK,
 };
 use crate::config::{Config, GroupMode, RouteTarget, DEFAULT_FLOWLET_GAP_US};
 use crate::pipeline::route::{CowMap, RouteTable};
@@ -25,13 +27,13 @@ use hashbrown::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-/// The sources of one prefix: the config's route, the kernel's route in force (its key and
-/// next hop; the kernel's others for the prefix wait in `FibWriter::alternatives`), the subnet
-/// of a configured address (a port), and whether it is one of the switch's addresses.
+/// The sources of one prefix: the config's route, the kernel's route in force (the kernel's
+/// others for the prefix wait in `FibWriter::alternatives`), the subnet of a configured
+/// address (a port), and whether it is one of the switch's addresses.
 #[derive(Debug, Clone, Copy, Default)]
 struct Sources {
     config: Option<NextHopId>,
-    kernel: Option<(RouteKey, NextHopId)>,
+    kernel: Option<KernelAlias>,
     connected: Option<u16>,
     config_local: bool,
     kernel_local: bool,
@@ -58,6 +60,30 @@ fn shrink_if_sparse<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>, peak: &
     }
 }
 
+/// One of the kernel's routes for a prefix: its key, which of the key's routes it is (`tag`,
+/// a digest of what the kernel tells its aliases apart by: the caller's), and its next hop.
+/// (24 bytes, as the key and next hop were alone: the tag fills their padding.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct KernelAlias {
+    key: RouteKey,
+    tag: u32,
+    next_hop: NextHopId,
+}
+
+/// Where a kernel route goes among the routes of its key, as the kernel put it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AliasAt {
+    /// The key's only route: any other of the key goes (the kernel said it had none).
+    Only,
+    /// Before the key's others (IPv4's `prepend`).
+    First,
+    /// After the key's others (`append`; every new IPv6 route the kernel does not merge).
+    Last,
+    /// In place of the key's route with this tag (a replace; or the kernel's word again on a
+    /// route raceway holds, as a dump gives it), else after the key's others.
+    Instead(u32),
+}
+
 /// Builds snapshots change by change: the control plane's side of the FIB.
 pub struct FibWriter {
     fib: Fib,
@@ -69,7 +95,7 @@ pub struct FibWriter {
     prefixes_peak: usize,
     /// The kernel's routes of a prefix that are not in force (another metric, table or kind),
     /// in key order; only prefixes that have some.
-    alternatives: HashMap<(IpAddr, u8), Vec<(RouteKey, NextHopId)>>,
+    alternatives: HashMap<(IpAddr, u8), Vec<KernelAlias>>,
     /// Prefixes whose kernel route covers every prefix inside (`covers`: a rule's, an IPv6
     /// AnyIP range of the local table or source route), with its next hop; few.
     local_covers: Vec<(IpAddr, u8, NextHopId)>,
@@ -153,6 +179,8 @@ impl FibWriter {
                 groups: Arc::new(groups),
                 definitions: Vec::new(),
                 objects: Arc::new(std::collections::HashMap::new()),
+                waiting_v4: CowMap::default(),
+                waiting_v6: CowMap::default(),
                 control_peers: Arc::new(Vec::new()),
                 generation: 0,
                 group_layout: config.group_layout(),
@@ -307,53 +335,158 @@ impl FibWriter {
         }
     }
 
-    /// Sets (or with `None` removes) the kernel's route `key` for `address`/`len`. Of a
-    /// prefix's kernel routes the first by key is in force; the others wait.
+    /// Sets (or with `None` removes) the kernel's route `key` for `address`/`len`, the key's
+    /// only one (tag 0). Of a prefix's kernel routes the first in order is in force; the
+    /// others wait.
     pub fn set_kernel_route(&mut self, address: IpAddr, len: u8, key: RouteKey, via: Option<Via>) {
+        match via {
+            Some(via) => self.add_kernel_route(address, len, key, 0, via, AliasAt::Only),
+            None => self.change_kernel_routes(address, len, key, |routes| {
+                let mut gone = Vec::new();
+                routes.retain(|route| route.key != key || (gone.push(route.next_hop), false).1);
+                gone
+            }),
+        }
+    }
+
+    /// Adds the kernel's route `key`, `tag` for `address`/`len` where `at` says among the
+    /// routes of its key.
+    pub fn add_kernel_route(&mut self, address: IpAddr, len: u8, key: RouteKey, tag: u32, via: Via, at: AliasAt) {
+        let next_hop = self.acquire(via);
+        let new = KernelAlias { key, tag, next_hop };
         let prefix = (masked(address, len), len);
-        let id = via.map(|via| self.acquire(via));
         let sources = self.prefixes.entry(prefix).or_default();
-        let alone = !self.alternatives.contains_key(&prefix);
-        let old = if alone && sources.kernel.is_none_or(|(current, _)| current == key) {
+        if !self.alternatives.contains_key(&prefix) {
             // The common case: the prefix's only kernel route, set or replaced.
-            std::mem::replace(&mut sources.kernel, id.map(|id| (key, id))).map(|(_, old)| old)
-        } else {
-            let mut routes: Vec<(RouteKey, NextHopId)> = sources
-                .kernel
-                .take()
-                .into_iter()
-                .chain(self.alternatives.remove(&prefix).unwrap_or_default())
-                .collect();
-            let old = routes.iter().position(|(current, _)| *current == key).map(|index| routes.remove(index).1);
-            routes.extend(id.map(|id| (key, id)));
-            routes.sort_unstable_by_key(|(key, _)| *key);
-            let mut routes = routes.into_iter();
-            sources.kernel = routes.next();
-            let rest: Vec<(RouteKey, NextHopId)> = routes.collect();
-            if !rest.is_empty() {
-                self.alternatives.insert(prefix, rest);
+            let replaces = match (sources.kernel, at) {
+                (None, _) => true,
+                (Some(current), AliasAt::Only) => current.key == key,
+                (Some(current), AliasAt::Instead(tag)) => current.key == key && current.tag == tag,
+                _ => false,
+            };
+            if replaces {
+                let old = sources.kernel.replace(new).map(|old| old.next_hop);
+                return self.kernel_routes_changed(address, prefix, key, old.into_iter().collect());
             }
-            old
+        }
+        self.change_kernel_routes(address, len, key, |routes| {
+            let mut gone = Vec::new();
+            let of_key = |route: &KernelAlias| route.key == key;
+            match at {
+                AliasAt::Only => {
+                    routes.retain(|route| !of_key(route) || (gone.push(route.next_hop), false).1);
+                    routes.push(new);
+                }
+                AliasAt::First => match routes.iter().position(of_key) {
+                    Some(first) => routes.insert(first, new),
+                    None => routes.push(new),
+                },
+                AliasAt::Last => routes.push(new),
+                AliasAt::Instead(tag) => match routes.iter().position(|route| of_key(route) && route.tag == tag) {
+                    Some(at) => gone.push(std::mem::replace(&mut routes[at], new).next_hop),
+                    None => routes.push(new),
+                },
+            }
+            gone
+        });
+    }
+
+    /// Removes the kernel's route `key`, `tag` for `address`/`len` (the first with that tag);
+    /// whether it held one.
+    pub fn remove_kernel_route(&mut self, address: IpAddr, len: u8, key: RouteKey, tag: u32) -> bool {
+        let mut found = false;
+        self.change_kernel_routes(address, len, key, |routes| {
+            match routes.iter().position(|route| route.key == key && route.tag == tag) {
+                Some(at) => {
+                    found = true;
+                    vec![routes.remove(at).next_hop]
+                }
+                None => Vec::new(),
+            }
+        });
+        found
+    }
+
+    /// Changes a prefix's kernel routes, all of them in order (`change` returns the next hops
+    /// it took out), then puts the first in force and the others waiting: by key, each key's
+    /// in the order `change` left them.
+    fn change_kernel_routes(
+        &mut self,
+        address: IpAddr,
+        len: u8,
+        key: RouteKey,
+        change: impl FnOnce(&mut Vec<KernelAlias>) -> Vec<NextHopId>,
+    ) {
+        let prefix = (masked(address, len), len);
+        let Some(sources) = self.prefixes.get_mut(&prefix) else {
+            let mut routes = Vec::new();
+            let gone = change(&mut routes);
+            debug_assert!(routes.is_empty() && gone.is_empty(), "only adding makes a prefix");
+            return;
         };
+        let mut routes: Vec<KernelAlias> =
+            sources.kernel.take().into_iter().chain(self.alternatives.remove(&prefix).unwrap_or_default()).collect();
+        let gone = change(&mut routes);
+        // Stable: the routes of one key keep the order the kernel gave them.
+        routes.sort_by_key(|route| route.key);
+        let mut routes = routes.into_iter();
+        sources.kernel = routes.next();
+        let rest: Vec<KernelAlias> = routes.collect();
+        if !rest.is_empty() {
+            self.alternatives.insert(prefix, rest);
+        }
+        self.kernel_routes_changed(address, prefix, key, gone);
+    }
+
+    /// After a prefix's kernel routes changed: the route table, the covers, what waits behind
+    /// the route in force (`show route`), and the next hops let go.
+    fn kernel_routes_changed(&mut self, address: IpAddr, prefix: (IpAddr, u8), key: RouteKey, gone: Vec<NextHopId>) {
+        self.note_waiting(prefix);
         self.update_prefix(prefix);
         let covering = address.is_ipv6()
             || key.rank == RouteRank::Unrepresented
             || (self.ipv4_local_first && key.rank == RouteRank::LocalTable);
-        if len < host_len(address) && covering {
+        if prefix.1 < host_len(address) && covering {
             self.update_cover(prefix);
         }
-        if let Some(old) = old {
+        for old in gone {
             self.release(old);
         }
     }
 
-    /// What the kernel's route `key` for `address`/`len` leads to, if the writer holds it.
-    pub fn kernel_route(&self, address: IpAddr, len: u8, key: RouteKey) -> Option<&Via> {
+    /// Records in the snapshot how many of the kernel's routes wait behind the one in force
+    /// for `prefix` (only prefixes that have some: `Fib::waiting`).
+    fn note_waiting(&mut self, prefix: (IpAddr, u8)) {
+        let in_force = self.prefixes.get(&prefix).and_then(|sources| sources.kernel);
+        let waiting = match (in_force, self.alternatives.get(&prefix)) {
+            (Some(in_force), Some(rest)) => {
+                let aliases = rest.iter().filter(|route| route.key == in_force.key).count();
+                Some(Waiting {
+                    metric: in_force.key.metric,
+                    aliases: aliases.min(usize::from(u16::MAX)) as u16,
+                    others: (rest.len() - aliases).min(usize::from(u16::MAX)) as u16,
+                })
+            }
+            _ => None,
+        };
+        if self.fib.waiting(prefix.0, prefix.1) != waiting {
+            self.fib.set_waiting(prefix.0, prefix.1, waiting);
+            self.changed = true;
+        }
+    }
+
+    /// The kernel's routes of `key` for `address`/`len` the writer holds, in order: each
+    /// one's tag and what it leads to.
+    pub fn kernel_aliases(&self, address: IpAddr, len: u8, key: RouteKey) -> Vec<(u32, &Via)> {
         let prefix = (masked(address, len), len);
         let in_force = self.prefixes.get(&prefix).and_then(|sources| sources.kernel);
         let waiting = self.alternatives.get(&prefix).into_iter().flatten().copied();
-        let (_, id) = in_force.into_iter().chain(waiting).find(|(current, _)| *current == key)?;
-        self.next_hop_table.via(id)
+        in_force
+            .into_iter()
+            .chain(waiting)
+            .filter(|route| route.key == key)
+            .filter_map(|route| Some((route.tag, self.next_hop_table.via(route.next_hop)?)))
+            .collect()
     }
 
     /// Removes every kernel route whose next hop `matches` (of the IPv4 family only, with
@@ -367,13 +500,12 @@ impl FibWriter {
         let in_force = self.prefixes.iter().filter_map(|(prefix, sources)| Some((*prefix, sources.kernel?)));
         let waiting =
             self.alternatives.iter().flat_map(|(prefix, routes)| routes.iter().map(|route| (*prefix, *route)));
-        let gone: Vec<((IpAddr, u8), RouteKey)> = in_force
+        let gone: Vec<((IpAddr, u8), KernelAlias)> = in_force
             .chain(waiting)
-            .filter(|((address, _), (_, id))| family(address) && doomed.contains(id))
-            .map(|(prefix, (key, _))| (prefix, key))
+            .filter(|((address, _), route)| family(address) && doomed.contains(&route.next_hop))
             .collect();
-        for &((address, len), key) in &gone {
-            self.set_kernel_route(address, len, key, None);
+        for &((address, len), route) in &gone {
+            self.remove_kernel_route(address, len, route.key, route.tag);
         }
         gone.len()
     }
@@ -412,15 +544,17 @@ impl FibWriter {
         }
     }
 
-    /// Every prefix the kernel's routes cover, with the key of each route there (for a full
-    /// resynchronisation).
-    pub fn kernel_routes(&self) -> Vec<(IpAddr, u8, RouteKey)> {
-        let in_force =
-            self.prefixes.iter().filter_map(|(&(address, len), sources)| Some((address, len, sources.kernel?.0)));
+    /// Every prefix the kernel's routes cover, with the key and tag of each route there (for
+    /// a full resynchronisation).
+    pub fn kernel_routes(&self) -> Vec<(IpAddr, u8, RouteKey, u32)> {
+        let in_force = self.prefixes.iter().filter_map(|(&(address, len), sources)| {
+            let route = sources.kernel?;
+            Some((address, len, route.key, route.tag))
+        });
         let waiting = self
             .alternatives
             .iter()
-            .flat_map(|(&(address, len), routes)| routes.iter().map(move |(key, _)| (address, len, *key)));
+            .flat_map(|(&(address, len), routes)| routes.iter().map(move |route| (address, len, route.key, route.tag)));
         in_force.chain(waiting).collect()
     }
 
@@ -433,7 +567,8 @@ impl FibWriter {
     fn update_prefix(&mut self, key: (IpAddr, u8)) {
         let Some(sources) = self.prefixes.get(&key).copied() else { return };
         // A prefix inside a covering route (`covers`) is that route's.
-        let local_table = sources.kernel.filter(|(key, _)| key.rank == RouteRank::LocalTable).map(|(_, id)| id);
+        let local_table =
+            sources.kernel.filter(|route| route.key.rank == RouteRank::LocalTable).map(|route| route.next_hop);
         let effective = if sources.config_local || sources.kernel_local {
             Some(self.local_id)
         } else {
@@ -441,7 +576,7 @@ impl FibWriter {
                 .config
                 .or(local_table)
                 .or_else(|| self.covering_local(key))
-                .or(sources.kernel.map(|(_, id)| id))
+                .or(sources.kernel.map(|route| route.next_hop))
                 .or(sources.connected.map(|port| self.connected_ids[usize::from(port)]))
         };
         match effective {
@@ -483,7 +618,7 @@ impl FibWriter {
             .filter(|((address, len), sources)| {
                 address.is_ipv4()
                     && *len < 32
-                    && sources.kernel.is_some_and(|(key, _)| key.rank == RouteRank::LocalTable)
+                    && sources.kernel.is_some_and(|route| route.key.rank == RouteRank::LocalTable)
             })
             .map(|(prefix, _)| *prefix)
             .collect();
@@ -511,7 +646,11 @@ impl FibWriter {
         let in_force = self.prefixes.get(&prefix).and_then(|sources| sources.kernel);
         let waiting = self.alternatives.get(&prefix).into_iter().flatten().copied();
         let v6 = prefix.0.is_ipv6();
-        let cover = in_force.into_iter().chain(waiting).find(|&(key, id)| self.covers(key, id, v6)).map(|(_, id)| id);
+        let cover = in_force
+            .into_iter()
+            .chain(waiting)
+            .find(|route| self.covers(route.key, route.next_hop, v6))
+            .map(|route| route.next_hop);
         let known = self.local_covers.iter().position(|&(address, len, _)| (address, len) == prefix);
         match (cover, known) {
             (Some(id), Some(index)) if self.local_covers[index].2 == id => return,
@@ -644,6 +783,58 @@ mod tests {
         small.clear();
         shrink_if_sparse(&mut small, &mut peak);
         assert_eq!(small.capacity(), capacity);
+    }
+
+    /// A key's routes (the kernel's aliases) keep the kernel's order: the first is in force,
+    /// `First` goes before, `Last` after, `Instead` in place, a removal takes only the tag it
+    /// names, and the snapshot says what waits behind the route in force.
+    #[test]
+    fn a_keys_routes_keep_the_kernels_order_and_each_goes_by_its_tag() {
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
+        let mut writer = FibWriter::new(&config);
+        let prefix = ip("198.18.1.0");
+        let key = RouteKey::default();
+        let later = RouteKey { metric: 5, ..key };
+        let in_force = |writer: &mut FibWriter| {
+            let fib = writer.snapshot(1);
+            let explained = fib.explain(v4("198.18.1.9")).unwrap();
+            (explained.target, explained.waiting)
+        };
+        let kernel = |reason| Target::Kernel(reason);
+        let waiting = |aliases, others| Some(Waiting { metric: 0, aliases, others });
+        writer.add_kernel_route(prefix, 24, key, 1, Via::ToKernel(KernelReason::Unreachable), AliasAt::Only);
+        writer.add_kernel_route(prefix, 24, key, 2, Via::ToKernel(KernelReason::Prohibit), AliasAt::Last);
+        assert_eq!(
+            in_force(&mut writer),
+            (kernel(KernelReason::Unreachable), waiting(1, 0)),
+            "appended: the first holds"
+        );
+        writer.add_kernel_route(prefix, 24, key, 3, Via::ToKernel(KernelReason::Throw), AliasAt::First);
+        assert_eq!(in_force(&mut writer), (kernel(KernelReason::Throw), waiting(2, 0)), "prepended: in force");
+        assert_eq!(writer.kernel_aliases(prefix, 24, key).iter().map(|(tag, _)| *tag).collect::<Vec<_>>(), [3, 1, 2]);
+        assert!(writer.remove_kernel_route(prefix, 24, key, 1), "the middle one, by its tag");
+        assert_eq!(in_force(&mut writer), (kernel(KernelReason::Throw), waiting(1, 0)));
+        assert!(!writer.remove_kernel_route(prefix, 24, key, 9), "no such tag: nothing goes");
+        assert!(writer.remove_kernel_route(prefix, 24, key, 3));
+        assert_eq!(in_force(&mut writer), (kernel(KernelReason::Prohibit), None), "the one left, alone");
+        writer.add_kernel_route(prefix, 24, later, 4, Via::Blackhole, AliasAt::Last);
+        assert_eq!(in_force(&mut writer), (kernel(KernelReason::Prohibit), waiting(0, 1)), "another metric waits");
+        writer.add_kernel_route(prefix, 24, key, 5, Via::ToKernel(KernelReason::Anycast), AliasAt::Instead(2));
+        assert_eq!(in_force(&mut writer).0, kernel(KernelReason::Anycast), "replaced in place");
+        assert_eq!(writer.kernel_aliases(prefix, 24, key).len(), 1);
+        writer.add_kernel_route(prefix, 24, key, 6, Via::ToKernel(KernelReason::Throw), AliasAt::Instead(7));
+        assert_eq!(writer.kernel_aliases(prefix, 24, key).iter().map(|(tag, _)| *tag).collect::<Vec<_>>(), [5, 6]);
+        writer.set_kernel_route(prefix, 24, key, None);
+        assert_eq!(in_force(&mut writer), (Target::Blackhole, None), "every route of the key went");
+        writer.add_kernel_route(prefix, 24, later, 8, Via::ToKernel(KernelReason::Prohibit), AliasAt::Only);
+        assert_eq!(in_force(&mut writer), (kernel(KernelReason::Prohibit), None), "the key's only route");
+        assert!(writer.remove_kernel_route(prefix, 24, later, 8));
+        assert!(writer.snapshot(2).explain(v4("198.18.1.9")).is_none_or(|e| e.prefix.1 != 24), "no route left");
+        assert_eq!(
+            writer.next_hop_table.matching(|via| matches!(via, Via::ToKernel(_) | Via::Blackhole)).len(),
+            0,
+            "every next hop let go"
+        );
     }
 
     /// A target with its group spelled out: group indices depend on the order groups were

@@ -5,7 +5,7 @@
 //! Invariant: decoding never fails on a message it does not know or cannot read: it becomes
 //! `Message::Other` (or a resync when the kernel reports lost messages), never a panic.
 
-use super::{Event, Hop, NextHops, Nexthop, Route, RouteKind, Rule};
+use super::{Event, Hop, NextHops, Nexthop, Placed, Route, RouteKind, Rule};
 use crate::wire::ethernet::MacAddress;
 use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
 use netlink_packet_route::address::AddressAttribute;
@@ -83,7 +83,9 @@ pub fn decode(datagram: &[u8]) -> Vec<Message> {
             NLMSG_OVERRUN => Message::Lost,
             RTM_NEWNEXTHOP | RTM_DELNEXTHOP => decode_nexthop(kind == RTM_NEWNEXTHOP, &message[16..]),
             _ => match NetlinkMessage::<RouteNetlinkMessage>::deserialize(message) {
-                Ok(NetlinkMessage { payload: NetlinkPayload::InnerMessage(inner), .. }) => decode_route_message(inner),
+                Ok(NetlinkMessage { payload: NetlinkPayload::InnerMessage(inner), header, .. }) => {
+                    decode_route_message(inner, header.flags)
+                }
                 _ => Message::Other,
             },
         });
@@ -111,14 +113,15 @@ pub(super) fn route_address(address: &RouteAddress) -> Option<IpAddr> {
     }
 }
 
-pub(super) fn decode_route_message(message: RouteNetlinkMessage) -> Message {
+/// A route netlink message; `flags` are its netlink header's (where a route was placed).
+pub(super) fn decode_route_message(message: RouteNetlinkMessage, flags: u16) -> Message {
     match message {
         RouteNetlinkMessage::NewAddress(message) => address_event(true, &message),
         RouteNetlinkMessage::DelAddress(message) => address_event(false, &message),
         RouteNetlinkMessage::NewNeighbour(message) => neighbor_event(true, &message),
         RouteNetlinkMessage::DelNeighbour(message) => neighbor_event(false, &message),
-        RouteNetlinkMessage::NewRoute(message) => route_event(true, &message),
-        RouteNetlinkMessage::DelRoute(message) => route_event(false, &message),
+        RouteNetlinkMessage::NewRoute(message) => route_event(true, &message, flags),
+        RouteNetlinkMessage::DelRoute(message) => route_event(false, &message, flags),
         RouteNetlinkMessage::NewLink(message) => link_event(&message),
         RouteNetlinkMessage::NewRule(message) => rule_event(true, &message),
         RouteNetlinkMessage::DelRule(message) => rule_event(false, &message),
@@ -209,7 +212,7 @@ pub(super) fn neighbor_event(add: bool, message: &netlink_packet_route::neighbou
     Message::Event(Event::Neighbor { interface: message.header.ifindex, ip, mac })
 }
 
-pub(super) fn route_event(add: bool, message: &netlink_packet_route::route::RouteMessage) -> Message {
+pub(super) fn route_event(add: bool, message: &netlink_packet_route::route::RouteMessage, flags: u16) -> Message {
     let header = &message.header;
     let table = message
         .attributes
@@ -236,11 +239,17 @@ pub(super) fn route_event(add: bool, message: &netlink_packet_route::route::Rout
         _ => return Message::Other,
     };
     let (mut destination, mut source, mut metric) = (None, None, 0);
+    let (mut preferred_source, mut expires) = (None, None);
     for attribute in &message.attributes {
         match attribute {
             RouteAttribute::Destination(address) => destination = route_address(address),
             RouteAttribute::Source(address) => source = route_address(address),
             RouteAttribute::Priority(priority) => metric = *priority,
+            RouteAttribute::PrefSource(address) => preferred_source = route_address(address),
+            // In USER_HZ (hundredths of a second); 0 for a route that does not expire.
+            RouteAttribute::CacheInfo(info) if info.expires > 0 && info.expires < 1 << 31 => {
+                expires = Some(std::time::Duration::from_millis(u64::from(info.expires) * 10));
+            }
             _ => {}
         }
     }
@@ -286,7 +295,21 @@ pub(super) fn route_event(add: bool, message: &netlink_packet_route::route::Rout
         }
         NextHops::Direct(hops)
     });
-    let route = Route { address, len, table, kind, metric, tos: header.tos, source, next_hops };
+    let route = Route {
+        address,
+        len,
+        table,
+        kind,
+        metric,
+        tos: header.tos,
+        source,
+        next_hops,
+        protocol: u8::from(header.protocol),
+        scope: u8::from(header.scope),
+        preferred_source,
+        expires,
+        placed: Placed::from_flags(flags),
+    };
     Message::Event(Event::Route { add, route })
 }
 

@@ -49,7 +49,7 @@ mod sync;
 pub use decode::{decode, Message};
 pub use sync::Sync;
 
-use crate::pipeline::fib::{masked, FibWriter, KernelHop, KernelHops, KernelReason, RouteKey, RouteRank, Via};
+use crate::pipeline::fib::{masked, AliasAt, FibWriter, KernelHop, KernelHops, KernelReason, RouteKey, RouteRank, Via};
 use crate::wire::ethernet::MacAddress;
 use hashbrown::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -109,14 +109,131 @@ pub struct Route {
     /// An IPv6 source prefix (`from`), when the route has one.
     pub source: Option<(IpAddr, u8)>,
     pub next_hops: NextHops,
+    /// `rtm_protocol`, `rtm_scope` and RTA_PREFSRC: with the kind and next hops, what tells
+    /// the routes of one key apart (`alias_tag`).
+    pub protocol: u8,
+    pub scope: u8,
+    pub preferred_source: Option<IpAddr>,
+    /// An IPv6 route's time left (RTA_CACHEINFO's `rta_expires`), when it expires.
+    pub expires: Option<std::time::Duration>,
+    /// Where the kernel put it among its key's routes (its message's flags).
+    pub placed: Placed,
+}
+
+/// Where the kernel put a route among the routes of its key (table, prefix, tos, metric), as
+/// its message's netlink flags say (the kernel sets them on what it reports: `NLM_F_EXCL`
+/// when the key had none, `NLM_F_REPLACE` when it replaced one, `NLM_F_APPEND` when it
+/// appended; none of them when IPv4 prepended).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placed {
+    /// Part of a dump: in the kernel's order.
+    Dumped,
+    /// The key's first route.
+    New,
+    /// In place of the key's route the kernel replaces (IPv4: the first; IPv6: the first of
+    /// its kind, multipath or not).
+    Replaced,
+    Appended,
+    /// Before the key's others (IPv4; IPv6 appends whatever it is asked).
+    Prepended,
+}
+
+impl Placed {
+    /// From a route message's netlink flags.
+    pub fn from_flags(flags: u16) -> Self {
+        const NLM_F_MULTI: u16 = 0x2;
+        const NLM_F_REPLACE: u16 = 0x100;
+        const NLM_F_EXCL: u16 = 0x200;
+        const NLM_F_APPEND: u16 = 0x800;
+        if flags & NLM_F_MULTI != 0 {
+            Self::Dumped
+        } else if flags & NLM_F_REPLACE != 0 {
+            Self::Replaced
+        } else if flags & NLM_F_EXCL != 0 {
+            Self::New
+        } else if flags & NLM_F_APPEND != 0 {
+            Self::Appended
+        } else {
+            Self::Prepended
+        }
+    }
 }
 
 impl Route {
-    /// A main-table unicast route at metric 0 (tests).
+    /// A main-table unicast route at metric 0 that replaces its key's first (tests).
     pub fn unicast(address: IpAddr, len: u8, next_hops: NextHops) -> Self {
-        Self { address, len, table: MAIN_TABLE, kind: RouteKind::Unicast, metric: 0, tos: 0, source: None, next_hops }
+        Self {
+            address,
+            len,
+            table: MAIN_TABLE,
+            kind: RouteKind::Unicast,
+            metric: 0,
+            tos: 0,
+            source: None,
+            next_hops,
+            protocol: 0,
+            scope: 0,
+            preferred_source: None,
+            expires: None,
+            placed: Placed::Replaced,
+        }
+    }
+
+    /// Whether the kernel merges it with the other routes of its key that would be into one
+    /// multipath route: IPv6 unicast routes whose next hops all have gateways, not over a
+    /// nexthop object, not learned from router advertisements (`rt6_qualify_for_ecmp`).
+    /// IPv4 never merges.
+    fn merges(&self) -> bool {
+        const RTPROT_RA: u8 = 9;
+        self.address.is_ipv6()
+            && self.kind == RouteKind::Unicast
+            && self.protocol != RTPROT_RA
+            && matches!(&self.next_hops, NextHops::Direct(hops) if !hops.is_empty() && hops.iter().all(|hop| hop.gateway.is_some()))
+    }
+
+    /// Which of its key's routes this is: the tag of the merged multipath route of an IPv6
+    /// key (`MERGED`), or a digest of what the kernel tells aliases apart by (kind, protocol,
+    /// scope, preferred source, next hops or object; never a next hop's dead flag, which
+    /// changes without a message).
+    fn alias_tag(&self) -> u32 {
+        if self.merges() {
+            return MERGED;
+        }
+        let mut digest = crate::digest::fnv1a64(&[self.kind as u8, self.protocol, self.scope]);
+        let mut word = |word: u64| digest = crate::digest::fnv1a64_from(digest, &word.to_le_bytes());
+        let address = |word: &mut dyn FnMut(u64), address: Option<IpAddr>| match address {
+            None => word(0),
+            Some(IpAddr::V4(v4)) => word(1 << 32 | u64::from(u32::from(v4))),
+            Some(IpAddr::V6(v6)) => {
+                let bits = u128::from(v6);
+                word(2 << 32);
+                word((bits >> 64) as u64);
+                word(bits as u64);
+            }
+        };
+        address(&mut word, self.preferred_source);
+        match &self.next_hops {
+            NextHops::Object(id) => word(3 << 32 | u64::from(*id)),
+            NextHops::Direct(hops) => {
+                for hop in hops {
+                    address(&mut word, hop.gateway);
+                    word(u64::from(hop.interface) << 16 | u64::from(hop.weight));
+                }
+            }
+        }
+        // Tags 0 and MERGED are taken.
+        ((digest ^ (digest >> 32)) as u32).max(MERGED + 1)
     }
 }
+
+/// The tag of an IPv6 key's merged multipath route (`Route::alias_tag`); tag 0 is a key's
+/// only route set by `FibWriter::set_kernel_route` (policy rules).
+const MERGED: u32 = 1;
+
+/// How long before an IPv6 route expires raceway stops forwarding by it: its time left is
+/// read when its message is, a little after the kernel wrote it, and the control loop looks
+/// every `HOUSEKEEPING` at most.
+pub const EXPIRY_MARGIN: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A policy rule: its family, priority, the destination prefix it selects (`to`), whether it
 /// is one of the kernel's defaults (local, main, default tables, selecting everything), and
@@ -190,8 +307,8 @@ pub struct LinkChange {
     pub mtu: Option<u32>,
 }
 
-/// A kernel route as the FIB keys it: prefix (masked), length, `RouteKey`.
-pub type RouteId = (IpAddr, u8, RouteKey);
+/// A kernel route as the FIB keys it: prefix (masked), length, `RouteKey`, tag.
+pub type RouteId = (IpAddr, u8, RouteKey, u32);
 
 /// The longest raceway waits before asking again for a neighbour the kernel cannot resolve.
 const RESOLVE_AT_MOST: std::time::Duration = std::time::Duration::from_secs(60);
@@ -227,6 +344,8 @@ pub struct KernelTables {
     /// Policy rules beyond the kernel's defaults, by (family, priority, digest): with the
     /// prefix they select, if they select by destination.
     rules: HashMap<(bool, u32, u64), Option<(IpAddr, u8)>>,
+    /// IPv6 routes that expire, with when (`expire`).
+    expiring: HashMap<RouteId, std::time::Instant>,
     /// Gateways of next hops on ports whose neighbour the kernel has not resolved, by
     /// (interface, address): raceway asks the kernel to resolve them (`Sync::resolve_next_hops`)
     /// rather than wait for traffic to reach them, as SONiC's nbrmgrd does.
@@ -405,7 +524,9 @@ impl KernelTables {
         .collect()
     }
 
-    /// A route added (the full state of its key) or deleted.
+    /// A route added (its full state, placed among its key's routes as `route.placed` says)
+    /// or deleted (the kernel names the one it deleted in full: IPv6 a merged route's next
+    /// hop alone, which leaves the others).
     fn route(&mut self, add: bool, route: Route, writer: &mut FibWriter) {
         let Some((key, via)) = self.rank(&route) else {
             if !add {
@@ -415,13 +536,15 @@ impl KernelTables {
             }
             return;
         };
-        let id: RouteId = (masked(route.address, route.len), route.len, key);
+        let tag = route.alias_tag();
+        let id: RouteId = (masked(route.address, route.len), route.len, key, tag);
+        let held = writer.kernel_aliases(route.address, route.len, key);
         let via = if add {
             Some(via)
-        } else {
-            // IPv6 deletes a multipath route's next hops one at a time, naming them.
-            match (&route.next_hops, writer.kernel_route(route.address, route.len, key)) {
-                (NextHops::Direct(gone), Some(Via::Kernel(hops))) if route.address.is_ipv6() && !gone.is_empty() => {
+        } else if tag == MERGED {
+            // IPv6 deletes a merged route's next hops one at a time, naming them.
+            match (&route.next_hops, held.iter().find(|(held, _)| *held == MERGED)) {
+                (NextHops::Direct(gone), Some((_, Via::Kernel(hops)))) => {
                     let left: Vec<KernelHop> = hops
                         .iter()
                         .filter(|hop| !gone.iter().any(|g| (g.gateway, g.interface) == (hop.gateway, hop.interface)))
@@ -431,11 +554,14 @@ impl KernelTables {
                 }
                 _ => None,
             }
+        } else {
+            None
         };
         // A route whose next hops are all dead is one the kernel is deleting (it does, in both
         // families; a dump taken while it did may still show it).
         let via =
             via.filter(|via| !matches!(via, Via::Kernel(hops) if !hops.is_empty() && hops.iter().all(|hop| hop.dead)));
+        self.expiring.remove(&id);
         match &via {
             Some(Via::ToKernel(reason)) => {
                 // The interface all its next hops are on: the kernel flushes it with that one.
@@ -452,18 +578,59 @@ impl KernelTables {
                 self.to_kernel.remove(&id);
             }
         }
-        if let Some(Via::Kernel(hops)) = &via {
+        let Some(via) = via else {
+            writer.remove_kernel_route(route.address, route.len, key, tag);
+            return;
+        };
+        if let Via::Kernel(hops) = &via {
             if hops.iter().any(|hop| hop.port.is_none()) {
                 let prefix = format!("{}/{}", id.0, id.1);
                 self.log_once("not_a_port", || {
                     format!("{prefix} has a next hop on an interface that is no port (to the kernel)")
                 });
             }
-        }
-        if let Some(Via::Kernel(hops)) = &via {
             self.want_resolved(hops);
         }
-        writer.set_kernel_route(route.address, route.len, key, via);
+        if let Some(left) = route.expires {
+            self.expiring.insert(id, std::time::Instant::now() + left);
+        }
+        // Where the kernel put it among its key's routes. A route raceway holds already (its
+        // tag) is the kernel's word on it again, in place: the kernel refuses a second one.
+        let at = if held.iter().any(|(held, _)| *held == tag) {
+            AliasAt::Instead(tag)
+        } else {
+            match (route.placed, route.address.is_ipv4()) {
+                (Placed::New, _) => AliasAt::Only,
+                (Placed::Dumped, _) | (Placed::Appended, _) | (Placed::Prepended, false) => AliasAt::Last,
+                (Placed::Prepended, true) => AliasAt::First,
+                // IPv4 replaces the key's first route; IPv6 the first that merges as this
+                // one does (or not), else the first.
+                (Placed::Replaced, v4) => {
+                    let merges = tag == MERGED;
+                    let first_of_kind = held.iter().find(|(held, _)| v4 || (*held == MERGED) == merges);
+                    first_of_kind.or(held.first()).map_or(AliasAt::Last, |(held, _)| AliasAt::Instead(*held))
+                }
+            }
+        };
+        writer.add_kernel_route(route.address, route.len, key, tag, via, at);
+    }
+
+    /// IPv6 routes whose time is up (or nearly: `EXPIRY_MARGIN`) at `now`: the kernel skips
+    /// them from then on, until its garbage collection deletes them and says so, up to half a
+    /// minute later. Each goes to the kernel (which answers by the route behind it) until that
+    /// message; a route the kernel was told to keep longer (added again with a new `expires`,
+    /// which it does without a message) is still answered right, by the kernel. Returns how
+    /// many expired.
+    pub fn expire(&mut self, now: std::time::Instant, writer: &mut FibWriter) -> usize {
+        let due: Vec<RouteId> =
+            self.expiring.iter().filter(|(_, deadline)| now + EXPIRY_MARGIN >= **deadline).map(|(id, _)| *id).collect();
+        for &(address, len, key, tag) in &due {
+            self.expiring.remove(&(address, len, key, tag));
+            let via = Via::ToKernel(KernelReason::Expired);
+            self.to_kernel.insert((address, len, key, tag), (KernelReason::Expired, None));
+            writer.add_kernel_route(address, len, key, tag, via, AliasAt::Instead(tag));
+        }
+        due.len()
     }
 
     /// A policy rule added or deleted. One that selects by destination (whatever else it
@@ -484,7 +651,8 @@ impl KernelTables {
             if add { self.rules.insert(id, rule.destination).is_some() } else { self.rules.remove(&id).is_some() };
         if let Some((address, len)) = rule.destination {
             let key = RouteKey { rank: RouteRank::Unrepresented, metric: rule.priority, detail: rule.digest };
-            let route = (masked(address, len), len, key);
+            // A rule is its key's only route (tag 0: `FibWriter::set_kernel_route`).
+            let route = (masked(address, len), len, key, 0);
             if add {
                 self.to_kernel.insert(route, (KernelReason::Rule, None));
                 if !known {
@@ -623,14 +791,14 @@ impl KernelTables {
         let local: Vec<RouteId> = self
             .to_kernel
             .iter()
-            .filter(|((address, _, _), (why, on))| {
+            .filter(|((address, _, _, _), (why, on))| {
                 address.is_ipv4() && *on == Some(interface) && *why != KernelReason::LocalRoute
             })
             .map(|(id, _)| *id)
             .collect();
-        for (address, len, key) in local {
-            self.to_kernel.remove(&(address, len, key));
-            writer.set_kernel_route(address, len, key, None);
+        for (address, len, key, tag) in local {
+            self.to_kernel.remove(&(address, len, key, tag));
+            writer.remove_kernel_route(address, len, key, tag);
         }
     }
 
@@ -694,7 +862,9 @@ impl Stale {
             // Ranking a route costs; a first dump (a start, a restart) has nothing stale.
             Event::Route { .. } if self.routes.is_empty() => false,
             Event::Route { route, .. } => match tables.rank(route) {
-                Some((key, _)) => self.routes.remove(&(masked(route.address, route.len), route.len, key)),
+                Some((key, _)) => {
+                    self.routes.remove(&(masked(route.address, route.len), route.len, key, route.alias_tag()))
+                }
                 None => false,
             },
             Event::Nexthop { id, .. } => self.nexthops.remove(id),
@@ -707,9 +877,10 @@ impl Stale {
     fn sweep(self, tables: &mut KernelTables, writer: &mut FibWriter) -> usize {
         let count =
             self.routes.len() + self.addresses.len() + self.neighbors.len() + self.nexthops.len() + self.rules.len();
-        for (address, len, key) in self.routes {
-            tables.to_kernel.remove(&(address, len, key));
-            writer.set_kernel_route(address, len, key, None);
+        for (address, len, key, tag) in self.routes {
+            tables.to_kernel.remove(&(address, len, key, tag));
+            tables.expiring.remove(&(address, len, key, tag));
+            writer.remove_kernel_route(address, len, key, tag);
         }
         let addresses = self.addresses.into_iter().map(|(interface, ip)| Event::Address { add: false, interface, ip });
         let neighbors = self.neighbors.into_iter().map(|(interface, ip)| Event::Neighbor { interface, ip, mac: None });
@@ -794,7 +965,7 @@ mod tests {
         tables.apply(Event::Neighbor { interface: 1, ip: ip("10.255.0.9"), mac: Some(mac(9)) }, &mut writer);
         // A multipath route, a connected one, one through a nexthop group, and one via lo only.
         let multipath = direct(&[(Some("10.255.0.1"), 11), (Some("10.255.0.3"), 11)]);
-        tables.apply(add(route("0.0.0.0/0", multipath)), &mut writer);
+        tables.apply(add(route("0.0.0.0/0", multipath.clone())), &mut writer);
         tables.apply(add(route("10.0.0.0/24", direct(&[(None, 10)]))), &mut writer);
         let single = |gateway: &str| Some(Nexthop::Single { gateway: Some(ip(gateway)), interface: 11 });
         tables.apply(Event::Nexthop { id: 7, nexthop: single("10.255.0.1") }, &mut writer);
@@ -825,7 +996,7 @@ mod tests {
         // Withdrawals: one member of the group, the neighbour, the multipath route.
         tables.apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![(8, 1)])) }, &mut writer);
         tables.apply(Event::Neighbor { interface: 10, ip: ip("10.0.0.2"), mac: None }, &mut writer);
-        tables.apply(delete(route("0.0.0.0/0", direct(&[]))), &mut writer);
+        tables.apply(delete(route("0.0.0.0/0", multipath)), &mut writer);
         // A member object redefined moves the group over it.
         tables.apply(Event::Nexthop { id: 8, nexthop: single("10.255.0.1") }, &mut writer);
         let fib = writer.snapshot(2);
@@ -843,6 +1014,123 @@ mod tests {
     /// The cases, each as the kernel reports it: one address on two ports, one prefix
     /// at two metrics, an IPv6 multipath route losing one next hop, weights, route kinds,
     /// and what the FIB cannot represent.
+    /// The four ways the kernel keeps several routes of one key, each followed: IPv4's
+    /// `append` and `prepend` (each deleted by its own attributes, `proto` included); IPv6
+    /// routes it does not merge (a `dev` route, then a gateway route); an IPv6 `prepend` onto a
+    /// route over a nexthop object; and an IPv6 route that expires.
+    #[test]
+    fn a_keys_routes_are_the_kernels_aliases_in_its_order() {
+        let mut tables = KernelTables::new(vec![10, 11]);
+        let mut writer = writer();
+        let generation = std::cell::Cell::new(0);
+        let gateways = |writer: &mut FibWriter, address: &str| -> Option<(String, Vec<Option<IpAddr>>)> {
+            generation.set(generation.get() + 1);
+            let fib = writer.snapshot(generation.get());
+            let explained = fib.explain(crate::pipeline::fib::ip_destination(ip(address)))?;
+            let target = format!("{:?}", explained.target);
+            Some((
+                target.split('(').next().unwrap().to_string(),
+                explained.hops.iter().map(|hop| hop.gateway).collect(),
+            ))
+        };
+        let via = |gateway: &str, interface: u32| direct(&[(Some(gateway), interface)]);
+        let placed = |placed: Placed, route: Route| Route { placed, ..route };
+        // 1. IPv4: add, then append; the first holds, and deleting it leaves the other.
+        let first = placed(Placed::New, route("198.18.1.0/24", via("10.255.0.1", 10)));
+        let appended = placed(Placed::Appended, route("198.18.1.0/24", via("10.255.0.3", 11)));
+        tables.apply(add(first.clone()), &mut writer);
+        tables.apply(add(appended.clone()), &mut writer);
+        let answer = gateways(&mut writer, "198.18.1.9").unwrap();
+        assert_eq!(answer.1, [Some(ip("10.255.0.1"))], "the first of the key: {answer:?}");
+        assert_eq!(writer.snapshot(90).explain(v4("198.18.1.9")).unwrap().waiting.map(|w| w.aliases), Some(1));
+        tables.apply(delete(first.clone()), &mut writer);
+        assert_eq!(gateways(&mut writer, "198.18.1.9").unwrap().1, [Some(ip("10.255.0.3"))], "the appended one");
+        // A prepend goes first; deleted, the one behind it is back.
+        let prepended = placed(Placed::Prepended, route("198.18.1.0/24", via("10.255.0.5", 10)));
+        tables.apply(add(prepended.clone()), &mut writer);
+        assert_eq!(gateways(&mut writer, "198.18.1.9").unwrap().1, [Some(ip("10.255.0.5"))]);
+        tables.apply(delete(prepended), &mut writer);
+        assert_eq!(gateways(&mut writer, "198.18.1.9").unwrap().1, [Some(ip("10.255.0.3"))]);
+        tables.apply(delete(appended), &mut writer);
+        assert_eq!(gateways(&mut writer, "198.18.1.9"), None);
+        // The same next hop twice, by protocol: deleting the static one leaves bgp's.
+        let static_route = Route { protocol: 4, ..placed(Placed::New, route("198.18.2.0/24", via("10.255.0.1", 10))) };
+        let bgp = Route { protocol: 186, placed: Placed::Appended, ..static_route.clone() };
+        let bgp = Route { next_hops: via("10.255.0.3", 11), ..bgp };
+        tables.apply(add(static_route.clone()), &mut writer);
+        tables.apply(add(bgp.clone()), &mut writer);
+        tables.apply(delete(static_route), &mut writer);
+        assert_eq!(gateways(&mut writer, "198.18.2.9").unwrap().1, [Some(ip("10.255.0.3"))], "bgp's is left");
+        // `change` (a replace) takes the first's place.
+        let changed = Route { placed: Placed::Replaced, next_hops: via("10.255.0.7", 10), ..bgp.clone() };
+        tables.apply(add(changed), &mut writer);
+        assert_eq!(gateways(&mut writer, "198.18.2.9").unwrap().1, [Some(ip("10.255.0.7"))]);
+        assert_eq!(writer.kernel_aliases(ip("198.18.2.0"), 24, RouteKey::default()).len(), 1);
+
+        // 2. IPv6: a dev route, then a gateway route appended: the kernel keeps both, unmerged,
+        // and uses the first; a second dev route waits too.
+        let dev = placed(Placed::New, route("2001:db8:4::/48", direct(&[(None, 10)])));
+        let gateway = placed(Placed::Appended, route("2001:db8:4::/48", via("fd00:255::3", 11)));
+        tables.apply(add(dev.clone()), &mut writer);
+        tables.apply(add(gateway.clone()), &mut writer);
+        tables.apply(add(placed(Placed::Appended, route("2001:db8:4::/48", direct(&[(None, 11)])))), &mut writer);
+        assert_eq!(gateways(&mut writer, "2001:db8:4::9").unwrap(), ("Connected".to_string(), vec![None]));
+        tables.apply(delete(dev), &mut writer);
+        assert_eq!(gateways(&mut writer, "2001:db8:4::9").unwrap().1, [Some(ip("fd00:255::3"))]);
+        // A second gateway route merges with the first: the kernel reports them as one.
+        let merged = placed(
+            Placed::Appended,
+            route("2001:db8:4::/48", direct(&[(Some("fd00:255::5"), 10), (Some("fd00:255::3"), 11)])),
+        );
+        tables.apply(add(merged), &mut writer);
+        assert_eq!(gateways(&mut writer, "2001:db8:4::9").unwrap().1.len(), 2, "merged in place");
+        assert_eq!(writer.kernel_aliases(ip("2001:db8:4::"), 48, RouteKey::default()).len(), 2);
+
+        // 3. IPv6: a route prepended onto one over a nexthop object is put after it.
+        let single = |gateway: &str, interface| Some(Nexthop::Single { gateway: Some(ip(gateway)), interface });
+        tables.apply(Event::Nexthop { id: 1, nexthop: single("fd00:255::1", 10) }, &mut writer);
+        tables.apply(Event::Nexthop { id: 2, nexthop: single("fd00:255::2", 10) }, &mut writer);
+        tables.apply(Event::Nexthop { id: 3, nexthop: single("fd00:255::3", 11) }, &mut writer);
+        tables
+            .apply(Event::Nexthop { id: 9, nexthop: Some(Nexthop::Group(vec![(1, 1), (2, 1), (3, 1)])) }, &mut writer);
+        tables.apply(add(placed(Placed::New, route("2001:db8:5::/48", NextHops::Object(9)))), &mut writer);
+        tables.apply(add(placed(Placed::Prepended, route("2001:db8:5::/48", via("fd00:255::7", 10)))), &mut writer);
+        assert_eq!(gateways(&mut writer, "2001:db8:5::9").unwrap().1.len(), 3, "the object's three hops");
+
+        // 4. IPv6 expiry: forwarded by until its time is nearly up, then the kernel's to answer
+        // until it deletes it; then the route behind it.
+        let now = std::time::Instant::now();
+        let lasting = placed(Placed::New, route("2001:db8:6::/48", via("fd00:255::1", 10)));
+        let expiring = Route {
+            expires: Some(std::time::Duration::from_secs(2)),
+            ..placed(Placed::Appended, route("2001:db8:6::/48", direct(&[(None, 11)])))
+        };
+        let expiring = Route { metric: 0, ..expiring };
+        tables.apply(add(placed(Placed::New, expiring.clone())), &mut writer);
+        tables.apply(add(Route { metric: 10, ..lasting }), &mut writer);
+        assert_eq!(gateways(&mut writer, "2001:db8:6::9").unwrap().0, "Connected");
+        assert_eq!(tables.expire(now + std::time::Duration::from_millis(1500), &mut writer), 0);
+        assert_eq!(gateways(&mut writer, "2001:db8:6::9").unwrap().0, "Connected");
+        assert_eq!(tables.expire(now + std::time::Duration::from_millis(1800), &mut writer), 1, "within the margin");
+        assert_eq!(gateways(&mut writer, "2001:db8:6::9").unwrap().0, "Kernel", "the kernel answers past its time");
+        assert_eq!(
+            tables.kernel_route_counts()[KernelReason::ALL.iter().position(|r| *r == KernelReason::Expired).unwrap()],
+            1
+        );
+        tables.apply(delete(expiring), &mut writer);
+        assert_eq!(gateways(&mut writer, "2001:db8:6::9").unwrap().1, [Some(ip("fd00:255::1"))], "the route behind it");
+        assert_eq!(tables.expire(now + std::time::Duration::from_secs(60), &mut writer), 0, "nothing left to expire");
+    }
+
+    #[test]
+    fn placement_comes_from_the_messages_flags() {
+        assert_eq!(Placed::from_flags(0x2 | 0x400), Placed::Dumped, "NLM_F_MULTI: a dump");
+        assert_eq!(Placed::from_flags(0x400 | 0x200), Placed::New, "NLM_F_CREATE | NLM_F_EXCL");
+        assert_eq!(Placed::from_flags(0x400 | 0x100), Placed::Replaced);
+        assert_eq!(Placed::from_flags(0x400 | 0x800), Placed::Appended);
+        assert_eq!(Placed::from_flags(0x400), Placed::Prepended, "NLM_F_CREATE alone");
+    }
+
     #[test]
     fn routes_and_neighbours_are_keyed_as_the_kernel_keys_them() {
         use crate::pipeline::fib::{Adjacency, Target};
@@ -1150,9 +1438,16 @@ mod tests {
     }
 
     /// One message as the kernel would write it, serialised by netlink-packet-route.
+    /// A message as the kernel sends one that replaced its key's route (NLM_F_REPLACE).
     fn emit(inner: RouteNetlinkMessage) -> Vec<u8> {
+        emit_with_flags(inner, 0x100)
+    }
+
+    fn emit_with_flags(inner: RouteNetlinkMessage, flags: u16) -> Vec<u8> {
         use netlink_packet_core::NetlinkHeader;
-        let mut message = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::InnerMessage(inner));
+        let mut header = NetlinkHeader::default();
+        header.flags = flags;
+        let mut message = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(inner));
         message.finalize();
         let mut bytes = vec![0u8; message.buffer_len()];
         message.serialize(&mut bytes);
