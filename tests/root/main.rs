@@ -1,6 +1,6 @@
 //! The root tier: the control plane live, with Linux hosts, FRR and BIRD in network
 //! namespaces: the lab they share (`lab`), the edge (`edge`), FRR and BFD (`bgp`), the FIB
-//! against `ip route get` (`fib`), restarts that keep the sessions (`restart`), the keeper's faults (`faults`). Needs root, FRR, iproute2, ping, iperf3, hping3 and tshark
+//! against `ip route get` (`fib`, and the kernel's aliases: `aliases`), restarts that keep the sessions (`restart`), the keeper's faults (`faults`). Needs root, FRR, iproute2, ping, iperf3, hping3 and tshark
 //! (`make deps`).
 //!
 //! Load: the tests run one at a time (`lab::alone`), and every one holds with a busy
@@ -20,6 +20,7 @@ mod bin;
 #[path = "../../core/tests/util.rs"]
 mod util;
 
+mod aliases;
 mod bgp;
 mod edge;
 mod faults;

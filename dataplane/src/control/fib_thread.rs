@@ -57,7 +57,9 @@ impl FibThread {
                 }
             }
             // Each loop comes within HOUSEKEEPING, well inside kernel::EXPIRY_MARGIN.
-            self.sync.tables.expire(Instant::now(), &mut self.writer);
+            if let Err(err) = self.sync.expire_routes(Instant::now(), &mut self.writer) {
+                tracing::warn!("control: netlink: {err}");
+            }
             if let Err(err) = self.sync.resolve_next_hops(Instant::now()) {
                 tracing::warn!("control: asking the kernel to resolve next hops: {err}");
             }

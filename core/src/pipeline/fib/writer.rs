@@ -407,6 +407,27 @@ impl FibWriter {
         found
     }
 
+    /// Puts the kernel's routes of `key` for `address`/`len` in the order of their tags in
+    /// `order` (a tag not in it goes last): the kernel's order when it moved them without
+    /// a message saying where (IPv6's members of a merged route, `KernelTables`).
+    pub fn reorder_kernel_routes(&mut self, address: IpAddr, len: u8, key: RouteKey, order: &[u32]) {
+        let held: Vec<u32> = self.kernel_aliases(address, len, key).iter().map(|(tag, _)| *tag).collect();
+        let mut wanted = held.clone();
+        wanted.sort_by_key(|tag| order.iter().position(|placed| placed == tag).unwrap_or(usize::MAX));
+        if wanted == held {
+            return;
+        }
+        self.change_kernel_routes(address, len, key, |routes| {
+            // The key's routes are contiguous: sort them in place.
+            if let Some(first) = routes.iter().position(|route| route.key == key) {
+                let count = routes.iter().filter(|route| route.key == key).count();
+                routes[first..first + count]
+                    .sort_by_key(|route| order.iter().position(|tag| *tag == route.tag).unwrap_or(usize::MAX));
+            }
+            Vec::new()
+        });
+    }
+
     /// Changes a prefix's kernel routes, all of them in order (`change` returns the next hops
     /// it took out), then puts the first in force and the others waiting: by key, each key's
     /// in the order `change` left them.

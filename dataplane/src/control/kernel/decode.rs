@@ -246,9 +246,11 @@ pub(super) fn route_event(add: bool, message: &netlink_packet_route::route::Rout
             RouteAttribute::Source(address) => source = route_address(address),
             RouteAttribute::Priority(priority) => metric = *priority,
             RouteAttribute::PrefSource(address) => preferred_source = route_address(address),
-            // In USER_HZ (hundredths of a second); 0 for a route that does not expire.
-            RouteAttribute::CacheInfo(info) if info.expires > 0 && info.expires < 1 << 31 => {
-                expires = Some(std::time::Duration::from_millis(u64::from(info.expires) * 10));
+            // In USER_HZ (hundredths of a second), signed: negative for a route past its time
+            // that the kernel has not deleted yet; 0 for one that does not expire.
+            RouteAttribute::CacheInfo(info) if info.expires != 0 => {
+                let left = (info.expires as i32).max(0) as u64;
+                expires = Some(std::time::Duration::from_millis(left * 10));
             }
             _ => {}
         }
@@ -276,7 +278,8 @@ pub(super) fn route_event(add: bool, message: &netlink_packet_route::route::Rout
             match attribute {
                 RouteAttribute::Oif(interface) if hops.is_empty() => {
                     let dead = header.flags.contains(netlink_packet_route::route::RouteFlags::Dead);
-                    hops = vec![Hop { dead, ..Hop::new(gateway, *interface) }];
+                    let onlink = header.flags.contains(netlink_packet_route::route::RouteFlags::Onlink);
+                    hops = vec![Hop { dead, onlink, ..Hop::new(gateway, *interface) }];
                 }
                 RouteAttribute::MultiPath(list) => {
                     hops = list
@@ -287,6 +290,7 @@ pub(super) fn route_event(add: bool, message: &netlink_packet_route::route::Rout
                             // rtnh_hops is the weight less one.
                             weight: u16::from(hop.hops) + 1,
                             dead: hop.flags.contains(netlink_packet_route::route::RouteNextHopFlags::Dead),
+                            onlink: hop.flags.contains(netlink_packet_route::route::RouteNextHopFlags::Onlink),
                         })
                         .collect();
                 }

@@ -63,12 +63,16 @@ pub struct Hop {
     pub interface: u32,
     pub weight: u16,
     pub dead: bool,
+    /// RTNH_F_ONLINK: the gateway is taken as on the link whatever its subnet. It tells two
+    /// routes of one key apart (the kernel keeps `via G dev P` and `via G dev P onlink` side
+    /// by side) and changes nothing else here.
+    pub onlink: bool,
 }
 
 impl Hop {
     /// A live next hop of weight 1.
     pub fn new(gateway: Option<IpAddr>, interface: u32) -> Self {
-        Self { gateway, interface, weight: 1, dead: false }
+        Self { gateway, interface, weight: 1, dead: false, onlink: false }
     }
 }
 
@@ -217,7 +221,7 @@ impl Route {
             NextHops::Direct(hops) => {
                 for hop in hops {
                     address(&mut word, hop.gateway);
-                    word(u64::from(hop.interface) << 16 | u64::from(hop.weight));
+                    word(u64::from(hop.onlink) << 48 | u64::from(hop.interface) << 16 | u64::from(hop.weight));
                 }
             }
         }
@@ -225,6 +229,23 @@ impl Route {
         ((digest ^ (digest >> 32)) as u32).max(MERGED + 1)
     }
 }
+
+/// One of an IPv6 key's routes in the kernel's chain of them: a member of the key's merged
+/// route, at its own place (the kernel chains each member where it was added, and its lookup
+/// takes the merged route at the first member it reaches that has not expired), or a route it
+/// did not merge (its tag). A member whose next hop is not known (it had expired before the
+/// chain was needed) has no gateway and interface 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    Member { gateway: Option<IpAddr>, interface: u32, expired: bool },
+    Alone(u32),
+}
+
+/// A member of an IPv6 merged route: its gateway and interface.
+type Member = (Option<IpAddr>, u32);
+
+/// An IPv6 key: prefix (masked), length, `RouteKey`.
+type KeyId = (IpAddr, u8, RouteKey);
 
 /// The tag of an IPv6 key's merged multipath route (`Route::alias_tag`); tag 0 is a key's
 /// only route set by `FibWriter::set_kernel_route` (policy rules).
@@ -344,8 +365,12 @@ pub struct KernelTables {
     /// Policy rules beyond the kernel's defaults, by (family, priority, digest): with the
     /// prefix they select, if they select by destination.
     rules: HashMap<(bool, u32, u64), Option<(IpAddr, u8)>>,
-    /// IPv6 routes that expire, with when (`expire`).
-    expiring: HashMap<RouteId, std::time::Instant>,
+    /// IPv6 routes that expire, with when (`expire`): by route, and for a merged route by
+    /// member (each member's message says its own time).
+    expiring: HashMap<(RouteId, Option<Member>), std::time::Instant>,
+    /// The chains of the IPv6 keys that hold a merged route beside routes the kernel did not
+    /// merge (`Link`): only those, where the order of the members matters.
+    chains: HashMap<KeyId, Vec<Link>>,
     /// Gateways of next hops on ports whose neighbour the kernel has not resolved, by
     /// (interface, address): raceway asks the kernel to resolve them (`Sync::resolve_next_hops`)
     /// rather than wait for traffic to reach them, as SONiC's nbrmgrd does.
@@ -539,7 +564,15 @@ impl KernelTables {
         let tag = route.alias_tag();
         let id: RouteId = (masked(route.address, route.len), route.len, key, tag);
         let held = writer.kernel_aliases(route.address, route.len, key);
-        let via = if add {
+        // A merged route of several next hops does not expire with one of them: the kernel's
+        // lookup still picks among all of them, an expired one included, until its garbage
+        // collection deletes that one (and names it); only its place moves (`Link`).
+        let alone = tag != MERGED || matches!(&via, Via::Kernel(hops) if hops.len() == 1);
+        let expires = route.expires;
+        let via = if add && alone && expires.is_some_and(|left| left <= EXPIRY_MARGIN) {
+            // Past its time (a dump of a route the kernel has not deleted yet), or nearly.
+            Some(Via::ToKernel(KernelReason::Expired))
+        } else if add {
             Some(via)
         } else if tag == MERGED {
             // IPv6 deletes a merged route's next hops one at a time, naming them.
@@ -561,7 +594,22 @@ impl KernelTables {
         // families; a dump taken while it did may still show it).
         let via =
             via.filter(|via| !matches!(via, Via::Kernel(hops) if !hops.is_empty() && hops.iter().all(|hop| hop.dead)));
-        self.expiring.remove(&id);
+        // The message is the full state of its route; of a merged route, of its first member
+        // (a deletion, of every member it names; a merged route gone, of all).
+        let first_member = match &route.next_hops {
+            NextHops::Direct(hops) if tag == MERGED => hops.first().map(|hop| (hop.gateway, hop.interface)),
+            _ => None,
+        };
+        match (&route.next_hops, tag == MERGED && !add) {
+            (NextHops::Direct(gone), true) => {
+                for hop in gone {
+                    self.expiring.remove(&(id, Some((hop.gateway, hop.interface))));
+                }
+            }
+            _ => {
+                self.expiring.remove(&(id, first_member));
+            }
+        }
         match &via {
             Some(Via::ToKernel(reason)) => {
                 // The interface all its next hops are on: the kernel flushes it with that one.
@@ -578,8 +626,18 @@ impl KernelTables {
                 self.to_kernel.remove(&id);
             }
         }
+        let order = if route.address.is_ipv6() {
+            let expired = expires.is_some_and(|left| left <= EXPIRY_MARGIN);
+            self.follow_chain((id.0, id.1, key), &held, add, tag, route.placed, &route.next_hops, expired)
+        } else {
+            None
+        };
         let Some(via) = via else {
+            self.expiring.retain(|(expiring, _), _| *expiring != id);
             writer.remove_kernel_route(route.address, route.len, key, tag);
+            if let Some(order) = order {
+                writer.reorder_kernel_routes(route.address, route.len, key, &order);
+            }
             return;
         };
         if let Via::Kernel(hops) = &via {
@@ -591,8 +649,8 @@ impl KernelTables {
             }
             self.want_resolved(hops);
         }
-        if let Some(left) = route.expires {
-            self.expiring.insert(id, std::time::Instant::now() + left);
+        if let Some(left) = expires.filter(|left| *left > EXPIRY_MARGIN) {
+            self.expiring.insert((id, first_member), std::time::Instant::now() + left);
         }
         // Where the kernel put it among its key's routes. A route raceway holds already (its
         // tag) is the kernel's word on it again, in place: the kernel refuses a second one.
@@ -613,23 +671,154 @@ impl KernelTables {
             }
         };
         writer.add_kernel_route(route.address, route.len, key, tag, via, at);
+        if let Some(order) = order {
+            writer.reorder_kernel_routes(route.address, route.len, key, &order);
+        }
+    }
+
+    /// Follows an IPv6 key's chain through a route message (`Link`): returns the order of
+    /// the key's routes by tag when the key holds a merged route beside others, else `None`
+    /// (and keeps no chain). `held` is what the writer holds of the key before the message;
+    /// `expired`: the message's route is past its time.
+    #[allow(clippy::too_many_arguments)]
+    fn follow_chain(
+        &mut self,
+        key: KeyId,
+        held: &[(u32, &Via)],
+        add: bool,
+        tag: u32,
+        placed: Placed,
+        next_hops: &NextHops,
+        expired: bool,
+    ) -> Option<Vec<u32>> {
+        let unknown = Link::Member { gateway: None, interface: 0, expired: true };
+        let mut chain = self.chains.remove(&key).unwrap_or_else(|| {
+            held.iter()
+                .flat_map(|(held, via)| match (*held, via) {
+                    (MERGED, Via::Kernel(hops)) => hops
+                        .iter()
+                        .map(|hop| Link::Member { gateway: hop.gateway, interface: hop.interface, expired: false })
+                        .collect(),
+                    (MERGED, _) => vec![unknown],
+                    (other, _) => vec![Link::Alone(other)],
+                })
+                .collect()
+        });
+        let members: Vec<(Option<IpAddr>, u32)> = match next_hops {
+            NextHops::Direct(hops) if tag == MERGED => hops.iter().map(|hop| (hop.gateway, hop.interface)).collect(),
+            _ => Vec::new(),
+        };
+        let is_member = |link: &Link, (gateway, interface): (Option<IpAddr>, u32)| matches!(link, Link::Member { gateway: g, interface: i, .. } if (*g, *i) == (gateway, interface));
+        let new_links = |expired_first: bool| -> Vec<Link> {
+            members
+                .iter()
+                .enumerate()
+                .map(|(index, &(gateway, interface))| Link::Member {
+                    gateway,
+                    interface,
+                    expired: index == 0 && expired_first,
+                })
+                .collect()
+        };
+        match (add, tag == MERGED, placed) {
+            (true, _, Placed::New) => chain.clear(),
+            // A replace takes the place of the first route of its kind (merged or not), else
+            // of the first; a merged route replaced goes with all its members.
+            (true, merges, Placed::Replaced) if !chain.iter().any(|link| *link == Link::Alone(tag)) || merges => {
+                let of_kind = chain.iter().position(|link| matches!(link, Link::Member { .. }) == merges);
+                if let Some(at) = of_kind.or(if chain.is_empty() { None } else { Some(0) }) {
+                    let replaced_members = matches!(chain[at], Link::Member { .. });
+                    let mut at = at;
+                    if replaced_members {
+                        let before = chain[..at].iter().filter(|link| matches!(link, Link::Member { .. })).count();
+                        chain.retain(|link| !matches!(link, Link::Member { .. }));
+                        at -= before;
+                    } else {
+                        chain.remove(at);
+                    }
+                    let links = if merges { new_links(expired) } else { vec![Link::Alone(tag)] };
+                    chain.splice(at..at, links);
+                } else {
+                    chain.extend(if merges { new_links(expired) } else { vec![Link::Alone(tag)] });
+                }
+            }
+            (true, true, _) => {
+                // The members the chain lacks are added after the others; the message's own
+                // route is its first hop.
+                for (index, &member) in members.iter().enumerate() {
+                    match chain.iter_mut().find(|link| is_member(link, member)) {
+                        Some(Link::Member { expired: was, .. }) if index == 0 => *was = expired,
+                        Some(_) => {}
+                        None => chain.push(Link::Member {
+                            gateway: member.0,
+                            interface: member.1,
+                            expired: index == 0 && expired,
+                        }),
+                    }
+                }
+            }
+            (true, false, _) => {
+                if !chain.contains(&Link::Alone(tag)) {
+                    chain.push(Link::Alone(tag));
+                }
+            }
+            (false, true, _) => {
+                let before = chain.len();
+                chain.retain(|link| !members.iter().any(|&member| is_member(link, member)));
+                if chain.len() == before {
+                    // A member whose next hop the chain did not know.
+                    if let Some(at) = chain.iter().position(|link| *link == unknown) {
+                        chain.remove(at);
+                    }
+                }
+            }
+            (false, false, _) => chain.retain(|link| *link != Link::Alone(tag)),
+        }
+        let has_members = chain.iter().any(|link| matches!(link, Link::Member { .. }));
+        let has_alone = chain.iter().any(|link| matches!(link, Link::Alone(_)));
+        if !(has_members && has_alone) {
+            return None;
+        }
+        let order = chain_order(&chain);
+        self.chains.insert(key, chain);
+        Some(order)
     }
 
     /// IPv6 routes whose time is up (or nearly: `EXPIRY_MARGIN`) at `now`: the kernel skips
     /// them from then on, until its garbage collection deletes them and says so, up to half a
     /// minute later. Each goes to the kernel (which answers by the route behind it) until that
-    /// message; a route the kernel was told to keep longer (added again with a new `expires`,
-    /// which it does without a message) is still answered right, by the kernel. Returns how
-    /// many expired.
+    /// message. The kernel may also have been told to keep one longer, or for good (it was
+    /// added again with another `expires`, or none, which the kernel applies without a
+    /// message): a fresh dump is wanted, which tells (an expired route is dumped with its
+    /// time past). Returns how many expired.
     pub fn expire(&mut self, now: std::time::Instant, writer: &mut FibWriter) -> usize {
-        let due: Vec<RouteId> =
+        let due: Vec<(RouteId, Option<Member>)> =
             self.expiring.iter().filter(|(_, deadline)| now + EXPIRY_MARGIN >= **deadline).map(|(id, _)| *id).collect();
-        for &(address, len, key, tag) in &due {
-            self.expiring.remove(&(address, len, key, tag));
+        for &((address, len, key, tag), member) in &due {
+            self.expiring.remove(&((address, len, key, tag), member));
+            if let (Some(member), Some(chain)) = (member, self.chains.get_mut(&(address, len, key))) {
+                for link in chain.iter_mut() {
+                    if let Link::Member { gateway, interface, expired } = link {
+                        if (*gateway, *interface) == member {
+                            *expired = true;
+                        }
+                    }
+                }
+                let order = chain_order(chain);
+                writer.reorder_kernel_routes(address, len, key, &order);
+            }
+            let several = writer
+                .kernel_aliases(address, len, key)
+                .iter()
+                .any(|(held, via)| *held == tag && matches!(via, Via::Kernel(hops) if hops.len() > 1));
+            if several {
+                continue;
+            }
             let via = Via::ToKernel(KernelReason::Expired);
             self.to_kernel.insert((address, len, key, tag), (KernelReason::Expired, None));
             writer.add_kernel_route(address, len, key, tag, via, AliasAt::Instead(tag));
         }
+        self.resync_wanted |= !due.is_empty();
         due.len()
     }
 
@@ -824,12 +1013,31 @@ impl KernelTables {
     fn contents(&self, writer: &FibWriter) -> Stale {
         Stale {
             routes: writer.kernel_routes().into_iter().collect(),
+            merged_dumped: HashSet::new(),
             addresses: self.addresses.keys().copied().collect(),
             neighbors: self.neighbors.keys().copied().collect(),
             nexthops: self.nexthops.keys().copied().collect(),
             rules: self.rules.clone(),
         }
     }
+}
+
+/// An IPv6 key's routes by tag in the kernel's lookup order: each route it did not merge at
+/// its place, the merged route at its first member that has not expired (after the others if
+/// every member has).
+fn chain_order(chain: &[Link]) -> Vec<u32> {
+    let mut order = Vec::new();
+    for link in chain {
+        match link {
+            Link::Alone(tag) => order.push(*tag),
+            Link::Member { expired: false, .. } if !order.contains(&MERGED) => order.push(MERGED),
+            Link::Member { .. } => {}
+        }
+    }
+    if !order.contains(&MERGED) {
+        order.push(MERGED);
+    }
+    order
 }
 
 /// A source prefix as a route key's detail.
@@ -847,6 +1055,10 @@ fn source_detail(address: IpAddr, len: u8) -> u64 {
 #[derive(Debug, Default)]
 struct Stale {
     routes: HashSet<RouteId>,
+    /// IPv6 keys whose merged route of several members the dump reported: the kernel's dump
+    /// leaves out the routes chained between a merged route's members (its lookup still uses
+    /// them), so their other routes are kept, not swept.
+    merged_dumped: HashSet<KeyId>,
     addresses: HashSet<(u32, IpAddr)>,
     neighbors: HashSet<(u32, IpAddr)>,
     nexthops: HashSet<u32>,
@@ -863,7 +1075,12 @@ impl Stale {
             Event::Route { .. } if self.routes.is_empty() => false,
             Event::Route { route, .. } => match tables.rank(route) {
                 Some((key, _)) => {
-                    self.routes.remove(&(masked(route.address, route.len), route.len, key, route.alias_tag()))
+                    let tag = route.alias_tag();
+                    let prefix = masked(route.address, route.len);
+                    if tag == MERGED && matches!(&route.next_hops, NextHops::Direct(hops) if hops.len() > 1) {
+                        self.merged_dumped.insert((prefix, route.len, key));
+                    }
+                    self.routes.remove(&(prefix, route.len, key, tag))
                 }
                 None => false,
             },
@@ -877,9 +1094,17 @@ impl Stale {
     fn sweep(self, tables: &mut KernelTables, writer: &mut FibWriter) -> usize {
         let count =
             self.routes.len() + self.addresses.len() + self.neighbors.len() + self.nexthops.len() + self.rules.len();
+        let merged_dumped = self.merged_dumped;
+        let mut count = count;
         for (address, len, key, tag) in self.routes {
+            if tag != MERGED && merged_dumped.contains(&(address, len, key)) {
+                count -= 1;
+                continue;
+            }
             tables.to_kernel.remove(&(address, len, key, tag));
-            tables.expiring.remove(&(address, len, key, tag));
+            tables.expiring.retain(|((a, l, k, t), _), _| (*a, *l, *k, *t) != (address, len, key, tag));
+            // Its chain, if it had one, is rebuilt from what is left when next wanted.
+            tables.chains.remove(&(address, len, key));
             writer.remove_kernel_route(address, len, key, tag);
         }
         let addresses = self.addresses.into_iter().map(|(interface, ip)| Event::Address { add: false, interface, ip });
@@ -1120,6 +1345,44 @@ mod tests {
         tables.apply(delete(expiring), &mut writer);
         assert_eq!(gateways(&mut writer, "2001:db8:6::9").unwrap().1, [Some(ip("fd00:255::1"))], "the route behind it");
         assert_eq!(tables.expire(now + std::time::Duration::from_secs(60), &mut writer), 0, "nothing left to expire");
+    }
+
+    /// An IPv6 merged route whose first member expires moves behind a route the kernel did
+    /// not merge that came between its members: the kernel's lookup skips the expired member
+    /// and reaches that route first. So does deleting the first member.
+    #[test]
+    fn a_merged_routes_place_is_its_first_live_member() {
+        let mut tables = KernelTables::new(vec![10, 11]);
+        let mut writer = writer();
+        tables.apply(
+            Event::Nexthop { id: 4, nexthop: Some(Nexthop::Single { gateway: Some(ip("fd00::4")), interface: 11 }) },
+            &mut writer,
+        );
+        let now = std::time::Instant::now();
+        let a = Route {
+            expires: Some(std::time::Duration::from_secs(3)),
+            placed: Placed::New,
+            ..route("2001:db8:8::/48", direct(&[(Some("fd00::a"), 10)]))
+        };
+        tables.apply(add(a), &mut writer);
+        tables.apply(
+            add(Route { placed: Placed::Appended, ..route("2001:db8:8::/48", NextHops::Object(4)) }),
+            &mut writer,
+        );
+        let both = direct(&[(Some("fd00::b"), 10), (Some("fd00::a"), 10)]);
+        tables.apply(add(Route { placed: Placed::Prepended, ..route("2001:db8:8::/48", both) }), &mut writer);
+        let hops = |writer: &mut FibWriter| {
+            let fib = writer.snapshot(1);
+            fib.explain(crate::pipeline::fib::ip_destination(ip("2001:db8:8::1")))
+                .unwrap()
+                .hops
+                .iter()
+                .map(|hop| hop.gateway)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(hops(&mut writer).len(), 2, "the merged route first");
+        assert_eq!(tables.expire(now + std::time::Duration::from_secs(3), &mut writer), 1);
+        assert_eq!(hops(&mut writer), [Some(ip("fd00::4"))], "its first member expired: the object's route");
     }
 
     #[test]

@@ -95,6 +95,14 @@ impl Sync {
         Ok(due.len())
     }
 
+    /// Follows the IPv6 routes whose time is up at `now` (`KernelTables::expire`), and dumps
+    /// the tables again to learn whether the kernel was told to keep any of them longer.
+    pub fn expire_routes(&mut self, now: std::time::Instant, writer: &mut FibWriter) -> io::Result<usize> {
+        let expired = self.tables.expire(now, writer);
+        self.resync_if_wanted(writer)?;
+        Ok(expired)
+    }
+
     /// Dumps the tables again when the kernel changed what only a dump shows (dead next hops);
     /// after the dump under way, if one is (a socket takes one dump at a time).
     fn resync_if_wanted(&mut self, writer: &FibWriter) -> io::Result<()> {
