@@ -263,7 +263,7 @@ fn random_aliases_answer_as_the_kernel_does() {
             let family = if prefix.contains(':') { "-6" } else { "-4" };
             let kernel = run("ip", &["-n", &plan.control, family, "route", "show", "table", "all"]);
             eprintln!(
-                "DEBUG {prefix}:\n{history}kernel:\n{}",
+                "the commands of {prefix}, the first prefix that disagrees:\n{history}the kernel lists:\n{}",
                 String::from_utf8_lossy(&kernel.stdout)
                     .lines()
                     .filter(|l| l.contains(prefix.split('/').next().unwrap_or("-")))

@@ -1017,6 +1017,8 @@ mod tests {
             [("server0-nic0", 0, 0, 0, 0), ("server0-nic1", 0, 1, 0, 1), ("server1-nic0", 1, 0, 1, 0)]
         );
         assert!(racked.shape_report().contains("\n  servers: 4 servers of 2 NICs, each server's on one leaf\n"));
+        let unnamed = clos().replace("name = \"clos\"\n", "").replace("pods = 2", "pods = 2\nserver_nics = 2");
+        assert_eq!(Fabric::parse(&unnamed, "racks.toml", None).unwrap().name, "clos-2x2x2x4-nics2");
         assert_eq!(racked.links.len(), plain.links.len());
     }
 
@@ -1068,7 +1070,7 @@ mod tests {
     fn a_listed_host_s_leaf_is_its_switch_past_256_switches() {
         let dir = std::env::temp_dir().join(format!("raceway-fabric-leaves-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut fabric = String::from("[fabric]\n");
+        let mut fabric = String::from("[fabric]\ntransport = \"irn\"\n");
         for index in 0..258 {
             let config = format!(
                 "[switch]\nname = \"s{index}\"\nmac = \"02:00:00:00:00:01\"\n\
@@ -1085,8 +1087,10 @@ mod tests {
         }
         let parsed = Fabric::parse_in(&fabric, "f.toml", &dir, None);
         std::fs::remove_dir_all(&dir).unwrap();
-        let leaves: Vec<usize> = parsed.unwrap().hosts.iter().map(|host| host.leaf).collect();
+        let parsed = parsed.unwrap();
+        let leaves: Vec<usize> = parsed.hosts.iter().map(|host| host.leaf).collect();
         assert_eq!(leaves, (0..258).collect::<Vec<_>>(), "host 256 is on switch 256, not 0");
+        assert_eq!(parsed.transport.kind, TransportKind::Irn, "a listed fabric's [fabric] transport");
     }
 
     #[test]

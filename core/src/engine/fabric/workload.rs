@@ -448,6 +448,15 @@ mod tests {
         // Step 1: host 3 (rail 1, place 5) waits for what host 1 sent in step 0, on its qp.
         let from_3 = messages[8..16].iter().find(|m| m.sender == 3).unwrap();
         assert_eq!((from_3.qp, messages[from_3.after.unwrap()].sender), (5, 1));
+        // A rail of one NIC has nobody to reduce with: the other rails' queue pairs are
+        // numbered from 0 all the same.
+        let mut uneven = hosts(3, 2);
+        for (host, rail) in uneven.iter_mut().zip([1, 0, 1]) {
+            host.rail = rail;
+        }
+        let (qps, messages) = build(Collective::AllReduce, &uneven, 8000, 1, &[]);
+        assert_eq!(qps.iter().map(|q| (q.sender, q.receiver)).collect::<Vec<_>>(), [(0, 2), (2, 0)]);
+        assert!(messages.iter().all(|m| m.qp < 2), "{messages:?}");
         // One server per rail has nobody to reduce with, as one host has not.
         assert_eq!(count(Collective::AllReduce, &hosts(2, 2), 1, &[]), 0);
         assert_eq!(count(Collective::AllReduce, &hosts(1, 1), 1, &[]), 0);
