@@ -724,7 +724,7 @@ impl KernelTables {
             (true, _, Placed::New) => chain.clear(),
             // A replace takes the place of the first route of its kind (merged or not), else
             // of the first; a merged route replaced goes with all its members.
-            (true, merges, Placed::Replaced) if !chain.iter().any(|link| *link == Link::Alone(tag)) || merges => {
+            (true, merges, Placed::Replaced) if !chain.contains(&Link::Alone(tag)) || merges => {
                 let of_kind = chain.iter().position(|link| matches!(link, Link::Member { .. }) == merges);
                 if let Some(at) = of_kind.or(if chain.is_empty() { None } else { Some(0) }) {
                     let replaced_members = matches!(chain[at], Link::Member { .. });
