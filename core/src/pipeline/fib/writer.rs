@@ -858,6 +858,33 @@ mod tests {
         );
     }
 
+    /// A key's routes put in the order of their tags (IPv6's merged routes move behind a
+    /// route the kernel reaches first): the first by that order is in force; a tag not in it
+    /// goes last; another key's routes stay where they are.
+    #[test]
+    fn a_keys_routes_follow_an_order_of_tags() {
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
+        let mut writer = FibWriter::new(&config);
+        let prefix = ip("2001:db8:8::");
+        let (key, later) = (RouteKey::default(), RouteKey { metric: 9, ..RouteKey::default() });
+        let lookup = |writer: &mut FibWriter| {
+            writer.snapshot(1).explain(crate::pipeline::fib::ip_destination(ip("2001:db8:8::1"))).unwrap().target
+        };
+        writer.add_kernel_route(prefix, 48, key, 1, Via::ToKernel(KernelReason::Unreachable), AliasAt::Last);
+        writer.add_kernel_route(prefix, 48, key, 5, Via::ToKernel(KernelReason::Prohibit), AliasAt::Last);
+        writer.add_kernel_route(prefix, 48, key, 7, Via::ToKernel(KernelReason::Throw), AliasAt::Last);
+        writer.add_kernel_route(prefix, 48, later, 2, Via::Blackhole, AliasAt::Last);
+        writer.reorder_kernel_routes(prefix, 48, key, &[5, 1]);
+        let tags =
+            |writer: &FibWriter| writer.kernel_aliases(prefix, 48, key).iter().map(|(tag, _)| *tag).collect::<Vec<_>>();
+        assert_eq!(tags(&writer), [5, 1, 7], "7 is not in the order: last");
+        assert_eq!(lookup(&mut writer), Target::Kernel(KernelReason::Prohibit));
+        assert_eq!(writer.kernel_aliases(prefix, 48, later).len(), 1, "the other key's route stays");
+        writer.reorder_kernel_routes(prefix, 48, key, &[7, 5, 1]);
+        assert_eq!(tags(&writer), [7, 5, 1]);
+        assert_eq!(lookup(&mut writer), Target::Kernel(KernelReason::Throw));
+    }
+
     /// A target with its group spelled out: group indices depend on the order groups were
     /// made, the groups do not.
     #[derive(Debug, PartialEq)]
