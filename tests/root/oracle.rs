@@ -103,6 +103,8 @@ pub(crate) struct KernelContext {
     /// Each nexthop object's next hops (a group's expanded), as `ip -j route` shows them.
     pub(crate) nexthops: std::collections::HashMap<u64, Vec<serde_json::Value>>,
     pub(crate) unrepresented: std::collections::HashSet<(String, &'static str)>,
+    /// Each nexthop group's members, by id.
+    pub(crate) groups: std::collections::HashMap<u64, Vec<u64>>,
 }
 
 pub(crate) fn kernel_context(plan: &FibPlan) -> KernelContext {
@@ -169,6 +171,7 @@ pub(crate) fn kernel_context(plan: &FibPlan) -> KernelContext {
         .map(|entry| (entry["id"].as_u64().unwrap(), entry))
         .collect();
     let mut nexthops = std::collections::HashMap::new();
+    let mut groups = std::collections::HashMap::new();
     for entry in &listed {
         let id = entry["id"].as_u64().unwrap();
         let hops = match entry["group"].as_array() {
@@ -182,9 +185,12 @@ pub(crate) fn kernel_context(plan: &FibPlan) -> KernelContext {
             None => vec![serde_json::json!({ "dev": entry["dev"], "gateway": entry["gateway"] })],
         };
         nexthops.insert(id, hops);
+        if let Some(members) = entry["group"].as_array() {
+            groups.insert(id, members.iter().filter_map(|member| member["id"].as_u64()).collect());
+        }
     }
     let objects = in_force.into_iter().filter_map(|(prefix, (_, id))| Some((prefix, id?))).collect();
-    KernelContext { neighbors, objects, nexthops, unrepresented }
+    KernelContext { neighbors, objects, nexthops, unrepresented, groups }
 }
 
 /// Whether prefix `inner` (`a/len`) lies inside `outer`.
@@ -275,7 +281,31 @@ pub(crate) fn disagreement(
         // The object raceway's prefix is over, when fibmatch named another route.
         _ if same_object && route_prefix(route["dst"].as_str().unwrap_or(""), false) != prefix => {
             let id = object.expect("same_object");
-            listed = context.nexthops.get(&id).cloned().unwrap_or_default();
+            // Named by fibmatch alone, the object may be the member of a group the kernel's
+            // hash chose: the group raceway holds, if one holds it and matches.
+            let named_alone = !context.objects.contains_key(prefix);
+            let ours: std::collections::BTreeSet<(Option<String>, Option<String>)> = answer["next_hops"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|hop| (hop["port"].as_str().map(str::to_string), hop["ip"].as_str().map(str::to_string)))
+                .collect();
+            let hops_of = |object: u64| -> std::collections::BTreeSet<(Option<String>, Option<String>)> {
+                context
+                    .nexthops
+                    .get(&object)
+                    .into_iter()
+                    .flatten()
+                    .map(|hop| (hop["dev"].as_str().map(str::to_string), hop["gateway"].as_str().map(str::to_string)))
+                    .collect()
+            };
+            let group = context
+                .groups
+                .iter()
+                .filter(|(_, members)| named_alone && members.contains(&id))
+                .map(|(group, _)| *group)
+                .find(|group| hops_of(*group) == ours);
+            listed = context.nexthops.get(&group.unwrap_or(id)).cloned().unwrap_or_default();
             listed.iter().collect()
         }
         Some(hops) => hops.iter().collect(),
