@@ -845,6 +845,10 @@ mod tests {
         assert_eq!(writer.kernel_aliases(prefix, 24, key).len(), 1);
         writer.add_kernel_route(prefix, 24, key, 6, Via::ToKernel(KernelReason::Throw), AliasAt::Instead(7));
         assert_eq!(writer.kernel_aliases(prefix, 24, key).iter().map(|(tag, _)| *tag).collect::<Vec<_>>(), [5, 6]);
+        // `Only` clears its own key, not another's.
+        writer.add_kernel_route(prefix, 24, key, 9, Via::ToKernel(KernelReason::Throw), AliasAt::Only);
+        assert_eq!(writer.kernel_aliases(prefix, 24, key).iter().map(|(tag, _)| *tag).collect::<Vec<_>>(), [9]);
+        assert_eq!(writer.kernel_aliases(prefix, 24, later).len(), 1, "the other metric's route stays");
         writer.set_kernel_route(prefix, 24, key, None);
         assert_eq!(in_force(&mut writer), (Target::Blackhole, None), "every route of the key went");
         writer.add_kernel_route(prefix, 24, later, 8, Via::ToKernel(KernelReason::Prohibit), AliasAt::Only);
@@ -856,6 +860,29 @@ mod tests {
             0,
             "every next hop let go"
         );
+    }
+
+    /// A prefix with one kernel route takes a shortcut when a route replaces that one: it
+    /// must replace only its own key's and tag's, never another key's route of the same tag.
+    #[test]
+    fn a_prefixs_only_route_is_replaced_only_by_its_own_key() {
+        let config = Config::parse(&CONFIG, "t.toml").unwrap();
+        let mut writer = FibWriter::new(&config);
+        let prefix = ip("198.18.9.0");
+        let (key, later) = (RouteKey::default(), RouteKey { metric: 5, ..RouteKey::default() });
+        let tags = |writer: &FibWriter, key| {
+            writer.kernel_aliases(prefix, 24, key).iter().map(|(tag, _)| *tag).collect::<Vec<u32>>()
+        };
+        writer.add_kernel_route(prefix, 24, key, 1, Via::Blackhole, AliasAt::Only);
+        writer.add_kernel_route(prefix, 24, later, 1, Via::ToKernel(KernelReason::Throw), AliasAt::Instead(1));
+        assert_eq!((tags(&writer, key), tags(&writer, later)), (vec![1], vec![1]), "Instead: its own key's tag");
+        writer.set_kernel_route(prefix, 24, later, None);
+        writer.add_kernel_route(prefix, 24, later, 2, Via::ToKernel(KernelReason::Throw), AliasAt::Only);
+        assert_eq!((tags(&writer, key), tags(&writer, later)), (vec![1], vec![2]), "Only: its own key");
+        writer.set_kernel_route(prefix, 24, later, None);
+        writer.add_kernel_route(prefix, 24, key, 3, Via::ToKernel(KernelReason::Throw), AliasAt::Instead(1));
+        assert_eq!(tags(&writer, key), [3], "the only route, replaced in place");
+        assert_eq!(writer.snapshot(1).explain(v4("198.18.9.1")).unwrap().target, Target::Kernel(KernelReason::Throw));
     }
 
     /// A key's routes put in the order of their tags (IPv6's merged routes move behind a
