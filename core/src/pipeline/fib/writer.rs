@@ -882,6 +882,9 @@ mod tests {
         writer.set_kernel_route(prefix, 24, later, None);
         writer.add_kernel_route(prefix, 24, key, 3, Via::ToKernel(KernelReason::Throw), AliasAt::Instead(1));
         assert_eq!(tags(&writer, key), [3], "the only route, replaced in place");
+        writer.add_kernel_route(prefix, 24, key, 4, Via::ToKernel(KernelReason::Prohibit), AliasAt::Instead(5));
+        assert_eq!(tags(&writer, key), [3, 4], "no route of tag 5: after the others");
+        assert!(writer.remove_kernel_route(prefix, 24, key, 4));
         assert_eq!(writer.snapshot(1).explain(v4("198.18.9.1")).unwrap().target, Target::Kernel(KernelReason::Throw));
     }
 
