@@ -371,6 +371,9 @@ pub struct KernelTables {
     /// The chains of the IPv6 keys that hold a merged route beside routes the kernel did not
     /// merge (`Link`): only those, where the order of the members matters.
     chains: HashMap<KeyId, Vec<Link>>,
+    /// The members of IPv6 merged routes that are past their time, by key: the kernel skips a
+    /// merged route only once every member is.
+    expired_members: HashMap<KeyId, Vec<Member>>,
     /// Gateways of next hops on ports whose neighbour the kernel has not resolved, by
     /// (interface, address): raceway asks the kernel to resolve them (`Sync::resolve_next_hops`)
     /// rather than wait for traffic to reach them, as SONiC's nbrmgrd does.
@@ -569,7 +572,14 @@ impl KernelTables {
         // collection deletes that one (and names it); only its place moves (`Link`).
         let alone = tag != MERGED || matches!(&via, Via::Kernel(hops) if hops.len() == 1);
         let expires = route.expires;
-        let via = if add && alone && expires.is_some_and(|left| left <= EXPIRY_MARGIN) {
+        let all_expired = self.follow_expired_members(
+            (masked(route.address, route.len), route.len, key),
+            add,
+            tag,
+            &route.next_hops,
+            expires.is_some_and(|left| left <= EXPIRY_MARGIN),
+        );
+        let via = if add && (all_expired || alone && expires.is_some_and(|left| left <= EXPIRY_MARGIN)) {
             // Past its time (a dump of a route the kernel has not deleted yet), or nearly.
             Some(Via::ToKernel(KernelReason::Expired))
         } else if add {
@@ -634,6 +644,9 @@ impl KernelTables {
         };
         let Some(via) = via else {
             self.expiring.retain(|(expiring, _), _| *expiring != id);
+            if tag == MERGED {
+                self.expired_members.remove(&(id.0, id.1, key));
+            }
             writer.remove_kernel_route(route.address, route.len, key, tag);
             if let Some(order) = order {
                 writer.reorder_kernel_routes(route.address, route.len, key, &order);
@@ -674,6 +687,39 @@ impl KernelTables {
         if let Some(order) = order {
             writer.reorder_kernel_routes(route.address, route.len, key, &order);
         }
+    }
+
+    /// Follows which members of an IPv6 key's merged route are past their time through a
+    /// route message (`expired`: the message's own route, its first member, is); returns
+    /// whether every member of the merged route it adds is.
+    fn follow_expired_members(&mut self, key: KeyId, add: bool, tag: u32, next_hops: &NextHops, expired: bool) -> bool {
+        let NextHops::Direct(hops) = next_hops else { return false };
+        if tag != MERGED || !key.0.is_ipv6() {
+            return false;
+        }
+        let member = |hop: &Hop| (hop.gateway, hop.interface);
+        let Some(list) = self.expired_members.get_mut(&key) else {
+            if add && expired && hops.len() > 1 {
+                self.expired_members.insert(key, hops.first().map(member).into_iter().collect());
+            }
+            return false;
+        };
+        if add {
+            if let Some(first) = hops.first().map(member) {
+                list.retain(|known| *known != first);
+                if expired {
+                    list.push(first);
+                }
+            }
+            list.retain(|known| hops.iter().any(|hop| member(hop) == *known));
+        } else {
+            list.retain(|known| !hops.iter().any(|hop| member(hop) == *known));
+        }
+        let all = add && !hops.is_empty() && hops.iter().all(|hop| list.contains(&member(hop)));
+        if list.is_empty() {
+            self.expired_members.remove(&key);
+        }
+        all
     }
 
     /// Follows an IPv6 key's chain through a route message (`Link`): returns the order of
@@ -807,11 +853,20 @@ impl KernelTables {
                 let order = chain_order(chain);
                 writer.reorder_kernel_routes(address, len, key, &order);
             }
-            let several = writer
-                .kernel_aliases(address, len, key)
-                .iter()
-                .any(|(held, via)| *held == tag && matches!(via, Via::Kernel(hops) if hops.len() > 1));
-            if several {
+            if let Some(member) = member {
+                let expired = self.expired_members.entry((address, len, key)).or_default();
+                if !expired.contains(&member) {
+                    expired.push(member);
+                }
+            }
+            // A merged route of several members is skipped once all of them are past their time.
+            let expired = self.expired_members.get(&(address, len, key));
+            let live = writer.kernel_aliases(address, len, key).iter().any(|(held, via)| {
+                *held == tag
+                    && matches!(via, Via::Kernel(hops) if hops.len() > 1
+                        && !hops.iter().all(|hop| expired.is_some_and(|expired| expired.contains(&(hop.gateway, hop.interface)))))
+            });
+            if live {
                 continue;
             }
             let via = Via::ToKernel(KernelReason::Expired);
@@ -1383,6 +1438,35 @@ mod tests {
         assert_eq!(hops(&mut writer).len(), 2, "the merged route first");
         assert_eq!(tables.expire(now + std::time::Duration::from_secs(3), &mut writer), 1);
         assert_eq!(hops(&mut writer), [Some(ip("fd00::4"))], "its first member expired: the object's route");
+
+        // A merged route alone at its metric is skipped once every member has expired.
+        let late = |gateways: &[&str], expires: u64| Route {
+            metric: 20,
+            expires: Some(std::time::Duration::from_secs(expires)),
+            placed: Placed::Appended,
+            ..route("2001:db8:9::/48", direct(&gateways.iter().map(|g| (Some(*g), 10)).collect::<Vec<_>>()))
+        };
+        tables.apply(
+            add(Route { metric: 1024, ..route("2001:db8:9::/48", direct(&[(Some("fd00::9"), 11)])) }),
+            &mut writer,
+        );
+        tables.apply(add(late(&["fd00::1"], 2)), &mut writer);
+        tables.apply(add(late(&["fd00::2", "fd00::1"], 4)), &mut writer);
+        let target = |writer: &mut FibWriter| {
+            let fib = writer.snapshot(2);
+            fib.explain(crate::pipeline::fib::ip_destination(ip("2001:db8:9::1"))).unwrap().hops.len()
+        };
+        assert_eq!(target(&mut writer), 2, "metric 20's two members");
+        tables.expire(now + std::time::Duration::from_secs(2), &mut writer);
+        assert_eq!(target(&mut writer), 2, "one member expired: the kernel still picks among both");
+        tables.expire(now + std::time::Duration::from_secs(4), &mut writer);
+        let fib = writer.snapshot(3);
+        let explained = fib.explain(crate::pipeline::fib::ip_destination(ip("2001:db8:9::1"))).unwrap();
+        assert_eq!(
+            explained.target,
+            crate::pipeline::fib::Target::Kernel(KernelReason::Expired),
+            "both expired: the kernel's (it answers by metric 1024's)"
+        );
     }
 
     #[test]
