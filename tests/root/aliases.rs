@@ -15,21 +15,7 @@ use std::time::{Duration, Instant};
 /// ::10 are resolved (permanent neighbours) and .11/::11 are not; nexthop objects 1-4 (one
 /// on each port, IPv6) and group 10 of 1-3.
 fn lab(tag: &str) -> (Lab, FibPlan, std::path::PathBuf, Vec<String>) {
-    let mut lab = Lab::new(tag);
-    let ports: Vec<String> = (0..4).map(|index| format!("host{index}")).collect();
-    for index in 0..ports.len() {
-        lab.host(index);
-    }
-    let config = lab.config(ports.len(), "");
-    lab.start(&config, &ports.iter().map(String::as_str).collect::<Vec<_>>());
-    let config_path = lab.dir.join("leaf.toml");
-    let mut plan = FibPlan {
-        control: lab.control(),
-        dir: lab.dir.to_path_buf(),
-        batches: 0,
-        ports: ports.len(),
-        objects: Vec::new(),
-    };
+    let (lab, mut plan, config_path, ports) = FibPlan::start(tag);
     let mut setup = Vec::new();
     for port in 0..ports.len() {
         setup.push(format!("neigh replace 10.0.{port}.10 lladdr 02:00:00:0{port}:00:10 dev host{port} nud permanent"));

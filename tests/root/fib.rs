@@ -27,21 +27,7 @@ fn the_fib_answers_as_the_kernel_does_for_random_routes_and_deltas() {
     };
     eprintln!("FIB differential test: seed {seed} (RACEWAY_FIB_SEED={seed} repeats this run)");
     let mut random = Random(seed);
-    let mut lab = Lab::new("rwg");
-    let ports: Vec<String> = (0..4).map(|index| format!("host{index}")).collect();
-    for index in 0..ports.len() {
-        lab.host(index);
-    }
-    let config = lab.config(ports.len(), "");
-    lab.start(&config, &ports.iter().map(String::as_str).collect::<Vec<_>>());
-    let config_path = lab.dir.join("leaf.toml");
-    let mut plan = FibPlan {
-        control: lab.control(),
-        dir: lab.dir.to_path_buf(),
-        batches: 0,
-        ports: ports.len(),
-        objects: Vec::new(),
-    };
+    let (mut lab, mut plan, config_path, ports) = FibPlan::start("rwg");
     let mut setup = vec![
         "link set lo up".to_string(),
         "link add xa type veth peer name xb".to_string(),

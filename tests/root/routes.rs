@@ -42,6 +42,28 @@ pub(crate) struct FibPlan {
 }
 
 impl FibPlan {
+    /// Starts raceway on a lab of four ports (`host0`-`host3`, 10.0.i.1/24 and fd00:i::1/64,
+    /// `tag` naming it) and returns the lab, an empty plan over its control namespace, the
+    /// config's path and the ports' names.
+    pub(crate) fn start(tag: &str) -> (Lab, FibPlan, std::path::PathBuf, Vec<String>) {
+        let mut lab = Lab::new(tag);
+        let ports: Vec<String> = (0..4).map(|index| format!("host{index}")).collect();
+        for index in 0..ports.len() {
+            lab.host(index);
+        }
+        let config = lab.config(ports.len(), "");
+        lab.start(&config, &ports.iter().map(String::as_str).collect::<Vec<_>>());
+        let config_path = lab.dir.join("leaf.toml");
+        let plan = FibPlan {
+            control: lab.control(),
+            dir: lab.dir.to_path_buf(),
+            batches: 0,
+            ports: ports.len(),
+            objects: Vec::new(),
+        };
+        (lab, plan, config_path, ports)
+    }
+
     /// A gateway on port `port` of the given family: on the port's subnet, or (IPv6) a
     /// link-local one (fe80::1 on every port, as BGP unnumbered peers use).
     pub(crate) fn gateway(&self, random: &mut Random, port: usize, v4: bool) -> String {
